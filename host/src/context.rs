@@ -1,0 +1,67 @@
+//! The context a call runs in: the turn it belongs to (profile, session, model), its
+//! cancel token, and the host services a tool may use (child turns, later progress).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// Which turn a call works for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnInfo {
+    /// The profile whose agent runs the turn (tools keep per-profile state apart with it).
+    pub profile_id: String,
+    /// The session (conversation) the turn belongs to.
+    pub session_id: String,
+    /// The model that asked for the calls.
+    pub model: String,
+}
+
+/// Runs child turns for tools such as `delegate_task`. The agent runtime provides it.
+#[async_trait]
+pub trait ChildTurnService: Send + Sync {
+    /// Runs one child turn for `parent` with `request` (`{"prompt": ..., "context": ...}`)
+    /// and returns the child's final answer, or an error message for the model.
+    async fn run_child_turn(&self, parent: &TurnInfo, request: Value) -> Result<String, String>;
+}
+
+/// The services a host offers to the calls of one turn.
+#[derive(Clone, Default)]
+pub struct HostServices {
+    /// `None` where no agent runs the turn (e.g. `toolhost call`).
+    pub child_turns: Option<Arc<dyn ChildTurnService>>,
+}
+
+/// A turn as the dispatcher sees it: who it is for, how to stop it, what services it has.
+#[derive(Clone, Default)]
+pub struct Turn {
+    /// Profile, session and model.
+    pub info: Arc<TurnInfo>,
+    /// Cancelling it cancels every call of the turn.
+    pub cancel: CancellationToken,
+    /// Services the calls may use.
+    pub services: HostServices,
+}
+
+impl Turn {
+    /// A turn with these details, a fresh cancel token and no services.
+    pub fn new(info: TurnInfo) -> Self {
+        Turn {
+            info: Arc::new(info),
+            cancel: CancellationToken::new(),
+            services: HostServices::default(),
+        }
+    }
+}
+
+/// What one call gets: the turn, its own cancel token (cancelled when the turn is, or
+/// when the call times out) and the services.
+pub struct ToolContext {
+    /// The turn the call belongs to.
+    pub turn: Arc<TurnInfo>,
+    /// Fires when the turn is stopped or the call times out.
+    pub cancel: CancellationToken,
+    /// Host services.
+    pub services: HostServices,
+}

@@ -1,0 +1,303 @@
+//! The dispatcher: runs the tool calls of one model response. Calls run concurrently, or
+//! one at a time when any of them is interactive; results come back in the order asked.
+//! Every failure (unknown tool, refused by policy, invalid arguments, tool error, panic,
+//! timeout, cancellation) is a result with `is_error: true`, never an early return.
+
+use std::fmt::Write as _;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use toolhost_plugin_api::CatchUnwind;
+
+use crate::context::{ToolContext, Turn};
+use crate::policy::{CallPolicy, Refusal};
+use crate::registry::{RegisteredTool, ToolRegistry};
+use crate::tool::ToolError;
+
+/// One call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The model's id for the call, echoed in the result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments object.
+    pub arguments: Value,
+}
+
+/// The outcome of one call, as it goes back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    /// The id of the call.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The tool's output, or the error message.
+    pub output: String,
+    /// Whether `output` is an error.
+    pub is_error: bool,
+    /// What kind of error, if any.
+    pub error: Option<CallErrorKind>,
+    /// How long the call took, policy and validation included.
+    #[serde(serialize_with = "serialize_secs")]
+    pub elapsed: Duration,
+}
+
+fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Why a call ended in an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallErrorKind {
+    /// No tool with that name.
+    ToolNotFound,
+    /// The tool is switched off by policy.
+    Denied,
+    /// The call needed approval that was not given.
+    NotApproved,
+    /// The arguments violated the schema, or the tool said they made no sense.
+    InvalidArgs,
+    /// The tool ran and failed.
+    Failed,
+    /// Host-side tool code panicked (plugin panics are caught in the plugin: `Failed`).
+    Panicked,
+    /// The call ran past its timeout.
+    TimedOut,
+    /// The turn was cancelled.
+    Cancelled,
+}
+
+/// Dispatcher settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchConfig {
+    /// How long one call may run before it is cancelled.
+    pub timeout: Duration,
+    /// After a timeout or cancellation, how long the tool gets to notice its cancel signal
+    /// and return before its future is dropped.
+    pub cancel_grace: Duration,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            timeout: Duration::from_secs(60),
+            cancel_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Runs tool calls against a registry under a policy.
+#[derive(Clone)]
+pub struct Dispatcher {
+    config: DispatchConfig,
+    policy: Arc<dyn CallPolicy>,
+}
+
+impl Dispatcher {
+    /// A dispatcher with these settings and policy.
+    pub fn new(config: DispatchConfig, policy: Arc<dyn CallPolicy>) -> Self {
+        Dispatcher { config, policy }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> DispatchConfig {
+        self.config
+    }
+
+    /// Runs the calls of one model response and returns one result per call, in the
+    /// order of `calls`. They run concurrently on the runtime's workers, or one at a time
+    /// if any of them is interactive. Dropping the returned future cancels the calls.
+    pub async fn dispatch(
+        &self,
+        registry: &ToolRegistry,
+        turn: &Turn,
+        calls: Vec<ToolCall>,
+    ) -> Vec<ToolResult> {
+        let jobs: Vec<CallJob> = calls
+            .into_iter()
+            .map(|c| self.job(registry, turn, c))
+            .collect();
+        let sequential = jobs.len() < 2
+            || jobs
+                .iter()
+                .any(|j| j.entry.as_ref().is_ok_and(|e| e.spec().interactive));
+        if sequential {
+            let mut results = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                results.push(job.run().await);
+            }
+            return results;
+        }
+        let mut handles = TaskGroup(jobs.into_iter().map(|j| tokio::spawn(j.run())).collect());
+        let mut results = Vec::with_capacity(handles.0.len());
+        for (i, handle) in handles.0.iter_mut().enumerate() {
+            results.push(match handle.await {
+                Ok(r) => r,
+                Err(e) => ToolResult {
+                    call_id: String::new(),
+                    name: String::new(),
+                    output: format!("call {i} of the batch ended abnormally: {e}"),
+                    is_error: true,
+                    error: Some(CallErrorKind::Panicked),
+                    elapsed: Duration::ZERO,
+                },
+            });
+        }
+        results
+    }
+
+    /// Runs one call.
+    pub async fn call(&self, registry: &ToolRegistry, turn: &Turn, call: ToolCall) -> ToolResult {
+        self.job(registry, turn, call).run().await
+    }
+
+    fn job(&self, registry: &ToolRegistry, turn: &Turn, call: ToolCall) -> CallJob {
+        let entry = registry
+            .get(&call.name)
+            .cloned()
+            .ok_or_else(|| unknown_tool_message(&call.name, registry));
+        CallJob {
+            entry,
+            call,
+            turn: turn.clone(),
+            policy: Arc::clone(&self.policy),
+            config: self.config,
+        }
+    }
+}
+
+/// Aborts the tasks of a batch whose dispatch future was dropped.
+struct TaskGroup(Vec<JoinHandle<ToolResult>>);
+
+impl Drop for TaskGroup {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
+fn unknown_tool_message(name: &str, registry: &ToolRegistry) -> String {
+    let mut msg = format!("unknown tool '{name}'");
+    let names = registry.names();
+    if names.is_empty() {
+        msg.push_str("; no tools are available");
+    } else {
+        msg.push_str("; available tools: ");
+        msg.push_str(
+            &names
+                .iter()
+                .take(30)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        if names.len() > 30 {
+            let _ = write!(msg, " and {} more", names.len() - 30);
+        }
+    }
+    msg
+}
+
+struct CallJob {
+    entry: Result<RegisteredTool, String>,
+    call: ToolCall,
+    turn: Turn,
+    policy: Arc<dyn CallPolicy>,
+    config: DispatchConfig,
+}
+
+enum Stop {
+    TimedOut,
+    Cancelled,
+}
+
+impl CallJob {
+    async fn run(self) -> ToolResult {
+        let start = Instant::now();
+        let CallJob {
+            entry,
+            call,
+            turn,
+            policy,
+            config,
+        } = self;
+        let ToolCall {
+            id,
+            name,
+            arguments,
+        } = call;
+        let done = |output: String, error: Option<CallErrorKind>| ToolResult {
+            call_id: id.clone(),
+            name: name.clone(),
+            is_error: error.is_some(),
+            output,
+            error,
+            elapsed: start.elapsed(),
+        };
+        let entry = match entry {
+            Ok(e) => e,
+            Err(msg) => return done(msg, Some(CallErrorKind::ToolNotFound)),
+        };
+        if let Err(refusal) = policy.check(entry.spec(), &arguments, &turn.info).await {
+            return match refusal {
+                Refusal::Denied(m) => done(m, Some(CallErrorKind::Denied)),
+                Refusal::NotApproved(m) => done(m, Some(CallErrorKind::NotApproved)),
+            };
+        }
+        if let Err(problems) = entry.validate(&arguments) {
+            return done(
+                format!("invalid arguments: {problems}"),
+                Some(CallErrorKind::InvalidArgs),
+            );
+        }
+        let cancel = turn.cancel.child_token();
+        let ctx = ToolContext {
+            turn: Arc::clone(&turn.info),
+            cancel: cancel.clone(),
+            services: turn.services.clone(),
+        };
+        let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
+        let stop = tokio::select! {
+            biased;
+            outcome = &mut future => {
+                return match outcome {
+                    Ok(Ok(output)) => done(output, None),
+                    Ok(Err(ToolError::InvalidArgs(m))) => {
+                        done(format!("invalid arguments: {m}"), Some(CallErrorKind::InvalidArgs))
+                    }
+                    Ok(Err(ToolError::Failed(m))) => done(m, Some(CallErrorKind::Failed)),
+                    Err(panic) => done(
+                        format!("tool '{name}' panicked: {panic}"),
+                        Some(CallErrorKind::Panicked),
+                    ),
+                };
+            }
+            () = turn.cancel.cancelled() => Stop::Cancelled,
+            () = tokio::time::sleep(config.timeout) => Stop::TimedOut,
+        };
+        let ran = start.elapsed().as_secs_f64();
+        // Tell the tool, give it a moment to wind down, then drop it.
+        cancel.cancel();
+        let _ = tokio::time::timeout(config.cancel_grace, &mut future).await;
+        match stop {
+            Stop::TimedOut => done(
+                format!(
+                    "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was cancelled",
+                    config.timeout.as_secs_f64()
+                ),
+                Some(CallErrorKind::TimedOut),
+            ),
+            Stop::Cancelled => done(
+                format!("tool '{name}' was cancelled after {ran:.1} s"),
+                Some(CallErrorKind::Cancelled),
+            ),
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The host library's errors. Each variant says what went wrong, names the thing (file,
+//! plugin, tool) and, where an operator can act, what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::tool::ToolOrigin;
+
+/// A plugin file that could not be loaded. The loader collects one per bad file and goes
+/// on with the others.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {kind}", file.display())]
+pub struct PluginLoadError {
+    /// The operator's path of the file.
+    pub file: PathBuf,
+    /// What went wrong.
+    pub kind: LoadErrorKind,
+}
+
+/// Why a plugin file did not load.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadErrorKind {
+    /// Reading the file (or a plugin directory) failed.
+    #[error("could not {action}: {source}")]
+    Io {
+        /// What the loader was doing.
+        action: &'static str,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The file does not start like a shared library.
+    #[error(
+        "not a shared library (no ELF header, {size} bytes); if it is still being copied, \
+         wait until the copy is finished, otherwise remove it from the plugin directory"
+    )]
+    NotASharedLibrary {
+        /// The file's size.
+        size: u64,
+    },
+    /// The dynamic loader refused the file (truncated, wrong architecture, missing
+    /// dependencies).
+    #[error(
+        "the dynamic loader could not open it: {reason}; if the file is incomplete, copy it \
+         again (install by rename: copy to a temporary name in the same directory, then mv)"
+    )]
+    Open {
+        /// The loader's message.
+        reason: String,
+    },
+    /// A shared library without the toolhost root module.
+    #[error(
+        "not a toolhost plugin: the library exports no root module (a plugin calls \
+         `toolhost_plugin_api::export_plugin!` once); remove it from the plugin directory"
+    )]
+    NoRootModule,
+    /// Built against an incompatible plugin-api version.
+    #[error(
+        "built against toolhost-plugin-api {plugin_api}, which this host (plugin-api \
+         {host_api}) cannot load; rebuild the plugin against plugin-api {host_api}"
+    )]
+    IncompatibleVersion {
+        /// The plugin's API version.
+        plugin_api: String,
+        /// The host's API version.
+        host_api: String,
+    },
+    /// The types the plugin was built with do not match the host's.
+    #[error(
+        "its plugin-api types do not match this host's (plugin built against plugin-api \
+         {plugin_api}, host has {host_api}{}); rebuild the plugin against the host's \
+         plugin-api. Layout check: {}",
+        if plugin_api == host_api { ", so it was built from a modified copy of the API" } else { "" },
+        details.join("; ")
+    )]
+    IncompatibleLayout {
+        /// The plugin's API version.
+        plugin_api: String,
+        /// The host's API version.
+        host_api: String,
+        /// The `Error:` lines of abi_stable's report.
+        details: Vec<String>,
+    },
+    /// Built with `panic = "abort"`.
+    #[error(
+        "built with panic = \"abort\": a panic in it would kill the host, so it is refused; \
+         rebuild it with panic = \"unwind\" (the default: remove `panic = \"abort\"` from \
+         its Cargo profile or RUSTFLAGS)"
+    )]
+    PanicAbort,
+    /// Plugin code panicked or failed while the host read its tools.
+    #[error("the plugin failed while its tools were being read: {reason}; fix the plugin")]
+    Plugin {
+        /// What failed.
+        reason: String,
+    },
+    /// One tool of a plugin was left out (its other tools loaded).
+    #[error("{reason}; the tool is left out, the plugin's other tools are loaded")]
+    Tool {
+        /// Which tool and why.
+        reason: String,
+    },
+    /// Something else abi_stable reported.
+    #[error("{reason}")]
+    Other {
+        /// abi_stable's message.
+        reason: String,
+    },
+}
+
+/// A tool the registry refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools with one name: the first (in load order) keeps it.
+    #[error(
+        "duplicate tool '{tool}': {rejected} exports a tool with the same name as {kept}; \
+         the first keeps it and the other is not registered (rename one, or remove one plugin)"
+    )]
+    Duplicate {
+        /// The name.
+        tool: String,
+        /// The tool that keeps the name.
+        kept: ToolOrigin,
+        /// The tool that was refused.
+        rejected: ToolOrigin,
+    },
+    /// A name models do not accept.
+    #[error(
+        "tool '{tool}' from {origin} has an invalid name: use 1-64 characters of A-Z, a-z, 0-9, _ and -"
+    )]
+    InvalidName {
+        /// The name.
+        tool: String,
+        /// Where it came from.
+        origin: ToolOrigin,
+    },
+    /// The argument schema is not a valid JSON Schema.
+    #[error("tool '{tool}' from {origin} has an invalid argument schema: {reason}")]
+    InvalidSchema {
+        /// The tool.
+        tool: String,
+        /// Where it came from.
+        origin: ToolOrigin,
+        /// The schema compiler's message.
+        reason: String,
+    },
+    /// `only` was asked for a tool the registry does not have.
+    #[error("no tool named '{tool}' is registered")]
+    Missing {
+        /// The name.
+        tool: String,
+    },
+}

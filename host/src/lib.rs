@@ -1,0 +1,64 @@
+//! toolhost: loads LLM-agent tools from compiled plugins and runs the calls a model asks
+//! for.
+//!
+//! The nouns:
+//! - **Plugin**: a shared library built against `toolhost-plugin-api` that exports tools.
+//!   [`PluginLoader`] loads plugin files from plugin directories through private copies,
+//!   checks their API version and type layouts, and reports one [`PluginLoadError`] per
+//!   bad file while the others load ([`LoadReport`]).
+//! - **Tool**: anything implementing [`Tool`]: a [`ToolSpec`] (name, description, argument
+//!   schema, [`Risk`], interactive flag), a [`ToolOrigin`] and an async `call`. Plugin
+//!   tools and tools compiled into the host are the same to everything below.
+//! - **Registry**: [`ToolRegistry`] holds tools by name with their compiled argument
+//!   validators; `only` and `without` make the filtered copies profiles and child agents
+//!   use.
+//! - **Dispatcher**: [`Dispatcher`] runs the [`ToolCall`]s of one model response,
+//!   concurrently or one at a time when any is interactive, under a [`CallPolicy`], with a
+//!   timeout and a cancel token per [`Turn`]; every outcome is a [`ToolResult`] in request
+//!   order.
+//! - **Context**: each call gets a [`ToolContext`]: the [`TurnInfo`] (profile, session,
+//!   model), its cancel token and the [`HostServices`]. Plugins see it through the stable
+//!   ABI as data plus a table of host services (log, timer, cancel signal, child turns).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use toolhost::{DispatchConfig, Dispatcher, PluginLoader, ReadOnlyPolicy, ToolCall,
+//!                ToolRegistry, Turn, TurnInfo};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let loader = PluginLoader::new()?;
+//! let report = loader.load_dirs(&["plugins-dir".into()]);
+//! for e in &report.errors {
+//!     eprintln!("{e}");
+//! }
+//! let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+//! let dispatcher = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
+//! let turn = Turn::new(TurnInfo::default());
+//! let call = ToolCall {
+//!     id: "1".into(),
+//!     name: "time_now".into(),
+//!     arguments: serde_json::json!({"timezone": "UTC"}),
+//! };
+//! let results = dispatcher.dispatch(&registry, &turn, vec![call]).await;
+//! println!("{}", results[0].output);
+//! # Ok(()) }
+//! ```
+
+mod context;
+mod dispatcher;
+mod error;
+mod loader;
+mod plugin;
+mod policy;
+mod registry;
+mod tool;
+
+pub use context::{ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
+pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
+pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
+pub use plugin::LoadedPlugin;
+pub use policy::{CallPolicy, ReadOnlyPolicy, Refusal};
+pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
+pub use tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
+pub use toolhost_plugin_api::API_VERSION;

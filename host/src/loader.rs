@@ -1,0 +1,339 @@
+//! The plugin loader: finds shared libraries in plugin directories, loads each through a
+//! private copy, runs abi_stable's version and layout checks and the host's own checks,
+//! and turns every failure into one clear [`PluginLoadError`] per file.
+//!
+//! Why a private copy: dlopen caches libraries by path and inode, so loading a replaced
+//! file at the same path can return the old library, and writing over a mapped library
+//! crashes the process. Each load copies the file to a unique path in a private directory,
+//! loads the copy and unlinks it. Libraries are never unloaded (abi_stable keeps `'static`
+//! references into them), so each load keeps its mapping until the process exits.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use abi_stable::library::{LibraryError, lib_header_from_path};
+use toolhost_plugin_api::API_VERSION;
+use toolhost_plugin_api::ffi::PluginRoot_Ref;
+
+use crate::error::{LoadErrorKind, PluginLoadError};
+use crate::plugin::{LoadedPlugin, PluginTool};
+use crate::tool::{Tool, ToolOrigin};
+
+/// The file extension of shared libraries on this platform (`so` on Linux).
+pub const LIBRARY_EXTENSION: &str = std::env::consts::DLL_EXTENSION;
+
+/// What loading a set of plugin directories produced: the plugins that loaded, in load
+/// order, and one error per file (or directory) that did not.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Plugins that loaded, in a deterministic order: directories in the order given,
+    /// files sorted by name within each.
+    pub plugins: Vec<LoadedPlugin>,
+    /// Files or directories that failed, each with its reason.
+    pub errors: Vec<PluginLoadError>,
+}
+
+/// Loads plugin files. One loader per process is enough; it owns the private directory
+/// that load copies pass through.
+#[derive(Debug)]
+pub struct PluginLoader {
+    private_dir: PathBuf,
+    copies: AtomicU64,
+}
+
+impl PluginLoader {
+    /// A loader whose private copies go to a fresh directory (mode 0700) under the
+    /// system's temporary directory.
+    pub fn new() -> io::Result<PluginLoader> {
+        let base = std::env::temp_dir();
+        let pid = std::process::id();
+        let mut attempt = 0u32;
+        loop {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or_default();
+            let dir = base.join(format!("toolhost-{pid}-{nanos:x}{attempt}"));
+            match create_private_dir(&dir) {
+                Ok(()) => {
+                    return Ok(PluginLoader {
+                        private_dir: dir,
+                        copies: AtomicU64::new(0),
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The shared libraries in `dir`, sorted by file name. Other files are skipped
+    /// quietly; so are hidden files and editors' temporary files.
+    pub fn scan_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            // `metadata` follows symlinks: a link to a library counts, a link to a directory does not.
+            if is_plugin_candidate(&path) && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+                files.push(path);
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    /// Loads every plugin in `dirs`: directories in the order given, files sorted by name
+    /// within each. One bad file (or a missing directory) gives one error and the others
+    /// still load.
+    pub fn load_dirs(&self, dirs: &[PathBuf]) -> LoadReport {
+        let mut report = LoadReport::default();
+        for dir in dirs {
+            match PluginLoader::scan_dir(dir) {
+                Ok(files) => {
+                    for file in files {
+                        match self.load_file(&file) {
+                            Ok(p) => {
+                                report.errors.extend(p.skipped_tools.iter().map(|reason| {
+                                    PluginLoadError {
+                                        file: file.clone(),
+                                        kind: LoadErrorKind::Tool {
+                                            reason: reason.clone(),
+                                        },
+                                    }
+                                }));
+                                report.plugins.push(p);
+                            }
+                            Err(e) => report.errors.push(e),
+                        }
+                    }
+                }
+                Err(source) => report.errors.push(PluginLoadError {
+                    file: dir.clone(),
+                    kind: LoadErrorKind::Io {
+                        action: "read the plugin directory",
+                        source,
+                    },
+                }),
+            }
+        }
+        report
+    }
+
+    /// Loads one plugin file.
+    pub fn load_file(&self, file: &Path) -> Result<LoadedPlugin, PluginLoadError> {
+        self.load_inner(file).map_err(|kind| PluginLoadError {
+            file: file.to_path_buf(),
+            kind,
+        })
+    }
+
+    fn load_inner(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        check_elf_header(file)?;
+        let n = self.copies.fetch_add(1, Ordering::Relaxed);
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".to_owned());
+        let copy = self
+            .private_dir
+            .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"));
+        fs::copy(file, &copy).map_err(|source| LoadErrorKind::Io {
+            action: "copy the file for loading",
+            source,
+        })?;
+        let opened = lib_header_from_path(&copy);
+        // The mapping stays after the unlink; the copy is never opened again.
+        let _ = fs::remove_file(&copy);
+        let header = opened.map_err(|e| library_error(e, None))?;
+        let plugin_api = header.version_strings().version.to_owned();
+        let root = header
+            .init_root_module::<PluginRoot_Ref>()
+            .map_err(|e| library_error(e, Some(&plugin_api)))?;
+        if !root.panic_unwind() {
+            return Err(LoadErrorKind::PanicAbort);
+        }
+        let name = root.name().as_str().to_owned();
+        let origin = ToolOrigin::Plugin {
+            plugin: Arc::from(name.as_str()),
+            file: Arc::new(file.to_path_buf()),
+        };
+        let ffi_tools = root.tools()()
+            .into_result()
+            .map_err(|m| LoadErrorKind::Plugin {
+                reason: m.into_string(),
+            })?;
+        // Each tool object is owned by a PluginTool (or dropped) right away, so every one
+        // is freed exactly once; a tool whose metadata fails is left out, the others stay.
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(ffi_tools.len());
+        let mut skipped_tools = Vec::new();
+        for (index, ffi) in ffi_tools.into_iter().enumerate() {
+            match PluginTool::new(ffi, origin.clone(), index) {
+                Ok(t) => tools.push(Arc::new(t)),
+                Err(e) => skipped_tools.push(e),
+            }
+        }
+        Ok(LoadedPlugin {
+            name,
+            version: root.version().as_str().to_owned(),
+            api_version: root.api_version().as_str().to_owned(),
+            file: file.to_path_buf(),
+            tools,
+            skipped_tools,
+        })
+    }
+}
+
+impl Drop for PluginLoader {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.private_dir);
+    }
+}
+
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// A visible file with the platform's library extension.
+fn is_plugin_candidate(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    !name.starts_with('.')
+        && !name.ends_with('~')
+        && path.extension().and_then(|e| e.to_str()) == Some(LIBRARY_EXTENSION)
+}
+
+/// Refuses files that cannot be shared libraries before the dynamic loader sees them.
+fn check_elf_header(file: &Path) -> Result<(), LoadErrorKind> {
+    let io_err = |source| LoadErrorKind::Io {
+        action: "read the file",
+        source,
+    };
+    let mut f = fs::File::open(file).map_err(io_err)?;
+    if cfg!(target_os = "macos") || cfg!(windows) {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let mut read = 0;
+    while read < magic.len() {
+        match f.read(&mut magic[read..]).map_err(io_err)? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    if read < magic.len() || magic != *b"\x7fELF" {
+        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+        return Err(LoadErrorKind::NotASharedLibrary { size });
+    }
+    Ok(())
+}
+
+/// Maps abi_stable's errors to short, actionable ones. For a layout mismatch only the
+/// `Error:` lines of its long report are kept.
+fn library_error(e: LibraryError, plugin_api: Option<&str>) -> LoadErrorKind {
+    let plugin_api = plugin_api.unwrap_or("unknown").to_owned();
+    match e {
+        LibraryError::OpenError { err, .. } => LoadErrorKind::Open {
+            reason: err.to_string(),
+        },
+        LibraryError::GetSymbolError { .. } => LoadErrorKind::NoRootModule,
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            LoadErrorKind::IncompatibleVersion {
+                plugin_api: actual_version.to_string(),
+                host_api: API_VERSION.to_owned(),
+            }
+        }
+        LibraryError::ParseVersionError(e) => LoadErrorKind::Other {
+            reason: format!("its plugin-api version string is malformed: {e}"),
+        },
+        LibraryError::AbiInstability(report) => {
+            let report = report.to_string();
+            tracing::debug!(%report, "full layout-check report");
+            LoadErrorKind::IncompatibleLayout {
+                plugin_api,
+                host_api: API_VERSION.to_owned(),
+                details: error_lines(&report),
+            }
+        }
+        LibraryError::InvalidAbiHeader(_) | LibraryError::InvalidCAbi { .. } => {
+            LoadErrorKind::IncompatibleLayout {
+                plugin_api,
+                host_api: API_VERSION.to_owned(),
+                details: vec!["built with an incompatible abi_stable or Rust C ABI".to_owned()],
+            }
+        }
+        LibraryError::RootModule { err, .. } => LoadErrorKind::Plugin {
+            reason: format!("its root module failed to initialize: {err}"),
+        },
+        other => LoadErrorKind::Other {
+            reason: first_lines(&other.to_string(), 3),
+        },
+    }
+}
+
+/// The `Error:` lines of abi_stable's layout report (at most 8), each with the first line
+/// of its `Expected:` and `Found:` parts, e.g. `unexpected field (expected
+/// field_name:tools, found field_name:priority)`.
+fn error_lines(report: &str) -> Vec<String> {
+    struct Entry {
+        what: String,
+        expected: Option<String>,
+        found: Option<String>,
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut lines = report.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if let Some(what) = line.strip_prefix("Error:") {
+            entries.push(Entry {
+                what: what.trim().to_owned(),
+                expected: None,
+                found: None,
+            });
+        } else if let Some(entry) = entries.last_mut() {
+            let slot = match line {
+                "Expected:" => &mut entry.expected,
+                "Found:" => &mut entry.found,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = lines.next().map(str::to_owned);
+            }
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for e in entries {
+        let text = match (e.expected, e.found) {
+            (Some(x), Some(f)) => format!("{} (expected {x}, found {f})", e.what),
+            _ => e.what,
+        };
+        if !text.is_empty() && !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    if out.is_empty() {
+        out.push(first_lines(report, 3));
+    }
+    out.truncate(8);
+    out
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,279 @@
+//! Plugin tools on the host side: the adapter that makes a plugin's [`FfiTool`] a host
+//! [`Tool`], and the table of host services every plugin call receives.
+//!
+//! This is one of the two modules (with `loader`) that contain `unsafe`: the plugin's
+//! vtable functions are called with the object they were exported with, and the context
+//! pointer handed to the plugin points at a `CallState` that outlives the call's future.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_stable::prefix_type::WithMetadata;
+use abi_stable::std_types::{RResult, RStr, RString};
+use async_ffi::{FfiFuture, FutureExt};
+use async_trait::async_trait;
+use serde_json::Value;
+use toolhost_plugin_api::ffi::{
+    FfiCallContext, FfiTool, FfiToolError, HostVTable, HostVTable_Ref, LogLevel,
+};
+use toolhost_plugin_api::{__private::UNAVAILABLE_PREFIX, ToolError};
+
+use crate::context::ToolContext;
+use crate::tool::{Tool, ToolOrigin, ToolSpec};
+
+/// A plugin loaded from one file.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    /// The plugin's name.
+    pub name: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// The plugin-api version it was built against.
+    pub api_version: String,
+    /// The operator's path of the file.
+    pub file: PathBuf,
+    /// The tools it exports, in the order it exports them.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools left out because reading their metadata failed (a panic in `name`,
+    /// `description`, ...), one message each; the plugin's other tools still load.
+    pub skipped_tools: Vec<String>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("file", &self.file)
+            .field(
+                "tools",
+                &self
+                    .tools
+                    .iter()
+                    .map(|t| &t.spec().name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// A tool exported by a plugin.
+pub(crate) struct PluginTool {
+    ffi: FfiTool,
+    spec: ToolSpec,
+    origin: ToolOrigin,
+}
+
+impl PluginTool {
+    /// Reads the tool's metadata through its vtable. A panic in the plugin's metadata
+    /// methods comes back as an error and the tool is not used.
+    pub(crate) fn new(
+        ffi: FfiTool,
+        origin: ToolOrigin,
+        index: usize,
+    ) -> Result<PluginTool, String> {
+        let vt = ffi.vtable;
+        let this = ffi.this;
+        let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
+        // SAFETY (every vtable call below): `this` is the object exported with `vt`.
+        let name = unsafe { (vt.name())(this) }
+            .into_result()
+            .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?
+            .into_string();
+        let in_tool = |e: String| format!("tool '{name}': {e}");
+        let description = unsafe { (vt.description())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("description", m)))?
+            .into_string();
+        let schema_text = unsafe { (vt.schema())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("schema", m)))?;
+        let schema: Value = serde_json::from_str(&schema_text)
+            .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+        let risk = unsafe { (vt.risk())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("risk", m)))?
+            .risk();
+        let interactive = unsafe { (vt.interactive())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("interactive flag", m)))?;
+        Ok(PluginTool {
+            ffi,
+            spec: ToolSpec {
+                name,
+                description,
+                schema,
+                risk,
+                interactive,
+            },
+            origin,
+        })
+    }
+}
+
+impl Drop for PluginTool {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, with the object it was exported with. The library stays
+        // mapped for the life of the process, so the code is still there.
+        unsafe { (self.ffi.vtable.drop())(self.ffi.this) }
+    }
+}
+
+#[async_trait]
+impl Tool for PluginTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn origin(&self) -> &ToolOrigin {
+        &self.origin
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let args = args.to_string();
+        let state = CallState {
+            ctx,
+            tool: &self.spec.name,
+            plugin: self.origin.plugin_name(),
+        };
+        let ffi_ctx = FfiCallContext {
+            data: (&raw const state).cast::<c_void>(),
+            host: HOST_VTABLE,
+            _marker: PhantomData,
+        };
+        // SAFETY: `this` belongs to this vtable; `ffi_ctx`, `state` and `args` live in this
+        // future and so outlive the plugin's future, which is awaited (or dropped) here.
+        let future =
+            unsafe { (self.ffi.vtable.call())(self.ffi.this, &ffi_ctx, RStr::from_str(&args)) };
+        match future.await {
+            RResult::ROk(output) => Ok(output.into_string()),
+            RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
+                FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
+                FfiToolError::PANICKED => {
+                    ToolError::Failed(format!("tool '{}' panicked: {message}", self.spec.name))
+                }
+                _ => ToolError::Failed(message.into_string()),
+            }),
+        }
+    }
+}
+
+/// What the context pointer handed to a plugin points at.
+struct CallState<'a> {
+    ctx: &'a ToolContext,
+    tool: &'a str,
+    plugin: &'a str,
+}
+
+/// # Safety
+/// `data` must be the pointer of a live `CallState`, as passed in `PluginTool::call`.
+unsafe fn state<'a>(data: *const c_void) -> &'a CallState<'a> {
+    // SAFETY: per the function's contract.
+    unsafe { &*data.cast::<CallState<'a>>() }
+}
+
+const HOST_VTABLE: HostVTable_Ref = {
+    const TABLE: &WithMetadata<HostVTable> = &WithMetadata::new(HostVTable {
+        profile_id: host_profile_id,
+        session_id: host_session_id,
+        model: host_model,
+        is_cancelled: host_is_cancelled,
+        cancelled: host_cancelled,
+        log: host_log,
+        sleep: host_sleep,
+        child_turn: host_child_turn,
+    });
+    HostVTable_Ref(TABLE.static_as_prefix())
+};
+
+/// The strings are only used by the plugin for the duration of the call (the plugin-side
+/// wrapper narrows the lifetime back to the call's).
+fn erase(s: &str) -> RStr<'static> {
+    // SAFETY: see above; the call state outlives every use the plugin can make of it.
+    unsafe { std::mem::transmute::<RStr<'_>, RStr<'static>>(RStr::from_str(s)) }
+}
+
+unsafe extern "C" fn host_profile_id(data: *const c_void) -> RStr<'static> {
+    // SAFETY: the plugin passes back the pointer it was given.
+    erase(&unsafe { state(data) }.ctx.turn.profile_id)
+}
+
+unsafe extern "C" fn host_session_id(data: *const c_void) -> RStr<'static> {
+    // SAFETY: as above.
+    erase(&unsafe { state(data) }.ctx.turn.session_id)
+}
+
+unsafe extern "C" fn host_model(data: *const c_void) -> RStr<'static> {
+    // SAFETY: as above.
+    erase(&unsafe { state(data) }.ctx.turn.model)
+}
+
+unsafe extern "C" fn host_is_cancelled(data: *const c_void) -> bool {
+    // SAFETY: as above.
+    unsafe { state(data) }.ctx.cancel.is_cancelled()
+}
+
+unsafe extern "C" fn host_cancelled(data: *const c_void) -> FfiFuture<()> {
+    // SAFETY: as above.
+    let token = unsafe { state(data) }.ctx.cancel.clone();
+    async move { token.cancelled().await }.into_ffi()
+}
+
+unsafe extern "C" fn host_log(data: *const c_void, level: LogLevel, message: RStr<'_>) {
+    // SAFETY: as above.
+    let s = unsafe { state(data) };
+    let message = message.as_str();
+    match level {
+        LogLevel::ERROR => tracing::error!(plugin = s.plugin, tool = s.tool, "{message}"),
+        LogLevel::WARN => tracing::warn!(plugin = s.plugin, tool = s.tool, "{message}"),
+        LogLevel::INFO => tracing::info!(plugin = s.plugin, tool = s.tool, "{message}"),
+        _ => tracing::debug!(plugin = s.plugin, tool = s.tool, "{message}"),
+    }
+}
+
+unsafe extern "C" fn host_sleep(data: *const c_void, nanos: u64) -> FfiFuture<bool> {
+    // SAFETY: as above.
+    let token = unsafe { state(data) }.ctx.cancel.clone();
+    async move {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_nanos(nanos)) => true,
+            () = token.cancelled() => false,
+        }
+    }
+    .into_ffi()
+}
+
+unsafe extern "C" fn host_child_turn(
+    data: *const c_void,
+    request: RStr<'_>,
+) -> FfiFuture<RResult<RString, RString>> {
+    // SAFETY: as above.
+    let s = unsafe { state(data) };
+    let service = s.ctx.services.child_turns.clone();
+    let turn = Arc::clone(&s.ctx.turn);
+    let request: Result<Value, _> = serde_json::from_str(request.as_str());
+    async move {
+        let Some(service) = service else {
+            return RResult::RErr(RString::from(format!(
+                "{UNAVAILABLE_PREFIX}child turns are not available in this host: no agent \
+                 is running this call (it came from `toolhost call` or a client without an agent)"
+            )));
+        };
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => {
+                return RResult::RErr(RString::from(format!("malformed child-turn request: {e}")));
+            }
+        };
+        service
+            .run_child_turn(&turn, request)
+            .await
+            .map(RString::from)
+            .map_err(RString::from)
+            .into()
+    }
+    .into_ffi()
+}

@@ -1,0 +1,195 @@
+//! The tool registry: tools by name, each with its compiled argument validator. Cheap to
+//! clone (entries are shared), so profiles and child agents take filtered copies.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::RegistryError;
+use crate::tool::{Tool, ToolSpec};
+
+/// Tools by name, sorted. `specs()` is what the model sees.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, RegisteredTool>,
+}
+
+/// A tool in a registry, with the validator compiled from its schema.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    tool: Arc<dyn Tool>,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl RegisteredTool {
+    /// The tool.
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+
+    /// Checks `args` against the tool's schema. On failure, the problems in a form the
+    /// model can act on (at most five, each with the JSON path it concerns).
+    pub fn validate(&self, args: &Value) -> Result<(), String> {
+        if self.validator.is_valid(args) {
+            return Ok(());
+        }
+        let mut problems: Vec<String> = self
+            .validator
+            .iter_errors(args)
+            .take(5)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            problems.push("the arguments do not match the tool's schema".to_owned());
+        }
+        Err(problems.join("; "))
+    }
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.spec().name)
+            .field("origin", self.tool.origin())
+            .finish()
+    }
+}
+
+/// Tool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        ToolRegistry::default()
+    }
+
+    /// Adds a tool. Fails, leaving the registry unchanged, when the name is taken (the
+    /// first tool keeps it), the name is not one models accept, or the schema does not
+    /// compile.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        if !is_valid_tool_name(&spec.name) {
+            return Err(RegistryError::InvalidName {
+                tool: spec.name.clone(),
+                origin: tool.origin().clone(),
+            });
+        }
+        if let Some(existing) = self.tools.get(&spec.name) {
+            return Err(RegistryError::Duplicate {
+                tool: spec.name.clone(),
+                kept: existing.tool.origin().clone(),
+                rejected: tool.origin().clone(),
+            });
+        }
+        let validator =
+            jsonschema::validator_for(&spec.schema).map_err(|e| RegistryError::InvalidSchema {
+                tool: spec.name.clone(),
+                origin: tool.origin().clone(),
+                reason: e.to_string(),
+            })?;
+        let name = spec.name.clone();
+        self.tools.insert(
+            name,
+            RegisteredTool {
+                tool,
+                validator: Arc::new(validator),
+            },
+        );
+        Ok(())
+    }
+
+    /// Looks a tool up by name.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    /// The tool names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// The specs, sorted by name: what the model sees.
+    pub fn specs(&self) -> Vec<&ToolSpec> {
+        self.tools.values().map(RegisteredTool::spec).collect()
+    }
+
+    /// Every registered tool, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// A copy with just these tools. Fails with the first name that is missing.
+    pub fn only<S: AsRef<str>>(&self, names: &[S]) -> Result<ToolRegistry, RegistryError> {
+        let mut tools = BTreeMap::new();
+        for name in names {
+            let name = name.as_ref();
+            let entry = self.tools.get(name).ok_or_else(|| RegistryError::Missing {
+                tool: name.to_owned(),
+            })?;
+            tools.insert(name.to_owned(), entry.clone());
+        }
+        Ok(ToolRegistry { tools })
+    }
+
+    /// A copy without these tools (names it does not hold are ignored). Used for child
+    /// agents, which must never reach more than their parent.
+    pub fn without<S: AsRef<str>>(&self, names: &[S]) -> ToolRegistry {
+        let mut tools = self.tools.clone();
+        for name in names {
+            tools.remove(name.as_ref());
+        }
+        ToolRegistry { tools }
+    }
+}
+
+impl fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// Registers the tools of `plugins` in their load order. A tool that cannot be
+    /// registered (duplicate name, bad name or schema) is left out with an error; the
+    /// rest are registered.
+    pub fn from_plugins(plugins: &[crate::LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
+        let mut registry = ToolRegistry::new();
+        let mut errors = Vec::new();
+        for tool in plugins.iter().flat_map(|p| &p.tools) {
+            if let Err(e) = registry.register(Arc::clone(tool)) {
+                errors.push(e);
+            }
+        }
+        (registry, errors)
+    }
+}

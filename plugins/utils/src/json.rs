@@ -1,0 +1,105 @@
+//! `json_query`: picks a value out of a JSON document with a JSON Pointer.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, async_trait};
+
+/// Arguments of `json_query`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JsonQueryArgs {
+    /// The JSON document, as text.
+    json: String,
+    /// A JSON Pointer (RFC 6901) such as "/items/0/name"; "" is the whole document.
+    #[serde(default)]
+    pointer: String,
+}
+
+pub(crate) struct JsonQuery;
+
+#[async_trait]
+impl TypedTool for JsonQuery {
+    type Args = JsonQueryArgs;
+
+    fn name(&self) -> &str {
+        "json_query"
+    }
+
+    fn description(&self) -> &str {
+        "Extracts a value from a JSON document with a JSON Pointer (RFC 6901: \"/a/0/b\" \
+         is key a, first element, key b; \"\" is the whole document) and returns it as \
+         pretty-printed JSON. When the pointer does not resolve, the error names the \
+         deepest part that exists and its keys, so you can correct the pointer."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    async fn run(&self, _ctx: &ToolContext<'_>, args: JsonQueryArgs) -> Result<String, ToolError> {
+        let doc: Value = serde_json::from_str(&args.json)
+            .map_err(|e| ToolError::invalid_args(format!("`json` is not valid JSON: {e}")))?;
+        if !args.pointer.is_empty() && !args.pointer.starts_with('/') {
+            return Err(ToolError::invalid_args(format!(
+                "`pointer` must be empty or start with '/', got '{}'",
+                args.pointer
+            )));
+        }
+        match doc.pointer(&args.pointer) {
+            Some(v) => serde_json::to_string_pretty(v).map_err(ToolError::failed),
+            None => Err(ToolError::Failed(explain_miss(&doc, &args.pointer))),
+        }
+    }
+}
+
+/// Says how far `pointer` got and what was there.
+fn explain_miss(doc: &Value, pointer: &str) -> String {
+    let mut here = doc;
+    let mut walked = String::new();
+    for token in pointer.split('/').skip(1) {
+        let key = token.replace("~1", "/").replace("~0", "~");
+        let next = match here {
+            Value::Object(map) => map.get(&key),
+            Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        };
+        match next {
+            Some(v) => {
+                walked.push('/');
+                walked.push_str(token);
+                here = v;
+            }
+            None => {
+                let at = if walked.is_empty() {
+                    "the document root"
+                } else {
+                    &walked
+                };
+                let has = match here {
+                    Value::Object(map) => format!(
+                        "an object with keys: {}",
+                        map.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    Value::Array(items) => format!("an array of {} elements", items.len()),
+                    other => format!("a {} value", type_name(other)),
+                };
+                return format!(
+                    "no value at '{pointer}': '{key}' is not found at {at}, which is {has}"
+                );
+            }
+        }
+    }
+    format!("no value at '{pointer}'")
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

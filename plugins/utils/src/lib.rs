@@ -1,0 +1,21 @@
+//! toolhost's bundled utility plugin: read tools for the current time in a time zone, JSON
+//! queries and text statistics; an interactive tool that lets the person edit a text in
+//! their editor; a write tool that writes files.
+
+mod edit;
+mod files;
+mod json;
+mod text;
+mod time;
+
+toolhost_plugin_api::export_plugin! {
+    name: "utils",
+    version: env!("CARGO_PKG_VERSION"),
+    tools: [
+        time::TimeNow,
+        json::JsonQuery,
+        text::TextStats,
+        edit::EditText,
+        files::WriteFile,
+    ],
+}
