@@ -272,6 +272,15 @@ impl CallJob {
                     Ok(Err(ToolError::InvalidArgs(m))) => {
                         done(format!("invalid arguments: {m}"), Some(CallErrorKind::InvalidArgs))
                     }
+                    // A tool that stops with an error because its turn was cancelled
+                    // reports the cancellation, not a failure.
+                    Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => done(
+                        format!(
+                            "tool '{name}' was cancelled after {:.1} s: {m}",
+                            start.elapsed().as_secs_f64()
+                        ),
+                        Some(CallErrorKind::Cancelled),
+                    ),
                     Ok(Err(ToolError::Failed(m))) => done(m, Some(CallErrorKind::Failed)),
                     Err(panic) => done(
                         format!("tool '{name}' panicked: {panic}"),

@@ -38,6 +38,18 @@ pub enum LoadErrorKind {
         /// The file's size.
         size: u64,
     },
+    /// An ELF file shorter than its headers say: a partial copy.
+    #[error(
+        "the file is incomplete ({size} bytes, but its ELF headers describe {needed}); if it \
+         is still being copied, wait until the copy is finished, otherwise copy it again \
+         (install by rename: copy to a temporary name in the same directory, then mv)"
+    )]
+    Truncated {
+        /// The file's size.
+        size: u64,
+        /// The size its headers need.
+        needed: u64,
+    },
     /// The dynamic loader refused the file (truncated, wrong architecture, missing
     /// dependencies).
     #[error(

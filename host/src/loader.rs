@@ -9,7 +9,7 @@
 //! references into them), so each load keeps its mapping until the process exits.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,29 +215,108 @@ fn is_plugin_candidate(path: &Path) -> bool {
         && path.extension().and_then(|e| e.to_str()) == Some(LIBRARY_EXTENSION)
 }
 
-/// Refuses files that cannot be shared libraries before the dynamic loader sees them.
+/// Refuses files that cannot be (complete) shared libraries before the dynamic loader
+/// sees them: no ELF header, or an ELF file shorter than its own headers say. The dynamic
+/// loader happily maps a library whose tail is missing, and the host would crash later.
 fn check_elf_header(file: &Path) -> Result<(), LoadErrorKind> {
+    if cfg!(target_os = "macos") || cfg!(windows) {
+        return Ok(());
+    }
     let io_err = |source| LoadErrorKind::Io {
         action: "read the file",
         source,
     };
     let mut f = fs::File::open(file).map_err(io_err)?;
-    if cfg!(target_os = "macos") || cfg!(windows) {
-        return Ok(());
-    }
-    let mut magic = [0u8; 4];
-    let mut read = 0;
-    while read < magic.len() {
-        match f.read(&mut magic[read..]).map_err(io_err)? {
-            0 => break,
-            n => read += n,
-        }
-    }
-    if read < magic.len() || magic != *b"\x7fELF" {
-        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let size = f.metadata().map_err(io_err)?.len();
+    let mut header = Vec::with_capacity(64);
+    (&mut f).take(64).read_to_end(&mut header).map_err(io_err)?;
+    if header.len() < 4 || header[..4] != *b"\x7fELF" {
         return Err(LoadErrorKind::NotASharedLibrary { size });
     }
+    let Some(elf) = Elf64::parse(&header) else {
+        // 32-bit or malformed: leave the verdict to the dynamic loader.
+        return Ok(());
+    };
+    let mut needed = elf
+        .shoff
+        .saturating_add(u64::from(elf.shnum) * u64::from(elf.shentsize));
+    let ph_end = elf
+        .phoff
+        .saturating_add(u64::from(elf.phnum) * u64::from(elf.phentsize));
+    needed = needed.max(ph_end);
+    if ph_end <= size && elf.phentsize >= 0x28 {
+        let mut table = vec![0u8; usize::from(elf.phnum) * usize::from(elf.phentsize)];
+        f.seek(SeekFrom::Start(elf.phoff)).map_err(io_err)?;
+        f.read_exact(&mut table).map_err(io_err)?;
+        for ph in table.chunks_exact(usize::from(elf.phentsize)) {
+            let offset = elf.u64_at(ph, 0x08);
+            let filesz = elf.u64_at(ph, 0x20);
+            needed = needed.max(offset.saturating_add(filesz));
+        }
+    }
+    if needed > size {
+        return Err(LoadErrorKind::Truncated { size, needed });
+    }
     Ok(())
+}
+
+/// The fields of a 64-bit ELF header that say how long the file must be.
+struct Elf64 {
+    big_endian: bool,
+    phoff: u64,
+    shoff: u64,
+    phentsize: u16,
+    phnum: u16,
+    shentsize: u16,
+    shnum: u16,
+}
+
+impl Elf64 {
+    fn parse(h: &[u8]) -> Option<Elf64> {
+        if h.len() < 64 || h[4] != 2 {
+            return None;
+        }
+        let big_endian = match h[5] {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let mut elf = Elf64 {
+            big_endian,
+            phoff: 0,
+            shoff: 0,
+            phentsize: 0,
+            phnum: 0,
+            shentsize: 0,
+            shnum: 0,
+        };
+        elf.phoff = elf.u64_at(h, 0x20);
+        elf.shoff = elf.u64_at(h, 0x28);
+        elf.phentsize = elf.u16_at(h, 0x36);
+        elf.phnum = elf.u16_at(h, 0x38);
+        elf.shentsize = elf.u16_at(h, 0x3A);
+        elf.shnum = elf.u16_at(h, 0x3C);
+        Some(elf)
+    }
+
+    fn u64_at(&self, b: &[u8], at: usize) -> u64 {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&b[at..at + 8]);
+        if self.big_endian {
+            u64::from_be_bytes(raw)
+        } else {
+            u64::from_le_bytes(raw)
+        }
+    }
+
+    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
+        let raw = [b[at], b[at + 1]];
+        if self.big_endian {
+            u16::from_be_bytes(raw)
+        } else {
+            u16::from_le_bytes(raw)
+        }
+    }
 }
 
 /// Maps abi_stable's errors to short, actionable ones. For a layout mismatch only the

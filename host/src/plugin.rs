@@ -133,7 +133,9 @@ impl Tool for PluginTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let args = args.to_string();
+        // serde_json's writer, not `Display`: it skips the formatting machinery.
+        let args = serde_json::to_string(&args)
+            .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
         let state = CallState {
             ctx,
             tool: &self.spec.name,

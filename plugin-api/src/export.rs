@@ -3,6 +3,7 @@
 //! exports the root module.
 
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use abi_stable::prefix_type::WithMetadata;
@@ -30,11 +31,22 @@ macro_rules! __root_module_symbol {
 
 /// Exports a plugin's root module. Call it once, at the crate root of a `cdylib` crate.
 ///
-/// ```ignore
+/// ```
+/// # use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
+/// # struct Greet;
+/// # impl Tool for Greet {
+/// #     fn name(&self) -> &str { "greet" }
+/// #     fn description(&self) -> &str { "Greets." }
+/// #     fn schema(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     fn risk(&self) -> Risk { Risk::Read }
+/// #     async fn call(&self, _: &ToolContext<'_>, _: serde_json::Value) -> Result<String, ToolError> {
+/// #         Ok("hi".into())
+/// #     }
+/// # }
 /// toolhost_plugin_api::export_plugin! {
 ///     name: "hello",
 ///     version: env!("CARGO_PKG_VERSION"),
-///     tools: [Greet, Countdown::default()],
+///     tools: [Greet],
 /// }
 /// ```
 ///
@@ -47,8 +59,8 @@ macro_rules! export_plugin {
         #[doc(hidden)]
         #[unsafe(export_name = $crate::__root_module_symbol!())]
         pub static __TOOLHOST_PLUGIN_ROOT: $crate::__private::LibHeader = {
-            fn __toolhost_tools() -> ::std::vec::Vec<::std::boxed::Box<dyn $crate::Tool>> {
-                ::std::vec![$(::std::boxed::Box::new($tool) as ::std::boxed::Box<dyn $crate::Tool>),*]
+            fn __toolhost_tools() -> ::std::vec::Vec<$crate::ffi::FfiTool> {
+                ::std::vec![$($crate::__private::into_ffi_tool($tool)),*]
             }
             extern "C" fn __toolhost_export_tools() -> $crate::__private::ToolsResult {
                 $crate::__private::export_tools(__toolhost_tools)
@@ -90,9 +102,9 @@ pub fn root_module(
 
 /// Creates the tools, catching a panic in their constructors.
 #[doc(hidden)]
-pub fn export_tools(make: fn() -> Vec<Box<dyn Tool>>) -> ToolsResult {
+pub fn export_tools(make: fn() -> Vec<FfiTool>) -> ToolsResult {
     match catch_unwind(make) {
-        Ok(tools) => RResult::ROk(tools.into_iter().map(into_ffi_tool).collect()),
+        Ok(tools) => RResult::ROk(tools.into_iter().collect()),
         Err(payload) => RResult::RErr(RString::from(format!(
             "creating the tools panicked: {}",
             panic_message(payload.as_ref())
@@ -100,31 +112,37 @@ pub fn export_tools(make: fn() -> Vec<Box<dyn Tool>>) -> ToolsResult {
     }
 }
 
-fn into_ffi_tool(tool: Box<dyn Tool>) -> FfiTool {
+/// Boxes `tool` and pairs it with the vtable for its type.
+#[doc(hidden)]
+pub fn into_ffi_tool<T: Tool>(tool: T) -> FfiTool {
     FfiTool {
         this: Box::into_raw(Box::new(tool)).cast::<c_void>().cast_const(),
-        vtable: TOOL_VTABLE,
+        vtable: VTableFor::<T>::VTABLE,
     }
 }
 
-const TOOL_VTABLE: ToolVTable_Ref = {
-    const TABLE: &WithMetadata<ToolVTable> = &WithMetadata::new(ToolVTable {
-        drop: drop_tool,
-        name: tool_name,
-        description: tool_description,
-        schema: tool_schema,
-        risk: tool_risk,
-        interactive: tool_interactive,
-        call: call_tool,
+/// One static vtable per tool type: calls are dispatched statically inside the plugin and
+/// the tool's future lives in the one allocation the FFI future makes.
+struct VTableFor<T>(PhantomData<T>);
+
+impl<T: Tool> VTableFor<T> {
+    const TABLE: &'static WithMetadata<ToolVTable> = &WithMetadata::new(ToolVTable {
+        drop: drop_tool::<T>,
+        name: tool_name::<T>,
+        description: tool_description::<T>,
+        schema: tool_schema::<T>,
+        risk: tool_risk::<T>,
+        interactive: tool_interactive::<T>,
+        call: call_tool::<T>,
     });
-    ToolVTable_Ref(TABLE.static_as_prefix())
-};
+    const VTABLE: ToolVTable_Ref = ToolVTable_Ref(Self::TABLE.static_as_prefix());
+}
 
 /// # Safety
-/// `this` must come from `into_ffi_tool` and still be alive.
-unsafe fn tool_ref<'a>(this: *const c_void) -> &'a dyn Tool {
+/// `this` must come from `into_ffi_tool::<T>` and still be alive.
+unsafe fn tool_ref<'a, T>(this: *const c_void) -> &'a T {
     // SAFETY: per the function's contract.
-    unsafe { &**this.cast::<Box<dyn Tool>>() }
+    unsafe { &*this.cast::<T>() }
 }
 
 fn guarded<T>(f: impl FnOnce() -> T) -> FfiMeta<T> {
@@ -134,53 +152,50 @@ fn guarded<T>(f: impl FnOnce() -> T) -> FfiMeta<T> {
     }
 }
 
-unsafe extern "C" fn drop_tool(this: *const c_void) {
+unsafe extern "C" fn drop_tool<T>(this: *const c_void) {
     // A panic in a tool's destructor is swallowed: it must not unwind into the host.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the host calls drop exactly once, on a pointer from `into_ffi_tool`.
-        drop(unsafe { Box::from_raw(this.cast_mut().cast::<Box<dyn Tool>>()) });
+        drop(unsafe { Box::from_raw(this.cast_mut().cast::<T>()) });
     }));
 }
 
-unsafe extern "C" fn tool_name(this: *const c_void) -> FfiMeta<RString> {
+unsafe extern "C" fn tool_name<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
     // SAFETY: the host passes the pointer it received with this vtable.
-    guarded(|| RString::from(unsafe { tool_ref(this) }.name()))
+    guarded(|| RString::from(unsafe { tool_ref::<T>(this) }.name()))
 }
 
-unsafe extern "C" fn tool_description(this: *const c_void) -> FfiMeta<RString> {
+unsafe extern "C" fn tool_description<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
     // SAFETY: as above.
-    guarded(|| RString::from(unsafe { tool_ref(this) }.description()))
+    guarded(|| RString::from(unsafe { tool_ref::<T>(this) }.description()))
 }
 
-unsafe extern "C" fn tool_schema(this: *const c_void) -> FfiMeta<RString> {
+unsafe extern "C" fn tool_schema<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
     // SAFETY: as above.
-    guarded(|| RString::from(unsafe { tool_ref(this) }.schema().to_string()))
+    guarded(|| RString::from(unsafe { tool_ref::<T>(this) }.schema().to_string()))
 }
 
-unsafe extern "C" fn tool_risk(this: *const c_void) -> FfiMeta<RiskCode> {
+unsafe extern "C" fn tool_risk<T: Tool>(this: *const c_void) -> FfiMeta<RiskCode> {
     // SAFETY: as above.
-    guarded(|| unsafe { tool_ref(this) }.risk().code())
+    guarded(|| unsafe { tool_ref::<T>(this) }.risk().code())
 }
 
-unsafe extern "C" fn tool_interactive(this: *const c_void) -> FfiMeta<bool> {
+unsafe extern "C" fn tool_interactive<T: Tool>(this: *const c_void) -> FfiMeta<bool> {
     // SAFETY: as above.
-    guarded(|| unsafe { tool_ref(this) }.interactive())
+    guarded(|| unsafe { tool_ref::<T>(this) }.interactive())
 }
 
-unsafe extern "C" fn call_tool<'a>(
+unsafe extern "C" fn call_tool<'a, T: Tool>(
     this: *const c_void,
     ctx: &'a FfiCallContext<'a>,
     args: RStr<'a>,
 ) -> BorrowingFfiFuture<'a, FfiCallResult> {
     // SAFETY: as above; the tool outlives every call (the host drops it last).
-    let tool = unsafe { tool_ref(this) };
+    let tool = unsafe { tool_ref::<T>(this) };
     BorrowingFfiFuture::new(async move {
         let outcome = CatchUnwind::new(async move {
-            let args = serde_json::from_str(args.as_str()).map_err(|e| {
-                ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))
-            })?;
             let ctx = ToolContext::from_ffi(ctx);
-            tool.call(&ctx, args).await
+            tool.call_json(&ctx, args.as_str()).await
         })
         .await;
         match outcome {

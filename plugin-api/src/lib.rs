@@ -4,15 +4,14 @@
 //! A plugin is a `cdylib` crate that implements [`Tool`] (or [`TypedTool`], for arguments
 //! deserialized into a Rust type with a derived schema) and exports its tools once:
 //!
-//! ```ignore
-//! use toolhost_plugin_api::{async_trait, export_plugin, Risk, ToolContext, ToolError, TypedTool};
+//! ```
+//! use toolhost_plugin_api::{export_plugin, Risk, ToolContext, ToolError, TypedTool};
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
 //! struct GreetArgs { name: String }
 //!
 //! struct Greet;
 //!
-//! #[async_trait]
 //! impl TypedTool for Greet {
 //!     type Args = GreetArgs;
 //!     fn name(&self) -> &str { "greet" }
@@ -82,7 +81,6 @@ mod risk;
 mod tool;
 mod unwind;
 
-pub use async_trait::async_trait;
 pub use blocking::blocking;
 pub use context::{Cancelled, ChildTurnRequest, ServiceError, ToolContext};
 pub use ffi::{API_VERSION, LogLevel};
@@ -95,7 +93,7 @@ pub use unwind::{CatchUnwind, panic_message};
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        ToolsResult, call_root_module_loader, export_tools, lib_header, root_module,
+        ToolsResult, call_root_module_loader, export_tools, into_ffi_tool, lib_header, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
     pub use abi_stable::library::{LibHeader, RootModuleResult};

@@ -2,8 +2,8 @@
 //! arguments deserialized into a Rust type whose JSON Schema is derived with schemars.
 
 use std::fmt;
+use std::future::Future;
 
-use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -50,13 +50,15 @@ impl std::error::Error for ToolError {}
 /// The model sees the name, the description and the schema: write the description for
 /// the model (what the tool does, when to use it, what the arguments mean).
 ///
+/// Implement `call` as an ordinary `async fn` (no `#[async_trait]` needed); its future
+/// must be `Send`.
+///
 /// ```
-/// use toolhost_plugin_api::{async_trait, Risk, Tool, ToolContext, ToolError};
+/// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
 /// use serde_json::{json, Value};
 ///
 /// struct Echo;
 ///
-/// #[async_trait]
 /// impl Tool for Echo {
 ///     fn name(&self) -> &str { "echo" }
 ///     fn description(&self) -> &str { "Returns `text` unchanged." }
@@ -69,7 +71,6 @@ impl std::error::Error for ToolError {}
 ///     }
 /// }
 /// ```
-#[async_trait]
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls the tool by: `[a-zA-Z0-9_-]`, at most 64 characters.
     fn name(&self) -> &str;
@@ -88,14 +89,31 @@ pub trait Tool: Send + Sync + 'static {
     /// Don't use tokio (or any runtime) inside a plugin: a plugin's copy of tokio has no
     /// reactor. Use the context's services ([`ToolContext::sleep`],
     /// [`ToolContext::cancelled`]) and [`crate::blocking`] for blocking work.
-    async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError>;
+    fn call(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send;
+
+    /// Runs the tool with the arguments as JSON text, as they cross the plugin boundary.
+    /// The default parses them into a `Value` for [`Tool::call`]; typed tools deserialize
+    /// straight into their argument type. Rarely worth overriding by hand.
+    fn call_json(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        let parsed = serde_json::from_str::<Value>(args)
+            .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")));
+        async move { self.call(ctx, parsed?).await }
+    }
 }
 
 /// A tool whose arguments are a Rust type: the schema is derived from it and `run`
 /// receives it deserialized. Every `TypedTool` is a [`Tool`].
 ///
 /// ```
-/// use toolhost_plugin_api::{async_trait, Risk, ToolContext, ToolError, TypedTool};
+/// use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 /// use schemars::JsonSchema;
 /// use serde::Deserialize;
 ///
@@ -107,7 +125,6 @@ pub trait Tool: Send + Sync + 'static {
 ///
 /// struct Greet;
 ///
-/// #[async_trait]
 /// impl TypedTool for Greet {
 ///     type Args = GreetArgs;
 ///     fn name(&self) -> &str { "greet" }
@@ -118,7 +135,6 @@ pub trait Tool: Send + Sync + 'static {
 ///     }
 /// }
 /// ```
-#[async_trait]
 pub trait TypedTool: Send + Sync + 'static {
     /// The arguments; their JSON Schema is what the model sees.
     type Args: DeserializeOwned + JsonSchema + Send;
@@ -133,10 +149,13 @@ pub trait TypedTool: Send + Sync + 'static {
         false
     }
     /// Runs the tool with the deserialized arguments.
-    async fn run(&self, ctx: &ToolContext<'_>, args: Self::Args) -> Result<String, ToolError>;
+    fn run(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send;
 }
 
-#[async_trait]
 impl<T: TypedTool> Tool for T {
     fn name(&self) -> &str {
         TypedTool::name(self)
@@ -156,6 +175,16 @@ impl<T: TypedTool> Tool for T {
     async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
         let args = serde_json::from_value(args).map_err(ToolError::invalid_args)?;
         self.run(ctx, args).await
+    }
+
+    fn call_json(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        // Straight from the text into the argument type: no intermediate `Value`.
+        let parsed = serde_json::from_str::<T::Args>(args).map_err(ToolError::invalid_args);
+        async move { self.run(ctx, parsed?).await }
     }
 }
 

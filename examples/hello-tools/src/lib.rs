@@ -6,9 +6,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolhost_plugin_api::{
-    LogLevel, Risk, Tool, ToolContext, ToolError, TypedTool, async_trait, export_plugin,
-};
+use toolhost_plugin_api::{LogLevel, Risk, Tool, ToolContext, ToolError, TypedTool, export_plugin};
 
 /// Arguments of `greet`. Doc comments become the schema's descriptions, which the model
 /// reads.
@@ -25,7 +23,6 @@ struct GreetArgs {
 /// A tool with typed arguments: the schema is derived from `GreetArgs`.
 struct Greet;
 
-#[async_trait]
 impl TypedTool for Greet {
     type Args = GreetArgs;
 
@@ -60,7 +57,6 @@ impl TypedTool for Greet {
 /// (plugins have no runtime of their own) and stops early when the call is cancelled.
 struct Countdown;
 
-#[async_trait]
 impl Tool for Countdown {
     fn name(&self) -> &str {
         "countdown"

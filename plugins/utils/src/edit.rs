@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{
-    LogLevel, Risk, ToolContext, ToolError, TypedTool, async_trait, blocking,
-};
+use toolhost_plugin_api::{LogLevel, Risk, ToolContext, ToolError, TypedTool, blocking};
 
 /// Arguments of `edit_text`.
 #[derive(Deserialize, JsonSchema)]
@@ -28,7 +26,6 @@ pub(crate) struct EditText;
 
 static DRAFTS: AtomicU32 = AtomicU32::new(0);
 
-#[async_trait]
 impl TypedTool for EditText {
     type Args = EditTextArgs;
 

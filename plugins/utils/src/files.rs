@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, async_trait};
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
 /// How `write_file` treats an existing file.
 #[derive(Deserialize, JsonSchema, Clone, Copy, Default)]
@@ -37,7 +37,6 @@ pub(crate) struct WriteFileArgs {
 
 pub(crate) struct WriteFile;
 
-#[async_trait]
 impl TypedTool for WriteFile {
     type Args = WriteFileArgs;
 

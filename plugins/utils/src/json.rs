@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, async_trait};
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
 /// Arguments of `json_query`.
 #[derive(Deserialize, JsonSchema)]
@@ -18,7 +18,6 @@ pub(crate) struct JsonQueryArgs {
 
 pub(crate) struct JsonQuery;
 
-#[async_trait]
 impl TypedTool for JsonQuery {
     type Args = JsonQueryArgs;
 

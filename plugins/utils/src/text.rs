@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, async_trait};
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
 /// Arguments of `text_stats`.
 #[derive(Deserialize, JsonSchema)]
@@ -15,7 +15,6 @@ pub(crate) struct TextStatsArgs {
 
 pub(crate) struct TextStats;
 
-#[async_trait]
 impl TypedTool for TextStats {
     type Args = TextStatsArgs;
 

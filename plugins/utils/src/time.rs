@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, async_trait};
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
 /// Arguments of `time_now`.
 #[derive(Deserialize, JsonSchema)]
@@ -17,7 +17,6 @@ pub(crate) struct TimeNowArgs {
 
 pub(crate) struct TimeNow;
 
-#[async_trait]
 impl TypedTool for TimeNow {
     type Args = TimeNowArgs;
 

@@ -1,0 +1,156 @@
+//! The `toolhost` binary: list, call and check, with their exit codes.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{PluginDir, so};
+
+fn toolhost(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .env_remove("TOOLHOST_PLUGINS")
+        .output()
+        .expect("run toolhost")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn list_prints_a_table_and_json_with_schemas_and_reports_bad_files_on_stderr() {
+    let dir = PluginDir::with(&["toolhost_utils", "fixture_no_root"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    let out = toolhost(&["list", "--plugins", d]);
+    assert!(out.status.success());
+    let table = text(&out.stdout);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("write_file") && l.contains("write")),
+        "{table}"
+    );
+    assert!(text(&out.stderr).contains("libfixture_no_root.so: not a toolhost plugin"));
+
+    let out = toolhost(&["list", "--plugins", d, "--json"]);
+    assert!(out.status.success());
+    let tools: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON array");
+    let edit = tools
+        .iter()
+        .find(|t| t["name"] == "edit_text")
+        .expect("edit_text");
+    assert_eq!(edit["interactive"], true);
+    assert_eq!(edit["plugin"], "utils");
+    assert_eq!(edit["risk"], "read");
+    assert_eq!(edit["schema"]["type"], "object");
+    assert!(edit["description"].as_str().is_some_and(|s| !s.is_empty()));
+}
+
+#[test]
+fn call_exit_codes_are_0_on_success_1_on_an_error_result_2_on_usage_errors() {
+    let dir = PluginDir::with(&["toolhost_utils"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    let ok = toolhost(&["call", "text_stats", r#"{"text": "a b"}"#, "--plugins", d]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("\"words\":2"));
+
+    let err = toolhost(&[
+        "call",
+        "json_query",
+        r#"{"json": "{", "pointer": ""}"#,
+        "--plugins",
+        d,
+    ]);
+    assert_eq!(err.status.code(), Some(1));
+    assert!(
+        text(&err.stderr).contains("invalid arguments"),
+        "{}",
+        text(&err.stderr)
+    );
+
+    let unknown = toolhost(&["call", "nope", "{}", "--plugins", d]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(text(&unknown.stderr).contains("unknown tool 'nope'"));
+
+    let bad_json = toolhost(&["call", "text_stats", "{not json", "--plugins", d]);
+    assert_eq!(bad_json.status.code(), Some(2));
+    assert!(text(&bad_json.stderr).contains("not valid JSON"));
+
+    let no_args = toolhost(&["call"]);
+    assert_eq!(no_args.status.code(), Some(2));
+}
+
+#[test]
+fn call_refuses_a_write_tool_and_says_why() {
+    let dir = PluginDir::with(&["toolhost_utils"]);
+    let target = dir.dir.path().join("should-not-exist.txt");
+    let args = serde_json::json!({"path": target, "content": "x"}).to_string();
+    let out = toolhost(&[
+        "call",
+        "write_file",
+        &args,
+        "--plugins",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("needs a person's approval"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!target.exists());
+}
+
+#[test]
+fn call_runs_the_interactive_editor_tool_with_the_persons_editor() {
+    let dir = PluginDir::with(&["toolhost_utils"]);
+    let editor = dir.write(
+        "fake-editor.sh",
+        b"#!/bin/sh\nsed -i 's/draft/final/' \"$1\"\n",
+    );
+    let mut perms = std::fs::metadata(&editor).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&editor, perms).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["call", "edit_text", r#"{"text": "a draft"}"#, "--plugins"])
+        .arg(dir.path())
+        .env("EDITOR", &editor)
+        .env_remove("VISUAL")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim_end(), "a final");
+}
+
+#[test]
+fn check_prints_a_good_plugin_and_fails_on_a_bad_one() {
+    let good = toolhost(&["check", so("hello_tools").to_str().expect("utf-8")]);
+    assert!(good.status.success(), "{}", text(&good.stderr));
+    let out = text(&good.stdout);
+    assert!(
+        out.contains("hello 0.3.0") && out.contains("greet (read)"),
+        "{out}"
+    );
+
+    let bad = toolhost(&["check", so("fixture_abort").to_str().expect("utf-8")]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(text(&bad.stderr).contains("panic = \"abort\""));
+}
+
+#[test]
+fn every_command_has_help() {
+    for cmd in [
+        &["--help"][..],
+        &["list", "--help"],
+        &["call", "--help"],
+        &["check", "--help"],
+    ] {
+        let out = toolhost(cmd);
+        assert!(out.status.success());
+        assert!(text(&out.stdout).contains("Usage"));
+    }
+}

@@ -1,0 +1,149 @@
+//! Loading: good plugins load next to broken files, and each broken file gets its own
+//! clear error.
+
+use toolhost::LoadErrorKind;
+
+use crate::support::{PluginDir, load, loader};
+
+fn error_for<'a>(report: &'a toolhost::LoadReport, file: &str) -> &'a toolhost::PluginLoadError {
+    report
+        .errors
+        .iter()
+        .find(|e| e.file.file_name().is_some_and(|n| n == file))
+        .unwrap_or_else(|| panic!("no error for {file}; errors: {:?}", report.errors))
+}
+
+#[test]
+fn broken_files_each_get_their_own_error_and_good_plugins_still_load() {
+    let dir = PluginDir::with(&["fixture_no_root", "fixture_incompatible", "toolhost_utils"]);
+    let good = std::fs::read(crate::support::so("fixture_basic")).expect("read");
+    dir.write("libtruncated.so", &good[..good.len() / 3]);
+    dir.write("libtiny.so", &good[..100]);
+    dir.write("x.so", b"this is a text file, not a library\n");
+    dir.write("README.txt", b"not a plugin, and not a .so either");
+
+    let (report, registry, _) = load(&dir);
+
+    let names: Vec<_> = report.plugins.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["utils"], "only the good plugin loads");
+    assert!(registry.get("time_now").is_some());
+    assert_eq!(
+        report.errors.len(),
+        5,
+        "one error per bad .so: {:#?}",
+        report.errors
+    );
+    let tiny = error_for(&report, "libtiny.so");
+    assert!(
+        matches!(tiny.kind, LoadErrorKind::Truncated { .. }),
+        "{tiny}"
+    );
+
+    let truncated = error_for(&report, "libtruncated.so");
+    assert!(
+        matches!(truncated.kind, LoadErrorKind::Truncated { .. }),
+        "{truncated}"
+    );
+    assert!(truncated.to_string().contains("incomplete"));
+    assert!(truncated.to_string().contains("libtruncated.so"));
+
+    let text = error_for(&report, "x.so");
+    assert!(
+        matches!(text.kind, LoadErrorKind::NotASharedLibrary { .. }),
+        "{text}"
+    );
+    assert!(text.to_string().contains("not a shared library"));
+
+    let no_root = error_for(&report, "libfixture_no_root.so");
+    assert!(
+        matches!(no_root.kind, LoadErrorKind::NoRootModule),
+        "{no_root}"
+    );
+    assert!(no_root.to_string().contains("not a toolhost plugin"));
+
+    let layout = error_for(&report, "libfixture_incompatible.so");
+    let LoadErrorKind::IncompatibleLayout { details, .. } = &layout.kind else {
+        panic!("expected a layout error, got {layout}");
+    };
+    let text = layout.to_string();
+    assert!(
+        details.iter().any(|d| d.contains("priority")),
+        "the short Error: lines name the inserted field: {details:?}"
+    );
+    assert!(
+        text.len() < 1000,
+        "only the short lines, not the whole report: {text}"
+    );
+    assert!(text.contains("rebuild the plugin"), "{text}");
+}
+
+#[test]
+fn plugin_built_with_panic_abort_is_refused_with_that_reason() {
+    let dir = PluginDir::with(&["fixture_abort"]);
+    let (report, registry, _) = load(&dir);
+    assert!(report.plugins.is_empty());
+    assert!(registry.get("abort_echo").is_none());
+    let e = &report.errors[0];
+    assert!(matches!(e.kind, LoadErrorKind::PanicAbort), "{e}");
+    assert!(e.to_string().contains("panic = \"abort\""), "{e}");
+}
+
+#[test]
+fn a_tool_whose_metadata_panics_is_left_out_and_its_siblings_load() {
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let (report, registry, _) = load(&dir);
+    assert_eq!(report.plugins.len(), 1);
+    assert!(registry.get("bad_metadata").is_none());
+    assert!(registry.get("echo").is_some());
+    let e = &report.errors[0];
+    assert!(matches!(e.kind, LoadErrorKind::Tool { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("bad_metadata") && text.contains("description panicked"),
+        "{text}"
+    );
+}
+
+#[test]
+fn missing_plugin_directory_is_an_error_not_a_crash() {
+    let missing = std::path::PathBuf::from("/nonexistent/toolhost-plugins");
+    let report = loader().load_dirs(&[missing.clone()]);
+    assert!(report.plugins.is_empty());
+    assert_eq!(report.errors[0].file, missing);
+    assert!(
+        report.errors[0]
+            .to_string()
+            .contains("could not read the plugin directory")
+    );
+}
+
+#[test]
+fn plugin_metadata_crosses_the_boundary() {
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let (report, registry, _) = load(&dir);
+    let p = &report.plugins[0];
+    assert_eq!(p.name, "basic");
+    assert_eq!(p.version, "1.0.0");
+    assert_eq!(p.api_version, toolhost::API_VERSION);
+    let slow = registry.get("slow_interactive").expect("tool").spec();
+    assert!(slow.interactive);
+    assert_eq!(slow.risk, toolhost::Risk::Read);
+    assert_eq!(slow.schema["required"][0], "ms");
+    assert_eq!(
+        registry.get("risky_write").expect("tool").spec().risk,
+        toolhost::Risk::Write
+    );
+}
+
+#[test]
+fn loading_the_same_file_twice_gives_two_independent_generations() {
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let a = loader()
+        .load_file(&dir.path().join("libfixture_basic.so"))
+        .expect("first load");
+    let b = loader()
+        .load_file(&dir.path().join("libfixture_basic.so"))
+        .expect("second load");
+    assert_eq!(a.tools.len(), b.tools.len());
+    assert!(!std::sync::Arc::ptr_eq(&a.tools[0], &b.tools[0]));
+}

@@ -1,0 +1,9 @@
+//! Integration tests: real .so files (good and broken) built by the test setup, loaded
+//! through the real loader, registry and dispatcher, and the `toolhost` binary.
+
+mod cli;
+mod dispatch;
+mod loading;
+mod plugins;
+mod registry;
+mod support;

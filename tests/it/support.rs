@@ -1,0 +1,159 @@
+//! Test support: builds the real plugin and fixture .so files once (in their own target
+//! directory, so test-only fixtures never mix with the user's builds), and makes plugin
+//! directories holding the ones a test asks for.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use toolhost::{
+    DispatchConfig, Dispatcher, LoadReport, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry,
+};
+
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
+}
+
+fn cargo(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .unwrap_or_else(|e| panic!("could not run {cargo}: {e}"));
+    assert!(
+        status.success(),
+        "building the test plugins failed: cargo {args:?}"
+    );
+}
+
+/// Builds every plugin the tests load, once per test process; returns the target dir.
+pub(crate) fn built() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let target = workspace_root().join("target").join("test-plugins");
+        let t = target.to_str().expect("utf-8 path");
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "-p",
+            "fixture-basic",
+            "-p",
+            "fixture-duplicate",
+            "-p",
+            "fixture-no-root",
+            "-p",
+            "toolhost-utils",
+            "-p",
+            "hello-tools",
+        ]);
+        // Its own workspace: it is built against a modified copy of the API.
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "--manifest-path",
+            "tests/fixtures/incompatible/Cargo.toml",
+        ]);
+        // Its own profile: everything in it is built with panic = "abort".
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "-p",
+            "fixture-abort",
+            "--profile",
+            "abort",
+        ]);
+        target
+    })
+}
+
+/// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).
+pub(crate) fn so(lib: &str) -> PathBuf {
+    let profile = if lib == "fixture_abort" {
+        "abort"
+    } else {
+        "debug"
+    };
+    let path = built().join(profile).join(format!("lib{lib}.so"));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A temporary plugin directory.
+pub(crate) struct PluginDir {
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl PluginDir {
+    /// A directory holding the given built libraries.
+    pub(crate) fn with(libs: &[&str]) -> PluginDir {
+        let d = PluginDir {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        for lib in libs {
+            d.install(lib);
+        }
+        d
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Copies a built library in (by rename, as the README tells operators to).
+    pub(crate) fn install(&self, lib: &str) -> PathBuf {
+        let dest = self.dir.path().join(format!("lib{lib}.so"));
+        let tmp = self.dir.path().join(format!(".lib{lib}.so.tmp"));
+        std::fs::copy(so(lib), &tmp).expect("copy plugin");
+        std::fs::rename(&tmp, &dest).expect("rename plugin");
+        dest
+    }
+
+    /// Writes a file with arbitrary bytes.
+    pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).expect("write file");
+        p
+    }
+}
+
+/// One loader for the whole test process (as in the host: one per process).
+pub(crate) fn loader() -> &'static PluginLoader {
+    static LOADER: OnceLock<PluginLoader> = OnceLock::new();
+    LOADER.get_or_init(|| PluginLoader::new().expect("loader"))
+}
+
+/// Loads a directory and builds its registry.
+pub(crate) fn load(dir: &PluginDir) -> (LoadReport, ToolRegistry, Vec<toolhost::RegistryError>) {
+    let report = loader().load_dirs(&[dir.path()]);
+    let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+    (report, registry, problems)
+}
+
+pub(crate) fn dispatcher(config: DispatchConfig) -> Dispatcher {
+    Dispatcher::new(config, Arc::new(ReadOnlyPolicy))
+}
+
+pub(crate) fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCall {
+    ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    }
+}
+
+/// A path in a fresh temporary directory, for markers a plugin writes.
+pub(crate) fn marker() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("temp dir");
+    let p = d.path().join("marker");
+    (d, p)
+}
