@@ -107,7 +107,7 @@ fn a_tool_whose_metadata_panics_is_left_out_and_its_siblings_load() {
 #[test]
 fn missing_plugin_directory_is_an_error_not_a_crash() {
     let missing = std::path::PathBuf::from("/nonexistent/toolhost-plugins");
-    let report = loader().load_dirs(&[missing.clone()]);
+    let report = loader().load_dirs(std::slice::from_ref(&missing));
     assert!(report.plugins.is_empty());
     assert_eq!(report.errors[0].file, missing);
     assert!(
