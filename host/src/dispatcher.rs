@@ -4,14 +4,16 @@
 //! timeout, cancellation) is a result with `is_error: true`, never an early return.
 
 use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinHandle;
-use toolhost_plugin_api::CatchUnwind;
+use tokio::time::Instant;
+use toolhost_plugin_api::{CatchUnwind, panic_message};
 
 use crate::context::{ToolContext, Turn};
 use crate::policy::{CallPolicy, Refusal};
@@ -78,6 +80,8 @@ pub enum CallErrorKind {
 pub struct DispatchConfig {
     /// How long one call may run before it is cancelled.
     pub timeout: Duration,
+    /// The same for interactive tools, which wait for a person (an editor, a question).
+    pub interactive_timeout: Duration,
     /// After a timeout or cancellation, how long the tool gets to notice its cancel signal
     /// and return before its future is dropped.
     pub cancel_grace: Duration,
@@ -87,6 +91,7 @@ impl Default for DispatchConfig {
     fn default() -> Self {
         DispatchConfig {
             timeout: Duration::from_secs(60),
+            interactive_timeout: Duration::from_secs(15 * 60),
             cancel_grace: Duration::from_secs(2),
         }
     }
@@ -134,15 +139,19 @@ impl Dispatcher {
             }
             return results;
         }
+        let names: Vec<(String, String)> = jobs
+            .iter()
+            .map(|j| (j.call.id.clone(), j.call.name.clone()))
+            .collect();
         let mut handles = TaskGroup(jobs.into_iter().map(|j| tokio::spawn(j.run())).collect());
         let mut results = Vec::with_capacity(handles.0.len());
-        for (i, handle) in handles.0.iter_mut().enumerate() {
+        for (handle, (call_id, name)) in handles.0.iter_mut().zip(names) {
             results.push(match handle.await {
                 Ok(r) => r,
                 Err(e) => ToolResult {
-                    call_id: String::new(),
-                    name: String::new(),
-                    output: format!("call {i} of the batch ended abnormally: {e}"),
+                    output: format!("the call of tool '{name}' ended abnormally in the host: {e}"),
+                    call_id,
+                    name,
                     is_error: true,
                     error: Some(CallErrorKind::Panicked),
                     elapsed: Duration::ZERO,
@@ -241,28 +250,59 @@ impl CallJob {
             error,
             elapsed: start.elapsed(),
         };
+        if turn.cancel.is_cancelled() {
+            return done(
+                format!("tool '{name}' was not started: the turn was cancelled"),
+                Some(CallErrorKind::Cancelled),
+            );
+        }
         let entry = match entry {
             Ok(e) => e,
             Err(msg) => return done(msg, Some(CallErrorKind::ToolNotFound)),
         };
-        if let Err(refusal) = policy.check(entry.spec(), &arguments, &turn.info).await {
-            return match refusal {
-                Refusal::Denied(m) => done(m, Some(CallErrorKind::Denied)),
-                Refusal::NotApproved(m) => done(m, Some(CallErrorKind::NotApproved)),
-            };
+        // Validate first: nobody should be asked to approve a call that cannot run.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(&arguments))) {
+            Ok(Ok(())) => {}
+            Ok(Err(problems)) => {
+                return done(
+                    format!("invalid arguments: {problems}"),
+                    Some(CallErrorKind::InvalidArgs),
+                );
+            }
+            Err(panic) => {
+                return done(
+                    format!(
+                        "validating the arguments of tool '{name}' failed in the host: {}",
+                        panic_message(panic.as_ref())
+                    ),
+                    Some(CallErrorKind::Panicked),
+                );
+            }
         }
-        if let Err(problems) = entry.validate(&arguments) {
-            return done(
-                format!("invalid arguments: {problems}"),
-                Some(CallErrorKind::InvalidArgs),
-            );
+        match CatchUnwind::new(policy.check(entry.spec(), &arguments, &turn.info)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(Refusal::Denied(m))) => return done(m, Some(CallErrorKind::Denied)),
+            Ok(Err(Refusal::NotApproved(m))) => return done(m, Some(CallErrorKind::NotApproved)),
+            Err(panic) => {
+                return done(
+                    format!("the policy check of tool '{name}' failed in the host: {panic}"),
+                    Some(CallErrorKind::Panicked),
+                );
+            }
         }
+        let limit = if entry.spec().interactive {
+            config.interactive_timeout
+        } else {
+            config.timeout
+        };
         let cancel = turn.cancel.child_token();
         let ctx = ToolContext {
             turn: Arc::clone(&turn.info),
             cancel: cancel.clone(),
             services: turn.services.clone(),
         };
+        // The time limit counts the tool's own run, not the policy check before it.
+        let running = Instant::now();
         let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
         let stop = tokio::select! {
             biased;
@@ -277,7 +317,7 @@ impl CallJob {
                     Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => done(
                         format!(
                             "tool '{name}' was cancelled after {:.1} s: {m}",
-                            start.elapsed().as_secs_f64()
+                            running.elapsed().as_secs_f64()
                         ),
                         Some(CallErrorKind::Cancelled),
                     ),
@@ -289,9 +329,9 @@ impl CallJob {
                 };
             }
             () = turn.cancel.cancelled() => Stop::Cancelled,
-            () = tokio::time::sleep(config.timeout) => Stop::TimedOut,
+            () = tokio::time::sleep(limit) => Stop::TimedOut,
         };
-        let ran = start.elapsed().as_secs_f64();
+        let ran = running.elapsed().as_secs_f64();
         // Tell the tool, give it a moment to wind down, then drop it.
         cancel.cancel();
         let _ = tokio::time::timeout(config.cancel_grace, &mut future).await;
@@ -299,7 +339,7 @@ impl CallJob {
             Stop::TimedOut => done(
                 format!(
                     "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was cancelled",
-                    config.timeout.as_secs_f64()
+                    limit.as_secs_f64()
                 ),
                 Some(CallErrorKind::TimedOut),
             ),

@@ -22,7 +22,9 @@ pub struct PluginLoadError {
 #[non_exhaustive]
 pub enum LoadErrorKind {
     /// Reading the file (or a plugin directory) failed.
-    #[error("could not {action}: {source}")]
+    #[error(
+        "could not {action}: {source}; check that it exists and is readable (plugin directories come from --plugins or $TOOLHOST_PLUGINS)"
+    )]
     Io {
         /// What the loader was doing.
         action: &'static str,
@@ -113,7 +115,7 @@ pub enum LoadErrorKind {
         reason: String,
     },
     /// Something else abi_stable reported.
-    #[error("{reason}")]
+    #[error("{reason}; rebuild the plugin against this host's plugin-api")]
     Other {
         /// abi_stable's message.
         reason: String,
@@ -148,7 +150,10 @@ pub enum RegistryError {
         origin: ToolOrigin,
     },
     /// The argument schema is not a valid JSON Schema.
-    #[error("tool '{tool}' from {origin} has an invalid argument schema: {reason}")]
+    #[error(
+        "tool '{tool}' from {origin} has an invalid argument schema: {reason}; fix the tool's \
+         `schema()` (or the argument type it is derived from); the tool is not registered"
+    )]
     InvalidSchema {
         /// The tool.
         tool: String,
@@ -158,7 +163,9 @@ pub enum RegistryError {
         reason: String,
     },
     /// `only` was asked for a tool the registry does not have.
-    #[error("no tool named '{tool}' is registered")]
+    #[error(
+        "no tool named '{tool}' is registered; `toolhost list` shows the tools the plugins provide"
+    )]
     Missing {
         /// The name.
         tool: String,

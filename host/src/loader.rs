@@ -77,7 +77,14 @@ impl PluginLoader {
     pub fn scan_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         for entry in fs::read_dir(dir)? {
-            let entry = entry?;
+            // An entry that vanished or cannot be read is skipped; the rest still load.
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "skipping an unreadable directory entry: {e}");
+                    continue;
+                }
+            };
             let path = entry.path();
             // `metadata` follows symlinks: a link to a library counts, a link to a directory does not.
             if is_plugin_candidate(&path) && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
@@ -134,7 +141,6 @@ impl PluginLoader {
     }
 
     fn load_inner(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
-        check_elf_header(file)?;
         let n = self.copies.fetch_add(1, Ordering::Relaxed);
         let stem = file
             .file_stem()
@@ -147,10 +153,25 @@ impl PluginLoader {
             action: "copy the file for loading",
             source,
         })?;
-        let opened = lib_header_from_path(&copy);
+        // Every check runs on the private copy: the operator's file may change meanwhile.
+        let loaded = self.load_copy(file, &copy);
         // The mapping stays after the unlink; the copy is never opened again.
         let _ = fs::remove_file(&copy);
-        let header = opened.map_err(|e| library_error(e, None))?;
+        loaded
+    }
+
+    fn load_copy(&self, file: &Path, copy: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        check_elf_header(copy)?;
+        let header = lib_header_from_path(copy).map_err(|e| {
+            // The loader's messages name the private copy; name the operator's file.
+            let copy_name = copy.display().to_string();
+            match library_error(e, None) {
+                LoadErrorKind::Open { reason } => LoadErrorKind::Open {
+                    reason: reason.replace(&copy_name, &file.display().to_string()),
+                },
+                other => other,
+            }
+        })?;
         let plugin_api = header.version_strings().version.to_owned();
         let root = header
             .init_root_module::<PluginRoot_Ref>()
@@ -168,8 +189,8 @@ impl PluginLoader {
             .map_err(|m| LoadErrorKind::Plugin {
                 reason: m.into_string(),
             })?;
-        // Each tool object is owned by a PluginTool (or dropped) right away, so every one
-        // is freed exactly once; a tool whose metadata fails is left out, the others stay.
+        // Each tool object becomes a PluginTool or is dropped right away, so every one is
+        // freed exactly once; a tool whose metadata fails is left out, the others stay.
         let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(ffi_tools.len());
         let mut skipped_tools = Vec::new();
         for (index, ffi) in ffi_tools.into_iter().enumerate() {

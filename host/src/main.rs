@@ -40,7 +40,7 @@ enum Command {
         args: String,
         #[command(flatten)]
         plugins: PluginDirs,
-        /// Seconds the call may run before it is cancelled.
+        /// Seconds the call may run before it is cancelled (interactive tools too).
         #[arg(long, default_value_t = 60.0)]
         timeout: f64,
     },
@@ -260,6 +260,7 @@ fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
     let dispatcher = Dispatcher::new(
         DispatchConfig {
             timeout,
+            interactive_timeout: timeout,
             ..DispatchConfig::default()
         },
         Arc::new(ReadOnlyPolicy),
@@ -328,13 +329,16 @@ fn check(file: &Path) -> ExitCode {
             summary(&spec.description, 72)
         );
     }
-    if problems.is_empty() {
+    for skipped in &plugin.skipped_tools {
+        eprintln!("error: {skipped}; the tool would be left out");
+    }
+    for e in &problems {
+        eprintln!("error: {e}");
+    }
+    if problems.is_empty() && plugin.skipped_tools.is_empty() {
         println!("ok");
         ExitCode::SUCCESS
     } else {
-        for e in &problems {
-            eprintln!("error: {e}");
-        }
         ExitCode::FAILURE
     }
 }

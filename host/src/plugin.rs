@@ -75,8 +75,19 @@ impl PluginTool {
         origin: ToolOrigin,
         index: usize,
     ) -> Result<PluginTool, String> {
-        let vt = ffi.vtable;
-        let this = ffi.this;
+        let (vt, this) = (ffi.vtable, ffi.this);
+        match Self::read_spec(&ffi, index) {
+            Ok(spec) => Ok(PluginTool { ffi, spec, origin }),
+            Err(e) => {
+                // SAFETY: the tool is not used again; the plugin's drop swallows panics.
+                unsafe { (vt.drop())(this) };
+                Err(e)
+            }
+        }
+    }
+
+    fn read_spec(ffi: &FfiTool, index: usize) -> Result<ToolSpec, String> {
+        let (vt, this) = (ffi.vtable, ffi.this);
         let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
         // SAFETY (every vtable call below): `this` is the object exported with `vt`.
         let name = unsafe { (vt.name())(this) }
@@ -100,16 +111,12 @@ impl PluginTool {
         let interactive = unsafe { (vt.interactive())(this) }
             .into_result()
             .map_err(|m| in_tool(panicked("interactive flag", m)))?;
-        Ok(PluginTool {
-            ffi,
-            spec: ToolSpec {
-                name,
-                description,
-                schema,
-                risk,
-                interactive,
-            },
-            origin,
+        Ok(ToolSpec {
+            name,
+            description,
+            schema,
+            risk,
+            interactive,
         })
     }
 }
@@ -141,13 +148,9 @@ impl Tool for PluginTool {
             tool: &self.spec.name,
             plugin: self.origin.plugin_name(),
         };
-        let ffi_ctx = FfiCallContext {
-            data: (&raw const state).cast::<c_void>(),
-            host: HOST_VTABLE,
-            _marker: PhantomData,
-        };
-        // SAFETY: `this` belongs to this vtable; `ffi_ctx`, `state` and `args` live in this
-        // future and so outlive the plugin's future, which is awaited (or dropped) here.
+        let ffi_ctx = state.ffi_context();
+        // SAFETY: `this` belongs to this vtable. `ffi_ctx` (which borrows `state`) and `args`
+        // outlive the plugin's future, which is awaited or dropped within this function.
         let future =
             unsafe { (self.ffi.vtable.call())(self.ffi.this, &ffi_ctx, RStr::from_str(&args)) };
         match future.await {
@@ -163,18 +166,39 @@ impl Tool for PluginTool {
     }
 }
 
-/// What the context pointer handed to a plugin points at.
+/// What the context handed to a plugin points at.
 struct CallState<'a> {
     ctx: &'a ToolContext,
     tool: &'a str,
     plugin: &'a str,
 }
 
+// The plugin may use the context from any thread (`FfiCallContext` is `Send + Sync`).
+const _: () = {
+    const fn assert_sync<T: Sync>() {}
+    assert_sync::<CallState<'static>>();
+};
+
+impl<'a> CallState<'a> {
+    /// The context for the plugin. It borrows `self`, so the borrow checker keeps the state
+    /// alive for as long as the plugin's future can use the context.
+    fn ffi_context(&'a self) -> FfiCallContext<'a> {
+        FfiCallContext {
+            data: std::ptr::from_ref(self).cast::<c_void>(),
+            host: HOST_VTABLE,
+            _marker: PhantomData,
+        }
+    }
+}
+
+/// The call state behind a context the host created.
+///
 /// # Safety
-/// `data` must be the pointer of a live `CallState`, as passed in `PluginTool::call`.
-unsafe fn state<'a>(data: *const c_void) -> &'a CallState<'a> {
-    // SAFETY: per the function's contract.
-    unsafe { &*data.cast::<CallState<'a>>() }
+/// `ctx` must come from [`CallState::ffi_context`] (the plugin passes back what it got).
+unsafe fn state<'a>(ctx: &'a FfiCallContext<'a>) -> &'a CallState<'a> {
+    // SAFETY: per the function's contract, `data` points at a live `CallState` that
+    // outlives `'a`.
+    unsafe { &*ctx.data.cast::<CallState<'a>>() }
 }
 
 const HOST_VTABLE: HostVTable_Ref = {
@@ -191,42 +215,35 @@ const HOST_VTABLE: HostVTable_Ref = {
     HostVTable_Ref(TABLE.static_as_prefix())
 };
 
-/// The strings are only used by the plugin for the duration of the call (the plugin-side
-/// wrapper narrows the lifetime back to the call's).
-fn erase(s: &str) -> RStr<'static> {
-    // SAFETY: see above; the call state outlives every use the plugin can make of it.
-    unsafe { std::mem::transmute::<RStr<'_>, RStr<'static>>(RStr::from_str(s)) }
+unsafe extern "C" fn host_profile_id<'a>(ctx: &'a FfiCallContext<'a>) -> RStr<'a> {
+    // SAFETY: the plugin passes back the context it was given.
+    RStr::from_str(&unsafe { state(ctx) }.ctx.turn.profile_id)
 }
 
-unsafe extern "C" fn host_profile_id(data: *const c_void) -> RStr<'static> {
-    // SAFETY: the plugin passes back the pointer it was given.
-    erase(&unsafe { state(data) }.ctx.turn.profile_id)
-}
-
-unsafe extern "C" fn host_session_id(data: *const c_void) -> RStr<'static> {
+unsafe extern "C" fn host_session_id<'a>(ctx: &'a FfiCallContext<'a>) -> RStr<'a> {
     // SAFETY: as above.
-    erase(&unsafe { state(data) }.ctx.turn.session_id)
+    RStr::from_str(&unsafe { state(ctx) }.ctx.turn.session_id)
 }
 
-unsafe extern "C" fn host_model(data: *const c_void) -> RStr<'static> {
+unsafe extern "C" fn host_model<'a>(ctx: &'a FfiCallContext<'a>) -> RStr<'a> {
     // SAFETY: as above.
-    erase(&unsafe { state(data) }.ctx.turn.model)
+    RStr::from_str(&unsafe { state(ctx) }.ctx.turn.model)
 }
 
-unsafe extern "C" fn host_is_cancelled(data: *const c_void) -> bool {
+unsafe extern "C" fn host_is_cancelled(ctx: &FfiCallContext<'_>) -> bool {
     // SAFETY: as above.
-    unsafe { state(data) }.ctx.cancel.is_cancelled()
+    unsafe { state(ctx) }.ctx.cancel.is_cancelled()
 }
 
-unsafe extern "C" fn host_cancelled(data: *const c_void) -> FfiFuture<()> {
+unsafe extern "C" fn host_cancelled(ctx: &FfiCallContext<'_>) -> FfiFuture<()> {
     // SAFETY: as above.
-    let token = unsafe { state(data) }.ctx.cancel.clone();
+    let token = unsafe { state(ctx) }.ctx.cancel.clone();
     async move { token.cancelled().await }.into_ffi()
 }
 
-unsafe extern "C" fn host_log(data: *const c_void, level: LogLevel, message: RStr<'_>) {
+unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message: RStr<'_>) {
     // SAFETY: as above.
-    let s = unsafe { state(data) };
+    let s = unsafe { state(ctx) };
     let message = message.as_str();
     match level {
         LogLevel::ERROR => tracing::error!(plugin = s.plugin, tool = s.tool, "{message}"),
@@ -236,9 +253,9 @@ unsafe extern "C" fn host_log(data: *const c_void, level: LogLevel, message: RSt
     }
 }
 
-unsafe extern "C" fn host_sleep(data: *const c_void, nanos: u64) -> FfiFuture<bool> {
+unsafe extern "C" fn host_sleep(ctx: &FfiCallContext<'_>, nanos: u64) -> FfiFuture<bool> {
     // SAFETY: as above.
-    let token = unsafe { state(data) }.ctx.cancel.clone();
+    let token = unsafe { state(ctx) }.ctx.cancel.clone();
     async move {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_nanos(nanos)) => true,
@@ -249,11 +266,11 @@ unsafe extern "C" fn host_sleep(data: *const c_void, nanos: u64) -> FfiFuture<bo
 }
 
 unsafe extern "C" fn host_child_turn(
-    data: *const c_void,
+    ctx: &FfiCallContext<'_>,
     request: RStr<'_>,
 ) -> FfiFuture<RResult<RString, RString>> {
     // SAFETY: as above.
-    let s = unsafe { state(data) };
+    let s = unsafe { state(ctx) };
     let service = s.ctx.services.child_turns.clone();
     let turn = Arc::clone(&s.ctx.turn);
     let request: Result<Value, _> = serde_json::from_str(request.as_str());

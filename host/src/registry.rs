@@ -123,14 +123,19 @@ impl ToolRegistry {
         self.tools.get(name)
     }
 
-    /// The tool names, sorted.
+    /// The tool names, sorted (every registered tool, `deny` ones included).
     pub fn names(&self) -> Vec<&str> {
         self.tools.keys().map(String::as_str).collect()
     }
 
-    /// The specs, sorted by name: what the model sees.
+    /// The specs, sorted by name: what the model sees. Tools whose risk is `deny` are
+    /// left out: they never run, so the model is not told about them.
     pub fn specs(&self) -> Vec<&ToolSpec> {
-        self.tools.values().map(RegisteredTool::spec).collect()
+        self.tools
+            .values()
+            .map(RegisteredTool::spec)
+            .filter(|s| s.risk != crate::Risk::Deny)
+            .collect()
     }
 
     /// Every registered tool, sorted by name.

@@ -1,8 +1,10 @@
 //! Running blocking work (a subprocess, a big file read) from a tool without a runtime:
-//! the work runs on its own thread and the tool awaits its result.
+//! the work runs on its own thread and the tool awaits its result. With
+//! [`crate::ToolContext::blocking`], the work also sees the call's cancellation.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
@@ -10,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 ///
 /// Plugins have no runtime of their own (a plugin's tokio has no reactor), so this is the
 /// way to block without stalling the host's worker threads. A panic in `work` resolves to
-/// `Err` with the panic message. Dropping the future does not stop the thread; check
-/// [`crate::ToolContext::is_cancelled`] inside long work.
+/// `Err` with the panic message. Dropping the future does not stop the thread: for long
+/// work use [`crate::ToolContext::blocking`], whose closure can watch a [`CancelFlag`].
 pub fn blocking<T, F>(work: F) -> impl Future<Output = Result<T, String>> + Send + 'static
 where
     T: Send + 'static,
@@ -41,6 +43,22 @@ where
             Some(Err(format!("could not start a thread: {e}")));
     }
     BlockingResult { shared }
+}
+
+/// Tells blocking work that its call was cancelled (see [`crate::ToolContext::blocking`]).
+/// Cheap to check often.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// Whether the call was cancelled; the work should stop soon after this turns true.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 struct Slot<T> {

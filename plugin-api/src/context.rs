@@ -9,6 +9,7 @@ use std::time::Duration;
 use abi_stable::std_types::{RResult, RStr};
 use serde::Serialize;
 
+use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -80,32 +81,32 @@ impl<'a> ToolContext<'a> {
 
     /// The profile this call works for; keep per-profile state apart with it.
     pub fn profile_id(&self) -> &'a str {
-        // SAFETY: the host keeps `data` alive and the string unchanged for `'a`.
-        unsafe { (self.raw.host.profile_id())(self.raw.data) }.as_str()
+        // SAFETY: the host keeps the context valid for `'a`; the string borrows from it.
+        unsafe { (self.raw.host.profile_id())(self.raw) }.as_str()
     }
 
     /// The session (conversation) this call works for.
     pub fn session_id(&self) -> &'a str {
         // SAFETY: as in `profile_id`.
-        unsafe { (self.raw.host.session_id())(self.raw.data) }.as_str()
+        unsafe { (self.raw.host.session_id())(self.raw) }.as_str()
     }
 
     /// The model that asked for this call.
     pub fn model(&self) -> &'a str {
         // SAFETY: as in `profile_id`.
-        unsafe { (self.raw.host.model())(self.raw.data) }.as_str()
+        unsafe { (self.raw.host.model())(self.raw) }.as_str()
     }
 
     /// Whether the call was cancelled. Long-running tools check it between steps.
     pub fn is_cancelled(&self) -> bool {
-        // SAFETY: `data` is valid for `'a`.
-        unsafe { (self.raw.host.is_cancelled())(self.raw.data) }
+        // SAFETY: the host keeps the context valid for `'a`.
+        unsafe { (self.raw.host.is_cancelled())(self.raw) }
     }
 
     /// Resolves when the call is cancelled.
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
-        // SAFETY: `data` is valid for `'a`; the returned future owns what it needs.
-        unsafe { (self.raw.host.cancelled())(self.raw.data) }
+        // SAFETY: the host keeps the context valid for `'a`; the future owns what it needs.
+        unsafe { (self.raw.host.cancelled())(self.raw) }
     }
 
     /// Runs `future` until it finishes or the call is cancelled, whichever is first.
@@ -121,19 +122,40 @@ impl<'a> ToolContext<'a> {
         .await
     }
 
+    /// Runs blocking work on its own thread (see [`crate::blocking`]) and awaits it. The
+    /// work gets a [`CancelFlag`] that turns true when the call is cancelled; it should
+    /// check it and stop. The call still waits for the work to return, so a host's grace
+    /// period after a timeout applies to it too. A panic in `work` is an `Err`.
+    pub async fn blocking<T, F>(&self, work: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(&CancelFlag) -> T + Send + 'static,
+    {
+        let flag = CancelFlag::default();
+        let worker_flag = flag.clone();
+        let mut result = pin!(crate::blocking::blocking(move || work(&worker_flag)));
+        match self.until_cancelled(result.as_mut()).await {
+            Ok(out) => out,
+            Err(Cancelled) => {
+                flag.cancel();
+                result.await
+            }
+        }
+    }
+
     /// Sleeps on the host's timer; returns early with `Err(Cancelled)` if the call is
     /// cancelled first.
     pub async fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-        // SAFETY: `data` is valid for `'a`.
-        let completed = unsafe { (self.raw.host.sleep())(self.raw.data, nanos) }.await;
+        // SAFETY: the host keeps the context valid for `'a`.
+        let completed = unsafe { (self.raw.host.sleep())(self.raw, nanos) }.await;
         if completed { Ok(()) } else { Err(Cancelled) }
     }
 
     /// Writes a line to the host's log, tagged with this plugin and tool.
     pub fn log(&self, level: LogLevel, message: &str) {
-        // SAFETY: `data` is valid for `'a`; the host copies the message.
-        unsafe { (self.raw.host.log())(self.raw.data, level, RStr::from_str(message)) }
+        // SAFETY: the context is valid for `'a`; the host copies the message.
+        unsafe { (self.raw.host.log())(self.raw, level, RStr::from_str(message)) }
     }
 
     /// Runs a child turn on the agent running this call and returns its final answer.
@@ -143,9 +165,8 @@ impl<'a> ToolContext<'a> {
     pub async fn child_turn(&self, request: &ChildTurnRequest) -> Result<String, ServiceError> {
         let request = serde_json::to_string(request)
             .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
-        // SAFETY: `data` is valid for `'a`; the host copies the request before returning.
-        let future =
-            unsafe { (self.raw.host.child_turn())(self.raw.data, RStr::from_str(&request)) };
+        // SAFETY: the context is valid for `'a`; the host copies the request before returning.
+        let future = unsafe { (self.raw.host.child_turn())(self.raw, RStr::from_str(&request)) };
         match future.await {
             RResult::ROk(answer) => Ok(answer.into_string()),
             RResult::RErr(message) => Err(classify_service_error(message.into_string())),

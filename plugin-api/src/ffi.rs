@@ -52,17 +52,20 @@ pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One tool exported by a plugin: an opaque object and the plugin's vtable for it.
 ///
-/// The host owns it and calls `drop` exactly once.
+/// Invariant (what makes the `Send`/`Sync` impls below sound): `this` is a `Box<T>` leaked
+/// by the plugin for a `T: Tool` (so `Send + Sync`), and `vtable` is the one generated for
+/// that `T`. Only `export_plugin!` builds these. The host owns it and calls `drop` once.
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct FfiTool {
-    /// The plugin's object (a leaked `Box<Box<dyn Tool>>`).
+    /// The plugin's object (a leaked `Box<T>` for the tool type `T`).
     pub this: *const c_void,
     /// The functions that operate on `this`.
     pub vtable: ToolVTable_Ref,
 }
 
-// SAFETY: `this` points at a `dyn Tool`, which is `Send + Sync`; the vtable is static.
+// SAFETY: per the invariant above, `this` is a `T: Tool`, which is `Send + Sync`; the vtable
+// is static.
 unsafe impl Send for FfiTool {}
 // SAFETY: as above.
 unsafe impl Sync for FfiTool {}
@@ -138,7 +141,8 @@ pub struct FfiCallContext<'a> {
     pub _marker: PhantomData<&'a ()>,
 }
 
-// SAFETY: the host's call state is `Sync` (the host guarantees it) and outlives `'a`.
+// SAFETY: `data` points at the host's call state, which the host guarantees is `Sync` (its
+// own code checks that at compile time) and outlives `'a`.
 unsafe impl Send for FfiCallContext<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for FfiCallContext<'_> {}
@@ -159,7 +163,8 @@ impl LogLevel {
     pub const DEBUG: LogLevel = LogLevel(3);
 }
 
-/// The services a host gives each call. Every function takes the call's `data` pointer.
+/// The services a host gives each call. Every function takes the call's context (whose
+/// `data` is the host's call state); strings it returns live as long as the context.
 ///
 /// Services added by later API versions go after `child_turn`; a plugin calling one on a
 /// host that predates it gets a "not available in this host" error, never a crash.
@@ -169,25 +174,25 @@ impl LogLevel {
 #[sabi(missing_field(option))]
 pub struct HostVTable {
     /// The profile the call works for.
-    pub profile_id: unsafe extern "C" fn(data: *const c_void) -> RStr<'static>,
+    pub profile_id: for<'a> unsafe extern "C" fn(ctx: &'a FfiCallContext<'a>) -> RStr<'a>,
     /// The session (conversation) the call works for.
-    pub session_id: unsafe extern "C" fn(data: *const c_void) -> RStr<'static>,
+    pub session_id: for<'a> unsafe extern "C" fn(ctx: &'a FfiCallContext<'a>) -> RStr<'a>,
     /// The model that asked for the call.
-    pub model: unsafe extern "C" fn(data: *const c_void) -> RStr<'static>,
+    pub model: for<'a> unsafe extern "C" fn(ctx: &'a FfiCallContext<'a>) -> RStr<'a>,
     /// Whether the call was cancelled (the turn was stopped or the call timed out).
-    pub is_cancelled: unsafe extern "C" fn(data: *const c_void) -> bool,
-    /// Resolves when the call is cancelled.
-    pub cancelled: unsafe extern "C" fn(data: *const c_void) -> FfiFuture<()>,
+    pub is_cancelled: unsafe extern "C" fn(ctx: &FfiCallContext<'_>) -> bool,
+    /// Resolves when the call is cancelled. Owns what it needs: it may outlive the call.
+    pub cancelled: unsafe extern "C" fn(ctx: &FfiCallContext<'_>) -> FfiFuture<()>,
     /// Writes a line to the host's log, tagged with the plugin and tool.
-    pub log: unsafe extern "C" fn(data: *const c_void, level: LogLevel, message: RStr<'_>),
+    pub log: unsafe extern "C" fn(ctx: &FfiCallContext<'_>, level: LogLevel, message: RStr<'_>),
     /// Sleeps on the host's timer. Resolves `true` when the time passed, `false` when the
     /// call was cancelled first.
-    pub sleep: unsafe extern "C" fn(data: *const c_void, nanos: u64) -> FfiFuture<bool>,
+    pub sleep: unsafe extern "C" fn(ctx: &FfiCallContext<'_>, nanos: u64) -> FfiFuture<bool>,
     /// Runs a child turn of the agent running this call. `request` is JSON
     /// (`{"prompt": "..."}`); the result is the child's final answer or an error message.
     #[sabi(last_prefix_field)]
     pub child_turn: unsafe extern "C" fn(
-        data: *const c_void,
+        ctx: &FfiCallContext<'_>,
         request: RStr<'_>,
     ) -> FfiFuture<RResult<RString, RString>>,
 }

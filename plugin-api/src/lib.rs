@@ -33,12 +33,14 @@
 //! - Don't start a runtime. A plugin's own copy of tokio has no reactor: `tokio::time` and
 //!   `tokio::spawn` panic inside a plugin. Use the context's services
 //!   ([`ToolContext::sleep`], [`ToolContext::cancelled`], [`ToolContext::log`],
-//!   [`ToolContext::child_turn`]) and [`blocking`] for blocking work.
+//!   [`ToolContext::child_turn`]) and [`ToolContext::blocking`] for blocking work.
 //! - Watch [`ToolContext::is_cancelled`] or [`ToolContext::until_cancelled`] in anything
 //!   long: the host cancels calls when a turn is stopped or a call times out.
 //!
 //! This crate does no I/O and depends on none of the host's runtime crates (tokio, notify,
-//! libloading, toml); the workspace's CI checks that with `cargo tree`.
+//! toml, jsonschema, ...); the workspace's CI checks that with `cargo tree`. One
+//! exception cannot be avoided: abi_stable itself links libloading 0.7 (for hosts that
+//! load libraries); plugins never call it, and this crate adds no dependency on it.
 //!
 //! # Binary compatibility
 //! Every plugin exports one root module ([`ffi::PluginRoot`]). When the host loads it,
@@ -46,8 +48,8 @@
 //! module, the tool and host vtables, the context and the results) before any plugin code
 //! runs. What that means for changes to this crate:
 //!
-//! **Keep already-built plugins loading** (release as a patch or, before 1.0, as the same
-//! minor version):
+//! **Keep already-built plugins loading** (release as a patch version before 1.0, a minor
+//! version after):
 //! - appending a field after the last one of a prefix type: [`ffi::ToolVTable`] (new tool
 //!   methods, e.g. an availability check) or [`ffi::HostVTable`] (new host services).
 //!   Hosts read such fields as `Option` and fall back to a default for older plugins;
@@ -58,16 +60,19 @@
 //! - new keys in JSON that crosses as text (schemas, child-turn requests);
 //! - anything in the Rust-side API that does not change the `ffi` types.
 //!
-//! **Break them** (a new minor version before 1.0, a new major after; hosts refuse such
-//! plugins with a message naming both versions):
+//! **Break them** (release as a new minor version before 1.0, a new major after, so hosts
+//! refuse the old plugins with a message naming both versions instead of misreading them):
 //! - removing, reordering or retyping any field of an `ffi` type, or changing a field
 //!   that is part of a prefix (before its `last_prefix_field`);
 //! - changing [`ffi::FfiCallContext`], [`ffi::FfiTool`] or [`ffi::FfiToolError`], which
 //!   cross by value;
 //! - changing a function signature in a vtable.
 //!
-//! abi_stable refuses a plugin built against a newer 0.x minor version than the host, and
-//! any plugin of a different major version.
+//! The version check (abi_stable's, before the layout check): a host refuses a plugin of a
+//! different major version and, before 1.0, a plugin built against an *older* minor
+//! version than its own (0.1.x plugins on a 0.2 host). A plugin built against a newer
+//! patch or minor version passes the version check and is then judged by the layout
+//! check, which accepts fields appended to prefix types and refuses anything else.
 
 mod blocking;
 mod context;
@@ -81,7 +86,7 @@ mod risk;
 mod tool;
 mod unwind;
 
-pub use blocking::blocking;
+pub use blocking::{CancelFlag, blocking};
 pub use context::{Cancelled, ChildTurnRequest, ServiceError, ToolContext};
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};

@@ -14,6 +14,15 @@ fn toolhost(args: &[&str]) -> Output {
         .expect("run toolhost")
 }
 
+/// A shell script in the plugin directory's folder (not a .so, so the loader skips it).
+fn executable(dir: &PluginDir, name: &str, script: &str) -> std::path::PathBuf {
+    let path = dir.write(name, script.as_bytes());
+    let mut perms = std::fs::metadata(&path).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).expect("chmod");
+    path
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -108,13 +117,8 @@ fn call_refuses_a_write_tool_and_says_why() {
 #[test]
 fn call_runs_the_interactive_editor_tool_with_the_persons_editor() {
     let dir = PluginDir::with(&["toolhost_utils"]);
-    let editor = dir.write(
-        "fake-editor.sh",
-        b"#!/bin/sh\nsed -i 's/draft/final/' \"$1\"\n",
-    );
-    let mut perms = std::fs::metadata(&editor).expect("meta").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&editor, perms).expect("chmod");
+    let script = "#!/bin/sh\nsed -i 's/draft/final/' \"$1\"\n";
+    let editor = executable(&dir, "fake-editor.sh", script);
     let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["call", "edit_text", r#"{"text": "a draft"}"#, "--plugins"])
         .arg(dir.path())
@@ -124,6 +128,38 @@ fn call_runs_the_interactive_editor_tool_with_the_persons_editor() {
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim_end(), "a final");
+}
+
+#[test]
+fn an_interactive_call_past_its_timeout_is_cancelled_and_its_editor_killed() {
+    let dir = PluginDir::with(&["toolhost_utils"]);
+    // `exec`, so that killing the editor kills the one process holding our stdout.
+    let editor = executable(&dir, "slow-editor.sh", "#!/bin/sh\nexec sleep 60\n");
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args([
+            "call",
+            "edit_text",
+            r#"{"text": "x"}"#,
+            "--timeout",
+            "0.5",
+            "--plugins",
+        ])
+        .arg(dir.path())
+        .env("EDITOR", &editor)
+        .env_remove("VISUAL")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the editor was killed instead of running its 60 s"
+    );
 }
 
 #[test]
@@ -139,6 +175,18 @@ fn check_prints_a_good_plugin_and_fails_on_a_bad_one() {
     let bad = toolhost(&["check", so("fixture_abort").to_str().expect("utf-8")]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(text(&bad.stderr).contains("panic = \"abort\""));
+
+    let partly = toolhost(&["check", so("fixture_basic").to_str().expect("utf-8")]);
+    assert_eq!(
+        partly.status.code(),
+        Some(1),
+        "a tool with broken metadata fails the check"
+    );
+    assert!(
+        text(&partly.stderr).contains("bad_metadata"),
+        "{}",
+        text(&partly.stderr)
+    );
 }
 
 #[test]

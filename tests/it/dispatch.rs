@@ -58,7 +58,7 @@ async fn five_slow_calls_run_concurrently_and_come_back_in_request_order() {
         assert_eq!(out["label"], format!("L{i}"));
         peak = peak.max(out["in_flight_at_start"].as_u64().unwrap_or(0));
     }
-    assert!(peak > 1, "the plugin saw the calls overlap");
+    assert_eq!(peak, 5, "the plugin saw all five calls in flight at once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,13 +204,14 @@ async fn an_unknown_tool_is_a_tool_not_found_result() {
     assert_eq!(results[1].output, "x");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_timeout_reaches_the_plugin_as_its_cancel_signal() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();
     let config = DispatchConfig {
         timeout: Duration::from_millis(100),
         cancel_grace: Duration::from_secs(5),
+        ..DispatchConfig::default()
     };
     let r = dispatcher(config)
         .call(
@@ -225,13 +226,14 @@ async fn a_timeout_reaches_the_plugin_as_its_cancel_signal() {
     assert_eq!(seen, "cancelled is_cancelled=true");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_tool_that_ignores_cancellation_is_dropped_after_the_grace_period() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();
     let config = DispatchConfig {
         timeout: Duration::from_millis(50),
         cancel_grace: Duration::from_millis(50),
+        ..DispatchConfig::default()
     };
     let r = dispatcher(config)
         .call(
@@ -244,42 +246,86 @@ async fn a_tool_that_ignores_cancellation_is_dropped_after_the_grace_period() {
     assert_eq!(std::fs::read_to_string(&path).expect("dropped"), "dropped");
 }
 
+/// Waits until `path` exists (bounded), without a fixed sleep standing in for the event.
+async fn wait_for_file(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_the_turn_cancels_every_call_in_the_batch() {
+async fn cancelling_the_turn_while_calls_run_cancels_each_of_them() {
     let (_dir, registry) = basic();
-    let (_m1, p1) = marker();
-    let (_m2, p2) = marker();
-    let (seen1, seen2) = (p1.clone(), p2.clone());
+    let markers = tempfile::tempdir().expect("temp dir");
+    let path = |name: &str| markers.path().join(name);
     let turn = turn();
     let cancel = turn.cancel.clone();
     let d = dispatcher(DispatchConfig::default());
+    let calls = vec![
+        call(
+            "1",
+            "wait_cancel",
+            json!({"marker": path("seen1"), "started": path("started1")}),
+        ),
+        call(
+            "2",
+            "wait_cancel",
+            json!({"marker": path("seen2"), "started": path("started2")}),
+        ),
+    ];
     let batch = tokio::spawn({
         let registry = registry.clone();
-        async move {
-            d.dispatch(
-                &registry,
-                &turn,
-                vec![
-                    call("1", "wait_cancel", json!({"marker": p1})),
-                    call("2", "wait_cancel", json!({"marker": p2})),
-                ],
-            )
-            .await
-        }
+        async move { d.dispatch(&registry, &turn, calls).await }
     });
+    wait_for_file(&path("started1")).await;
+    wait_for_file(&path("started2")).await;
+    let cancelled_at = Instant::now();
     cancel.cancel();
     let results = tokio::time::timeout(Duration::from_secs(10), batch)
         .await
         .expect("the batch ends once cancelled")
         .expect("no panic");
+    assert!(
+        cancelled_at.elapsed() < DispatchConfig::default().cancel_grace,
+        "the tools returned on their cancel signal, within the grace period"
+    );
     for r in &results {
         assert_eq!(r.error, Some(CallErrorKind::Cancelled), "{r:?}");
         assert!(r.output.contains("was cancelled after"), "{}", r.output);
     }
-    for seen in [seen1, seen2] {
+    for seen in [path("seen1"), path("seen2")] {
         let text = std::fs::read_to_string(&seen).expect("the plugin saw the cancellation");
         assert_eq!(text, "cancelled is_cancelled=true");
     }
+}
+
+#[tokio::test]
+async fn calls_of_an_already_cancelled_turn_never_start() {
+    let (_dir, registry) = basic();
+    let (_m, path) = marker();
+    let turn = turn();
+    turn.cancel.cancel();
+    let results = dispatcher(DispatchConfig::default())
+        .dispatch(
+            &registry,
+            &turn,
+            vec![
+                call("1", "slow_interactive", json!({"ms": 10})),
+                call("2", "record_args", json!({"marker": path, "count": 1})),
+            ],
+        )
+        .await;
+    for r in &results {
+        assert_eq!(r.error, Some(CallErrorKind::Cancelled), "{r:?}");
+        assert!(r.output.contains("was not started"), "{}", r.output);
+    }
+    assert!(!path.exists());
 }
 
 #[tokio::test]
@@ -310,6 +356,11 @@ async fn write_and_deny_tools_never_run_under_the_read_only_policy() {
     assert_eq!(x.error, Some(CallErrorKind::Denied));
     assert!(x.output.contains("denied by policy"), "{}", x.output);
     assert!(!path.exists(), "the plugin's code was entered");
+    assert!(registry.get("risky_deny").is_some());
+    assert!(
+        registry.specs().iter().all(|s| s.name != "risky_deny"),
+        "deny tools are not shown to the model"
+    );
 }
 
 struct ScriptedChild;

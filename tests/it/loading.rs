@@ -135,15 +135,27 @@ fn plugin_metadata_crosses_the_boundary() {
     );
 }
 
-#[test]
-fn loading_the_same_file_twice_gives_two_independent_generations() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_the_same_file_twice_gives_two_independent_generations() {
     let dir = PluginDir::with(&["fixture_basic"]);
-    let a = loader()
-        .load_file(&dir.path().join("libfixture_basic.so"))
-        .expect("first load");
-    let b = loader()
-        .load_file(&dir.path().join("libfixture_basic.so"))
-        .expect("second load");
-    assert_eq!(a.tools.len(), b.tools.len());
-    assert!(!std::sync::Arc::ptr_eq(&a.tools[0], &b.tools[0]));
+    let file = dir.path().join("libfixture_basic.so");
+    let a = loader().load_file(&file).expect("first load");
+    let b = loader().load_file(&file).expect("second load");
+    let registry = |p: &toolhost::LoadedPlugin| {
+        toolhost::ToolRegistry::from_plugins(std::slice::from_ref(p)).0
+    };
+    let (ra, rb) = (registry(&a), registry(&b));
+    // `slow` counts the calls in flight in a static of its library: two separate copies of
+    // the library each see only their own call, one shared (cached) library would see two.
+    let d = crate::support::dispatcher(toolhost::DispatchConfig::default());
+    let turn = toolhost::Turn::new(toolhost::TurnInfo::default());
+    let slow = || crate::support::call("1", "slow", serde_json::json!({"ms": 300}));
+    let (x, y) = tokio::join!(d.call(&ra, &turn, slow()), d.call(&rb, &turn, slow()));
+    for r in [x, y] {
+        let out: serde_json::Value = serde_json::from_str(&r.output).expect("JSON");
+        assert_eq!(
+            out["in_flight_at_start"], 1,
+            "the two loads share their statics: {out}"
+        );
+    }
 }

@@ -88,7 +88,7 @@ async fn utils_tools_answer() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn example_plugin_typed_arguments_and_cancellation() {
     let (_dir, registry) = registry(&["hello_tools"]);
     let greet = registry.get("greet").expect("greet").spec();
@@ -106,6 +106,7 @@ async fn example_plugin_typed_arguments_and_cancellation() {
     let config = DispatchConfig {
         timeout: Duration::from_millis(100),
         cancel_grace: Duration::from_secs(5),
+        ..DispatchConfig::default()
     };
     let r = dispatcher(config)
         .call(
@@ -115,4 +116,5 @@ async fn example_plugin_typed_arguments_and_cancellation() {
         )
         .await;
     assert_eq!(r.error, Some(CallErrorKind::TimedOut), "{r:?}");
+    assert!(r.output.contains("timed out after 0.1 s"), "{}", r.output);
 }

@@ -3,12 +3,13 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{LogLevel, Risk, ToolContext, ToolError, TypedTool, blocking};
+use toolhost_plugin_api::{CancelFlag, LogLevel, Risk, ToolContext, ToolError, TypedTool};
 
 /// Arguments of `edit_text`.
 #[derive(Deserialize, JsonSchema)]
@@ -77,26 +78,37 @@ impl TypedTool for EditText {
             LogLevel::INFO,
             &format!("opening {} in '{editor}'", path.display()),
         );
-        let outcome = blocking(move || edit_in(&editor, path, &args.text))
+        let outcome = ctx
+            .blocking(move |cancel| edit_in(&editor, path, &args.text, cancel))
             .await
             .map_err(ToolError::failed)?;
         outcome.map_err(ToolError::Failed)
     }
 }
 
-fn edit_in(editor: &str, path: PathBuf, draft: &str) -> Result<String, String> {
+fn edit_in(
+    editor: &str,
+    path: PathBuf,
+    draft: &str,
+    cancel: &CancelFlag,
+) -> Result<String, String> {
     write_private(&path, draft)
         .map_err(|e| format!("could not create the draft {}: {e}", path.display()))?;
-    // `sh -c '$EDITOR "$1"'` lets $EDITOR hold arguments ("code --wait"), as git does.
+    // `sh -c 'exec $EDITOR "$1"'` lets $EDITOR hold arguments ("code --wait"), as git does;
+    // `exec` makes the editor the process we wait for (and kill, if the call is cancelled).
     let status = Command::new("sh")
         .arg("-c")
-        .arg(format!("{editor} \"$1\""))
+        .arg(format!("exec {editor} \"$1\""))
         .arg("editor")
         .arg(&path)
-        .status();
+        .spawn()
+        .and_then(|child| wait_or_kill(child, cancel));
     let result = match status {
         Ok(s) if s.success() => std::fs::read_to_string(&path)
             .map_err(|e| format!("could not read the edited draft: {e}")),
+        Ok(_) if cancel.is_cancelled() => {
+            Err("the call was cancelled; the edit was abandoned".to_owned())
+        }
         Ok(s) => Err(format!(
             "the editor '{editor}' exited with {s}; the edit was abandoned"
         )),
@@ -104,6 +116,20 @@ fn edit_in(editor: &str, path: PathBuf, draft: &str) -> Result<String, String> {
     };
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// Waits for the editor; kills it if the call is cancelled (the edit is abandoned).
+fn wait_or_kill(mut child: Child, cancel: &CancelFlag) -> std::io::Result<ExitStatus> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if cancel.is_cancelled() {
+            let _ = child.kill();
+            return child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn write_private(path: &PathBuf, text: &str) -> std::io::Result<()> {
