@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
 use abi_stable::library::{LibraryError, lib_header_from_path};
 use toolhost_plugin_api::API_VERSION;
-use toolhost_plugin_api::ffi::PluginRoot_Ref;
+use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
 
 use crate::error::{LoadErrorKind, PluginLoadError};
 use crate::plugin::{LoadedPlugin, PluginTool};
@@ -179,6 +180,7 @@ impl PluginLoader {
         if !root.panic_unwind() {
             return Err(LoadErrorKind::PanicAbort);
         }
+        check_tables(root.table_layouts()(), &plugin_api)?;
         let name = root.name().as_str().to_owned();
         let origin = ToolOrigin::Plugin {
             plugin: Arc::from(name.as_str()),
@@ -340,6 +342,33 @@ impl Elf64 {
     }
 }
 
+/// Checks the growable tables (opaque to the root-module check) in whichever direction
+/// fits: a plugin built against a newer API may have appended fields (abi_stable's own
+/// rule), and one built against an older API may lack fields this host appended since.
+/// Either way the fields both know must match exactly.
+fn check_tables(theirs: TableLayouts, plugin_api: &str) -> Result<(), LoadErrorKind> {
+    let ours = TableLayouts::CURRENT;
+    for (ours, theirs) in [
+        (ours.tool_vtable, theirs.tool_vtable),
+        (ours.host_vtable, theirs.host_vtable),
+    ] {
+        let Err(newer_plugin) = check_layout_compatibility(ours, theirs) else {
+            continue;
+        };
+        if check_layout_compatibility(theirs, ours).is_ok() {
+            continue; // The plugin's table is a prefix of ours: built before fields were added.
+        }
+        let report = newer_plugin.to_string();
+        tracing::debug!(%report, "full layout-check report of a plugin table");
+        return Err(LoadErrorKind::IncompatibleLayout {
+            plugin_api: plugin_api.to_owned(),
+            host_api: API_VERSION.to_owned(),
+            details: error_lines(&report),
+        });
+    }
+    Ok(())
+}
+
 /// Maps abi_stable's errors to short, actionable ones. For a layout mismatch only the
 /// `Error:` lines of its long report are kept.
 fn library_error(e: LibraryError, plugin_api: Option<&str>) -> LoadErrorKind {
@@ -436,4 +465,54 @@ fn first_lines(text: &str, n: usize) -> String {
         .take(n)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        non_camel_case_types,
+        reason = "abi_stable names prefix references `Type_Ref`"
+    )]
+
+    use abi_stable::StableAbi;
+
+    use super::*;
+
+    /// A table whose first fields differ from the real tool vtable's.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = Changed_Ref)))]
+    struct Changed {
+        drop: u8,
+        #[sabi(last_prefix_field)]
+        name: u16,
+    }
+
+    #[test]
+    fn tables_as_compiled_pass_and_a_changed_table_is_refused() {
+        assert!(check_tables(TableLayouts::CURRENT, API_VERSION).is_ok());
+        let changed = TableLayouts {
+            tool_vtable: <Changed_Ref as StableAbi>::LAYOUT,
+            ..TableLayouts::CURRENT
+        };
+        let table: Changed_Ref =
+            abi_stable::prefix_type::PrefixTypeTrait::leak_into_prefix(Changed {
+                drop: 1,
+                name: 2,
+            });
+        assert_eq!((table.drop(), table.name()), (1, 2));
+        match check_tables(changed, "0.1.0") {
+            Err(LoadErrorKind::IncompatibleLayout { details, .. }) => assert!(!details.is_empty()),
+            other => panic!("expected a layout error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_lines_keep_the_short_lines_with_expected_and_found() {
+        let report = "header\nError:too many fields\nExpected:\n    8\nFound:\n    7\n\nmore\n";
+        assert_eq!(
+            error_lines(report),
+            ["too many fields (expected 8, found 7)"]
+        );
+    }
 }

@@ -211,9 +211,16 @@ const HOST_VTABLE: HostVTable_Ref = {
         log: host_log,
         sleep: host_sleep,
         child_turn: host_child_turn,
+        #[cfg(feature = "__test_newer_api")]
+        newer_service: host_newer_service,
     });
     HostVTable_Ref(TABLE.static_as_prefix())
 };
+
+#[cfg(feature = "__test_newer_api")]
+unsafe extern "C" fn host_newer_service(_ctx: &FfiCallContext<'_>) -> RString {
+    RString::from("served by a newer host")
+}
 
 unsafe extern "C" fn host_profile_id<'a>(ctx: &'a FfiCallContext<'a>) -> RStr<'a> {
     // SAFETY: the plugin passes back the context it was given.

@@ -174,6 +174,24 @@ impl<'a> ToolContext<'a> {
     }
 }
 
+#[cfg(feature = "__test_newer_api")]
+impl ToolContext<'_> {
+    /// Test-only: a service that a later API version appends to the host table. On a
+    /// host that predates it, this is how every newer service fails: `Unavailable`.
+    #[doc(hidden)]
+    pub fn newer_service(&self) -> Result<String, ServiceError> {
+        match self.raw.host.newer_service() {
+            // SAFETY: the host keeps the context valid for the call.
+            Some(service) => Ok(unsafe { service(self.raw) }.into_string()),
+            None => Err(ServiceError::Unavailable(format!(
+                "this host's plugin-api predates the service (the plugin was built against \
+                 plugin-api {})",
+                crate::API_VERSION
+            ))),
+        }
+    }
+}
+
 /// Hosts prefix the message of a missing service with this marker.
 #[doc(hidden)]
 pub const UNAVAILABLE_PREFIX: &str = "unavailable: ";

@@ -13,7 +13,7 @@ use async_ffi::BorrowingFfiFuture;
 use crate::context::ToolContext;
 use crate::ffi::{
     FfiCallContext, FfiCallResult, FfiMeta, FfiTool, FfiToolError, PluginRoot, PluginRoot_Ref,
-    ToolVTable, ToolVTable_Ref,
+    TableLayouts, ToolVTable, ToolVTable_Ref,
 };
 use crate::risk::RiskCode;
 use crate::tool::{Tool, ToolError};
@@ -95,9 +95,14 @@ pub fn root_module(
         version: RStr::from_str(version),
         api_version: RStr::from_str(crate::ffi::API_VERSION),
         panic_unwind,
+        table_layouts,
         tools,
     }
     .leak_into_prefix()
+}
+
+extern "C" fn table_layouts() -> TableLayouts {
+    TableLayouts::CURRENT
 }
 
 /// Creates the tools, catching a panic in their constructors.
@@ -134,6 +139,8 @@ impl<T: Tool> VTableFor<T> {
         risk: tool_risk::<T>,
         interactive: tool_interactive::<T>,
         call: call_tool::<T>,
+        #[cfg(feature = "__test_newer_api")]
+        newer_method: newer_method::<T>,
     });
     const VTABLE: ToolVTable_Ref = ToolVTable_Ref(Self::TABLE.static_as_prefix());
 }
@@ -183,6 +190,11 @@ unsafe extern "C" fn tool_risk<T: Tool>(this: *const c_void) -> FfiMeta<RiskCode
 unsafe extern "C" fn tool_interactive<T: Tool>(this: *const c_void) -> FfiMeta<bool> {
     // SAFETY: as above.
     guarded(|| unsafe { tool_ref::<T>(this) }.interactive())
+}
+
+#[cfg(feature = "__test_newer_api")]
+unsafe extern "C" fn newer_method<T>(_this: *const c_void) -> bool {
+    true
 }
 
 unsafe extern "C" fn call_tool<'a, T: Tool>(

@@ -13,6 +13,7 @@ use abi_stable::StableAbi;
 use abi_stable::library::RootModule;
 use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{RResult, RStr, RString, RVec};
+use abi_stable::type_layout::TypeLayout;
 use async_ffi::{BorrowingFfiFuture, FfiFuture};
 
 use crate::risk::RiskCode;
@@ -32,6 +33,8 @@ pub struct PluginRoot {
     /// `cfg!(panic = "unwind")` evaluated in the plugin. Hosts refuse `false`: a panic in
     /// a plugin built with `panic = "abort"` would kill the host.
     pub panic_unwind: bool,
+    /// The layouts of the growable tables as this plugin was built (see [`TableLayouts`]).
+    pub table_layouts: extern "C" fn() -> TableLayouts,
     /// Creates the plugin's tools. `Err` carries the message of a panic.
     #[sabi(last_prefix_field)]
     pub tools: extern "C" fn() -> RResult<RVec<FfiTool>, RString>,
@@ -45,10 +48,39 @@ impl RootModule for PluginRoot_Ref {
 }
 
 /// The version of this crate, as the root-module version check reads it.
-pub const API_VERSION_STRINGS: VersionStrings = abi_stable::package_version_strings!();
+pub const API_VERSION_STRINGS: VersionStrings = VersionStrings::new(API_VERSION);
 
 /// The version of this crate as text, e.g. `"0.1.0"`.
+#[cfg(not(feature = "__test_newer_api"))]
 pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The version the test-only newer API pretends to be.
+#[cfg(feature = "__test_newer_api")]
+pub const API_VERSION: &str = "0.1.1";
+
+/// The layouts of the two growable tables, as the plugin was built.
+///
+/// abi_stable's check of a root module accepts a prefix type only when the library's
+/// version has at least the fields the host's has, which would refuse every plugin built
+/// before a field was appended. So the tables are opaque to that check, and hosts check
+/// them with these layouts instead: the common fields must match, and the longer table
+/// must only append to the shorter one, whichever side is older.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct TableLayouts {
+    /// Layout of [`ToolVTable_Ref`] in the plugin.
+    pub tool_vtable: &'static TypeLayout,
+    /// Layout of [`HostVTable_Ref`] in the plugin.
+    pub host_vtable: &'static TypeLayout,
+}
+
+impl TableLayouts {
+    /// The layouts as compiled into the caller.
+    pub const CURRENT: TableLayouts = TableLayouts {
+        tool_vtable: <ToolVTable_Ref as StableAbi>::LAYOUT,
+        host_vtable: <HostVTable_Ref as StableAbi>::LAYOUT,
+    };
+}
 
 /// One tool exported by a plugin: an opaque object and the plugin's vtable for it.
 ///
@@ -60,7 +92,9 @@ pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct FfiTool {
     /// The plugin's object (a leaked `Box<T>` for the tool type `T`).
     pub this: *const c_void,
-    /// The functions that operate on `this`.
+    /// The functions that operate on `this`. Opaque to the root-module check: hosts check
+    /// it with [`TableLayouts`].
+    #[sabi(unsafe_opaque_field)]
     pub vtable: ToolVTable_Ref,
 }
 
@@ -106,6 +140,10 @@ pub struct ToolVTable {
         ctx: &'a FfiCallContext<'a>,
         args: RStr<'a>,
     ) -> BorrowingFfiFuture<'a, FfiCallResult>,
+    /// Test-only stand-in for a method a later API version appends.
+    #[cfg(feature = "__test_newer_api")]
+    #[doc(hidden)]
+    pub newer_method: unsafe extern "C" fn(this: *const c_void) -> bool,
 }
 
 /// A tool error as it crosses the boundary: a growable kind code and a message.
@@ -135,7 +173,9 @@ impl FfiToolError {
 pub struct FfiCallContext<'a> {
     /// The host's call state, passed back to every service.
     pub data: *const c_void,
-    /// The host's services.
+    /// The host's services. Opaque to the root-module check: hosts check it with
+    /// [`TableLayouts`].
+    #[sabi(unsafe_opaque_field)]
     pub host: HostVTable_Ref,
     /// Ties the context to the call it belongs to.
     pub _marker: PhantomData<&'a ()>,
@@ -195,4 +235,8 @@ pub struct HostVTable {
         ctx: &FfiCallContext<'_>,
         request: RStr<'_>,
     ) -> FfiFuture<RResult<RString, RString>>,
+    /// Test-only stand-in for a service a later API version appends.
+    #[cfg(feature = "__test_newer_api")]
+    #[doc(hidden)]
+    pub newer_service: unsafe extern "C" fn(ctx: &FfiCallContext<'_>) -> RString,
 }

@@ -44,17 +44,24 @@
 //!
 //! # Binary compatibility
 //! Every plugin exports one root module ([`ffi::PluginRoot`]). When the host loads it,
-//! abi_stable checks the API version and the layout of every type that crosses (the root
-//! module, the tool and host vtables, the context and the results) before any plugin code
-//! runs. What that means for changes to this crate:
+//! abi_stable checks the API version and the layout of the root module and every type it
+//! reaches (tools, the context, results) before any plugin code runs. The two growable
+//! tables, [`ffi::ToolVTable`] (methods of a tool) and [`ffi::HostVTable`] (services of the
+//! host), are prefix types and are checked separately, through [`ffi::TableLayouts`]: the
+//! fields both sides know must match, and the longer table may only append to the shorter
+//! one, whichever side is older. (abi_stable's own check only lets the plugin's side be the
+//! longer one, which would refuse every plugin built before a field was appended.)
+//!
+//! What that means for changes to this crate:
 //!
 //! **Keep already-built plugins loading** (release as a patch version before 1.0, a minor
 //! version after):
-//! - appending a field after the last one of a prefix type: [`ffi::ToolVTable`] (new tool
-//!   methods, e.g. an availability check) or [`ffi::HostVTable`] (new host services).
-//!   Hosts read such fields as `Option` and fall back to a default for older plugins;
-//!   plugins calling a newer service on an older host get
-//!   [`ServiceError::Unavailable`], never a crash;
+//! - appending a field after the last one of [`ffi::ToolVTable`] (a new tool method, e.g.
+//!   an availability check) or of [`ffi::HostVTable`] (a new host service). The reader of
+//!   a table sees fields the other side lacks as `None` and falls back to a default:
+//!   a newer host reading an older plugin's tool table, or a newer plugin calling a
+//!   service an older host lacks ([`ServiceError::Unavailable`], never a crash). The
+//!   workspace's tests load plugins across such a change in both directions;
 //! - adding a risk level, error kind or log level: they cross as one-byte codes, and an
 //!   unknown risk code is read as [`Risk::Deny`], an unknown error kind as a failure;
 //! - new keys in JSON that crosses as text (schemas, child-turn requests);
@@ -62,17 +69,18 @@
 //!
 //! **Break them** (release as a new minor version before 1.0, a new major after, so hosts
 //! refuse the old plugins with a message naming both versions instead of misreading them):
-//! - removing, reordering or retyping any field of an `ffi` type, or changing a field
-//!   that is part of a prefix (before its `last_prefix_field`);
-//! - changing [`ffi::FfiCallContext`], [`ffi::FfiTool`] or [`ffi::FfiToolError`], which
-//!   cross by value;
-//! - changing a function signature in a vtable.
+//! - removing, reordering or retyping any field of an `ffi` type, or adding a field
+//!   anywhere but at the end of the two tables above;
+//! - changing [`ffi::PluginRoot`] (its fields are all required), [`ffi::FfiCallContext`],
+//!   [`ffi::FfiTool`], [`ffi::FfiToolError`] or [`ffi::TableLayouts`], which cross as
+//!   fixed layouts;
+//! - changing a function signature in a table.
 //!
-//! The version check (abi_stable's, before the layout check): a host refuses a plugin of a
+//! The version check (abi_stable's, before the layout checks): a host refuses a plugin of a
 //! different major version and, before 1.0, a plugin built against an *older* minor
 //! version than its own (0.1.x plugins on a 0.2 host). A plugin built against a newer
 //! patch or minor version passes the version check and is then judged by the layout
-//! check, which accepts fields appended to prefix types and refuses anything else.
+//! checks.
 
 mod blocking;
 mod context;

@@ -48,6 +48,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-no-root",
             "-p",
+            "fixture-echo",
+            "-p",
             "toolhost-utils",
             "-p",
             "hello-tools",
@@ -60,6 +62,31 @@ pub(crate) fn built() -> &'static Path {
             t,
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
+        ]);
+        // A plugin built against a newer plugin-api (0.1.1: appended fields), and a host
+        // built against it, to load today's plugins into: each in a cargo invocation of its
+        // own, so the test-only feature never reaches the other builds.
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "-p",
+            "fixture-newer",
+            "--features",
+            "newer",
+        ]);
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "-p",
+            "toolhost",
+            "--bin",
+            "toolhost",
+            "--features",
+            "__test_newer_api",
         ]);
         // Its own profile: everything in it is built with panic = "abort".
         cargo(&[
@@ -74,6 +101,11 @@ pub(crate) fn built() -> &'static Path {
         ]);
         target
     })
+}
+
+/// A `toolhost` binary built against the newer plugin-api (0.1.1).
+pub(crate) fn newer_host() -> PathBuf {
+    built().join("debug").join("toolhost")
 }
 
 /// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).
