@@ -140,7 +140,7 @@ impl<T: Tool> VTableFor<T> {
         interactive: tool_interactive::<T>,
         call: call_tool::<T>,
         #[cfg(feature = "__test_newer_api")]
-        newer_method: newer_method::<T>,
+        newer_method,
     });
     const VTABLE: ToolVTable_Ref = ToolVTable_Ref(Self::TABLE.static_as_prefix());
 }
@@ -193,7 +193,7 @@ unsafe extern "C" fn tool_interactive<T: Tool>(this: *const c_void) -> FfiMeta<b
 }
 
 #[cfg(feature = "__test_newer_api")]
-unsafe extern "C" fn newer_method<T>(_this: *const c_void) -> bool {
+unsafe extern "C" fn newer_method(_this: *const c_void) -> bool {
     true
 }
 
