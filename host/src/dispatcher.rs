@@ -18,6 +18,7 @@ use toolhost_plugin_api::{CatchUnwind, panic_message};
 use crate::context::{ToolContext, Turn};
 use crate::policy::{CallPolicy, Refusal};
 use crate::registry::{RegisteredTool, ToolRegistry};
+use crate::stats::CallObserver;
 use crate::tool::ToolError;
 
 /// One call the model asked for.
@@ -102,12 +103,23 @@ impl Default for DispatchConfig {
 pub struct Dispatcher {
     config: DispatchConfig,
     policy: Arc<dyn CallPolicy>,
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl Dispatcher {
     /// A dispatcher with these settings and policy.
     pub fn new(config: DispatchConfig, policy: Arc<dyn CallPolicy>) -> Self {
-        Dispatcher { config, policy }
+        Dispatcher {
+            config,
+            policy,
+            observer: None,
+        }
+    }
+
+    /// The same dispatcher, reporting every call result to `observer` (e.g. [`CallStats`]).
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// The settings.
@@ -176,6 +188,7 @@ impl Dispatcher {
             call,
             turn: turn.clone(),
             policy: Arc::clone(&self.policy),
+            observer: self.observer.clone(),
             config: self.config,
         }
     }
@@ -219,6 +232,7 @@ struct CallJob {
     call: ToolCall,
     turn: Turn,
     policy: Arc<dyn CallPolicy>,
+    observer: Option<Arc<dyn CallObserver>>,
     config: DispatchConfig,
 }
 
@@ -228,13 +242,23 @@ enum Stop {
 }
 
 impl CallJob {
-    async fn run(self) -> ToolResult {
+    async fn run(mut self) -> ToolResult {
+        let observer = self.observer.take();
+        let result = self.run_inner().await;
+        if let Some(o) = observer {
+            o.record(&result);
+        }
+        result
+    }
+
+    async fn run_inner(self) -> ToolResult {
         let start = Instant::now();
         let CallJob {
             entry,
             call,
             turn,
             policy,
+            observer: _,
             config,
         } = self;
         let ToolCall {

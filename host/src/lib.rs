@@ -44,21 +44,36 @@
 //! # Ok(()) }
 //! ```
 
+mod catalog;
 mod context;
+mod control;
 mod dispatcher;
 mod error;
 mod loader;
 mod plugin;
 mod policy;
 mod registry;
+mod serve;
+mod stats;
 mod tool;
+mod watch;
 
+pub use catalog::{
+    CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,
+    ReloadReport,
+};
 pub use context::{ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
+pub use control::{
+    ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
+};
 pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
 pub use plugin::LoadedPlugin;
 pub use policy::{CallPolicy, ReadOnlyPolicy, Refusal};
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
+pub use serve::{Host, HostStatus, ServeConfig, ServeError, serve};
+pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
 pub use tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;
+pub use watch::{PluginWatcher, WatchConfig, WatchError};

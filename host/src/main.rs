@@ -1,5 +1,9 @@
 //! The `toolhost` command: list the tools of a plugin directory, call one, check a plugin
-//! file. Everything it does goes through the library's loader, registry and dispatcher.
+//! file, run a long-lived host (`serve`) and talk to it (`reload`, `status`,
+//! `call --control`). Everything goes through the library's loader, registry and
+//! dispatcher.
+
+mod remote;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolhost::{
     DispatchConfig, Dispatcher, LoadReport, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry,
     Turn, TurnInfo,
@@ -43,6 +47,48 @@ enum Command {
         /// Seconds the call may run before it is cancelled (interactive tools too).
         #[arg(long, default_value_t = 60.0)]
         timeout: f64,
+        /// Run the call in the host listening on this control socket instead of loading
+        /// the plugins here.
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+    },
+    /// Run a long-lived host: load the plugins, reload them when their files change,
+    /// answer `reload`, `status` and `call` on the control socket.
+    Serve {
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// Don't watch the plugin directories; rescan only on `toolhost reload`.
+        #[arg(long)]
+        no_watch: bool,
+        /// The control socket (default: $XDG_RUNTIME_DIR/toolhost/control.sock, else
+        /// $TMPDIR/toolhost-$UID/control.sock).
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+        /// Past this many reloads, status and the log recommend a restart (each reload
+        /// keeps the old library mapped).
+        #[arg(long, default_value_t = 64)]
+        max_generations: u64,
+        /// Seconds one call may run before it is cancelled.
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
+    },
+    /// Make the running host rescan its plugin directories now; print what changed.
+    Reload {
+        /// The host's control socket (default as for `serve`).
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+        /// Print the JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the running host's plugins, generations, errors and per-tool statistics.
+    Status {
+        /// The host's control socket (default as for `serve`).
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate one plugin file: print its name, versions and tools, or why it is refused.
     Check {
@@ -83,6 +129,7 @@ fn default_plugin_dir() -> PathBuf {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -94,10 +141,42 @@ fn main() -> ExitCode {
         Command::Call {
             tool,
             args,
+            plugins: _,
+            timeout,
+            control: Some(socket),
+        } => match parse_call_args(&args, timeout) {
+            Ok((arguments, _)) => remote::call(&socket, &tool, arguments),
+            Err(code) => code,
+        },
+        Command::Call {
+            tool,
+            args,
             plugins,
             timeout,
+            control: None,
         } => call(&tool, &args, &plugins.resolve(), timeout),
         Command::Check { file } => check(&file),
+        Command::Serve {
+            plugins,
+            no_watch,
+            control,
+            max_generations,
+            timeout,
+        } => remote::serve(remote::ServeArgs {
+            dirs: plugins.resolve(),
+            watch: !no_watch,
+            control: control.unwrap_or_else(toolhost::default_control_path),
+            max_generations,
+            timeout,
+        }),
+        Command::Reload { control, json } => remote::reload(
+            &control.unwrap_or_else(toolhost::default_control_path),
+            json,
+        ),
+        Command::Status { control, json } => remote::status(
+            &control.unwrap_or_else(toolhost::default_control_path),
+            json,
+        ),
     }
 }
 
@@ -135,27 +214,7 @@ fn list(dirs: &[PathBuf], as_json: bool) -> ExitCode {
         eprintln!("note: no plugins loaded from {}", shown.join(", "));
     }
     if as_json {
-        let tools: Vec<Value> = registry
-            .iter()
-            .map(|t| {
-                let spec = t.spec();
-                let (plugin, file) = match t.tool().origin() {
-                    toolhost::ToolOrigin::Plugin { plugin, file } => {
-                        (plugin.to_string(), Value::from(file.display().to_string()))
-                    }
-                    toolhost::ToolOrigin::Native => ("native".to_owned(), Value::Null),
-                };
-                json!({
-                    "name": spec.name,
-                    "risk": spec.risk.as_str(),
-                    "interactive": spec.interactive,
-                    "plugin": plugin,
-                    "file": file,
-                    "description": spec.description,
-                    "schema": spec.schema,
-                })
-            })
-            .collect();
+        let tools = registry.listing();
         match serde_json::to_string_pretty(&tools) {
             Ok(s) => println!("{s}"),
             Err(e) => {
@@ -186,7 +245,7 @@ fn list(dirs: &[PathBuf], as_json: bool) -> ExitCode {
 }
 
 /// The first line of `text`, cut to `max` characters.
-fn summary(text: &str, max: usize) -> String {
+pub(crate) fn summary(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default().trim();
     if line.chars().count() <= max {
         line.to_owned()
@@ -196,7 +255,7 @@ fn summary(text: &str, max: usize) -> String {
     }
 }
 
-fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+pub(crate) fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     let mut widths = header.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -220,27 +279,36 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     }
 }
 
-fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
+/// Parses the arguments JSON and the timeout; on a usage error prints it and returns
+/// exit code 2.
+fn parse_call_args(args: &str, timeout: f64) -> Result<(Value, Duration), ExitCode> {
     let usage = ExitCode::from(2);
     let arguments: Value = match serde_json::from_str(args) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             eprintln!("error: the arguments must be a JSON object, e.g. '{{\"key\": \"value\"}}'");
-            return usage;
+            return Err(usage);
         }
         Err(e) => {
             eprintln!(
                 "error: the arguments are not valid JSON ({e}); pass one JSON object in single quotes"
             );
-            return usage;
+            return Err(usage);
         }
     };
-    let timeout = match Duration::try_from_secs_f64(timeout) {
-        Ok(t) if !t.is_zero() => t,
+    match Duration::try_from_secs_f64(timeout) {
+        Ok(t) if !t.is_zero() => Ok((arguments, t)),
         _ => {
             eprintln!("error: --timeout must be a positive number of seconds");
-            return usage;
+            Err(usage)
         }
+    }
+}
+
+fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
+    let (arguments, timeout) = match parse_call_args(args, timeout) {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
     let loader = match new_loader() {
         Ok(l) => l,

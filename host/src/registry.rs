@@ -143,6 +143,31 @@ impl ToolRegistry {
         self.tools.values()
     }
 
+    /// Every tool as JSON for listings (`toolhost list --json`, the control socket's
+    /// `list`): name, risk, interactive, plugin, file, description, schema.
+    pub fn listing(&self) -> Vec<Value> {
+        self.iter()
+            .map(|t| {
+                let spec = t.spec();
+                let file = match t.tool().origin() {
+                    crate::ToolOrigin::Plugin { file, .. } => {
+                        Value::from(file.display().to_string())
+                    }
+                    crate::ToolOrigin::Native => Value::Null,
+                };
+                serde_json::json!({
+                    "name": spec.name,
+                    "risk": spec.risk.as_str(),
+                    "interactive": spec.interactive,
+                    "plugin": t.tool().origin().plugin_name(),
+                    "file": file,
+                    "description": spec.description,
+                    "schema": spec.schema,
+                })
+            })
+            .collect()
+    }
+
     /// How many tools there are.
     pub fn len(&self) -> usize {
         self.tools.len()

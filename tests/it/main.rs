@@ -7,4 +7,6 @@ mod dispatch;
 mod loading;
 mod plugins;
 mod registry;
+mod reload;
+mod serve;
 mod support;

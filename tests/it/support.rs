@@ -18,9 +18,14 @@ pub(crate) fn workspace_root() -> PathBuf {
 }
 
 fn cargo(args: &[&str]) {
+    cargo_with_env(args, ("FIXTURE_ECHO_VERSION", "v1"));
+}
+
+fn cargo_with_env(args: &[&str], (key, value): (&str, &str)) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(&cargo)
         .args(args)
+        .env(key, value)
         .current_dir(workspace_root())
         .status()
         .unwrap_or_else(|e| panic!("could not run {cargo}: {e}"));
@@ -88,6 +93,22 @@ pub(crate) fn built() -> &'static Path {
             "--features",
             "__test_newer_api",
         ]);
+        // Two builds of the echo fixture that answer different versions, for reload tests.
+        let keep = |version: &str| {
+            let dir = target.join(format!("echo-{version}"));
+            std::fs::create_dir_all(&dir).expect("create dir");
+            std::fs::copy(
+                target.join("debug").join("libfixture_echo.so"),
+                dir.join("libfixture_echo.so"),
+            )
+            .expect("keep the echo build");
+        };
+        keep("v1");
+        cargo_with_env(
+            &["build", "--quiet", "--target-dir", t, "-p", "fixture-echo"],
+            ("FIXTURE_ECHO_VERSION", "v2"),
+        );
+        keep("v2");
         // Its own profile: everything in it is built with panic = "abort".
         cargo(&[
             "build",
@@ -106,6 +127,13 @@ pub(crate) fn built() -> &'static Path {
 /// A `toolhost` binary built against the newer plugin-api (0.1.1).
 pub(crate) fn newer_host() -> PathBuf {
     built().join("debug").join("toolhost")
+}
+
+/// A build of the echo fixture whose `build_version` answers `version` ("v1" or "v2").
+pub(crate) fn echo_build(version: &str) -> PathBuf {
+    built()
+        .join(format!("echo-{version}"))
+        .join("libfixture_echo.so")
 }
 
 /// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).

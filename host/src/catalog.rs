@@ -1,0 +1,539 @@
+//! The live plugin catalog of a running host: which file is loaded at which generation,
+//! which files failed, and the registry built from them, swapped atomically on every
+//! rescan. Registry changes are published as [`RegistryEvent`]s.
+//!
+//! A rescan compares each plugin file with what is loaded (size, mtime and inode first,
+//! then its sha256) and loads only what changed, as a new generation. Calls hold the
+//! registry snapshot (and so the generation) they started with; calls that start after
+//! the swap see the new one. Old generations stay mapped (libraries are never unloaded),
+//! so the catalog counts them and estimates the memory they keep.
+//!
+//! Weak spot: a file that is still being written is recognised by its ELF headers
+//! describing more bytes than it has, plus a recent mtime; such a file is left pending
+//! and looked at again, never loaded half-written.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+
+use crate::error::LoadErrorKind;
+use crate::loader::PluginLoader;
+use crate::plugin::LoadedPlugin;
+use crate::registry::ToolRegistry;
+
+/// How a catalog finds and keeps plugins.
+#[derive(Debug, Clone)]
+pub struct CatalogConfig {
+    /// Plugin directories, in load order.
+    pub dirs: Vec<PathBuf>,
+    /// Past this many reloads, status and the log say a restart would reclaim memory.
+    pub max_generations: u64,
+    /// A file that looks half-written and was modified less than this long ago is left
+    /// pending instead of reported as broken.
+    pub settle: Duration,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        CatalogConfig {
+            dirs: Vec::new(),
+            max_generations: 64,
+            settle: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What changed in the registry: tool names added, removed, and changed (same name, new
+/// generation or another plugin).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RegistryEvent {
+    /// Tools that appeared.
+    pub added: Vec<String>,
+    /// Tools that disappeared.
+    pub removed: Vec<String>,
+    /// Tools whose implementation changed.
+    pub changed: Vec<String>,
+}
+
+impl RegistryEvent {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// What one rescan did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReloadReport {
+    /// Plugin files loaded for the first time.
+    pub plugins_added: Vec<PathBuf>,
+    /// Plugin files loaded again because they changed (a new generation).
+    pub plugins_updated: Vec<PathBuf>,
+    /// Plugin files that are gone.
+    pub plugins_removed: Vec<PathBuf>,
+    /// The registry change.
+    pub tools: RegistryEvent,
+    /// Files (or directories) that failed, with the reason; a failed update keeps the
+    /// previous generation serving.
+    pub errors: Vec<String>,
+    /// Files that look half-written; they are looked at again later.
+    pub pending: Vec<PathBuf>,
+}
+
+/// One loaded plugin file, as status shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginStatus {
+    /// The operator's path.
+    pub file: PathBuf,
+    /// sha256 of the file as loaded.
+    pub sha256: String,
+    /// Plugin name.
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// plugin-api version it was built against.
+    pub api_version: String,
+    /// Generation now serving (1 for the first load of the file).
+    pub generation: u64,
+    /// When that generation was loaded (RFC 3339).
+    pub loaded_at: String,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// The last failure for this file (e.g. a bad replacement; the generation above
+    /// keeps serving), if any.
+    pub last_error: Option<String>,
+}
+
+/// A file that did not load and has no generation serving.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadErrorStatus {
+    /// The file or directory.
+    pub file: PathBuf,
+    /// Why.
+    pub error: String,
+}
+
+/// A snapshot of the catalog for status.
+#[derive(Debug, Clone, Serialize)]
+pub struct CatalogStatus {
+    /// Plugin directories.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Loaded plugins, in load order.
+    pub plugins: Vec<PluginStatus>,
+    /// Files that did not load.
+    pub load_errors: Vec<LoadErrorStatus>,
+    /// Tools the registry refused (duplicate names, bad schemas).
+    pub registry_errors: Vec<String>,
+    /// Files left pending because they look half-written.
+    pub pending: Vec<PathBuf>,
+    /// Reloads since start (loads of a file that was already loaded).
+    pub reloads: u64,
+    /// Library generations mapped in this process (never unloaded).
+    pub generations_mapped: u64,
+    /// Estimate of the memory the mapped generations keep, in bytes (their file sizes).
+    pub retained_bytes_estimate: u64,
+    /// The reload count past which a restart is recommended.
+    pub max_generations: u64,
+    /// Set past `max_generations`: what to do about the memory.
+    pub warning: Option<String>,
+}
+
+struct Entry {
+    plugin: LoadedPlugin,
+    fingerprint: Fingerprint,
+    sha256: String,
+    generation: u64,
+    loaded_at: String,
+    last_error: Option<String>,
+    /// The file as it was when it last failed to load, so it is not retried (and mapped
+    /// again) until it changes.
+    rejected: Option<Fingerprint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+#[derive(Default)]
+struct State {
+    /// Keyed by (directory index, path) so iteration is the load order.
+    entries: BTreeMap<(usize, PathBuf), Entry>,
+    /// Files (with their fingerprint) and directories (without) that failed.
+    load_errors: BTreeMap<PathBuf, (Option<Fingerprint>, String)>,
+    registry_errors: Vec<String>,
+    pending: BTreeSet<PathBuf>,
+    reloads: u64,
+    generations_mapped: u64,
+    retained_bytes: u64,
+}
+
+/// The plugins of a running host and the registry built from them.
+pub struct PluginCatalog {
+    loader: PluginLoader,
+    config: CatalogConfig,
+    state: Mutex<State>,
+    registry: RwLock<Arc<ToolRegistry>>,
+    events: broadcast::Sender<RegistryEvent>,
+}
+
+impl PluginCatalog {
+    /// An empty catalog; call [`PluginCatalog::rescan`] to load the plugins.
+    pub fn new(config: CatalogConfig) -> io::Result<PluginCatalog> {
+        let (events, _) = broadcast::channel(64);
+        Ok(PluginCatalog {
+            loader: PluginLoader::new()?,
+            config,
+            state: Mutex::new(State::default()),
+            registry: RwLock::new(Arc::new(ToolRegistry::new())),
+            events,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CatalogConfig {
+        &self.config
+    }
+
+    /// The registry now serving. Calls keep the snapshot they started with.
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.registry.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Registry changes, one event per rescan that changed something.
+    pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
+        self.events.subscribe()
+    }
+
+    /// Looks at every plugin directory now: loads new and changed files (each as a new
+    /// generation), drops removed ones, swaps the registry and publishes what changed.
+    /// Blocking (file I/O and dlopen): call it from a blocking context.
+    pub fn rescan(&self) -> ReloadReport {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut report = ReloadReport::default();
+        let mut seen: BTreeSet<(usize, PathBuf)> = BTreeSet::new();
+        state.pending.clear();
+        // Directory errors are looked at afresh; file errors stay until the file changes.
+        state.load_errors.retain(|_, (fp, _)| fp.is_some());
+        for (index, dir) in self.config.dirs.iter().enumerate() {
+            let files = match PluginLoader::scan_dir(dir) {
+                Ok(files) => files,
+                Err(e) => {
+                    let msg = format!(
+                        "{}: could not read the plugin directory: {e}; create it or fix --plugins",
+                        dir.display()
+                    );
+                    state.load_errors.insert(dir.clone(), (None, msg.clone()));
+                    report.errors.push(msg);
+                    continue;
+                }
+            };
+            for file in files {
+                let key = (index, file.clone());
+                seen.insert(key.clone());
+                self.refresh_file(&mut state, key, &mut report);
+            }
+        }
+        let gone: Vec<(usize, PathBuf)> = state
+            .entries
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            state.entries.remove(&key);
+            tracing::info!(file = %key.1.display(), "plugin removed");
+            report.plugins_removed.push(key.1);
+        }
+        let seen_files: BTreeSet<&PathBuf> = seen.iter().map(|(_, f)| f).collect();
+        state
+            .load_errors
+            .retain(|file, (fp, _)| fp.is_none() || seen_files.contains(file));
+        report.tools = self.swap_registry(&mut state);
+        if state.reloads > self.config.max_generations {
+            tracing::warn!(
+                reloads = state.reloads,
+                mapped_bytes = state.retained_bytes,
+                "{}",
+                restart_advice(&state, &self.config)
+            );
+        }
+        report
+    }
+
+    fn refresh_file(&self, state: &mut State, key: (usize, PathBuf), report: &mut ReloadReport) {
+        let file = key.1.clone();
+        let fingerprint = match fingerprint(&file) {
+            Ok(f) => f,
+            Err(e) => {
+                let msg = format!("{}: could not read the file: {e}", file.display());
+                record_failure(state, &key, None, msg, report);
+                return;
+            }
+        };
+        // Unchanged since the last look (loaded, or refused): nothing to do; a recorded
+        // failure still stands.
+        if let Some(entry) = state.entries.get(&key) {
+            if entry.fingerprint == fingerprint {
+                return;
+            }
+            if entry.rejected.as_ref() == Some(&fingerprint) {
+                report.errors.extend(entry.last_error.clone());
+                return;
+            }
+        } else if let Some((Some(failed), msg)) = state.load_errors.get(&file)
+            && *failed == fingerprint
+        {
+            report.errors.push(msg.clone());
+            return;
+        }
+        let sha256 = match sha256_of(&file) {
+            Ok(h) => h,
+            Err(e) => {
+                let msg = format!("{}: could not read the file: {e}", file.display());
+                record_failure(state, &key, None, msg, report);
+                return;
+            }
+        };
+        if let Some(entry) = state.entries.get_mut(&key)
+            && entry.sha256 == sha256
+        {
+            entry.fingerprint = fingerprint; // Touched or copied again, same content.
+            entry.last_error = None;
+            entry.rejected = None;
+            return;
+        }
+        match self.loader.load_file(&file) {
+            Ok(plugin) => {
+                state.generations_mapped += 1;
+                state.retained_bytes += fingerprint.len;
+                for skipped in &plugin.skipped_tools {
+                    report.errors.push(format!("{}: {skipped}", file.display()));
+                }
+                let generation = match state.entries.get(&key) {
+                    Some(old) => {
+                        state.reloads += 1;
+                        report.plugins_updated.push(file.clone());
+                        old.generation + 1
+                    }
+                    None => {
+                        report.plugins_added.push(file.clone());
+                        1
+                    }
+                };
+                tracing::info!(
+                    file = %file.display(),
+                    plugin = %plugin.name,
+                    version = %plugin.version,
+                    generation,
+                    tools = plugin.tools.len(),
+                    "plugin loaded"
+                );
+                state.load_errors.remove(&file);
+                state.entries.insert(
+                    key,
+                    Entry {
+                        plugin,
+                        fingerprint,
+                        sha256,
+                        generation,
+                        loaded_at: jiff::Timestamp::now().to_string(),
+                        last_error: None,
+                        rejected: None,
+                    },
+                );
+            }
+            Err(e) if looks_in_progress(&e.kind, &fingerprint, self.config.settle) => {
+                tracing::debug!(file = %file.display(), "file looks half-written; waiting");
+                state.pending.insert(file.clone());
+                report.pending.push(file);
+            }
+            Err(e) => record_failure(state, &key, Some(fingerprint), e.to_string(), report),
+        }
+    }
+
+    /// Rebuilds the registry from the entries in load order and swaps it in.
+    fn swap_registry(&self, state: &mut State) -> RegistryEvent {
+        let plugins: Vec<LoadedPlugin> = state.entries.values().map(|e| e.plugin.clone()).collect();
+        let (new, errors) = ToolRegistry::from_plugins(&plugins);
+        state.registry_errors = errors.iter().map(ToString::to_string).collect();
+        for e in &state.registry_errors {
+            tracing::warn!("{e}");
+        }
+        let new = Arc::new(new);
+        let old = {
+            let mut slot = self
+                .registry
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            std::mem::replace(&mut *slot, Arc::clone(&new))
+        };
+        let event = diff(&old, &new);
+        if !event.is_empty() {
+            tracing::info!(
+                added = ?event.added,
+                removed = ?event.removed,
+                changed = ?event.changed,
+                "tools changed"
+            );
+            // No subscriber is fine.
+            let _ = self.events.send(event.clone());
+        }
+        event
+    }
+
+    /// What status shows about the plugins.
+    pub fn status(&self) -> CatalogStatus {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        CatalogStatus {
+            plugin_dirs: self.config.dirs.clone(),
+            plugins: state
+                .entries
+                .iter()
+                .map(|((_, file), e)| PluginStatus {
+                    file: file.clone(),
+                    sha256: e.sha256.clone(),
+                    name: e.plugin.name.clone(),
+                    version: e.plugin.version.clone(),
+                    api_version: e.plugin.api_version.clone(),
+                    generation: e.generation,
+                    loaded_at: e.loaded_at.clone(),
+                    tools: e
+                        .plugin
+                        .tools
+                        .iter()
+                        .map(|t| t.spec().name.clone())
+                        .collect(),
+                    last_error: e.last_error.clone(),
+                })
+                .collect(),
+            load_errors: state
+                .load_errors
+                .iter()
+                .map(|(file, (_, error))| LoadErrorStatus {
+                    file: file.clone(),
+                    error: error.clone(),
+                })
+                .collect(),
+            registry_errors: state.registry_errors.clone(),
+            pending: state.pending.iter().cloned().collect(),
+            reloads: state.reloads,
+            generations_mapped: state.generations_mapped,
+            retained_bytes_estimate: state.retained_bytes,
+            max_generations: self.config.max_generations,
+            warning: (state.reloads > self.config.max_generations)
+                .then(|| restart_advice(&state, &self.config)),
+        }
+    }
+}
+
+fn restart_advice(state: &State, config: &CatalogConfig) -> String {
+    format!(
+        "{} reloads since start (more than {}): old plugin generations stay mapped (about {} KiB); \
+         restart toolhost to reclaim the memory",
+        state.reloads,
+        config.max_generations,
+        state.retained_bytes / 1024
+    )
+}
+
+/// Records that `key`'s file (as `fingerprint`, when known) failed to load.
+fn record_failure(
+    state: &mut State,
+    key: &(usize, PathBuf),
+    fingerprint: Option<Fingerprint>,
+    msg: String,
+    report: &mut ReloadReport,
+) {
+    tracing::warn!("{msg}");
+    report.errors.push(msg.clone());
+    match state.entries.get_mut(key) {
+        // The previous generation keeps serving; status shows why the new file was refused.
+        Some(entry) => {
+            entry.last_error = Some(msg);
+            entry.rejected = fingerprint;
+        }
+        None => {
+            state.load_errors.insert(key.1.clone(), (fingerprint, msg));
+        }
+    }
+}
+
+/// A half-written file: incomplete ELF (or not yet an ELF header at all) and modified
+/// within the settle time.
+fn looks_in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool {
+    let incomplete = matches!(
+        kind,
+        LoadErrorKind::Truncated { .. } | LoadErrorKind::NotASharedLibrary { .. }
+    );
+    let recent = fp
+        .modified
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .is_some_and(|age| age < settle);
+    incomplete && recent
+}
+
+fn fingerprint(file: &Path) -> io::Result<Fingerprint> {
+    let meta = fs::metadata(file)?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Ok(Fingerprint {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        inode,
+    })
+}
+
+fn sha256_of(file: &Path) -> io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut f = fs::File::open(file)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let digest = hasher.finalize();
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        use std::fmt::Write;
+        let _ = write!(hex, "{byte:02x}");
+    }
+    Ok(hex)
+}
+
+/// Tool names added, removed, and changed (another implementation object) between two
+/// registries.
+fn diff(old: &ToolRegistry, new: &ToolRegistry) -> RegistryEvent {
+    let mut event = RegistryEvent::default();
+    for name in new.names() {
+        match old.get(name) {
+            None => event.added.push(name.to_owned()),
+            Some(before) => {
+                let after = new.get(name).map(|t| t.tool());
+                if !after.is_some_and(|a| Arc::ptr_eq(a, before.tool())) {
+                    event.changed.push(name.to_owned());
+                }
+            }
+        }
+    }
+    for name in old.names() {
+        if new.get(name).is_none() {
+            event.removed.push(name.to_owned());
+        }
+    }
+    event
+}

@@ -1,0 +1,288 @@
+//! The control socket: a Unix domain socket (mode 0600) speaking JSON lines, one request
+//! and one response per line. `toolhost reload`, `status` and `call --control` are its
+//! clients. A malformed or unknown request gets an error response and the connection
+//! stays usable.
+//!
+//! Request: `{"id": 1, "method": "status", "params": {}}` (`id` is optional and echoed).
+//! Response: `{"id": 1, "result": ...}` or `{"id": 1, "error": {"message": "..."}}`.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+/// The longest request line accepted.
+const MAX_REQUEST: u64 = 4 * 1024 * 1024;
+
+/// The control socket's default path: `$XDG_RUNTIME_DIR/toolhost/control.sock`, else
+/// `$TMPDIR/toolhost-$UID/control.sock`.
+pub fn default_control_path() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("toolhost").join("control.sock");
+    }
+    #[cfg(unix)]
+    let user = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m).to_string())
+        .unwrap_or_else(|_| "user".to_owned());
+    #[cfg(not(unix))]
+    let user = "user".to_owned();
+    std::env::temp_dir()
+        .join(format!("toolhost-{user}"))
+        .join("control.sock")
+}
+
+/// What a control request asks the host to do.
+pub trait ControlHandler: Send + Sync + 'static {
+    /// Answers one request: the result, or an error message for the client.
+    fn handle(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, String>> + Send;
+}
+
+/// Why the control socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Another host answers on the socket.
+    #[error(
+        "another toolhost is already listening on {}; stop it, or pass another --control path",
+        path.display()
+    )]
+    InUse {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// Creating, binding or securing the socket failed.
+    #[error("could not {action} the control socket {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// No host listens on the socket.
+    #[error(
+        "no toolhost is listening on {} ({source}); start one with `toolhost serve`, or pass \
+         the --control path it uses",
+        path.display()
+    )]
+    NotRunning {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The host answered with an error.
+    #[error("the host refused the request: {0}")]
+    Refused(String),
+    /// The host's answer was not a valid response.
+    #[error("the host sent an invalid response: {0}")]
+    BadResponse(String),
+}
+
+/// A bound control socket; the file is removed when this is dropped.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path` (creating its directory with mode 0700 if needed) and sets the
+    /// socket's mode to 0600. A stale socket file (no host answering) is replaced.
+    pub async fn bind(path: &Path) -> Result<ControlSocket, ControlError> {
+        let io_err = |action, source| ControlError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder
+                .create(dir)
+                .map_err(|e| io_err("create the directory of", e))?;
+        }
+        if path.exists() {
+            if UnixStream::connect(path).await.is_ok() {
+                return Err(ControlError::InUse {
+                    path: path.to_path_buf(),
+                });
+            }
+            std::fs::remove_file(path).map_err(|e| io_err("remove the stale", e))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io_err("set the mode of", e))?;
+        }
+        Ok(ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections and answers their requests until `shutdown` resolves. The
+    /// connections still open then are returned to the caller to wait for or drop.
+    pub async fn serve<H: ControlHandler>(
+        &self,
+        handler: Arc<H>,
+        shutdown: impl Future<Output = ()>,
+    ) -> tokio::task::JoinSet<()> {
+        let mut connections = tokio::task::JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(serve_connection(stream, Arc::clone(&handler)));
+                    }
+                    Err(e) => tracing::warn!("accepting a control connection failed: {e}"),
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        connections
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn serve_connection<H: ControlHandler>(stream: UnixStream, handler: Arc<H>) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut line = Vec::new();
+        match (&mut reader)
+            .take(MAX_REQUEST + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!("control connection closed: {e}");
+                return;
+            }
+        }
+        let too_long = line.len() as u64 > MAX_REQUEST;
+        let response = if too_long {
+            error_response(
+                Value::Null,
+                format!("request longer than {MAX_REQUEST} bytes"),
+            )
+        } else {
+            answer(&*handler, &line).await
+        };
+        let mut text = response.to_string();
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() || too_long {
+            return;
+        }
+    }
+}
+
+async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> Value {
+    let request: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                Value::Null,
+                format!("malformed request (not JSON: {e}); send one JSON object per line"),
+            );
+        }
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let Some(method) = request.get("method").and_then(Value::as_str) else {
+        return error_response(
+            id,
+            "malformed request: \"method\" (a string) is missing".to_owned(),
+        );
+    };
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    match handler.handle(method, params).await {
+        Ok(result) => json!({"id": id, "result": result}),
+        Err(message) => error_response(id, message),
+    }
+}
+
+fn error_response(id: Value, message: String) -> Value {
+    json!({"id": id, "error": {"message": message}})
+}
+
+/// A connection to a running host's control socket.
+pub struct ControlClient {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl ControlClient {
+    /// Connects to the host listening on `path`.
+    pub async fn connect(path: &Path) -> Result<ControlClient, ControlError> {
+        let stream =
+            UnixStream::connect(path)
+                .await
+                .map_err(|source| ControlError::NotRunning {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        let (read, writer) = stream.into_split();
+        Ok(ControlClient {
+            reader: BufReader::new(read),
+            writer,
+            next_id: 1,
+        })
+    }
+
+    /// Sends one request and returns its result.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, ControlError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut line = json!({"id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        let lost = |e: io::Error| ControlError::BadResponse(format!("the connection failed: {e}"));
+        self.writer.write_all(line.as_bytes()).await.map_err(lost)?;
+        let mut answer = String::new();
+        if self.reader.read_line(&mut answer).await.map_err(lost)? == 0 {
+            return Err(ControlError::BadResponse(
+                "the host closed the connection".to_owned(),
+            ));
+        }
+        let mut response: Value = serde_json::from_str(&answer)
+            .map_err(|e| ControlError::BadResponse(format!("{e}: {answer}")))?;
+        if let Some(error) = response.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            return Err(ControlError::Refused(message.to_owned()));
+        }
+        response
+            .get_mut("result")
+            .map(Value::take)
+            .ok_or_else(|| ControlError::BadResponse(format!("no result: {answer}")))
+    }
+}

@@ -1,0 +1,284 @@
+//! The commands around a long-running host: `toolhost serve` runs one; `reload`, `status`
+//! and `call --control` talk to it over its control socket.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost::{CatalogConfig, ControlClient, DispatchConfig, ServeConfig, WatchConfig};
+
+use crate::{print_table, summary};
+
+/// What `toolhost serve` was asked for.
+pub(crate) struct ServeArgs {
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) watch: bool,
+    pub(crate) control: PathBuf,
+    pub(crate) max_generations: u64,
+    pub(crate) timeout: f64,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: could not start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("shutdown requested");
+}
+
+pub(crate) fn serve(args: ServeArgs) -> ExitCode {
+    let timeout = match Duration::try_from_secs_f64(args.timeout) {
+        Ok(t) if !t.is_zero() => t,
+        _ => {
+            eprintln!("error: --timeout must be a positive number of seconds");
+            return ExitCode::from(2);
+        }
+    };
+    let config = ServeConfig {
+        catalog: CatalogConfig {
+            dirs: args.dirs,
+            max_generations: args.max_generations,
+            ..CatalogConfig::default()
+        },
+        watch: args.watch.then(WatchConfig::default),
+        control_path: args.control,
+        dispatch: DispatchConfig {
+            timeout,
+            ..DispatchConfig::default()
+        },
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match runtime.block_on(toolhost::serve(config, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Sends one request to the host on `socket`.
+fn request(socket: &Path, method: &str, params: Value) -> Result<Value, ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: could not start the async runtime: {e}");
+            ExitCode::FAILURE
+        })?;
+    runtime
+        .block_on(async {
+            let mut client = ControlClient::connect(socket).await?;
+            client.request(method, params).await
+        })
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+pub(crate) fn call(socket: &Path, tool: &str, arguments: Value) -> ExitCode {
+    let result = match request(
+        socket,
+        "call",
+        json!({"tool": tool, "arguments": arguments}),
+    ) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let output = result
+        .get("output")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if result
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+    {
+        eprintln!("error: {output}");
+        ExitCode::FAILURE
+    } else {
+        println!("{output}");
+        ExitCode::SUCCESS
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
+    let report = match request(socket, "reload", json!({})) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let mut said = false;
+    for (key, label) in [
+        ("plugins_added", "plugin added"),
+        ("plugins_updated", "plugin updated"),
+        ("plugins_removed", "plugin removed"),
+        ("pending", "still being written"),
+    ] {
+        for file in strings(&report[key]) {
+            println!("{label}: {file}");
+            said = true;
+        }
+    }
+    for (key, label) in [
+        ("added", "tools added"),
+        ("changed", "tools changed"),
+        ("removed", "tools removed"),
+    ] {
+        let names = strings(&report["tools"][key]);
+        if !names.is_empty() {
+            println!("{label}: {}", names.join(", "));
+            said = true;
+        }
+    }
+    for e in strings(&report["errors"]) {
+        println!("error: {e}");
+        said = true;
+    }
+    if !said {
+        println!("no changes");
+    }
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
+    let status = match request(socket, "status", json!({})) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&status).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    println!(
+        "toolhost pid {} up {:.0} s, control socket {}, {}",
+        status["pid"],
+        status["uptime_secs"].as_f64().unwrap_or_default(),
+        text(&status["control_socket"]),
+        if status["watching"] == true {
+            "watching plugin directories"
+        } else {
+            "not watching (reload by hand)"
+        }
+    );
+    println!(
+        "reloads {}, library generations mapped {} (about {} KiB kept)",
+        status["reloads"],
+        status["generations_mapped"],
+        status["retained_bytes_estimate"]
+            .as_u64()
+            .unwrap_or_default()
+            / 1024
+    );
+    if let Some(w) = status["warning"].as_str() {
+        println!("warning: {w}");
+    }
+    println!();
+    let plugins: Vec<[String; 6]> = status["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            [
+                text(&p["name"]),
+                text(&p["version"]),
+                text(&p["generation"]),
+                text(&p["file"]),
+                strings(&p["tools"]).join(", "),
+                p["last_error"]
+                    .as_str()
+                    .map(|e| summary(e, 60))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["PLUGIN", "VERSION", "GEN", "FILE", "TOOLS", "LAST ERROR"],
+        &plugins,
+    );
+    for e in status["load_errors"].as_array().into_iter().flatten() {
+        println!("not loaded: {}", text(&e["error"]));
+    }
+    for e in strings(&status["registry_errors"]) {
+        println!("not registered: {e}");
+    }
+    for f in strings(&status["pending"]) {
+        println!("still being written: {f}");
+    }
+    let tools: Vec<[String; 6]> = status["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            [
+                text(&t["name"]),
+                text(&t["calls"]),
+                text(&t["errors"]),
+                format!("{:.2}", t["mean_ms"].as_f64().unwrap_or_default()),
+                format!("{:.2}", t["p99_ms"].as_f64().unwrap_or_default()),
+                t["last_error"]
+                    .as_str()
+                    .map(|e| summary(e, 60))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if !tools.is_empty() {
+        println!();
+        print_table(
+            &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
+            &tools,
+        );
+    }
+    ExitCode::SUCCESS
+}

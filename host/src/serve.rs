@@ -1,0 +1,206 @@
+//! A long-running host: the plugin catalog (with hot reload by watching), the dispatcher
+//! with call statistics, and the control socket, in one process. Later frontends (MCP,
+//! the agent runtime) attach to the same [`Host`].
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
+use crate::context::{Turn, TurnInfo};
+use crate::control::{ControlError, ControlHandler, ControlSocket};
+use crate::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
+use crate::policy::ReadOnlyPolicy;
+use crate::stats::{CallStats, ToolStatsSnapshot};
+use crate::watch::{PluginWatcher, WatchConfig, WatchError};
+
+/// How to run a host.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Plugin directories and generation limits.
+    pub catalog: CatalogConfig,
+    /// Watch the directories (`None`: only `reload` rescans).
+    pub watch: Option<WatchConfig>,
+    /// Where the control socket goes.
+    pub control_path: PathBuf,
+    /// Call timeouts.
+    pub dispatch: DispatchConfig,
+    /// On shutdown, how long calls in flight get to finish before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The private directory for plugin copies could not be made.
+    #[error("could not create the private directory plugins are loaded from: {0}")]
+    Loader(std::io::Error),
+    /// The control socket could not be set up.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// Watching could not start.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+/// A running host's state, shared by its frontends.
+pub struct Host {
+    catalog: Arc<PluginCatalog>,
+    dispatcher: Dispatcher,
+    stats: Arc<CallStats>,
+    started: Instant,
+    control_path: PathBuf,
+    watching: bool,
+    calls: CancellationToken,
+}
+
+/// What `toolhost status` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    /// The host's process id.
+    pub pid: u32,
+    /// Seconds since start.
+    pub uptime_secs: f64,
+    /// The control socket.
+    pub control_socket: PathBuf,
+    /// Whether the plugin directories are watched.
+    pub watching: bool,
+    /// Plugins, generations, errors.
+    #[serde(flatten)]
+    pub catalog: CatalogStatus,
+    /// Per-tool call statistics.
+    pub tools: Vec<ToolStatsSnapshot>,
+}
+
+impl Host {
+    /// A host over `catalog` (not yet scanned).
+    pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
+        let stats = Arc::new(CallStats::new());
+        Host {
+            dispatcher: Dispatcher::new(config.dispatch, Arc::new(ReadOnlyPolicy))
+                .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
+            catalog,
+            stats,
+            started: Instant::now(),
+            control_path: config.control_path.clone(),
+            watching: config.watch.is_some(),
+            calls: CancellationToken::new(),
+        }
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Arc<PluginCatalog> {
+        &self.catalog
+    }
+
+    /// The status snapshot.
+    pub fn status(&self) -> HostStatus {
+        HostStatus {
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            control_socket: self.control_path.clone(),
+            watching: self.watching,
+            catalog: self.catalog.status(),
+            tools: self.stats.snapshot(),
+        }
+    }
+
+    async fn rescan(&self) -> Result<Value, String> {
+        let catalog = Arc::clone(&self.catalog);
+        let report = tokio::task::spawn_blocking(move || catalog.rescan())
+            .await
+            .map_err(|e| format!("the rescan failed: {e}"))?;
+        serde_json::to_value(report).map_err(|e| e.to_string())
+    }
+
+    async fn call(&self, params: Value) -> Result<Value, String> {
+        let tool = params
+            .get("tool")
+            .and_then(Value::as_str)
+            .ok_or("call needs params {\"tool\": NAME, \"arguments\": {...}}")?;
+        let arguments = params
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let turn = Turn {
+            info: Arc::new(TurnInfo {
+                profile_id: "control".to_owned(),
+                session_id: "control".to_owned(),
+                model: "none".to_owned(),
+            }),
+            cancel: self.calls.child_token(),
+            services: Default::default(),
+        };
+        let registry = self.catalog.registry();
+        let call = ToolCall {
+            id: "control".to_owned(),
+            name: tool.to_owned(),
+            arguments,
+        };
+        let result = self.dispatcher.call(&registry, &turn, call).await;
+        serde_json::to_value(result).map_err(|e| e.to_string())
+    }
+}
+
+impl ControlHandler for Host {
+    async fn handle(&self, method: &str, params: Value) -> Result<Value, String> {
+        match method {
+            "reload" => self.rescan().await,
+            "status" => serde_json::to_value(self.status()).map_err(|e| e.to_string()),
+            "list" => Ok(Value::Array(self.catalog.registry().listing())),
+            "call" => self.call(params).await,
+            other => Err(format!(
+                "unknown method '{other}'; the methods are reload, status, list and call"
+            )),
+        }
+    }
+}
+
+/// Runs a host until `shutdown` resolves: loads the plugins, watches their directories
+/// (unless `config.watch` is `None`), answers the control socket. On shutdown the socket
+/// is removed, calls in flight get `shutdown_grace` to finish, then are cancelled.
+pub async fn serve(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let catalog = Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
+    let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
+    let socket = ControlSocket::bind(&config.control_path).await?;
+    let first = Arc::clone(&catalog);
+    let report = tokio::task::spawn_blocking(move || first.rescan())
+        .await
+        .unwrap_or_default();
+    tracing::info!(
+        plugins = report.plugins_added.len(),
+        tools = catalog.registry().len(),
+        errors = report.errors.len(),
+        control = %socket.path().display(),
+        "toolhost is serving"
+    );
+    let _watcher = match config.watch {
+        Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
+        None => None,
+    };
+    let mut connections = socket.serve(Arc::clone(&host), shutdown).await;
+    drop(socket);
+    tracing::info!("shutting down: waiting for calls in flight");
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(config.shutdown_grace, drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("cancelling the calls still running");
+        host.calls.cancel();
+        let cancelled = async { while connections.join_next().await.is_some() {} };
+        let limit = config.dispatch.cancel_grace + Duration::from_secs(1);
+        if tokio::time::timeout(limit, cancelled).await.is_err() {
+            connections.abort_all();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Per-tool call statistics for status: calls, errors, mean and p99 latency (over the
+//! last 1024 calls), last error. Fed by the dispatcher through [`CallObserver`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::dispatcher::ToolResult;
+
+/// Sees every call result a dispatcher produces.
+pub trait CallObserver: Send + Sync {
+    /// Called once per call, after it ended.
+    fn record(&self, result: &ToolResult);
+}
+
+const WINDOW: usize = 1024;
+
+#[derive(Default)]
+struct Counters {
+    calls: u64,
+    errors: u64,
+    total: Duration,
+    recent: VecDeque<Duration>,
+    last_error: Option<String>,
+}
+
+/// Statistics of the calls of each tool.
+#[derive(Default)]
+pub struct CallStats {
+    tools: Mutex<BTreeMap<String, Counters>>,
+}
+
+/// One tool's statistics.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolStatsSnapshot {
+    /// The tool.
+    pub name: String,
+    /// Calls since start.
+    pub calls: u64,
+    /// Of which ended in an error result.
+    pub errors: u64,
+    /// Mean latency in milliseconds.
+    pub mean_ms: f64,
+    /// 99th-percentile latency over the last 1024 calls, in milliseconds.
+    pub p99_ms: f64,
+    /// The last error message.
+    pub last_error: Option<String>,
+}
+
+impl CallStats {
+    /// Empty statistics.
+    pub fn new() -> Self {
+        CallStats::default()
+    }
+
+    /// Every tool called so far, sorted by name.
+    pub fn snapshot(&self) -> Vec<ToolStatsSnapshot> {
+        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        tools
+            .iter()
+            .map(|(name, c)| {
+                let mut recent: Vec<Duration> = c.recent.iter().copied().collect();
+                recent.sort_unstable();
+                let p99 = recent
+                    .get((recent.len() * 99).div_ceil(100).saturating_sub(1))
+                    .copied()
+                    .unwrap_or_default();
+                let mean = if c.calls == 0 {
+                    0.0
+                } else {
+                    c.total.as_secs_f64() * 1e3 / c.calls as f64
+                };
+                ToolStatsSnapshot {
+                    name: name.clone(),
+                    calls: c.calls,
+                    errors: c.errors,
+                    mean_ms: mean,
+                    p99_ms: p99.as_secs_f64() * 1e3,
+                    last_error: c.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl CallObserver for CallStats {
+    fn record(&self, result: &ToolResult) {
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        let c = tools.entry(result.name.clone()).or_default();
+        c.calls += 1;
+        c.total += result.elapsed;
+        if c.recent.len() == WINDOW {
+            c.recent.pop_front();
+        }
+        c.recent.push_back(result.elapsed);
+        if result.is_error {
+            c.errors += 1;
+            c.last_error = Some(result.output.clone());
+        }
+    }
+}

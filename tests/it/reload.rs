@@ -1,0 +1,309 @@
+//! Hot reload: plugin files arriving, changing and leaving the way they really do, with
+//! calls running, through the real catalog, watcher, loader and dispatcher. Waits are on
+//! registry events or status, each bounded.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::broadcast;
+use toolhost::{
+    CallErrorKind, CatalogConfig, DispatchConfig, PluginCatalog, PluginWatcher, RegistryEvent,
+    Turn, TurnInfo, WatchConfig,
+};
+
+use crate::support::{PluginDir, call, dispatcher, echo_build, so};
+
+const BOUND: Duration = Duration::from_secs(20);
+
+struct Live {
+    dir: PluginDir,
+    catalog: Arc<PluginCatalog>,
+    events: broadcast::Receiver<RegistryEvent>,
+    _watcher: Option<PluginWatcher>,
+}
+
+impl Live {
+    /// A catalog over a fresh plugin directory holding `files`, scanned once, watched if
+    /// `watch`.
+    async fn start(files: &[(&Path, &str)], watch: bool) -> Live {
+        let dir = PluginDir::with(&[]);
+        for (from, name) in files {
+            install_by_rename(from, &dir.path().join(name));
+        }
+        let catalog = Arc::new(
+            PluginCatalog::new(CatalogConfig {
+                dirs: vec![dir.path()],
+                settle: Duration::from_millis(300),
+                ..CatalogConfig::default()
+            })
+            .expect("catalog"),
+        );
+        let events = catalog.subscribe();
+        let first = Arc::clone(&catalog);
+        tokio::task::spawn_blocking(move || first.rescan())
+            .await
+            .expect("rescan");
+        let watcher = watch.then(|| {
+            PluginWatcher::start(Arc::clone(&catalog), WatchConfig::default()).expect("watch")
+        });
+        let mut events = events;
+        // The first scan's event (sent before `rescan` returned), if it loaded anything.
+        let _ = events.try_recv();
+        Live {
+            dir,
+            catalog,
+            events,
+            _watcher: watcher,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    async fn next_event(&mut self) -> RegistryEvent {
+        tokio::time::timeout(BOUND, self.events.recv())
+            .await
+            .expect("a registry event within the bound")
+            .expect("event channel open")
+    }
+
+    async fn call(&self, tool: &str) -> toolhost::ToolResult {
+        dispatcher(DispatchConfig::default())
+            .call(
+                &self.catalog.registry(),
+                &Turn::new(TurnInfo::default()),
+                call("1", tool, json!({})),
+            )
+            .await
+    }
+
+    /// Polls status until `done` holds (bounded).
+    async fn wait_status(&self, what: &str, done: impl Fn(&toolhost::CatalogStatus) -> bool) {
+        let deadline = tokio::time::Instant::now() + BOUND;
+        loop {
+            if done(&self.catalog.status()) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Copies `from` to a hidden temporary name next to `to`, then renames it into place.
+fn install_by_rename(from: &Path, to: &Path) {
+    let tmp = to.with_file_name(format!(
+        ".{}.tmp",
+        to.file_name().and_then(|n| n.to_str()).unwrap_or("plugin")
+    ));
+    std::fs::copy(from, &tmp).expect("copy");
+    std::fs::rename(&tmp, to).expect("rename");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_only_move_forward() {
+    let v1 = echo_build("v1");
+    let mut live = Live::start(&[(&v1, "libecho.so")], true).await;
+    let live_catalog = Arc::clone(&live.catalog);
+    let stop = Arc::new(AtomicBool::new(false));
+    let saw_v2 = Arc::new(AtomicUsize::new(0));
+    let calls_made = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (catalog, stop, saw_v2, calls_made) = (
+            Arc::clone(&live_catalog),
+            Arc::clone(&stop),
+            Arc::clone(&saw_v2),
+            Arc::clone(&calls_made),
+        );
+        tasks.push(tokio::spawn(async move {
+            let d = dispatcher(DispatchConfig::default());
+            let turn = Turn::new(TurnInfo::default());
+            let mut seen: Vec<String> = Vec::new();
+            let mut counted_v2 = false;
+            while !stop.load(Ordering::SeqCst) {
+                let r = d
+                    .call(
+                        &catalog.registry(),
+                        &turn,
+                        call("1", "build_version", json!({})),
+                    )
+                    .await;
+                assert!(!r.is_error, "a call failed during the reload: {r:?}");
+                if r.output == "v2" && !counted_v2 {
+                    counted_v2 = true;
+                    saw_v2.fetch_add(1, Ordering::SeqCst);
+                }
+                calls_made.fetch_add(1, Ordering::SeqCst);
+                seen.push(r.output);
+                tokio::task::yield_now().await;
+            }
+            seen
+        }));
+    }
+    // Let every task get going on v1, then replace the file.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while calls_made.load(Ordering::SeqCst) < 80 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tasks never got going"
+        );
+        tokio::task::yield_now().await;
+    }
+    install_by_rename(&echo_build("v2"), &live.path("libecho.so"));
+    let event = live.next_event().await;
+    assert!(
+        event.changed.contains(&"build_version".to_owned()),
+        "{event:?}"
+    );
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while saw_v2.load(Ordering::SeqCst) < 8 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every task reached v2"
+        );
+        tokio::task::yield_now().await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        let seen = task
+            .await
+            .expect("task ran to the end without a failed call");
+        let first_v2 = seen.iter().position(|v| v == "v2").expect("saw v2");
+        assert!(first_v2 > 0, "saw v1 first");
+        assert!(seen[..first_v2].iter().all(|v| v == "v1"));
+        assert!(
+            seen[first_v2..].iter().all(|v| v == "v2"),
+            "went back to v1: {seen:?}"
+        );
+    }
+    let status = live.catalog.status();
+    assert_eq!(status.plugins[0].generation, 2);
+    assert_eq!(status.reloads, 1);
+    assert_eq!(status.plugins[0].version, "v2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_by_rename_cp_over_and_delete_are_picked_up() {
+    let mut live = Live::start(&[], true).await;
+    install_by_rename(&echo_build("v1"), &live.path("libecho.so"));
+    let added = live.next_event().await;
+    assert_eq!(added.added, ["build_version", "echo"]);
+    assert_eq!(live.call("build_version").await.output, "v1");
+
+    // `cp` over the installed file (close-write on the same inode).
+    std::fs::copy(echo_build("v2"), live.path("libecho.so")).expect("cp over");
+    let changed = live.next_event().await;
+    assert!(
+        changed.changed.contains(&"build_version".to_owned()),
+        "{changed:?}"
+    );
+    assert_eq!(live.call("build_version").await.output, "v2");
+
+    std::fs::remove_file(live.path("libecho.so")).expect("delete");
+    let removed = live.next_event().await;
+    assert_eq!(removed.removed, ["build_version", "echo"]);
+    let gone = live.call("build_version").await;
+    assert_eq!(gone.error, Some(CallErrorKind::ToolNotFound));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_file_is_loaded_only_once_complete() {
+    let mut live = Live::start(&[], true).await;
+    let full = std::fs::read(so("hello_tools")).expect("read");
+    let target = live.path("libhello.so");
+    std::fs::write(&target, &full[..full.len() / 2]).expect("write half");
+    live.wait_status("the half file to be pending", |s| {
+        s.pending.iter().any(|p| p.ends_with("libhello.so"))
+    })
+    .await;
+    let status = live.catalog.status();
+    assert!(
+        status.plugins.is_empty() && status.load_errors.is_empty(),
+        "{status:?}"
+    );
+    assert!(live.catalog.registry().get("greet").is_none());
+
+    std::fs::write(&target, &full).expect("finish writing");
+    let event = live.next_event().await;
+    assert_eq!(event.added, ["countdown", "greet"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_replacement_keeps_the_old_generation_serving_and_status_shows_why() {
+    let live = Live::start(&[(&echo_build("v1"), "libecho.so")], true).await;
+    let good = std::fs::read(echo_build("v2")).expect("read");
+    let tmp = live.path(".libecho.so.tmp");
+    std::fs::write(&tmp, &good[..good.len() / 3]).expect("write");
+    std::fs::rename(&tmp, live.path("libecho.so")).expect("rename");
+    live.wait_status("the bad replacement's error", |s| {
+        s.plugins.first().is_some_and(|p| p.last_error.is_some())
+    })
+    .await;
+    let status = live.catalog.status();
+    let plugin = &status.plugins[0];
+    assert_eq!(plugin.generation, 1, "the old generation still serves");
+    let error = plugin.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("incomplete"), "{error}");
+    assert_eq!(live.call("build_version").await.output, "v1");
+}
+
+#[tokio::test]
+async fn reload_without_watching_reports_added_replaced_and_removed_plugins() {
+    let live = Live::start(
+        &[
+            (&echo_build("v1"), "libecho.so"),
+            (&so("hello_tools"), "libhello.so"),
+        ],
+        false,
+    )
+    .await;
+    install_by_rename(&so("toolhost_utils"), &live.path("libutils.so"));
+    install_by_rename(&echo_build("v2"), &live.path("libecho.so"));
+    std::fs::remove_file(live.path("libhello.so")).expect("delete");
+    assert!(
+        live.catalog.registry().get("time_now").is_none(),
+        "nothing happens until reload"
+    );
+
+    let catalog = Arc::clone(&live.catalog);
+    let report = tokio::task::spawn_blocking(move || catalog.rescan())
+        .await
+        .expect("rescan");
+    assert_eq!(report.plugins_added, [live.path("libutils.so")]);
+    assert_eq!(report.plugins_updated, [live.path("libecho.so")]);
+    assert_eq!(report.plugins_removed, [live.path("libhello.so")]);
+    assert!(report.tools.added.contains(&"time_now".to_owned()));
+    assert!(report.tools.changed.contains(&"build_version".to_owned()));
+    assert_eq!(report.tools.removed, ["countdown", "greet"]);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(live.call("build_version").await.output, "v2");
+}
+
+#[tokio::test]
+async fn an_unchanged_broken_file_is_not_loaded_again_on_every_rescan() {
+    let live = Live::start(&[(&so("fixture_no_root"), "libnoroot.so")], false).await;
+    let mapped = live.catalog.status().generations_mapped;
+    for _ in 0..3 {
+        let catalog = Arc::clone(&live.catalog);
+        let report = tokio::task::spawn_blocking(move || catalog.rescan())
+            .await
+            .expect("rescan");
+        assert_eq!(
+            report.errors.len(),
+            1,
+            "the error still stands: {:?}",
+            report.errors
+        );
+    }
+    let status = live.catalog.status();
+    assert_eq!(status.generations_mapped, mapped);
+    assert_eq!(status.load_errors.len(), 1);
+}
