@@ -116,7 +116,7 @@ impl Dispatcher {
         }
     }
 
-    /// The same dispatcher, reporting every call result to `observer` (e.g. [`CallStats`]).
+    /// The same dispatcher, reporting every call result to `observer` (e.g. [`CallStats`](crate::CallStats)).
     pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observer = Some(observer);
         self
