@@ -127,15 +127,21 @@ fn default_plugin_dir() -> PathBuf {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A serving host logs its loads, reloads and removals; one-shot commands only problems.
+    let default_level = if matches!(cli.command, Command::Serve { .. }) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::List { plugins, json } => list(&plugins.resolve(), json),
         Command::Call {

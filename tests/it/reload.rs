@@ -29,6 +29,12 @@ impl Live {
     /// A catalog over a fresh plugin directory holding `files`, scanned once, watched if
     /// `watch`.
     async fn start(files: &[(&Path, &str)], watch: bool) -> Live {
+        Live::start_settling(files, watch, Duration::from_millis(300)).await
+    }
+
+    /// As `start`, with the time a half-written file stays pending before it counts as
+    /// broken.
+    async fn start_settling(files: &[(&Path, &str)], watch: bool, settle: Duration) -> Live {
         let dir = PluginDir::with(&[]);
         for (from, name) in files {
             install_by_rename(from, &dir.path().join(name));
@@ -36,7 +42,7 @@ impl Live {
         let catalog = Arc::new(
             PluginCatalog::new(CatalogConfig {
                 dirs: vec![dir.path()],
-                settle: Duration::from_millis(300),
+                settle,
                 ..CatalogConfig::default()
             })
             .expect("catalog"),
@@ -207,6 +213,21 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     );
     assert_eq!(live.call("build_version").await.output, "v2");
 
+    // `cargo build` replaces its output by removing it and creating a hard link.
+    let build_dir = tempfile::tempdir().expect("temp dir");
+    let built = build_dir.path().join("libfixture_echo.so");
+    std::fs::copy(echo_build("v1"), &built).expect("build output");
+    std::fs::remove_file(live.path("libecho.so")).expect("remove");
+    std::fs::hard_link(&built, live.path("libecho.so")).expect("hard link");
+    // One event, or a removal then the re-addition, depending on the debounce.
+    let mut seen = live.next_event().await;
+    if seen.changed.is_empty() {
+        assert_eq!(seen.removed, ["build_version", "echo"], "{seen:?}");
+        seen = live.next_event().await;
+        assert_eq!(seen.added, ["build_version", "echo"], "{seen:?}");
+    }
+    assert_eq!(live.call("build_version").await.output, "v1");
+
     std::fs::remove_file(live.path("libecho.so")).expect("delete");
     let removed = live.next_event().await;
     assert_eq!(removed.removed, ["build_version", "echo"]);
@@ -216,7 +237,8 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_written_file_is_loaded_only_once_complete() {
-    let mut live = Live::start(&[], true).await;
+    // A settle time far longer than this test, so the half file is reliably pending.
+    let mut live = Live::start_settling(&[], true, Duration::from_secs(60)).await;
     let full = std::fs::read(so("hello_tools")).expect("read");
     let target = live.path("libhello.so");
     std::fs::write(&target, &full[..full.len() / 2]).expect("write half");
