@@ -14,13 +14,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use crate::error::LoadErrorKind;
@@ -100,8 +99,14 @@ pub struct PluginStatus {
     pub version: String,
     /// plugin-api version it was built against.
     pub api_version: String,
-    /// Generation now serving (1 for the first load of the file).
+    /// Generation now serving: how many times this path has been loaded (removal and
+    /// re-adding included).
     pub generation: u64,
+    /// Earlier generations of this path (and failed loads that got as far as mapping the
+    /// library) still mapped, and the bytes they keep (estimate: their file sizes).
+    pub old_generations: u64,
+    /// Estimate of the memory every mapped load of this path keeps, in bytes.
+    pub retained_bytes: u64,
     /// When that generation was loaded (RFC 3339).
     pub loaded_at: String,
     /// Its tools.
@@ -133,11 +138,12 @@ pub struct CatalogStatus {
     pub registry_errors: Vec<String>,
     /// Files left pending because they look half-written.
     pub pending: Vec<PathBuf>,
-    /// Reloads since start (loads of a file that was already loaded).
+    /// Reloads since start (loads of a path that had been loaded before).
     pub reloads: u64,
-    /// Library generations mapped in this process (never unloaded).
+    /// Libraries mapped in this process (never unloaded): every generation, plus failed
+    /// loads that got as far as mapping.
     pub generations_mapped: u64,
-    /// Estimate of the memory the mapped generations keep, in bytes (their file sizes).
+    /// Estimate of the memory all mapped libraries keep, in bytes (their file sizes).
     pub retained_bytes_estimate: u64,
     /// The reload count past which a restart is recommended.
     pub max_generations: u64,
@@ -148,7 +154,6 @@ pub struct CatalogStatus {
 struct Entry {
     plugin: LoadedPlugin,
     fingerprint: Fingerprint,
-    sha256: String,
     generation: u64,
     loaded_at: String,
     last_error: Option<String>,
@@ -161,7 +166,16 @@ struct Entry {
 struct Fingerprint {
     len: u64,
     modified: Option<SystemTime>,
+    changed: i64,
     inode: u64,
+}
+
+/// Per path: loads that succeeded, and every mapped load with the bytes it keeps.
+#[derive(Default, Clone, Copy)]
+struct PathCounters {
+    generations: u64,
+    mapped: u64,
+    mapped_bytes: u64,
 }
 
 #[derive(Default)]
@@ -172,9 +186,13 @@ struct State {
     load_errors: BTreeMap<PathBuf, (Option<Fingerprint>, String)>,
     registry_errors: Vec<String>,
     pending: BTreeSet<PathBuf>,
+    /// Survives removal: a path deleted and added again continues its generations.
+    paths: BTreeMap<PathBuf, PathCounters>,
     reloads: u64,
     generations_mapped: u64,
     retained_bytes: u64,
+    /// Whether the loaded set changed since the registry was last built.
+    dirty: bool,
 }
 
 /// The plugins of a running host and the registry built from them.
@@ -183,6 +201,8 @@ pub struct PluginCatalog {
     config: CatalogConfig,
     state: Mutex<State>,
     registry: RwLock<Arc<ToolRegistry>>,
+    /// Refreshed at the end of every rescan, so status never waits for one.
+    status: RwLock<Arc<CatalogStatus>>,
     events: broadcast::Sender<RegistryEvent>,
 }
 
@@ -190,11 +210,14 @@ impl PluginCatalog {
     /// An empty catalog; call [`PluginCatalog::rescan`] to load the plugins.
     pub fn new(config: CatalogConfig) -> io::Result<PluginCatalog> {
         let (events, _) = broadcast::channel(64);
+        let state = State::default();
+        let status = RwLock::new(Arc::new(snapshot(&state, &config)));
         Ok(PluginCatalog {
             loader: PluginLoader::new()?,
             config,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             registry: RwLock::new(Arc::new(ToolRegistry::new())),
+            status,
             events,
         })
     }
@@ -251,6 +274,7 @@ impl PluginCatalog {
             .collect();
         for key in gone {
             state.entries.remove(&key);
+            state.dirty = true;
             tracing::info!(file = %key.1.display(), "plugin removed");
             report.plugins_removed.push(key.1);
         }
@@ -258,8 +282,12 @@ impl PluginCatalog {
         state
             .load_errors
             .retain(|file, (fp, _)| fp.is_none() || seen_files.contains(file));
-        report.tools = self.swap_registry(&mut state);
-        if state.reloads > self.config.max_generations {
+        let reloads_before = self.status().reloads;
+        if state.dirty {
+            report.tools = self.swap_registry(&mut state);
+            state.dirty = false;
+        }
+        if state.reloads > self.config.max_generations && state.reloads > reloads_before {
             tracing::warn!(
                 reloads = state.reloads,
                 mapped_bytes = state.retained_bytes,
@@ -267,23 +295,32 @@ impl PluginCatalog {
                 restart_advice(&state, &self.config)
             );
         }
+        let fresh = Arc::new(snapshot(&state, &self.config));
+        *self.status.write().unwrap_or_else(PoisonError::into_inner) = fresh;
         report
     }
 
     fn refresh_file(&self, state: &mut State, key: (usize, PathBuf), report: &mut ReloadReport) {
         let file = key.1.clone();
+        let unreadable = |e: io::Error| {
+            format!(
+                "{}: could not read the file: {e}; check its permissions (toolhost needs to read it)",
+                file.display()
+            )
+        };
         let fingerprint = match fingerprint(&file) {
             Ok(f) => f,
             Err(e) => {
-                let msg = format!("{}: could not read the file: {e}", file.display());
-                record_failure(state, &key, None, msg, report);
+                record_failure(state, &key, None, unreadable(e), report);
                 return;
             }
         };
-        // Unchanged since the last look (loaded, or refused): nothing to do; a recorded
-        // failure still stands.
-        if let Some(entry) = state.entries.get(&key) {
+        // Unchanged since the last look (loaded, or refused): nothing to load.
+        if let Some(entry) = state.entries.get_mut(&key) {
             if entry.fingerprint == fingerprint {
+                // The file is the one serving: an earlier failure no longer applies.
+                entry.last_error = None;
+                entry.rejected = None;
                 return;
             }
             if entry.rejected.as_ref() == Some(&fingerprint) {
@@ -296,40 +333,42 @@ impl PluginCatalog {
             report.errors.push(msg.clone());
             return;
         }
-        let sha256 = match sha256_of(&file) {
+        let sha256 = match fs::File::open(&file).and_then(crate::loader::sha256_hex) {
             Ok(h) => h,
             Err(e) => {
-                let msg = format!("{}: could not read the file: {e}", file.display());
-                record_failure(state, &key, None, msg, report);
+                record_failure(state, &key, None, unreadable(e), report);
                 return;
             }
         };
         if let Some(entry) = state.entries.get_mut(&key)
-            && entry.sha256 == sha256
+            && entry.plugin.sha256 == sha256
         {
-            entry.fingerprint = fingerprint; // Touched or copied again, same content.
+            // Touched or copied again with the same content: nothing to reload.
+            entry.fingerprint = fingerprint;
             entry.last_error = None;
             entry.rejected = None;
             return;
         }
         match self.loader.load_file(&file) {
             Ok(plugin) => {
+                let counters = state.paths.entry(file.clone()).or_default();
+                counters.generations += 1;
+                counters.mapped += 1;
+                counters.mapped_bytes += plugin.size;
+                let generation = counters.generations;
                 state.generations_mapped += 1;
-                state.retained_bytes += fingerprint.len;
+                state.retained_bytes += plugin.size;
+                if generation > 1 {
+                    state.reloads += 1;
+                }
                 for skipped in &plugin.skipped_tools {
                     report.errors.push(format!("{}: {skipped}", file.display()));
                 }
-                let generation = match state.entries.get(&key) {
-                    Some(old) => {
-                        state.reloads += 1;
-                        report.plugins_updated.push(file.clone());
-                        old.generation + 1
-                    }
-                    None => {
-                        report.plugins_added.push(file.clone());
-                        1
-                    }
-                };
+                if state.entries.contains_key(&key) {
+                    report.plugins_updated.push(file.clone());
+                } else {
+                    report.plugins_added.push(file.clone());
+                }
                 tracing::info!(
                     file = %file.display(),
                     plugin = %plugin.name,
@@ -339,12 +378,12 @@ impl PluginCatalog {
                     "plugin loaded"
                 );
                 state.load_errors.remove(&file);
+                state.dirty = true;
                 state.entries.insert(
                     key,
                     Entry {
                         plugin,
                         fingerprint,
-                        sha256,
                         generation,
                         loaded_at: jiff::Timestamp::now().to_string(),
                         last_error: None,
@@ -352,12 +391,22 @@ impl PluginCatalog {
                     },
                 );
             }
-            Err(e) if looks_in_progress(&e.kind, &fingerprint, self.config.settle) => {
-                tracing::debug!(file = %file.display(), "file looks half-written; waiting");
-                state.pending.insert(file.clone());
-                report.pending.push(file);
+            Err(e) => {
+                if e.kind.left_mapped() {
+                    let counters = state.paths.entry(file.clone()).or_default();
+                    counters.mapped += 1;
+                    counters.mapped_bytes += fingerprint.len;
+                    state.generations_mapped += 1;
+                    state.retained_bytes += fingerprint.len;
+                }
+                if in_progress(&e.kind, &fingerprint, self.config.settle) {
+                    tracing::debug!(file = %file.display(), "file looks half-written; waiting");
+                    state.pending.insert(file.clone());
+                    report.pending.push(file);
+                } else {
+                    record_failure(state, &key, Some(fingerprint), e.to_string(), report);
+                }
             }
-            Err(e) => record_failure(state, &key, Some(fingerprint), e.to_string(), report),
         }
     }
 
@@ -391,21 +440,29 @@ impl PluginCatalog {
         event
     }
 
-    /// What status shows about the plugins.
+    /// What status shows about the plugins, as of the end of the last rescan.
     pub fn status(&self) -> CatalogStatus {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        CatalogStatus {
-            plugin_dirs: self.config.dirs.clone(),
-            plugins: state
-                .entries
-                .iter()
-                .map(|((_, file), e)| PluginStatus {
+        CatalogStatus::clone(&self.status.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
+    CatalogStatus {
+        plugin_dirs: config.dirs.clone(),
+        plugins: state
+            .entries
+            .iter()
+            .map(|((_, file), e)| {
+                let counters = state.paths.get(file).copied().unwrap_or_default();
+                PluginStatus {
                     file: file.clone(),
-                    sha256: e.sha256.clone(),
+                    sha256: e.plugin.sha256.clone(),
                     name: e.plugin.name.clone(),
                     version: e.plugin.version.clone(),
                     api_version: e.plugin.api_version.clone(),
                     generation: e.generation,
+                    old_generations: counters.mapped.saturating_sub(1),
+                    retained_bytes: counters.mapped_bytes,
                     loaded_at: e.loaded_at.clone(),
                     tools: e
                         .plugin
@@ -414,25 +471,24 @@ impl PluginCatalog {
                         .map(|t| t.spec().name.clone())
                         .collect(),
                     last_error: e.last_error.clone(),
-                })
-                .collect(),
-            load_errors: state
-                .load_errors
-                .iter()
-                .map(|(file, (_, error))| LoadErrorStatus {
-                    file: file.clone(),
-                    error: error.clone(),
-                })
-                .collect(),
-            registry_errors: state.registry_errors.clone(),
-            pending: state.pending.iter().cloned().collect(),
-            reloads: state.reloads,
-            generations_mapped: state.generations_mapped,
-            retained_bytes_estimate: state.retained_bytes,
-            max_generations: self.config.max_generations,
-            warning: (state.reloads > self.config.max_generations)
-                .then(|| restart_advice(&state, &self.config)),
-        }
+                }
+            })
+            .collect(),
+        load_errors: state
+            .load_errors
+            .iter()
+            .map(|(file, (_, error))| LoadErrorStatus {
+                file: file.clone(),
+                error: error.clone(),
+            })
+            .collect(),
+        registry_errors: state.registry_errors.clone(),
+        pending: state.pending.iter().cloned().collect(),
+        reloads: state.reloads,
+        generations_mapped: state.generations_mapped,
+        retained_bytes_estimate: state.retained_bytes,
+        max_generations: config.max_generations,
+        warning: (state.reloads > config.max_generations).then(|| restart_advice(state, config)),
     }
 }
 
@@ -468,51 +524,34 @@ fn record_failure(
     }
 }
 
-/// A half-written file: incomplete ELF (or not yet an ELF header at all) and modified
-/// within the settle time.
-fn looks_in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool {
-    let incomplete = matches!(
-        kind,
-        LoadErrorKind::Truncated { .. } | LoadErrorKind::NotASharedLibrary { .. }
-    );
+/// A file still being written: it changed while it was read, or it is incomplete and was
+/// modified within the settle time.
+fn in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool {
     let recent = fp
         .modified
         .and_then(|m| SystemTime::now().duration_since(m).ok())
         .is_some_and(|age| age < settle);
-    incomplete && recent
+    matches!(kind, LoadErrorKind::ChangedWhileLoading) || (kind.looks_incomplete() && recent)
 }
 
 fn fingerprint(file: &Path) -> io::Result<Fingerprint> {
     let meta = fs::metadata(file)?;
     #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    let (inode, changed) = {
+        use std::os::unix::fs::MetadataExt;
+        (
+            meta.ino(),
+            meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+        )
+    };
     #[cfg(not(unix))]
-    let inode = 0;
+    let (inode, changed) = (0, 0);
     Ok(Fingerprint {
         len: meta.len(),
         modified: meta.modified().ok(),
+        changed,
         inode,
     })
-}
-
-fn sha256_of(file: &Path) -> io::Result<String> {
-    let mut hasher = Sha256::new();
-    let mut f = fs::File::open(file)?;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    let digest = hasher.finalize();
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        use std::fmt::Write;
-        let _ = write!(hex, "{byte:02x}");
-    }
-    Ok(hex)
 }
 
 /// Tool names added, removed, and changed (another implementation object) between two

@@ -10,10 +10,12 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
 
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
@@ -58,7 +60,11 @@ pub enum ControlError {
         path: PathBuf,
     },
     /// Creating, binding or securing the socket failed.
-    #[error("could not {action} the control socket {}: {source}", path.display())]
+    #[error(
+        "could not {action} the control socket {}: {source}; check the directory's \
+         permissions, and keep the path under 107 bytes (pass a shorter --control path)",
+        path.display()
+    )]
     Io {
         /// What was being done.
         action: &'static str,
@@ -85,6 +91,18 @@ pub enum ControlError {
     /// The host's answer was not a valid response.
     #[error("the host sent an invalid response: {0}")]
     BadResponse(String),
+    /// The host did not answer in time.
+    #[error(
+        "the host on {} did not answer within {} s; check `toolhost status` or its log",
+        path.display(),
+        waited.as_secs()
+    )]
+    Timeout {
+        /// The socket path.
+        path: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+    },
 }
 
 /// A bound control socket; the file is removed when this is dropped.
@@ -113,7 +131,21 @@ impl ControlSocket {
                 .create(dir)
                 .map_err(|e| io_err("create the directory of", e))?;
         }
-        if path.exists() {
+        if let Some(dir) = path.parent()
+            && path == default_control_path()
+        {
+            check_private_dir(dir).map_err(|e| io_err("use the directory of", e))?;
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !is_socket(&meta) {
+                return Err(io_err(
+                    "replace",
+                    io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "a file that is not a socket is in the way; remove it or pass another --control path",
+                    ),
+                ));
+            }
             if UnixStream::connect(path).await.is_ok() {
                 return Err(ControlError::InUse {
                     path: path.to_path_buf(),
@@ -139,23 +171,31 @@ impl ControlSocket {
         &self.path
     }
 
-    /// Accepts connections and answers their requests until `shutdown` resolves. The
-    /// connections still open then are returned to the caller to wait for or drop.
+    /// Accepts connections and answers their requests until `stop` is cancelled. Open
+    /// connections see `stop` too: they finish the request at hand, then close. They are
+    /// returned to the caller to wait for (bounded) or drop.
     pub async fn serve<H: ControlHandler>(
         &self,
         handler: Arc<H>,
-        shutdown: impl Future<Output = ()>,
+        stop: CancellationToken,
     ) -> tokio::task::JoinSet<()> {
         let mut connections = tokio::task::JoinSet::new();
-        tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                () = &mut shutdown => break,
+                () = stop.cancelled() => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        connections.spawn(serve_connection(stream, Arc::clone(&handler)));
+                        connections.spawn(serve_connection(
+                            stream,
+                            Arc::clone(&handler),
+                            stop.clone(),
+                        ));
                     }
-                    Err(e) => tracing::warn!("accepting a control connection failed: {e}"),
+                    Err(e) => {
+                        // E.g. out of file descriptors: don't spin; try again shortly.
+                        tracing::warn!("accepting a control connection failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
@@ -170,16 +210,21 @@ impl Drop for ControlSocket {
     }
 }
 
-async fn serve_connection<H: ControlHandler>(stream: UnixStream, handler: Arc<H>) {
+async fn serve_connection<H: ControlHandler>(
+    stream: UnixStream,
+    handler: Arc<H>,
+    stop: CancellationToken,
+) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     loop {
         let mut line = Vec::new();
-        match (&mut reader)
-            .take(MAX_REQUEST + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
+        let mut limited = (&mut reader).take(MAX_REQUEST + 1);
+        let read = tokio::select! {
+            () = stop.cancelled() => return,
+            read = limited.read_until(b'\n', &mut line) => read,
+        };
+        match read {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) => {
@@ -228,6 +273,44 @@ async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> Value {
     }
 }
 
+#[cfg(unix)]
+fn is_socket(meta: &std::fs::Metadata) -> bool {
+    std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type())
+}
+
+#[cfg(not(unix))]
+fn is_socket(_meta: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// The default socket's directory may sit in a shared place (`$TMPDIR`): it must be a real
+/// directory of ours that nobody else can write to.
+#[cfg(unix)]
+fn check_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(meta.uid());
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a directory owned by this user with mode 0700 (it is not: someone \
+                 else may have made it); remove it, or pass --control with a path in a private \
+                 directory",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
 fn error_response(id: Value, message: String) -> Value {
     json!({"id": id, "error": {"message": message}})
 }
@@ -237,6 +320,7 @@ pub struct ControlClient {
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     writer: tokio::net::unix::OwnedWriteHalf,
     next_id: u64,
+    path: PathBuf,
 }
 
 impl ControlClient {
@@ -254,7 +338,23 @@ impl ControlClient {
             reader: BufReader::new(read),
             writer,
             next_id: 1,
+            path: path.to_path_buf(),
         })
+    }
+
+    /// Sends one request and returns its result, waiting at most `limit` for it.
+    pub async fn request_within(
+        &mut self,
+        method: &str,
+        params: Value,
+        limit: Duration,
+    ) -> Result<Value, ControlError> {
+        tokio::time::timeout(limit, self.request(method, params))
+            .await
+            .map_err(|_| ControlError::Timeout {
+                path: self.path.clone(),
+                waited: limit,
+            })?
     }
 
     /// Sends one request and returns its result.

@@ -122,6 +122,14 @@ impl Dispatcher {
         self
     }
 
+    /// The same dispatcher (policy, observer) with other settings.
+    pub fn with_config(&self, config: DispatchConfig) -> Self {
+        Dispatcher {
+            config,
+            ..self.clone()
+        }
+    }
+
     /// The settings.
     pub fn config(&self) -> DispatchConfig {
         self.config

@@ -52,6 +52,12 @@ pub enum LoadErrorKind {
         /// The size its headers need.
         needed: u64,
     },
+    /// The file changed while it was being copied for loading: still being written.
+    #[error(
+        "the file changed while it was being read; it is still being written (install by \
+         rename to avoid this); it will be looked at again"
+    )]
+    ChangedWhileLoading,
     /// The dynamic loader refused the file (truncated, wrong architecture, missing
     /// dependencies).
     #[error(
@@ -120,6 +126,31 @@ pub enum LoadErrorKind {
         /// abi_stable's message.
         reason: String,
     },
+}
+
+impl LoadErrorKind {
+    /// Whether the failed load left a library mapped in the process (it got past dlopen),
+    /// which counts against the memory old generations keep.
+    pub fn left_mapped(&self) -> bool {
+        !matches!(
+            self,
+            LoadErrorKind::Io { .. }
+                | LoadErrorKind::NotASharedLibrary { .. }
+                | LoadErrorKind::Truncated { .. }
+                | LoadErrorKind::ChangedWhileLoading
+                | LoadErrorKind::Open { .. }
+        )
+    }
+
+    /// Whether the file looks like it is still being written.
+    pub fn looks_incomplete(&self) -> bool {
+        matches!(
+            self,
+            LoadErrorKind::Truncated { .. }
+                | LoadErrorKind::NotASharedLibrary { .. }
+                | LoadErrorKind::ChangedWhileLoading
+        )
+    }
 }
 
 /// A tool the registry refused.

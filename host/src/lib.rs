@@ -72,7 +72,7 @@ pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
 pub use plugin::LoadedPlugin;
 pub use policy::{CallPolicy, ReadOnlyPolicy, Refusal};
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
-pub use serve::{Host, HostStatus, ServeConfig, ServeError, serve};
+pub use serve::{Host, HostStatus, RunningHost, ServeConfig, ServeError, serve};
 pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
 pub use tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;

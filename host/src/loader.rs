@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
 use abi_stable::library::{LibraryError, lib_header_from_path};
+use sha2::Digest as _;
 use toolhost_plugin_api::API_VERSION;
 use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
 
@@ -150,12 +151,14 @@ impl PluginLoader {
         let copy = self
             .private_dir
             .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"));
-        fs::copy(file, &copy).map_err(|source| LoadErrorKind::Io {
-            action: "copy the file for loading",
-            source,
-        })?;
+        let copied = copy_and_hash(file, &copy);
         // Every check runs on the private copy: the operator's file may change meanwhile.
-        let loaded = self.load_copy(file, &copy);
+        let loaded = copied.and_then(|(sha256, size)| {
+            let mut plugin = self.load_copy(file, &copy)?;
+            plugin.sha256 = sha256;
+            plugin.size = size;
+            Ok(plugin)
+        });
         // The mapping stays after the unlink; the copy is never opened again.
         let _ = fs::remove_file(&copy);
         loaded
@@ -206,6 +209,8 @@ impl PluginLoader {
             version: root.version().as_str().to_owned(),
             api_version: root.api_version().as_str().to_owned(),
             file: file.to_path_buf(),
+            sha256: String::new(),
+            size: 0,
             tools,
             skipped_tools,
         })
@@ -216,6 +221,75 @@ impl Drop for PluginLoader {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.private_dir);
     }
+}
+
+/// Copies `file` to `copy` through one open handle, hashing what it copies, and checks
+/// that the file did not change while it was read (a writer still at work).
+fn copy_and_hash(file: &Path, copy: &Path) -> Result<(String, u64), LoadErrorKind> {
+    let io_err = |source| LoadErrorKind::Io {
+        action: "copy the file for loading",
+        source,
+    };
+    let mut src = fs::File::open(file).map_err(io_err)?;
+    let before = src.metadata().map_err(io_err)?;
+    let mut dest = fs::File::create(copy).map_err(io_err)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = src.read(&mut buf).map_err(io_err)?;
+        if n == 0 {
+            break;
+        }
+        sha2::Digest::update(&mut hasher, &buf[..n]);
+        io::Write::write_all(&mut dest, &buf[..n]).map_err(io_err)?;
+        size += n as u64;
+    }
+    let after = src.metadata().map_err(io_err)?;
+    if same_version(&before, &after) && size == after.len() {
+        Ok((hex(&sha2::Digest::finalize(hasher)), size))
+    } else {
+        Err(LoadErrorKind::ChangedWhileLoading)
+    }
+}
+
+/// Whether two looks at a file saw the same contents (size, mtime and ctime).
+fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.len() == b.len()
+            && a.mtime() == b.mtime()
+            && a.mtime_nsec() == b.mtime_nsec()
+            && a.ctime() == b.ctime()
+            && a.ctime_nsec() == b.ctime_nsec()
+    }
+    #[cfg(not(unix))]
+    {
+        a.len() == b.len() && a.modified().ok() == b.modified().ok()
+    }
+}
+
+/// The sha256 of everything `reader` yields, as lowercase hex.
+pub(crate) fn sha256_hex(mut reader: impl Read) -> io::Result<String> {
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hex(&sha2::Digest::finalize(hasher)));
+        }
+        sha2::Digest::update(&mut hasher, &buf[..n]);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 fn create_private_dir(dir: &Path) -> io::Result<()> {
@@ -229,7 +303,7 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// A visible file with the platform's library extension.
-fn is_plugin_candidate(path: &Path) -> bool {
+pub(crate) fn is_plugin_candidate(path: &Path) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };

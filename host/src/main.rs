@@ -145,13 +145,24 @@ fn main() -> ExitCode {
     match cli.command {
         Command::List { plugins, json } => list(&plugins.resolve(), json),
         Command::Call {
+            plugins,
+            control: Some(_),
+            ..
+        } if !plugins.dirs.is_empty() => {
+            eprintln!(
+                "error: --plugins and --control don't go together: with --control the running \
+                 host's plugins are used"
+            );
+            ExitCode::from(2)
+        }
+        Command::Call {
             tool,
             args,
-            plugins: _,
             timeout,
             control: Some(socket),
+            ..
         } => match parse_call_args(&args, timeout) {
-            Ok((arguments, _)) => remote::call(&socket, &tool, arguments),
+            Ok((arguments, timeout)) => remote::call(&socket, &tool, arguments, timeout),
             Err(code) => code,
         },
         Command::Call {

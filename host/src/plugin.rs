@@ -35,6 +35,10 @@ pub struct LoadedPlugin {
     pub api_version: String,
     /// The operator's path of the file.
     pub file: PathBuf,
+    /// sha256 of the bytes that were loaded (hex).
+    pub sha256: String,
+    /// Their size in bytes.
+    pub size: u64,
     /// The tools it exports, in the order it exports them.
     pub tools: Vec<Arc<dyn Tool>>,
     /// Tools left out because reading their metadata failed (a panic in `name`,

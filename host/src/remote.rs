@@ -29,26 +29,27 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+/// Registers SIGINT and SIGTERM handlers now (so a signal during start-up is not lost)
+/// and returns a future that resolves on either.
+#[cfg(unix)]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("shutdown requested");
+        tracing::info!("shutdown requested");
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::Error> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 pub(crate) fn serve(args: ServeArgs) -> ExitCode {
@@ -77,7 +78,16 @@ pub(crate) fn serve(args: ServeArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    match runtime.block_on(toolhost::serve(config, shutdown_signal())) {
+    let outcome = runtime.block_on(async {
+        let signals = shutdown_signal()
+            .map_err(|e| format!("could not install the SIGINT/SIGTERM handlers: {e}"))?;
+        toolhost::serve(config, signals)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    // A rescan still running on a blocking thread must not hold the exit up for long.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -86,8 +96,8 @@ pub(crate) fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
-/// Sends one request to the host on `socket`.
-fn request(socket: &Path, method: &str, params: Value) -> Result<Value, ExitCode> {
+/// Sends one request to the host on `socket` and waits at most `limit` for the answer.
+fn request(socket: &Path, method: &str, params: Value, limit: Duration) -> Result<Value, ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -98,7 +108,7 @@ fn request(socket: &Path, method: &str, params: Value) -> Result<Value, ExitCode
     runtime
         .block_on(async {
             let mut client = ControlClient::connect(socket).await?;
-            client.request(method, params).await
+            client.request_within(method, params, limit).await
         })
         .map_err(|e| {
             eprintln!("error: {e}");
@@ -106,12 +116,15 @@ fn request(socket: &Path, method: &str, params: Value) -> Result<Value, ExitCode
         })
 }
 
-pub(crate) fn call(socket: &Path, tool: &str, arguments: Value) -> ExitCode {
-    let result = match request(
-        socket,
-        "call",
-        json!({"tool": tool, "arguments": arguments}),
-    ) {
+/// How long `reload` and `status` wait for the host.
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+pub(crate) fn call(socket: &Path, tool: &str, arguments: Value, timeout: Duration) -> ExitCode {
+    let params =
+        json!({"tool": tool, "arguments": arguments, "timeout_secs": timeout.as_secs_f64()});
+    // The host's own cancel grace comes on top of the call's timeout.
+    let limit = timeout + Duration::from_secs(10);
+    let result = match request(socket, "call", params, limit) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -143,16 +156,22 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
-    let report = match request(socket, "reload", json!({})) {
+    let report = match request(socket, "reload", json!({}), ANSWER_WITHIN) {
         Ok(r) => r,
         Err(code) => return code,
+    };
+    // A reload that hit errors exits 1, so scripts notice a plugin that did not load.
+    let code = if strings(&report["errors"]).is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     };
     if as_json {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
-        return ExitCode::SUCCESS;
+        return code;
     }
     let mut said = false;
     for (key, label) in [
@@ -184,11 +203,11 @@ pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
     if !said {
         println!("no changes");
     }
-    ExitCode::SUCCESS
+    code
 }
 
 pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
-    let status = match request(socket, "status", json!({})) {
+    let status = match request(socket, "status", json!({}), ANSWER_WITHIN) {
         Ok(s) => s,
         Err(code) => return code,
     };

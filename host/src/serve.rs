@@ -38,7 +38,10 @@ pub struct ServeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The private directory for plugin copies could not be made.
-    #[error("could not create the private directory plugins are loaded from: {0}")]
+    #[error(
+        "could not create the private directory plugins are loaded from (under $TMPDIR): {0}; \
+         set TMPDIR to a writable directory"
+    )]
     Loader(std::io::Error),
     /// The control socket could not be set up.
     #[error(transparent)]
@@ -142,7 +145,25 @@ impl Host {
             name: tool.to_owned(),
             arguments,
         };
-        let result = self.dispatcher.call(&registry, &turn, call).await;
+        // A caller may ask for a shorter limit than the host's, never a longer one.
+        let requested = params
+            .get("timeout_secs")
+            .and_then(Value::as_f64)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+        let result = match requested {
+            Some(limit) if limit < self.dispatcher.config().timeout => {
+                let config = DispatchConfig {
+                    timeout: limit,
+                    interactive_timeout: limit.min(self.dispatcher.config().interactive_timeout),
+                    ..self.dispatcher.config()
+                };
+                self.dispatcher
+                    .with_config(config)
+                    .call(&registry, &turn, call)
+                    .await
+            }
+            _ => self.dispatcher.call(&registry, &turn, call).await,
+        };
         serde_json::to_value(result).map_err(|e| e.to_string())
     }
 }
@@ -161,46 +182,94 @@ impl ControlHandler for Host {
     }
 }
 
-/// Runs a host until `shutdown` resolves: loads the plugins, watches their directories
-/// (unless `config.watch` is `None`), answers the control socket. On shutdown the socket
-/// is removed, calls in flight get `shutdown_grace` to finish, then are cancelled.
+/// A started host: plugins loaded, directories watched, control socket bound. Frontends
+/// attach to [`RunningHost::host`] (its catalog's registry and events) before or while
+/// [`RunningHost::run`] serves.
+pub struct RunningHost {
+    host: Arc<Host>,
+    socket: ControlSocket,
+    _watcher: Option<PluginWatcher>,
+    shutdown_grace: Duration,
+    cancel_grace: Duration,
+}
+
+impl Host {
+    /// Binds the control socket, loads the plugins and starts watching (unless
+    /// `config.watch` is `None`).
+    pub async fn start(config: ServeConfig) -> Result<RunningHost, ServeError> {
+        let catalog =
+            Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
+        let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
+        let socket = ControlSocket::bind(&config.control_path).await?;
+        let first = Arc::clone(&catalog);
+        match tokio::task::spawn_blocking(move || first.rescan()).await {
+            Ok(report) => tracing::info!(
+                plugins = report.plugins_added.len(),
+                tools = catalog.registry().len(),
+                errors = report.errors.len(),
+                control = %socket.path().display(),
+                "toolhost is serving"
+            ),
+            Err(e) => tracing::error!(
+                "the first scan of the plugin directories failed: {e}; serving no tools \
+                 until `toolhost reload` or a file change"
+            ),
+        }
+        let watcher = match config.watch {
+            Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
+            None => None,
+        };
+        Ok(RunningHost {
+            host,
+            socket,
+            _watcher: watcher,
+            shutdown_grace: config.shutdown_grace,
+            cancel_grace: config.dispatch.cancel_grace,
+        })
+    }
+}
+
+impl RunningHost {
+    /// The host, for frontends in the same process.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// Serves the control socket until `shutdown` resolves; then stops accepting, removes
+    /// the socket file, gives calls in flight `shutdown_grace` to finish and cancels the
+    /// rest (bounded by the dispatcher's cancel grace).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let stop = CancellationToken::new();
+        let trigger = stop.clone();
+        let watch_shutdown = async move {
+            shutdown.await;
+            trigger.cancel();
+        };
+        let serving = self.socket.serve(Arc::clone(&self.host), stop);
+        let (mut connections, ()) = tokio::join!(serving, watch_shutdown);
+        drop(self.socket);
+        tracing::info!("shutting down: waiting for calls in flight");
+        let drain = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.shutdown_grace, drain)
+            .await
+            .is_err()
+        {
+            tracing::warn!("cancelling the calls still running");
+            self.host.calls.cancel();
+            let cancelled = async { while connections.join_next().await.is_some() {} };
+            let limit = self.cancel_grace + Duration::from_secs(1);
+            if tokio::time::timeout(limit, cancelled).await.is_err() {
+                connections.abort_all();
+            }
+        }
+    }
+}
+
+/// Runs a host until `shutdown` resolves: [`Host::start`], then [`RunningHost::run`].
 pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let catalog = Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
-    let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
-    let socket = ControlSocket::bind(&config.control_path).await?;
-    let first = Arc::clone(&catalog);
-    let report = tokio::task::spawn_blocking(move || first.rescan())
-        .await
-        .unwrap_or_default();
-    tracing::info!(
-        plugins = report.plugins_added.len(),
-        tools = catalog.registry().len(),
-        errors = report.errors.len(),
-        control = %socket.path().display(),
-        "toolhost is serving"
-    );
-    let _watcher = match config.watch {
-        Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
-        None => None,
-    };
-    let mut connections = socket.serve(Arc::clone(&host), shutdown).await;
-    drop(socket);
-    tracing::info!("shutting down: waiting for calls in flight");
-    let drain = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(config.shutdown_grace, drain)
-        .await
-        .is_err()
-    {
-        tracing::warn!("cancelling the calls still running");
-        host.calls.cancel();
-        let cancelled = async { while connections.join_next().await.is_some() {} };
-        let limit = config.dispatch.cancel_grace + Duration::from_secs(1);
-        if tokio::time::timeout(limit, cancelled).await.is_err() {
-            connections.abort_all();
-        }
-    }
+    Host::start(config).await?.run(shutdown).await;
     Ok(())
 }

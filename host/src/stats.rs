@@ -87,6 +87,10 @@ impl CallStats {
 
 impl CallObserver for CallStats {
     fn record(&self, result: &ToolResult) {
+        // Names that are not tools would grow the table without bound.
+        if result.error == Some(crate::CallErrorKind::ToolNotFound) {
+            return;
+        }
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
         let c = tools.entry(result.name.clone()).or_default();
         c.calls += 1;

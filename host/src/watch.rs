@@ -22,6 +22,8 @@ pub struct WatchConfig {
     pub debounce: Duration,
     /// How soon to look again at a file that looked half-written.
     pub recheck: Duration,
+    /// The longest a rescan waits for the directory to be quiet.
+    pub max_wait: Duration,
 }
 
 impl Default for WatchConfig {
@@ -29,6 +31,7 @@ impl Default for WatchConfig {
         WatchConfig {
             debounce: Duration::from_millis(50),
             recheck: Duration::from_millis(250),
+            max_wait: Duration::from_millis(500),
         }
     }
 }
@@ -47,12 +50,50 @@ impl Drop for PluginWatcher {
 
 /// Why watching could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("could not watch the plugin directory {}: {source}; check that it exists, or run with --no-watch and use `toolhost reload`", dir.display())]
-pub struct WatchError {
-    /// The directory.
-    pub dir: PathBuf,
-    /// notify's error.
-    pub source: notify::Error,
+#[non_exhaustive]
+pub enum WatchError {
+    /// The file-watching facility itself could not start.
+    #[error(
+        "could not start watching files: {0}; this is usually the inotify limit (raise \
+         fs.inotify.max_user_instances / max_user_watches with sysctl), or run with \
+         --no-watch and use `toolhost reload`"
+    )]
+    Start(notify::Error),
+    /// One directory could not be watched.
+    #[error(
+        "could not watch the plugin directory {}: {source}; create it (watching starts \
+         with the host, so a directory made later is not watched), or run with --no-watch \
+         and use `toolhost reload`",
+        dir.display()
+    )]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// notify's error.
+        source: notify::Error,
+    },
+}
+
+/// Whether an event can change what a rescan finds: a shared library's path, a rename,
+/// or notify's own "rescan" flag. Reads, and changes to other files (editors' swap files,
+/// hidden temporary copies), are not.
+fn is_relevant(event: &notify::Event) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    if matches!(
+        event.kind,
+        EventKind::Access(
+            AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read)
+        )
+    ) {
+        return false;
+    }
+    event.need_rescan()
+        || event.paths.is_empty()
+        || matches!(event.kind, EventKind::Modify(ModifyKind::Name(_)))
+        || event
+            .paths
+            .iter()
+            .any(|p| crate::loader::is_plugin_candidate(p))
 }
 
 impl PluginWatcher {
@@ -60,19 +101,9 @@ impl PluginWatcher {
     /// called inside a tokio runtime.
     pub fn start(catalog: Arc<PluginCatalog>, config: WatchConfig) -> Result<Self, WatchError> {
         let (tx, rx) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            match res {
-                // Reads and metadata-only changes cannot change what a rescan finds.
-                Ok(event)
-                    if !matches!(
-                        event.kind,
-                        EventKind::Access(notify::event::AccessKind::Open(_))
-                            | EventKind::Access(notify::event::AccessKind::Read)
-                            | EventKind::Access(notify::event::AccessKind::Close(
-                                notify::event::AccessMode::Read
-                            ))
-                    ) =>
-                {
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                Ok(event) if is_relevant(&event) => {
                     let _ = tx.send(());
                 }
                 Ok(_) => {}
@@ -80,16 +111,12 @@ impl PluginWatcher {
                     tracing::warn!("file watching reported an error: {e}; rescanning");
                     let _ = tx.send(());
                 }
-            }
-        })
-        .map_err(|source| WatchError {
-            dir: PathBuf::new(),
-            source,
-        })?;
+            })
+            .map_err(WatchError::Start)?;
         for dir in &catalog.config().dirs {
             watcher
                 .watch(dir, RecursiveMode::NonRecursive)
-                .map_err(|source| WatchError {
+                .map_err(|source| WatchError::Directory {
                     dir: dir.clone(),
                     source,
                 })?;
@@ -117,12 +144,15 @@ async fn rescan_loop(
         } else if events.recv().await.is_none() {
             return;
         }
-        // Debounce: wait until the directory has been quiet for a while.
+        // Debounce: wait until the directory has been quiet for a while, but not longer
+        // than `max_wait` in all, so a file that keeps changing cannot hold rescans off.
+        let give_up = tokio::time::Instant::now() + config.max_wait;
         loop {
-            match tokio::time::timeout(config.debounce, events.recv()).await {
-                Ok(Some(())) => continue,
+            let quiet = (tokio::time::Instant::now() + config.debounce).min(give_up);
+            match tokio::time::timeout_at(quiet, events.recv()).await {
+                Ok(Some(())) if tokio::time::Instant::now() < give_up => continue,
+                Ok(Some(())) | Err(_) => break,
                 Ok(None) => return,
-                Err(_) => break,
             }
         }
         let cat = Arc::clone(&catalog);

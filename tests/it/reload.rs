@@ -120,14 +120,14 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
     let live_catalog = Arc::clone(&live.catalog);
     let stop = Arc::new(AtomicBool::new(false));
     let saw_v2 = Arc::new(AtomicUsize::new(0));
-    let calls_made = Arc::new(AtomicUsize::new(0));
+    let saw_v1 = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..8 {
-        let (catalog, stop, saw_v2, calls_made) = (
+        let (catalog, stop, saw_v2, saw_v1) = (
             Arc::clone(&live_catalog),
             Arc::clone(&stop),
             Arc::clone(&saw_v2),
-            Arc::clone(&calls_made),
+            Arc::clone(&saw_v1),
         );
         tasks.push(tokio::spawn(async move {
             let d = dispatcher(DispatchConfig::default());
@@ -147,27 +147,46 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
                     counted_v2 = true;
                     saw_v2.fetch_add(1, Ordering::SeqCst);
                 }
-                calls_made.fetch_add(1, Ordering::SeqCst);
+                if seen.is_empty() {
+                    saw_v1.fetch_add(1, Ordering::SeqCst);
+                }
                 seen.push(r.output);
                 tokio::task::yield_now().await;
             }
             seen
         }));
     }
-    // Let every task get going on v1, then replace the file.
+    // Let every task make a call on v1, start a slow call on v1, then replace the file.
     let deadline = tokio::time::Instant::now() + BOUND;
-    while calls_made.load(Ordering::SeqCst) < 80 {
+    while saw_v1.load(Ordering::SeqCst) < 8 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the tasks never got going"
         );
         tokio::task::yield_now().await;
     }
+    let slow = tokio::spawn({
+        // The snapshot the call starts with is taken before the file is replaced.
+        let registry = live_catalog.registry();
+        async move {
+            dispatcher(DispatchConfig::default())
+                .call(
+                    &registry,
+                    &Turn::new(TurnInfo::default()),
+                    call("slow", "slow_version", json!({"ms": 3000})),
+                )
+                .await
+        }
+    });
     install_by_rename(&echo_build("v2"), &live.path("libecho.so"));
     let event = live.next_event().await;
     assert!(
         event.changed.contains(&"build_version".to_owned()),
         "{event:?}"
+    );
+    assert!(
+        !slow.is_finished(),
+        "the slow call still runs after the swap"
     );
     let deadline = tokio::time::Instant::now() + BOUND;
     while saw_v2.load(Ordering::SeqCst) < 8 {
@@ -190,10 +209,63 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
             "went back to v1: {seen:?}"
         );
     }
+    let slow = slow.await.expect("slow call");
+    assert_eq!(
+        slow.output, "v1",
+        "a call that started on v1 finishes on v1: {slow:?}"
+    );
     let status = live.catalog.status();
     assert_eq!(status.plugins[0].generation, 2);
+    assert_eq!(status.plugins[0].old_generations, 1);
     assert_eq!(status.reloads, 1);
     assert_eq!(status.plugins[0].version, "v2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editors_temporary_files_are_ignored() {
+    let mut live = Live::start(&[], true).await;
+    std::fs::write(live.path(".libecho.so.swp"), b"vim swap").expect("swap");
+    std::fs::write(live.path("libecho.so~"), b"backup").expect("backup");
+    std::fs::write(live.path("4913"), b"").expect("vim probe");
+    std::fs::write(live.path("notes.txt"), b"not a plugin").expect("text");
+    install_by_rename(&echo_build("v1"), &live.path("libecho.so"));
+    let event = live.next_event().await;
+    assert_eq!(event.added, ["build_version", "echo", "slow_version"]);
+    let status = live.catalog.status();
+    assert!(
+        status.load_errors.is_empty() && status.pending.is_empty(),
+        "{status:?}"
+    );
+    assert_eq!(status.plugins.len(), 1);
+}
+
+#[tokio::test]
+async fn past_max_generations_status_recommends_a_restart() {
+    let dir = PluginDir::with(&[]);
+    install_by_rename(&echo_build("v1"), &dir.path().join("libecho.so"));
+    let catalog = Arc::new(
+        PluginCatalog::new(CatalogConfig {
+            dirs: vec![dir.path()],
+            max_generations: 1,
+            ..CatalogConfig::default()
+        })
+        .expect("catalog"),
+    );
+    let rescan = |c: &Arc<PluginCatalog>| {
+        let c = Arc::clone(c);
+        tokio::task::spawn_blocking(move || c.rescan())
+    };
+    rescan(&catalog).await.expect("scan");
+    for version in ["v2", "v1"] {
+        assert!(catalog.status().warning.is_none());
+        install_by_rename(&echo_build(version), &dir.path().join("libecho.so"));
+        rescan(&catalog).await.expect("scan");
+    }
+    let status = catalog.status();
+    assert_eq!(status.reloads, 2);
+    assert_eq!(status.generations_mapped, 3);
+    let warning = status.warning.expect("a warning past max_generations");
+    assert!(warning.contains("restart toolhost"), "{warning}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,7 +273,7 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     let mut live = Live::start(&[], true).await;
     install_by_rename(&echo_build("v1"), &live.path("libecho.so"));
     let added = live.next_event().await;
-    assert_eq!(added.added, ["build_version", "echo"]);
+    assert_eq!(added.added, ["build_version", "echo", "slow_version"]);
     assert_eq!(live.call("build_version").await.output, "v1");
 
     // `cp` over the installed file (close-write on the same inode).
@@ -222,15 +294,23 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     // One event, or a removal then the re-addition, depending on the debounce.
     let mut seen = live.next_event().await;
     if seen.changed.is_empty() {
-        assert_eq!(seen.removed, ["build_version", "echo"], "{seen:?}");
+        assert_eq!(
+            seen.removed,
+            ["build_version", "echo", "slow_version"],
+            "{seen:?}"
+        );
         seen = live.next_event().await;
-        assert_eq!(seen.added, ["build_version", "echo"], "{seen:?}");
+        assert_eq!(
+            seen.added,
+            ["build_version", "echo", "slow_version"],
+            "{seen:?}"
+        );
     }
     assert_eq!(live.call("build_version").await.output, "v1");
 
     std::fs::remove_file(live.path("libecho.so")).expect("delete");
     let removed = live.next_event().await;
-    assert_eq!(removed.removed, ["build_version", "echo"]);
+    assert_eq!(removed.removed, ["build_version", "echo", "slow_version"]);
     let gone = live.call("build_version").await;
     assert_eq!(gone.error, Some(CallErrorKind::ToolNotFound));
 }
@@ -326,6 +406,7 @@ async fn an_unchanged_broken_file_is_not_loaded_again_on_every_rescan() {
         );
     }
     let status = live.catalog.status();
-    assert_eq!(status.generations_mapped, mapped);
+    assert_eq!(mapped, 1, "the library was mapped once, by the first scan");
+    assert_eq!(status.generations_mapped, mapped, "and never again");
     assert_eq!(status.load_errors.len(), 1);
 }

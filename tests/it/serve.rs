@@ -113,6 +113,56 @@ async fn the_control_socket_is_private_survives_bad_requests_and_serves_two_clie
     assert!(!socket.exists(), "the socket file is removed on shutdown");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cancels_a_call_in_flight_and_does_not_wait_for_idle_clients() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let sockets = tempfile::tempdir().expect("temp dir");
+    let socket = sockets.path().join("control.sock");
+    let started = sockets.path().join("started");
+    let seen = sockets.path().join("seen");
+    let mut cfg = config(&plugins.path(), &socket);
+    cfg.shutdown_grace = Duration::from_millis(200);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let host = tokio::spawn(toolhost::serve(cfg, async {
+        let _ = stopped.await;
+    }));
+    wait_for_socket(&socket).await;
+    let _idle = ControlClient::connect(&socket).await.expect("idle client");
+    let mut busy = ControlClient::connect(&socket).await.expect("busy client");
+    let params = json!({"tool": "wait_cancel", "arguments": {"marker": seen, "started": started}});
+    let long_call = tokio::spawn(async move { busy.request("call", params).await });
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !started.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked = std::time::Instant::now();
+    let _ = stop.send(());
+    tokio::time::timeout(BOUND, host)
+        .await
+        .expect("stops")
+        .expect("no panic")
+        .expect("ok");
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "shutdown is bounded: {:?}",
+        asked.elapsed()
+    );
+    let result = long_call
+        .await
+        .expect("task")
+        .expect("the call was answered");
+    assert_eq!(result["error"], "cancelled", "{result}");
+    assert_eq!(
+        std::fs::read_to_string(&seen).expect("seen"),
+        "cancelled is_cancelled=true"
+    );
+    assert!(!socket.exists());
+}
+
 #[test]
 fn status_without_a_host_fails_clearly_and_names_the_socket() {
     let missing = tempfile::tempdir()
