@@ -25,6 +25,7 @@ use tokio::sync::broadcast;
 use crate::error::LoadErrorKind;
 use crate::loader::PluginLoader;
 use crate::plugin::LoadedPlugin;
+use crate::policy::{RiskOverride, apply_risk_overrides};
 use crate::registry::ToolRegistry;
 
 /// How a catalog finds and keeps plugins.
@@ -37,6 +38,8 @@ pub struct CatalogConfig {
     /// A file that looks half-written and was modified less than this long ago is left
     /// pending instead of reported as broken.
     pub settle: Duration,
+    /// Operator overrides of declared risks, applied to every registry built.
+    pub risk_overrides: BTreeMap<String, RiskOverride>,
 }
 
 impl Default for CatalogConfig {
@@ -45,6 +48,7 @@ impl Default for CatalogConfig {
             dirs: Vec::new(),
             max_generations: 64,
             settle: Duration::from_secs(2),
+            risk_overrides: BTreeMap::new(),
         }
     }
 }
@@ -297,6 +301,11 @@ impl PluginCatalog {
         }
         let fresh = Arc::new(snapshot(&state, &self.config));
         *self.status.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        // Published after status is fresh, so a subscriber that looks sees the change.
+        if !report.tools.is_empty() {
+            // No subscriber is fine.
+            let _ = self.events.send(report.tools.clone());
+        }
         report
     }
 
@@ -414,7 +423,13 @@ impl PluginCatalog {
     fn swap_registry(&self, state: &mut State) -> RegistryEvent {
         let plugins: Vec<LoadedPlugin> = state.entries.values().map(|e| e.plugin.clone()).collect();
         let (new, errors) = ToolRegistry::from_plugins(&plugins);
+        let overridden = apply_risk_overrides(&new, &self.config.risk_overrides);
+        let new = overridden.registry;
         state.registry_errors = errors.iter().map(ToString::to_string).collect();
+        state.registry_errors.extend(overridden.refused);
+        for line in &overridden.lowered {
+            tracing::info!("{line}");
+        }
         for e in &state.registry_errors {
             tracing::warn!("{e}");
         }
@@ -434,8 +449,6 @@ impl PluginCatalog {
                 changed = ?event.changed,
                 "tools changed"
             );
-            // No subscriber is fine.
-            let _ = self.events.send(event.clone());
         }
         event
     }

@@ -64,6 +64,8 @@ pub enum CallErrorKind {
     Denied,
     /// The call needed approval that was not given.
     NotApproved,
+    /// The tool's requirements (environment, programs) are not met.
+    Unavailable,
     /// The arguments violated the schema, or the tool said they made no sense.
     InvalidArgs,
     /// The tool ran and failed.
@@ -311,10 +313,11 @@ impl CallJob {
                 );
             }
         }
-        match CatchUnwind::new(policy.check(entry.spec(), &arguments, &turn.info)).await {
+        match CatchUnwind::new(policy.check(entry.tool().as_ref(), &arguments, &turn.info)).await {
             Ok(Ok(())) => {}
             Ok(Err(Refusal::Denied(m))) => return done(m, Some(CallErrorKind::Denied)),
             Ok(Err(Refusal::NotApproved(m))) => return done(m, Some(CallErrorKind::NotApproved)),
+            Ok(Err(Refusal::Unavailable(m))) => return done(m, Some(CallErrorKind::Unavailable)),
             Err(panic) => {
                 return done(
                     format!("the policy check of tool '{name}' failed in the host: {panic}"),

@@ -44,7 +44,9 @@
 //! # Ok(()) }
 //! ```
 
+mod availability;
 mod catalog;
+mod config;
 mod context;
 mod control;
 mod dispatcher;
@@ -58,9 +60,14 @@ mod stats;
 mod tool;
 mod watch;
 
+pub use availability::Availability;
 pub use catalog::{
     CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,
     ReloadReport,
+};
+pub use config::{
+    ApprovalConfig, AvailabilityConfig, CallsConfig, ConfigError, HostConfig, LoadedConfig,
+    Profile, ProfileView, ReloadConfig, ToolSettings, default_config_path,
 };
 pub use context::{ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
 pub use control::{
@@ -70,10 +77,15 @@ pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolRe
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
 pub use plugin::LoadedPlugin;
-pub use policy::{CallPolicy, ReadOnlyPolicy, Refusal};
+pub use policy::{
+    ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
+    NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
+};
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
-pub use serve::{Host, HostStatus, RunningHost, ServeConfig, ServeError, serve};
+pub use serve::{
+    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
+};
 pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
-pub use tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
+pub use tool::{Requirements, Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;
 pub use watch::{PluginWatcher, WatchConfig, WatchError};

@@ -154,7 +154,7 @@ impl PluginLoader {
         let copied = copy_and_hash(file, &copy);
         // Every check runs on the private copy: the operator's file may change meanwhile.
         let loaded = copied.and_then(|(sha256, size)| {
-            let mut plugin = self.load_copy(file, &copy)?;
+            let mut plugin = self.load_copy(file, &copy, &sha256)?;
             plugin.sha256 = sha256;
             plugin.size = size;
             Ok(plugin)
@@ -164,7 +164,12 @@ impl PluginLoader {
         loaded
     }
 
-    fn load_copy(&self, file: &Path, copy: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+    fn load_copy(
+        &self,
+        file: &Path,
+        copy: &Path,
+        sha256: &str,
+    ) -> Result<LoadedPlugin, LoadErrorKind> {
         check_elf_header(copy)?;
         let header = lib_header_from_path(copy).map_err(|e| {
             // The loader's messages name the private copy; name the operator's file.
@@ -188,6 +193,7 @@ impl PluginLoader {
         let origin = ToolOrigin::Plugin {
             plugin: Arc::from(name.as_str()),
             file: Arc::new(file.to_path_buf()),
+            sha256: Arc::from(sha256),
         };
         let ffi_tools = root.tools()()
             .into_result()

@@ -3,6 +3,7 @@
 //! `call --control`). Everything goes through the library's loader, registry and
 //! dispatcher.
 
+mod approve;
 mod remote;
 
 use std::path::{Path, PathBuf};
@@ -13,14 +14,18 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 use toolhost::{
-    DispatchConfig, Dispatcher, LoadReport, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry,
-    Turn, TurnInfo,
+    ApprovalPolicy, Availability, DispatchConfig, Dispatcher, LoadReport, LoadedConfig,
+    PluginLoader, Profile, ToolCall, ToolRegistry, Turn, TurnInfo,
 };
 
 /// Loads tools for LLM agents from compiled plugins and runs them.
 #[derive(Parser)]
 #[command(name = "toolhost", version, about, long_about = None)]
 struct Cli {
+    /// The config file (default: $XDG_CONFIG_HOME/toolhost/config.toml; a missing default
+    /// file means the defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -34,6 +39,9 @@ enum Command {
         /// Print a JSON array (with each tool's schema and plugin file) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Show exactly what this profile's agent sees, and the size of its tool specs.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Run one tool call and print its output (exit 0 on success, 1 on an error result).
     Call {
@@ -45,12 +53,20 @@ enum Command {
         #[command(flatten)]
         plugins: PluginDirs,
         /// Seconds the call may run before it is cancelled (interactive tools too).
-        #[arg(long, default_value_t = 60.0)]
-        timeout: f64,
+        /// Default: the config's `calls.timeout_secs`, else 60.
+        #[arg(long)]
+        timeout: Option<f64>,
         /// Run the call in the host listening on this control socket instead of loading
         /// the plugins here.
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
+        /// Call as this profile's agent: only its tools.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// Approve write, destructive and network tools without asking. Without it, a
+        /// terminal is asked; with no terminal such calls are refused.
+        #[arg(long)]
+        yes: bool,
     },
     /// Run a long-lived host: load the plugins, reload them when their files change,
     /// answer `reload`, `status` and `call` on the control socket.
@@ -65,12 +81,12 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
         /// Past this many reloads, status and the log recommend a restart (each reload
-        /// keeps the old library mapped).
-        #[arg(long, default_value_t = 64)]
-        max_generations: u64,
-        /// Seconds one call may run before it is cancelled.
-        #[arg(long, default_value_t = 60.0)]
-        timeout: f64,
+        /// keeps the old library mapped). Default: the config's, else 64.
+        #[arg(long)]
+        max_generations: Option<u64>,
+        /// Seconds one call may run before it is cancelled. Default: the config's, else 60.
+        #[arg(long)]
+        timeout: Option<f64>,
     },
     /// Make the running host rescan its plugin directories now; print what changed.
     Reload {
@@ -106,12 +122,17 @@ struct PluginDirs {
 }
 
 impl PluginDirs {
-    fn resolve(&self) -> Vec<PathBuf> {
+    /// `--plugins`, else $TOOLHOST_PLUGINS, else the config's `plugin_dirs`, else the
+    /// default directory.
+    fn resolve(&self, config: &LoadedConfig) -> Vec<PathBuf> {
         if !self.dirs.is_empty() {
             return self.dirs.clone();
         }
         if let Some(v) = std::env::var_os("TOOLHOST_PLUGINS").filter(|v| !v.is_empty()) {
             return std::env::split_paths(&v).collect();
+        }
+        if !config.config.plugin_dirs.is_empty() {
+            return config.config.plugin_dirs.clone();
         }
         vec![default_plugin_dir()]
     }
@@ -142,8 +163,24 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
+    let config = match LoadedConfig::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let socket = |explicit: Option<PathBuf>| {
+        explicit
+            .or_else(|| config.config.control_socket.clone())
+            .unwrap_or_else(toolhost::default_control_path)
+    };
     match cli.command {
-        Command::List { plugins, json } => list(&plugins.resolve(), json),
+        Command::List {
+            plugins,
+            json,
+            profile,
+        } => list(&config, &plugins.resolve(&config), json, profile.as_deref()),
         Command::Call {
             plugins,
             control: Some(_),
@@ -161,7 +198,10 @@ fn main() -> ExitCode {
             timeout,
             control: Some(socket),
             ..
-        } => match parse_call_args(&args, timeout) {
+        } => match parse_call_args(
+            &args,
+            timeout.unwrap_or(config.dispatch().timeout.as_secs_f64()),
+        ) {
             Ok((arguments, timeout)) => remote::call(&socket, &tool, arguments, timeout),
             Err(code) => code,
         },
@@ -171,7 +211,19 @@ fn main() -> ExitCode {
             plugins,
             timeout,
             control: None,
-        } => call(&tool, &args, &plugins.resolve(), timeout),
+            profile,
+            yes,
+        } => call(
+            &config,
+            &CallArgs {
+                tool: &tool,
+                args: &args,
+                dirs: plugins.resolve(&config),
+                timeout,
+                profile: profile.as_deref(),
+                yes,
+            },
+        ),
         Command::Check { file } => check(&file),
         Command::Serve {
             plugins,
@@ -179,21 +231,18 @@ fn main() -> ExitCode {
             control,
             max_generations,
             timeout,
-        } => remote::serve(remote::ServeArgs {
-            dirs: plugins.resolve(),
-            watch: !no_watch,
-            control: control.unwrap_or_else(toolhost::default_control_path),
-            max_generations,
-            timeout,
-        }),
-        Command::Reload { control, json } => remote::reload(
-            &control.unwrap_or_else(toolhost::default_control_path),
-            json,
+        } => remote::serve(
+            &config,
+            remote::ServeArgs {
+                dirs: plugins.resolve(&config),
+                watch: !no_watch && config.config.reload.watch,
+                control: socket(control),
+                max_generations: max_generations.unwrap_or(config.config.reload.max_generations),
+                timeout,
+            },
         ),
-        Command::Status { control, json } => remote::status(
-            &control.unwrap_or_else(toolhost::default_control_path),
-            json,
-        ),
+        Command::Reload { control, json } => remote::reload(&socket(control), json),
+        Command::Status { control, json } => remote::status(&socket(control), json),
     }
 }
 
@@ -220,16 +269,51 @@ fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
     (report, registry)
 }
 
-fn list(dirs: &[PathBuf], as_json: bool) -> ExitCode {
+/// Loads the plugins, applies the config's risk overrides and, with a profile, narrows
+/// the registry to what that profile's agent sees. Configuration problems stop here.
+fn setup(
+    config: &LoadedConfig,
+    loader: &PluginLoader,
+    dirs: &[PathBuf],
+    profile: Option<&str>,
+) -> Result<(LoadReport, ToolRegistry), ExitCode> {
+    let (report, registry) = load(loader, dirs);
+    let outcome = toolhost::apply_risk_overrides(&registry, &config.risk_overrides());
+    if !outcome.refused.is_empty() {
+        for e in &outcome.refused {
+            eprintln!("error: {e}");
+        }
+        return Err(ExitCode::FAILURE);
+    }
+    for line in &outcome.lowered {
+        tracing::warn!("{line}");
+    }
+    let registry = match profile {
+        None => outcome.registry,
+        Some(name) => Profile::load(config, name)
+            .and_then(|p| p.check(&outcome.registry))
+            .map_err(|e| {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            })?,
+    };
+    Ok((report, registry))
+}
+
+fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<&str>) -> ExitCode {
     let loader = match new_loader() {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let (report, registry) = load(&loader, dirs);
+    let (report, registry) = match setup(config, &loader, dirs, profile) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
     if report.plugins.is_empty() {
         let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
         eprintln!("note: no plugins loaded from {}", shown.join(", "));
     }
+    let availability = Availability::new(Duration::from_secs(0));
     if as_json {
         let tools = registry.listing();
         match serde_json::to_string_pretty(&tools) {
@@ -258,6 +342,34 @@ fn list(dirs: &[PathBuf], as_json: bool) -> ExitCode {
         &["NAME", "RISK", "INTERACTIVE", "PLUGIN", "DESCRIPTION"],
         &rows,
     );
+    for t in registry.iter() {
+        if let Err(reason) = availability.check(t.spec()) {
+            println!("unavailable: {reason}");
+        }
+    }
+    if let Some(name) = profile {
+        // What the model is sent: name, description and parameters of each tool it sees.
+        let seen: Vec<&toolhost::ToolSpec> = registry
+            .specs()
+            .into_iter()
+            .filter(|s| availability.check(s).is_ok())
+            .collect();
+        let chars: usize = seen
+            .iter()
+            .map(|s| {
+                serde_json::json!({"name": s.name, "description": s.description, "parameters": s.schema})
+                    .to_string()
+                    .chars()
+                    .count()
+            })
+            .sum();
+        println!();
+        println!(
+            "profile '{name}': its agent sees {} tools; their specs take {chars} characters (about {} tokens)",
+            seen.len(),
+            chars.div_ceil(4)
+        );
+    }
     ExitCode::SUCCESS
 }
 
@@ -322,8 +434,20 @@ fn parse_call_args(args: &str, timeout: f64) -> Result<(Value, Duration), ExitCo
     }
 }
 
-fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
-    let (arguments, timeout) = match parse_call_args(args, timeout) {
+/// What `toolhost call` (in this process) was asked for.
+struct CallArgs<'a> {
+    tool: &'a str,
+    args: &'a str,
+    dirs: Vec<PathBuf>,
+    timeout: Option<f64>,
+    profile: Option<&'a str>,
+    yes: bool,
+}
+
+fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
+    let limits = config.dispatch();
+    let timeout = a.timeout.unwrap_or(limits.timeout.as_secs_f64());
+    let (arguments, timeout) = match parse_call_args(a.args, timeout) {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
@@ -331,7 +455,11 @@ fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let (_report, registry) = load(&loader, dirs);
+    let (_report, registry) = match setup(config, &loader, &a.dirs, a.profile) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let (tool, yes) = (a.tool, a.yes);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -342,16 +470,38 @@ fn call(tool: &str, args: &str, dirs: &[PathBuf], timeout: f64) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let approver: Arc<dyn toolhost::Approver> = if yes {
+        Arc::new(toolhost::AutoApprove)
+    } else if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        Arc::new(approve::TerminalApprover)
+    } else {
+        Arc::new(toolhost::NobodyToAsk {
+            hint: "pass --yes to approve it without a terminal".to_owned(),
+        })
+    };
+    let availability = Arc::new(Availability::new(Duration::from_secs_f64(
+        config.config.availability.cache_secs,
+    )));
+    let policy = ApprovalPolicy::new(
+        approver,
+        availability,
+        config.config.approval.remember_for_session,
+    );
+    let explicit = a.timeout.is_some();
     let dispatcher = Dispatcher::new(
         DispatchConfig {
             timeout,
-            interactive_timeout: timeout,
-            ..DispatchConfig::default()
+            interactive_timeout: if explicit {
+                timeout
+            } else {
+                limits.interactive_timeout
+            },
+            ..limits
         },
-        Arc::new(ReadOnlyPolicy),
+        Arc::new(policy),
     );
     let turn = Turn::new(TurnInfo {
-        profile_id: "cli".to_owned(),
+        profile_id: a.profile.unwrap_or("cli").to_owned(),
         session_id: format!("cli-{}", std::process::id()),
         model: "none".to_owned(),
     });

@@ -22,7 +22,7 @@ use toolhost_plugin_api::ffi::{
 use toolhost_plugin_api::{__private::UNAVAILABLE_PREFIX, ToolError};
 
 use crate::context::ToolContext;
-use crate::tool::{Tool, ToolOrigin, ToolSpec};
+use crate::tool::{Requirements, Tool, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -115,12 +115,24 @@ impl PluginTool {
         let interactive = unsafe { (vt.interactive())(this) }
             .into_result()
             .map_err(|m| in_tool(panicked("interactive flag", m)))?;
+        // Optional: plugins built before requirements existed have none.
+        let requirements = match vt.requirements() {
+            None => Requirements::default(),
+            Some(get) => {
+                let text = unsafe { get(this) }
+                    .into_result()
+                    .map_err(|m| in_tool(panicked("requirements", m)))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
+            }
+        };
         Ok(ToolSpec {
             name,
             description,
             schema,
             risk,
             interactive,
+            requirements,
         })
     }
 }

@@ -1,18 +1,25 @@
 //! The call policy: the check every call passes before the plugin's code is entered.
-//! This host version allows read tools and refuses the rest; the approval issue replaces
-//! [`ReadOnlyPolicy`] with per-tool overrides and a person who approves.
+//! `read` runs; `write`, `destructive` and `network` ask a person through an [`Approver`]
+//! (an answer can be remembered for the session, tied to the plugin file and the schema);
+//! `deny` never runs; an unavailable tool is refused with the reason. Operators override
+//! declared risks per tool ([`RiskOverride`]).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::context::TurnInfo;
-use crate::tool::{Risk, ToolSpec};
+use crate::availability::Availability;
+use crate::context::{ToolContext, TurnInfo};
+use crate::registry::ToolRegistry;
+use crate::tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 
 /// Decides whether a call may run. A refusal is a message for the model.
 #[async_trait]
 pub trait CallPolicy: Send + Sync {
-    /// `Ok` to run the call; `Err(message)` to refuse it without entering the tool.
-    async fn check(&self, spec: &ToolSpec, args: &Value, turn: &TurnInfo) -> Result<(), Refusal>;
+    /// `Ok` to run the call; `Err` to refuse it without entering the tool.
+    async fn check(&self, tool: &dyn Tool, args: &Value, turn: &TurnInfo) -> Result<(), Refusal>;
 }
 
 /// Why a call was refused.
@@ -22,6 +29,8 @@ pub enum Refusal {
     Denied(String),
     /// The call needs a person's approval, and none was given.
     NotApproved(String),
+    /// The tool's requirements are not met.
+    Unavailable(String),
 }
 
 /// Runs read tools; refuses deny tools and every tool that would need a person's approval.
@@ -30,18 +39,263 @@ pub struct ReadOnlyPolicy;
 
 #[async_trait]
 impl CallPolicy for ReadOnlyPolicy {
-    async fn check(&self, spec: &ToolSpec, _args: &Value, _turn: &TurnInfo) -> Result<(), Refusal> {
+    async fn check(&self, tool: &dyn Tool, _args: &Value, _turn: &TurnInfo) -> Result<(), Refusal> {
+        let spec = tool.spec();
         match spec.risk {
             Risk::Read => Ok(()),
-            Risk::Deny => Err(Refusal::Denied(format!(
-                "tool '{}' is denied by policy and never runs",
-                spec.name
-            ))),
+            Risk::Deny => Err(denied(spec)),
             other => Err(Refusal::NotApproved(format!(
                 "tool '{}' has risk '{other}' and needs a person's approval before it runs, \
-                 which this host cannot ask for yet; only read tools run",
+                 which this host cannot ask for; only read tools run",
                 spec.name
             ))),
         }
+    }
+}
+
+fn denied(spec: &ToolSpec) -> Refusal {
+    Refusal::Denied(format!(
+        "tool '{}' is denied by policy and never runs",
+        spec.name
+    ))
+}
+
+/// What a person is asked to approve.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    /// The tool.
+    pub tool: String,
+    /// Its risk (after operator overrides).
+    pub risk: Risk,
+    /// Where it comes from.
+    pub origin: ToolOrigin,
+    /// The call's arguments.
+    pub arguments: Value,
+    /// The turn asking.
+    pub turn: TurnInfo,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    Approve,
+    /// Run this call and, for the rest of the session, every call of this tool (until
+    /// its plugin file or schema changes).
+    ApproveForSession,
+    /// Don't run it; the reason goes to the model.
+    Decline(String),
+}
+
+/// Asks a person to approve a call (a terminal prompt, an MCP elicitation, ...).
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// The person's answer.
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// Approves everything (`toolhost call --yes`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AutoApprove;
+
+#[async_trait]
+impl Approver for AutoApprove {
+    async fn ask(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Approve
+    }
+}
+
+/// Nobody to ask: every call that needs approval is declined with `hint`.
+#[derive(Debug, Clone, Default)]
+pub struct NobodyToAsk {
+    /// How the operator can allow such calls (e.g. "pass --yes").
+    pub hint: String,
+}
+
+#[async_trait]
+impl Approver for NobodyToAsk {
+    async fn ask(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Decline(format!("no person could be asked; {}", self.hint))
+    }
+}
+
+/// The approval policy of the seeds: read runs, write/destructive/network ask, deny
+/// never runs, unavailable tools are refused.
+pub struct ApprovalPolicy {
+    approver: Arc<dyn Approver>,
+    availability: Arc<Availability>,
+    remember: bool,
+    remembered: Mutex<HashSet<String>>,
+}
+
+impl ApprovalPolicy {
+    /// A policy asking `approver`; `remember` allows "approve for this session".
+    pub fn new(
+        approver: Arc<dyn Approver>,
+        availability: Arc<Availability>,
+        remember: bool,
+    ) -> Self {
+        ApprovalPolicy {
+            approver,
+            availability,
+            remember,
+            remembered: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The session's approvals are tied to the tool, the plugin file's hash and the
+    /// schema: an updated plugin asks again.
+    fn key(tool: &dyn Tool, turn: &TurnInfo) -> String {
+        let spec = tool.spec();
+        format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+            turn.profile_id,
+            turn.session_id,
+            spec.name,
+            tool.origin().sha256(),
+            spec.schema
+        )
+    }
+}
+
+#[async_trait]
+impl CallPolicy for ApprovalPolicy {
+    async fn check(&self, tool: &dyn Tool, args: &Value, turn: &TurnInfo) -> Result<(), Refusal> {
+        let spec = tool.spec();
+        if spec.risk == Risk::Deny {
+            return Err(denied(spec));
+        }
+        self.availability
+            .check(spec)
+            .map_err(Refusal::Unavailable)?;
+        if spec.risk == Risk::Read {
+            return Ok(());
+        }
+        let key = Self::key(tool, turn);
+        if self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        let request = ApprovalRequest {
+            tool: spec.name.clone(),
+            risk: spec.risk,
+            origin: tool.origin().clone(),
+            arguments: args.clone(),
+            turn: turn.clone(),
+        };
+        match self.approver.ask(&request).await {
+            ApprovalAnswer::Approve => Ok(()),
+            ApprovalAnswer::ApproveForSession => {
+                if self.remember {
+                    self.remembered
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(key);
+                }
+                Ok(())
+            }
+            ApprovalAnswer::Decline(reason) => Err(Refusal::NotApproved(format!(
+                "tool '{}' (risk {}) was not approved by the user: {reason}",
+                spec.name, spec.risk
+            ))),
+        }
+    }
+}
+
+/// An operator's override of a tool's declared risk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RiskOverride {
+    /// The risk to use instead.
+    pub risk: Risk,
+    /// Lowering a tool below its declared risk must be said explicitly.
+    pub allow_lower: bool,
+}
+
+/// How restrictive a level is, for telling raising from lowering.
+fn severity(risk: Risk) -> u8 {
+    match risk {
+        Risk::Read => 0,
+        Risk::Write | Risk::Network => 1,
+        Risk::Destructive => 2,
+        _ => 3,
+    }
+}
+
+/// What applying overrides did: the registry, lines for the log, and problems.
+pub struct OverrideOutcome {
+    /// The registry with overridden risks.
+    pub registry: ToolRegistry,
+    /// One line per lowered tool, for the start-up log.
+    pub lowered: Vec<String>,
+    /// Overrides that were not applied: a lowering without `allow_lower`.
+    pub refused: Vec<String>,
+}
+
+/// Applies `overrides` to `registry`: raising always, lowering only with `allow_lower`.
+/// Overrides for tools the registry does not have are ignored (the plugin may come later).
+pub fn apply_risk_overrides(
+    registry: &ToolRegistry,
+    overrides: &BTreeMap<String, RiskOverride>,
+) -> OverrideOutcome {
+    let mut outcome = OverrideOutcome {
+        registry: ToolRegistry::new(),
+        lowered: Vec::new(),
+        refused: Vec::new(),
+    };
+    for entry in registry.iter() {
+        let tool = Arc::clone(entry.tool());
+        let declared = tool.spec().risk;
+        let effective = match overrides.get(&tool.spec().name) {
+            Some(o) if o.risk == declared => tool,
+            Some(o) if severity(o.risk) < severity(declared) && !o.allow_lower => {
+                outcome.refused.push(format!(
+                    "the config lowers tool '{}' from {declared} to {}: add `allow_lower = true` \
+                     to [tools.{}] if that is meant; the tool keeps risk {declared}",
+                    tool.spec().name,
+                    o.risk,
+                    tool.spec().name
+                ));
+                tool
+            }
+            Some(o) => {
+                if severity(o.risk) < severity(declared) {
+                    outcome.lowered.push(format!(
+                        "tool '{}' is lowered by the config from {declared} to {} (allow_lower)",
+                        tool.spec().name,
+                        o.risk
+                    ));
+                }
+                let mut spec = tool.spec().clone();
+                spec.risk = o.risk;
+                Arc::new(Overridden { inner: tool, spec })
+            }
+            None => tool,
+        };
+        // Same names as the source registry: registering cannot collide.
+        let _ = outcome.registry.register(effective);
+    }
+    outcome
+}
+
+/// A tool with an operator-overridden spec.
+struct Overridden {
+    inner: Arc<dyn Tool>,
+    spec: ToolSpec,
+}
+
+#[async_trait]
+impl Tool for Overridden {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn origin(&self) -> &ToolOrigin {
+        self.inner.origin()
+    }
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        self.inner.call(ctx, args).await
     }
 }

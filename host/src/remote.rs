@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost::{CatalogConfig, ControlClient, DispatchConfig, ServeConfig, WatchConfig};
+use toolhost::{
+    CatalogConfig, ControlClient, DispatchConfig, LoadedConfig, ServeConfig, WatchConfig,
+};
 
 use crate::{print_table, summary};
 
@@ -16,7 +18,7 @@ pub(crate) struct ServeArgs {
     pub(crate) watch: bool,
     pub(crate) control: PathBuf,
     pub(crate) max_generations: u64,
-    pub(crate) timeout: f64,
+    pub(crate) timeout: Option<f64>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -52,27 +54,37 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
     })
 }
 
-pub(crate) fn serve(args: ServeArgs) -> ExitCode {
-    let timeout = match Duration::try_from_secs_f64(args.timeout) {
-        Ok(t) if !t.is_zero() => t,
-        _ => {
+pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
+    let limits = host_config.dispatch();
+    let timeout = match args.timeout.map(Duration::try_from_secs_f64) {
+        None => limits.timeout,
+        Some(Ok(t)) if !t.is_zero() => t,
+        Some(_) => {
             eprintln!("error: --timeout must be a positive number of seconds");
             return ExitCode::from(2);
+        }
+    };
+    let profiles = match host_config.profiles() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
         }
     };
     let config = ServeConfig {
         catalog: CatalogConfig {
             dirs: args.dirs,
             max_generations: args.max_generations,
+            risk_overrides: host_config.risk_overrides(),
             ..CatalogConfig::default()
         },
         watch: args.watch.then(WatchConfig::default),
         control_path: args.control,
-        dispatch: DispatchConfig {
-            timeout,
-            ..DispatchConfig::default()
-        },
+        dispatch: DispatchConfig { timeout, ..limits },
         shutdown_grace: Duration::from_secs(5),
+        profiles,
+        remember_approvals: host_config.config.approval.remember_for_session,
+        availability_ttl: Duration::from_secs_f64(host_config.config.availability.cache_secs),
     };
     let runtime = match runtime() {
         Ok(r) => r,
@@ -273,6 +285,21 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
     }
     for f in strings(&status["pending"]) {
         println!("still being written: {f}");
+    }
+    for u in status["unavailable"].as_array().into_iter().flatten() {
+        println!("unavailable: {}", text(&u["reason"]));
+    }
+    for p in status["profiles"].as_array().into_iter().flatten() {
+        let missing = strings(&p["missing_tools"]);
+        let note = if missing.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; missing (calls get ToolNotFound until they come back): {}",
+                missing.join(", ")
+            )
+        };
+        println!("profile {}: {} tools{note}", text(&p["name"]), p["tools"]);
     }
     let tools: Vec<[String; 6]> = status["tools"]
         .as_array()

@@ -11,11 +11,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::availability::Availability;
 use crate::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
+use crate::config::{ConfigError, Profile};
 use crate::context::{Turn, TurnInfo};
 use crate::control::{ControlError, ControlHandler, ControlSocket};
 use crate::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
-use crate::policy::ReadOnlyPolicy;
+use crate::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::stats::{CallStats, ToolStatsSnapshot};
 use crate::watch::{PluginWatcher, WatchConfig, WatchError};
 
@@ -32,11 +34,20 @@ pub struct ServeConfig {
     pub dispatch: DispatchConfig,
     /// On shutdown, how long calls in flight get to finish before they are cancelled.
     pub shutdown_grace: Duration,
+    /// The profiles to check at start-up and show in status.
+    pub profiles: Vec<Profile>,
+    /// Whether "approve for this session" answers are remembered.
+    pub remember_approvals: bool,
+    /// How long availability answers are cached.
+    pub availability_ttl: Duration,
 }
 
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// A profile lists a tool no plugin provides, or another configuration problem.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The private directory for plugin copies could not be made.
     #[error(
         "could not create the private directory plugins are loaded from (under $TMPDIR): {0}; \
@@ -54,6 +65,8 @@ pub enum ServeError {
 /// A running host's state, shared by its frontends.
 pub struct Host {
     catalog: Arc<PluginCatalog>,
+    profiles: Vec<Profile>,
+    availability: Arc<Availability>,
     dispatcher: Dispatcher,
     stats: Arc<CallStats>,
     started: Instant,
@@ -78,15 +91,53 @@ pub struct HostStatus {
     pub catalog: CatalogStatus,
     /// Per-tool call statistics.
     pub tools: Vec<ToolStatsSnapshot>,
+    /// Profiles, each with the tools it lists that no loaded plugin provides now.
+    pub profiles: Vec<ProfileStatus>,
+    /// Tools whose requirements are not met, with the reason.
+    pub unavailable: Vec<UnavailableTool>,
+}
+
+/// A profile in status.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileStatus {
+    /// The profile.
+    pub name: String,
+    /// How many tools its agent sees now.
+    pub tools: usize,
+    /// Tools it lists that are missing (a hot reload removed them); calls get
+    /// ToolNotFound until they come back.
+    pub missing_tools: Vec<String>,
+}
+
+/// An unavailable tool in status.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnavailableTool {
+    /// The tool.
+    pub tool: String,
+    /// Why.
+    pub reason: String,
 }
 
 impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
         let stats = Arc::new(CallStats::new());
+        let availability = Arc::new(Availability::new(config.availability_ttl));
+        // Control-socket clients cannot be asked yet: calls that need approval are refused.
+        let policy = ApprovalPolicy::new(
+            Arc::new(NobodyToAsk {
+                hint: "the control socket cannot ask a person; run it with `toolhost call --yes` \
+                       or lower the tool's risk in the config (with allow_lower)"
+                    .to_owned(),
+            }),
+            Arc::clone(&availability),
+            config.remember_approvals,
+        );
         Host {
-            dispatcher: Dispatcher::new(config.dispatch, Arc::new(ReadOnlyPolicy))
+            dispatcher: Dispatcher::new(config.dispatch, Arc::new(policy))
                 .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
+            profiles: config.profiles.clone(),
+            availability,
             catalog,
             stats,
             started: Instant::now(),
@@ -103,6 +154,7 @@ impl Host {
 
     /// The status snapshot.
     pub fn status(&self) -> HostStatus {
+        let registry = self.catalog.registry();
         HostStatus {
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
@@ -110,6 +162,30 @@ impl Host {
             watching: self.watching,
             catalog: self.catalog.status(),
             tools: self.stats.snapshot(),
+            profiles: self
+                .profiles
+                .iter()
+                .map(|p| {
+                    let view = p.view(&registry);
+                    ProfileStatus {
+                        name: p.name.clone(),
+                        tools: view.registry.len(),
+                        missing_tools: view.missing,
+                    }
+                })
+                .collect(),
+            unavailable: registry
+                .iter()
+                .filter_map(|t| {
+                    self.availability
+                        .check(t.spec())
+                        .err()
+                        .map(|reason| UnavailableTool {
+                            tool: t.spec().name.clone(),
+                            reason,
+                        })
+                })
+                .collect(),
         }
     }
 
@@ -214,6 +290,20 @@ impl Host {
                 "the first scan of the plugin directories failed: {e}; serving no tools \
                  until `toolhost reload` or a file change"
             ),
+        }
+        // An override that would lower a tool without `allow_lower` stops start-up.
+        let registry = catalog.registry();
+        let refused =
+            crate::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides).refused;
+        if let Some(problem) = refused.into_iter().next() {
+            return Err(ServeError::Config(ConfigError::Invalid {
+                path: PathBuf::from("the host config"),
+                message: problem,
+            }));
+        }
+        // A profile that lists a tool no plugin provides stops start-up, naming both.
+        for profile in &config.profiles {
+            profile.check(&registry)?;
         }
         let watcher = match config.watch {
             Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
-pub use toolhost_plugin_api::{Risk, ToolError};
+pub use toolhost_plugin_api::{Requirements, Risk, ToolError};
 
 use crate::context::ToolContext;
 
@@ -28,6 +28,8 @@ pub struct ToolSpec {
     pub risk: Risk,
     /// Whether a batch holding it runs one call at a time.
     pub interactive: bool,
+    /// What it needs to be available (environment variables, programs on `PATH`).
+    pub requirements: Requirements,
 }
 
 fn serialize_risk<S: serde::Serializer>(risk: &Risk, s: S) -> Result<S::Ok, S::Error> {
@@ -45,10 +47,21 @@ pub enum ToolOrigin {
         plugin: Arc<str>,
         /// The file it was loaded from (the operator's path, not the private copy).
         file: Arc<PathBuf>,
+        /// sha256 of the file as loaded: identifies the generation (remembered approvals
+        /// are tied to it).
+        sha256: Arc<str>,
     },
 }
 
 impl ToolOrigin {
+    /// The plugin file's sha256, or `""` for native tools.
+    pub fn sha256(&self) -> &str {
+        match self {
+            ToolOrigin::Native => "",
+            ToolOrigin::Plugin { sha256, .. } => sha256,
+        }
+    }
+
     /// The plugin name, or `"native"`.
     pub fn plugin_name(&self) -> &str {
         match self {
@@ -62,7 +75,7 @@ impl fmt::Display for ToolOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ToolOrigin::Native => f.write_str("built into the host"),
-            ToolOrigin::Plugin { plugin, file } => {
+            ToolOrigin::Plugin { plugin, file, .. } => {
                 write!(f, "plugin '{plugin}' ({})", file.display())
             }
         }

@@ -139,6 +139,7 @@ impl<T: Tool> VTableFor<T> {
         risk: tool_risk::<T>,
         interactive: tool_interactive::<T>,
         call: call_tool::<T>,
+        requirements: tool_requirements::<T>,
         #[cfg(feature = "__test_newer_api")]
         newer_method,
     });
@@ -185,6 +186,14 @@ unsafe extern "C" fn tool_schema<T: Tool>(this: *const c_void) -> FfiMeta<RStrin
 unsafe extern "C" fn tool_risk<T: Tool>(this: *const c_void) -> FfiMeta<RiskCode> {
     // SAFETY: as above.
     guarded(|| unsafe { tool_ref::<T>(this) }.risk().code())
+}
+
+unsafe extern "C" fn tool_requirements<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
+    // SAFETY: as above.
+    guarded(|| {
+        let req = unsafe { tool_ref::<T>(this) }.requirements();
+        RString::from(serde_json::json!({"env": req.env, "programs": req.programs}).to_string())
+    })
 }
 
 unsafe extern "C" fn tool_interactive<T: Tool>(this: *const c_void) -> FfiMeta<bool> {

@@ -112,8 +112,8 @@ pub type FfiMeta<T> = RResult<T, RString>;
 
 /// The functions a plugin provides for each of its tools.
 ///
-/// Fields after `call` (none yet) are optional: a host reads them as `Option` and falls
-/// back to a default for plugins built before they existed.
+/// Fields after `call` are optional: a host reads them as `Option` and falls back to a
+/// default for plugins built before they existed.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = ToolVTable_Ref)))]
@@ -140,6 +140,10 @@ pub struct ToolVTable {
         ctx: &'a FfiCallContext<'a>,
         args: RStr<'a>,
     ) -> BorrowingFfiFuture<'a, FfiCallResult>,
+    /// What the tool needs to be available (JSON: `{"env": [...], "programs": [...]}`).
+    /// Appended after the prefix: hosts read it as `Option`, so plugins built before it
+    /// existed keep loading and have no requirements.
+    pub requirements: unsafe extern "C" fn(this: *const c_void) -> FfiMeta<RString>,
     /// Test-only stand-in for a method a later API version appends.
     #[cfg(feature = "__test_newer_api")]
     #[doc(hidden)]

@@ -98,7 +98,7 @@ pub use blocking::{CancelFlag, blocking};
 pub use context::{Cancelled, ChildTurnRequest, ServiceError, ToolContext};
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};
-pub use tool::{Tool, ToolError, TypedTool, schema_for};
+pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
 pub use unwind::{CatchUnwind, panic_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.

@@ -84,6 +84,12 @@ pub trait Tool: Send + Sync + 'static {
     fn interactive(&self) -> bool {
         false
     }
+    /// What the tool needs to work (environment variables, programs on `PATH`). The host
+    /// checks them (with a short cache): while one is missing the tool is not shown to the
+    /// model and calls to it are refused with the reason.
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
     /// Runs the tool. The host has validated `args` against [`Tool::schema`].
     ///
     /// Don't use tokio (or any runtime) inside a plugin: a plugin's copy of tokio has no
@@ -148,6 +154,10 @@ pub trait TypedTool: Send + Sync + 'static {
     fn interactive(&self) -> bool {
         false
     }
+    /// See [`Tool::requirements`].
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
     /// Runs the tool with the deserialized arguments.
     fn run(
         &self,
@@ -172,6 +182,9 @@ impl<T: TypedTool> Tool for T {
     fn interactive(&self) -> bool {
         TypedTool::interactive(self)
     }
+    fn requirements(&self) -> Requirements {
+        TypedTool::requirements(self)
+    }
     async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
         let args = serde_json::from_value(args).map_err(ToolError::invalid_args)?;
         self.run(ctx, args).await
@@ -185,6 +198,29 @@ impl<T: TypedTool> Tool for T {
         // Straight from the text into the argument type: no intermediate `Value`.
         let parsed = serde_json::from_str::<T::Args>(args).map_err(ToolError::invalid_args);
         async move { self.run(ctx, parsed?).await }
+    }
+}
+
+/// What a tool needs to be available; see [`Tool::requirements`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Requirements {
+    /// Environment variables that must be set (and not empty), e.g. an API key.
+    pub env: Vec<String>,
+    /// Programs that must be found on `PATH`, e.g. `"git"`.
+    pub programs: Vec<String>,
+}
+
+impl Requirements {
+    /// Needs these environment variables.
+    pub fn env(mut self, names: &[&str]) -> Self {
+        self.env.extend(names.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Needs these programs on `PATH`.
+    pub fn programs(mut self, names: &[&str]) -> Self {
+        self.programs.extend(names.iter().map(|s| (*s).to_owned()));
+        self
     }
 }
 

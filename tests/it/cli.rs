@@ -107,7 +107,7 @@ fn call_refuses_a_write_tool_and_says_why() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("needs a person's approval"),
+        text(&out.stderr).contains("was not approved by the user"),
         "{}",
         text(&out.stderr)
     );

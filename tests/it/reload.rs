@@ -230,7 +230,10 @@ async fn editors_temporary_files_are_ignored() {
     std::fs::write(live.path("notes.txt"), b"not a plugin").expect("text");
     install_by_rename(&echo_build("v1"), &live.path("libecho.so"));
     let event = live.next_event().await;
-    assert_eq!(event.added, ["build_version", "echo", "slow_version"]);
+    assert_eq!(
+        event.added,
+        ["build_version", "echo", "note_write", "slow_version"]
+    );
     let status = live.catalog.status();
     assert!(
         status.load_errors.is_empty() && status.pending.is_empty(),
@@ -273,7 +276,10 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     let mut live = Live::start(&[], true).await;
     install_by_rename(&echo_build("v1"), &live.path("libecho.so"));
     let added = live.next_event().await;
-    assert_eq!(added.added, ["build_version", "echo", "slow_version"]);
+    assert_eq!(
+        added.added,
+        ["build_version", "echo", "note_write", "slow_version"]
+    );
     assert_eq!(live.call("build_version").await.output, "v1");
 
     // `cp` over the installed file (close-write on the same inode).
@@ -296,13 +302,13 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     if seen.changed.is_empty() {
         assert_eq!(
             seen.removed,
-            ["build_version", "echo", "slow_version"],
+            ["build_version", "echo", "note_write", "slow_version"],
             "{seen:?}"
         );
         seen = live.next_event().await;
         assert_eq!(
             seen.added,
-            ["build_version", "echo", "slow_version"],
+            ["build_version", "echo", "note_write", "slow_version"],
             "{seen:?}"
         );
     }
@@ -310,7 +316,10 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
 
     std::fs::remove_file(live.path("libecho.so")).expect("delete");
     let removed = live.next_event().await;
-    assert_eq!(removed.removed, ["build_version", "echo", "slow_version"]);
+    assert_eq!(
+        removed.removed,
+        ["build_version", "echo", "note_write", "slow_version"]
+    );
     let gone = live.call("build_version").await;
     assert_eq!(gone.error, Some(CallErrorKind::ToolNotFound));
 }

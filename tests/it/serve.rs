@@ -36,6 +36,9 @@ fn config(plugins: &Path, socket: &Path) -> ServeConfig {
         control_path: socket.to_path_buf(),
         dispatch: DispatchConfig::default(),
         shutdown_grace: Duration::from_secs(1),
+        profiles: Vec::new(),
+        remember_approvals: true,
+        availability_ttl: Duration::from_secs(30),
     }
 }
 

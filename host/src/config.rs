@@ -1,0 +1,576 @@
+//! The host's configuration file (TOML) and the profiles directory. Every key is checked:
+//! an unknown key or a wrong type stops start-up with the file, the line and the key.
+//!
+//! ```toml
+//! plugin_dirs = ["plugins"]            # relative paths are relative to this file
+//! profiles_dir = "profiles"
+//! control_socket = "/run/user/1000/toolhost/control.sock"
+//! default_profile = "default"
+//!
+//! [calls]
+//! timeout_secs = 60
+//! interactive_timeout_secs = 900
+//!
+//! [approval]
+//! remember_for_session = true
+//!
+//! [availability]
+//! cache_secs = 30
+//!
+//! [reload]
+//! watch = true
+//! max_generations = 64
+//!
+//! [toolsets]
+//! text = ["json_query", "text_stats"]
+//!
+//! [tools.write_file]
+//! risk = "deny"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::RiskOverride;
+use crate::registry::ToolRegistry;
+use crate::tool::Risk;
+
+/// The host's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Plugin directories, in load order.
+    #[serde(default)]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Where profiles live: `<profiles_dir>/<name>/config.toml`.
+    pub profiles_dir: Option<PathBuf>,
+    /// The profile used when none is named.
+    #[serde(default = "default_profile_name")]
+    pub default_profile: String,
+    /// The control socket of `toolhost serve`.
+    pub control_socket: Option<PathBuf>,
+    /// Call time limits.
+    #[serde(default)]
+    pub calls: CallsConfig,
+    /// Approval settings.
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// Availability checks.
+    #[serde(default)]
+    pub availability: AvailabilityConfig,
+    /// Hot reload.
+    #[serde(default)]
+    pub reload: ReloadConfig,
+    /// Named tool lists, used in profiles as `"@name"`.
+    #[serde(default)]
+    pub toolsets: BTreeMap<String, Vec<String>>,
+    /// Per-tool settings: risk overrides.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolSettings>,
+}
+
+fn default_profile_name() -> String {
+    "default".to_owned()
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            plugin_dirs: Vec::new(),
+            profiles_dir: None,
+            default_profile: default_profile_name(),
+            control_socket: None,
+            calls: CallsConfig::default(),
+            approval: ApprovalConfig::default(),
+            availability: AvailabilityConfig::default(),
+            reload: ReloadConfig::default(),
+            toolsets: BTreeMap::new(),
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[calls]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallsConfig {
+    /// Seconds one call may run.
+    pub timeout_secs: f64,
+    /// Seconds an interactive call may run.
+    pub interactive_timeout_secs: f64,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        CallsConfig {
+            timeout_secs: 60.0,
+            interactive_timeout_secs: 900.0,
+        }
+    }
+}
+
+/// `[approval]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    /// Whether a person may approve a tool for the rest of the session.
+    pub remember_for_session: bool,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            remember_for_session: true,
+        }
+    }
+}
+
+/// `[availability]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AvailabilityConfig {
+    /// How long an availability answer is cached, in seconds.
+    pub cache_secs: f64,
+}
+
+impl Default for AvailabilityConfig {
+    fn default() -> Self {
+        AvailabilityConfig { cache_secs: 30.0 }
+    }
+}
+
+/// `[reload]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReloadConfig {
+    /// Watch the plugin directories (`toolhost serve`).
+    pub watch: bool,
+    /// Reloads after which status recommends a restart.
+    pub max_generations: u64,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        ReloadConfig {
+            watch: true,
+            max_generations: 64,
+        }
+    }
+}
+
+/// `[tools.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// The risk to use instead of the declared one: read, write, destructive, network
+    /// or deny.
+    #[serde(default, deserialize_with = "risk_name")]
+    pub risk: Option<Risk>,
+    /// Must be `true` to lower a tool below its declared risk.
+    #[serde(default)]
+    pub allow_lower: bool,
+}
+
+fn risk_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Risk>, D::Error> {
+    let name = String::deserialize(d)?;
+    Risk::parse(&name).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "unknown risk '{name}': use read, write, destructive, network or deny"
+        ))
+    })
+}
+
+/// A configuration problem. Start-up stops with it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("could not read the config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid (syntax, unknown key, wrong type): toml's message names the
+    /// line, the column and the key.
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, where.
+        message: String,
+    },
+    /// A value does not fit with the rest.
+    #[error("{}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A profile names a tool no plugin provides.
+    #[error(
+        "profile '{profile}' lists tool '{tool}', which no loaded plugin provides; install \
+         the plugin that provides it or remove it from {}",
+        file.display()
+    )]
+    MissingTool {
+        /// The profile.
+        profile: String,
+        /// The tool.
+        tool: String,
+        /// The profile's config file.
+        file: PathBuf,
+    },
+    /// No such profile.
+    #[error(
+        "there is no profile '{profile}': create {} (it may hold just `tools = [...]`)",
+        file.display()
+    )]
+    NoProfile {
+        /// The profile.
+        profile: String,
+        /// Where its config file would be.
+        file: PathBuf,
+    },
+}
+
+/// Where the config file is looked for when `--config` is not given:
+/// `$XDG_CONFIG_HOME/toolhost/config.toml`, else `~/.config/toolhost/config.toml`.
+pub fn default_config_path() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("toolhost")
+        .join("config.toml")
+}
+
+/// A loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The settings.
+    pub config: HostConfig,
+    /// The file, if one was read.
+    pub file: Option<PathBuf>,
+}
+
+impl LoadedConfig {
+    /// Reads `path`, or the default location when `None` (a missing default file means
+    /// the defaults). Relative paths in the file are made relative to its directory.
+    pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+        let (path, required) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (default_config_path(), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(LoadedConfig {
+                    config: HostConfig::default(),
+                    file: None,
+                });
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        let mut config: HostConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.clone(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let resolve = |p: &PathBuf| {
+            if p.is_relative() {
+                base.join(p)
+            } else {
+                p.clone()
+            }
+        };
+        config.plugin_dirs = config.plugin_dirs.iter().map(resolve).collect();
+        config.profiles_dir = config.profiles_dir.as_ref().map(resolve);
+        config.control_socket = config.control_socket.as_ref().map(resolve);
+        let loaded = LoadedConfig {
+            config,
+            file: Some(path),
+        };
+        loaded.validate()?;
+        Ok(loaded)
+    }
+
+    fn invalid(&self, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.file.clone().unwrap_or_default(),
+            message,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let c = &self.config;
+        for (key, secs) in [
+            ("calls.timeout_secs", c.calls.timeout_secs),
+            (
+                "calls.interactive_timeout_secs",
+                c.calls.interactive_timeout_secs,
+            ),
+            ("availability.cache_secs", c.availability.cache_secs),
+        ] {
+            if !(secs.is_finite() && secs >= 0.0) || (key.starts_with("calls") && secs == 0.0) {
+                return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
+            }
+        }
+        for (name, tools) in &c.toolsets {
+            for tool in tools {
+                if tool.starts_with('@') {
+                    return Err(self.invalid(format!(
+                        "toolset '{name}' contains '{tool}': toolsets list tool names, not other toolsets"
+                    )));
+                }
+            }
+        }
+        for (tool, settings) in &c.tools {
+            if settings.risk.is_none() {
+                return Err(self.invalid(format!(
+                    "[tools.{tool}] sets no `risk`: give one (read, write, destructive, network, deny) or remove the table"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The risk overrides of `[tools.*]`.
+    pub fn risk_overrides(&self) -> BTreeMap<String, RiskOverride> {
+        self.config
+            .tools
+            .iter()
+            .filter_map(|(name, s)| {
+                s.risk.map(|risk| {
+                    (
+                        name.clone(),
+                        RiskOverride {
+                            risk,
+                            allow_lower: s.allow_lower,
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Call time limits as a dispatcher config.
+    pub fn dispatch(&self) -> crate::DispatchConfig {
+        crate::DispatchConfig {
+            timeout: Duration::from_secs_f64(self.config.calls.timeout_secs),
+            interactive_timeout: Duration::from_secs_f64(
+                self.config.calls.interactive_timeout_secs,
+            ),
+            ..crate::DispatchConfig::default()
+        }
+    }
+
+    /// The profiles directory: the configured one, else `profiles/` next to the config
+    /// file, else `$XDG_CONFIG_HOME/toolhost/profiles`.
+    pub fn profiles_dir(&self) -> PathBuf {
+        self.config.profiles_dir.clone().unwrap_or_else(|| {
+            self.file
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| {
+                    default_config_path()
+                        .parent()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default()
+                })
+                .join("profiles")
+        })
+    }
+}
+
+impl LoadedConfig {
+    /// Every profile in the profiles directory (sorted by name), plus the default
+    /// profile if it has no directory.
+    pub fn profiles(&self) -> Result<Vec<Profile>, ConfigError> {
+        let dir = self.profiles_dir();
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().join("config.toml").is_file())
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if !names.contains(&self.config.default_profile) {
+            names.push(self.config.default_profile.clone());
+        }
+        names.sort();
+        names.iter().map(|n| Profile::load(self, n)).collect()
+    }
+}
+
+/// A profile: `<profiles_dir>/<name>/config.toml` and its own state folder.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Where its state lives (memory notes, sessions): `<dir>/state`, created on load.
+    pub state_dir: PathBuf,
+    /// The tools its agent gets (`@toolset` entries expanded); `None`: every tool.
+    pub tools: Option<Vec<String>>,
+    /// Its config file, if it has one.
+    pub file: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    tools: Option<Vec<String>>,
+    #[allow(dead_code, reason = "documentation for people; not used by the host")]
+    description: Option<String>,
+}
+
+/// What a profile's agent sees now, and what it lists that is missing.
+#[derive(Debug, Clone)]
+pub struct ProfileView {
+    /// Its tools (deny tools left out).
+    pub registry: ToolRegistry,
+    /// Listed tools no loaded plugin provides right now.
+    pub missing: Vec<String>,
+}
+
+impl Profile {
+    /// Loads profile `name`. The default profile may have no directory: it then gets
+    /// every tool. Its state folder is created.
+    pub fn load(config: &LoadedConfig, name: &str) -> Result<Profile, ConfigError> {
+        let invalid_name = name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']);
+        let dir = config.profiles_dir().join(name);
+        let file = dir.join("config.toml");
+        if invalid_name {
+            return Err(ConfigError::NoProfile {
+                profile: name.to_owned(),
+                file,
+            });
+        }
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if name != config.config.default_profile {
+                    return Err(ConfigError::NoProfile {
+                        profile: name.to_owned(),
+                        file,
+                    });
+                }
+                None
+            }
+            Err(source) => return Err(ConfigError::Read { path: file, source }),
+        };
+        let parsed = match text {
+            Some(t) => toml::from_str::<ProfileFile>(&t).map_err(|e| ConfigError::Parse {
+                path: file.clone(),
+                message: e.to_string().trim_end().to_owned(),
+            })?,
+            None => ProfileFile {
+                tools: None,
+                description: None,
+            },
+        };
+        let tools = match parsed.tools {
+            None => None,
+            Some(list) => Some(expand(&list, &config.config.toolsets).map_err(|message| {
+                ConfigError::Invalid {
+                    path: file.clone(),
+                    message,
+                }
+            })?),
+        };
+        let state_dir = dir.join("state");
+        if dir.exists() {
+            std::fs::create_dir_all(&state_dir).map_err(|source| ConfigError::Read {
+                path: state_dir.clone(),
+                source,
+            })?;
+        }
+        Ok(Profile {
+            name: name.to_owned(),
+            dir,
+            state_dir,
+            tools,
+            file,
+        })
+    }
+
+    /// What the profile's agent sees in `full`: its listed tools (or all), without deny
+    /// tools. Listed tools that are missing are reported, not fatal (hot reload).
+    pub fn view(&self, full: &ToolRegistry) -> ProfileView {
+        let mut missing = Vec::new();
+        let registry = match &self.tools {
+            None => full.clone(),
+            Some(list) => {
+                let present: Vec<&str> = list
+                    .iter()
+                    .filter(|t| {
+                        let there = full.get(t).is_some();
+                        if !there {
+                            missing.push((*t).clone());
+                        }
+                        there
+                    })
+                    .map(String::as_str)
+                    .collect();
+                full.only(&present).unwrap_or_default()
+            }
+        };
+        let deny: Vec<String> = registry
+            .iter()
+            .filter(|t| t.spec().risk == Risk::Deny)
+            .map(|t| t.spec().name.clone())
+            .collect();
+        ProfileView {
+            registry: registry.without(&deny),
+            missing,
+        }
+    }
+
+    /// Like [`Profile::view`], but a listed tool that is missing is an error: how
+    /// start-up checks a profile.
+    pub fn check(&self, full: &ToolRegistry) -> Result<ToolRegistry, ConfigError> {
+        let view = self.view(full);
+        match view.missing.first() {
+            Some(tool) => Err(ConfigError::MissingTool {
+                profile: self.name.clone(),
+                tool: tool.clone(),
+                file: self.file.clone(),
+            }),
+            None => Ok(view.registry),
+        }
+    }
+}
+
+/// Expands `@toolset` entries; unknown toolsets are an error naming them.
+fn expand(
+    list: &[String],
+    toolsets: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in list {
+        let names: Vec<String> = match entry.strip_prefix('@') {
+            Some(set) => toolsets.get(set).cloned().ok_or_else(|| {
+                format!(
+                    "`tools` uses toolset '@{set}', which the host config does not define (add [toolsets] {set} = [...])"
+                )
+            })?,
+            None => vec![entry.clone()],
+        };
+        for name in names {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    Ok(out)
+}
