@@ -12,8 +12,11 @@ use crate::tool::{Requirements, ToolSpec};
 /// Checks requirements, caching each tool's answer for `ttl`.
 pub struct Availability {
     ttl: Duration,
-    cache: Mutex<HashMap<String, (Instant, Requirements, Result<(), String>)>>,
+    cache: Mutex<HashMap<String, Answer>>,
 }
+
+/// A cached answer: when it was found, for which requirements, and what it was.
+type Answer = (Instant, Requirements, Result<(), String>);
 
 impl Availability {
     /// Answers are cached this long.

@@ -6,6 +6,8 @@ mod compat;
 mod dispatch;
 mod loading;
 mod plugins;
+mod policy;
+mod profiles;
 mod registry;
 mod reload;
 mod serve;

@@ -1,0 +1,359 @@
+//! The config file and profiles: checked keys, toolsets, what a profile's agent sees,
+//! start-up stopping on a missing tool, and a profile's tools across hot reloads.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost::{
+    CatalogConfig, ConfigError, ControlClient, DispatchConfig, Host, LoadedConfig, PluginCatalog,
+    Profile, ServeConfig,
+};
+
+use crate::support::{PluginDir, echo_build, load};
+
+/// A config directory: `config.toml` plus `profiles/<name>/config.toml` files.
+struct ConfigDir {
+    dir: tempfile::TempDir,
+}
+
+impl ConfigDir {
+    fn new(config: &str, profiles: &[(&str, &str)]) -> ConfigDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("config");
+        for (name, text) in profiles {
+            let p = dir.path().join("profiles").join(name);
+            std::fs::create_dir_all(&p).expect("profile dir");
+            std::fs::write(p.join("config.toml"), text).expect("profile");
+        }
+        ConfigDir { dir }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn load(&self) -> LoadedConfig {
+        LoadedConfig::load(Some(&self.file())).expect("config loads")
+    }
+}
+
+fn toolhost(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("TOOLHOST_PLUGINS")
+        .env_remove("TOOLHOST_FIXTURE_TOKEN")
+        .output()
+        .expect("run toolhost")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn an_unknown_key_or_a_wrong_type_names_the_file_the_line_and_the_key() {
+    let typo = ConfigDir::new(
+        "profiles_dir = \"profiles\"\n\nplugin_dir = [\"plugins\"]\n",
+        &[],
+    );
+    let err = LoadedConfig::load(Some(&typo.file())).expect_err("unknown key");
+    let msg = err.to_string();
+    assert!(matches!(err, ConfigError::Parse { .. }));
+    assert!(msg.contains(&typo.file().display().to_string()), "{msg}");
+    assert!(msg.contains("line 3"), "{msg}");
+    assert!(msg.contains("plugin_dir"), "{msg}");
+
+    let wrong = ConfigDir::new("[calls]\ntimeout_secs = \"fast\"\n", &[]);
+    let msg = LoadedConfig::load(Some(&wrong.file()))
+        .expect_err("wrong type")
+        .to_string();
+    assert!(
+        msg.contains("line 2") && msg.contains("timeout_secs"),
+        "{msg}"
+    );
+
+    let risk = ConfigDir::new("[tools.echo]\nrisk = \"scary\"\n", &[]);
+    let msg = LoadedConfig::load(Some(&risk.file()))
+        .expect_err("bad risk")
+        .to_string();
+    assert!(
+        msg.contains("unknown risk 'scary'") && msg.contains("line 2"),
+        "{msg}"
+    );
+
+    // The binary stops at start-up with the same message.
+    let out = toolhost(&typo.file(), &["list", "--plugins", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("plugin_dir"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn toolsets_expand_and_a_profile_without_a_list_gets_every_tool() {
+    let plugins = PluginDir::with(&["toolhost_utils"]);
+    let (_, registry, _) = load(&plugins);
+    let cfg = ConfigDir::new(
+        "[toolsets]\ntext = [\"json_query\", \"text_stats\"]\n",
+        &[
+            ("writer", "tools = [\"@text\", \"time_now\"]\n"),
+            ("all", "description = \"everything\"\n"),
+        ],
+    );
+    let config = cfg.load();
+    let writer = Profile::load(&config, "writer").expect("profile");
+    assert_eq!(
+        writer.tools.as_deref(),
+        Some(
+            &[
+                "json_query".to_owned(),
+                "text_stats".to_owned(),
+                "time_now".to_owned()
+            ][..]
+        )
+    );
+    assert!(
+        writer.state_dir.is_dir(),
+        "each profile has its own state folder"
+    );
+    let sees = writer.check(&registry).expect("all listed tools exist");
+    assert_eq!(sees.names(), ["json_query", "text_stats", "time_now"]);
+
+    let all = Profile::load(&config, "all")
+        .expect("profile")
+        .check(&registry)
+        .expect("ok");
+    assert_eq!(all.names(), registry.names());
+
+    // A child agent draws from its parent's registry: it can never reach more.
+    let child = sees.without(&["time_now"]);
+    assert_eq!(child.names(), ["json_query", "text_stats"]);
+    assert!(child.get("write_file").is_none());
+
+    let unknown = ConfigDir::new("", &[("bad", "tools = [\"@nope\"]\n")]);
+    let msg = Profile::load(&unknown.load(), "bad")
+        .expect_err("unknown toolset")
+        .to_string();
+    assert!(msg.contains("@nope"), "{msg}");
+    let none = Profile::load(&unknown.load(), "ghost")
+        .expect_err("no such profile")
+        .to_string();
+    assert!(none.contains("no profile 'ghost'"), "{none}");
+}
+
+#[test]
+fn a_profile_listing_a_missing_tool_stops_start_up_naming_the_profile_and_the_tool() {
+    let plugins = PluginDir::with(&["toolhost_utils"]);
+    let cfg = ConfigDir::new("", &[("ops", "tools = [\"time_now\", \"deploy\"]\n")]);
+    let p = plugins.path();
+    let out = toolhost(
+        &cfg.file(),
+        &[
+            "list",
+            "--profile",
+            "ops",
+            "--plugins",
+            p.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("profile 'ops'") && err.contains("'deploy'"),
+        "{err}"
+    );
+
+    let socket = cfg.dir.path().join("control.sock");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .arg("--config")
+        .arg(cfg.file())
+        .args(["serve", "--no-watch", "--plugins"])
+        .arg(&p)
+        .arg("--control")
+        .arg(&socket)
+        .output()
+        .expect("run serve");
+    assert_eq!(out.status.code(), Some(1), "serve stops at start-up");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("profile 'ops'") && err.contains("'deploy'"),
+        "{err}"
+    );
+    assert!(!socket.exists());
+}
+
+#[test]
+fn list_profile_shows_exactly_what_the_agent_sees_and_how_big_it_is() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let cfg = ConfigDir::new(
+        "[tools.echo]\nrisk = \"deny\"\n",
+        &[(
+            "p",
+            "tools = [\"echo\", \"slow\", \"risky_deny\", \"needs_env\"]\n",
+        )],
+    );
+    let p = plugins.path();
+    let args = [
+        "list",
+        "--profile",
+        "p",
+        "--plugins",
+        p.to_str().expect("utf-8"),
+    ];
+    let out = toolhost(&cfg.file(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let names: Vec<&str> = listing
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty() && !l.starts_with("unavailable"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        ["needs_env", "slow"],
+        "deny tools (declared or overridden) are not shown:\n{listing}"
+    );
+    assert!(
+        listing.contains("unavailable: tool 'needs_env' is unavailable"),
+        "{listing}"
+    );
+    let summary = listing.lines().last().unwrap_or_default();
+    assert!(summary.contains("its agent sees 1 tools"), "{summary}");
+    assert!(
+        summary.contains("characters") && summary.contains("tokens"),
+        "{summary}"
+    );
+
+    // With the variable set, the tool becomes available and the specs grow.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .arg("--config")
+        .arg(cfg.file())
+        .args(args)
+        .env("TOOLHOST_FIXTURE_TOKEN", "x")
+        .output()
+        .expect("run");
+    let listing = text(&out.stdout);
+    assert!(!listing.contains("unavailable"), "{listing}");
+    assert!(
+        listing
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("sees 2 tools"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn call_approves_with_yes_and_refuses_without_a_terminal() {
+    let plugins = PluginDir::with(&["toolhost_utils"]);
+    let cfg = ConfigDir::new("", &[]);
+    let target = cfg.dir.path().join("written.txt");
+    let args_json = json!({"path": target, "content": "approved"}).to_string();
+    let p = plugins.path();
+    let p = p.to_str().expect("utf-8");
+    let refused = toolhost(
+        &cfg.file(),
+        &["call", "write_file", &args_json, "--plugins", p],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("was not approved by the user"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(text(&refused.stderr).contains("--yes"));
+    assert!(!target.exists(), "the write tool never ran");
+
+    let approved = toolhost(
+        &cfg.file(),
+        &["call", "write_file", &args_json, "--plugins", p, "--yes"],
+    );
+    assert!(approved.status.success(), "{}", text(&approved.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("written"),
+        "approved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
+    let plugins = PluginDir::with(&[]);
+    let file = plugins.path().join("libecho.so");
+    std::fs::copy(echo_build("v1"), &file).expect("install");
+    let cfg = ConfigDir::new("", &[("p", "tools = [\"echo\"]\n")]);
+    let config = cfg.load();
+    let socket = cfg.dir.path().join("control.sock");
+    let running = Host::start(ServeConfig {
+        catalog: CatalogConfig {
+            dirs: vec![plugins.path()],
+            ..CatalogConfig::default()
+        },
+        watch: None,
+        control_path: socket.clone(),
+        dispatch: DispatchConfig::default(),
+        shutdown_grace: Duration::from_millis(100),
+        profiles: config.profiles().expect("profiles"),
+        remember_approvals: true,
+        availability_ttl: Duration::from_secs(30),
+    })
+    .await
+    .expect("starts");
+    let catalog: Arc<PluginCatalog> = Arc::clone(running.host().catalog());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(running.run(async {
+        let _ = stopped.await;
+    }));
+    let mut client = ControlClient::connect(&socket).await.expect("client");
+    let missing = |status: &Value| -> Vec<Value> {
+        status["profiles"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "p"))
+            .and_then(|p| p["missing_tools"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let status = client.request("status", json!({})).await.expect("status");
+    assert!(missing(&status).is_empty(), "{status}");
+
+    std::fs::remove_file(&file).expect("remove");
+    client.request("reload", json!({})).await.expect("reload");
+    let status = client.request("status", json!({})).await.expect("status");
+    assert_eq!(
+        missing(&status),
+        [json!("echo")],
+        "the host keeps running and shows it"
+    );
+    let gone = client
+        .request("call", json!({"tool": "echo", "arguments": {"text": "x"}}))
+        .await
+        .expect("answered");
+    assert_eq!(gone["error"], "tool_not_found");
+
+    std::fs::copy(echo_build("v1"), &file).expect("reinstall");
+    client.request("reload", json!({})).await.expect("reload");
+    let status = client.request("status", json!({})).await.expect("status");
+    assert!(missing(&status).is_empty(), "it is back: {status}");
+    assert!(catalog.registry().get("echo").is_some());
+    drop(client);
+    let _ = stop.send(());
+    serving.await.expect("stops");
+}
+
+#[test]
+fn the_shipped_example_config_is_valid() {
+    let example = crate::support::workspace_root().join("toolhost.example.toml");
+    let loaded = LoadedConfig::load(Some(&example)).expect("the example config loads");
+    assert_eq!(loaded.config.toolsets["text"], ["json_query", "text_stats"]);
+    assert_eq!(
+        loaded.risk_overrides()["write_file"].risk,
+        toolhost::Risk::Deny
+    );
+}
