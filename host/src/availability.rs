@@ -55,6 +55,17 @@ impl Default for Availability {
     }
 }
 
+impl Availability {
+    /// The specs of `registry` the model should see: those whose requirements are met.
+    pub fn visible_specs<'a>(&self, registry: &'a crate::ToolRegistry) -> Vec<&'a ToolSpec> {
+        registry
+            .specs()
+            .into_iter()
+            .filter(|s| self.check(s).is_ok())
+            .collect()
+    }
+}
+
 fn evaluate(tool: &str, req: &Requirements) -> Result<(), String> {
     let missing_env: Vec<&str> = req
         .env

@@ -349,11 +349,7 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
     }
     if let Some(name) = profile {
         // What the model is sent: name, description and parameters of each tool it sees.
-        let seen: Vec<&toolhost::ToolSpec> = registry
-            .specs()
-            .into_iter()
-            .filter(|s| availability.check(s).is_ok())
-            .collect();
+        let seen = availability.visible_specs(&registry);
         let chars: usize = seen
             .iter()
             .map(|s| {

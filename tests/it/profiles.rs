@@ -357,3 +357,52 @@ fn the_shipped_example_config_is_valid() {
         toolhost::Risk::Deny
     );
 }
+
+/// Runs `toolhost ARGS` on a pseudo-terminal (util-linux `script`) with `input` typed.
+fn on_a_terminal(args: &str, input: &str) -> Output {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_toolhost"));
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` runs the command on a pseudo-terminal");
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin.write_all(input.as_bytes()).expect("type the answer");
+    }
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn call_asks_the_person_at_the_terminal() {
+    let plugins = PluginDir::with(&["toolhost_utils"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let yes = dir.path().join("yes.txt");
+    let no = dir.path().join("no.txt");
+    let args = |target: &Path| {
+        format!(
+            "call write_file '{}' --plugins {}",
+            json!({"path": target, "content": "typed"}),
+            plugins.path().display()
+        )
+    };
+    let approved = on_a_terminal(&args(&yes), "y\n");
+    let screen = text(&approved.stdout);
+    assert!(
+        screen.contains("Allow tool 'write_file' (write"),
+        "{screen}"
+    );
+    assert!(approved.status.success(), "{screen}");
+    assert_eq!(std::fs::read_to_string(&yes).expect("written"), "typed");
+
+    let declined = on_a_terminal(&args(&no), "n\n");
+    let screen = text(&declined.stdout);
+    assert!(!declined.status.success());
+    assert!(
+        screen.contains("was not approved by the user: the user answered no"),
+        "{screen}"
+    );
+    assert!(!no.exists());
+}
