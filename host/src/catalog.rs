@@ -427,6 +427,9 @@ impl PluginCatalog {
         let new = overridden.registry;
         state.registry_errors = errors.iter().map(ToString::to_string).collect();
         state.registry_errors.extend(overridden.refused);
+        state.registry_errors.extend(overridden.unmatched.iter().map(|name| {
+            format!("the config overrides the risk of tool '{name}', which no loaded plugin provides (a typo?)")
+        }));
         for line in &overridden.lowered {
             tracing::info!("{line}");
         }

@@ -318,7 +318,8 @@ impl LoadedConfig {
             ),
             ("availability.cache_secs", c.availability.cache_secs),
         ] {
-            if !(secs.is_finite() && secs >= 0.0) || (key.starts_with("calls") && secs == 0.0) {
+            let fits = Duration::try_from_secs_f64(secs).is_ok();
+            if !fits || (key.starts_with("calls") && secs == 0.0) {
                 return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
             }
         }
@@ -437,7 +438,7 @@ struct ProfileFile {
 /// What a profile's agent sees now, and what it lists that is missing.
 #[derive(Debug, Clone)]
 pub struct ProfileView {
-    /// Its tools (deny tools left out).
+    /// Its tools. `registry.specs()` (what the model sees) leaves deny tools out.
     pub registry: ToolRegistry,
     /// Listed tools no loaded plugin provides right now.
     pub missing: Vec<String>,
@@ -504,8 +505,8 @@ impl Profile {
         })
     }
 
-    /// What the profile's agent sees in `full`: its listed tools (or all), without deny
-    /// tools. Listed tools that are missing are reported, not fatal (hot reload).
+    /// What the profile's agent gets from `full`: its listed tools (or all). Listed tools
+    /// that are missing are reported, not fatal (hot reload).
     pub fn view(&self, full: &ToolRegistry) -> ProfileView {
         let mut missing = Vec::new();
         let registry = match &self.tools {
@@ -525,15 +526,9 @@ impl Profile {
                 full.only(&present).unwrap_or_default()
             }
         };
-        let deny: Vec<String> = registry
-            .iter()
-            .filter(|t| t.spec().risk == Risk::Deny)
-            .map(|t| t.spec().name.clone())
-            .collect();
-        ProfileView {
-            registry: registry.without(&deny),
-            missing,
-        }
+        // Deny tools stay in the registry (so a call gets "denied by policy") but
+        // `specs()` never shows them to the model.
+        ProfileView { registry, missing }
     }
 
     /// Like [`Profile::view`], but a listed tool that is missing is an error: how

@@ -294,6 +294,13 @@ impl CallJob {
             Ok(e) => e,
             Err(msg) => return done(msg, Some(CallErrorKind::ToolNotFound)),
         };
+        // A tool switched off is refused before anything else, whatever its arguments.
+        if entry.spec().risk == crate::Risk::Deny {
+            return done(
+                format!("tool '{name}' is denied by policy and never runs"),
+                Some(CallErrorKind::Denied),
+            );
+        }
         // Validate first: nobody should be asked to approve a call that cannot run.
         match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(&arguments))) {
             Ok(Ok(())) => {}
@@ -313,7 +320,17 @@ impl CallJob {
                 );
             }
         }
-        match CatchUnwind::new(policy.check(entry.tool().as_ref(), &arguments, &turn.info)).await {
+        // The check may wait for a person; stopping the turn stops the wait.
+        let checked = tokio::select! {
+            checked = CatchUnwind::new(policy.check(entry.tool().as_ref(), &arguments, &turn.info)) => checked,
+            () = turn.cancel.cancelled() => {
+                return done(
+                    format!("tool '{name}' was cancelled while waiting for approval"),
+                    Some(CallErrorKind::Cancelled),
+                );
+            }
+        };
+        match checked {
             Ok(Ok(())) => {}
             Ok(Err(Refusal::Denied(m))) => return done(m, Some(CallErrorKind::Denied)),
             Ok(Err(Refusal::NotApproved(m))) => return done(m, Some(CallErrorKind::NotApproved)),

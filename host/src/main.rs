@@ -184,11 +184,12 @@ fn main() -> ExitCode {
         Command::Call {
             plugins,
             control: Some(_),
+            yes,
             ..
-        } if !plugins.dirs.is_empty() => {
+        } if !plugins.dirs.is_empty() || yes => {
             eprintln!(
-                "error: --plugins and --control don't go together: with --control the running \
-                 host's plugins are used"
+                "error: --plugins and --yes don't go with --control: the running host's plugins \
+                 and approval policy are used (the control socket cannot approve calls)"
             );
             ExitCode::from(2)
         }
@@ -197,12 +198,15 @@ fn main() -> ExitCode {
             args,
             timeout,
             control: Some(socket),
+            profile,
             ..
         } => match parse_call_args(
             &args,
             timeout.unwrap_or(config.dispatch().timeout.as_secs_f64()),
         ) {
-            Ok((arguments, timeout)) => remote::call(&socket, &tool, arguments, timeout),
+            Ok((arguments, timeout)) => {
+                remote::call(&socket, &tool, arguments, timeout, profile.as_deref())
+            }
             Err(code) => code,
         },
         Command::Call {
@@ -288,15 +292,19 @@ fn setup(
     for line in &outcome.lowered {
         tracing::warn!("{line}");
     }
-    let registry = match profile {
-        None => outcome.registry,
-        Some(name) => Profile::load(config, name)
-            .and_then(|p| p.check(&outcome.registry))
-            .map_err(|e| {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            })?,
-    };
+    for name in &outcome.unmatched {
+        eprintln!(
+            "warning: the config overrides the risk of tool '{name}', which no loaded plugin provides (a typo?)"
+        );
+    }
+    // Every command runs as a profile's agent: the one named, else the default profile.
+    let name = profile.unwrap_or(&config.config.default_profile);
+    let registry = Profile::load(config, name)
+        .and_then(|p| p.check(&outcome.registry))
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        })?;
     Ok((report, registry))
 }
 
@@ -325,7 +333,12 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
         }
         return ExitCode::SUCCESS;
     }
-    let rows: Vec<[String; 5]> = registry
+    // With a profile: exactly what its agent sees. Without: every tool, deny ones included.
+    let shown: Vec<&toolhost::RegisteredTool> = registry
+        .iter()
+        .filter(|t| profile.is_none() || availability.visible_specs(&registry).contains(&t.spec()))
+        .collect();
+    let rows: Vec<[String; 5]> = shown
         .iter()
         .map(|t| {
             let spec = t.spec();

@@ -233,10 +233,12 @@ pub struct OverrideOutcome {
     pub lowered: Vec<String>,
     /// Overrides that were not applied: a lowering without `allow_lower`.
     pub refused: Vec<String>,
+    /// Overrides naming a tool the registry does not have (a typo, or a plugin not loaded).
+    pub unmatched: Vec<String>,
 }
 
 /// Applies `overrides` to `registry`: raising always, lowering only with `allow_lower`.
-/// Overrides for tools the registry does not have are ignored (the plugin may come later).
+/// Overrides for tools the registry does not have are reported in `unmatched`.
 pub fn apply_risk_overrides(
     registry: &ToolRegistry,
     overrides: &BTreeMap<String, RiskOverride>,
@@ -245,6 +247,11 @@ pub fn apply_risk_overrides(
         registry: ToolRegistry::new(),
         lowered: Vec::new(),
         refused: Vec::new(),
+        unmatched: overrides
+            .keys()
+            .filter(|name| registry.get(name).is_none())
+            .cloned()
+            .collect(),
     };
     for entry in registry.iter() {
         let tool = Arc::clone(entry.tool());

@@ -84,6 +84,8 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         shutdown_grace: Duration::from_secs(5),
         profiles,
         remember_approvals: host_config.config.approval.remember_for_session,
+        default_profile: host_config.config.default_profile.clone(),
+        config_file: host_config.file.clone(),
         availability_ttl: Duration::from_secs_f64(host_config.config.availability.cache_secs),
     };
     let runtime = match runtime() {
@@ -131,9 +133,18 @@ fn request(socket: &Path, method: &str, params: Value, limit: Duration) -> Resul
 /// How long `reload` and `status` wait for the host.
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
-pub(crate) fn call(socket: &Path, tool: &str, arguments: Value, timeout: Duration) -> ExitCode {
-    let params =
+pub(crate) fn call(
+    socket: &Path,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+    profile: Option<&str>,
+) -> ExitCode {
+    let mut params =
         json!({"tool": tool, "arguments": arguments, "timeout_secs": timeout.as_secs_f64()});
+    if let Some(name) = profile {
+        params["profile"] = json!(name);
+    }
     // The host's own cancel grace comes on top of the call's timeout.
     let limit = timeout + Duration::from_secs(10);
     let result = match request(socket, "call", params, limit) {

@@ -40,6 +40,10 @@ pub struct ServeConfig {
     pub remember_approvals: bool,
     /// How long availability answers are cached.
     pub availability_ttl: Duration,
+    /// The profile control-socket calls use when they name none.
+    pub default_profile: String,
+    /// The config file, for messages.
+    pub config_file: Option<PathBuf>,
 }
 
 /// Why a host could not start.
@@ -66,6 +70,7 @@ pub enum ServeError {
 pub struct Host {
     catalog: Arc<PluginCatalog>,
     profiles: Vec<Profile>,
+    default_profile: String,
     availability: Arc<Availability>,
     dispatcher: Dispatcher,
     stats: Arc<CallStats>,
@@ -102,7 +107,7 @@ pub struct HostStatus {
 pub struct ProfileStatus {
     /// The profile.
     pub name: String,
-    /// How many tools its agent sees now.
+    /// How many tools its agent sees now (not deny, not unavailable).
     pub tools: usize,
     /// Tools it lists that are missing (a hot reload removed them); calls get
     /// ToolNotFound until they come back.
@@ -137,6 +142,7 @@ impl Host {
             dispatcher: Dispatcher::new(config.dispatch, Arc::new(policy))
                 .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
             profiles: config.profiles.clone(),
+            default_profile: config.default_profile.clone(),
             availability,
             catalog,
             stats,
@@ -169,7 +175,7 @@ impl Host {
                     let view = p.view(&registry);
                     ProfileStatus {
                         name: p.name.clone(),
-                        tools: view.registry.len(),
+                        tools: self.availability.visible_specs(&view.registry).len(),
                         missing_tools: view.missing,
                     }
                 })
@@ -215,7 +221,26 @@ impl Host {
             cancel: self.calls.child_token(),
             services: Default::default(),
         };
-        let registry = self.catalog.registry();
+        // The call runs as a profile's agent: the one named, else the default profile.
+        let full = self.catalog.registry();
+        let wanted = params
+            .get("profile")
+            .and_then(Value::as_str)
+            .unwrap_or(&self.default_profile);
+        let registry = match self.profiles.iter().find(|p| p.name == wanted) {
+            Some(profile) => profile.view(&full).registry,
+            None if params.get("profile").is_none() => full.as_ref().clone(),
+            None => {
+                return Err(format!(
+                    "this host has no profile '{wanted}'; its profiles are: {}",
+                    self.profiles
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        };
         let call = ToolCall {
             id: "control".to_owned(),
             name: tool.to_owned(),
@@ -297,7 +322,10 @@ impl Host {
             crate::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides).refused;
         if let Some(problem) = refused.into_iter().next() {
             return Err(ServeError::Config(ConfigError::Invalid {
-                path: PathBuf::from("the host config"),
+                path: config
+                    .config_file
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("the host config")),
                 message: problem,
             }));
         }

@@ -56,7 +56,7 @@ pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version the test-only newer API pretends to be.
 #[cfg(feature = "__test_newer_api")]
-pub const API_VERSION: &str = "0.1.1";
+pub const API_VERSION: &str = "0.1.2";
 
 /// The layouts of the two growable tables, as the plugin was built.
 ///

@@ -1,13 +1,13 @@
 //! The `toolhost` binary: list, call and check, with their exit codes.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::support::{PluginDir, so};
 
 fn toolhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    crate::support::toolhost_command()
         .args(args)
         .env_remove("TOOLHOST_PLUGINS")
         .output()
@@ -119,7 +119,7 @@ fn call_runs_the_interactive_editor_tool_with_the_persons_editor() {
     let dir = PluginDir::with(&["toolhost_utils"]);
     let script = "#!/bin/sh\nsed -i 's/draft/final/' \"$1\"\n";
     let editor = executable(&dir, "fake-editor.sh", script);
-    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let out = crate::support::toolhost_command()
         .args(["call", "edit_text", r#"{"text": "a draft"}"#, "--plugins"])
         .arg(dir.path())
         .env("EDITOR", &editor)
@@ -136,7 +136,7 @@ fn an_interactive_call_past_its_timeout_is_cancelled_and_its_editor_killed() {
     // `exec`, so that killing the editor kills the one process holding our stdout.
     let editor = executable(&dir, "slow-editor.sh", "#!/bin/sh\nexec sleep 60\n");
     let started = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let out = crate::support::toolhost_command()
         .args([
             "call",
             "edit_text",

@@ -1,8 +1,6 @@
 //! Binary compatibility across plugin-api versions: fields appended to the prefix types
 //! (a tool method, a host service) keep plugins loading in both directions.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::support::{PluginDir, call, dispatcher, load, newer_host, so};
@@ -12,7 +10,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
     let dir = PluginDir::with(&["fixture_newer"]);
     let (report, registry, _) = load(&dir);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
-    assert_eq!(report.plugins[0].api_version, "0.1.1");
+    assert_eq!(report.plugins[0].api_version, "0.1.2");
     let r = dispatcher(toolhost::DispatchConfig::default())
         .call(
             &registry,
@@ -21,7 +19,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
         )
         .await;
     let out: Value = serde_json::from_str(&r.output).expect("JSON");
-    assert_eq!(out["api"], "0.1.1");
+    assert_eq!(out["api"], "0.1.2");
     let unavailable = out["outcome"]["unavailable"].as_str().expect("unavailable");
     assert!(
         unavailable.contains("predates the service"),
@@ -32,7 +30,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
 #[test]
 fn plugins_built_against_the_older_api_keep_loading_in_a_newer_host() {
     let file = so("fixture_echo");
-    let check = Command::new(newer_host())
+    let check = crate::support::isolated(newer_host())
         .arg("check")
         .arg(&file)
         .output()
@@ -44,12 +42,15 @@ fn plugins_built_against_the_older_api_keep_loading_in_a_newer_host() {
         String::from_utf8_lossy(&check.stderr)
     );
     assert!(
-        stdout.contains("plugin-api:  0.1.0 (this host: 0.1.1)"),
+        stdout.contains(&format!(
+            "plugin-api:  {} (this host: 0.1.2)",
+            toolhost::API_VERSION
+        )),
         "{stdout}"
     );
 
     let dir = PluginDir::with(&["fixture_echo"]);
-    let out = Command::new(newer_host())
+    let out = crate::support::isolated(newer_host())
         .args([
             "call",
             "echo",
@@ -73,7 +74,7 @@ fn plugins_built_against_the_older_api_keep_loading_in_a_newer_host() {
 #[test]
 fn a_newer_host_serves_the_newer_service_to_a_newer_plugin() {
     let dir = PluginDir::with(&["fixture_newer"]);
-    let out = Command::new(newer_host())
+    let out = crate::support::isolated(newer_host())
         .args(["call", "probe_newer_service", "{}", "--plugins"])
         .arg(dir.path())
         .output()

@@ -41,7 +41,7 @@ impl ConfigDir {
 }
 
 fn toolhost(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    crate::support::toolhost_command()
         .arg("--config")
         .arg(config)
         .args(args)
@@ -171,7 +171,7 @@ fn a_profile_listing_a_missing_tool_stops_start_up_naming_the_profile_and_the_to
     );
 
     let socket = cfg.dir.path().join("control.sock");
-    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let out = crate::support::toolhost_command()
         .arg("--config")
         .arg(cfg.file())
         .args(["serve", "--no-watch", "--plugins"])
@@ -218,8 +218,8 @@ fn list_profile_shows_exactly_what_the_agent_sees_and_how_big_it_is() {
         .collect();
     assert_eq!(
         names,
-        ["needs_env", "slow"],
-        "deny tools (declared or overridden) are not shown:\n{listing}"
+        ["slow"],
+        "deny tools (declared or overridden) and unavailable ones are not shown:\n{listing}"
     );
     assert!(
         listing.contains("unavailable: tool 'needs_env' is unavailable"),
@@ -233,7 +233,7 @@ fn list_profile_shows_exactly_what_the_agent_sees_and_how_big_it_is() {
     );
 
     // With the variable set, the tool becomes available and the specs grow.
-    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let out = crate::support::toolhost_command()
         .arg("--config")
         .arg(cfg.file())
         .args(args)
@@ -304,6 +304,8 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
         profiles: config.profiles().expect("profiles"),
         remember_approvals: true,
         availability_ttl: Duration::from_secs(30),
+        default_profile: "default".to_owned(),
+        config_file: None,
     })
     .await
     .expect("starts");
@@ -336,6 +338,23 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
         .await
         .expect("answered");
     assert_eq!(gone["error"], "tool_not_found");
+    // A call made as profile "p" only reaches p's tools; an unknown profile is refused.
+    let outside = client
+        .request("call", json!({"tool": "build_version", "profile": "p"}))
+        .await
+        .expect("answered");
+    assert_eq!(outside["error"], "tool_not_found", "{outside}");
+    let unknown = client
+        .request(
+            "call",
+            json!({"tool": "build_version", "profile": "nobody"}),
+        )
+        .await
+        .expect_err("no such profile");
+    assert!(
+        unknown.to_string().contains("no profile 'nobody'"),
+        "{unknown}"
+    );
 
     std::fs::copy(echo_build("v1"), &file).expect("reinstall");
     client.request("reload", json!({})).await.expect("reload");
@@ -360,7 +379,11 @@ fn the_shipped_example_config_is_valid() {
 
 /// Runs `toolhost ARGS` on a pseudo-terminal (util-linux `script`) with `input` typed.
 fn on_a_terminal(args: &str, input: &str) -> Output {
-    let command = format!("{} {args}", env!("CARGO_BIN_EXE_toolhost"));
+    let command = format!(
+        "env XDG_CONFIG_HOME={} {} {args}",
+        crate::support::empty_config_home().display(),
+        env!("CARGO_BIN_EXE_toolhost")
+    );
     let mut child = Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .stdin(std::process::Stdio::piped())
@@ -405,4 +428,129 @@ fn call_asks_the_person_at_the_terminal() {
         "{screen}"
     );
     assert!(!no.exists());
+}
+
+#[test]
+fn config_overrides_apply_on_the_real_call_path_and_lowering_must_be_explicit() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let p = plugins.path();
+    let p = p.to_str().expect("utf-8");
+    let raised = ConfigDir::new("[tools.echo]\nrisk = \"write\"\n", &[]);
+    let out = toolhost(
+        &raised.file(),
+        &["call", "echo", r#"{"text": "hi"}"#, "--plugins", p],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "echo raised to write asks, nobody to ask"
+    );
+    assert!(
+        text(&out.stderr).contains("(risk write) was not approved"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let lowered = "[tools.risky_write]\nrisk = \"read\"\n";
+    let no = ConfigDir::new(lowered, &[]);
+    let out = toolhost(&no.file(), &["list", "--plugins", p]);
+    assert_eq!(out.status.code(), Some(1), "start-up stops");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("'risky_write'") && err.contains("allow_lower = true"),
+        "{err}"
+    );
+
+    let yes = ConfigDir::new(&format!("{lowered}allow_lower = true\n"), &[]);
+    let marker = yes.dir.path().join("ran");
+    let args = json!({"marker": marker}).to_string();
+    let out = toolhost(&yes.file(), &["call", "risky_write", &args, "--plugins", p]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("lowered by the config from write to read"),
+        "logged"
+    );
+    assert!(marker.exists(), "lowered to read, it ran without asking");
+
+    let typo = ConfigDir::new("[tools.ecko]\nrisk = \"deny\"\n", &[]);
+    let out = toolhost(&typo.file(), &["list", "--plugins", p]);
+    assert!(
+        text(&out.stderr).contains("'ecko', which no loaded plugin provides"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_profile_file_with_an_unknown_key_names_the_file_the_line_and_the_key() {
+    let cfg = ConfigDir::new("", &[("p", "tools = [\"echo\"]\nmodle = \"x\"\n")]);
+    let msg = Profile::load(&cfg.load(), "p")
+        .expect_err("unknown key")
+        .to_string();
+    assert!(msg.contains("profiles/p/config.toml"), "{msg}");
+    assert!(msg.contains("line 2") && msg.contains("modle"), "{msg}");
+}
+
+#[tokio::test]
+async fn availability_answers_are_cached_for_their_ttl() {
+    let (_dir, registry) = {
+        let dir = PluginDir::with(&["fixture_basic"]);
+        let (_, registry, _) = load(&dir);
+        (dir, registry)
+    };
+    let mut spec = registry.get("needs_program").expect("tool").spec().clone();
+    let availability = toolhost::Availability::new(Duration::from_millis(200));
+    assert!(availability.check(&spec).is_err());
+    // A changed requirement is evaluated afresh: an absolute path to a program that exists.
+    let bin = tempfile::tempdir().expect("temp dir");
+    let program = bin.path().join("toolhost-no-such-program");
+    std::fs::write(&program, "#!/bin/sh\n").expect("program");
+    let mut perms = std::fs::metadata(&program).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&program, perms).expect("chmod");
+    spec.requirements.programs = vec![program.display().to_string()];
+    assert!(availability.check(&spec).is_ok());
+    // The answer is kept for the TTL even though the program is gone...
+    std::fs::remove_file(&program).expect("remove");
+    assert!(availability.check(&spec).is_ok(), "cached within the TTL");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(
+        availability.check(&spec).is_err(),
+        "looked at again after the TTL"
+    );
+}
+
+#[tokio::test]
+async fn without_remember_for_session_every_call_asks() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Counting(AtomicUsize);
+    #[async_trait::async_trait]
+    impl toolhost::Approver for Counting {
+        async fn ask(&self, _r: &toolhost::ApprovalRequest) -> toolhost::ApprovalAnswer {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            toolhost::ApprovalAnswer::ApproveForSession
+        }
+    }
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let (_, registry, _) = load(&dir);
+    let approver = Arc::new(Counting(AtomicUsize::new(0)));
+    let policy = toolhost::ApprovalPolicy::new(
+        approver.clone(),
+        Arc::new(toolhost::Availability::default()),
+        false,
+    );
+    let d = toolhost::Dispatcher::new(DispatchConfig::default(), Arc::new(policy));
+    let turn = toolhost::Turn::new(toolhost::TurnInfo::default());
+    let (_m, path) = crate::support::marker();
+    for _ in 0..2 {
+        let r = d
+            .call(
+                &registry,
+                &turn,
+                crate::support::call("1", "risky_write", json!({"marker": path})),
+            )
+            .await;
+        assert!(!r.is_error, "{r:?}");
+    }
+    assert_eq!(approver.0.load(Ordering::SeqCst), 2);
 }

@@ -39,6 +39,8 @@ fn config(plugins: &Path, socket: &Path) -> ServeConfig {
         profiles: Vec::new(),
         remember_approvals: true,
         availability_ttl: Duration::from_secs(30),
+        default_profile: "default".to_owned(),
+        config_file: None,
     }
 }
 
@@ -173,7 +175,7 @@ fn status_without_a_host_fails_clearly_and_names_the_socket() {
         .path()
         .join("nobody.sock");
     for args in [&["status"][..], &["reload"], &["call", "echo", "{}"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        let out = crate::support::toolhost_command()
             .args(args)
             .arg("--control")
             .arg(&missing)
@@ -187,7 +189,7 @@ fn status_without_a_host_fails_clearly_and_names_the_socket() {
 }
 
 fn toolhost(args: &[&str], socket: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    crate::support::toolhost_command()
         .args(args)
         .arg("--control")
         .arg(socket)
@@ -216,7 +218,7 @@ async fn serve_binary_reloads_reports_status_serves_calls_and_stops_on_sigterm()
     std::fs::copy(echo_build("v1"), dir.join("libecho.so")).expect("install");
     let sockets = tempfile::tempdir().expect("temp dir");
     let socket: PathBuf = sockets.path().join("control.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let mut child = crate::support::toolhost_command()
         .args(["serve", "--no-watch", "--plugins"])
         .arg(&dir)
         .arg("--control")

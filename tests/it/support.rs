@@ -68,7 +68,7 @@ pub(crate) fn built() -> &'static Path {
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
         ]);
-        // A plugin built against a newer plugin-api (0.1.1: appended fields), and a host
+        // A plugin built against a newer plugin-api (0.1.2: appended fields), and a host
         // built against it, to load today's plugins into: each in a cargo invocation of its
         // own, so the test-only feature never reaches the other builds.
         cargo(&[
@@ -124,7 +124,7 @@ pub(crate) fn built() -> &'static Path {
     })
 }
 
-/// A `toolhost` binary built against the newer plugin-api (0.1.1).
+/// A `toolhost` binary built against the newer plugin-api (0.1.2).
 pub(crate) fn newer_host() -> PathBuf {
     built().join("debug").join("toolhost")
 }
@@ -216,4 +216,26 @@ pub(crate) fn marker() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().expect("temp dir");
     let p = d.path().join("marker");
     (d, p)
+}
+
+/// An empty config home, so the tests never read the developer's own
+/// `~/.config/toolhost/config.toml`.
+pub(crate) fn empty_config_home() -> &'static Path {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().expect("temp dir"))
+        .path()
+}
+
+/// A command running `program` (a toolhost binary) isolated from the environment's config.
+pub(crate) fn isolated(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("XDG_CONFIG_HOME", empty_config_home())
+        .env_remove("TOOLHOST_PLUGINS")
+        .env_remove("TOOLHOST_FIXTURE_TOKEN");
+    cmd
+}
+
+/// The `toolhost` binary under test, isolated from the environment's config.
+pub(crate) fn toolhost_command() -> Command {
+    isolated(env!("CARGO_BIN_EXE_toolhost"))
 }
