@@ -146,26 +146,37 @@ impl Dispatcher {
         turn: &Turn,
         calls: Vec<ToolCall>,
     ) -> Vec<ToolResult> {
-        let jobs: Vec<CallJob> = calls
-            .into_iter()
-            .map(|c| self.job(registry, turn, c))
-            .collect();
-        let sequential = jobs.len() < 2
-            || jobs
+        let sequential = calls.len() < 2
+            || calls
                 .iter()
-                .any(|j| j.entry.as_ref().is_ok_and(|e| e.spec().interactive));
+                .any(|c| registry.get(&c.name).is_some_and(|e| e.spec().interactive));
         if sequential {
-            let mut results = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                results.push(job.run().await);
+            let mut results = Vec::with_capacity(calls.len());
+            for call in calls {
+                results.push(self.call(registry, turn, call).await);
             }
             return results;
         }
-        let names: Vec<(String, String)> = jobs
+        let names: Vec<(String, String)> = calls
             .iter()
-            .map(|j| (j.call.id.clone(), j.call.name.clone()))
+            .map(|c| (c.id.clone(), c.name.clone()))
             .collect();
-        let mut handles = TaskGroup(jobs.into_iter().map(|j| tokio::spawn(j.run())).collect());
+        let tasks = calls.into_iter().map(|call| {
+            let entry = registry.get(&call.name).cloned();
+            let missing = entry
+                .is_none()
+                .then(|| unknown_tool_message(&call.name, registry));
+            let turn = turn.clone();
+            let this = self.clone();
+            tokio::spawn(async move {
+                let entry = match (&entry, missing) {
+                    (Some(e), _) => Ok(e),
+                    (None, m) => Err(m.unwrap_or_default()),
+                };
+                this.job(entry, &turn, call).run().await
+            })
+        });
+        let mut handles = TaskGroup(tasks.collect());
         let mut results = Vec::with_capacity(handles.0.len());
         for (handle, (call_id, name)) in handles.0.iter_mut().zip(names) {
             results.push(match handle.await {
@@ -185,20 +196,24 @@ impl Dispatcher {
 
     /// Runs one call.
     pub async fn call(&self, registry: &ToolRegistry, turn: &Turn, call: ToolCall) -> ToolResult {
-        self.job(registry, turn, call).run().await
-    }
-
-    fn job(&self, registry: &ToolRegistry, turn: &Turn, call: ToolCall) -> CallJob {
         let entry = registry
             .get(&call.name)
-            .cloned()
             .ok_or_else(|| unknown_tool_message(&call.name, registry));
+        self.job(entry, turn, call).run().await
+    }
+
+    fn job<'a>(
+        &'a self,
+        entry: Result<&'a RegisteredTool, String>,
+        turn: &'a Turn,
+        call: ToolCall,
+    ) -> CallJob<'a> {
         CallJob {
             entry,
             call,
-            turn: turn.clone(),
-            policy: Arc::clone(&self.policy),
-            observer: self.observer.clone(),
+            turn,
+            policy: self.policy.as_ref(),
+            observer: self.observer.as_deref(),
             config: self.config,
         }
     }
@@ -237,12 +252,14 @@ fn unknown_tool_message(name: &str, registry: &ToolRegistry) -> String {
     msg
 }
 
-struct CallJob {
-    entry: Result<RegisteredTool, String>,
+/// One call, borrowing what it needs from the dispatcher and the turn (no clones on the
+/// one-call path).
+struct CallJob<'a> {
+    entry: Result<&'a RegisteredTool, String>,
     call: ToolCall,
-    turn: Turn,
-    policy: Arc<dyn CallPolicy>,
-    observer: Option<Arc<dyn CallObserver>>,
+    turn: &'a Turn,
+    policy: &'a dyn CallPolicy,
+    observer: Option<&'a dyn CallObserver>,
     config: DispatchConfig,
 }
 
@@ -251,7 +268,7 @@ enum Stop {
     Cancelled,
 }
 
-impl CallJob {
+impl CallJob<'_> {
     async fn run(mut self) -> ToolResult {
         let observer = self.observer.take();
         let result = self.run_inner().await;
@@ -322,6 +339,9 @@ impl CallJob {
         }
         // The check may wait for a person; stopping the turn stops the wait.
         let checked = tokio::select! {
+            // The check first: most finish at once, and the cancel branch is then never
+            // polled (polling it registers a waiter on the token).
+            biased;
             checked = CatchUnwind::new(policy.check(entry.tool().as_ref(), &arguments, &turn.info)) => checked,
             () = turn.cancel.cancelled() => {
                 return done(
