@@ -4,8 +4,9 @@
 //!
 //! Run: `cargo bench -p toolhost --bench dispatch`
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,26 +51,7 @@ impl Tool for NativeEcho {
 
 /// Builds the echo plugins in release mode; returns their directory.
 fn build_plugins() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = root.join("target").join("bench-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "fixture-echo",
-            "-p",
-            "fixture-basic",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(&root)
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the echo plugin failed");
-    target.join("release")
+    common::build_release(&["fixture-echo", "fixture-basic"], "v1")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

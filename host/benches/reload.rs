@@ -6,8 +6,9 @@
 //!
 //! Run: `cargo bench -p toolhost --bench reload`
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,26 +22,9 @@ const RELOADS: usize = 50;
 
 /// Builds the echo fixture in release mode answering `version`; returns a kept copy.
 fn build_echo(version: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = root.join("target").join("bench-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "fixture-echo",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .env("FIXTURE_ECHO_VERSION", version)
-        .current_dir(&root)
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the echo plugin failed");
-    let kept = target.join(format!("libfixture_echo-{version}.so"));
-    std::fs::copy(target.join("release").join("libfixture_echo.so"), &kept).expect("keep");
+    let release = common::build_release(&["fixture-echo"], version);
+    let kept = release.join(format!("libfixture_echo-{version}.so"));
+    std::fs::copy(release.join("libfixture_echo.so"), &kept).expect("keep");
     kept
 }
 
