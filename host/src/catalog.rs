@@ -246,6 +246,7 @@ impl PluginCatalog {
     /// Blocking (file I/O and dlopen): call it from a blocking context.
     pub fn rescan(&self) -> ReloadReport {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let reloads_before = state.reloads;
         let mut report = ReloadReport::default();
         let mut seen: BTreeSet<(usize, PathBuf)> = BTreeSet::new();
         state.pending.clear();
@@ -286,7 +287,6 @@ impl PluginCatalog {
         state
             .load_errors
             .retain(|file, (fp, _)| fp.is_none() || seen_files.contains(file));
-        let reloads_before = self.status().reloads;
         if state.dirty {
             report.tools = self.swap_registry(&mut state);
             state.dirty = false;
@@ -342,21 +342,24 @@ impl PluginCatalog {
             report.errors.push(msg.clone());
             return;
         }
-        let sha256 = match fs::File::open(&file).and_then(crate::loader::sha256_hex) {
-            Ok(h) => h,
-            Err(e) => {
-                record_failure(state, &key, None, unreadable(e), report);
-                return;
-            }
-        };
+        // Same size as the generation serving: maybe only touched or copied again. Hash it
+        // to find out before mapping another library (a new size means new content).
         if let Some(entry) = state.entries.get_mut(&key)
-            && entry.plugin.sha256 == sha256
+            && entry.plugin.size == fingerprint.len
         {
-            // Touched or copied again with the same content: nothing to reload.
-            entry.fingerprint = fingerprint;
-            entry.last_error = None;
-            entry.rejected = None;
-            return;
+            match fs::File::open(&file).and_then(crate::loader::sha256_hex) {
+                Ok(sha256) if sha256 == entry.plugin.sha256 => {
+                    entry.fingerprint = fingerprint;
+                    entry.last_error = None;
+                    entry.rejected = None;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    record_failure(state, &key, None, unreadable(e), report);
+                    return;
+                }
+            }
         }
         match self.loader.load_file(&file) {
             Ok(plugin) => {

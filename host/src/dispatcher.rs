@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, panic_message};
 
 use crate::context::{ToolContext, Turn};
-use crate::policy::{CallPolicy, Refusal};
+use crate::policy::{CallPolicy, Refusal, denied_message};
 use crate::registry::{RegisteredTool, ToolRegistry};
 use crate::stats::CallObserver;
 use crate::tool::ToolError;
@@ -313,10 +313,7 @@ impl CallJob<'_> {
         };
         // A tool switched off is refused before anything else, whatever its arguments.
         if entry.spec().risk == crate::Risk::Deny {
-            return done(
-                format!("tool '{name}' is denied by policy and never runs"),
-                Some(CallErrorKind::Denied),
-            );
+            return done(denied_message(entry.spec()), Some(CallErrorKind::Denied));
         }
         // Validate first: nobody should be asked to approve a call that cannot run.
         match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(&arguments))) {

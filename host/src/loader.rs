@@ -238,24 +238,29 @@ fn copy_and_hash(file: &Path, copy: &Path) -> Result<(String, u64), LoadErrorKin
     };
     let mut src = fs::File::open(file).map_err(io_err)?;
     let before = src.metadata().map_err(io_err)?;
-    let mut dest = fs::File::create(copy).map_err(io_err)?;
+    let dest = fs::File::create(copy).map_err(io_err)?;
+    let (sha256, size) = hash_copy(&mut src, dest).map_err(io_err)?;
+    let after = src.metadata().map_err(io_err)?;
+    if same_version(&before, &after) && size == after.len() {
+        Ok((sha256, size))
+    } else {
+        Err(LoadErrorKind::ChangedWhileLoading)
+    }
+}
+
+/// Copies everything `reader` yields to `writer`, returning its sha256 (hex) and size.
+fn hash_copy(mut reader: impl Read, mut writer: impl io::Write) -> io::Result<(String, u64)> {
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut size = 0u64;
     loop {
-        let n = src.read(&mut buf).map_err(io_err)?;
+        let n = reader.read(&mut buf)?;
         if n == 0 {
-            break;
+            return Ok((hex(&sha2::Digest::finalize(hasher)), size));
         }
         sha2::Digest::update(&mut hasher, &buf[..n]);
-        io::Write::write_all(&mut dest, &buf[..n]).map_err(io_err)?;
+        writer.write_all(&buf[..n])?;
         size += n as u64;
-    }
-    let after = src.metadata().map_err(io_err)?;
-    if same_version(&before, &after) && size == after.len() {
-        Ok((hex(&sha2::Digest::finalize(hasher)), size))
-    } else {
-        Err(LoadErrorKind::ChangedWhileLoading)
     }
 }
 
@@ -277,16 +282,8 @@ fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
 }
 
 /// The sha256 of everything `reader` yields, as lowercase hex.
-pub(crate) fn sha256_hex(mut reader: impl Read) -> io::Result<String> {
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = reader.read(&mut buf)?;
-        if n == 0 {
-            return Ok(hex(&sha2::Digest::finalize(hasher)));
-        }
-        sha2::Digest::update(&mut hasher, &buf[..n]);
-    }
+pub(crate) fn sha256_hex(reader: impl Read) -> io::Result<String> {
+    hash_copy(reader, io::sink()).map(|(hex, _)| hex)
 }
 
 fn hex(bytes: &[u8]) -> String {

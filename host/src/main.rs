@@ -321,7 +321,9 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
         let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
         eprintln!("note: no plugins loaded from {}", shown.join(", "));
     }
-    let availability = Availability::new(Duration::from_secs(0));
+    let availability = Availability::new(Duration::from_secs_f64(
+        config.config.availability.cache_secs,
+    ));
     if as_json {
         let tools = registry.listing();
         match serde_json::to_string_pretty(&tools) {
@@ -334,9 +336,10 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
         return ExitCode::SUCCESS;
     }
     // With a profile: exactly what its agent sees. Without: every tool, deny ones included.
+    let visible = availability.visible_specs(&registry);
     let shown: Vec<&toolhost::RegisteredTool> = registry
         .iter()
-        .filter(|t| profile.is_none() || availability.visible_specs(&registry).contains(&t.spec()))
+        .filter(|t| profile.is_none() || visible.iter().any(|s| s.name == t.spec().name))
         .collect();
     let rows: Vec<[String; 5]> = shown
         .iter()
@@ -362,8 +365,7 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
     }
     if let Some(name) = profile {
         // What the model is sent: name, description and parameters of each tool it sees.
-        let seen = availability.visible_specs(&registry);
-        let chars: usize = seen
+        let chars: usize = visible
             .iter()
             .map(|s| {
                 serde_json::json!({"name": s.name, "description": s.description, "parameters": s.schema})
@@ -375,7 +377,7 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
         println!();
         println!(
             "profile '{name}': its agent sees {} tools; their specs take {chars} characters (about {} tokens)",
-            seen.len(),
+            visible.len(),
             chars.div_ceil(4)
         );
     }

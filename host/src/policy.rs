@@ -54,10 +54,12 @@ impl CallPolicy for ReadOnlyPolicy {
 }
 
 fn denied(spec: &ToolSpec) -> Refusal {
-    Refusal::Denied(format!(
-        "tool '{}' is denied by policy and never runs",
-        spec.name
-    ))
+    Refusal::Denied(denied_message(spec))
+}
+
+/// What the model reads when it calls a tool switched off by policy.
+pub(crate) fn denied_message(spec: &ToolSpec) -> String {
+    format!("tool '{}' is denied by policy and never runs", spec.name)
 }
 
 /// What a person is asked to approve.
@@ -243,23 +245,16 @@ pub fn apply_risk_overrides(
     registry: &ToolRegistry,
     overrides: &BTreeMap<String, RiskOverride>,
 ) -> OverrideOutcome {
-    let mut outcome = OverrideOutcome {
-        registry: ToolRegistry::new(),
-        lowered: Vec::new(),
-        refused: Vec::new(),
-        unmatched: overrides
-            .keys()
-            .filter(|name| registry.get(name).is_none())
-            .cloned()
-            .collect(),
-    };
-    for entry in registry.iter() {
-        let tool = Arc::clone(entry.tool());
+    let mut lowered = Vec::new();
+    let mut refused = Vec::new();
+    // Only the risk changes, so every tool keeps its compiled argument validator.
+    let overridden = registry.map_tools(|tool| {
+        let tool = Arc::clone(tool);
         let declared = tool.spec().risk;
-        let effective = match overrides.get(&tool.spec().name) {
+        match overrides.get(&tool.spec().name) {
             Some(o) if o.risk == declared => tool,
             Some(o) if severity(o.risk) < severity(declared) && !o.allow_lower => {
-                outcome.refused.push(format!(
+                refused.push(format!(
                     "the config lowers tool '{}' from {declared} to {}: add `allow_lower = true` \
                      to [tools.{}] if that is meant; the tool keeps risk {declared}",
                     tool.spec().name,
@@ -270,7 +265,7 @@ pub fn apply_risk_overrides(
             }
             Some(o) => {
                 if severity(o.risk) < severity(declared) {
-                    outcome.lowered.push(format!(
+                    lowered.push(format!(
                         "tool '{}' is lowered by the config from {declared} to {} (allow_lower)",
                         tool.spec().name,
                         o.risk
@@ -281,11 +276,18 @@ pub fn apply_risk_overrides(
                 Arc::new(Overridden { inner: tool, spec })
             }
             None => tool,
-        };
-        // Same names as the source registry: registering cannot collide.
-        let _ = outcome.registry.register(effective);
+        }
+    });
+    OverrideOutcome {
+        registry: overridden,
+        lowered,
+        refused,
+        unmatched: overrides
+            .keys()
+            .filter(|name| registry.get(name).is_none())
+            .cloned()
+            .collect(),
     }
-    outcome
 }
 
 /// A tool with an operator-overridden spec.

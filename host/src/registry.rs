@@ -138,6 +138,31 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// A copy whose tools are `f(tool)`, each keeping its compiled validator. `f` must
+    /// return a tool with the same name and schema (a wrapper that changes, say, the risk).
+    pub(crate) fn map_tools(
+        &self,
+        mut f: impl FnMut(&Arc<dyn Tool>) -> Arc<dyn Tool>,
+    ) -> ToolRegistry {
+        let tools = self
+            .tools
+            .iter()
+            .map(|(name, entry)| {
+                let tool = f(&entry.tool);
+                debug_assert_eq!(tool.spec().name, *name);
+                debug_assert_eq!(tool.spec().schema, entry.tool.spec().schema);
+                (
+                    name.clone(),
+                    RegisteredTool {
+                        tool,
+                        validator: Arc::clone(&entry.validator),
+                    },
+                )
+            })
+            .collect();
+        ToolRegistry { tools }
+    }
+
     /// Every registered tool, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
         self.tools.values()

@@ -208,11 +208,7 @@ async fn an_unknown_tool_is_a_tool_not_found_result() {
 async fn a_timeout_reaches_the_plugin_as_its_cancel_signal() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();
-    let config = DispatchConfig {
-        timeout: Duration::from_millis(100),
-        cancel_grace: Duration::from_secs(5),
-        ..DispatchConfig::default()
-    };
+    let config = crate::support::short_timeout(100);
     let r = dispatcher(config)
         .call(
             &registry,

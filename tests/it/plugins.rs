@@ -1,8 +1,6 @@
 //! The plugins we ship (utils) and the third-party example (hello-tools), through the
 //! real loader, registry and dispatcher.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use toolhost::{CallErrorKind, DispatchConfig, ToolRegistry, Turn, TurnInfo};
 
@@ -103,11 +101,7 @@ async fn example_plugin_typed_arguments_and_cancellation() {
     let r = run(&registry, "countdown", json!({"from": 3, "step_ms": 1})).await;
     assert_eq!(r.output, "3 2 1 0");
 
-    let config = DispatchConfig {
-        timeout: Duration::from_millis(100),
-        cancel_grace: Duration::from_secs(5),
-        ..DispatchConfig::default()
-    };
+    let config = crate::support::short_timeout(100);
     let r = dispatcher(config)
         .call(
             &registry,

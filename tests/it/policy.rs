@@ -248,11 +248,7 @@ async fn a_remembered_approval_is_asked_again_after_the_plugin_file_changes() {
         })
         .expect("catalog"),
     );
-    let rescan = |c: &Arc<PluginCatalog>| {
-        let c = Arc::clone(c);
-        tokio::task::spawn_blocking(move || c.rescan())
-    };
-    rescan(&catalog).await.expect("scan");
+    crate::support::rescan(&catalog).await;
     let approver = Arc::new(Counting {
         asked: AtomicUsize::new(0),
         answer: ApprovalAnswer::ApproveForSession,
@@ -283,7 +279,7 @@ async fn a_remembered_approval_is_asked_again_after_the_plugin_file_changes() {
     );
 
     std::fs::copy(echo_build("v2"), &file).expect("update the plugin");
-    let report = rescan(&catalog).await.expect("scan");
+    let report = crate::support::rescan(&catalog).await;
     assert_eq!(report.plugins_updated.len(), 1);
     let r = d
         .call(&catalog.registry(), &turn("session-1"), write())

@@ -499,7 +499,8 @@ async fn availability_answers_are_cached_for_their_ttl() {
         (dir, registry)
     };
     let mut spec = registry.get("needs_program").expect("tool").spec().clone();
-    let availability = toolhost::Availability::new(Duration::from_millis(200));
+    // Long enough that the cached answer outlives a slow step on a busy machine.
+    let availability = toolhost::Availability::new(Duration::from_secs(1));
     assert!(availability.check(&spec).is_err());
     // A changed requirement is evaluated afresh: an absolute path to a program that exists.
     let bin = tempfile::tempdir().expect("temp dir");
@@ -513,7 +514,15 @@ async fn availability_answers_are_cached_for_their_ttl() {
     // The answer is kept for the TTL even though the program is gone...
     std::fs::remove_file(&program).expect("remove");
     assert!(availability.check(&spec).is_ok(), "cached within the TTL");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // ...and looked at again once the TTL has passed (waited for, bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while availability.check(&spec).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never looked at again after the TTL"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         availability.check(&spec).is_err(),
         "looked at again after the TTL"

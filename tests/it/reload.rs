@@ -48,10 +48,7 @@ impl Live {
             .expect("catalog"),
         );
         let events = catalog.subscribe();
-        let first = Arc::clone(&catalog);
-        tokio::task::spawn_blocking(move || first.rescan())
-            .await
-            .expect("rescan");
+        crate::support::rescan(&catalog).await;
         let watcher = watch.then(|| {
             PluginWatcher::start(Arc::clone(&catalog), WatchConfig::default()).expect("watch")
         });
@@ -254,15 +251,11 @@ async fn past_max_generations_status_recommends_a_restart() {
         })
         .expect("catalog"),
     );
-    let rescan = |c: &Arc<PluginCatalog>| {
-        let c = Arc::clone(c);
-        tokio::task::spawn_blocking(move || c.rescan())
-    };
-    rescan(&catalog).await.expect("scan");
+    crate::support::rescan(&catalog).await;
     for version in ["v2", "v1"] {
         assert!(catalog.status().warning.is_none());
         install_by_rename(&echo_build(version), &dir.path().join("libecho.so"));
-        rescan(&catalog).await.expect("scan");
+        crate::support::rescan(&catalog).await;
     }
     let status = catalog.status();
     assert_eq!(status.reloads, 2);
@@ -384,10 +377,7 @@ async fn reload_without_watching_reports_added_replaced_and_removed_plugins() {
         "nothing happens until reload"
     );
 
-    let catalog = Arc::clone(&live.catalog);
-    let report = tokio::task::spawn_blocking(move || catalog.rescan())
-        .await
-        .expect("rescan");
+    let report = crate::support::rescan(&live.catalog).await;
     assert_eq!(report.plugins_added, [live.path("libutils.so")]);
     assert_eq!(report.plugins_updated, [live.path("libecho.so")]);
     assert_eq!(report.plugins_removed, [live.path("libhello.so")]);
@@ -403,10 +393,7 @@ async fn an_unchanged_broken_file_is_not_loaded_again_on_every_rescan() {
     let live = Live::start(&[(&so("fixture_no_root"), "libnoroot.so")], false).await;
     let mapped = live.catalog.status().generations_mapped;
     for _ in 0..3 {
-        let catalog = Arc::clone(&live.catalog);
-        let report = tokio::task::spawn_blocking(move || catalog.rescan())
-            .await
-            .expect("rescan");
+        let report = crate::support::rescan(&live.catalog).await;
         assert_eq!(
             report.errors.len(),
             1,

@@ -239,3 +239,21 @@ pub(crate) fn isolated(program: impl AsRef<std::ffi::OsStr>) -> Command {
 pub(crate) fn toolhost_command() -> Command {
     isolated(env!("CARGO_BIN_EXE_toolhost"))
 }
+
+/// Rescans `catalog` on a blocking thread, as the host does.
+pub(crate) async fn rescan(catalog: &Arc<toolhost::PluginCatalog>) -> toolhost::ReloadReport {
+    let catalog = Arc::clone(catalog);
+    tokio::task::spawn_blocking(move || catalog.rescan())
+        .await
+        .expect("the rescan ran")
+}
+
+/// Dispatcher settings with a short call timeout and a long grace, so a tool that heeds
+/// its cancel signal always gets to report it.
+pub(crate) fn short_timeout(ms: u64) -> DispatchConfig {
+    DispatchConfig {
+        timeout: std::time::Duration::from_millis(ms),
+        cancel_grace: std::time::Duration::from_secs(5),
+        ..DispatchConfig::default()
+    }
+}
