@@ -70,6 +70,9 @@ pub struct HostConfig {
     /// Per-tool settings: risk overrides.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSettings>,
+    /// The MCP frontend (`toolhost serve --mcp`).
+    #[serde(default)]
+    pub mcp: McpConfig,
 }
 
 fn default_profile_name() -> String {
@@ -89,8 +92,33 @@ impl Default for HostConfig {
             reload: ReloadConfig::default(),
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
+            mcp: McpConfig::default(),
         }
     }
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// What happens to a call that needs approval when the MCP client cannot be asked
+    /// (it does not support elicitation).
+    pub without_elicitation: WithoutElicitation,
+    /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
+    /// the loopback names, which are always allowed (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// `[mcp] without_elicitation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WithoutElicitation {
+    /// Refuse the call with a message saying how to allow it (the default).
+    #[default]
+    Refuse,
+    /// Run it: the operator trusts the client to ask its user (most clients ask before
+    /// every tool call).
+    Approve,
 }
 
 /// `[calls]`.

@@ -1,11 +1,13 @@
 //! The context a call runs in: the turn it belongs to (profile, session, model), its
-//! cancel token, and the host services a tool may use (child turns, later progress).
+//! cancel token, and the host services a tool may use (child turns; progress, questions
+//! for the person and completions from the caller's model, through a [`Caller`]).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use toolhost_plugin_api::{LogLevel, ServiceError};
 
 /// Which turn a call works for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,11 +28,41 @@ pub trait ChildTurnService: Send + Sync {
     async fn run_child_turn(&self, parent: &TurnInfo, request: Value) -> Result<String, String>;
 }
 
+/// Whoever asked for the calls of a turn (an MCP client, the chat terminal): tools report
+/// progress and log lines to it, ask its person questions and ask its model for text.
+/// Every method has a default for callers that cannot do it.
+#[async_trait]
+pub trait Caller: Send + Sync {
+    /// The call got `progress` out of `total` (if known).
+    fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<&str>) {}
+
+    /// A log line of the tool's (also written to the host's log).
+    fn log(&self, _level: LogLevel, _tool: &str, _message: &str) {}
+
+    /// Asks the person a question: `request` is `{"message", "schema"}`; the answer is
+    /// `{"action": "accept" | "decline" | "cancel", "content"}`.
+    async fn ask_user(&self, _request: Value) -> Result<Value, ServiceError> {
+        Err(ServiceError::Unavailable(
+            "nobody can be asked: this caller has no person attached".to_owned(),
+        ))
+    }
+
+    /// Asks the caller's model: `request` is `{"prompt", "system", "max_tokens"}`; the
+    /// answer is `{"text", "model"}`.
+    async fn sample(&self, _request: Value) -> Result<Value, ServiceError> {
+        Err(ServiceError::Unavailable(
+            "this caller offers no model to sample from".to_owned(),
+        ))
+    }
+}
+
 /// The services a host offers to the calls of one turn.
 #[derive(Clone, Default)]
 pub struct HostServices {
     /// `None` where no agent runs the turn (e.g. `toolhost call`).
     pub child_turns: Option<Arc<dyn ChildTurnService>>,
+    /// `None` where nobody is at the other end to report to or ask.
+    pub caller: Option<Arc<dyn Caller>>,
 }
 
 /// A turn as the dispatcher sees it: who it is for, how to stop it, what services it has.

@@ -132,6 +132,14 @@ impl Dispatcher {
         }
     }
 
+    /// The same dispatcher (settings, observer) under another policy.
+    pub fn with_policy(&self, policy: Arc<dyn CallPolicy>) -> Self {
+        Dispatcher {
+            policy,
+            ..self.clone()
+        }
+    }
+
     /// The settings.
     pub fn config(&self) -> DispatchConfig {
         self.config

@@ -52,6 +52,7 @@ mod control;
 mod dispatcher;
 mod error;
 mod loader;
+mod mcp;
 mod plugin;
 mod policy;
 mod registry;
@@ -67,15 +68,17 @@ pub use catalog::{
 };
 pub use config::{
     ApprovalConfig, AvailabilityConfig, CallsConfig, ConfigError, HostConfig, LoadedConfig,
-    Profile, ProfileView, ReloadConfig, ToolSettings, default_config_path,
+    McpConfig, Profile, ProfileView, ReloadConfig, ToolSettings, WithoutElicitation,
+    default_config_path,
 };
-pub use context::{ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
+pub use context::{Caller, ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
 pub use control::{
     ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
 };
 pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
+pub use mcp::{McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession};
 pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,

@@ -87,6 +87,18 @@ enum Command {
         /// Seconds one call may run before it is cancelled. Default: the config's, else 60.
         #[arg(long)]
         timeout: Option<f64>,
+        /// Also serve the tools over MCP: `stdio` (for clients that start toolhost
+        /// themselves) or `http` (streamable HTTP at http://ADDR/mcp, see --listen).
+        #[arg(long, value_enum, value_name = "TRANSPORT")]
+        mcp: Option<McpTransportArg>,
+        /// With --mcp http: the address to listen on (port 0 picks a free port; the log
+        /// says which).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+        listen: std::net::SocketAddr,
+        /// With --mcp: the profile whose tools MCP clients see. Default: the config's
+        /// default_profile ("default": every tool, unless a profile of that name lists some).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Make the running host rescan its plugin directories now; print what changed.
     Reload {
@@ -111,6 +123,15 @@ enum Command {
         /// The plugin file (a .so).
         file: PathBuf,
     },
+}
+
+/// `--mcp`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum McpTransportArg {
+    /// One client on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP on --listen.
+    Http,
 }
 
 #[derive(clap::Args)]
@@ -151,7 +172,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A serving host logs its loads, reloads and removals; one-shot commands only problems.
     let default_level = if matches!(cli.command, Command::Serve { .. }) {
-        "info"
+        // rmcp logs every stateless HTTP request at info.
+        "info,rmcp=warn"
     } else {
         "warn"
     };
@@ -235,14 +257,23 @@ fn main() -> ExitCode {
             control,
             max_generations,
             timeout,
+            mcp,
+            listen,
+            profile,
         } => remote::serve(
             &config,
             remote::ServeArgs {
                 dirs: plugins.resolve(&config),
                 watch: !no_watch && config.config.reload.watch,
+                control_explicit: control.is_some(),
                 control: socket(control),
                 max_generations: max_generations.unwrap_or(config.config.reload.max_generations),
                 timeout,
+                mcp: mcp.map(|m| match m {
+                    McpTransportArg::Stdio => remote::McpMode::Stdio,
+                    McpTransportArg::Http => remote::McpMode::Http(listen),
+                }),
+                profile,
             },
         ),
         Command::Reload { control, json } => remote::reload(&socket(control), json),

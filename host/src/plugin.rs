@@ -227,6 +227,9 @@ const HOST_VTABLE: HostVTable_Ref = {
         log: host_log,
         sleep: host_sleep,
         child_turn: host_child_turn,
+        progress: host_progress,
+        ask_user: host_ask_user,
+        sample: host_sample,
         #[cfg(feature = "__test_newer_api")]
         newer_service: host_newer_service,
     });
@@ -274,6 +277,83 @@ unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message
         LogLevel::INFO => tracing::info!(plugin = s.plugin, tool = s.tool, "{message}"),
         _ => tracing::debug!(plugin = s.plugin, tool = s.tool, "{message}"),
     }
+    if let Some(caller) = &s.ctx.services.caller {
+        caller.log(level, s.tool, message);
+    }
+}
+
+unsafe extern "C" fn host_progress(
+    ctx: &FfiCallContext<'_>,
+    progress: f64,
+    total: f64,
+    message: RStr<'_>,
+) {
+    // SAFETY: as above.
+    let s = unsafe { state(ctx) };
+    if let Some(caller) = &s.ctx.services.caller {
+        let total = (!total.is_nan()).then_some(total);
+        let message = (!message.is_empty()).then_some(message.as_str());
+        caller.progress(progress, total, message);
+    }
+}
+
+unsafe extern "C" fn host_ask_user(
+    ctx: &FfiCallContext<'_>,
+    request: RStr<'_>,
+) -> FfiFuture<RResult<RString, RString>> {
+    // SAFETY: as above.
+    let caller = unsafe { state(ctx) }.ctx.services.caller.clone();
+    caller_service(caller, request, "asking the person", |caller, request| {
+        Box::pin(async move { caller.ask_user(request).await })
+    })
+}
+
+unsafe extern "C" fn host_sample(
+    ctx: &FfiCallContext<'_>,
+    request: RStr<'_>,
+) -> FfiFuture<RResult<RString, RString>> {
+    // SAFETY: as above.
+    let caller = unsafe { state(ctx) }.ctx.services.caller.clone();
+    caller_service(caller, request, "sampling", |caller, request| {
+        Box::pin(async move { caller.sample(request).await })
+    })
+}
+
+type ServiceFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Value, toolhost_plugin_api::ServiceError>> + Send>,
+>;
+
+/// Runs a JSON-in, JSON-out caller service for a plugin; errors cross as text, with the
+/// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
+fn caller_service(
+    caller: Option<Arc<dyn crate::context::Caller>>,
+    request: RStr<'_>,
+    what: &'static str,
+    run: impl FnOnce(Arc<dyn crate::context::Caller>, Value) -> ServiceFuture,
+) -> FfiFuture<RResult<RString, RString>> {
+    use toolhost_plugin_api::ServiceError;
+    let request: Result<Value, _> = serde_json::from_str(request.as_str());
+    let future = match (caller, request) {
+        (None, _) => Err(format!(
+            "{UNAVAILABLE_PREFIX}{what} is not available: nobody is at the other end of this \
+             call (it came from `toolhost call` or the control socket)"
+        )),
+        (Some(_), Err(e)) => Err(format!("malformed {what} request: {e}")),
+        (Some(caller), Ok(request)) => Ok(run(caller, request)),
+    };
+    async move {
+        match future {
+            Err(message) => RResult::RErr(RString::from(message)),
+            Ok(future) => match future.await {
+                Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
+                Err(ServiceError::Unavailable(m)) => {
+                    RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
+                }
+                Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
+            },
+        }
+    }
+    .into_ffi()
 }
 
 unsafe extern "C" fn host_sleep(ctx: &FfiCallContext<'_>, nanos: u64) -> FfiFuture<bool> {

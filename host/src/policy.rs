@@ -127,7 +127,7 @@ pub struct ApprovalPolicy {
     approver: Arc<dyn Approver>,
     availability: Arc<Availability>,
     remember: bool,
-    remembered: Mutex<HashSet<String>>,
+    remembered: Arc<Mutex<HashSet<String>>>,
 }
 
 impl ApprovalPolicy {
@@ -141,7 +141,18 @@ impl ApprovalPolicy {
             approver,
             availability,
             remember,
-            remembered: Mutex::new(HashSet::new()),
+            remembered: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// The same policy asking another approver (e.g. the client of one MCP call); the
+    /// two share what was approved for the session.
+    pub fn with_approver(&self, approver: Arc<dyn Approver>) -> Self {
+        ApprovalPolicy {
+            approver,
+            availability: Arc::clone(&self.availability),
+            remember: self.remember,
+            remembered: Arc::clone(&self.remembered),
         }
     }
 

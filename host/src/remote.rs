@@ -3,11 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use toolhost::{
-    CatalogConfig, ControlClient, DispatchConfig, LoadedConfig, ServeConfig, WatchConfig,
+    CatalogConfig, ControlClient, ControlError, DispatchConfig, Host, LoadedConfig, McpOptions,
+    McpServer, ServeConfig, ServeError, WatchConfig,
 };
 
 use crate::{print_table, summary};
@@ -17,8 +20,20 @@ pub(crate) struct ServeArgs {
     pub(crate) dirs: Vec<PathBuf>,
     pub(crate) watch: bool,
     pub(crate) control: PathBuf,
+    /// Whether `--control` was given (else a busy default socket may be replaced by a
+    /// per-process one for MCP over stdio).
+    pub(crate) control_explicit: bool,
     pub(crate) max_generations: u64,
     pub(crate) timeout: Option<f64>,
+    pub(crate) mcp: Option<McpMode>,
+    pub(crate) profile: Option<String>,
+}
+
+/// `serve --mcp`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum McpMode {
+    Stdio,
+    Http(std::net::SocketAddr),
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -71,7 +86,13 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let config = ServeConfig {
+    if args.mcp.is_none() && args.profile.is_some() {
+        eprintln!(
+            "error: --profile goes with --mcp (the control socket names its profile per call)"
+        );
+        return ExitCode::from(2);
+    }
+    let mut config = ServeConfig {
         catalog: CatalogConfig {
             dirs: args.dirs,
             max_generations: args.max_generations,
@@ -92,12 +113,71 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    let mcp_options = McpOptions {
+        profile: args.profile,
+        without_elicitation: host_config.config.mcp.without_elicitation,
+        allowed_hosts: host_config.config.mcp.allowed_hosts.clone(),
+    };
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal()
             .map_err(|e| format!("could not install the SIGINT/SIGTERM handlers: {e}"))?;
-        toolhost::serve(config, signals)
-            .await
-            .map_err(|e| e.to_string())
+        let Some(mode) = args.mcp else {
+            return toolhost::serve(config, signals)
+                .await
+                .map_err(|e| e.to_string());
+        };
+        let running = match Host::start(config.clone()).await {
+            // Clients start one stdio server per window: a second one gets its own socket.
+            Err(ServeError::Control(ControlError::InUse { .. }))
+                if matches!(mode, McpMode::Stdio) && !args.control_explicit =>
+            {
+                let own = config
+                    .control_path
+                    .with_file_name(format!("control-{}.sock", std::process::id()));
+                tracing::warn!(
+                    "another toolhost holds {}; this one's control socket is {}",
+                    config.control_path.display(),
+                    own.display()
+                );
+                config.control_path = own;
+                Host::start(config).await
+            }
+            other => other,
+        }
+        .map_err(|e| e.to_string())?;
+        let server =
+            McpServer::new(Arc::clone(running.host()), mcp_options).map_err(|e| e.to_string())?;
+        let stop = CancellationToken::new();
+        match mode {
+            McpMode::Stdio => {
+                let session = server.serve_stdio(stop.clone());
+                let until = async move {
+                    tokio::select! {
+                        () = signals => {}
+                        result = session => {
+                            if let Err(e) = result {
+                                tracing::error!("{e}");
+                            }
+                            tracing::info!("the MCP client closed stdin; shutting down");
+                        }
+                    }
+                };
+                running.run(until).await;
+                stop.cancel();
+            }
+            McpMode::Http(addr) => {
+                let (bound, serving) = server
+                    .bind_http(addr, stop.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!("serving MCP over streamable HTTP at http://{bound}/mcp");
+                let serving = tokio::spawn(serving);
+                running.run(signals).await;
+                stop.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
+            }
+        }
+        Ok(())
     });
     // A rescan still running on a blocking thread must not hold the exit up for long.
     runtime.shutdown_timeout(Duration::from_secs(2));
@@ -336,6 +416,28 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
             &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
             &tools,
         );
+    }
+    let clients: Vec<[String; 4]> = status["mcp_clients"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let version = text(&c["client_version"]);
+            [
+                text(&c["transport"]),
+                text(&c["protocol_version"]),
+                if version.is_empty() {
+                    text(&c["client_name"])
+                } else {
+                    format!("{} {version}", text(&c["client_name"]))
+                },
+                format!("{:.0}", c["connected_secs"].as_f64().unwrap_or_default()),
+            ]
+        })
+        .collect();
+    if !clients.is_empty() {
+        println!();
+        print_table(&["MCP CLIENT", "PROTOCOL", "NAME", "CONNECTED S"], &clients);
     }
     ExitCode::SUCCESS
 }

@@ -17,6 +17,7 @@ use crate::config::{ConfigError, Profile};
 use crate::context::{Turn, TurnInfo};
 use crate::control::{ControlError, ControlHandler, ControlSocket};
 use crate::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
+use crate::mcp::{McpClientStatus, McpClients};
 use crate::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::stats::{CallStats, ToolStatsSnapshot};
 use crate::watch::{PluginWatcher, WatchConfig, WatchError};
@@ -72,7 +73,9 @@ pub struct Host {
     profiles: Vec<Profile>,
     default_profile: String,
     availability: Arc<Availability>,
+    policy: Arc<ApprovalPolicy>,
     dispatcher: Dispatcher,
+    mcp_clients: Arc<McpClients>,
     stats: Arc<CallStats>,
     started: Instant,
     control_path: PathBuf,
@@ -100,6 +103,8 @@ pub struct HostStatus {
     pub profiles: Vec<ProfileStatus>,
     /// Tools whose requirements are not met, with the reason.
     pub unavailable: Vec<UnavailableTool>,
+    /// MCP clients connected now.
+    pub mcp_clients: Vec<McpClientStatus>,
 }
 
 /// A profile in status.
@@ -129,7 +134,7 @@ impl Host {
         let stats = Arc::new(CallStats::new());
         let availability = Arc::new(Availability::new(config.availability_ttl));
         // Control-socket clients cannot be asked yet: calls that need approval are refused.
-        let policy = ApprovalPolicy::new(
+        let policy = Arc::new(ApprovalPolicy::new(
             Arc::new(NobodyToAsk {
                 hint: "the control socket cannot ask a person; run it with `toolhost call --yes` \
                        or lower the tool's risk in the config (with allow_lower)"
@@ -137,13 +142,15 @@ impl Host {
             }),
             Arc::clone(&availability),
             config.remember_approvals,
-        );
+        ));
         Host {
-            dispatcher: Dispatcher::new(config.dispatch, Arc::new(policy))
+            dispatcher: Dispatcher::new(config.dispatch, Arc::clone(&policy) as _)
                 .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
             profiles: config.profiles.clone(),
             default_profile: config.default_profile.clone(),
             availability,
+            policy,
+            mcp_clients: Arc::new(McpClients::default()),
             catalog,
             stats,
             started: Instant::now(),
@@ -156,6 +163,42 @@ impl Host {
     /// The catalog.
     pub fn catalog(&self) -> &Arc<PluginCatalog> {
         &self.catalog
+    }
+
+    /// The dispatcher (with per-tool statistics) every frontend calls through.
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    /// The approval policy; frontends that can ask their user derive theirs from it
+    /// ([`ApprovalPolicy::with_approver`]) so session approvals are shared.
+    pub fn policy(&self) -> &ApprovalPolicy {
+        &self.policy
+    }
+
+    /// The availability checks (cached).
+    pub fn availability(&self) -> &Availability {
+        &self.availability
+    }
+
+    /// The profile calls use when they name none.
+    pub fn default_profile(&self) -> &str {
+        &self.default_profile
+    }
+
+    /// A profile by name.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name == name)
+    }
+
+    /// The profiles' names.
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profiles.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// The MCP clients connected now (the MCP frontend keeps this up to date).
+    pub fn mcp_clients(&self) -> &McpClients {
+        &self.mcp_clients
     }
 
     /// The status snapshot.
@@ -192,6 +235,7 @@ impl Host {
                         })
                 })
                 .collect(),
+            mcp_clients: self.mcp_clients.snapshot(),
         }
     }
 

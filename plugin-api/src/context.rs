@@ -1,5 +1,6 @@
 //! The call context a tool receives: which turn it works for, the model, the cancel
-//! signal, and the services the host provides (log, timer, child turns).
+//! signal, and the services the host provides (log, timer, child turns, progress, asking
+//! the person, asking the caller's model).
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
@@ -7,7 +8,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use abi_stable::std_types::{RResult, RStr};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
@@ -70,6 +72,69 @@ pub struct ChildTurnRequest {
     /// Background the child needs, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+}
+
+/// A question for the person behind the call (see [`ToolContext::ask_user`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct AskRequest {
+    /// What the person reads.
+    pub message: String,
+    /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
+    /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
+    /// An empty object schema asks for a plain yes or no.
+    pub schema: Value,
+}
+
+impl AskRequest {
+    /// A question whose answer is one line of text (property `answer`).
+    pub fn text(message: impl Into<String>) -> Self {
+        AskRequest {
+            message: message.into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"answer": {"type": "string", "description": "Your answer"}},
+                "required": ["answer"]
+            }),
+        }
+    }
+}
+
+/// The person's answer to an [`AskRequest`].
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum AskAnswer {
+    /// They answered; `content` follows the request's schema.
+    Accept {
+        /// The answer.
+        #[serde(default)]
+        content: Value,
+    },
+    /// They refused to answer.
+    Decline,
+    /// They dismissed the question without choosing.
+    Cancel,
+}
+
+/// A completion asked of the caller's model (see [`ToolContext::sample`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleRequest {
+    /// The user message the model answers.
+    pub prompt: String,
+    /// An optional system prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The most tokens the answer may have.
+    pub max_tokens: u32,
+}
+
+/// The caller's model's answer to a [`SampleRequest`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SampleAnswer {
+    /// The text it wrote.
+    pub text: String,
+    /// The model that wrote it, if the caller said.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -173,6 +238,71 @@ impl<'a> ToolContext<'a> {
         }
     }
 }
+
+impl ToolContext<'_> {
+    /// Reports how far the call got (`progress` out of `total`, if known) to whoever asked
+    /// for it: an MCP client that asked for progress gets `notifications/progress`. Does
+    /// nothing when nobody listens, or on a host older than plugin-api 0.1.2.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(report) = self.raw.host.progress() {
+            let message = RStr::from_str(message.unwrap_or(""));
+            // SAFETY: the context is valid for the call; the host copies the message.
+            unsafe { report(self.raw, progress, total.unwrap_or(f64::NAN), message) }
+        }
+    }
+
+    /// Asks the person behind the call a question and waits for the answer (an MCP
+    /// client's elicitation form; the terminal in `toolhost chat`). Fails with
+    /// [`ServiceError::Unavailable`] when nobody can be asked.
+    pub async fn ask_user(&self, request: &AskRequest) -> Result<AskAnswer, ServiceError> {
+        let answer = self.json_service(self.raw.host.ask_user(), "asking the person", request);
+        let answer = answer.await?;
+        serde_json::from_str(&answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Asks the caller's model for a completion (MCP sampling). Fails with
+    /// [`ServiceError::Unavailable`] when the caller offers no model.
+    pub async fn sample(&self, request: &SampleRequest) -> Result<SampleAnswer, ServiceError> {
+        let answer = self.json_service(self.raw.host.sample(), "sampling", request);
+        let answer = answer.await?;
+        serde_json::from_str(&answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Calls a JSON-in, JSON-out service appended after 0.1.1.
+    fn json_service(
+        &self,
+        service: Option<JsonService>,
+        what: &str,
+        request: &impl Serialize,
+    ) -> impl Future<Output = Result<String, ServiceError>> + Send + 'static {
+        let future = match (service, serde_json::to_string(request)) {
+            (None, _) => Err(ServiceError::Unavailable(format!(
+                "{what} is not available: this host predates plugin-api 0.1.2"
+            ))),
+            (Some(_), Err(e)) => Err(ServiceError::Failed(format!(
+                "could not encode the request: {e}"
+            ))),
+            // SAFETY: the context is valid for the call; the host copies the request
+            // before returning the future.
+            (Some(service), Ok(json)) => Ok(unsafe { service(self.raw, RStr::from_str(&json)) }),
+        };
+        async move {
+            match future?.await {
+                RResult::ROk(answer) => Ok(answer.into_string()),
+                RResult::RErr(message) => Err(classify_service_error(message.into_string())),
+            }
+        }
+    }
+}
+
+type JsonService = unsafe extern "C" fn(
+    &FfiCallContext<'_>,
+    RStr<'_>,
+) -> async_ffi::FfiFuture<
+    RResult<abi_stable::std_types::RString, abi_stable::std_types::RString>,
+>;
 
 #[cfg(feature = "__test_newer_api")]
 impl ToolContext<'_> {

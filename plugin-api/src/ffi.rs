@@ -56,7 +56,7 @@ pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version the test-only newer API pretends to be.
 #[cfg(feature = "__test_newer_api")]
-pub const API_VERSION: &str = "0.1.2";
+pub const API_VERSION: &str = "0.1.3";
 
 /// The layouts of the two growable tables, as the plugin was built.
 ///
@@ -210,7 +210,8 @@ impl LogLevel {
 /// The services a host gives each call. Every function takes the call's context (whose
 /// `data` is the host's call state); strings it returns live as long as the context.
 ///
-/// Services added by later API versions go after `child_turn`; a plugin calling one on a
+/// Services added by later API versions go after `child_turn` (0.1.2 added `progress`,
+/// `ask_user` and `sample`); a plugin calling one on a
 /// host that predates it gets a "not available in this host" error, never a crash.
 #[repr(C)]
 #[derive(StableAbi)]
@@ -236,6 +237,28 @@ pub struct HostVTable {
     /// (`{"prompt": "..."}`); the result is the child's final answer or an error message.
     #[sabi(last_prefix_field)]
     pub child_turn: unsafe extern "C" fn(
+        ctx: &FfiCallContext<'_>,
+        request: RStr<'_>,
+    ) -> FfiFuture<RResult<RString, RString>>,
+    /// (0.1.2) Reports how far the call got to whoever asked for it. `total` is NaN when
+    /// unknown; `message` may be empty.
+    pub progress: unsafe extern "C" fn(
+        ctx: &FfiCallContext<'_>,
+        progress: f64,
+        total: f64,
+        message: RStr<'_>,
+    ),
+    /// (0.1.2) Asks the person behind the call a question. `request` is JSON
+    /// (`{"message": "...", "schema": {...}}`); the answer is JSON
+    /// (`{"action": "accept" | "decline" | "cancel", "content": {...}}`) or an error message.
+    pub ask_user: unsafe extern "C" fn(
+        ctx: &FfiCallContext<'_>,
+        request: RStr<'_>,
+    ) -> FfiFuture<RResult<RString, RString>>,
+    /// (0.1.2) Asks the caller's model for a completion. `request` is JSON
+    /// (`{"prompt": "...", "system": "...", "max_tokens": N}`); the answer is JSON
+    /// (`{"text": "...", "model": "..."}`) or an error message.
+    pub sample: unsafe extern "C" fn(
         ctx: &FfiCallContext<'_>,
         request: RStr<'_>,
     ) -> FfiFuture<RResult<RString, RString>>,

@@ -83,6 +83,7 @@
 //! checks.
 
 mod blocking;
+mod content;
 mod context;
 mod export;
 #[allow(
@@ -95,7 +96,11 @@ mod tool;
 mod unwind;
 
 pub use blocking::{CancelFlag, blocking};
-pub use context::{Cancelled, ChildTurnRequest, ServiceError, ToolContext};
+pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
+pub use context::{
+    AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
+    ToolContext,
+};
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};
 pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};

@@ -393,6 +393,7 @@ async fn the_context_crosses_with_turn_model_and_services() {
     let mut with_agent = turn();
     with_agent.services = HostServices {
         child_turns: Some(Arc::new(ScriptedChild)),
+        caller: None,
     };
     let r = d
         .call(&registry, &with_agent, call("2", "context_info", json!({})))

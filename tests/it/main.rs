@@ -5,6 +5,7 @@ mod cli;
 mod compat;
 mod dispatch;
 mod loading;
+mod mcp;
 mod plugins;
 mod policy;
 mod profiles;

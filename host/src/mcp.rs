@@ -1,0 +1,1040 @@
+//! The MCP frontend: serves one profile's tools to MCP clients over stdio or streamable
+//! HTTP (rmcp), through the host's dispatcher and approval policy, and tells every
+//! connected client when a reload changed the tools (both protocol generations).
+//!
+//! Two generations of clients are live. Clients that open with `initialize` (protocol up
+//! to 2025-11-25) keep a session: they get `notifications/tools/list_changed` pushed on
+//! it, and approval questions as `elicitation/create` requests. 2026-07-28 clients are
+//! sessionless: they get list_changed on the `subscriptions/listen` stream they open, and
+//! approval questions as an input-required result that they answer by retrying the call.
+#![allow(
+    deprecated,
+    reason = "SEP-2577 deprecates MCP logging and sampling, but 2025-11-25 clients (most \
+              clients today) still use them"
+)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
+    InputRequiredResult, JsonObject, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolhost_plugin_api::{LogLevel, ServiceError, parse_content_output};
+
+use crate::config::{Profile, WithoutElicitation};
+use crate::context::{Caller, HostServices, Turn, TurnInfo};
+use crate::dispatcher::{CallErrorKind, ToolCall};
+use crate::policy::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::registry::ToolRegistry;
+use crate::serve::Host;
+use crate::tool::{Risk, ToolSpec};
+
+/// The key of the approval question in an input-required result.
+const APPROVAL_KEY: &str = "toolhost_approval";
+/// How long a 2026-07-28 client has to answer an approval question.
+const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// How the MCP frontend runs.
+#[derive(Debug, Clone, Default)]
+pub struct McpOptions {
+    /// The profile whose tools are served; `None`: the host's default profile.
+    pub profile: Option<String>,
+    /// What happens to calls that need approval when the client cannot be asked.
+    pub without_elicitation: WithoutElicitation,
+    /// Extra `Host` header values HTTP requests may carry (loopback names always pass).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Why the MCP frontend could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    /// `--profile` names a profile the host does not have.
+    #[error("this host has no profile '{name}'; its profiles are: {known}")]
+    UnknownProfile {
+        /// The profile asked for.
+        name: String,
+        /// The profiles there are.
+        known: String,
+    },
+    /// The HTTP address could not be bound.
+    #[error(
+        "could not listen on {addr} for MCP over HTTP: {source}; pick a free port with --listen"
+    )]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The stdio session could not start.
+    #[error("the MCP session on stdio could not start: {0}")]
+    Stdio(String),
+}
+
+/// A connected MCP client, as `toolhost status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpClientStatus {
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// The protocol version it speaks.
+    pub protocol_version: String,
+    /// The name it gave (`clientInfo.name`).
+    pub client_name: String,
+    /// Its version, if it gave one.
+    pub client_version: String,
+    /// Seconds since it connected.
+    pub connected_secs: f64,
+}
+
+struct ClientEntry {
+    transport: &'static str,
+    protocol_version: String,
+    client_name: String,
+    client_version: String,
+    since: Instant,
+}
+
+/// The MCP clients connected to a host.
+#[derive(Default)]
+pub struct McpClients {
+    next: AtomicU64,
+    entries: Mutex<BTreeMap<u64, ClientEntry>>,
+}
+
+impl McpClients {
+    fn add(&self, entry: ClientEntry) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, entry);
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, ClientEntry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The clients connected now.
+    pub fn snapshot(&self) -> Vec<McpClientStatus> {
+        self.lock()
+            .values()
+            .map(|e| McpClientStatus {
+                transport: e.transport,
+                protocol_version: e.protocol_version.clone(),
+                client_name: e.client_name.clone(),
+                client_version: e.client_version.clone(),
+                connected_secs: e.since.elapsed().as_secs_f64(),
+            })
+            .collect()
+    }
+}
+
+/// An approval question a 2026-07-28 client was sent and has not answered yet.
+struct PendingApproval {
+    tool: String,
+    arguments: Value,
+    asked: Instant,
+}
+
+/// What all sessions of one MCP frontend share.
+struct Shared {
+    host: Arc<Host>,
+    profile: Option<Profile>,
+    profile_name: String,
+    options: McpOptions,
+    /// The profile's view of the registry, rebuilt when the registry changes.
+    view: Mutex<Option<(Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
+    pending: Mutex<HashMap<String, PendingApproval>>,
+    sessions: AtomicU64,
+}
+
+impl Shared {
+    /// The tools this frontend serves (the profile's view of the current registry).
+    fn view(&self) -> Arc<ToolRegistry> {
+        let full = self.host.catalog().registry();
+        let mut cache = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, view)) = cache.as_ref()
+            && Arc::ptr_eq(seen, &full)
+        {
+            return Arc::clone(view);
+        }
+        let view = Arc::new(match &self.profile {
+            Some(profile) => profile.view(&full).registry,
+            None => full.as_ref().clone(),
+        });
+        *cache = Some((full, Arc::clone(&view)));
+        view
+    }
+
+    fn take_pending(&self, state: &str, tool: &str, arguments: &Value) -> bool {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        match pending.get(state) {
+            Some(p) if p.tool == tool && &p.arguments == arguments => {
+                pending.remove(state);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn add_pending(&self, tool: &str, arguments: &Value) -> String {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                state.clone(),
+                PendingApproval {
+                    tool: tool.to_owned(),
+                    arguments: arguments.clone(),
+                    asked: Instant::now(),
+                },
+            );
+        state
+    }
+}
+
+/// Serves a host's tools over MCP. Cheap to clone; every connection gets a session.
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl McpServer {
+    /// A frontend for `host` serving the profile in `options` (default profile if none).
+    pub fn new(host: Arc<Host>, options: McpOptions) -> Result<McpServer, McpServeError> {
+        let name = options
+            .profile
+            .clone()
+            .unwrap_or_else(|| host.default_profile().to_owned());
+        let profile = match host.profile(&name) {
+            Some(p) => Some(p.clone()),
+            // The default profile may have no directory: it sees every tool.
+            None if options.profile.is_none() || name == host.default_profile() => None,
+            None => {
+                return Err(McpServeError::UnknownProfile {
+                    name,
+                    known: host.profile_names().join(", "),
+                });
+            }
+        };
+        Ok(McpServer {
+            shared: Arc::new(Shared {
+                host,
+                profile,
+                profile_name: name,
+                options,
+                view: Mutex::new(None),
+                pending: Mutex::new(HashMap::new()),
+                sessions: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// A handler for one connection (stdio) or one HTTP session.
+    pub fn session(&self, transport: &'static str) -> McpSession {
+        let n = self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        McpSession {
+            state: Arc::new(SessionState {
+                shared: Arc::clone(&self.shared),
+                transport,
+                session_id: format!("mcp-{transport}-{}-{n}", std::process::id()),
+                client: Mutex::new(None),
+                registered: AtomicBool::new(false),
+                log_level: AtomicU8::new(level_rank(LoggingLevel::Debug)),
+                stop: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Serves one client on this process's stdin/stdout until it disconnects or `stop`
+    /// is cancelled.
+    pub async fn serve_stdio(&self, stop: CancellationToken) -> Result<(), McpServeError> {
+        use rmcp::ServiceExt as _;
+        let running = self
+            .session("stdio")
+            .serve_with_ct(rmcp::transport::stdio_pipes(), stop.child_token())
+            .await
+            .map_err(|e| McpServeError::Stdio(e.to_string()))?;
+        tokio::select! {
+            _ = running.waiting() => {}
+            () = stop.cancelled() => {}
+        }
+        Ok(())
+    }
+
+    /// Binds `addr` for MCP over streamable HTTP (path `/mcp`). Returns the bound address
+    /// (port 0 picks a free one) and the future that serves until `stop` is cancelled.
+    pub async fn bind_http(
+        &self,
+        addr: SocketAddr,
+        stop: CancellationToken,
+    ) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), McpServeError> {
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| McpServeError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| McpServeError::Bind { addr, source })?;
+        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        hosts.extend(self.shared.options.allowed_hosts.iter().cloned());
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_cancellation_token(stop.child_token());
+        let server = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(server.session("http")),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let serving = async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => break,
+                    accepted = listener.accept() => accepted,
+                };
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("MCP over HTTP: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let service = service.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let handler = hyper::service::service_fn(move |request| {
+                        let service = service.clone();
+                        async move { Ok::<_, std::convert::Infallible>(route(&service, request).await) }
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), handler);
+                    let mut connection = std::pin::pin!(connection);
+                    tokio::select! {
+                        result = connection.as_mut() => {
+                            if let Err(e) = result {
+                                tracing::debug!("MCP over HTTP: connection ended: {e}");
+                            }
+                        }
+                        () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+                    }
+                });
+            }
+        };
+        Ok((bound, serving))
+    }
+}
+
+type HttpBody = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
+
+/// `/mcp` goes to the MCP service; anything else is 404 with a hint.
+async fn route<M>(
+    service: &rmcp::transport::streamable_http_server::StreamableHttpService<McpSession, M>,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> hyper::Response<HttpBody>
+where
+    M: rmcp::transport::streamable_http_server::SessionManager,
+{
+    use http_body_util::BodyExt as _;
+    if request.uri().path() == "/mcp" {
+        return service.handle(request).await;
+    }
+    let body = http_body_util::Full::new(hyper::body::Bytes::from_static(
+        b"toolhost serves MCP at the path /mcp\n",
+    ))
+    .boxed();
+    let mut response = hyper::Response::new(body);
+    *response.status_mut() = hyper::StatusCode::NOT_FOUND;
+    response
+}
+
+/// One client connection (stdio) or HTTP session.
+#[derive(Clone)]
+pub struct McpSession {
+    state: Arc<SessionState>,
+}
+
+struct SessionState {
+    shared: Arc<Shared>,
+    transport: &'static str,
+    session_id: String,
+    client: Mutex<Option<u64>>,
+    registered: AtomicBool,
+    /// The lowest level of log notifications the client wants (`logging/setLevel`).
+    log_level: AtomicU8,
+    /// Stops this session's list_changed forwarding.
+    stop: CancellationToken,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(id) = *self
+            .client
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            self.shared.host.mcp_clients().remove(id);
+        }
+    }
+}
+
+impl SessionState {
+    /// Shows the client in `toolhost status` from its first request on.
+    fn register(&self, protocol: Option<&ProtocolVersion>, client: Option<&Implementation>) {
+        if self.registered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let id = self.shared.host.mcp_clients().add(ClientEntry {
+            transport: self.transport,
+            protocol_version: protocol.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+            client_name: client.map_or_else(|| "unknown".to_owned(), |c| c.name.clone()),
+            client_version: client.map_or_else(String::new, |c| c.version.clone()),
+            since: Instant::now(),
+        });
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    fn register_from(&self, context: &RequestContext<RoleServer>) {
+        if !self.registered.load(Ordering::Acquire) {
+            self.register(
+                context.protocol_version().as_ref(),
+                context.client_info().as_ref(),
+            );
+        }
+    }
+}
+
+fn is_sessionless(protocol: Option<&ProtocolVersion>) -> bool {
+    protocol.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The annotations MCP clients read (hints; the host enforces the risk itself).
+fn annotations(risk: Risk) -> ToolAnnotations {
+    let hints = ToolAnnotations::new();
+    match risk {
+        Risk::Read => hints.read_only(true).destructive(false).open_world(false),
+        Risk::Write => hints.read_only(false).destructive(false).open_world(false),
+        Risk::Destructive => hints.read_only(false).destructive(true).open_world(false),
+        Risk::Network => hints.read_only(false).destructive(false).open_world(true),
+        // Deny tools are never listed; if one were, it would be marked as dangerous.
+        _ => hints.read_only(false).destructive(true).open_world(true),
+    }
+}
+
+fn mcp_tool(spec: &ToolSpec) -> rmcp::model::Tool {
+    let schema: JsonObject = match &spec.schema {
+        Value::Object(o) => o.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut meta = MetaObject::new();
+    meta.insert("toolhost/risk".to_owned(), json!(spec.risk.to_string()));
+    if spec.interactive {
+        meta.insert("toolhost/interactive".to_owned(), json!(true));
+    }
+    rmcp::model::Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(schema),
+    )
+    .with_annotations(annotations(spec.risk))
+    .with_meta(meta)
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "Tools from toolhost plugins (profile '{}'). The list changes when plugins are \
+             installed, updated or removed.",
+            self.state.shared.profile_name
+        ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let result = self.negotiate_initialize(&request)?;
+        self.state
+            .register(Some(&result.protocol_version), Some(&request.client_info));
+        // A session client gets list_changed pushed on its session from now on. Subscribe
+        // before answering, so no reload between the two goes unannounced.
+        let mut events = self.state.shared.host.catalog().subscribe();
+        let peer = context.peer.clone();
+        let stop = self.state.stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = stop.cancelled() => break,
+                    event = events.recv() => event,
+                };
+                match event {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+        Ok(result)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.state.register_from(context.request_context());
+        let mut events = self.state.shared.host.catalog().subscribe();
+        let wanted = context.accepted().tools_list_changed == Some(true);
+        loop {
+            let event = tokio::select! {
+                () = context.cancelled() => break,
+                () = self.state.stop.cancelled() => break,
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    if wanted && context.sink().notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.register_from(&context);
+        self.state
+            .log_level
+            .store(level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.state.register_from(&context);
+        let view = self.state.shared.view();
+        let tools = self
+            .state
+            .shared
+            .host
+            .availability()
+            .visible_specs(&view)
+            .into_iter()
+            .map(mcp_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let view = self.state.shared.view();
+        view.get(name).map(|t| mcp_tool(t.spec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.state.register_from(&context);
+        let shared = &self.state.shared;
+        let view = shared.view();
+        let Some(tool) = view.get(&request.name) else {
+            // The spec: an unknown tool is a protocol error (invalid params).
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool '{}': profile '{}' has no such tool (tools/list shows \
+                     what it has now; plugins may have been reloaded)",
+                    request.name, shared.profile_name
+                ),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let protocol = context.protocol_version();
+        let capabilities = context.client_capabilities();
+        let can_elicit = capabilities
+            .as_ref()
+            .is_some_and(|c| c.elicitation.is_some());
+        let can_sample = capabilities.as_ref().is_some_and(|c| c.sampling.is_some());
+        let sessionless = is_sessionless(protocol.as_ref());
+
+        let approver = Arc::new(McpApprover::new(
+            &self.state,
+            &request,
+            &arguments,
+            &context.peer,
+            can_elicit,
+            sessionless,
+        ));
+        let caller = Arc::new(McpCaller {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            session: Arc::clone(&self.state),
+            can_elicit: can_elicit && !sessionless,
+            can_sample: can_sample && !sessionless,
+            sender: Mutex::new(None),
+        });
+        let client_name = context
+            .client_info()
+            .map_or_else(|| "mcp-client".to_owned(), |c| c.name);
+        let turn = Turn {
+            info: Arc::new(TurnInfo {
+                profile_id: shared.profile_name.clone(),
+                session_id: self.state.session_id.clone(),
+                model: client_name,
+            }),
+            cancel: context.ct.clone(),
+            services: HostServices {
+                child_turns: None,
+                caller: Some(Arc::clone(&caller) as Arc<dyn Caller>),
+            },
+        };
+        let dispatcher = shared.host.dispatcher().with_policy(Arc::new(
+            shared
+                .host
+                .policy()
+                .with_approver(Arc::clone(&approver) as Arc<dyn Approver>),
+        ));
+        let call = ToolCall {
+            id: context.id.to_string(),
+            name: tool.spec().name.clone(),
+            arguments,
+        };
+        let result = dispatcher.call(&view, &turn, call).await;
+        // Every notification the tool sent goes out before the result.
+        caller.flush().await;
+
+        if approver.needs_input.load(Ordering::Acquire) {
+            let arguments = Value::Object(request.arguments.unwrap_or_default());
+            return Ok(approver.input_required(&request.name, &arguments).into());
+        }
+        if result.is_error {
+            let mut message = result.output;
+            if result.error == Some(CallErrorKind::InvalidArgs) {
+                message = format!(
+                    "{message} (check the arguments against the inputSchema of '{}')",
+                    request.name
+                );
+            }
+            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        }
+        let content = match parse_content_output(&result.output) {
+            Some(blocks) => blocks
+                .into_iter()
+                .map(|b| {
+                    serde_json::to_value(&b)
+                        .and_then(serde_json::from_value::<ContentBlock>)
+                        .unwrap_or_else(|e| {
+                            ContentBlock::text(format!("(content block not representable: {e})"))
+                        })
+                })
+                .collect(),
+            None => vec![ContentBlock::text(result.output)],
+        };
+        Ok(CallToolResult::success(content).into())
+    }
+}
+
+/// Asks an MCP client's user to approve a call: an `elicitation/create` request on a
+/// session, an input-required result for a sessionless 2026-07-28 client, else the
+/// configured answer.
+struct McpApprover {
+    mode: ApproverMode,
+    needs_input: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+enum ApproverMode {
+    /// A session client that supports elicitation.
+    Elicit(Peer<RoleServer>),
+    /// A sessionless client that supports elicitation, answering (or not yet) on retry.
+    InputRequired(Option<ApprovalAnswer>),
+    /// The client cannot be asked.
+    Configured(WithoutElicitation),
+}
+
+impl McpApprover {
+    fn new(
+        session: &SessionState,
+        request: &CallToolRequestParams,
+        arguments: &Value,
+        peer: &Peer<RoleServer>,
+        can_elicit: bool,
+        sessionless: bool,
+    ) -> McpApprover {
+        let shared = Arc::clone(&session.shared);
+        let mode = match (can_elicit, sessionless) {
+            (true, false) => ApproverMode::Elicit(peer.clone()),
+            (true, true) => {
+                let answer = match (&request.request_state, &request.input_responses) {
+                    (Some(state), Some(responses))
+                        if shared.take_pending(state, &request.name, arguments) =>
+                    {
+                        Some(match responses.get(APPROVAL_KEY) {
+                            Some(answer) => approval_from_elicit_result(answer),
+                            None => ApprovalAnswer::Decline(
+                                "the client retried without answering the approval question"
+                                    .to_owned(),
+                            ),
+                        })
+                    }
+                    _ => None,
+                };
+                ApproverMode::InputRequired(answer)
+            }
+            _ => ApproverMode::Configured(shared.options.without_elicitation),
+        };
+        McpApprover {
+            mode,
+            needs_input: AtomicBool::new(false),
+            shared,
+        }
+    }
+
+    fn input_required(&self, tool: &str, arguments: &Value) -> InputRequiredResult {
+        let state = self.shared.add_pending(tool, arguments);
+        let question = self
+            .shared
+            .view()
+            .get(tool)
+            .map(|t| approval_question(t.spec(), arguments))
+            .unwrap_or_else(|| format!("Allow the tool '{tool}' to run?"));
+        let mut requests = BTreeMap::new();
+        if let Ok(request) = elicit_request(&question, approval_schema()) {
+            requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
+        }
+        InputRequiredResult::new(Some(requests), Some(state))
+    }
+}
+
+fn approval_question(spec: &ToolSpec, arguments: &Value) -> String {
+    let mut args = arguments.to_string();
+    if args.len() > 2000 {
+        let mut cut = 2000;
+        while !args.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        args.truncate(cut);
+        args.push_str(" …");
+    }
+    format!(
+        "Allow the tool '{}' (risk: {}) to run with these arguments?\n{args}",
+        spec.name, spec.risk
+    )
+}
+
+fn approval_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "remember": {
+                "type": "boolean",
+                "title": "Allow this tool for the rest of the session",
+                "default": false
+            }
+        }
+    })
+}
+
+fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, String> {
+    let params = elicit_params(message, schema)?;
+    Ok(ElicitRequest::new(params))
+}
+
+fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, String> {
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": schema,
+    }))
+    .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
+}
+
+fn approval_from_elicit_result(answer: &Value) -> ApprovalAnswer {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => {
+            let remember = answer
+                .pointer("/content/remember")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if remember {
+                ApprovalAnswer::ApproveForSession
+            } else {
+                ApprovalAnswer::Approve
+            }
+        }
+        Some("decline") => ApprovalAnswer::Decline("the user declined".to_owned()),
+        Some("cancel") => {
+            ApprovalAnswer::Decline("the user dismissed the approval question".to_owned())
+        }
+        _ => ApprovalAnswer::Decline(format!(
+            "the client's answer to the approval question was malformed: {answer}"
+        )),
+    }
+}
+
+#[async_trait]
+impl Approver for McpApprover {
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        match &self.mode {
+            ApproverMode::Elicit(peer) => {
+                let question = format!(
+                    "Allow the tool '{}' (risk: {}) to run with these arguments?\n{}",
+                    request.tool, request.risk, request.arguments
+                );
+                let params = match elicit_params(&question, approval_schema()) {
+                    Ok(p) => p,
+                    Err(e) => return ApprovalAnswer::Decline(e),
+                };
+                match peer.create_elicitation(params).await {
+                    Ok(result) => match serde_json::to_value(&result) {
+                        Ok(answer) => approval_from_elicit_result(&answer),
+                        Err(e) => ApprovalAnswer::Decline(format!("unreadable answer: {e}")),
+                    },
+                    Err(e) => ApprovalAnswer::Decline(format!(
+                        "the approval question could not be asked: {e}"
+                    )),
+                }
+            }
+            ApproverMode::InputRequired(Some(answer)) => answer.clone(),
+            ApproverMode::InputRequired(None) => {
+                self.needs_input.store(true, Ordering::Release);
+                ApprovalAnswer::Decline("waiting for the user's approval".to_owned())
+            }
+            ApproverMode::Configured(WithoutElicitation::Approve) => ApprovalAnswer::Approve,
+            ApproverMode::Configured(WithoutElicitation::Refuse) => {
+                ApprovalAnswer::Decline(format!(
+                    "this MCP client cannot ask its user (it does not support elicitation). \
+                     To allow such calls, set `without_elicitation = \"approve\"` under [mcp] \
+                     in the toolhost config (the client then decides whether to ask), or \
+                     lower this tool's risk with [tools.{}] risk = \"read\" and \
+                     allow_lower = true",
+                    request.tool
+                ))
+            }
+        }
+    }
+}
+
+/// Routes a call's progress, log lines, questions and sampling to the MCP client.
+struct McpCaller {
+    peer: Peer<RoleServer>,
+    progress_token: Option<ProgressToken>,
+    session: Arc<SessionState>,
+    can_elicit: bool,
+    can_sample: bool,
+    /// Notifications go out in order through one task, started at the first one.
+    sender: Mutex<
+        Option<(
+            mpsc::UnboundedSender<ServerNotification>,
+            tokio::task::JoinHandle<()>,
+        )>,
+    >,
+}
+
+impl McpCaller {
+    fn send(&self, notification: ServerNotification) {
+        let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        let (tx, _) = sender.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<ServerNotification>();
+            let peer = self.peer.clone();
+            let task = tokio::spawn(async move {
+                while let Some(n) = rx.recv().await {
+                    if peer.send_notification(n).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            (tx, task)
+        });
+        let _ = tx.send(notification);
+    }
+
+    /// Waits until every notification sent so far is out.
+    async fn flush(&self) {
+        let taken = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((tx, task)) = taken {
+            drop(tx);
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        _ => 7,
+    }
+}
+
+#[async_trait]
+impl Caller for McpCaller {
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        if let Some(message) = message {
+            param = param.with_message(message);
+        }
+        self.send(ServerNotification::ProgressNotification(
+            rmcp::model::ProgressNotification::new(param),
+        ));
+    }
+
+    fn log(&self, level: LogLevel, tool: &str, message: &str) {
+        let level = match level {
+            LogLevel::ERROR => LoggingLevel::Error,
+            LogLevel::WARN => LoggingLevel::Warning,
+            LogLevel::INFO => LoggingLevel::Info,
+            _ => LoggingLevel::Debug,
+        };
+        if level_rank(level) < self.session.log_level.load(Ordering::Relaxed) {
+            return;
+        }
+        let param = LoggingMessageNotificationParam::new(level, json!(message))
+            .with_logger(tool.to_owned());
+        self.send(ServerNotification::LoggingMessageNotification(
+            rmcp::model::LoggingMessageNotification::new(param),
+        ));
+    }
+
+    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
+        if !self.can_elicit {
+            return Err(ServiceError::Unavailable(
+                "this MCP client cannot be asked questions during a call (it does not support \
+                 elicitation, or speaks the sessionless 2026-07-28 protocol)"
+                    .to_owned(),
+            ));
+        }
+        let message = request
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let schema = request
+            .get("schema")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+        let params = elicit_params(&message, schema).map_err(ServiceError::Failed)?;
+        let result = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| ServiceError::Failed(format!("the client did not answer: {e}")))?;
+        serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))
+    }
+
+    async fn sample(&self, request: Value) -> Result<Value, ServiceError> {
+        if !self.can_sample {
+            return Err(ServiceError::Unavailable(
+                "this MCP client offers no model to sample from (no sampling capability)"
+                    .to_owned(),
+            ));
+        }
+        let prompt = request
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let max_tokens = request
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(1000);
+        let mut params = json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens,
+        });
+        if let Some(system) = request.get("system").and_then(Value::as_str) {
+            params["systemPrompt"] = json!(system);
+        }
+        let params = serde_json::from_value(params)
+            .map_err(|e| ServiceError::Failed(format!("malformed sampling request: {e}")))?;
+        #[allow(
+            deprecated,
+            reason = "sampling is how MCP tools reach the client's model"
+        )]
+        let result =
+            self.peer.create_message(params).await.map_err(|e| {
+                ServiceError::Failed(format!("the client's model did not answer: {e}"))
+            })?;
+        let result =
+            serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))?;
+        let text = match result.pointer("/content") {
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            Some(block) => block
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            None => String::new(),
+        };
+        Ok(json!({"text": text, "model": result.get("model")}))
+    }
+}

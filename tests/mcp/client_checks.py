@@ -1,0 +1,288 @@
+"""Drives `toolhost serve --mcp` with the official Python MCP SDK (PyPI `mcp` 2.x), the way
+a real client does, and checks what it sees. Run by the Rust integration tests
+(tests/it/mcp.rs), which build the plugins and pass the paths:
+
+    client_checks.py --transport stdio|http --mode auto|legacy --plugins DIR
+        --toolhost BIN --control SOCK [--url URL] --echo-v2 SO --hello SO --work DIR
+
+Exits 0 when every check passed; otherwise prints what failed and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+LIMIT = 20.0  # seconds any one wait may take before the check fails
+
+
+def fail(message: str) -> None:
+    raise AssertionError(message)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+class Checks:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.elicit_answer = "accept"
+        self.elicitations: list[str] = []
+        self.list_changed = anyio.Event()
+        self.log: list[str] = []
+
+    def note(self, what: str) -> None:
+        self.log.append(what)
+        print(f"ok: {what}", flush=True)
+
+    async def on_elicit(
+        self, _context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.elicitations.append(params.message)
+        if self.elicit_answer == "accept":
+            return types.ElicitResult(action="accept", content={"remember": False})
+        return types.ElicitResult(action=self.elicit_answer)
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.list_changed.set()
+
+    def client(self, elicit: bool = True, control: str | None = None) -> Client:
+        a = self.args
+        if a.transport == "stdio":
+            server: object = StdioServerParameters(
+                command=a.toolhost,
+                args=[
+                    "serve",
+                    "--mcp",
+                    "stdio",
+                    "--plugins",
+                    a.plugins,
+                    "--control",
+                    control or a.control,
+                ],
+                env={"XDG_CONFIG_HOME": a.work, "TOOLHOST_LOG": "warn"},
+            )
+        else:
+            server = a.url
+        return Client(
+            server,
+            mode=a.mode,
+            elicitation_callback=self.on_elicit if elicit else None,
+            message_handler=self.on_message,
+            read_timeout_seconds=LIMIT,
+        )
+
+    async def run(self) -> None:
+        async with self.client() as client:
+            version = client.protocol_version
+            modern = version >= "2026-07-28"
+            if (self.args.mode == "legacy") == modern:
+                fail(f"mode {self.args.mode} negotiated protocol {version}")
+            self.note(f"connected, protocol {version}")
+            await self.list_tools(client)
+            await self.call_echo(client)
+            await self.errors(client)
+            await self.approval(client)
+            await self.without_elicitation()
+            await self.cancel(client)
+            if modern:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    await self.reload(client, lambda: self.next_event(subscription))
+            else:
+                await self.reload(client, self.wait_list_changed)
+
+    async def list_tools(self, client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in ["echo", "risky_write", "wait_cancel", "build_version"]:
+            if name not in tools:
+                fail(f"tools/list lacks {name}: {sorted(tools)}")
+        for hidden in ["risky_deny", "needs_env", "needs_program"]:
+            if hidden in tools:
+                fail(f"tools/list shows {hidden}, which is denied or unavailable")
+        echo = tools["echo"]
+        if echo.annotations is None or echo.annotations.read_only_hint is not True:
+            fail(f"echo (read) should be readOnlyHint: {echo.annotations}")
+        write = tools["risky_write"]
+        ann = write.annotations
+        if ann is None or ann.read_only_hint is not False or ann.destructive_hint is not False:
+            fail(f"risky_write (write) annotations wrong: {ann}")
+        meta = write.meta or {}
+        if meta.get("toolhost/risk") != "write":
+            fail(f"risky_write _meta lacks the exact risk: {meta}")
+        if echo.input_schema.get("type") != "object":
+            fail(f"echo inputSchema: {echo.input_schema}")
+        self.note(f"tools/list: {len(tools)} tools, annotations and _meta risk")
+
+    async def call_echo(self, client: Client) -> None:
+        result = await client.call_tool("echo", {"text": "hello over MCP"})
+        if result.is_error or text_of(result) != "hello over MCP":
+            fail(f"echo returned {result}")
+        self.note("tools/call echo")
+
+    async def errors(self, client: Client) -> None:
+        result = await client.call_tool("panic_in_call", {})
+        if not result.is_error or "panicked" not in text_of(result):
+            fail(f"a panicking tool should be an isError result: {result}")
+        result = await client.call_tool("echo", {"text": 42})
+        if not result.is_error or "echo" not in text_of(result):
+            fail(f"invalid arguments should be an isError result: {result}")
+        try:
+            await client.call_tool("no_such_tool", {})
+        except Exception as e:  # the spec: unknown tool is a protocol error
+            if "no_such_tool" not in str(e):
+                fail(f"unknown tool error does not name it: {e}")
+        else:
+            fail("calling an unknown tool should be a protocol error")
+        self.note("error results: tool failure, invalid arguments, unknown tool")
+
+    async def approval(self, client: Client) -> None:
+        ran = Path(self.args.work) / "risky-write-ran"
+        ran.unlink(missing_ok=True)
+        self.elicit_answer = "decline"
+        result = await client.call_tool("risky_write", {"marker": str(ran)})
+        if not result.is_error or "declined" not in text_of(result):
+            fail(f"a declined write tool should be refused: {result}")
+        if ran.exists():
+            fail("a declined write tool ran")
+        if not self.elicitations or "risky_write" not in self.elicitations[-1]:
+            fail(f"no approval question naming the tool was asked: {self.elicitations}")
+        self.elicit_answer = "accept"
+        asked = len(self.elicitations)
+        result = await client.call_tool("risky_write", {"marker": str(ran)})
+        if result.is_error or not ran.exists():
+            fail(f"an approved write tool should run: {result}")
+        if len(self.elicitations) != asked + 1:
+            fail("approving did not go through an elicitation")
+        self.note("approval by elicitation: declined, then approved")
+
+    async def without_elicitation(self) -> None:
+        ran = Path(self.args.work) / "risky-write-unasked"
+        ran.unlink(missing_ok=True)
+        async with self.client(elicit=False, control=self.args.control + "-2") as client:
+            result = await client.call_tool("risky_write", {"marker": str(ran)})
+        message = text_of(result)
+        if not result.is_error or "without_elicitation" not in message or ran.exists():
+            fail(f"a client without elicitation should get a refusal saying how to allow: {result}")
+        self.note("no elicitation: refused with how to allow it")
+
+    def status_shows_client(self) -> None:
+        out = subprocess.run(
+            [self.args.toolhost, "status", "--json", "--control", self.args.control],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT,
+            env={**os.environ, "XDG_CONFIG_HOME": self.args.work},
+        )
+        if out.returncode != 0:
+            fail(f"toolhost status failed: {out.stderr}")
+        clients = json.loads(out.stdout).get("mcp_clients", [])
+        mine = [c for c in clients if c["transport"] == self.args.transport]
+        if not mine or not mine[0]["client_name"] or not mine[0]["protocol_version"]:
+            fail(f"toolhost status does not list this client: {clients}")
+        self.note(f"status lists the client: {mine[0]['client_name']} {mine[0]['protocol_version']}")
+
+    async def cancel(self, client: Client) -> None:
+        work = Path(self.args.work)
+        started, marker = work / "cancel-started", work / "cancel-marker"
+        for f in (started, marker):
+            f.unlink(missing_ok=True)
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool(
+                    "wait_cancel", {"marker": str(marker), "started": str(started)}
+                )
+
+            group.start_soon(call)
+            await self.wait_for(started.exists, "the slow call to start")
+            group.cancel_scope.cancel()
+        await self.wait_for(marker.exists, "the plugin to see its cancel signal")
+        seen = marker.read_text()
+        if "is_cancelled=true" not in seen:
+            fail(f"the plugin saw: {seen}")
+        # The connection still serves.
+        result = await client.call_tool("echo", {"text": "after cancel"})
+        if text_of(result) != "after cancel":
+            fail(f"echo after cancel: {result}")
+        self.note("cancel reached the plugin")
+
+    async def wait_for(self, condition, what: str) -> None:
+        with anyio.fail_after(LIMIT):
+            while not condition():
+                await anyio.sleep(0.02)
+
+    async def wait_list_changed(self) -> None:
+        with anyio.fail_after(LIMIT):
+            await self.list_changed.wait()
+        self.list_changed = anyio.Event()
+
+    async def next_event(self, subscription) -> None:
+        with anyio.fail_after(LIMIT):
+            async for _event in subscription:
+                return
+        fail("the subscriptions/listen stream ended")
+
+    async def reload(self, client: Client, wait) -> None:
+        plugins = Path(self.args.plugins)
+        self.status_shows_client()
+        before = text_of(await client.call_tool("build_version", {}))
+        if before != "v1":
+            fail(f"build_version before the reload: {before}")
+        # Replace the echo plugin with its v2 build the way installers should: by rename.
+        tmp = plugins / ".libfixture_echo.so.tmp"
+        shutil.copyfile(self.args.echo_v2, tmp)
+        replaced = time.monotonic()
+        os.replace(tmp, plugins / "libfixture_echo.so")
+        await wait()
+        self.note(f"list_changed after a replace, {1000 * (time.monotonic() - replaced):.0f} ms")
+        after = text_of(await client.call_tool("build_version", {}))
+        if after != "v2":
+            fail(f"build_version after list_changed: {after}")
+        self.note("the new version answers")
+        # A new plugin: its tools appear in tools/list and can be called.
+        tmp = plugins / ".libhello_tools.so.tmp"
+        shutil.copyfile(self.args.hello, tmp)
+        os.replace(tmp, plugins / "libhello_tools.so")
+        await wait()
+        names = {t.name for t in (await client.list_tools()).tools}
+        if "greet" not in names:
+            fail(f"tools/list after list_changed lacks the new plugin's greet: {sorted(names)}")
+        result = await client.call_tool("greet", {"name": "MCP"})
+        if result.is_error or "MCP" not in text_of(result):
+            fail(f"greet: {result}")
+        self.note("a new plugin's tool is listed and callable")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    for flag in ["transport", "mode", "plugins", "toolhost", "control", "echo_v2", "hello", "work"]:
+        parser.add_argument("--" + flag.replace("_", "-"), required=True)
+    parser.add_argument("--url")
+    args = parser.parse_args()
+    checks = Checks(args)
+    try:
+        anyio.run(checks.run)
+    except BaseException as e:  # noqa: BLE001 - report everything, with what passed
+        print(f"FAILED after {len(checks.log)} checks: {type(e).__name__}: {e}", flush=True)
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    print(json.dumps({"passed": checks.log}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
