@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the MCP conformance suite (all server scenarios) against `toolhost serve --mcp
+# http` loaded with the conformance fixture plugin (tests/fixtures/conformance), prints
+# the suite's summary, and fails on any failure not listed in conformance-baseline.yml.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bash tests/mcp/setup.sh
+cargo build --quiet --locked -p toolhost -p fixture-conformance
+work=$(mktemp -d)
+server=
+cleanup() {
+    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir "$work/plugins" "$work/config"
+cp target/debug/libfixture_conformance.so "$work/plugins/"
+XDG_CONFIG_HOME="$work/config" TOOLHOST_LOG=info,rmcp=warn target/debug/toolhost serve \
+    --mcp http --listen 127.0.0.1:0 --plugins "$work/plugins" \
+    --control "$work/control.sock" 2>"$work/serve.log" &
+server=$!
+url=
+for _ in $(seq 1 600); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$work/serve.log" || true)
+    [ -n "$url" ] && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$url" ]; then
+    echo "toolhost serve --mcp http did not come up:" >&2
+    cat "$work/serve.log" >&2
+    exit 1
+fi
+echo "conformance suite against $url"
+PATH="$root/target/mcp-tools/node_modules/.bin:$PATH" conformance server --url "$url" \
+    --suite all --expected-failures tests/mcp/conformance-baseline.yml 2>&1 \
+    | sed -n '/=== SUMMARY ===/,$p'
+exit "${PIPESTATUS[0]}"
