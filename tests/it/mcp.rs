@@ -191,3 +191,201 @@ fn serve_mcp_refuses_an_unknown_profile_and_profile_without_mcp() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--profile goes with --mcp"));
 }
+
+/// Waits (bounded) for a line containing `needle` on a child's stderr.
+fn wait_for_line(child: &mut Child, needle: &'static str) -> String {
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(needle) {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("no line containing {needle:?} on stderr"))
+}
+
+#[test]
+fn a_second_stdio_server_gets_its_own_control_socket_and_status_answers_on_it() {
+    let plugins = plugins();
+    let runtime_dir = tempfile::tempdir().expect("temp dir");
+    let start = || {
+        toolhost_command()
+            .args(["serve", "--mcp", "stdio", "--plugins"])
+            .arg(plugins.path())
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("TOOLHOST_LOG", "info,rmcp=warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start toolhost serve --mcp stdio")
+    };
+    let mut first = Server(start());
+    wait_for_line(&mut first.0, "toolhost is serving");
+    let mut second = Server(start());
+    let line = wait_for_line(&mut second.0, "this one's control socket is");
+    let own = line
+        .rsplit("this one's control socket is ")
+        .next()
+        .expect("path")
+        .trim();
+    assert!(
+        own.ends_with(&format!("control-{}.sock", second.0.id())),
+        "{line}"
+    );
+    let status = toolhost_command()
+        .args(["status", "--json", "--control", own])
+        .output()
+        .expect("run status");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("JSON");
+    assert_eq!(status["pid"], second.0.id());
+}
+
+/// A minimal MCP client on a child's stdio: JSON-RPC lines, the 2025-11-25 handshake.
+struct RawClient {
+    server: Server,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    next_id: u64,
+}
+
+impl RawClient {
+    fn start(mut cmd: Command) -> RawClient {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start toolhost serve --mcp stdio");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let mut client = RawClient {
+            server: Server(child),
+            stdin,
+            lines,
+            next_id: 0,
+        };
+        let init = client.request(
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test-client", "version": "0"}
+            }),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolhost", "{init}");
+        assert_eq!(
+            init["result"]["capabilities"]["tools"]["listChanged"], true,
+            "{init}"
+        );
+        client.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{message}").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The whole response (result or error) to a request.
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a response within 60 s");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_profile_sees_only_its_tools_and_the_config_can_approve_for_clients_without_elicitation() {
+    let plugins = plugins();
+    let config = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        config.path().join("config.toml"),
+        "[mcp]\nwithout_elicitation = \"approve\"\n",
+    )
+    .expect("config");
+    let profile = config.path().join("profiles").join("narrow");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    std::fs::write(
+        profile.join("config.toml"),
+        "tools = [\"echo\", \"risky_write\"]\n",
+    )
+    .expect("profile");
+    let mut cmd = toolhost_command();
+    cmd.arg("--config")
+        .arg(config.path().join("config.toml"))
+        .args([
+            "serve",
+            "--mcp",
+            "stdio",
+            "--profile",
+            "narrow",
+            "--plugins",
+        ])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(config.path().join("c.sock"));
+    let mut client = RawClient::start(cmd);
+
+    let list = client.request("tools/list", serde_json::json!({}));
+    let mut names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["echo", "risky_write"], "{list}");
+
+    // A tool outside the profile is unknown to this client: a protocol error.
+    let outside = client.request(
+        "tools/call",
+        serde_json::json!({"name": "build_version", "arguments": {}}),
+    );
+    assert_eq!(outside["error"]["code"], -32602, "{outside}");
+    assert!(
+        outside["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("build_version") && m.contains("narrow")),
+        "{outside}"
+    );
+
+    // This client declared no elicitation; the config approves for it.
+    let work = tempfile::tempdir().expect("temp dir");
+    let marker = work.path().join("ran");
+    let write = client.request(
+        "tools/call",
+        serde_json::json!({"name": "risky_write", "arguments": {"marker": marker}}),
+    );
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    assert!(marker.exists());
+    drop(client.server);
+}
