@@ -78,7 +78,9 @@ pub use control::{
 pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
-pub use mcp::{McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession};
+pub use mcp::{
+    ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
+};
 pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,

@@ -28,7 +28,7 @@ use rmcp::model::{
     ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
     SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -41,10 +41,12 @@ use crate::config::{Profile, WithoutElicitation};
 use crate::context::{Caller, HostServices, Turn, TurnInfo};
 use crate::dispatcher::{CallErrorKind, ToolCall};
 use crate::policy::{ApprovalAnswer, ApprovalRequest, Approver};
-use crate::registry::ToolRegistry;
+use crate::registry::{RegisteredTool, ToolRegistry};
 use crate::serve::Host;
 use crate::tool::{Risk, ToolSpec};
 
+/// The `_meta` key by which a 2026-07-28 request opts in to log lines.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// The key of the approval question in an input-required result.
 const APPROVAL_KEY: &str = "toolhost_approval";
 /// How long a 2026-07-28 client has to answer an approval question.
@@ -83,8 +85,63 @@ pub enum McpServeError {
         source: std::io::Error,
     },
     /// The stdio session could not start.
-    #[error("the MCP session on stdio could not start: {0}")]
+    #[error(
+        "the MCP session on stdio could not start: {0}; `--mcp stdio` is for MCP clients \
+         that start toolhost with pipes on its stdin and stdout"
+    )]
     Stdio(String),
+    /// The client's stdin/stdout could not be set apart from the plugins'.
+    #[error("could not set up stdin/stdout for MCP: {0}")]
+    StdioSetup(std::io::Error),
+}
+
+/// The MCP client's stdin and stdout, moved off descriptors 0 and 1 so that nothing but the
+/// protocol reaches the client: plugins, and the programs they start (an editor, a shell),
+/// get `/dev/null` as stdin and the host's stderr as stdout.
+pub struct ClientStdio {
+    input: std::os::fd::OwnedFd,
+    output: std::os::fd::OwnedFd,
+}
+
+type BoxedRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type BoxedWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+impl ClientStdio {
+    /// Takes stdin and stdout for the MCP session. Call it once, before plugins load.
+    pub fn take() -> std::io::Result<ClientStdio> {
+        use std::os::fd::{AsFd as _, AsRawFd as _};
+        // Duplicates marked close-on-exec: child processes never inherit the client's pipes.
+        let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+        let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+        let null = std::fs::File::open("/dev/null")?;
+        // SAFETY: dup2 on descriptors this process owns (`null` is open; 0, 1 and 2 are the
+        // standard streams); it only replaces what 0 and 1 refer to.
+        let redirected = unsafe { libc::dup2(null.as_raw_fd(), 0) >= 0 && libc::dup2(2, 1) >= 0 };
+        if !redirected {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(ClientStdio { input, output })
+    }
+
+    /// Pipes go through tokio's non-blocking pipe driver (the way clients start stdio
+    /// servers, and the faster path); anything else through the blocking file adapter.
+    fn into_transport(self) -> std::io::Result<(BoxedRead, BoxedWrite)> {
+        use std::os::unix::fs::FileTypeExt as _;
+        use tokio::net::unix::pipe;
+        let input = std::fs::File::from(self.input);
+        let output = std::fs::File::from(self.output);
+        let read: BoxedRead = if input.metadata()?.file_type().is_fifo() {
+            Box::new(pipe::Receiver::from_file(input)?)
+        } else {
+            Box::new(tokio::fs::File::from_std(input))
+        };
+        let write: BoxedWrite = if output.metadata()?.file_type().is_fifo() {
+            Box::new(pipe::Sender::from_file(output)?)
+        } else {
+            Box::new(tokio::fs::File::from_std(output))
+        };
+        Ok((read, write))
+    }
 }
 
 /// A connected MCP client, as `toolhost status` shows it.
@@ -147,11 +204,33 @@ impl McpClients {
     }
 }
 
-/// An approval question a 2026-07-28 client was sent and has not answered yet.
+/// An approval question a 2026-07-28 client was sent and has not answered yet. The answer
+/// counts only for the same call of the same code: tool, arguments, plugin file, risk and
+/// schema (a reload in between asks again).
 struct PendingApproval {
-    tool: String,
-    arguments: Value,
+    call: [u8; 32],
     asked: Instant,
+}
+
+/// At most this many approval questions wait for answers; past it the oldest is dropped
+/// (its client is asked again when it retries).
+const MAX_PENDING: usize = 1024;
+
+/// What identifies one call of one tool's code, for binding approvals to it.
+fn call_fingerprint(spec: &ToolSpec, sha256: &str, arguments: &Value) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for part in [
+        spec.name.as_bytes(),
+        sha256.as_bytes(),
+        spec.risk.to_string().as_bytes(),
+        spec.schema.to_string().as_bytes(),
+        arguments.to_string().as_bytes(),
+    ] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize().into()
 }
 
 /// What all sessions of one MCP frontend share.
@@ -184,31 +263,33 @@ impl Shared {
         view
     }
 
-    fn take_pending(&self, state: &str, tool: &str, arguments: &Value) -> bool {
+    /// Whether `state` names a question asked, unexpired, for exactly this call; it is
+    /// used up either way.
+    fn take_pending(&self, state: &str, call: &[u8; 32]) -> bool {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
-        match pending.get(state) {
-            Some(p) if p.tool == tool && &p.arguments == arguments => {
-                pending.remove(state);
-                true
-            }
-            _ => false,
-        }
+        pending.remove(state).is_some_and(|p| &p.call == call)
     }
 
-    fn add_pending(&self, tool: &str, arguments: &Value) -> String {
+    fn add_pending(&self, call: [u8; 32]) -> String {
         let state = uuid::Uuid::new_v4().simple().to_string();
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                state.clone(),
-                PendingApproval {
-                    tool: tool.to_owned(),
-                    arguments: arguments.clone(),
-                    asked: Instant::now(),
-                },
-            );
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        if pending.len() >= MAX_PENDING
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, p)| p.asked)
+                .map(|(k, _)| k.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            PendingApproval {
+                call,
+                asked: Instant::now(),
+            },
+        );
         state
     }
 }
@@ -260,20 +341,26 @@ impl McpServer {
                 session_id: format!("mcp-{transport}-{}-{n}", std::process::id()),
                 client: Mutex::new(None),
                 registered: AtomicBool::new(false),
-                log_level: AtomicU8::new(level_rank(LoggingLevel::Debug)),
+                log_level: AtomicU8::new(level_rank(LoggingLevel::Info)),
                 stop: CancellationToken::new(),
                 facts: std::sync::OnceLock::new(),
+                events: Mutex::new(None),
             }),
         }
     }
 
-    /// Serves one client on this process's stdin/stdout until it disconnects or `stop`
-    /// is cancelled.
-    pub async fn serve_stdio(&self, stop: CancellationToken) -> Result<(), McpServeError> {
+    /// Serves one client on `stdio` (from [`ClientStdio::take`]) until it disconnects or
+    /// `stop` is cancelled.
+    pub async fn serve_stdio(
+        &self,
+        stdio: ClientStdio,
+        stop: CancellationToken,
+    ) -> Result<(), McpServeError> {
         use rmcp::ServiceExt as _;
+        let transport = stdio.into_transport().map_err(McpServeError::StdioSetup)?;
         let running = self
             .session("stdio")
-            .serve_with_ct(rmcp::transport::stdio_pipes(), stop.child_token())
+            .serve_with_ct(transport, stop.child_token())
             .await
             .map_err(|e| McpServeError::Stdio(e.to_string()))?;
         tokio::select! {
@@ -341,7 +428,11 @@ impl McpServer {
                                 tracing::debug!("MCP over HTTP: connection ended: {e}");
                             }
                         }
-                        () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
+                        () = stop.cancelled() => {
+                            // Finish the responses in flight, then close.
+                            connection.as_mut().graceful_shutdown();
+                            let _ = tokio::time::timeout(Duration::from_secs(5), connection).await;
+                        }
                     }
                 });
             }
@@ -391,6 +482,8 @@ struct SessionState {
     stop: CancellationToken,
     /// What the client said about itself, read at its first call.
     facts: std::sync::OnceLock<Arc<ClientFacts>>,
+    /// Registry events since `initialize`, until `initialized` starts forwarding them.
+    events: Mutex<Option<tokio::sync::broadcast::Receiver<crate::catalog::RegistryEvent>>>,
 }
 
 /// What a client can do, and the turn its calls run in.
@@ -405,6 +498,10 @@ struct ClientFacts {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.stop.cancel();
+        self.shared
+            .host
+            .policy()
+            .forget_session(&self.shared.profile_name, &self.session_id);
         if let Some(id) = *self
             .client
             .get_mut()
@@ -526,9 +623,27 @@ impl ServerHandler for McpSession {
         let result = self.negotiate_initialize(&request)?;
         self.state
             .register(Some(&result.protocol_version), Some(&request.client_info));
-        // A session client gets list_changed pushed on its session from now on. Subscribe
-        // before answering, so no reload between the two goes unannounced.
-        let mut events = self.state.shared.host.catalog().subscribe();
+        // A session client gets list_changed pushed on its session once it has said
+        // `initialized`. Subscribe before answering, so no reload in between is missed.
+        *self
+            .state
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some(self.state.shared.host.catalog().subscribe());
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let events = self
+            .state
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut events) = events else {
+            return;
+        };
         let peer = context.peer.clone();
         let stop = self.state.stop.clone();
         tokio::spawn(async move {
@@ -547,7 +662,6 @@ impl ServerHandler for McpSession {
                 }
             }
         });
-        Ok(result)
     }
 
     fn accepted_subscription_filter(
@@ -653,24 +767,38 @@ impl McpSession {
             Arc::new(McpApprover::new(
                 &self.state,
                 &request,
+                tool,
                 &arguments,
                 &context.peer,
-                facts.can_elicit,
-                facts.sessionless,
+                &facts,
             ))
         });
         let asked_with = approver.as_ref().map(|_| arguments.clone());
+        // 2026-07-28 clients opt in to log lines per request; session clients with
+        // logging/setLevel (default: info).
+        let log_level = if facts.sessionless {
+            context
+                .meta
+                .get(LOG_LEVEL_META)
+                .and_then(|v| serde_json::from_value::<LoggingLevel>(v.clone()).ok())
+                .map(level_rank)
+        } else {
+            Some(self.state.log_level.load(Ordering::Relaxed))
+        };
         let caller = Arc::new(McpCaller {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
-            session: Arc::clone(&self.state),
             can_elicit: facts.can_elicit && !facts.sessionless,
             can_sample: facts.can_sample && !facts.sessionless,
+            log_level,
+            runtime: tokio::runtime::Handle::current(),
             sender: Mutex::new(None),
         });
+        // The call stops when the client cancels the request, or when the host shuts down.
+        let cancel = shared.host.call_token();
         let turn = Turn {
             info: Arc::clone(&facts.turn),
-            cancel: context.ct.clone(),
+            cancel: cancel.clone(),
             services: HostServices {
                 child_turns: None,
                 caller: Some(Arc::clone(&caller) as Arc<dyn Caller>),
@@ -682,17 +810,27 @@ impl McpSession {
             name: tool.spec().name.clone(),
             arguments,
         };
-        // The dispatcher's future is large; boxed, the state rmcp moves into a task and
-        // polls stays small (measured: ~850 fewer instructions per call).
-        let result = match &approver {
-            None => Box::pin(shared.host.dispatcher().call(&view, &turn, call)).await,
+        let dispatcher = match &approver {
+            None => shared.host.dispatcher().clone(),
             Some(approver) => {
                 let policy = shared
                     .host
                     .policy()
                     .with_approver(Arc::clone(approver) as Arc<dyn Approver>);
-                let dispatcher = shared.host.dispatcher().with_policy(Arc::new(policy));
-                Box::pin(dispatcher.call(&view, &turn, call)).await
+                shared.host.dispatcher().with_policy(Arc::new(policy))
+            }
+        };
+        // The dispatcher's future is large; boxed, the state rmcp moves into a task and
+        // polls stays small (measured: ~850 fewer instructions per call).
+        let mut dispatch = Box::pin(dispatcher.call(&view, &turn, call));
+        let result = tokio::select! {
+            biased;
+            result = &mut dispatch => result,
+            () = context.ct.cancelled() => {
+                // notifications/cancelled: the plugin sees its cancel signal and gets the
+                // dispatcher's grace period to stop.
+                cancel.cancel();
+                dispatch.await
             }
         };
         // Every notification the tool sent goes out before the result.
@@ -701,7 +839,7 @@ impl McpSession {
         if let (Some(approver), Some(arguments)) = (&approver, &asked_with)
             && approver.needs_input.load(Ordering::Acquire)
         {
-            return Ok(approver.input_required(&request.name, arguments).into());
+            return Ok(approver.input_required(tool.spec(), arguments).into());
         }
         if result.is_error {
             let mut message = result.output;
@@ -737,6 +875,11 @@ struct McpApprover {
     mode: ApproverMode,
     needs_input: AtomicBool,
     shared: Arc<Shared>,
+    /// The call being approved: a sessionless client's answer counts only for it.
+    call: [u8; 32],
+    /// Whether "for the rest of the session" is offered: the policy remembers, and the
+    /// session outlives this call (a sessionless HTTP request does not).
+    offer_remember: bool,
 }
 
 enum ApproverMode {
@@ -752,19 +895,18 @@ impl McpApprover {
     fn new(
         session: &SessionState,
         request: &CallToolRequestParams,
+        tool: &RegisteredTool,
         arguments: &Value,
         peer: &Peer<RoleServer>,
-        can_elicit: bool,
-        sessionless: bool,
+        facts: &ClientFacts,
     ) -> McpApprover {
         let shared = Arc::clone(&session.shared);
-        let mode = match (can_elicit, sessionless) {
+        let call = call_fingerprint(tool.spec(), tool.tool().origin().sha256(), arguments);
+        let mode = match (facts.can_elicit, facts.sessionless) {
             (true, false) => ApproverMode::Elicit(peer.clone()),
             (true, true) => {
                 let answer = match (&request.request_state, &request.input_responses) {
-                    (Some(state), Some(responses))
-                        if shared.take_pending(state, &request.name, arguments) =>
-                    {
+                    (Some(state), Some(responses)) if shared.take_pending(state, &call) => {
                         Some(match responses.get(APPROVAL_KEY) {
                             Some(answer) => approval_from_elicit_result(answer),
                             None => ApprovalAnswer::Decline(
@@ -779,56 +921,72 @@ impl McpApprover {
             }
             _ => ApproverMode::Configured(shared.options.without_elicitation),
         };
+        let offer_remember =
+            shared.host.policy().remembers() && !(session.transport == "http" && facts.sessionless);
         McpApprover {
             mode,
             needs_input: AtomicBool::new(false),
             shared,
+            call,
+            offer_remember,
         }
     }
 
-    fn input_required(&self, tool: &str, arguments: &Value) -> InputRequiredResult {
-        let state = self.shared.add_pending(tool, arguments);
-        let question = self
-            .shared
-            .view()
-            .get(tool)
-            .map(|t| approval_question(t.spec(), arguments))
-            .unwrap_or_else(|| format!("Allow the tool '{tool}' to run?"));
+    fn input_required(&self, spec: &ToolSpec, arguments: &Value) -> InputRequiredResult {
+        let state = self.shared.add_pending(self.call);
+        let question = approval_question(&spec.name, spec.risk, arguments);
         let mut requests = BTreeMap::new();
-        if let Ok(request) = elicit_request(&question, approval_schema()) {
+        if let Ok(request) = elicit_request(&question, approval_schema(self.offer_remember)) {
             requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
         }
         InputRequiredResult::new(Some(requests), Some(state))
     }
 }
 
-fn approval_question(spec: &ToolSpec, arguments: &Value) -> String {
-    let mut args = arguments.to_string();
-    if args.len() > 2000 {
-        let mut cut = 2000;
-        while !args.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        args.truncate(cut);
-        args.push_str(" …");
-    }
-    format!(
-        "Allow the tool '{}' (risk: {}) to run with these arguments?\n{args}",
-        spec.name, spec.risk
-    )
+/// The question a person approves a call by. Every argument is shown: when they are long,
+/// each field is cut short on its own, so no field can hide behind another.
+fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {
+    const WHOLE: usize = 2000;
+    const FIELD: usize = 300;
+    let full = arguments.to_string();
+    let shown = if full.chars().count() <= WHOLE {
+        full
+    } else if let Value::Object(fields) = arguments {
+        fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", shorten(&v.to_string(), FIELD)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        shorten(&full, WHOLE)
+    };
+    format!("Allow the tool '{tool}' (risk: {risk}) to run with these arguments?\n{shown}")
 }
 
-fn approval_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "remember": {
+fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!(
+            "{} … ({} more characters)",
+            &text[..cut],
+            text[cut..].chars().count()
+        ),
+    }
+}
+
+fn approval_schema(offer_remember: bool) -> Value {
+    let mut properties = serde_json::Map::new();
+    if offer_remember {
+        properties.insert(
+            "remember".to_owned(),
+            json!({
                 "type": "boolean",
                 "title": "Allow this tool for the rest of the session",
                 "default": false
-            }
-        }
-    })
+            }),
+        );
+    }
+    json!({"type": "object", "properties": properties})
 }
 
 fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, String> {
@@ -873,19 +1031,24 @@ impl Approver for McpApprover {
     async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         match &self.mode {
             ApproverMode::Elicit(peer) => {
-                let question = format!(
-                    "Allow the tool '{}' (risk: {}) to run with these arguments?\n{}",
-                    request.tool, request.risk, request.arguments
-                );
-                let params = match elicit_params(&question, approval_schema()) {
+                let question = approval_question(&request.tool, request.risk, &request.arguments);
+                let params = match elicit_params(&question, approval_schema(self.offer_remember)) {
                     Ok(p) => p,
                     Err(e) => return ApprovalAnswer::Decline(e),
                 };
-                match peer.create_elicitation(params).await {
+                match peer
+                    .create_elicitation_with_timeout(params, Some(APPROVAL_TTL))
+                    .await
+                {
                     Ok(result) => match serde_json::to_value(&result) {
                         Ok(answer) => approval_from_elicit_result(&answer),
                         Err(e) => ApprovalAnswer::Decline(format!("unreadable answer: {e}")),
                     },
+                    Err(rmcp::ServiceError::Timeout { .. }) => ApprovalAnswer::Decline(
+                        "the user did not answer the approval question within 15 minutes; \
+                         call the tool again to be asked again"
+                            .to_owned(),
+                    ),
                     Err(e) => ApprovalAnswer::Decline(format!(
                         "the approval question could not be asked: {e}"
                     )),
@@ -915,25 +1078,32 @@ impl Approver for McpApprover {
 struct McpCaller {
     peer: Peer<RoleServer>,
     progress_token: Option<ProgressToken>,
-    session: Arc<SessionState>,
     can_elicit: bool,
     can_sample: bool,
-    /// Notifications go out in order through one task, started at the first one.
+    /// The lowest log level the client wants for this call; `None`: no log lines.
+    log_level: Option<u8>,
+    /// Plugins may report from threads of their own; the sender task is spawned here.
+    runtime: tokio::runtime::Handle,
+    /// Notifications go out in order through one task, started at the first one; a full
+    /// queue (a client slower than a chatty tool) drops the newest.
     sender: Mutex<
         Option<(
-            mpsc::UnboundedSender<ServerNotification>,
+            mpsc::Sender<ServerNotification>,
             tokio::task::JoinHandle<()>,
         )>,
     >,
 }
 
+/// How many notifications of one call may wait to be sent.
+const NOTIFICATION_QUEUE: usize = 256;
+
 impl McpCaller {
     fn send(&self, notification: ServerNotification) {
         let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
         let (tx, _) = sender.get_or_insert_with(|| {
-            let (tx, mut rx) = mpsc::unbounded_channel::<ServerNotification>();
+            let (tx, mut rx) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
             let peer = self.peer.clone();
-            let task = tokio::spawn(async move {
+            let task = self.runtime.spawn(async move {
                 while let Some(n) = rx.recv().await {
                     if peer.send_notification(n).await.is_err() {
                         break;
@@ -942,19 +1112,25 @@ impl McpCaller {
             });
             (tx, task)
         });
-        let _ = tx.send(notification);
+        let _ = tx.try_send(notification);
     }
 
-    /// Waits until every notification sent so far is out.
+    /// Waits until every notification sent so far is out (at most 5 s; what is left then
+    /// is dropped, so nothing goes out after the result).
     async fn flush(&self) {
         let taken = self
             .sender
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some((tx, task)) = taken {
+        if let Some((tx, mut task)) = taken {
             drop(tx);
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            if tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
         }
     }
 }
@@ -997,7 +1173,7 @@ impl Caller for McpCaller {
             LogLevel::INFO => LoggingLevel::Info,
             _ => LoggingLevel::Debug,
         };
-        if level_rank(level) < self.session.log_level.load(Ordering::Relaxed) {
+        if self.log_level.is_none_or(|min| level_rank(level) < min) {
             return;
         }
         let param = LoggingMessageNotificationParam::new(level, json!(message))
@@ -1130,8 +1306,20 @@ mod tests {
 
     #[test]
     fn the_approval_question_is_a_valid_form() {
-        assert!(elicit_params("Allow?", approval_schema()).is_ok());
-        assert!(elicit_request("Allow?", approval_schema()).is_ok());
+        for remember in [true, false] {
+            assert!(elicit_params("Allow?", approval_schema(remember)).is_ok());
+            assert!(elicit_request("Allow?", approval_schema(remember)).is_ok());
+        }
+        assert!(!approval_schema(false).to_string().contains("remember"));
+    }
+
+    #[test]
+    fn long_arguments_show_every_field() {
+        let args = json!({"aaa": "x".repeat(5000), "command": "rm -rf /"});
+        let question = approval_question("shell", Risk::Destructive, &args);
+        assert!(question.contains("command: \"rm -rf /\""), "{question}");
+        assert!(question.contains("more characters"), "{question}");
+        assert!(question.len() < 1000, "{}", question.len());
     }
 
     #[test]

@@ -278,7 +278,10 @@ unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message
         _ => tracing::debug!(plugin = s.plugin, tool = s.tool, "{message}"),
     }
     if let Some(caller) = &s.ctx.services.caller {
-        caller.log(level, s.tool, message);
+        // Nothing may unwind out of this extern "C" function.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            caller.log(level, s.tool, message);
+        }));
     }
 }
 
@@ -290,10 +293,17 @@ unsafe extern "C" fn host_progress(
 ) {
     // SAFETY: as above.
     let s = unsafe { state(ctx) };
+    // A non-finite number cannot cross as JSON; an infinite total means "unknown".
+    if !progress.is_finite() {
+        return;
+    }
     if let Some(caller) = &s.ctx.services.caller {
-        let total = (!total.is_nan()).then_some(total);
+        let total = total.is_finite().then_some(total);
         let message = (!message.is_empty()).then_some(message.as_str());
-        caller.progress(progress, total, message);
+        // Nothing may unwind out of this extern "C" function.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            caller.progress(progress, total, message);
+        }));
     }
 }
 

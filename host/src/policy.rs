@@ -145,6 +145,20 @@ impl ApprovalPolicy {
         }
     }
 
+    /// Whether "approve for this session" answers are remembered.
+    pub fn remembers(&self) -> bool {
+        self.remember
+    }
+
+    /// Forgets what was approved for a session that ended.
+    pub fn forget_session(&self, profile_id: &str, session_id: &str) {
+        let prefix = format!("{profile_id}\u{0}{session_id}\u{0}");
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key| !key.starts_with(&prefix));
+    }
+
     /// The same policy asking another approver (e.g. the client of one MCP call); the
     /// two share what was approved for the session.
     pub fn with_approver(&self, approver: Arc<dyn Approver>) -> Self {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::{
-    CatalogConfig, ControlClient, ControlError, DispatchConfig, Host, LoadedConfig, McpOptions,
-    McpServer, ServeConfig, ServeError, WatchConfig,
+    CatalogConfig, ClientStdio, ControlClient, ControlError, DispatchConfig, Host, LoadedConfig,
+    McpOptions, McpServer, ServeConfig, ServeError, WatchConfig,
 };
 
 use crate::{print_table, summary};
@@ -126,6 +126,14 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
                 .await
                 .map_err(|e| e.to_string());
         };
+        // Before any plugin loads: only the protocol may reach the client's stdout.
+        let stdio = match mode {
+            McpMode::Stdio => Some(
+                ClientStdio::take()
+                    .map_err(|e| format!("could not set up stdin/stdout for MCP: {e}"))?,
+            ),
+            McpMode::Http(_) => None,
+        };
         let running = match Host::start(config.clone()).await {
             // Clients start one stdio server per window: a second one gets its own socket.
             Err(ServeError::Control(ControlError::InUse { .. }))
@@ -150,7 +158,8 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         let stop = CancellationToken::new();
         match mode {
             McpMode::Stdio => {
-                let session = server.serve_stdio(stop.clone());
+                let stdio = stdio.ok_or("stdin/stdout were not set up for MCP")?;
+                let session = server.serve_stdio(stdio, stop.clone());
                 let until = async move {
                     tokio::select! {
                         () = signals => {}

@@ -176,6 +176,12 @@ impl Host {
         &self.policy
     }
 
+    /// A cancel token for a frontend's call: cancelled when the host shuts down (after
+    /// its grace period), so tools see their cancel signal instead of being dropped.
+    pub fn call_token(&self) -> CancellationToken {
+        self.calls.child_token()
+    }
+
     /// The availability checks (cached).
     pub fn availability(&self) -> &Availability {
         &self.availability

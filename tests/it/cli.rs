@@ -168,7 +168,7 @@ fn check_prints_a_good_plugin_and_fails_on_a_bad_one() {
     assert!(good.status.success(), "{}", text(&good.stderr));
     let out = text(&good.stdout);
     assert!(
-        out.contains("hello 0.3.0") && out.contains("greet (read)"),
+        out.contains("hello 0.3.1") && out.contains("greet (read)"),
         "{out}"
     );
 

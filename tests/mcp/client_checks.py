@@ -263,6 +263,20 @@ class Checks:
         if result.is_error or "MCP" not in text_of(result):
             fail(f"greet: {result}")
         self.note("a new plugin's tool is listed and callable")
+        # Its countdown reports progress, which arrives for a call with a progress token.
+        steps: list[tuple[float, float | None]] = []
+
+        async def on_progress(progress: float, total: float | None, _message: str | None) -> None:
+            steps.append((progress, total))
+
+        result = await client.call_tool(
+            "countdown", {"from": 3, "step_ms": 10}, progress_callback=on_progress
+        )
+        if result.is_error or text_of(result) != "3 2 1 0":
+            fail(f"countdown: {result}")
+        if [p for p, _ in steps] != [0.0, 1.0, 2.0, 3.0] or steps[0][1] != 3.0:
+            fail(f"progress notifications: {steps}")
+        self.note("progress notifications from the plugin")
 
 
 def main() -> int:

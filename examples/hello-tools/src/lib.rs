@@ -54,7 +54,8 @@ impl TypedTool for Greet {
 }
 
 /// A tool with a hand-written schema that takes its time: it sleeps on the host's timer
-/// (plugins have no runtime of their own) and stops early when the call is cancelled.
+/// (plugins have no runtime of their own), reports its progress, and stops early when the
+/// call is cancelled.
 struct Countdown;
 
 impl Tool for Countdown {
@@ -90,6 +91,8 @@ impl Tool for Countdown {
         let mut counted = Vec::new();
         for n in (0..=from).rev() {
             counted.push(n.to_string());
+            // Shown by clients that asked for progress (MCP progress notifications).
+            ctx.progress((from - n) as f64, Some(from as f64), None);
             if n > 0 && ctx.sleep(step).await.is_err() {
                 ctx.log(LogLevel::INFO, "countdown cancelled");
                 return Err(ToolError::failed(format!(
