@@ -254,6 +254,8 @@ struct RawClient {
     server: Server,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Lines on the server's stdout that were not JSON (there must be none).
+    garbage: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     next_id: u64,
 }
 
@@ -268,10 +270,15 @@ impl RawClient {
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = std::sync::mpsc::channel();
+        let garbage = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&garbage);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str(&line) {
-                    let _ = tx.send(v);
+                match serde_json::from_str(&line) {
+                    Ok(v) => {
+                        let _ = tx.send(v);
+                    }
+                    Err(_) => seen.lock().expect("lock").push(line),
                 }
             }
         });
@@ -279,6 +286,7 @@ impl RawClient {
             server: Server(child),
             stdin,
             lines,
+            garbage,
             next_id: 0,
         };
         let init = client.request(
@@ -388,4 +396,50 @@ fn a_profile_sees_only_its_tools_and_the_config_can_approve_for_clients_without_
     assert_eq!(write["result"]["isError"], false, "{write}");
     assert!(marker.exists());
     drop(client.server);
+}
+
+#[test]
+fn over_stdio_a_program_a_plugin_starts_cannot_touch_the_protocol_stream() {
+    // edit_text starts $EDITOR; this one prints to stdout and reads stdin, which would
+    // corrupt the stream and swallow a request if it inherited the client's pipes.
+    let plugins = PluginDir::with(&["toolhost_utils", "fixture_echo"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let editor = work.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\necho 'not JSON, from the editor'\nread line\necho \"edited, read: $line\" > \"$1\"\n",
+    )
+    .expect("write editor");
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let mut cmd = toolhost_command();
+    cmd.args(["serve", "--mcp", "stdio", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(work.path().join("c.sock"))
+        .env("EDITOR", &editor)
+        .env_remove("VISUAL");
+    let mut client = RawClient::start(cmd);
+    let edited = client.request(
+        "tools/call",
+        serde_json::json!({"name": "edit_text", "arguments": {"text": "draft"}}),
+    );
+    assert_eq!(edited["result"]["isError"], false, "{edited}");
+    assert_eq!(
+        edited["result"]["content"][0]["text"], "edited, read: \n",
+        "{edited}"
+    );
+    let echo = client.request(
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "still in sync"}}),
+    );
+    assert_eq!(
+        echo["result"]["content"][0]["text"], "still in sync",
+        "{echo}"
+    );
+    assert!(
+        client.garbage.lock().expect("lock").is_empty(),
+        "non-JSON on the protocol stream: {:?}",
+        client.garbage.lock().expect("lock")
+    );
 }
