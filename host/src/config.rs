@@ -73,6 +73,86 @@ pub struct HostConfig {
     /// The MCP frontend (`toolhost serve --mcp`).
     #[serde(default)]
     pub mcp: McpConfig,
+    /// The model the agent talks to (`toolhost chat` / `run`).
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// The agent's limits.
+    #[serde(default)]
+    pub agent: AgentSettings,
+}
+
+/// `[model]`: an OpenAI-compatible Chat Completions server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`
+    /// (`TOOLHOST_MODEL_BASE_URL` overrides it).
+    pub base_url: Option<String>,
+    /// The model name (`TOOLHOST_MODEL` overrides it).
+    pub model: Option<String>,
+    /// The environment variable holding the API key (`TOOLHOST_API_KEY` always wins).
+    pub api_key_env: String,
+    /// Seconds one model request may take.
+    pub timeout_secs: f64,
+    /// Retries of a 429, a 5xx or a connection failure.
+    pub max_retries: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            base_url: None,
+            model: None,
+            api_key_env: "OPENAI_API_KEY".to_owned(),
+            timeout_secs: 120.0,
+            max_retries: 3,
+        }
+    }
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    /// The most model calls in one turn.
+    pub max_iterations: u32,
+    /// Child turns (`delegate_task`).
+    pub children: ChildSettings,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            max_iterations: 20,
+            children: ChildSettings::default(),
+        }
+    }
+}
+
+/// `[agent.children]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChildSettings {
+    /// How deep turns may nest.
+    pub max_depth: u32,
+    /// How many child turns run at once.
+    pub max_concurrent: usize,
+    /// Seconds one child turn may take.
+    pub timeout_secs: f64,
+    /// Tools a child never gets.
+    pub exclude: Vec<String>,
+}
+
+impl Default for ChildSettings {
+    fn default() -> Self {
+        let defaults = crate::agent::ChildConfig::default();
+        ChildSettings {
+            max_depth: defaults.max_depth,
+            max_concurrent: defaults.max_concurrent,
+            timeout_secs: defaults.timeout.as_secs_f64(),
+            exclude: defaults.exclude,
+        }
+    }
 }
 
 fn default_profile_name() -> String {
@@ -93,6 +173,8 @@ impl Default for HostConfig {
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
             mcp: McpConfig::default(),
+            model: ModelConfig::default(),
+            agent: AgentSettings::default(),
         }
     }
 }
@@ -389,6 +471,48 @@ impl LoadedConfig {
             .collect()
     }
 
+    /// The model settings, with the environment's overrides (`TOOLHOST_MODEL_BASE_URL`,
+    /// `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable `api_key_env` names).
+    pub fn model(
+        &self,
+    ) -> Result<crate::agent::model::OpenAiConfig, crate::agent::model::ModelError> {
+        let m = &self.config.model;
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let base_url = var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone());
+        let model = var("TOOLHOST_MODEL").or_else(|| m.model.clone());
+        let (Some(base_url), Some(model)) = (base_url, model) else {
+            return Err(crate::agent::model::ModelError::NotConfigured);
+        };
+        Ok(crate::agent::model::OpenAiConfig {
+            base_url,
+            model,
+            api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
+            timeout: std::time::Duration::try_from_secs_f64(m.timeout_secs)
+                .unwrap_or(std::time::Duration::from_secs(120)),
+            max_retries: m.max_retries,
+            backoff: std::time::Duration::from_millis(500),
+        })
+    }
+
+    /// The agent settings for `profile`.
+    pub fn agent(&self, profile: &Profile) -> crate::agent::AgentConfig {
+        let a = &self.config.agent;
+        crate::agent::AgentConfig {
+            max_iterations: a.max_iterations.max(1),
+            system_prompt: profile
+                .system_prompt
+                .clone()
+                .unwrap_or_else(|| crate::agent::DEFAULT_SYSTEM_PROMPT.to_owned()),
+            children: crate::agent::ChildConfig {
+                max_depth: a.children.max_depth,
+                max_concurrent: a.children.max_concurrent.max(1),
+                timeout: std::time::Duration::try_from_secs_f64(a.children.timeout_secs)
+                    .unwrap_or(std::time::Duration::from_secs(300)),
+                exclude: a.children.exclude.clone(),
+            },
+        }
+    }
+
     /// Call time limits as a dispatcher config.
     pub fn dispatch(&self) -> crate::DispatchConfig {
         crate::DispatchConfig {
@@ -453,12 +577,15 @@ pub struct Profile {
     pub tools: Option<Vec<String>>,
     /// Its config file, if it has one.
     pub file: PathBuf,
+    /// Its agent's system prompt, if it sets one.
+    pub system_prompt: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProfileFile {
     tools: Option<Vec<String>>,
+    system_prompt: Option<String>,
     #[allow(dead_code, reason = "documentation for people; not used by the host")]
     description: Option<String>,
 }
@@ -505,6 +632,7 @@ impl Profile {
             })?,
             None => ProfileFile {
                 tools: None,
+                system_prompt: None,
                 description: None,
             },
         };
@@ -530,6 +658,7 @@ impl Profile {
             state_dir,
             tools,
             file,
+            system_prompt: parsed.system_prompt,
         })
     }
 

@@ -56,6 +56,60 @@ pub trait Caller: Send + Sync {
     }
 }
 
+/// Answers plugins' named host requests (`ctx.host_request`): `profile.state_dir`,
+/// `sessions.search`, ...
+#[async_trait]
+pub trait HostRequests: Send + Sync {
+    /// The answer to `method` with `params`; an unknown method is
+    /// [`ServiceError::Unavailable`].
+    async fn request(
+        &self,
+        turn: &TurnInfo,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ServiceError>;
+}
+
+/// The host requests every profile can answer without an agent: its state folder.
+pub struct ProfileRequests {
+    state_dir: std::path::PathBuf,
+}
+
+impl ProfileRequests {
+    /// Answers for the profile whose state lives in `state_dir`.
+    pub fn new(state_dir: std::path::PathBuf) -> Self {
+        ProfileRequests { state_dir }
+    }
+
+    /// `profile.state_dir`: the folder, created if missing.
+    pub fn state_dir(&self) -> Result<Value, ServiceError> {
+        std::fs::create_dir_all(&self.state_dir).map_err(|e| {
+            ServiceError::Failed(format!(
+                "could not create the profile's state folder {}: {e}",
+                self.state_dir.display()
+            ))
+        })?;
+        Ok(serde_json::json!({"path": self.state_dir}))
+    }
+}
+
+#[async_trait]
+impl HostRequests for ProfileRequests {
+    async fn request(
+        &self,
+        _turn: &TurnInfo,
+        method: &str,
+        _params: Value,
+    ) -> Result<Value, ServiceError> {
+        match method {
+            "profile.state_dir" => self.state_dir(),
+            other => Err(ServiceError::Unavailable(format!(
+                "'{other}' is not available here: only an agent's turns can search sessions"
+            ))),
+        }
+    }
+}
+
 /// The services a host offers to the calls of one turn.
 #[derive(Clone, Default)]
 pub struct HostServices {
@@ -63,6 +117,8 @@ pub struct HostServices {
     pub child_turns: Option<Arc<dyn ChildTurnService>>,
     /// `None` where nobody is at the other end to report to or ask.
     pub caller: Option<Arc<dyn Caller>>,
+    /// `None` where no profile is known.
+    pub requests: Option<Arc<dyn HostRequests>>,
 }
 
 /// A turn as the dispatcher sees it: who it is for, how to stop it, what services it has.

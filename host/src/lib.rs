@@ -44,6 +44,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 mod availability;
 mod catalog;
 mod config;
@@ -67,11 +68,14 @@ pub use catalog::{
     ReloadReport,
 };
 pub use config::{
-    ApprovalConfig, AvailabilityConfig, CallsConfig, ConfigError, HostConfig, LoadedConfig,
-    McpConfig, Profile, ProfileView, ReloadConfig, ToolSettings, WithoutElicitation,
-    default_config_path,
+    AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
+    HostConfig, LoadedConfig, McpConfig, ModelConfig, Profile, ProfileView, ReloadConfig,
+    ToolSettings, WithoutElicitation, default_config_path,
 };
-pub use context::{Caller, ChildTurnService, HostServices, ToolContext, Turn, TurnInfo};
+pub use context::{
+    Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
+    TurnInfo,
+};
 pub use control::{
     ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
 };

@@ -243,6 +243,8 @@ struct Shared {
     view: Mutex<Option<(Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
     pending: Mutex<HashMap<String, PendingApproval>>,
     sessions: AtomicU64,
+    /// Plugins' host requests (the profile's state folder), when the profile has one.
+    requests: Option<Arc<dyn crate::context::HostRequests>>,
 }
 
 impl Shared {
@@ -321,12 +323,16 @@ impl McpServer {
         Ok(McpServer {
             shared: Arc::new(Shared {
                 host,
-                profile,
+                profile: profile.clone(),
                 profile_name: name,
                 options,
                 view: Mutex::new(None),
                 pending: Mutex::new(HashMap::new()),
                 sessions: AtomicU64::new(0),
+                requests: profile.as_ref().map(|p| {
+                    Arc::new(crate::context::ProfileRequests::new(p.state_dir.clone()))
+                        as Arc<dyn crate::context::HostRequests>
+                }),
             }),
         })
     }
@@ -802,6 +808,7 @@ impl McpSession {
             services: HostServices {
                 child_turns: None,
                 caller: Some(Arc::clone(&caller) as Arc<dyn Caller>),
+                requests: shared.requests.clone(),
             },
         };
         let call = ToolCall {

@@ -230,6 +230,7 @@ const HOST_VTABLE: HostVTable_Ref = {
         progress: host_progress,
         ask_user: host_ask_user,
         sample: host_sample,
+        host_request: host_host_request,
         #[cfg(feature = "__test_newer_api")]
         newer_service: host_newer_service,
     });
@@ -327,6 +328,44 @@ unsafe extern "C" fn host_sample(
     caller_service(caller, request, "sampling", |caller, request| {
         Box::pin(async move { caller.sample(request).await })
     })
+}
+
+unsafe extern "C" fn host_host_request(
+    ctx: &FfiCallContext<'_>,
+    method: RStr<'_>,
+    params: RStr<'_>,
+) -> FfiFuture<RResult<RString, RString>> {
+    use toolhost_plugin_api::ServiceError;
+    // SAFETY: as above.
+    let s = unsafe { state(ctx) };
+    let service = s.ctx.services.requests.clone();
+    let turn = Arc::clone(&s.ctx.turn);
+    let method = method.as_str().to_owned();
+    let params: Result<Value, _> = serde_json::from_str(params.as_str());
+    async move {
+        let Some(service) = service else {
+            return RResult::RErr(RString::from(format!(
+                "{UNAVAILABLE_PREFIX}'{method}' is not available: this call has no profile \
+                 (it came from a client that names none)"
+            )));
+        };
+        let params = match params {
+            Ok(p) => p,
+            Err(e) => {
+                return RResult::RErr(RString::from(format!(
+                    "malformed parameters for '{method}': {e}"
+                )));
+            }
+        };
+        match service.request(&turn, &method, params).await {
+            Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
+            Err(ServiceError::Unavailable(m)) => {
+                RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
+            }
+            Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
+        }
+    }
+    .into_ffi()
 }
 
 type ServiceFuture = std::pin::Pin<

@@ -115,6 +115,30 @@ pub enum AskAnswer {
     Cancel,
 }
 
+/// A search of past conversations (see [`ToolContext::search_sessions`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionQuery {
+    /// Words to look for (all of them must appear).
+    pub query: String,
+    /// The most hits to return.
+    pub limit: u32,
+    /// Leave out the conversation this call belongs to.
+    pub exclude_current: bool,
+}
+
+/// One message that matched a [`SessionQuery`].
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SessionHit {
+    /// The conversation it is from.
+    pub session: String,
+    /// When it was said (RFC 3339, UTC).
+    pub time: String,
+    /// Who said it (`user`, `assistant`, `tool`).
+    pub role: String,
+    /// The matching text around the words found, which are marked `[like this]`.
+    pub snippet: String,
+}
+
 /// A completion asked of the caller's model (see [`ToolContext::sample`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct SampleRequest {
@@ -267,6 +291,52 @@ impl ToolContext<'_> {
         let answer = self.json_service(self.raw.host.sample(), "sampling", request);
         let answer = answer.await?;
         serde_json::from_str(&answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Sends a named request to the host (plugin-api 0.1.3): JSON parameters in, JSON out.
+    /// A host that predates it, or does not know `method`, answers
+    /// [`ServiceError::Unavailable`].
+    pub async fn host_request(&self, method: &str, params: &Value) -> Result<Value, ServiceError> {
+        let Some(service) = self.raw.host.host_request() else {
+            return Err(ServiceError::Unavailable(format!(
+                "'{method}' is not available: this host predates plugin-api 0.1.3"
+            )));
+        };
+        let params = params.to_string();
+        // SAFETY: the context is valid for the call; the host copies both strings before
+        // returning the future.
+        let future = unsafe { service(self.raw, RStr::from_str(method), RStr::from_str(&params)) };
+        match future.await {
+            RResult::ROk(answer) => serde_json::from_str(&answer)
+                .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}"))),
+            RResult::RErr(message) => Err(classify_service_error(message.into_string())),
+        }
+    }
+
+    /// The folder where this call's profile keeps its state (created if missing). Tools
+    /// that store data per profile (notes, caches) keep it here, so one profile never sees
+    /// another's.
+    pub async fn state_dir(&self) -> Result<std::path::PathBuf, ServiceError> {
+        let answer = self
+            .host_request("profile.state_dir", &serde_json::json!({}))
+            .await?;
+        answer
+            .get("path")
+            .and_then(Value::as_str)
+            .map(std::path::PathBuf::from)
+            .ok_or_else(|| ServiceError::Failed(format!("the host sent no path: {answer}")))
+    }
+
+    /// Full-text search over this profile's past conversations (the host's session store).
+    pub async fn search_sessions(
+        &self,
+        query: &SessionQuery,
+    ) -> Result<Vec<SessionHit>, ServiceError> {
+        let params = serde_json::to_value(query)
+            .map_err(|e| ServiceError::Failed(format!("could not encode the query: {e}")))?;
+        let answer = self.host_request("sessions.search", &params).await?;
+        serde_json::from_value(answer.get("hits").cloned().unwrap_or(Value::Null))
             .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
     }
 

@@ -56,7 +56,7 @@ pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version the test-only newer API pretends to be.
 #[cfg(feature = "__test_newer_api")]
-pub const API_VERSION: &str = "0.1.3";
+pub const API_VERSION: &str = "0.1.4";
 
 /// The layouts of the two growable tables, as the plugin was built.
 ///
@@ -211,7 +211,7 @@ impl LogLevel {
 /// `data` is the host's call state); strings it returns live as long as the context.
 ///
 /// Services added by later API versions go after `child_turn` (0.1.2 added `progress`,
-/// `ask_user` and `sample`); a plugin calling one on a
+/// `ask_user` and `sample`; 0.1.3 `host_request`); a plugin calling one on a
 /// host that predates it gets a "not available in this host" error, never a crash.
 #[repr(C)]
 #[derive(StableAbi)]
@@ -261,6 +261,14 @@ pub struct HostVTable {
     pub sample: unsafe extern "C" fn(
         ctx: &FfiCallContext<'_>,
         request: RStr<'_>,
+    ) -> FfiFuture<RResult<RString, RString>>,
+    /// (0.1.3) A named request to the host, JSON in and out: `profile.state_dir`,
+    /// `sessions.search`, and whatever later hosts add (an unknown method is an
+    /// "unavailable" error). New capabilities arrive as methods, not table fields.
+    pub host_request: unsafe extern "C" fn(
+        ctx: &FfiCallContext<'_>,
+        method: RStr<'_>,
+        params: RStr<'_>,
     ) -> FfiFuture<RResult<RString, RString>>,
     /// Test-only stand-in for a service a later API version appends.
     #[cfg(feature = "__test_newer_api")]

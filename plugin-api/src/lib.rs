@@ -99,7 +99,7 @@ pub use blocking::{CancelFlag, blocking};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
     AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
-    ToolContext,
+    SessionHit, SessionQuery, ToolContext,
 };
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};

@@ -10,7 +10,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
     let dir = PluginDir::with(&["fixture_newer"]);
     let (report, registry, _) = load(&dir);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
-    assert_eq!(report.plugins[0].api_version, "0.1.3");
+    assert_eq!(report.plugins[0].api_version, "0.1.4");
     let r = dispatcher(toolhost::DispatchConfig::default())
         .call(
             &registry,
@@ -19,7 +19,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
         )
         .await;
     let out: Value = serde_json::from_str(&r.output).expect("JSON");
-    assert_eq!(out["api"], "0.1.3");
+    assert_eq!(out["api"], "0.1.4");
     let unavailable = out["outcome"]["unavailable"].as_str().expect("unavailable");
     assert!(
         unavailable.contains("predates the service"),
@@ -43,7 +43,7 @@ fn plugins_built_against_the_older_api_keep_loading_in_a_newer_host() {
     );
     assert!(
         stdout.contains(&format!(
-            "plugin-api:  {} (this host: 0.1.3)",
+            "plugin-api:  {} (this host: 0.1.4)",
             toolhost::API_VERSION
         )),
         "{stdout}"

@@ -1,6 +1,7 @@
 //! Integration tests: real .so files (good and broken) built by the test setup, loaded
 //! through the real loader, registry and dispatcher, and the `toolhost` binary.
 
+mod agent;
 mod cli;
 mod compat;
 mod dispatch;

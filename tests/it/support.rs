@@ -58,6 +58,14 @@ pub(crate) fn built() -> &'static Path {
             "toolhost-utils",
             "-p",
             "hello-tools",
+            "-p",
+            "toolhost-memory",
+            "-p",
+            "toolhost-session-search",
+            "-p",
+            "toolhost-delegate-task",
+            "-p",
+            "toolhost-clarify",
         ]);
         // Its own workspace: it is built against a modified copy of the API.
         cargo(&[
@@ -68,7 +76,7 @@ pub(crate) fn built() -> &'static Path {
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
         ]);
-        // A plugin built against a newer plugin-api (0.1.3: appended fields), and a host
+        // A plugin built against a newer plugin-api (0.1.4: appended fields), and a host
         // built against it, to load today's plugins into: each in a cargo invocation of its
         // own, so the test-only feature never reaches the other builds.
         cargo(&[
@@ -124,7 +132,7 @@ pub(crate) fn built() -> &'static Path {
     })
 }
 
-/// A `toolhost` binary built against the newer plugin-api (0.1.3).
+/// A `toolhost` binary built against the newer plugin-api (0.1.4).
 pub(crate) fn newer_host() -> PathBuf {
     built().join("debug").join("toolhost")
 }

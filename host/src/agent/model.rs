@@ -1,0 +1,438 @@
+//! What the agent says to a model and hears back: the conversation's messages, the
+//! `ModelProvider` trait, and its OpenAI-compatible Chat Completions client.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::tool::ToolSpec;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+impl Role {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// From the wire name.
+    pub fn parse(s: &str) -> Option<Role> {
+        Some(match s {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            _ => return None,
+        })
+    }
+}
+
+/// A tool call the model asked for, as it came (arguments as the model wrote them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    /// The model's id for the call.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments, JSON text (possibly malformed: the model wrote it).
+    pub arguments: String,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who said it.
+    pub role: Role,
+    /// The text (an assistant message that only calls tools may have none).
+    pub content: Option<String>,
+    /// The tool calls an assistant message asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ModelToolCall>,
+    /// For a tool message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A message with text only.
+    pub fn text(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool's result for call `id`.
+    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.into()),
+        }
+    }
+}
+
+/// Why the model did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// No model is configured.
+    #[error(
+        "no model is configured: set [model] base_url and model in the config file, or \
+         TOOLHOST_MODEL_BASE_URL and TOOLHOST_MODEL (any OpenAI-compatible server, e.g. \
+         http://localhost:11434/v1 for Ollama)"
+    )]
+    NotConfigured,
+    /// The server could not be reached.
+    #[error(
+        "could not reach the model server at {url}: {detail}; check [model] base_url and that \
+         the server is running"
+    )]
+    Unreachable {
+        /// The URL.
+        url: String,
+        /// Why.
+        detail: String,
+    },
+    /// The server refused the key.
+    #[error(
+        "the model server at {url} refused the request ({status}): {body}; check the API key \
+         (TOOLHOST_API_KEY, or the variable named by [model] api_key_env)"
+    )]
+    Auth {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// What it said.
+        body: String,
+    },
+    /// The server answered with an error status.
+    #[error("the model server at {url} answered {status}: {body}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// What it said.
+        body: String,
+    },
+    /// The answer was not a Chat Completions response.
+    #[error("the model server's answer was malformed ({detail}): {body}")]
+    Malformed {
+        /// What was wrong.
+        detail: String,
+        /// The start of the answer.
+        body: String,
+    },
+    /// The request took too long.
+    #[error(
+        "the model server did not answer within {0:?}; raise [model] timeout_secs or try again"
+    )]
+    Timeout(Duration),
+    /// The turn was cancelled while waiting.
+    #[error("cancelled while waiting for the model")]
+    Cancelled,
+}
+
+/// A model the agent can talk to.
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// The model's name (what tools see as `ctx.model()`).
+    fn model(&self) -> &str;
+
+    /// The model's next message after `messages`, offered `tools`.
+    async fn complete(
+        &self,
+        messages: &[Message],
+        tools: &[&ToolSpec],
+        cancel: &CancellationToken,
+    ) -> Result<Message, ModelError>;
+}
+
+/// Settings of an OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// Sent as a bearer token, if set.
+    pub api_key: Option<String>,
+    /// One request's limit.
+    pub timeout: Duration,
+    /// How many times a 429, a 5xx or a connection failure is retried.
+    pub max_retries: u32,
+    /// The first retry's wait; it doubles each time (capped at 30 s).
+    pub backoff: Duration,
+}
+
+/// The Chat Completions client.
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    config: OpenAiConfig,
+    url: String,
+}
+
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 400;
+    match text.char_indices().nth(MAX) {
+        None => text.trim().to_owned(),
+        Some((cut, _)) => format!("{} …", text[..cut].trim()),
+    }
+}
+
+impl OpenAiClient {
+    /// A client for `config`.
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiClient, ModelError> {
+        // rustls needs one process-wide crypto provider; a second install is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| ModelError::Unreachable {
+                url: url.clone(),
+                detail: format!("could not set up the HTTP client: {e}"),
+            })?;
+        Ok(OpenAiClient { http, config, url })
+    }
+
+    fn body(&self, messages: &[Message], tools: &[&ToolSpec]) -> Value {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let mut out = json!({"role": m.role.as_str(), "content": m.content});
+                if !m.tool_calls.is_empty() {
+                    out["tool_calls"] = m
+                        .tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({"id": c.id, "type": "function",
+                                   "function": {"name": c.name, "arguments": c.arguments}})
+                        })
+                        .collect();
+                }
+                if let Some(id) = &m.tool_call_id {
+                    out["tool_call_id"] = json!(id);
+                }
+                out
+            })
+            .collect();
+        let mut body = json!({"model": self.config.model, "messages": messages});
+        if !tools.is_empty() {
+            body["tools"] = tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.schema}})
+                })
+                .collect();
+        }
+        body
+    }
+
+    async fn once(&self, body: &Value) -> Result<Message, Attempt> {
+        let mut request = self.http.post(&self.url).json(body);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| {
+            if e.is_timeout() {
+                Attempt::Retry(ModelError::Timeout(self.config.timeout), None)
+            } else {
+                Attempt::Retry(
+                    ModelError::Unreachable {
+                        url: self.url.clone(),
+                        detail: e.to_string(),
+                    },
+                    None,
+                )
+            }
+        })?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+        let text = response.text().await.map_err(|e| {
+            Attempt::Retry(
+                ModelError::Unreachable {
+                    url: self.url.clone(),
+                    detail: format!("the answer was cut off: {e}"),
+                },
+                None,
+            )
+        })?;
+        match status {
+            200..=299 => parse_completion(&text).map_err(Attempt::Fail),
+            401 | 403 => Err(Attempt::Fail(ModelError::Auth {
+                url: self.url.clone(),
+                status,
+                body: excerpt(&text),
+            })),
+            429 | 500..=599 => Err(Attempt::Retry(
+                ModelError::Status {
+                    url: self.url.clone(),
+                    status,
+                    body: excerpt(&text),
+                },
+                retry_after,
+            )),
+            _ => Err(Attempt::Fail(ModelError::Status {
+                url: self.url.clone(),
+                status,
+                body: excerpt(&text),
+            })),
+        }
+    }
+}
+
+/// One attempt's failure: worth retrying (after the server's Retry-After, if it said), or not.
+enum Attempt {
+    Retry(ModelError, Option<Duration>),
+    Fail(ModelError),
+}
+
+/// Reads the assistant message out of a Chat Completions response.
+pub fn parse_completion(text: &str) -> Result<Message, ModelError> {
+    let malformed = |detail: &str| ModelError::Malformed {
+        detail: detail.to_owned(),
+        body: excerpt(text),
+    };
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| malformed(&format!("not JSON: {e}")))?;
+    let message = value
+        .pointer("/choices/0/message")
+        .ok_or_else(|| malformed("no choices[0].message"))?;
+    let content = match message.get("content") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(malformed("message.content is not text")),
+    };
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
+        let calls = calls
+            .as_array()
+            .ok_or_else(|| malformed("message.tool_calls is not a list"))?;
+        for (i, call) in calls.iter().enumerate() {
+            let name = call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| malformed(&format!("tool_calls[{i}] has no function.name")))?;
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Value::String(s)) => s.clone(),
+                None | Some(Value::Null) => "{}".to_owned(),
+                Some(other) => other.to_string(),
+            };
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("call_{i}"), str::to_owned);
+            tool_calls.push(ModelToolCall {
+                id,
+                name: name.to_owned(),
+                arguments,
+            });
+        }
+    }
+    if content.is_none() && tool_calls.is_empty() {
+        return Err(malformed("the message has neither text nor tool calls"));
+    }
+    Ok(Message {
+        role: Role::Assistant,
+        content,
+        tool_calls,
+        tool_call_id: None,
+    })
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiClient {
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    async fn complete(
+        &self,
+        messages: &[Message],
+        tools: &[&ToolSpec],
+        cancel: &CancellationToken,
+    ) -> Result<Message, ModelError> {
+        let body = self.body(messages, tools);
+        let mut wait = self.config.backoff;
+        let mut attempt = 0;
+        loop {
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                outcome = self.once(&body) => outcome,
+            };
+            match outcome {
+                Ok(message) => return Ok(message),
+                Err(Attempt::Fail(e)) => return Err(e),
+                Err(Attempt::Retry(e, _)) if attempt >= self.config.max_retries => return Err(e),
+                Err(Attempt::Retry(e, retry_after)) => {
+                    attempt += 1;
+                    let pause = retry_after.unwrap_or(wait).min(Duration::from_secs(30));
+                    tracing::warn!(
+                        "model request failed ({e}); retry {attempt} of {} in {pause:?}",
+                        self.config.max_retries
+                    );
+                    tokio::select! {
+                        () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_parse_and_malformed_ones_are_named() {
+        let text = r#"{"choices":[{"message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"a","type":"function","function":{"name":"echo","arguments":"{\"text\":\"hi\"}"}}]}}]}"#;
+        let m = parse_completion(text).expect("parses");
+        assert_eq!(m.tool_calls[0].name, "echo");
+        assert_eq!(m.tool_calls[0].arguments, r#"{"text":"hi"}"#);
+        for bad in [
+            "not json",
+            "{}",
+            r#"{"choices":[{"message":{"content":5}}]}"#,
+        ] {
+            assert!(matches!(
+                parse_completion(bad),
+                Err(ModelError::Malformed { .. })
+            ));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! A profile's conversations in SQLite: every message committed as it arrives (a crash
+//! mid-turn loses nothing already said), with an FTS5 index for `session_search`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::model::{Message, ModelToolCall, Role};
+
+/// Why the session store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The database could not be opened or written.
+    #[error(
+        "the session database {path} failed: {source}; check that the profile's state folder \
+         is writable (and not on a network file system)"
+    )]
+    Db {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        source: rusqlite::Error,
+    },
+    /// No such session.
+    #[error("there is no session '{0}' in this profile")]
+    NoSession(String),
+}
+
+/// One hit of a search.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchHit {
+    /// Its session.
+    pub session: String,
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// Who said it.
+    pub role: String,
+    /// The text around the match, matches marked `[like this]`.
+    pub snippet: String,
+}
+
+/// The sessions of one profile.
+pub struct SessionStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    parent TEXT,
+    created TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL REFERENCES sessions(id),
+    role TEXT NOT NULL,
+    content TEXT,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    created TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session, id);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    content, content='messages', content_rowid='id'
+);
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END;
+";
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Millisecond)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}
+
+/// Turns free text into an FTS5 query: every word must appear (each quoted, so no word
+/// is read as query syntax).
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+impl SessionStore {
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: &Path) -> Result<SessionStore, SessionError> {
+        let db = |source| SessionError::Db {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(db)?;
+        conn.execute_batch(SCHEMA).map_err(db)?;
+        Ok(SessionStore {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn db(&self, source: rusqlite::Error) -> SessionError {
+        SessionError::Db {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// A new session (a child turn's names its parent); returns its id.
+    pub fn create(&self, parent: Option<&str>) -> Result<String, SessionError> {
+        let created = now();
+        let id = format!(
+            "{}-{}",
+            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.execute(
+            "INSERT INTO sessions (id, parent, created) VALUES (?1, ?2, ?3)",
+            params![id, parent, created],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(id)
+    }
+
+    /// Whether `id` exists.
+    pub fn exists(&self, id: &str) -> Result<bool, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
+            .optional()
+            .map(|r| r.is_some())
+            .map_err(|e| self.db(e))
+    }
+
+    /// Appends a message to `session`, committed before this returns.
+    pub fn append(&self, session: &str, message: &Message) -> Result<(), SessionError> {
+        let calls = (!message.tool_calls.is_empty())
+            .then(|| serde_json::to_string(&message.tool_calls).unwrap_or_default());
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.execute(
+            "INSERT INTO messages (session, role, content, tool_calls, tool_call_id, created)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                session,
+                message.role.as_str(),
+                message.content,
+                calls,
+                message.tool_call_id,
+                now()
+            ],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The messages of `session`, in order.
+    pub fn messages(&self, session: &str) -> Result<Vec<Message>, SessionError> {
+        if !self.exists(session)? {
+            return Err(SessionError::NoSession(session.to_owned()));
+        }
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare(
+                "SELECT role, content, tool_calls, tool_call_id FROM messages
+                 WHERE session = ?1 ORDER BY id",
+            )
+            .map_err(|e| self.db(e))?;
+        let rows = stmt
+            .query_map([session], |row| {
+                let role: String = row.get(0)?;
+                let calls: Option<String> = row.get(2)?;
+                Ok(Message {
+                    role: Role::parse(&role).unwrap_or(Role::User),
+                    content: row.get(1)?,
+                    tool_calls: calls
+                        .and_then(|c| serde_json::from_str::<Vec<ModelToolCall>>(&c).ok())
+                        .unwrap_or_default(),
+                    tool_call_id: row.get(3)?,
+                })
+            })
+            .map_err(|e| self.db(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
+    }
+
+    /// Messages matching every word of `query`, best first, at most `limit`; leaves out
+    /// `exclude` (the session asking).
+    pub fn search(
+        &self,
+        query: &str,
+        limit: u32,
+        exclude: Option<&str>,
+    ) -> Result<Vec<SearchHit>, SessionError> {
+        let Some(query) = fts_query(query) else {
+            return Ok(Vec::new());
+        };
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare(
+                "SELECT m.session, m.created, m.role,
+                        snippet(messages_fts, 0, '[', ']', '…', 16)
+                 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+                 WHERE messages_fts MATCH ?1 AND m.session IS NOT ?2
+                 ORDER BY rank LIMIT ?3",
+            )
+            .map_err(|e| self.db(e))?;
+        let rows = stmt
+            .query_map(params![query, exclude, limit], |row| {
+                Ok(SearchHit {
+                    session: row.get(0)?,
+                    time: row.get(1)?,
+                    role: row.get(2)?,
+                    snippet: row.get(3)?,
+                })
+            })
+            .map_err(|e| self.db(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_kept_and_found() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SessionStore::open(&dir.path().join("s.db")).expect("open");
+        let a = store.create(None).expect("session");
+        store
+            .append(
+                &a,
+                &Message::text(Role::User, "the launch code is PURPLE-42"),
+            )
+            .expect("append");
+        let b = store.create(None).expect("session");
+        store
+            .append(&b, &Message::text(Role::User, "what was the code?"))
+            .expect("append");
+        let hits = store.search("purple-42", 5, Some(&b)).expect("search");
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].session, a);
+        assert!(hits[0].snippet.contains("[PURPLE]"), "{:?}", hits[0]);
+        assert!(store.search("\"unbalanced", 5, None).is_ok());
+        assert_eq!(store.messages(&a).expect("messages").len(), 1);
+    }
+}

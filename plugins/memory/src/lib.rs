@@ -1,0 +1,182 @@
+//! The `memory` tool: the agent's own notes (add, list, search, remove), kept in the
+//! profile's state folder (`memory.json`), so one profile never sees another's. Risk
+//! `read`: it changes nothing but the agent's own notes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, export_plugin};
+
+/// What to do.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Action {
+    /// Save a new note (`text`).
+    Add,
+    /// List every note.
+    List,
+    /// Find notes containing every word of `query`.
+    Search,
+    /// Delete the note with `id`.
+    Remove,
+}
+
+/// Arguments of `memory`.
+#[derive(Deserialize, schemars::JsonSchema)]
+struct MemoryArgs {
+    /// add, list, search or remove.
+    action: Action,
+    /// For add: the note, one self-contained fact or preference.
+    #[serde(default)]
+    text: Option<String>,
+    /// For search: words the note must contain.
+    #[serde(default)]
+    query: Option<String>,
+    /// For remove: the note's id (as list or search show it).
+    #[serde(default)]
+    id: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct Note {
+    id: u64,
+    text: String,
+    created: String,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct Notes {
+    next_id: u64,
+    notes: Vec<Note>,
+}
+
+/// One read-modify-write at a time in this process.
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn load(path: &Path) -> Result<Notes, ToolError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            ToolError::failed(format!(
+                "the notes file {} is damaged ({e}); move it aside to start afresh",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Notes::default()),
+        Err(e) => Err(ToolError::failed(format!(
+            "could not read the notes file {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Writes the notes by rename, so a crash never leaves half a file.
+fn save(path: &Path, notes: &Notes) -> Result<(), ToolError> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(notes)
+        .map_err(|e| ToolError::failed(format!("could not encode the notes: {e}")))?;
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            ToolError::failed(format!(
+                "could not write the notes file {}: {e}",
+                path.display()
+            ))
+        })
+}
+
+fn matches(text: &str, query: &str) -> bool {
+    let text = text.to_lowercase();
+    query
+        .split_whitespace()
+        .all(|word| text.contains(&word.to_lowercase()))
+}
+
+fn run(path: &PathBuf, args: MemoryArgs) -> Result<String, ToolError> {
+    let _guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut notes = load(path)?;
+    match args.action {
+        Action::Add => {
+            let text = args
+                .text
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| ToolError::invalid_args("add needs `text`: the note to save"))?;
+            notes.next_id += 1;
+            let note = Note {
+                id: notes.next_id,
+                text: text.trim().to_owned(),
+                created: jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string(),
+            };
+            notes.notes.push(note.clone());
+            save(path, &notes)?;
+            Ok(json!({"added": note}).to_string())
+        }
+        Action::List => Ok(json!({"notes": notes.notes}).to_string()),
+        Action::Search => {
+            let query = args
+                .query
+                .filter(|q| !q.trim().is_empty())
+                .ok_or_else(|| ToolError::invalid_args("search needs `query`: words to find"))?;
+            let found: Vec<&Note> = notes
+                .notes
+                .iter()
+                .filter(|n| matches(&n.text, &query))
+                .collect();
+            Ok(json!({"notes": found}).to_string())
+        }
+        Action::Remove => {
+            let id = args
+                .id
+                .ok_or_else(|| ToolError::invalid_args("remove needs `id`: the note's id"))?;
+            let before = notes.notes.len();
+            notes.notes.retain(|n| n.id != id);
+            if notes.notes.len() == before {
+                return Err(ToolError::invalid_args(format!(
+                    "there is no note {id}; list the notes to see their ids"
+                )));
+            }
+            save(path, &notes)?;
+            Ok(json!({"removed": id}).to_string())
+        }
+    }
+}
+
+struct Memory;
+
+impl TypedTool for Memory {
+    type Args = MemoryArgs;
+
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn description(&self) -> &str {
+        "Your own notes, kept across conversations: facts about the person, their \
+         preferences, decisions made. action=add saves `text`; list shows every note with \
+         its id; search finds notes containing every word of `query`; remove deletes the \
+         note `id`. Save short, self-contained notes; search before asking the person \
+         something they may have told you before."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: MemoryArgs) -> Result<String, ToolError> {
+        let path = ctx.state_dir().await?.join("memory.json");
+        ctx.blocking(move |_| run(&path, args))
+            .await
+            .map_err(ToolError::failed)?
+    }
+}
+
+export_plugin! {
+    name: "memory",
+    version: env!("CARGO_PKG_VERSION"),
+    tools: [Memory],
+}
