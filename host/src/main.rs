@@ -3,6 +3,7 @@
 //! `call --control`). Everything goes through the library's loader, registry and
 //! dispatcher.
 
+mod agent_cli;
 mod approve;
 mod remote;
 
@@ -99,6 +100,38 @@ enum Command {
         /// default_profile ("default": every tool, unless a profile of that name lists some).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+    },
+    /// Run one turn of a profile's agent: the model gets the prompt and the profile's
+    /// tools; the answer goes to stdout, tool calls and results to stderr.
+    Run {
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// The profile whose agent runs the turn (default: the config's default_profile).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// Continue this session instead of starting one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Approve write, destructive and network tools without asking.
+        #[arg(long)]
+        yes: bool,
+        /// What to ask.
+        prompt: String,
+    },
+    /// Talk with a profile's agent on the terminal; tool calls, approvals and results show
+    /// as they happen.
+    Chat {
+        #[command(flatten)]
+        plugins: PluginDirs,
+        /// The profile (default: the config's default_profile).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// Continue this session instead of starting one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Approve write, destructive and network tools without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Make the running host rescan its plugin directories now; print what changed.
     Reload {
@@ -276,12 +309,42 @@ fn main() -> ExitCode {
                 profile,
             },
         ),
+        Command::Run {
+            plugins,
+            profile,
+            session,
+            yes,
+            prompt,
+        } => agent_cli::run(
+            &config,
+            &agent_cli::AgentArgs {
+                dirs: plugins.resolve(&config),
+                profile,
+                session,
+                yes,
+            },
+            &prompt,
+        ),
+        Command::Chat {
+            plugins,
+            profile,
+            session,
+            yes,
+        } => agent_cli::chat(
+            &config,
+            &agent_cli::AgentArgs {
+                dirs: plugins.resolve(&config),
+                profile,
+                session,
+                yes,
+            },
+        ),
         Command::Reload { control, json } => remote::reload(&socket(control), json),
         Command::Status { control, json } => remote::status(&socket(control), json),
     }
 }
 
-fn new_loader() -> Result<PluginLoader, ExitCode> {
+pub(crate) fn new_loader() -> Result<PluginLoader, ExitCode> {
     PluginLoader::new().map_err(|e| {
         eprintln!(
             "error: could not create the private directory plugins are loaded from (under {}): {e}",
@@ -306,12 +369,12 @@ fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
 
 /// Loads the plugins, applies the config's risk overrides and, with a profile, narrows
 /// the registry to what that profile's agent sees. Configuration problems stop here.
-fn setup(
+pub(crate) fn setup(
     config: &LoadedConfig,
     loader: &PluginLoader,
     dirs: &[PathBuf],
     profile: Option<&str>,
-) -> Result<(LoadReport, ToolRegistry), ExitCode> {
+) -> Result<(LoadReport, ToolRegistry, Profile), ExitCode> {
     let (report, registry) = load(loader, dirs);
     let outcome = toolhost::apply_risk_overrides(&registry, &config.risk_overrides());
     if !outcome.refused.is_empty() {
@@ -330,13 +393,15 @@ fn setup(
     }
     // Every command runs as a profile's agent: the one named, else the default profile.
     let name = profile.unwrap_or(&config.config.default_profile);
-    let registry = Profile::load(config, name)
-        .and_then(|p| p.check(&outcome.registry))
-        .map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        })?;
-    Ok((report, registry))
+    let loaded = Profile::load(config, name).and_then(|p| {
+        let registry = p.check(&outcome.registry)?;
+        Ok((registry, p))
+    });
+    let (registry, profile) = loaded.map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })?;
+    Ok((report, registry, profile))
 }
 
 fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<&str>) -> ExitCode {
@@ -344,7 +409,7 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
         Ok(l) => l,
         Err(code) => return code,
     };
-    let (report, registry) = match setup(config, &loader, dirs, profile) {
+    let (report, registry, _) = match setup(config, &loader, dirs, profile) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -497,7 +562,7 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let (_report, registry) = match setup(config, &loader, &a.dirs, a.profile) {
+    let (_report, registry, profile) = match setup(config, &loader, &a.dirs, a.profile) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -542,11 +607,15 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
         },
         Arc::new(policy),
     );
-    let turn = Turn::new(TurnInfo {
-        profile_id: a.profile.unwrap_or("cli").to_owned(),
+    let mut turn = Turn::new(TurnInfo {
+        profile_id: profile.name.clone(),
         session_id: format!("cli-{}", std::process::id()),
         model: "none".to_owned(),
     });
+    // Tools that keep per-profile state (memory) find the profile's folder.
+    turn.services.requests = Some(Arc::new(toolhost::ProfileRequests::new(
+        profile.state_dir.clone(),
+    )));
     let call = ToolCall {
         id: "cli-1".to_owned(),
         name: tool.to_owned(),

@@ -584,3 +584,133 @@ async fn model_errors_end_the_turn_clearly_and_the_session_keeps_what_was_said()
         ]
     );
 }
+
+/// `toolhost` with the model settings taken from the environment only.
+fn toolhost_agent_command() -> std::process::Command {
+    let mut cmd = crate::support::toolhost_command();
+    for var in [
+        "TOOLHOST_MODEL_BASE_URL",
+        "TOOLHOST_MODEL",
+        "TOOLHOST_API_KEY",
+        "OPENAI_API_KEY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+#[test]
+fn run_without_a_model_says_how_to_configure_one() {
+    let plugins = PluginDir::with(&["fixture_echo"]);
+    let out = toolhost_agent_command()
+        .args(["run", "hello", "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no model is configured") && stderr.contains("TOOLHOST_MODEL_BASE_URL"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_with_an_unreachable_model_fails_clearly() {
+    let plugins = PluginDir::with(&["fixture_echo"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let config = work.path().join("config.toml");
+    std::fs::write(&config, "[model]\nmax_retries = 0\n").expect("config");
+    let out = toolhost_agent_command()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hello", "--plugins"])
+        .arg(plugins.path())
+        .env("TOOLHOST_MODEL_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("TOOLHOST_MODEL", "any")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("could not reach the model server at http://127.0.0.1:9/v1"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("keeps what was said"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_chat_answer_and_show_the_tool_calls() {
+    let server = ModelServer::scripted(vec![
+        calls(&[("echo", json!({"text": "from the tool"}))]),
+        text("the final answer"),
+        text("chat answer one"),
+    ])
+    .await;
+    let plugins = PluginDir::with(&["fixture_echo"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("profiles_dir = {:?}\n", work.path().join("profiles")),
+    )
+    .expect("config");
+    let url = server.url.clone();
+    let command = move |args: &[&str]| {
+        let mut cmd = toolhost_agent_command();
+        cmd.arg("--config")
+            .arg(&config)
+            .args(args)
+            .arg("--plugins")
+            .arg(plugins.path())
+            .env("TOOLHOST_MODEL_BASE_URL", &url)
+            .env("TOOLHOST_MODEL", "scripted");
+        cmd
+    };
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = command(&["run", "use the echo tool"]);
+        move || cmd.output().expect("run")
+    })
+    .await
+    .expect("joined");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim(), "the final answer");
+    assert!(
+        stderr.contains("-> echo") && stderr.contains("from the tool"),
+        "{stderr}"
+    );
+
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = command(&["chat"]);
+        move || {
+            use std::io::Write as _;
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("chat");
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(b"hello there\n\n").expect("write");
+            drop(stdin);
+            child.wait_with_output().expect("chat output")
+        }
+    })
+    .await
+    .expect("joined");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "chat answer one"
+    );
+    // Both turns were stored in the default profile's sessions.
+    assert!(
+        work.path()
+            .join("profiles/default/state/sessions.sqlite3")
+            .exists()
+    );
+}

@@ -244,7 +244,7 @@ mod tests {
         let hits = store.search("purple-42", 5, Some(&b)).expect("search");
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].session, a);
-        assert!(hits[0].snippet.contains("[PURPLE]"), "{:?}", hits[0]);
+        assert!(hits[0].snippet.contains("[PURPLE-42]"), "{:?}", hits[0]);
         assert!(store.search("\"unbalanced", 5, None).is_ok());
         assert_eq!(store.messages(&a).expect("messages").len(), 1);
     }

@@ -2,7 +2,7 @@
 //! profile's state folder (`memory.json`), so one profile never sees another's. Risk
 //! `read`: it changes nothing but the agent's own notes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -93,7 +93,7 @@ fn matches(text: &str, query: &str) -> bool {
         .all(|word| text.contains(&word.to_lowercase()))
 }
 
-fn run(path: &PathBuf, args: MemoryArgs) -> Result<String, ToolError> {
+fn run(path: &Path, args: MemoryArgs) -> Result<String, ToolError> {
     let _guard = LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

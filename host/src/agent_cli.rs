@@ -1,0 +1,280 @@
+//! `toolhost run` (one turn, the answer on stdout) and `toolhost chat` (a conversation on
+//! the terminal that shows tool calls, approvals and results as they happen).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolhost::agent::model::OpenAiClient;
+use toolhost::agent::{Agent, AgentParts, TurnObserver};
+use toolhost::{
+    ApprovalPolicy, Availability, Caller, Dispatcher, LoadedConfig, ToolCall, ToolResult,
+};
+use toolhost_plugin_api::ServiceError;
+
+use crate::{approve, new_loader, setup, summary};
+
+/// What `run` and `chat` were asked for.
+pub(crate) struct AgentArgs {
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) profile: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) yes: bool,
+}
+
+/// Prints what happens in a turn on stderr (the answer itself goes to stdout).
+struct Printer;
+
+fn indent(depth: u32) -> String {
+    "  ".repeat(depth as usize)
+}
+
+impl TurnObserver for Printer {
+    fn tool_calls(&self, depth: u32, calls: &[ToolCall]) {
+        for c in calls {
+            eprintln!(
+                "{}-> {} {}",
+                indent(depth),
+                c.name,
+                summary(&c.arguments.to_string(), 200)
+            );
+        }
+    }
+
+    fn tool_result(&self, depth: u32, result: &ToolResult) {
+        let mark = if result.is_error { "x" } else { "<-" };
+        eprintln!(
+            "{}{mark} {} ({:.1} s): {}",
+            indent(depth),
+            result.name,
+            result.elapsed.as_secs_f64(),
+            summary(&result.output, 300)
+        );
+    }
+
+    fn assistant_text(&self, depth: u32, text: &str) {
+        if depth > 0 {
+            eprintln!("{}(helper) {}", indent(depth), summary(text, 300));
+        }
+    }
+}
+
+/// The person at the terminal: answers `clarify` and other questions tools ask.
+struct TerminalCaller;
+
+#[async_trait]
+impl Caller for TerminalCaller {
+    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
+        let message = request
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        let choices: Vec<String> = request
+            .pointer("/schema/properties/answer/enum")
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let line = tokio::task::spawn_blocking(move || {
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "? {message}");
+            if !choices.is_empty() {
+                let _ = writeln!(err, "  (one of: {})", choices.join(", "));
+            }
+            let _ = write!(err, "answer (empty to decline): ");
+            let _ = err.flush();
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line).map(|_| line)
+        })
+        .await
+        .map_err(|e| ServiceError::Failed(e.to_string()))?
+        .map_err(|e| ServiceError::Failed(format!("the terminal could not be read: {e}")))?;
+        let answer = line.trim();
+        Ok(if answer.is_empty() {
+            json!({"action": "decline"})
+        } else {
+            json!({"action": "accept", "content": {"answer": answer}})
+        })
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: could not start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// The profile's agent, with a terminal for approvals and questions when there is one.
+fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
+    let model = config.model().and_then(OpenAiClient::new).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })?;
+    let loader = new_loader()?;
+    let (_report, registry, profile) = setup(config, &loader, &a.dirs, a.profile.as_deref())?;
+    let terminal = std::io::stdin().is_terminal();
+    let approver: Arc<dyn toolhost::Approver> = if a.yes {
+        Arc::new(toolhost::AutoApprove)
+    } else if terminal {
+        Arc::new(approve::TerminalApprover)
+    } else {
+        Arc::new(toolhost::NobodyToAsk {
+            hint: "pass --yes to approve such calls without a terminal".to_owned(),
+        })
+    };
+    let availability = Arc::new(Availability::new(Duration::from_secs_f64(
+        config.config.availability.cache_secs,
+    )));
+    let policy = ApprovalPolicy::new(
+        approver,
+        Arc::clone(&availability),
+        config.config.approval.remember_for_session,
+    );
+    let registry = Arc::new(registry);
+    Agent::new(AgentParts {
+        profile: profile.name.clone(),
+        state_dir: profile.state_dir.clone(),
+        registry: Arc::new(move || Arc::clone(&registry)),
+        availability,
+        dispatcher: Dispatcher::new(config.dispatch(), Arc::new(policy)),
+        model: Arc::new(model),
+        config: config.agent(&profile),
+        caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn Caller>),
+        observer: Some(Arc::new(Printer)),
+    })
+    .map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+fn session(agent: &Agent, wanted: Option<&str>) -> Result<String, ExitCode> {
+    let found = match wanted {
+        Some(id) => agent
+            .sessions()
+            .exists(id)
+            .map(|e| e.then(|| id.to_owned())),
+        None => agent.new_session().map(Some).map_err(|e| match e {
+            toolhost::agent::AgentError::Session(s) => s,
+            other => toolhost::agent::sessions::SessionError::NoSession(other.to_string()),
+        }),
+    };
+    match found {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => {
+            eprintln!(
+                "error: this profile has no session '{}'; leave out --session to start one",
+                wanted.unwrap_or_default()
+            );
+            Err(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Cancels `cancel` on Ctrl-C while `run` runs.
+async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>) -> T {
+    let watcher = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("interrupted: stopping the turn");
+                cancel.cancel();
+            }
+        })
+    };
+    let out = run.await;
+    watcher.abort();
+    out
+}
+
+/// `toolhost run --profile NAME "prompt"`.
+pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCode {
+    let agent = match agent(config, a) {
+        Ok(agent) => agent,
+        Err(code) => return code,
+    };
+    let session = match session(&agent, a.session.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    let outcome = runtime.block_on(cancellable(
+        &cancel,
+        agent.run_turn(&session, prompt, cancel.clone()),
+    ));
+    match outcome {
+        Ok(answer) => {
+            println!("{answer}");
+            eprintln!("(session {session})");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("(session {session} keeps what was said)");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `toolhost chat --profile NAME`.
+pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
+    let agent = match agent(config, a) {
+        Ok(agent) => agent,
+        Err(code) => return code,
+    };
+    let session = match session(&agent, a.session.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
+    let stdin = std::io::stdin();
+    loop {
+        eprint!("> ");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let prompt = line.trim();
+        if prompt.is_empty() {
+            break;
+        }
+        let cancel = CancellationToken::new();
+        let outcome = runtime.block_on(cancellable(
+            &cancel,
+            agent.run_turn(&session, prompt, cancel.clone()),
+        ));
+        match outcome {
+            Ok(answer) => println!("{answer}"),
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+    eprintln!("(session {session}; continue it with --session {session})");
+    ExitCode::SUCCESS
+}
