@@ -84,6 +84,7 @@ impl Caller for TerminalCaller {
                     .collect()
             })
             .unwrap_or_default();
+        let _turn = approve::TERMINAL.lock().await;
         let line = tokio::task::spawn_blocking(move || {
             let mut err = std::io::stderr();
             let _ = writeln!(err, "? {message}");
@@ -223,6 +224,8 @@ pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCod
         &cancel,
         agent.run_turn(&session, prompt, cancel.clone()),
     ));
+    // A question still waiting on the terminal must not hold the exit up.
+    runtime.shutdown_background();
     match outcome {
         Ok(answer) => {
             println!("{answer}");
@@ -252,6 +255,30 @@ pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
         Err(code) => return code,
     };
     eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
+    // Ctrl-C stops the turn running; at the prompt it ends the chat.
+    let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
+    {
+        let current = Arc::clone(&current);
+        let ended = session.clone();
+        runtime.spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let running = current
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                match running {
+                    Some(turn) => {
+                        eprintln!("interrupted: stopping the turn");
+                        turn.cancel();
+                    }
+                    None => {
+                        eprintln!("\n(session {ended}; continue it with --session {ended})");
+                        std::process::exit(130);
+                    }
+                }
+            }
+        });
+    }
     let stdin = std::io::stdin();
     loop {
         eprint!("> ");
@@ -266,15 +293,19 @@ pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
             break;
         }
         let cancel = CancellationToken::new();
-        let outcome = runtime.block_on(cancellable(
-            &cancel,
-            agent.run_turn(&session, prompt, cancel.clone()),
-        ));
+        *current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
+        let outcome = runtime.block_on(agent.run_turn(&session, prompt, cancel));
+        *current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         match outcome {
             Ok(answer) => println!("{answer}"),
             Err(e) => eprintln!("error: {e}"),
         }
     }
+    runtime.shutdown_background();
     eprintln!("(session {session}; continue it with --session {session})");
     ExitCode::SUCCESS
 }

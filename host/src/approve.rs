@@ -5,6 +5,10 @@ use std::io::{BufRead, Write};
 use async_trait::async_trait;
 use toolhost::{ApprovalAnswer, ApprovalRequest, Approver};
 
+/// One question on the terminal at a time: calls run in parallel (and child turns too),
+/// and an answer must go to the question the person is looking at.
+pub(crate) static TERMINAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Prompts on stderr and reads the answer from stdin (a terminal).
 pub(crate) struct TerminalApprover;
 
@@ -15,6 +19,7 @@ impl Approver for TerminalApprover {
             "Allow tool '{}' ({}, from {}) to run with {}?\n[y] yes  [s] yes, for this session  [N] no: ",
             request.tool, request.risk, request.origin, request.arguments
         );
+        let _turn = TERMINAL.lock().await;
         let answer = tokio::task::spawn_blocking(move || {
             let mut err = std::io::stderr();
             let _ = err.write_all(question.as_bytes());

@@ -427,9 +427,11 @@ impl LoadedConfig {
                 c.calls.interactive_timeout_secs,
             ),
             ("availability.cache_secs", c.availability.cache_secs),
+            ("model.timeout_secs", c.model.timeout_secs),
+            ("agent.children.timeout_secs", c.agent.children.timeout_secs),
         ] {
             let fits = Duration::try_from_secs_f64(secs).is_ok();
-            if !fits || (key.starts_with("calls") && secs == 0.0) {
+            if !fits || (!key.starts_with("availability") && secs == 0.0) {
                 return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
             }
         }

@@ -24,8 +24,14 @@ pub struct TurnInfo {
 #[async_trait]
 pub trait ChildTurnService: Send + Sync {
     /// Runs one child turn for `parent` with `request` (`{"prompt": ..., "context": ...}`)
-    /// and returns the child's final answer, or an error message for the model.
-    async fn run_child_turn(&self, parent: &TurnInfo, request: Value) -> Result<String, String>;
+    /// and returns the child's final answer, or an error message for the model. `cancel`
+    /// is the calling tool's: when the call is cancelled or times out, so is the child.
+    async fn run_child_turn(
+        &self,
+        parent: &TurnInfo,
+        request: Value,
+        cancel: CancellationToken,
+    ) -> Result<String, String>;
 }
 
 /// Whoever asked for the calls of a turn (an MCP client, the chat terminal): tools report
@@ -89,7 +95,14 @@ impl ProfileRequests {
                 self.state_dir.display()
             ))
         })?;
-        Ok(serde_json::json!({"path": self.state_dir}))
+        let path = self.state_dir.to_str().ok_or_else(|| {
+            ServiceError::Failed(format!(
+                "the profile's state folder {} is not valid UTF-8; move the profiles to a \
+                 path that is",
+                self.state_dir.display()
+            ))
+        })?;
+        Ok(serde_json::json!({ "path": path }))
     }
 }
 
@@ -103,8 +116,13 @@ impl HostRequests for ProfileRequests {
     ) -> Result<Value, ServiceError> {
         match method {
             "profile.state_dir" => self.state_dir(),
+            "sessions.search" => Err(ServiceError::Unavailable(
+                "session search needs an agent's turn (toolhost run or chat); this call \
+                 has none"
+                    .to_owned(),
+            )),
             other => Err(ServiceError::Unavailable(format!(
-                "'{other}' is not available here: only an agent's turns can search sessions"
+                "this host does not know the request '{other}'"
             ))),
         }
     }

@@ -106,6 +106,9 @@ pub struct Dispatcher {
     config: DispatchConfig,
     policy: Arc<dyn CallPolicy>,
     observer: Option<Arc<dyn CallObserver>>,
+    /// Per-tool limits that replace `config`'s (`[tools.NAME] timeout_secs`, or a tool
+    /// that waits on others, such as delegate_task).
+    tool_timeouts: Arc<std::collections::HashMap<String, Duration>>,
 }
 
 impl Dispatcher {
@@ -115,7 +118,19 @@ impl Dispatcher {
             config,
             policy,
             observer: None,
+            tool_timeouts: Arc::default(),
         }
+    }
+
+    /// The same dispatcher, with these tools' calls limited to their own durations.
+    pub fn with_tool_timeouts(
+        mut self,
+        timeouts: impl IntoIterator<Item = (String, Duration)>,
+    ) -> Self {
+        let mut all = (*self.tool_timeouts).clone();
+        all.extend(timeouts);
+        self.tool_timeouts = Arc::new(all);
+        self
     }
 
     /// The same dispatcher, reporting every call result to `observer` (e.g. [`CallStats`](crate::CallStats)).
@@ -223,6 +238,7 @@ impl Dispatcher {
             policy: self.policy.as_ref(),
             observer: self.observer.as_deref(),
             config: self.config,
+            tool_timeouts: &self.tool_timeouts,
         }
     }
 }
@@ -269,6 +285,7 @@ struct CallJob<'a> {
     policy: &'a dyn CallPolicy,
     observer: Option<&'a dyn CallObserver>,
     config: DispatchConfig,
+    tool_timeouts: &'a std::collections::HashMap<String, Duration>,
 }
 
 enum Stop {
@@ -295,6 +312,7 @@ impl CallJob<'_> {
             policy,
             observer: _,
             config,
+            tool_timeouts,
         } = self;
         let ToolCall {
             id,
@@ -367,10 +385,10 @@ impl CallJob<'_> {
                 );
             }
         }
-        let limit = if entry.spec().interactive {
-            config.interactive_timeout
-        } else {
-            config.timeout
+        let limit = match tool_timeouts.get(&name) {
+            Some(limit) => *limit,
+            None if entry.spec().interactive => config.interactive_timeout,
+            None => config.timeout,
         };
         let cancel = turn.cancel.child_token();
         let ctx = ToolContext {

@@ -425,6 +425,7 @@ unsafe extern "C" fn host_child_turn(
     let s = unsafe { state(ctx) };
     let service = s.ctx.services.child_turns.clone();
     let turn = Arc::clone(&s.ctx.turn);
+    let cancel = s.ctx.cancel.clone();
     let request: Result<Value, _> = serde_json::from_str(request.as_str());
     async move {
         let Some(service) = service else {
@@ -440,7 +441,7 @@ unsafe extern "C" fn host_child_turn(
             }
         };
         service
-            .run_child_turn(&turn, request)
+            .run_child_turn(&turn, request, cancel)
             .await
             .map(RString::from)
             .map_err(RString::from)

@@ -532,7 +532,8 @@ async fn cancelling_a_turn_stops_its_tools() {
 async fn model_errors_end_the_turn_clearly_and_the_session_keeps_what_was_said() {
     let work = tempfile::tempdir().expect("temp dir");
     let server = ModelServer::scripted(vec![
-        // A transient failure is retried.
+        // Transient failures are retried.
+        Reply::Status(429, "slow down".to_owned()),
         Reply::Status(503, "overloaded".to_owned()),
         text("after a retry"),
         Reply::Status(
@@ -713,4 +714,79 @@ async fn run_and_chat_answer_and_show_the_tool_calls() {
             .join("profiles/default/state/sessions.sqlite3")
             .exists()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_interrupted_between_a_call_and_its_result_can_go_on() {
+    use toolhost::agent::model::{Message, ModelToolCall, Role};
+    let work = tempfile::tempdir().expect("temp dir");
+    let server = ModelServer::scripted(vec![text("carrying on")]).await;
+    let setup = Setup::new(&["fixture_echo"]);
+    let agent = setup.agent(&server, &state(&work, "p"));
+    let session = agent.new_session().expect("session");
+    // What a crash during a tool call leaves: the call, and no result.
+    agent
+        .sessions()
+        .append(&session, &Message::text(Role::User, "start"))
+        .expect("append");
+    agent
+        .sessions()
+        .append(
+            &session,
+            &Message {
+                role: Role::Assistant,
+                content: None,
+                tool_calls: vec![ModelToolCall {
+                    id: "lost".to_owned(),
+                    name: "echo".to_owned(),
+                    arguments: "{\"text\": \"x\"}".to_owned(),
+                }],
+                tool_call_id: None,
+            },
+        )
+        .expect("append");
+    let answer = agent
+        .run_turn(&session, "are you there?", CancellationToken::new())
+        .await
+        .expect("turn");
+    assert_eq!(answer, "carrying on");
+    let sent = tool_messages(&server.request(0));
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, "lost");
+    assert!(sent[0].1.starts_with("interrupted"), "{sent:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_turn_past_its_timeout_is_stopped_and_reported() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let (_m, mark) = marker();
+    let started = work.path().join("started");
+    let child_marker = mark.clone();
+    let server = ModelServer::start(Arc::new(move |request: &Value| {
+        let user = last_user(request);
+        match tool_messages(request).last() {
+            Some((_, result)) if user == "parent" => text(&format!("parent saw: {result}")),
+            None if user == "parent" => calls(&[("delegate_task", json!({"task": "wait"}))]),
+            _ => calls(&[(
+                "wait_cancel",
+                json!({"marker": child_marker, "started": started}),
+            )]),
+        }
+    }))
+    .await;
+    let mut setup = Setup::new(&["toolhost_delegate_task", "fixture_basic"]);
+    setup.config.children.timeout = Duration::from_millis(500);
+    let agent = setup.agent(&server, &state(&work, "p"));
+    let session = agent.new_session().expect("session");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        agent.run_turn(&session, "parent", CancellationToken::new()),
+    )
+    .await
+    .expect("the turn ended")
+    .expect("turn");
+    assert!(answer.contains("took longer than 500ms"), "{answer}");
+    // The child's tool saw its cancel signal.
+    let seen = std::fs::read_to_string(&mark).expect("the child's tool was cancelled");
+    assert!(seen.contains("is_cancelled=true"), "{seen}");
 }

@@ -363,7 +363,12 @@ struct ScriptedChild;
 
 #[async_trait::async_trait]
 impl ChildTurnService for ScriptedChild {
-    async fn run_child_turn(&self, parent: &TurnInfo, request: Value) -> Result<String, String> {
+    async fn run_child_turn(
+        &self,
+        parent: &TurnInfo,
+        request: Value,
+        _cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<String, String> {
         Ok(format!(
             "child of {} answered {}",
             parent.session_id, request["prompt"]

@@ -129,7 +129,9 @@ struct AgentInner {
     store: Arc<SessionStore>,
     profile_requests: ProfileRequests,
     config: AgentConfig,
-    children: Semaphore,
+    /// One semaphore per depth: a child waiting for its own children never holds the
+    /// permit they need.
+    children: Vec<Semaphore>,
     caller: Option<Arc<dyn Caller>>,
     observer: Option<Arc<dyn TurnObserver>>,
 }
@@ -164,16 +166,26 @@ impl Agent {
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
         let store = SessionStore::open(&parts.state_dir.join("sessions.sqlite3"))?;
+        // delegate_task waits for child turns, which have their own limit: its call may
+        // last as long as a full batch of them (5 tasks, `max_concurrent` at a time).
+        let children = &parts.config.children;
+        let rounds = 5_u32.div_ceil(children.max_concurrent.max(1) as u32);
+        let delegate_limit = children.timeout * rounds + Duration::from_secs(30);
+        let dispatcher = parts
+            .dispatcher
+            .with_tool_timeouts([("delegate_task".to_owned(), delegate_limit)]);
         Ok(Agent {
             inner: Arc::new(AgentInner {
                 profile: parts.profile,
                 registry: parts.registry,
                 availability: parts.availability,
-                dispatcher: parts.dispatcher,
+                dispatcher,
                 model: parts.model,
                 store: Arc::new(store),
                 profile_requests: requests,
-                children: Semaphore::new(parts.config.children.max_concurrent.max(1)),
+                children: (0..=parts.config.children.max_depth)
+                    .map(|_| Semaphore::new(parts.config.children.max_concurrent.max(1)))
+                    .collect(),
                 config: parts.config,
                 caller: parts.caller,
                 observer: parts.observer,
@@ -219,9 +231,15 @@ impl AgentInner {
         Box::pin(async move {
             let store = &self.store;
             let mut messages = vec![Message::text(Role::System, &self.config.system_prompt)];
-            messages.extend(store.messages(&session)?);
+            let history = {
+                let (store, session) = (Arc::clone(store), session.clone());
+                blocking(move || store.messages(&session)).await?
+            };
+            // A turn that stopped between a tool call and its result (a crash, a kill)
+            // left calls unanswered; the model would refuse the conversation.
+            messages.extend(sessions::repair(history));
             let user = Message::text(Role::User, prompt);
-            store.append(&session, &user)?;
+            self.append(&session, vec![user.clone()]).await?;
             messages.push(user);
 
             let turn = Turn {
@@ -236,7 +254,6 @@ impl AgentInner {
                         agent: Arc::clone(&self),
                         registry: Arc::clone(&registry),
                         depth,
-                        cancel: cancel.clone(),
                     })),
                     caller: self.caller.clone(),
                     requests: Some(Arc::new(AgentRequests {
@@ -247,7 +264,7 @@ impl AgentInner {
             for _ in 0..self.config.max_iterations {
                 let specs = self.availability.visible_specs(&registry);
                 let reply = self.model.complete(&messages, &specs, &cancel).await?;
-                store.append(&session, &reply)?;
+                self.append(&session, vec![reply.clone()]).await?;
                 if let (Some(observer), Some(text)) = (&self.observer, &reply.content)
                     && !text.is_empty()
                 {
@@ -296,14 +313,19 @@ impl AgentInner {
                     .into_iter()
                     .filter_map(|slot| slot.or_else(|| dispatched.next()))
                     .collect();
+                let mut answers = Vec::with_capacity(results.len());
                 for result in &results {
                     if let Some(observer) = &self.observer {
                         observer.tool_result(depth, result);
                     }
-                    let message = Message::tool_result(&result.call_id, &result.output);
-                    store.append(&session, &message)?;
-                    messages.push(message);
+                    answers.push(Message::tool_result(
+                        &result.call_id,
+                        cap_output(&result.output),
+                    ));
                 }
+                // One transaction: a batch's results are stored all or none.
+                self.append(&session, answers.clone()).await?;
+                messages.extend(answers);
                 if cancel.is_cancelled() {
                     return Err(AgentError::Cancelled);
                 }
@@ -313,18 +335,47 @@ impl AgentInner {
     }
 }
 
+impl AgentInner {
+    async fn append(&self, session: &str, messages: Vec<Message>) -> Result<(), SessionError> {
+        let (store, session) = (Arc::clone(&self.store), session.to_owned());
+        blocking(move || store.append_all(&session, &messages)).await
+    }
+}
+
+/// The most bytes of one tool result the model gets (and the session keeps).
+const MAX_TOOL_OUTPUT: usize = 64 * 1024;
+
+fn cap_output(output: &str) -> String {
+    if output.len() <= MAX_TOOL_OUTPUT {
+        return output.to_owned();
+    }
+    let mut cut = MAX_TOOL_OUTPUT;
+    while !output.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[truncated: {} more bytes of this result were left out]",
+        &output[..cut],
+        output.len() - cut
+    )
+}
+
 /// Child turns for the calls of one turn: on the same agent, with the parent's tools
 /// minus the excluded ones, one level deeper.
 struct ChildTurns {
     agent: Arc<AgentInner>,
     registry: Arc<ToolRegistry>,
     depth: u32,
-    cancel: CancellationToken,
 }
 
 #[async_trait]
 impl ChildTurnService for ChildTurns {
-    async fn run_child_turn(&self, parent: &TurnInfo, request: Value) -> Result<String, String> {
+    async fn run_child_turn(
+        &self,
+        parent: &TurnInfo,
+        request: Value,
+        call_cancel: CancellationToken,
+    ) -> Result<String, String> {
         let limits = &self.agent.config.children;
         if self.depth >= limits.max_depth {
             return Err(format!(
@@ -340,25 +391,32 @@ impl ChildTurnService for ChildTurns {
             Some(context) if !context.is_empty() => format!("{prompt}\n\nContext:\n{context}"),
             _ => prompt.to_owned(),
         };
+        let Some(slots) = self.agent.children.get(self.depth as usize) else {
+            return Err("no child-turn slots at this depth".to_owned());
+        };
         let _permit = tokio::select! {
-            permit = self.agent.children.acquire() => permit
+            permit = slots.acquire() => permit
                 .map_err(|_| "the agent is shutting down".to_owned())?,
-            () = self.cancel.cancelled() => return Err("cancelled".to_owned()),
+            () = call_cancel.cancelled() => return Err("cancelled".to_owned()),
         };
         let registry = Arc::new(self.registry.without(&limits.exclude));
-        let session = self
-            .agent
-            .store
-            .create(Some(&parent.session_id))
+        let store = Arc::clone(&self.agent.store);
+        let parent_session = parent.session_id.clone();
+        let session = blocking(move || store.create(Some(&parent_session)))
+            .await
             .map_err(|e| e.to_string())?;
-        let cancel = self.cancel.child_token();
-        let child =
+        // The child stops with the calling tool (its cancel, its timeout) and its turn.
+        let cancel = call_cancel.child_token();
+        let mut child =
             Arc::clone(&self.agent).turn(registry, session, prompt, cancel.clone(), self.depth + 1);
-        match tokio::time::timeout(limits.timeout, child).await {
+        match tokio::time::timeout(limits.timeout, &mut child).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(format!("the child turn failed: {e}")),
             Err(_) => {
+                // Tell it to stop, and give its tools the dispatcher's grace to do so.
                 cancel.cancel();
+                let grace = self.agent.dispatcher.config().cancel_grace;
+                let _ = tokio::time::timeout(grace, child).await;
                 Err(format!(
                     "the child turn took longer than {:?} and was stopped",
                     limits.timeout
@@ -366,6 +424,15 @@ impl ChildTurnService for ChildTurns {
             }
         }
     }
+}
+
+/// Runs a session-store operation off the async workers (SQLite may wait on a lock).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
+) -> Result<T, SessionError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(SessionError::Worker(e.to_string())))
 }
 
 /// Plugins' host requests in an agent's turns: the state folder and session search.

@@ -25,6 +25,9 @@ pub enum SessionError {
     /// No such session.
     #[error("there is no session '{0}' in this profile")]
     NoSession(String),
+    /// The worker thread running a store operation failed.
+    #[error("a session-store operation failed: {0}")]
+    Worker(String),
 }
 
 /// One hit of a search.
@@ -78,6 +81,44 @@ fn now() -> String {
         .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
 }
 
+/// A conversation the model will accept: every tool call of an assistant message is
+/// answered (a turn that stopped between a call and its result, in a crash or a kill,
+/// gets a note in its place), and tool messages that answer no call are dropped.
+pub fn repair(history: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(history.len());
+    let mut open: Vec<String> = Vec::new();
+    let close = |out: &mut Vec<Message>, open: &mut Vec<String>| {
+        for id in open.drain(..) {
+            out.push(Message::tool_result(
+                id,
+                "interrupted: the turn stopped before this call finished; its result is \
+                 unknown",
+            ));
+        }
+    };
+    for message in history {
+        match message.role {
+            Role::Tool => {
+                let answers = message
+                    .tool_call_id
+                    .as_ref()
+                    .and_then(|id| open.iter().position(|o| o == id));
+                if let Some(i) = answers {
+                    open.remove(i);
+                    out.push(message);
+                }
+            }
+            _ => {
+                close(&mut out, &mut open);
+                open = message.tool_calls.iter().map(|c| c.id.clone()).collect();
+                out.push(message);
+            }
+        }
+    }
+    close(&mut out, &mut open);
+    out
+}
+
 /// Turns free text into an FTS5 query: every word must appear (each quoted, so no word
 /// is read as query syntax).
 fn fts_query(text: &str) -> Option<String> {
@@ -97,6 +138,9 @@ impl SessionStore {
             source,
         };
         let conn = Connection::open(path).map_err(db)?;
+        // Another toolhost on the same profile (a chat and a run) waits its turn.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
         Ok(SessionStore {
             path: path.to_path_buf(),
@@ -139,23 +183,36 @@ impl SessionStore {
 
     /// Appends a message to `session`, committed before this returns.
     pub fn append(&self, session: &str, message: &Message) -> Result<(), SessionError> {
-        let calls = (!message.tool_calls.is_empty())
-            .then(|| serde_json::to_string(&message.tool_calls).unwrap_or_default());
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        conn.execute(
-            "INSERT INTO messages (session, role, content, tool_calls, tool_call_id, created)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                session,
-                message.role.as_str(),
-                message.content,
-                calls,
-                message.tool_call_id,
-                now()
-            ],
-        )
-        .map_err(|e| self.db(e))?;
-        Ok(())
+        self.append_all(session, std::slice::from_ref(message))
+    }
+
+    /// Appends messages to `session` in one transaction, committed before this returns.
+    pub fn append_all(&self, session: &str, messages: &[Message]) -> Result<(), SessionError> {
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = conn.transaction().map_err(|e| self.db(e))?;
+        for message in messages {
+            let calls = if message.tool_calls.is_empty() {
+                None
+            } else {
+                Some(serde_json::to_string(&message.tool_calls).map_err(|e| {
+                    SessionError::Worker(format!("could not encode the tool calls: {e}"))
+                })?)
+            };
+            tx.execute(
+                "INSERT INTO messages (session, role, content, tool_calls, tool_call_id, created)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    session,
+                    message.role.as_str(),
+                    message.content,
+                    calls,
+                    message.tool_call_id,
+                    now()
+                ],
+            )
+            .map_err(|e| self.db(e))?;
+        }
+        tx.commit().map_err(|e| self.db(e))
     }
 
     /// The messages of `session`, in order.
@@ -247,5 +304,36 @@ mod tests {
         assert!(hits[0].snippet.contains("[PURPLE-42]"), "{:?}", hits[0]);
         assert!(store.search("\"unbalanced", 5, None).is_ok());
         assert_eq!(store.messages(&a).expect("messages").len(), 1);
+    }
+
+    #[test]
+    fn repair_answers_interrupted_calls_and_drops_orphan_results() {
+        let call = |id: &str| ModelToolCall {
+            id: id.to_owned(),
+            name: "t".to_owned(),
+            arguments: "{}".to_owned(),
+        };
+        let asked = Message {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: vec![call("a"), call("b")],
+            tool_call_id: None,
+        };
+        let history = vec![
+            Message::text(Role::User, "go"),
+            asked,
+            Message::tool_result("a", "done"),
+            Message::tool_result("zzz", "orphan"),
+            Message::text(Role::User, "again"),
+        ];
+        let repaired = repair(history);
+        let ids: Vec<Option<&str>> = repaired.iter().map(|m| m.tool_call_id.as_deref()).collect();
+        assert_eq!(ids, [None, None, Some("a"), Some("b"), None]);
+        assert!(
+            repaired[3]
+                .content
+                .as_deref()
+                .is_some_and(|c| c.starts_with("interrupted"))
+        );
     }
 }

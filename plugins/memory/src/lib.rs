@@ -52,8 +52,23 @@ struct Notes {
     notes: Vec<Note>,
 }
 
-/// One read-modify-write at a time in this process.
+/// One read-modify-write at a time in this process (the file lock below covers other
+/// processes and other loaded generations of this plugin).
 static LOCK: Mutex<()> = Mutex::new(());
+
+/// Holds an exclusive lock on `memory.lock` next to the notes while it lives.
+fn lock_file(path: &Path) -> Result<std::fs::File, ToolError> {
+    let lock_path = path.with_extension("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| ToolError::failed(format!("could not open {}: {e}", lock_path.display())))?;
+    file.lock()
+        .map_err(|e| ToolError::failed(format!("could not lock {}: {e}", lock_path.display())))?;
+    Ok(file)
+}
 
 fn load(path: &Path) -> Result<Notes, ToolError> {
     match std::fs::read_to_string(path) {
@@ -71,12 +86,17 @@ fn load(path: &Path) -> Result<Notes, ToolError> {
     }
 }
 
-/// Writes the notes by rename, so a crash never leaves half a file.
+/// Writes the notes by rename (synced first), so a crash never leaves half a file.
 fn save(path: &Path, notes: &Notes) -> Result<(), ToolError> {
-    let tmp = path.with_extension("json.tmp");
+    use std::io::Write as _;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(notes)
         .map_err(|e| ToolError::failed(format!("could not encode the notes: {e}")))?;
-    std::fs::write(&tmp, text)
+    std::fs::File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        })
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| {
             ToolError::failed(format!(
@@ -97,6 +117,7 @@ fn run(path: &Path, args: MemoryArgs) -> Result<String, ToolError> {
     let _guard = LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _file_lock = lock_file(path)?;
     let mut notes = load(path)?;
     match args.action {
         Action::Add => {
