@@ -790,3 +790,55 @@ async fn a_child_turn_past_its_timeout_is_stopped_and_reported() {
     let seen = std::fs::read_to_string(&mark).expect("the child's tool was cancelled");
     assert!(seen.contains("is_cancelled=true"), "{seen}");
 }
+
+/// A batch of 3 child turns whose tools each take 300 ms: the most that ran at once.
+async fn most_children_at_once(max_concurrent: usize) -> u64 {
+    let work = tempfile::tempdir().expect("temp dir");
+    let server = ModelServer::start(Arc::new(|request: &Value| {
+        let user = last_user(request);
+        match tool_messages(request).last() {
+            Some((_, result)) => text(result),
+            None if user == "parent" => calls(&[(
+                "delegate_task",
+                json!({"tasks": [{"task": "one"}, {"task": "two"}, {"task": "three"}]}),
+            )]),
+            None => calls(&[("slow", json!({"ms": 300, "label": user}))]),
+        }
+    }))
+    .await;
+    let mut setup = Setup::new(&["toolhost_delegate_task", "fixture_basic"]);
+    setup.config.children.max_concurrent = max_concurrent;
+    let agent = setup.agent(&server, &state(&work, "p"));
+    let session = agent.new_session().expect("session");
+    let answer = agent
+        .run_turn(&session, "parent", CancellationToken::new())
+        .await
+        .expect("turn");
+    // The parent's answer is the delegate_task result: each child's answer is its slow
+    // call's report, in the order the tasks were given.
+    let results: Value = serde_json::from_str(&answer).expect("JSON");
+    let results = results["results"].as_array().expect("results");
+    let labels: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let answer: Value = serde_json::from_str(r["answer"].as_str().expect("answer"))
+                .expect("the child's answer is the slow tool's report");
+            answer["label"].clone()
+        })
+        .collect();
+    assert_eq!(labels, [json!("one"), json!("two"), json!("three")]);
+    results
+        .iter()
+        .filter_map(|r| {
+            serde_json::from_str::<Value>(r["answer"].as_str()?).ok()?["in_flight_at_start"]
+                .as_u64()
+        })
+        .max()
+        .expect("counts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_turns_run_in_parallel_up_to_the_cap_and_answers_keep_their_order() {
+    assert_eq!(most_children_at_once(1).await, 1);
+    assert!(most_children_at_once(3).await > 1);
+}
