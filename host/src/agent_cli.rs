@@ -1,7 +1,7 @@
 //! `toolhost run` (one turn, the answer on stdout) and `toolhost chat` (a conversation on
 //! the terminal that shows tool calls, approvals and results as they happen).
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use toolhost::{
 };
 use toolhost_plugin_api::ServiceError;
 
+use crate::remote::runtime;
 use crate::{approve, new_loader, setup, summary};
 
 /// What `run` and `chat` were asked for.
@@ -84,21 +85,14 @@ impl Caller for TerminalCaller {
                     .collect()
             })
             .unwrap_or_default();
-        let _turn = approve::TERMINAL.lock().await;
-        let line = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr();
-            let _ = writeln!(err, "? {message}");
-            if !choices.is_empty() {
-                let _ = writeln!(err, "  (one of: {})", choices.join(", "));
-            }
-            let _ = write!(err, "answer (empty to decline): ");
-            let _ = err.flush();
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await
-        .map_err(|e| ServiceError::Failed(e.to_string()))?
-        .map_err(|e| ServiceError::Failed(format!("the terminal could not be read: {e}")))?;
+        let mut question = format!("? {message}\n");
+        if !choices.is_empty() {
+            question.push_str(&format!("  (one of: {})\n", choices.join(", ")));
+        }
+        question.push_str("answer (empty to decline): ");
+        let line = approve::ask(&question).await.ok_or_else(|| {
+            ServiceError::Failed("the terminal's input ended before an answer".to_owned())
+        })?;
         let answer = line.trim();
         Ok(if answer.is_empty() {
             json!({"action": "decline"})
@@ -106,16 +100,6 @@ impl Caller for TerminalCaller {
             json!({"action": "accept", "content": {"answer": answer}})
         })
     }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("error: could not start the async runtime: {e}");
-            ExitCode::FAILURE
-        })
 }
 
 /// The profile's agent, with a terminal for approvals and questions when there is one.
@@ -279,15 +263,7 @@ pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
             }
         });
     }
-    let stdin = std::io::stdin();
-    loop {
-        eprint!("> ");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
+    while let Some(line) = runtime.block_on(approve::ask("> ")) {
         let prompt = line.trim();
         if prompt.is_empty() {
             break;

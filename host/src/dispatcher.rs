@@ -106,8 +106,8 @@ pub struct Dispatcher {
     config: DispatchConfig,
     policy: Arc<dyn CallPolicy>,
     observer: Option<Arc<dyn CallObserver>>,
-    /// Per-tool limits that replace `config`'s (`[tools.NAME] timeout_secs`, or a tool
-    /// that waits on others, such as delegate_task).
+    /// Per-tool limits that replace `config`'s (for a tool that waits on others, such as
+    /// delegate_task, whose limit the agent sizes to its child turns).
     tool_timeouts: Arc<std::collections::HashMap<String, Duration>>,
 }
 

@@ -335,7 +335,6 @@ unsafe extern "C" fn host_host_request(
     method: RStr<'_>,
     params: RStr<'_>,
 ) -> FfiFuture<RResult<RString, RString>> {
-    use toolhost_plugin_api::ServiceError;
     // SAFETY: as above.
     let s = unsafe { state(ctx) };
     let service = s.ctx.services.requests.clone();
@@ -357,15 +356,22 @@ unsafe extern "C" fn host_host_request(
                 )));
             }
         };
-        match service.request(&turn, &method, params).await {
-            Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
-            Err(ServiceError::Unavailable(m)) => {
-                RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
-            }
-            Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
-        }
+        to_ffi(service.request(&turn, &method, params).await)
     }
     .into_ffi()
+}
+
+/// A service's answer as it crosses to the plugin: JSON text, or the error with the
+/// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
+fn to_ffi(answer: Result<Value, toolhost_plugin_api::ServiceError>) -> RResult<RString, RString> {
+    use toolhost_plugin_api::ServiceError;
+    match answer {
+        Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
+        Err(ServiceError::Unavailable(m)) => {
+            RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
+        }
+        Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
+    }
 }
 
 type ServiceFuture = std::pin::Pin<
@@ -380,7 +386,6 @@ fn caller_service(
     what: &'static str,
     run: impl FnOnce(Arc<dyn crate::context::Caller>, Value) -> ServiceFuture,
 ) -> FfiFuture<RResult<RString, RString>> {
-    use toolhost_plugin_api::ServiceError;
     let request: Result<Value, _> = serde_json::from_str(request.as_str());
     let future = match (caller, request) {
         (None, _) => Err(format!(
@@ -393,13 +398,7 @@ fn caller_service(
     async move {
         match future {
             Err(message) => RResult::RErr(RString::from(message)),
-            Ok(future) => match future.await {
-                Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
-                Err(ServiceError::Unavailable(m)) => {
-                    RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
-                }
-                Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
-            },
+            Ok(future) => to_ffi(future.await),
         }
     }
     .into_ffi()

@@ -36,7 +36,7 @@ pub(crate) enum McpMode {
     Http(std::net::SocketAddr),
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

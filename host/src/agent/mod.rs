@@ -63,6 +63,10 @@ pub struct AgentConfig {
     pub children: ChildConfig,
 }
 
+/// The most tasks the shipped delegate_task plugin sends in one call (its `MAX_TASKS`);
+/// the agent sizes that tool's call limit by it.
+pub const DELEGATE_BATCH: u32 = 5;
+
 /// The system prompt when the profile sets none.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools you are \
     given when they help; when a tool returns an error, read it and correct the call.";
@@ -129,8 +133,8 @@ struct AgentInner {
     store: Arc<SessionStore>,
     profile_requests: ProfileRequests,
     config: AgentConfig,
-    /// One semaphore per depth: a child waiting for its own children never holds the
-    /// permit they need.
+    /// One semaphore per depth that may start children (`max_concurrent` each): a child
+    /// waiting for its own children never holds the permit they need.
     children: Vec<Semaphore>,
     caller: Option<Arc<dyn Caller>>,
     observer: Option<Arc<dyn TurnObserver>>,
@@ -167,9 +171,10 @@ impl Agent {
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
         let store = SessionStore::open(&parts.state_dir.join("sessions.sqlite3"))?;
         // delegate_task waits for child turns, which have their own limit: its call may
-        // last as long as a full batch of them (5 tasks, `max_concurrent` at a time).
+        // last as long as a full batch of them (`DELEGATE_BATCH` tasks, `max_concurrent`
+        // at a time).
         let children = &parts.config.children;
-        let rounds = 5_u32.div_ceil(children.max_concurrent.max(1) as u32);
+        let rounds = DELEGATE_BATCH.div_ceil(children.max_concurrent.max(1) as u32);
         let delegate_limit = children.timeout * rounds + Duration::from_secs(30);
         let dispatcher = parts
             .dispatcher
@@ -183,7 +188,7 @@ impl Agent {
                 model: parts.model,
                 store: Arc::new(store),
                 profile_requests: requests,
-                children: (0..=parts.config.children.max_depth)
+                children: (0..parts.config.children.max_depth)
                     .map(|_| Semaphore::new(parts.config.children.max_concurrent.max(1)))
                     .collect(),
                 config: parts.config,
@@ -391,9 +396,8 @@ impl ChildTurnService for ChildTurns {
             Some(context) if !context.is_empty() => format!("{prompt}\n\nContext:\n{context}"),
             _ => prompt.to_owned(),
         };
-        let Some(slots) = self.agent.children.get(self.depth as usize) else {
-            return Err("no child-turn slots at this depth".to_owned());
-        };
+        // depth < max_depth here, and there is one semaphore per such depth.
+        let slots = &self.agent.children[self.depth as usize];
         let _permit = tokio::select! {
             permit = slots.acquire() => permit
                 .map_err(|_| "the agent is shutting down".to_owned())?,
@@ -462,12 +466,9 @@ impl HostRequests for AgentRequests {
                     .then_some(turn.session_id.as_str());
                 let store = Arc::clone(&self.agent.store);
                 let (query, exclude) = (query.to_owned(), exclude.map(str::to_owned));
-                let hits = tokio::task::spawn_blocking(move || {
-                    store.search(&query, limit, exclude.as_deref())
-                })
-                .await
-                .map_err(|e| ServiceError::Failed(format!("the search failed: {e}")))?
-                .map_err(|e| ServiceError::Failed(e.to_string()))?;
+                let hits = blocking(move || store.search(&query, limit, exclude.as_deref()))
+                    .await
+                    .map_err(|e| ServiceError::Failed(e.to_string()))?;
                 Ok(json!({ "hits": hits }))
             }
             other => {
