@@ -189,18 +189,20 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
     out
 }
 
+/// The agent, its session (the one asked for, or a new one) and a runtime to run it on.
+fn prepare(
+    config: &LoadedConfig,
+    a: &AgentArgs,
+) -> Result<(Agent, String, tokio::runtime::Runtime), ExitCode> {
+    let agent = agent(config, a)?;
+    let session = session(&agent, a.session.as_deref())?;
+    Ok((agent, session, runtime()?))
+}
+
 /// `toolhost run --profile NAME "prompt"`.
 pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCode {
-    let agent = match agent(config, a) {
-        Ok(agent) => agent,
-        Err(code) => return code,
-    };
-    let session = match session(&agent, a.session.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let runtime = match runtime() {
-        Ok(r) => r,
+    let (agent, session, runtime) = match prepare(config, a) {
+        Ok(ready) => ready,
         Err(code) => return code,
     };
     let cancel = CancellationToken::new();
@@ -226,16 +228,8 @@ pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCod
 
 /// `toolhost chat --profile NAME`.
 pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
-    let agent = match agent(config, a) {
-        Ok(agent) => agent,
-        Err(code) => return code,
-    };
-    let session = match session(&agent, a.session.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let runtime = match runtime() {
-        Ok(r) => r,
+    let (agent, session, runtime) = match prepare(config, a) {
+        Ok(ready) => ready,
         Err(code) => return code,
     };
     eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");

@@ -59,6 +59,7 @@ mod policy;
 mod registry;
 mod serve;
 mod stats;
+mod text;
 mod tool;
 mod watch;
 

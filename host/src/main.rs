@@ -105,16 +105,7 @@ enum Command {
     /// tools; the answer goes to stdout, tool calls and results to stderr.
     Run {
         #[command(flatten)]
-        plugins: PluginDirs,
-        /// The profile whose agent runs the turn (default: the config's default_profile).
-        #[arg(long, value_name = "NAME")]
-        profile: Option<String>,
-        /// Continue this session instead of starting one.
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// Approve write, destructive and network tools without asking.
-        #[arg(long)]
-        yes: bool,
+        agent: AgentOpts,
         /// What to ask.
         prompt: String,
     },
@@ -122,16 +113,7 @@ enum Command {
     /// as they happen.
     Chat {
         #[command(flatten)]
-        plugins: PluginDirs,
-        /// The profile (default: the config's default_profile).
-        #[arg(long, value_name = "NAME")]
-        profile: Option<String>,
-        /// Continue this session instead of starting one.
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// Approve write, destructive and network tools without asking.
-        #[arg(long)]
-        yes: bool,
+        agent: AgentOpts,
     },
     /// Make the running host rescan its plugin directories now; print what changed.
     Reload {
@@ -156,6 +138,33 @@ enum Command {
         /// The plugin file (a .so).
         file: PathBuf,
     },
+}
+
+/// What `run` and `chat` share.
+#[derive(clap::Args)]
+struct AgentOpts {
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// The profile whose agent runs (default: the config's default_profile).
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Continue this session instead of starting one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Approve write, destructive and network tools without asking.
+    #[arg(long)]
+    yes: bool,
+}
+
+impl AgentOpts {
+    fn resolve(self, config: &LoadedConfig) -> agent_cli::AgentArgs {
+        agent_cli::AgentArgs {
+            dirs: self.plugins.resolve(config),
+            profile: self.profile,
+            session: self.session,
+            yes: self.yes,
+        }
+    }
 }
 
 /// `--mcp`.
@@ -309,36 +318,8 @@ fn main() -> ExitCode {
                 profile,
             },
         ),
-        Command::Run {
-            plugins,
-            profile,
-            session,
-            yes,
-            prompt,
-        } => agent_cli::run(
-            &config,
-            &agent_cli::AgentArgs {
-                dirs: plugins.resolve(&config),
-                profile,
-                session,
-                yes,
-            },
-            &prompt,
-        ),
-        Command::Chat {
-            plugins,
-            profile,
-            session,
-            yes,
-        } => agent_cli::chat(
-            &config,
-            &agent_cli::AgentArgs {
-                dirs: plugins.resolve(&config),
-                profile,
-                session,
-                yes,
-            },
-        ),
+        Command::Run { agent, prompt } => agent_cli::run(&config, &agent.resolve(&config), &prompt),
+        Command::Chat { agent } => agent_cli::chat(&config, &agent.resolve(&config)),
         Command::Reload { control, json } => remote::reload(&socket(control), json),
         Command::Status { control, json } => remote::status(&socket(control), json),
     }

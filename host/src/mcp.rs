@@ -43,6 +43,7 @@ use crate::dispatcher::{CallErrorKind, ToolCall};
 use crate::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::registry::{RegisteredTool, ToolRegistry};
 use crate::serve::Host;
+use crate::text::shorten;
 use crate::tool::{Risk, ToolSpec};
 
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
@@ -779,7 +780,12 @@ impl McpSession {
                 &facts,
             ))
         });
-        let asked_with = approver.as_ref().map(|_| arguments.clone());
+        // Only a sessionless client's question is built after the call (it is answered by
+        // a retry); keep its arguments for it.
+        let asked_with = approver
+            .as_ref()
+            .filter(|_| facts.sessionless)
+            .map(|_| arguments.clone());
         // 2026-07-28 clients opt in to log lines per request; session clients with
         // logging/setLevel (default: info).
         let log_level = if facts.sessionless {
@@ -845,8 +851,9 @@ impl McpSession {
 
         if let (Some(approver), Some(arguments)) = (&approver, &asked_with)
             && approver.needs_input.load(Ordering::Acquire)
+            && let Some(question) = approver.input_required(tool.spec(), arguments)
         {
-            return Ok(approver.input_required(tool.spec(), arguments).into());
+            return Ok(question.into());
         }
         if result.is_error {
             let mut message = result.output;
@@ -882,8 +889,6 @@ struct McpApprover {
     mode: ApproverMode,
     needs_input: AtomicBool,
     shared: Arc<Shared>,
-    /// The call being approved: a sessionless client's answer counts only for it.
-    call: [u8; 32],
     /// Whether "for the rest of the session" is offered: the policy remembers, and the
     /// session outlives this call (a sessionless HTTP request does not).
     offer_remember: bool,
@@ -892,8 +897,12 @@ struct McpApprover {
 enum ApproverMode {
     /// A session client that supports elicitation.
     Elicit(Peer<RoleServer>),
-    /// A sessionless client that supports elicitation, answering (or not yet) on retry.
-    InputRequired(Option<ApprovalAnswer>),
+    /// A sessionless client that supports elicitation, answering (or not yet) on retry;
+    /// its answer counts only for `call` (see [`call_fingerprint`]).
+    InputRequired {
+        answer: Option<ApprovalAnswer>,
+        call: [u8; 32],
+    },
     /// The client cannot be asked.
     Configured(WithoutElicitation),
 }
@@ -908,10 +917,10 @@ impl McpApprover {
         facts: &ClientFacts,
     ) -> McpApprover {
         let shared = Arc::clone(&session.shared);
-        let call = call_fingerprint(tool.spec(), tool.tool().origin().sha256(), arguments);
         let mode = match (facts.can_elicit, facts.sessionless) {
             (true, false) => ApproverMode::Elicit(peer.clone()),
             (true, true) => {
+                let call = call_fingerprint(tool.spec(), tool.tool().origin().sha256(), arguments);
                 let answer = match (&request.request_state, &request.input_responses) {
                     (Some(state), Some(responses)) if shared.take_pending(state, &call) => {
                         Some(match responses.get(APPROVAL_KEY) {
@@ -924,7 +933,7 @@ impl McpApprover {
                     }
                     _ => None,
                 };
-                ApproverMode::InputRequired(answer)
+                ApproverMode::InputRequired { answer, call }
             }
             _ => ApproverMode::Configured(shared.options.without_elicitation),
         };
@@ -934,19 +943,23 @@ impl McpApprover {
             mode,
             needs_input: AtomicBool::new(false),
             shared,
-            call,
             offer_remember,
         }
     }
 
-    fn input_required(&self, spec: &ToolSpec, arguments: &Value) -> InputRequiredResult {
-        let state = self.shared.add_pending(self.call);
+    /// The question for a sessionless client, to answer by retrying the call (`None` for
+    /// the other kinds of client, which are asked while the call waits).
+    fn input_required(&self, spec: &ToolSpec, arguments: &Value) -> Option<InputRequiredResult> {
+        let ApproverMode::InputRequired { call, .. } = &self.mode else {
+            return None;
+        };
+        let state = self.shared.add_pending(*call);
         let question = approval_question(&spec.name, spec.risk, arguments);
         let mut requests = BTreeMap::new();
         if let Ok(request) = elicit_request(&question, approval_schema(self.offer_remember)) {
             requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
         }
-        InputRequiredResult::new(Some(requests), Some(state))
+        Some(InputRequiredResult::new(Some(requests), Some(state)))
     }
 }
 
@@ -968,17 +981,6 @@ fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {
         shorten(&full, WHOLE)
     };
     format!("Allow the tool '{tool}' (risk: {risk}) to run with these arguments?\n{shown}")
-}
-
-fn shorten(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!(
-            "{} … ({} more characters)",
-            &text[..cut],
-            text[cut..].chars().count()
-        ),
-    }
 }
 
 fn approval_schema(offer_remember: bool) -> Value {
@@ -1061,8 +1063,11 @@ impl Approver for McpApprover {
                     )),
                 }
             }
-            ApproverMode::InputRequired(Some(answer)) => answer.clone(),
-            ApproverMode::InputRequired(None) => {
+            ApproverMode::InputRequired {
+                answer: Some(answer),
+                ..
+            } => answer.clone(),
+            ApproverMode::InputRequired { answer: None, .. } => {
                 self.needs_input.store(true, Ordering::Release);
                 ApprovalAnswer::Decline("waiting for the user's approval".to_owned())
             }

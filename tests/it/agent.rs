@@ -255,24 +255,30 @@ fn state(dir: &tempfile::TempDir, profile: &str) -> PathBuf {
     dir.path().join(profile).join("state")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
-    let work = tempfile::tempdir().expect("temp dir");
+/// Three calls: `rendezvous` a, `middle`, `rendezvous` b, where a and b wait for each
+/// other (in a fresh folder of `work`): both finish only if they run at the same time.
+fn rendezvous_around(work: &tempfile::TempDir, middle: (&str, Value)) -> Reply {
     let meet = work.path().join("meet");
     std::fs::create_dir_all(&meet).expect("dir");
     let d = meet.to_str().expect("utf-8");
+    calls(&[
+        (
+            "rendezvous",
+            json!({"dir": d, "name": "a", "expect": ["a", "b"]}),
+        ),
+        middle,
+        (
+            "rendezvous",
+            json!({"dir": d, "name": "b", "expect": ["a", "b"]}),
+        ),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
+    let work = tempfile::tempdir().expect("temp dir");
     let server = ModelServer::scripted(vec![
-        calls(&[
-            (
-                "rendezvous",
-                json!({"dir": d, "name": "a", "expect": ["a", "b"]}),
-            ),
-            ("slow", json!({"ms": 200, "label": "slow one"})),
-            (
-                "rendezvous",
-                json!({"dir": d, "name": "b", "expect": ["a", "b"]}),
-            ),
-        ]),
+        rendezvous_around(&work, ("slow", json!({"ms": 200, "label": "slow one"}))),
         text("all three done"),
     ])
     .await;
@@ -302,21 +308,8 @@ async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_interactive_tool_in_the_batch_the_calls_run_one_at_a_time() {
     let work = tempfile::tempdir().expect("temp dir");
-    let meet = work.path().join("meet");
-    std::fs::create_dir_all(&meet).expect("dir");
-    let d = meet.to_str().expect("utf-8");
     let server = ModelServer::scripted(vec![
-        calls(&[
-            (
-                "rendezvous",
-                json!({"dir": d, "name": "a", "expect": ["a", "b"]}),
-            ),
-            ("clarify", json!({"question": "Which one?"})),
-            (
-                "rendezvous",
-                json!({"dir": d, "name": "b", "expect": ["a", "b"]}),
-            ),
-        ]),
+        rendezvous_around(&work, ("clarify", json!({"question": "Which one?"}))),
         text("done"),
     ])
     .await;

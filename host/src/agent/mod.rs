@@ -351,18 +351,9 @@ impl AgentInner {
 const MAX_TOOL_OUTPUT: usize = 64 * 1024;
 
 fn cap_output(output: &str) -> String {
-    if output.len() <= MAX_TOOL_OUTPUT {
-        return output.to_owned();
-    }
-    let mut cut = MAX_TOOL_OUTPUT;
-    while !output.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!(
-        "{}\n[truncated: {} more bytes of this result were left out]",
-        &output[..cut],
-        output.len() - cut
-    )
+    crate::text::cap_bytes(output, MAX_TOOL_OUTPUT, |left| {
+        format!("\n[truncated: {left} more bytes of this result were left out]")
+    })
 }
 
 /// Child turns for the calls of one turn: on the same agent, with the parent's tools

@@ -196,12 +196,9 @@ pub struct OpenAiClient {
     url: String,
 }
 
+/// What an error message quotes of a server's answer.
 fn excerpt(text: &str) -> String {
-    const MAX: usize = 400;
-    match text.char_indices().nth(MAX) {
-        None => text.trim().to_owned(),
-        Some((cut, _)) => format!("{} …", text[..cut].trim()),
-    }
+    crate::text::shorten(text.trim(), 400)
 }
 
 impl OpenAiClient {
