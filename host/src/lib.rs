@@ -56,6 +56,7 @@ mod loader;
 mod mcp;
 mod plugin;
 mod policy;
+mod private;
 mod registry;
 mod serve;
 mod stats;
@@ -90,6 +91,9 @@ pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
+};
+pub use private::{
+    ensure_private_dir, is_private, open_private_file, tighten_existing, write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
 pub use serve::{

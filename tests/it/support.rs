@@ -265,3 +265,73 @@ pub(crate) fn short_timeout(ms: u64) -> DispatchConfig {
         ..DispatchConfig::default()
     }
 }
+
+/// A throwaway local user for tests of who else on the machine can reach a door. Made
+/// with `useradd` (tests run as root in CI) and removed when dropped.
+pub(crate) struct OtherUser {
+    pub(crate) name: String,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+impl OtherUser {
+    /// A fresh user, or `None` (with the reason printed) when the tests do not run as root
+    /// or the machine has no `useradd`.
+    pub(crate) fn create(test: &str) -> Option<OtherUser> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipping {test}: it needs root to create a second user (run the tests as root)");
+            return None;
+        }
+        let name = format!(
+            "th{}x{}",
+            std::process::id() % 100_000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let made = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin"])
+            .arg(&name)
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipping {test}: `useradd {name}` failed (is the shadow package installed?)");
+            return None;
+        }
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id")
+                .args([flag, &name])
+                .output()
+                .expect("run id");
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .expect("numeric id")
+        };
+        let (uid, gid) = (id("-u"), id("-g"));
+        Some(OtherUser { name, uid, gid })
+    }
+
+    /// A command that runs `program` as this user (with `setpriv`, keeping the
+    /// environment, with no supplementary groups).
+    pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(program);
+        cmd
+    }
+
+    /// Gives `path` to this user.
+    pub(crate) fn chown(&self, path: &Path) {
+        std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)).expect("chown");
+    }
+}
+
+impl Drop for OtherUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.name).status();
+    }
+}
