@@ -180,7 +180,7 @@ impl Default for HostConfig {
 }
 
 /// `[mcp]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     /// What happens to a call that needs approval when the MCP client cannot be asked
@@ -189,6 +189,42 @@ pub struct McpConfig {
     /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
     /// the loopback names, which are always allowed (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com:443`, `http://localhost:*`) allowed to
+    /// call besides the server's own; requests with any other `Origin` get 403.
+    pub allowed_origins: Vec<String>,
+    /// The bearer-token file (default: `tokens.json` in the state directory).
+    pub tokens_file: Option<PathBuf>,
+    /// Connections served at once; past it the oldest idle connection is closed, and when
+    /// every connection is busy new ones wait.
+    pub max_connections: usize,
+    /// Seconds a new connection has to send its first request's headers (and a TLS
+    /// handshake), and a request to send its body.
+    pub header_read_timeout_secs: f64,
+    /// Seconds an idle keep-alive connection is kept open.
+    pub idle_timeout_secs: f64,
+    /// Live MCP sessions (handshake clients); past it the oldest idle one is ended.
+    pub max_sessions: usize,
+    /// Seconds a session without requests or open streams lives.
+    pub session_idle_secs: f64,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            without_elicitation: WithoutElicitation::default(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            tokens_file: None,
+            max_connections: 512,
+            header_read_timeout_secs: 10.0,
+            idle_timeout_secs: 60.0,
+            max_sessions: 256,
+            session_idle_secs: 1800.0,
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// `[mcp] without_elicitation`.
@@ -361,6 +397,17 @@ pub fn default_config_path() -> PathBuf {
         .join("config.toml")
 }
 
+/// Where the host keeps its own state (tokens, trusted plugins):
+/// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`.
+pub fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("toolhost")
+}
+
 /// A loaded configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
@@ -403,6 +450,7 @@ impl LoadedConfig {
         config.plugin_dirs = config.plugin_dirs.iter().map(resolve).collect();
         config.profiles_dir = config.profiles_dir.as_ref().map(resolve);
         config.control_socket = config.control_socket.as_ref().map(resolve);
+        config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         let loaded = LoadedConfig {
             config,
             file: Some(path),
@@ -429,10 +477,25 @@ impl LoadedConfig {
             ("availability.cache_secs", c.availability.cache_secs),
             ("model.timeout_secs", c.model.timeout_secs),
             ("agent.children.timeout_secs", c.agent.children.timeout_secs),
+            (
+                "mcp.header_read_timeout_secs",
+                c.mcp.header_read_timeout_secs,
+            ),
+            ("mcp.idle_timeout_secs", c.mcp.idle_timeout_secs),
+            ("mcp.session_idle_secs", c.mcp.session_idle_secs),
         ] {
             let fits = Duration::try_from_secs_f64(secs).is_ok();
             if !fits || (!key.starts_with("availability") && secs == 0.0) {
                 return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
+            }
+        }
+        for (key, n) in [
+            ("mcp.max_connections", c.mcp.max_connections),
+            ("mcp.max_sessions", c.mcp.max_sessions),
+            ("mcp.max_body_bytes", c.mcp.max_body_bytes),
+        ] {
+            if n == 0 {
+                return Err(self.invalid(format!("`{key}` must be at least 1")));
             }
         }
         for (name, tools) in &c.toolsets {
@@ -452,6 +515,16 @@ impl LoadedConfig {
             }
         }
         Ok(())
+    }
+
+    /// The bearer-token file of MCP over HTTP: `[mcp] tokens_file`, else `tokens.json` in
+    /// the state directory.
+    pub fn tokens_file(&self) -> PathBuf {
+        self.config
+            .mcp
+            .tokens_file
+            .clone()
+            .unwrap_or_else(|| default_state_dir().join("tokens.json"))
     }
 
     /// The risk overrides of `[tools.*]`.

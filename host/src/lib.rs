@@ -54,13 +54,16 @@ mod dispatcher;
 mod error;
 mod loader;
 mod mcp;
+mod mcp_http;
 mod plugin;
 mod policy;
 mod private;
 mod registry;
+mod rlimit;
 mod serve;
 mod stats;
 mod text;
+mod tokens;
 mod tool;
 mod watch;
 
@@ -72,7 +75,7 @@ pub use catalog::{
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
     HostConfig, LoadedConfig, McpConfig, ModelConfig, Profile, ProfileView, ReloadConfig,
-    ToolSettings, WithoutElicitation, default_config_path,
+    ToolSettings, WithoutElicitation, default_config_path, default_state_dir,
 };
 pub use context::{
     Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
@@ -87,19 +90,25 @@ pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
 pub use mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
+pub use mcp_http::{HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options};
 pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use private::{
-    ensure_private_dir, is_private, open_private_file, tighten_existing, write_private_file,
+    ensure_private_dir, is_private, open_private_file, read_small_file, tighten_existing,
+    write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
+pub use rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use serve::{
     Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
 };
 pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
+pub use tokens::{
+    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
+};
 pub use tool::{Requirements, Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;
 pub use watch::{PluginWatcher, WatchConfig, WatchError};

@@ -6,6 +6,7 @@
 mod agent_cli;
 mod approve;
 mod remote;
+mod token_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -98,8 +99,28 @@ enum Command {
         listen: std::net::SocketAddr,
         /// With --mcp: the profile whose tools MCP clients see. Default: the config's
         /// default_profile ("default": every tool, unless a profile of that name lists some).
+        /// Over HTTP, a token made for a profile is served that profile instead.
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// With --mcp http: serve without bearer tokens. Only for loopback addresses, and
+        /// then every user and program on this machine can call the tools.
+        #[arg(long)]
+        no_auth: bool,
+        /// With --mcp http on an address other machines can reach: serve plain HTTP
+        /// anyway (tokens, arguments and results cross the network unencrypted).
+        #[arg(long)]
+        insecure_http: bool,
+        /// With --mcp http: serve HTTPS with this certificate chain (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// With --mcp http: the private key of --tls-cert (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Manage the bearer tokens MCP clients need for `serve --mcp http`.
+    Token {
+        #[command(subcommand)]
+        action: token_cli::TokenAction,
     },
     /// Run one turn of a profile's agent: the model gets the prompt and the profile's
     /// tools; the answer goes to stdout, tool calls and results to stderr.
@@ -302,6 +323,10 @@ fn main() -> ExitCode {
             mcp,
             listen,
             profile,
+            no_auth,
+            insecure_http,
+            tls_cert,
+            tls_key,
         } => remote::serve(
             &config,
             remote::ServeArgs {
@@ -313,13 +338,19 @@ fn main() -> ExitCode {
                 timeout,
                 mcp: mcp.map(|m| match m {
                     McpTransportArg::Stdio => remote::McpMode::Stdio,
-                    McpTransportArg::Http => remote::McpMode::Http(listen),
+                    McpTransportArg::Http => remote::McpMode::Http(remote::HttpArgs {
+                        listen,
+                        no_auth,
+                        insecure_http,
+                        tls: tls_cert.zip(tls_key),
+                    }),
                 }),
                 profile,
             },
         ),
         Command::Run { agent, prompt } => agent_cli::run(&config, &agent.resolve(&config), &prompt),
         Command::Chat { agent } => agent_cli::chat(&config, &agent.resolve(&config)),
+        Command::Token { action } => token_cli::run(&config, action),
         Command::Reload { control, json } => remote::reload(&socket(control), json),
         Command::Status { control, json } => remote::status(&socket(control), json),
     }

@@ -85,6 +85,30 @@ pub enum McpServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// `--no-auth` on an address other machines can reach.
+    #[error(
+        "--no-auth is only for loopback addresses (127.0.0.1, ::1), and {addr} is not one: \
+         make tokens with `toolhost token add NAME` and serve with them"
+    )]
+    NoAuthOffLoopback {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Plain HTTP on an address other machines can reach.
+    #[error(
+        "listening on {addr}, which other machines can reach, needs TLS: pass --tls-cert FILE \
+         --tls-key FILE, or --insecure-http to send tokens and tool calls unencrypted anyway"
+    )]
+    NeedsTls {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error("cannot serve MCP over HTTPS: {reason}")]
+    Tls {
+        /// What is wrong and with which file.
+        reason: String,
+    },
     /// The stdio session could not start.
     #[error(
         "the MCP session on stdio could not start: {0}; `--mcp stdio` is for MCP clients \
@@ -150,6 +174,8 @@ impl ClientStdio {
 pub struct McpClientStatus {
     /// `stdio` or `http`.
     pub transport: &'static str,
+    /// The name of the bearer token it authenticated with (HTTP).
+    pub token: Option<String>,
     /// The protocol version it speaks.
     pub protocol_version: String,
     /// The name it gave (`clientInfo.name`).
@@ -162,6 +188,7 @@ pub struct McpClientStatus {
 
 struct ClientEntry {
     transport: &'static str,
+    token: Option<String>,
     protocol_version: String,
     client_name: String,
     client_version: String,
@@ -196,6 +223,7 @@ impl McpClients {
             .values()
             .map(|e| McpClientStatus {
                 transport: e.transport,
+                token: e.token.clone(),
                 protocol_version: e.protocol_version.clone(),
                 client_name: e.client_name.clone(),
                 client_version: e.client_version.clone(),
@@ -338,13 +366,34 @@ impl McpServer {
         })
     }
 
+    /// The host it serves.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.shared.host
+    }
+
+    /// How it was set up.
+    pub fn options(&self) -> &McpOptions {
+        &self.shared.options
+    }
+
     /// A handler for one connection (stdio) or one HTTP session.
     pub fn session(&self, transport: &'static str) -> McpSession {
+        self.session_for(transport, None)
+    }
+
+    /// A handler for one HTTP session (or sessionless request) of the client holding the
+    /// token named `token` (`None`: no authentication).
+    pub fn http_session(&self, token: Option<&str>) -> McpSession {
+        self.session_for("http", token.map(str::to_owned))
+    }
+
+    fn session_for(&self, transport: &'static str, token: Option<String>) -> McpSession {
         let n = self.shared.sessions.fetch_add(1, Ordering::Relaxed);
         McpSession {
             state: Arc::new(SessionState {
                 shared: Arc::clone(&self.shared),
                 transport,
+                token,
                 session_id: format!("mcp-{transport}-{}-{n}", std::process::id()),
                 client: Mutex::new(None),
                 registered: AtomicBool::new(false),
@@ -376,99 +425,6 @@ impl McpServer {
         }
         Ok(())
     }
-
-    /// Binds `addr` for MCP over streamable HTTP (path `/mcp`). Returns the bound address
-    /// (port 0 picks a free one) and the future that serves until `stop` is cancelled.
-    pub async fn bind_http(
-        &self,
-        addr: SocketAddr,
-        stop: CancellationToken,
-    ) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), McpServeError> {
-        use rmcp::transport::streamable_http_server::{
-            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-        };
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| McpServeError::Bind { addr, source })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|source| McpServeError::Bind { addr, source })?;
-        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        hosts.extend(self.shared.options.allowed_hosts.iter().cloned());
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_cancellation_token(stop.child_token());
-        let server = self.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(server.session("http")),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let serving = async move {
-            loop {
-                let accepted = tokio::select! {
-                    () = stop.cancelled() => break,
-                    accepted = listener.accept() => accepted,
-                };
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!("MCP over HTTP: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let service = service.clone();
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    let handler = hyper::service::service_fn(move |request| {
-                        let service = service.clone();
-                        async move { Ok::<_, std::convert::Infallible>(route(&service, request).await) }
-                    });
-                    let connection = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), handler);
-                    let mut connection = std::pin::pin!(connection);
-                    tokio::select! {
-                        result = connection.as_mut() => {
-                            if let Err(e) = result {
-                                tracing::debug!("MCP over HTTP: connection ended: {e}");
-                            }
-                        }
-                        () = stop.cancelled() => {
-                            // Finish the responses in flight, then close.
-                            connection.as_mut().graceful_shutdown();
-                            let _ = tokio::time::timeout(Duration::from_secs(5), connection).await;
-                        }
-                    }
-                });
-            }
-        };
-        Ok((bound, serving))
-    }
-}
-
-type HttpBody = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
-
-/// `/mcp` goes to the MCP service; anything else is 404 with a hint.
-async fn route<M>(
-    service: &rmcp::transport::streamable_http_server::StreamableHttpService<McpSession, M>,
-    request: hyper::Request<hyper::body::Incoming>,
-) -> hyper::Response<HttpBody>
-where
-    M: rmcp::transport::streamable_http_server::SessionManager,
-{
-    use http_body_util::BodyExt as _;
-    if request.uri().path() == "/mcp" {
-        return service.handle(request).await;
-    }
-    let body = http_body_util::Full::new(hyper::body::Bytes::from_static(
-        b"toolhost serves MCP at the path /mcp\n",
-    ))
-    .boxed();
-    let mut response = hyper::Response::new(body);
-    *response.status_mut() = hyper::StatusCode::NOT_FOUND;
-    response
 }
 
 /// One client connection (stdio) or HTTP session.
@@ -480,6 +436,8 @@ pub struct McpSession {
 struct SessionState {
     shared: Arc<Shared>,
     transport: &'static str,
+    /// The name of the bearer token the client authenticated with.
+    token: Option<String>,
     session_id: String,
     client: Mutex<Option<u64>>,
     registered: AtomicBool,
@@ -527,6 +485,7 @@ impl SessionState {
         }
         let id = self.shared.host.mcp_clients().add(ClientEntry {
             transport: self.transport,
+            token: self.token.clone(),
             protocol_version: protocol.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
             client_name: client.map_or_else(|| "unknown".to_owned(), |c| c.name.clone()),
             client_version: client.map_or_else(String::new, |c| c.version.clone()),
@@ -1339,6 +1298,7 @@ mod tests {
         let clients = McpClients::default();
         let id = clients.add(ClientEntry {
             transport: "stdio",
+            token: None,
             protocol_version: "2025-11-25".to_owned(),
             client_name: "c".to_owned(),
             client_version: "1".to_owned(),

@@ -9,8 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::{
-    CatalogConfig, ClientStdio, ControlClient, ControlError, DispatchConfig, Host, LoadedConfig,
-    McpOptions, McpServer, ServeConfig, ServeError, WatchConfig,
+    CatalogConfig, ClientStdio, ControlClient, ControlError, DispatchConfig, Host, HttpAuth,
+    HttpLimits, HttpOptions, LoadedConfig, McpOptions, McpServer, ServeConfig, ServeError,
+    TlsFiles, TokenAuthenticator, TokenStore, WatchConfig,
 };
 
 use crate::{print_table, summary};
@@ -30,10 +31,60 @@ pub(crate) struct ServeArgs {
 }
 
 /// `serve --mcp`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum McpMode {
     Stdio,
-    Http(std::net::SocketAddr),
+    Http(HttpArgs),
+}
+
+/// `serve --mcp http` and its door options.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpArgs {
+    pub(crate) listen: std::net::SocketAddr,
+    pub(crate) no_auth: bool,
+    pub(crate) insecure_http: bool,
+    pub(crate) tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl HttpArgs {
+    /// The door's options: auth, TLS and the config's limits, the connection limit sized
+    /// to leave descriptors for everything else under `nofile`.
+    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> HttpOptions {
+        let m = &config.config.mcp;
+        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(10));
+        let max_connections = match nofile {
+            Some(n) => toolhost::connections_within(m.max_connections, n),
+            None => m.max_connections,
+        };
+        if max_connections < m.max_connections {
+            tracing::warn!(
+                "[mcp] max_connections lowered from {} to {max_connections}: the open-file \
+                 limit leaves room for no more (raise it with `ulimit -n`)",
+                m.max_connections
+            );
+        }
+        HttpOptions {
+            addr: self.listen,
+            auth: if self.no_auth {
+                HttpAuth::NoAuth
+            } else {
+                HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(
+                    config.tokens_file(),
+                ))))
+            },
+            tls: self.tls.clone().map(|(cert, key)| TlsFiles { cert, key }),
+            insecure_http: self.insecure_http,
+            allowed_origins: m.allowed_origins.clone(),
+            limits: HttpLimits {
+                max_connections,
+                header_read_timeout: secs(m.header_read_timeout_secs),
+                idle_timeout: secs(m.idle_timeout_secs),
+                max_sessions: m.max_sessions,
+                session_idle: secs(m.session_idle_secs),
+                max_body_bytes: m.max_body_bytes,
+            },
+        }
+    }
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -86,6 +137,25 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a host.
+    let nofile = match toolhost::raise_open_file_limit() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!("could not read or raise the open-file limit: {e}");
+            None
+        }
+    };
+    let http = match &args.mcp {
+        Some(McpMode::Http(http)) => {
+            let options = http.options(host_config, nofile);
+            if let Err(e) = toolhost::check_http_options(&options) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            Some(options)
+        }
+        _ => None,
+    };
     if args.mcp.is_none() && args.profile.is_some() {
         eprintln!(
             "error: --profile goes with --mcp (the control socket names its profile per call)"
@@ -127,17 +197,18 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
                 .map_err(|e| e.to_string());
         };
         // Before any plugin loads: only the protocol may reach the client's stdout.
-        let stdio = match mode {
+        let stdio = match &mode {
             McpMode::Stdio => Some(
                 ClientStdio::take()
                     .map_err(|e| format!("could not set up stdin/stdout for MCP: {e}"))?,
             ),
             McpMode::Http(_) => None,
         };
+        let is_stdio = matches!(mode, McpMode::Stdio);
         let running = match Host::start(config.clone()).await {
             // Clients start one stdio server per window: a second one gets its own socket.
             Err(ServeError::Control(ControlError::InUse { .. }))
-                if matches!(mode, McpMode::Stdio) && !args.control_explicit =>
+                if is_stdio && !args.control_explicit =>
             {
                 let own = config
                     .control_path
@@ -174,12 +245,17 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
                 running.run(until).await;
                 stop.cancel();
             }
-            McpMode::Http(addr) => {
-                let (bound, serving) = server
-                    .bind_http(addr, stop.clone())
+            McpMode::Http(_) => {
+                let options = http.ok_or("the HTTP options were not set up")?;
+                let scheme = if options.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                let (bound, serving) = toolhost::bind_http(&server, options, stop.clone())
                     .await
                     .map_err(|e| e.to_string())?;
-                tracing::info!("serving MCP over streamable HTTP at http://{bound}/mcp");
+                tracing::info!("serving MCP over streamable HTTP at {scheme}://{bound}/mcp");
                 let serving = tokio::spawn(serving);
                 running.run(signals).await;
                 stop.cancel();
@@ -426,7 +502,7 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
             &tools,
         );
     }
-    let clients: Vec<[String; 4]> = status["mcp_clients"]
+    let clients: Vec<[String; 5]> = status["mcp_clients"]
         .as_array()
         .into_iter()
         .flatten()
@@ -434,6 +510,7 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
             let version = text(&c["client_version"]);
             [
                 text(&c["transport"]),
+                c["token"].as_str().unwrap_or("-").to_owned(),
                 text(&c["protocol_version"]),
                 if version.is_empty() {
                     text(&c["client_name"])
@@ -446,7 +523,10 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
         .collect();
     if !clients.is_empty() {
         println!();
-        print_table(&["MCP CLIENT", "PROTOCOL", "NAME", "CONNECTED S"], &clients);
+        print_table(
+            &["MCP CLIENT", "TOKEN", "PROTOCOL", "NAME", "CONNECTED S"],
+            &clients,
+        );
     }
     ExitCode::SUCCESS
 }

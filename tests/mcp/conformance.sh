@@ -17,7 +17,7 @@ trap cleanup EXIT
 mkdir "$work/plugins" "$work/config"
 cp target/debug/libfixture_conformance.so "$work/plugins/"
 XDG_CONFIG_HOME="$work/config" TOOLHOST_LOG=info,rmcp=warn target/debug/toolhost serve \
-    --mcp http --listen 127.0.0.1:0 --plugins "$work/plugins" \
+    --mcp http --listen 127.0.0.1:0 --no-auth --plugins "$work/plugins" \
     --control "$work/control.sock" 2>"$work/serve.log" &
 server=$!
 url=

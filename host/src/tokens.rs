@@ -1,0 +1,487 @@
+//! Bearer tokens for MCP over HTTP: `toolhost token add | list | revoke` keep them in a
+//! 0600 file (only each token's sha256, name, profile and creation time: the token itself
+//! is shown once and never stored), and the HTTP frontend checks every request against
+//! that file, re-reading it when it changes so a revocation counts from the next request.
+//!
+//! Tokens are 256 random bits, URL-safe base64 with a `thk_` prefix (so a leaked one is
+//! recognisable in logs and by secret scanners). Storing a plain sha256 is enough for
+//! random 256-bit secrets (there is nothing to brute-force), and the comparison of hashes
+//! runs in constant time.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use crate::private::{ensure_private_dir, tighten_existing, write_private_file};
+
+/// The prefix every token starts with.
+const PREFIX: &str = "thk_";
+/// The largest token file read (a file that big holds thousands of tokens).
+const MAX_FILE: u64 = 4 * 1024 * 1024;
+
+/// One token, as stored: never the token itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// The operator's name for it (the client or person it was given to).
+    pub name: String,
+    /// The profile its client is served; `None`: the server's `--profile`.
+    pub profile: Option<String>,
+    /// When it was made (RFC 3339).
+    pub created: String,
+    /// sha256 of the token, hex.
+    pub sha256: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    version: u32,
+    tokens: Vec<TokenRecord>,
+}
+
+/// Why a token operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The token file could not be read or written.
+    #[error(
+        "could not {action} the token file {}: {source}; check that it and its folder \
+         belong to this user",
+        path.display()
+    )]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The token file is not what toolhost writes.
+    #[error(
+        "the token file {} is damaged ({reason}); fix it, or move it away and make new tokens \
+         with `toolhost token add`",
+        path.display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `add` with a name that is taken.
+    #[error(
+        "a token named '{0}' exists already; pick another name, or `toolhost token revoke {0}` first"
+    )]
+    Exists(String),
+    /// `revoke` of a name that is not there.
+    #[error("there is no token named '{0}'; `toolhost token list` shows the names")]
+    NoSuchToken(String),
+    /// A name that cannot be shown safely in a table or a log.
+    #[error("'{0}' is not a usable token name: use 1 to 64 letters, digits, '.', '_' or '-'")]
+    BadName(String),
+    /// The system's random source failed.
+    #[error("could not get random bytes for a token: {0}")]
+    Random(String),
+}
+
+/// A token that was just made: shown once.
+#[derive(Debug)]
+pub struct NewToken {
+    /// What was stored.
+    pub record: TokenRecord,
+    /// The token itself.
+    pub token: String,
+}
+
+/// The token file of a host.
+#[derive(Debug, Clone)]
+pub struct TokenStore {
+    path: PathBuf,
+}
+
+impl TokenStore {
+    /// The store in `path` (it need not exist yet).
+    pub fn new(path: PathBuf) -> TokenStore {
+        TokenStore { path }
+    }
+
+    /// Its file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The tokens, oldest first. A missing file has none.
+    pub fn list(&self) -> Result<Vec<TokenRecord>, TokenError> {
+        Ok(self.read()?.tokens)
+    }
+
+    /// Makes a token named `name` for `profile` and stores its hash.
+    pub fn add(&self, name: &str, profile: Option<&str>) -> Result<NewToken, TokenError> {
+        if !valid_name(name) {
+            return Err(TokenError::BadName(name.to_owned()));
+        }
+        let _lock = self.lock()?;
+        let mut file = self.read()?;
+        if file.tokens.iter().any(|t| t.name == name) {
+            return Err(TokenError::Exists(name.to_owned()));
+        }
+        let token = generate()?;
+        let record = TokenRecord {
+            name: name.to_owned(),
+            profile: profile.map(str::to_owned),
+            created: jiff::Timestamp::now()
+                .round(jiff::Unit::Second)
+                .unwrap_or_else(|_| jiff::Timestamp::now())
+                .to_string(),
+            sha256: hash_hex(&token),
+        };
+        file.tokens.push(record.clone());
+        self.write(&file)?;
+        Ok(NewToken { record, token })
+    }
+
+    /// Removes the token named `name`.
+    pub fn revoke(&self, name: &str) -> Result<TokenRecord, TokenError> {
+        let _lock = self.lock()?;
+        let mut file = self.read()?;
+        let Some(index) = file.tokens.iter().position(|t| t.name == name) else {
+            return Err(TokenError::NoSuchToken(name.to_owned()));
+        };
+        let removed = file.tokens.remove(index);
+        self.write(&file)?;
+        Ok(removed)
+    }
+
+    fn io(&self, action: &'static str) -> impl FnOnce(io::Error) -> TokenError + '_ {
+        move |source| TokenError::Io {
+            action,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn read(&self) -> Result<TokenFile, TokenError> {
+        match read_small(&self.path) {
+            Ok(bytes) => parse(&self.path, &bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(TokenFile {
+                version: 1,
+                tokens: Vec::new(),
+            }),
+            Err(e) => Err(self.io("read")(e)),
+        }
+    }
+
+    fn write(&self, file: &TokenFile) -> Result<(), TokenError> {
+        let text = serde_json::to_vec_pretty(file).map_err(|e| TokenError::Damaged {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        write_private_file(&self.path, &text).map_err(self.io("write"))
+    }
+
+    /// Serialises writers (two `token add` at once) with a lock file beside the store.
+    fn lock(&self) -> Result<fs::File, TokenError> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            ensure_private_dir(dir).map_err(self.io("create the folder of"))?;
+        }
+        tighten_existing(&self.path).map_err(self.io("secure"))?;
+        let lock_path = self.path.with_extension("lock");
+        let lock = crate::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
+        lock.lock().map_err(self.io("lock"))?;
+        Ok(lock)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn generate() -> Result<String, TokenError> {
+    use base64::Engine as _;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| TokenError::Random(e.to_string()))?;
+    Ok(format!(
+        "{PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    ))
+}
+
+fn hash(token: &str) -> [u8; 32] {
+    sha2::Sha256::digest(token.as_bytes()).into()
+}
+
+fn hash_hex(token: &str) -> String {
+    hash(token).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<TokenFile, TokenError> {
+    let file: TokenFile = serde_json::from_slice(bytes).map_err(|e| TokenError::Damaged {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if file.version != 1 {
+        return Err(TokenError::Damaged {
+            path: path.to_path_buf(),
+            reason: format!(
+                "version {} (this toolhost knows version 1: a newer toolhost wrote it)",
+                file.version
+            ),
+        });
+    }
+    Ok(file)
+}
+
+fn read_small(path: &Path) -> io::Result<Vec<u8>> {
+    crate::private::read_small_file(path, MAX_FILE)
+}
+
+/// Who a request's token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenIdentity {
+    /// The token's name.
+    pub name: String,
+    /// Its profile, if it was made for one.
+    pub profile: Option<String>,
+}
+
+/// Why a request was not let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No `Authorization: Bearer ...` header.
+    Missing,
+    /// A token that is not (or no longer) in the file.
+    Invalid,
+    /// The token file could not be read: nobody is let in until it can.
+    StoreUnreadable,
+}
+
+/// What the file said when it was last read.
+struct Snapshot {
+    /// (size, mtime ns, ctime ns, inode) of the file as read; `None`: it was missing.
+    version: Option<(u64, i128, i128, u64)>,
+    tokens: Vec<([u8; 32], TokenIdentity)>,
+    error: Option<String>,
+}
+
+/// Checks tokens against the store, re-reading the file whenever it changed (one `stat`
+/// per request), so `toolhost token revoke` counts from the next request on.
+pub struct TokenAuthenticator {
+    store: TokenStore,
+    snapshot: Mutex<Snapshot>,
+}
+
+impl TokenAuthenticator {
+    /// An authenticator reading `store`.
+    pub fn new(store: TokenStore) -> TokenAuthenticator {
+        TokenAuthenticator {
+            store,
+            snapshot: Mutex::new(Snapshot {
+                version: None,
+                tokens: Vec::new(),
+                error: Some("not read yet".to_owned()),
+            }),
+        }
+    }
+
+    /// The store it reads.
+    pub fn store(&self) -> &TokenStore {
+        &self.store
+    }
+
+    /// How many tokens are valid now, or why the file cannot be read.
+    pub fn count(&self) -> Result<usize, String> {
+        let snapshot = self.refresh();
+        match &snapshot.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(snapshot.tokens.len()),
+        }
+    }
+
+    /// Who holds a valid token now, or why the file cannot be read.
+    pub fn identities(&self) -> Result<Vec<TokenIdentity>, String> {
+        let snapshot = self.refresh();
+        match &snapshot.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(snapshot.tokens.iter().map(|(_, i)| i.clone()).collect()),
+        }
+    }
+
+    /// Checks the value of an `Authorization` header.
+    pub fn check(&self, authorization: Option<&[u8]>) -> Result<TokenIdentity, AuthFailure> {
+        let Some(token) = authorization.and_then(bearer) else {
+            return Err(AuthFailure::Missing);
+        };
+        let presented = hash(token);
+        let snapshot = self.refresh();
+        if snapshot.error.is_some() {
+            return Err(AuthFailure::StoreUnreadable);
+        }
+        // Every stored hash is compared, whatever matches, in constant time.
+        let mut found = None;
+        for (stored, identity) in &snapshot.tokens {
+            if constant_time_eq(stored, &presented) {
+                found = Some(identity);
+            }
+        }
+        found.cloned().ok_or(AuthFailure::Invalid)
+    }
+
+    fn refresh(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        let version = match fs::metadata(&self.store.path) {
+            Ok(meta) => Some(file_version(&meta)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => {
+                snapshot.error = Some(e.to_string());
+                return snapshot;
+            }
+        };
+        if snapshot.version == version && snapshot.error.is_none() {
+            return snapshot;
+        }
+        match self.store.list() {
+            Ok(records) => {
+                snapshot.tokens = records
+                    .into_iter()
+                    .filter_map(|r| {
+                        let hash = parse_hash(&r.sha256)?;
+                        Some((
+                            hash,
+                            TokenIdentity {
+                                name: r.name,
+                                profile: r.profile,
+                            },
+                        ))
+                    })
+                    .collect();
+                snapshot.error = None;
+                snapshot.version = version;
+            }
+            Err(e) => {
+                tracing::error!("MCP over HTTP: {e}; every request is refused until it is fixed");
+                snapshot.tokens.clear();
+                snapshot.error = Some(e.to_string());
+                snapshot.version = None;
+            }
+        }
+        snapshot
+    }
+}
+
+fn file_version(meta: &fs::Metadata) -> (u64, i128, i128, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    (
+        meta.len(),
+        i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        meta.ino(),
+    )
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header value.
+fn bearer(value: &[u8]) -> Option<&str> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_made_listed_checked_and_revoked() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = TokenStore::new(dir.path().join("state").join("tokens.json"));
+        let auth = TokenAuthenticator::new(store.clone());
+        assert_eq!(auth.count(), Ok(0));
+        let laptop = store.add("laptop", Some("coding")).expect("add");
+        assert!(laptop.token.starts_with(PREFIX));
+        assert_eq!(laptop.token.len(), PREFIX.len() + 43);
+        assert!(crate::private::is_private(store.path()).expect("stat"));
+        let text = fs::read_to_string(store.path()).expect("read");
+        assert!(
+            !text.contains(&laptop.token),
+            "the token itself is never stored"
+        );
+        assert!(matches!(
+            store.add("laptop", None),
+            Err(TokenError::Exists(_))
+        ));
+        assert!(matches!(
+            store.add("a b", None),
+            Err(TokenError::BadName(_))
+        ));
+        let ci = store.add("ci", None).expect("add");
+        assert_ne!(ci.token, laptop.token);
+
+        let header = format!("Bearer {}", laptop.token);
+        assert_eq!(
+            auth.check(Some(header.as_bytes())),
+            Ok(TokenIdentity {
+                name: "laptop".to_owned(),
+                profile: Some("coding".to_owned())
+            })
+        );
+        let lower = format!("bearer  {} ", ci.token);
+        assert_eq!(
+            auth.check(Some(lower.as_bytes())).map(|i| i.name),
+            Ok("ci".to_owned())
+        );
+        assert_eq!(auth.check(None), Err(AuthFailure::Missing));
+        assert_eq!(auth.check(Some(b"Basic abc")), Err(AuthFailure::Missing));
+        let wrong = format!("Bearer {}x", laptop.token);
+        assert_eq!(
+            auth.check(Some(wrong.as_bytes())),
+            Err(AuthFailure::Invalid)
+        );
+
+        store.revoke("laptop").expect("revoke");
+        assert_eq!(
+            auth.check(Some(header.as_bytes())),
+            Err(AuthFailure::Invalid),
+            "a revoked token stops working at the next request"
+        );
+        assert!(matches!(
+            store.revoke("laptop"),
+            Err(TokenError::NoSuchToken(_))
+        ));
+        assert_eq!(store.list().expect("list").len(), 1);
+
+        fs::write(store.path(), b"{not json").expect("damage");
+        assert_eq!(
+            auth.check(Some(lower.as_bytes())),
+            Err(AuthFailure::StoreUnreadable)
+        );
+    }
+}
