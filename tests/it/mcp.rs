@@ -74,6 +74,7 @@ fn http_server(plugins: &Path, control: &Path) -> (Server, String) {
             "http",
             "--listen",
             "127.0.0.1:0",
+            "--no-auth",
             "--plugins",
         ])
         .arg(plugins)
