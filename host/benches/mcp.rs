@@ -4,6 +4,10 @@
 //! `@modelcontextprotocol/server-everything`'s echo, in the same run. Then the time from a
 //! plugin file being replaced to the client receiving `notifications/tools/list_changed`.
 //!
+//! Then tools/call over streamable HTTP (keep-alive connection, one session): toolhost with
+//! a bearer token, toolhost with `--no-auth`, and a minimal rmcp HTTP server, interleaved
+//! in the same run, to price the HTTP door's authentication.
+//!
 //! `cargo bench -p toolhost --bench mcp` (run `bash tests/mcp/setup.sh` first for the
 //! Python and Node servers; without them those rows are skipped). Printed figures only.
 
@@ -148,15 +152,35 @@ impl Subject {
 
 /// The minimal rmcp server: one echo tool compiled in, stdio_pipes, nothing else.
 fn minimal_rmcp_server() {
+    use rmcp::ServiceExt as _;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let running = EchoHandler
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .expect("serve");
+        let _ = running.waiting().await;
+    });
+}
+
+/// One echo tool, compiled in.
+struct EchoHandler;
+
+mod echo_handler {
+    use std::sync::Arc;
+
     use rmcp::model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
         PaginatedRequestParams, ServerCapabilities, ServerConfig,
     };
     use rmcp::service::RequestContext;
-    use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+    use serde_json::{Value, json};
 
-    struct Echo;
-    impl ServerHandler for Echo {
+    impl ServerHandler for super::EchoHandler {
         fn get_info(&self) -> ServerConfig {
             ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
         }
@@ -185,17 +209,304 @@ fn minimal_rmcp_server() {
             Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
         }
     }
+}
+
+/// The minimal rmcp HTTP server: the same echo behind rmcp's streamable HTTP service on
+/// hyper (TCP_NODELAY, as NOTES-hosting.md says it needs); prints its port.
+fn minimal_rmcp_http_server() {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let running = Echo
-            .serve(rmcp::transport::stdio_pipes())
+        let service = StreamableHttpService::new(
+            || Ok(EchoHandler),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .expect("serve");
-        let _ = running.waiting().await;
+            .expect("bind");
+        println!("{}", listener.local_addr().expect("addr").port());
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            let _ = stream.set_nodelay(true);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request| {
+                    let service = service.clone();
+                    async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
     });
+}
+
+/// A raw HTTP/1.1 MCP client on one keep-alive connection, with one session.
+struct HttpPeer {
+    child: Child,
+    port: u16,
+    token: Option<String>,
+    session: Option<String>,
+    reader: BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+    next_id: u64,
+}
+
+impl HttpPeer {
+    fn start(mut child: Child, port: u16, token: Option<String>) -> HttpPeer {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let writer = stream.try_clone().expect("clone");
+        let mut peer = HttpPeer {
+            child: {
+                child.stdout.take();
+                child
+            },
+            port,
+            token,
+            session: None,
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 0,
+        };
+        let (headers, _) = peer.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "bench-client", "version": "1.0"}}}));
+        peer.session = headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        });
+        assert!(peer.session.is_some(), "no session id: {headers}");
+        peer.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        peer
+    }
+
+    /// One POST; returns the response head and body.
+    fn post(&mut self, message: &Value) -> (String, String) {
+        let body = message.to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.port,
+            body.len()
+        );
+        if let Some(t) = &self.token {
+            request.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        if let Some(s) = &self.session {
+            request.push_str(&format!(
+                "Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        self.writer
+            .write_all(request.as_bytes())
+            .expect("send the request");
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            let n = self.reader.read_line(&mut line).expect("read the response");
+            assert!(n > 0, "the server closed the connection");
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        assert!(head.starts_with("HTTP/1.1 2"), "{head}");
+        let lower = head.to_ascii_lowercase();
+        let mut body = Vec::new();
+        if lower.contains("transfer-encoding: chunked") {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size).expect("chunk size");
+                let n = usize::from_str_radix(size.trim(), 16).expect("hex chunk size");
+                let mut chunk = vec![0u8; n + 2];
+                std::io::Read::read_exact(&mut self.reader, &mut chunk).expect("chunk");
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(len) = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            body.resize(len, 0);
+            std::io::Read::read_exact(&mut self.reader, &mut body).expect("body");
+        }
+        (head, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn call(&mut self, params: &Value) -> Value {
+        self.next_id += 1;
+        let (_, body) = self.post(&json!({"jsonrpc": "2.0", "id": self.next_id,
+            "method": "tools/call", "params": params}));
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some())
+            .unwrap_or_else(|| panic!("no answer in {body}"))
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `toolhost serve --mcp http` (with `--no-auth` when `token` is `None`) and
+/// returns the process and its port.
+fn toolhost_http(toolhost: &Path, plugins: &Path, state: &Path, auth: bool) -> (Child, u16) {
+    let mut cmd = Command::new(toolhost);
+    cmd.args([
+        "serve",
+        "--mcp",
+        "http",
+        "--listen",
+        "127.0.0.1:0",
+        "--plugins",
+    ])
+    .arg(plugins)
+    .arg("--control")
+    .arg(state.join(if auth { "auth.sock" } else { "open.sock" }))
+    .env("XDG_CONFIG_HOME", plugins.join("no-config"))
+    .env("XDG_STATE_HOME", state)
+    .env("TOOLHOST_LOG", "info,rmcp=warn")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if !auth {
+        cmd.arg("--no-auth");
+    }
+    let mut child = cmd.spawn().expect("start toolhost serve --mcp http");
+    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the log to its end, so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://127.0.0.1:") {
+                let port: String = line[at + 17..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                let _ = tx.send(port);
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("toolhost serve --mcp http comes up");
+    (child, port.parse().expect("port"))
+}
+
+/// A timed HTTP server under test.
+struct HttpSubject {
+    name: &'static str,
+    peer: HttpPeer,
+    times: Vec<Duration>,
+}
+
+/// tools/call over HTTP: toolhost with a token, toolhost without auth, minimal rmcp.
+fn http_round_trips(toolhost: &Path, plugins: &Path) {
+    let state = tempfile::tempdir().expect("temp dir");
+    let made = Command::new(toolhost)
+        .args(["token", "add", "bench"])
+        .env("XDG_CONFIG_HOME", plugins.join("no-config"))
+        .env("XDG_STATE_HOME", state.path())
+        .output()
+        .expect("make a token");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    let (child, port) = toolhost_http(toolhost, plugins, state.path(), true);
+    let with_token = HttpPeer::start(child, port, Some(token));
+    let (child, port) = toolhost_http(toolhost, plugins, state.path(), false);
+    let open = HttpPeer::start(child, port, None);
+    let mut rmcp_child = Command::new(std::env::current_exe().expect("own path"))
+        .env(ROLE, "rmcp-echo-http")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the minimal rmcp HTTP server");
+    let mut line = String::new();
+    BufReader::new(rmcp_child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its port");
+    let rmcp_port = line.trim().parse().expect("port");
+    let minimal = HttpPeer::start(rmcp_child, rmcp_port, None);
+    let mut subjects = [
+        ("toolhost --mcp http, bearer token", with_token),
+        ("toolhost --mcp http --no-auth", open),
+        ("minimal rmcp HTTP server (echo compiled in)", minimal),
+    ]
+    .map(|(name, peer)| HttpSubject {
+        name,
+        peer,
+        times: Vec::with_capacity(CALLS),
+    });
+    let params = json!({"name": "echo", "arguments": {"text": "hello"}});
+    for s in &mut subjects {
+        for _ in 0..WARMUP {
+            s.peer.call(&params);
+        }
+    }
+    for _ in 0..ROUNDS {
+        for s in &mut subjects {
+            for _ in 0..CALLS / ROUNDS {
+                let started = Instant::now();
+                let answer = s.peer.call(&params);
+                s.times.push(started.elapsed());
+                assert_ne!(
+                    answer["result"]["isError"],
+                    json!(true),
+                    "{}: {answer}",
+                    s.name
+                );
+            }
+        }
+    }
+    let medians: Vec<(&str, f64, f64)> = subjects
+        .iter_mut()
+        .map(|s| {
+            s.times.sort();
+            let n = s.times.len();
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            (s.name, us(s.times[n / 2]), us(s.times[n * 99 / 100]))
+        })
+        .collect();
+    println!(
+        "\ntools/call round trip over streamable HTTP (keep-alive, one session), median of \
+         {CALLS} calls ({ROUNDS} interleaved rounds) after {WARMUP} warm-up"
+    );
+    println!(
+        "{:<48} {:>10} {:>10} {:>12} {:>12}",
+        "server", "median us", "p99 us", "vs no-auth", "vs rmcp"
+    );
+    for (name, median, p99) in &medians {
+        println!(
+            "{name:<48} {median:>10.1} {p99:>10.1} {:>11.3}x {:>11.2}x",
+            median / medians[1].1,
+            median / medians[2].1
+        );
+    }
+    println!(
+        "authentication costs {:+.1} us per call ({:+.1}% of the round trip)",
+        medians[0].1 - medians[1].1,
+        (medians[0].1 / medians[1].1 - 1.0) * 100.0
+    );
 }
 
 fn toolhost_command(toolhost: &Path, plugins: &Path, control: &Path) -> Command {
@@ -245,6 +556,10 @@ fn list_changed_latency(toolhost: &Path, v1: &Path, v2: &Path) -> Vec<f64> {
 fn main() {
     if std::env::var_os(ROLE).is_some_and(|r| r == "rmcp-echo") {
         minimal_rmcp_server();
+        return;
+    }
+    if std::env::var_os(ROLE).is_some_and(|r| r == "rmcp-echo-http") {
+        minimal_rmcp_http_server();
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -335,6 +650,8 @@ fn main() {
             median / baseline
         );
     }
+
+    http_round_trips(&toolhost, dir.path());
 
     let mut latency = list_changed_latency(&toolhost, &v1, &v2);
     latency.sort_by(f64::total_cmp);
