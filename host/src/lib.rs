@@ -97,7 +97,7 @@ pub use policy::{
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use private::{
-    ensure_private_dir, is_private, open_private_file, read_small_file, tighten_existing,
+    effective_uid, ensure_private_dir, is_private, open_private_file, read_small_file, tighten_existing,
     write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};

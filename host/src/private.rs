@@ -12,6 +12,12 @@ use std::os::unix::fs::{
     DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
 };
 
+/// The effective uid of this process: the user whose files and sockets it trusts.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Creates `dir` (and missing parents) with mode 0700; an existing `dir` that group or
 /// others can reach is narrowed to 0700 with a log line. Parents that already exist are
 /// left alone.

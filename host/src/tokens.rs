@@ -167,13 +167,47 @@ impl TokenStore {
 
     fn read(&self) -> Result<TokenFile, TokenError> {
         match read_small(&self.path) {
-            Ok(bytes) => parse(&self.path, &bytes),
+            Ok(bytes) => {
+                self.check_owner()?;
+                parse(&self.path, &bytes)
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(TokenFile {
                 version: 1,
                 tokens: Vec::new(),
             }),
             Err(e) => Err(self.io("read")(e)),
         }
+    }
+
+    /// Whoever can write the token file can let anyone in: it must belong to this user
+    /// (or root) and be writable by nobody else.
+    fn check_owner(&self) -> Result<(), TokenError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = fs::metadata(&self.path).map_err(self.io("read"))?;
+        let me = crate::private::effective_uid();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(TokenError::Damaged {
+                path: self.path.clone(),
+                reason: format!(
+                    "it belongs to uid {}, not to this user (uid {me}), who could add tokens; \
+                     `chown {me} {}` if it is yours",
+                    meta.uid(),
+                    self.path.display()
+                ),
+            });
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(TokenError::Damaged {
+                path: self.path.clone(),
+                reason: format!(
+                    "group or others may write it (mode {:04o}), and so add tokens; \
+                     `chmod 600 {}`",
+                    meta.mode() & 0o7777,
+                    self.path.display()
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn write(&self, file: &TokenFile) -> Result<(), TokenError> {

@@ -65,8 +65,16 @@ impl Drop for Server {
     }
 }
 
-/// Starts `toolhost serve --mcp http` on a free port and returns it with its URL.
-fn http_server(plugins: &Path, control: &Path) -> (Server, String) {
+/// Starts `toolhost serve --mcp http` on a free port, with a bearer token made in `state`
+/// (its `XDG_STATE_HOME`); returns it with its URL and the token.
+fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String, String) {
+    let made = toolhost_command()
+        .args(["token", "add", "python-sdk"])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .expect("toolhost token add");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
     let mut child = toolhost_command()
         .args([
             "serve",
@@ -74,12 +82,12 @@ fn http_server(plugins: &Path, control: &Path) -> (Server, String) {
             "http",
             "--listen",
             "127.0.0.1:0",
-            "--no-auth",
             "--plugins",
         ])
         .arg(plugins)
         .arg("--control")
         .arg(control)
+        .env("XDG_STATE_HOME", state)
         .env("TOOLHOST_LOG", "info,rmcp=warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -98,7 +106,7 @@ fn http_server(plugins: &Path, control: &Path) -> (Server, String) {
     let url = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the server logs the URL it serves MCP at");
-    (server, url)
+    (server, url, token)
 }
 
 fn run_checks(transport: &str, mode: &str) {
@@ -122,9 +130,9 @@ fn run_checks(transport: &str, mode: &str) {
         .arg("--work")
         .arg(work.path());
     if transport == "http" {
-        let (server, url) = http_server(&plugins.path(), &control);
+        let (server, url, token) = http_server(&plugins.path(), &control, work.path());
         _server = server;
-        cmd.args(["--url", &url]);
+        cmd.args(["--url", &url, "--token", &token]);
     }
     let started = Instant::now();
     let out = cmd.output().expect("run the Python MCP client");

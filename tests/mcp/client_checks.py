@@ -3,7 +3,7 @@ a real client does, and checks what it sees. Run by the Rust integration tests
 (tests/it/mcp.rs), which build the plugins and pass the paths:
 
     client_checks.py --transport stdio|http --mode auto|legacy --plugins DIR
-        --toolhost BIN --control SOCK [--url URL] --echo-v2 SO --hello SO --work DIR
+        --toolhost BIN --control SOCK [--url URL [--token TOKEN]] --echo-v2 SO --hello SO --work DIR
 
 Exits 0 when every check passed; otherwise prints what failed and exits 1.
 """
@@ -22,6 +22,8 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 LIMIT = 20.0  # seconds any one wait may take before the check fails
 
@@ -73,6 +75,12 @@ class Checks:
                     control or a.control,
                 ],
                 env={"XDG_CONFIG_HOME": a.work, "TOOLHOST_LOG": "warn"},
+            )
+        elif a.token:
+            # The host needs a bearer token on every request.
+            server = streamable_http_client(
+                a.url,
+                http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {a.token}"}),
             )
         else:
             server = a.url
@@ -284,6 +292,7 @@ def main() -> int:
     for flag in ["transport", "mode", "plugins", "toolhost", "control", "echo_v2", "hello", "work"]:
         parser.add_argument("--" + flag.replace("_", "-"), required=True)
     parser.add_argument("--url")
+    parser.add_argument("--token")
     args = parser.parse_args()
     checks = Checks(args)
     try:
