@@ -54,14 +54,17 @@ mod dispatcher;
 mod error;
 mod loader;
 mod mcp;
+mod permissions;
 mod plugin;
 mod policy;
 mod private;
 mod registry;
+mod safe_open;
 mod serve;
 mod stats;
 mod text;
 mod tool;
+mod trust;
 mod watch;
 
 pub use availability::Availability;
@@ -71,8 +74,9 @@ pub use catalog::{
 };
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
-    HostConfig, LoadedConfig, McpConfig, ModelConfig, Profile, ProfileView, ReloadConfig,
-    ToolSettings, WithoutElicitation, default_config_path,
+    HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig,
+    Profile, ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation,
+    default_config_path,
 };
 pub use context::{
     Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
@@ -83,7 +87,10 @@ pub use control::{
 };
 pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
-pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
+pub use loader::{
+    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
+};
+pub use permissions::PermissionProblem;
 pub use mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
@@ -93,7 +100,8 @@ pub use policy::{
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use private::{
-    ensure_private_dir, is_private, open_private_file, tighten_existing, write_private_file,
+    ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
+    write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
 pub use serve::{
@@ -102,4 +110,7 @@ pub use serve::{
 pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
 pub use tool::{Requirements, Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;
+pub use trust::{
+    Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
+};
 pub use watch::{PluginWatcher, WatchConfig, WatchError};
