@@ -316,11 +316,16 @@ impl PluginCatalog {
             report.plugins_removed.push(key.1);
         }
         let seen_files: BTreeSet<&PathBuf> = seen.iter().map(|(_, f)| f).collect();
-        let unread_dirs: Vec<&PathBuf> = unread.iter().filter_map(|i| self.config.dirs.get(*i)).collect();
+        let unread_dirs: Vec<&PathBuf> = unread
+            .iter()
+            .filter_map(|i| self.config.dirs.get(*i))
+            .collect();
         state.load_errors.retain(|file, (fp, _)| {
             fp.is_none()
                 || seen_files.contains(file)
-                || unread_dirs.iter().any(|d| file.parent() == Some(d.as_path()))
+                || unread_dirs
+                    .iter()
+                    .any(|d| file.parent() == Some(d.as_path()))
         });
         if state.dirty {
             report.tools = self.swap_registry(&mut state);

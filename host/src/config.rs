@@ -519,9 +519,8 @@ impl LoadedConfig {
             }
         }
         if c.plugins.max_file_size == 0 {
-            return Err(self.invalid(
-                "`plugins.max_file_size` must be a positive number of bytes".to_owned(),
-            ));
+            return Err(self
+                .invalid("`plugins.max_file_size` must be a positive number of bytes".to_owned()));
         }
         self.trust_policy()
             .map_err(|e| self.invalid(e.to_string()))?;

@@ -74,9 +74,8 @@ pub use catalog::{
 };
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
-    HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig,
-    Profile, ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation,
-    default_config_path,
+    HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig, Profile,
+    ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
 };
 pub use context::{
     Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
@@ -90,10 +89,10 @@ pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
 };
-pub use permissions::PermissionProblem;
 pub use mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
+pub use permissions::PermissionProblem;
 pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,

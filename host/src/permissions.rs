@@ -47,7 +47,14 @@ pub struct PermissionProblem {
 fn describe(p: &PermissionProblem) -> String {
     let mut parts = Vec::new();
     if p.foreign_owner {
-        parts.push(format!("owned by another user than {} or root", p.host_user));
+        if p.host_user == "root" {
+            parts.push("owned by a user other than root".to_owned());
+        } else {
+            parts.push(format!(
+                "owned by a user other than {} or root",
+                p.host_user
+            ));
+        }
     }
     match (p.mode & 0o020 != 0, p.mode & 0o002 != 0) {
         (true, true) => parts.push("writable by group and others".to_owned()),
@@ -157,7 +164,13 @@ pub(crate) fn check_path(file: &Path) -> Result<(), PermissionCheck> {
         judge(&target, "the symlink's target", t.uid(), t.mode(), euid)?;
         let target_dir = parent_of(&target);
         let td = stat(&target_dir, true)?;
-        judge(&target_dir, "the target's directory", td.uid(), td.mode(), euid)?;
+        judge(
+            &target_dir,
+            "the target's directory",
+            td.uid(),
+            td.mode(),
+            euid,
+        )?;
     } else {
         judge(file, "the plugin file", link.uid(), link.mode(), euid)?;
     }
@@ -167,7 +180,13 @@ pub(crate) fn check_path(file: &Path) -> Result<(), PermissionCheck> {
 /// Checks the opened file (by its `fstat` metadata) again: catches a swap after
 /// [`check_path`].
 pub(crate) fn check_opened(file: &Path, meta: &fs::Metadata) -> Result<(), PermissionProblem> {
-    judge(file, "the plugin file", meta.uid(), meta.mode(), effective_uid())
+    judge(
+        file,
+        "the plugin file",
+        meta.uid(),
+        meta.mode(),
+        effective_uid(),
+    )
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -226,19 +245,22 @@ mod tests {
         assert!(text.contains("`chmod go-w /plugins/libx.so`"), "{text}");
         assert!(!text.contains("chown"), "{text}");
 
-        let sticky = judge(Path::new("/tmp"), "its directory", 0, 0o041777, 0)
-            .expect_err("world-writable");
+        let sticky =
+            judge(Path::new("/tmp"), "its directory", 0, 0o041777, 0).expect_err("world-writable");
         assert!(sticky.to_string().contains("writable by group and others"));
 
         let foreign = judge(p, "the plugin file", 4242, 0o100644, 0).expect_err("foreign");
         let text = foreign.to_string();
-        assert!(text.contains("owned by another user"), "{text}");
+        assert!(text.contains("owned by a user other than root"), "{text}");
         assert!(text.contains("uid 4242"), "{text}");
         assert!(text.contains("`chown root /plugins/libx.so`"), "{text}");
 
-        let odd = judge(Path::new("/a b/x.so"), "the plugin file", 0, 0o100666, 0)
-            .expect_err("others");
-        assert!(odd.to_string().contains("`chmod go-w '/a b/x.so'`"), "{odd}");
+        let odd =
+            judge(Path::new("/a b/x.so"), "the plugin file", 0, 0o100666, 0).expect_err("others");
+        assert!(
+            odd.to_string().contains("`chmod go-w '/a b/x.so'`"),
+            "{odd}"
+        );
     }
 
     #[test]

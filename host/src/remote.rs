@@ -92,11 +92,19 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let loading = match host_config.load_policy() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut config = ServeConfig {
         catalog: CatalogConfig {
             dirs: args.dirs,
             max_generations: args.max_generations,
             risk_overrides: host_config.risk_overrides(),
+            loading,
             ..CatalogConfig::default()
         },
         watch: args.watch.then(WatchConfig::default),

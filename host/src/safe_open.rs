@@ -94,8 +94,7 @@ pub(crate) fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, OpenError>
         });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(OpenError::TooLarge {
             size: bytes.len() as u64,

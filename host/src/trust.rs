@@ -203,8 +203,8 @@ impl TrustStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::private::ensure_private_dir(dir).map_err(write_err)?;
         }
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| write_err(std::io::Error::other(e)))?;
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| write_err(std::io::Error::other(e)))?;
         crate::private::write_private_file(path, format!("{text}\n").as_bytes()).map_err(write_err)
     }
 
@@ -415,7 +415,12 @@ mod tests {
     fn the_trust_file_round_trips_privately_and_pins_are_removed_by_hash_or_file() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("state").join("trust.json");
-        assert!(TrustStore::load(&path).expect("missing is empty").pins.is_empty());
+        assert!(
+            TrustStore::load(&path)
+                .expect("missing is empty")
+                .pins
+                .is_empty()
+        );
         let mut store = TrustStore::default();
         let pin = |sha: &str, file: &str| Pin {
             sha256: sha.to_owned(),

@@ -14,3 +14,4 @@ mod registry;
 mod reload;
 mod serve;
 mod support;
+mod trust;
