@@ -53,10 +53,10 @@ pub enum LoadErrorKind {
     },
     /// Users other than the host's and root could change the file or its directory.
     #[error(transparent)]
-    Permissions(crate::permissions::PermissionProblem),
+    Permissions(Box<crate::permissions::PermissionProblem>),
     /// The trust mode refuses it (not pinned, not signed by a listed publisher).
     #[error(transparent)]
-    Untrusted(#[from] crate::trust::TrustRefusal),
+    Untrusted(Box<crate::trust::TrustRefusal>),
     /// The file does not start like a shared library.
     #[error(
         "not a shared library (no ELF header, {size} bytes); if it is still being copied, \
@@ -152,6 +152,18 @@ pub enum LoadErrorKind {
         /// abi_stable's message.
         reason: String,
     },
+}
+
+impl From<crate::trust::TrustRefusal> for LoadErrorKind {
+    fn from(refusal: crate::trust::TrustRefusal) -> Self {
+        LoadErrorKind::Untrusted(Box::new(refusal))
+    }
+}
+
+impl From<crate::permissions::PermissionProblem> for LoadErrorKind {
+    fn from(problem: crate::permissions::PermissionProblem) -> Self {
+        LoadErrorKind::Permissions(Box::new(problem))
+    }
 }
 
 impl LoadErrorKind {

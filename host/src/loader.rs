@@ -267,7 +267,7 @@ impl PluginLoader {
         }
         if self.policy.strict_permissions {
             permissions::check_path(file).map_err(|e| match e {
-                PermissionCheck::Refused(p) => LoadErrorKind::Permissions(p),
+                PermissionCheck::Refused(p) => LoadErrorKind::from(p),
                 PermissionCheck::Io { source, .. } => LoadErrorKind::Io {
                     action: "check the permissions of the file and its directory",
                     source,
@@ -283,7 +283,7 @@ impl PluginLoader {
             },
         })?;
         if self.policy.strict_permissions {
-            permissions::check_opened(file, &opened).map_err(LoadErrorKind::Permissions)?;
+            permissions::check_opened(file, &opened)?;
         }
         if opened.len() > limit {
             return Err(LoadErrorKind::TooLarge {

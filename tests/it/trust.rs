@@ -181,6 +181,16 @@ fn files_others_can_change_are_refused_with_owner_mode_and_fix_while_good_plugin
     if let Some(user) = &other {
         let theirs = dir.install("toolhost_memory");
         user.chown(&theirs);
+        // What the world-writable folder invites: another user plants a plugin in it.
+        let bait = shared.path().join("libsearch.so");
+        fs::copy(so("toolhost_session_search"), &bait).expect("copy");
+        let planted = user
+            .command("cp")
+            .arg(&bait)
+            .arg(open_folder.path().join("libsearch.so"))
+            .status()
+            .expect("run cp as the other user");
+        assert!(planted.success(), "the other user could not plant the file");
     }
 
     let config = sandbox.config("");
@@ -233,6 +243,11 @@ fn files_others_can_change_are_refused_with_owner_mode_and_fix_while_good_plugin
             "{theirs}"
         );
         assert!(theirs.contains("`chown root "), "{theirs}");
+        let planted = line_naming(&stderr, "libsearch.so");
+        assert!(
+            planted.contains("writable by group and others"),
+            "{planted}"
+        );
     }
 
     // Development: everything loads, with a warning.
@@ -247,6 +262,7 @@ fn files_others_can_change_are_refused_with_owner_mode_and_fix_while_good_plugin
     ];
     if other.is_some() {
         expected.push("libtoolhost_memory.so");
+        expected.push("libsearch.so");
         expected.sort();
     }
     assert_eq!(listed_files(&out), expected, "{stderr}");
