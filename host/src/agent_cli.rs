@@ -108,7 +108,7 @@ fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     })?;
-    let loader = new_loader()?;
+    let loader = new_loader(config)?;
     let (_report, registry, profile) = setup(config, &loader, &a.dirs, a.profile.as_deref())?;
     let terminal = std::io::stdin().is_terminal();
     let approver: Arc<dyn toolhost::Approver> = if a.yes {

@@ -8,6 +8,12 @@
 //! the swap see the new one. Old generations stay mapped (libraries are never unloaded),
 //! so the catalog counts them and estimates the memory they keep.
 //!
+//! A rescan never unloads on an I/O error: a directory that cannot be read (EMFILE, EIO,
+//! EACCES) keeps every plugin loaded from it serving, with the error in status and the
+//! log, and the watcher retries with backoff. Only a successful read of the directory
+//! that no longer lists a file removes it. A file that cannot be read keeps its loaded
+//! generation the same way.
+//!
 //! Weak spot: a file that is still being written is recognised by its ELF headers
 //! describing more bytes than it has, plus a recent mtime; such a file is left pending
 //! and looked at again, never loaded half-written.
@@ -23,7 +29,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::error::LoadErrorKind;
-use crate::loader::PluginLoader;
+use crate::loader::{LoadPolicy, PluginLoader};
 use crate::plugin::LoadedPlugin;
 use crate::policy::{RiskOverride, apply_risk_overrides};
 use crate::registry::ToolRegistry;
@@ -40,6 +46,8 @@ pub struct CatalogConfig {
     pub settle: Duration,
     /// Operator overrides of declared risks, applied to every registry built.
     pub risk_overrides: BTreeMap<String, RiskOverride>,
+    /// Which files may load (permissions, size, trust mode).
+    pub loading: LoadPolicy,
 }
 
 impl Default for CatalogConfig {
@@ -49,6 +57,7 @@ impl Default for CatalogConfig {
             max_generations: 64,
             settle: Duration::from_secs(2),
             risk_overrides: BTreeMap::new(),
+            loading: LoadPolicy::default(),
         }
     }
 }
@@ -88,6 +97,10 @@ pub struct ReloadReport {
     pub errors: Vec<String>,
     /// Files that look half-written; they are looked at again later.
     pub pending: Vec<PathBuf>,
+    /// Directories and files that could not be read (an I/O error such as EMFILE or
+    /// EIO): what was loaded from them keeps serving, and the watcher rescans again
+    /// with backoff.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// One loaded plugin file, as status shows it.
@@ -217,7 +230,7 @@ impl PluginCatalog {
         let state = State::default();
         let status = RwLock::new(Arc::new(snapshot(&state, &config)));
         Ok(PluginCatalog {
-            loader: PluginLoader::new()?,
+            loader: PluginLoader::with_policy(config.loading.clone())?,
             config,
             state: Mutex::new(state),
             registry: RwLock::new(Arc::new(ToolRegistry::new())),
@@ -252,16 +265,35 @@ impl PluginCatalog {
         state.pending.clear();
         // Directory errors are looked at afresh; file errors stay until the file changes.
         state.load_errors.retain(|_, (fp, _)| fp.is_some());
+        // Directories that could not be read: nothing loaded from them counts as gone.
+        let mut unread: BTreeSet<usize> = BTreeSet::new();
         for (index, dir) in self.config.dirs.iter().enumerate() {
             let files = match PluginLoader::scan_dir(dir) {
                 Ok(files) => files,
                 Err(e) => {
-                    let msg = format!(
-                        "{}: could not read the plugin directory: {e}; create it or fix --plugins",
-                        dir.display()
-                    );
+                    unread.insert(index);
+                    let serving = state.entries.keys().filter(|(i, _)| *i == index).count();
+                    let msg = if e.kind() == io::ErrorKind::NotFound && serving == 0 {
+                        format!(
+                            "{}: could not read the plugin directory: {e}; create it or fix --plugins",
+                            dir.display()
+                        )
+                    } else {
+                        format!(
+                            "{}: could not read the plugin directory: {e}; the {serving} plugins \
+                             loaded from it keep serving, and it is read again shortly",
+                            dir.display()
+                        )
+                    };
+                    tracing::warn!("{msg}");
+                    for ((i, _), entry) in state.entries.iter_mut() {
+                        if *i == index {
+                            entry.last_error = Some(msg.clone());
+                        }
+                    }
                     state.load_errors.insert(dir.clone(), (None, msg.clone()));
                     report.errors.push(msg);
+                    report.unreadable.push(dir.clone());
                     continue;
                 }
             };
@@ -274,7 +306,7 @@ impl PluginCatalog {
         let gone: Vec<(usize, PathBuf)> = state
             .entries
             .keys()
-            .filter(|k| !seen.contains(*k))
+            .filter(|k| !seen.contains(*k) && !unread.contains(&k.0))
             .cloned()
             .collect();
         for key in gone {
@@ -284,9 +316,17 @@ impl PluginCatalog {
             report.plugins_removed.push(key.1);
         }
         let seen_files: BTreeSet<&PathBuf> = seen.iter().map(|(_, f)| f).collect();
-        state
-            .load_errors
-            .retain(|file, (fp, _)| fp.is_none() || seen_files.contains(file));
+        let unread_dirs: Vec<&PathBuf> = unread
+            .iter()
+            .filter_map(|i| self.config.dirs.get(*i))
+            .collect();
+        state.load_errors.retain(|file, (fp, _)| {
+            fp.is_none()
+                || seen_files.contains(file)
+                || unread_dirs
+                    .iter()
+                    .any(|d| file.parent() == Some(d.as_path()))
+        });
         if state.dirty {
             report.tools = self.swap_registry(&mut state);
             state.dirty = false;
@@ -320,6 +360,7 @@ impl PluginCatalog {
         let fingerprint = match fingerprint(&file) {
             Ok(f) => f,
             Err(e) => {
+                report.unreadable.push(file.clone());
                 record_failure(state, &key, None, unreadable(e), report);
                 return;
             }
@@ -347,7 +388,14 @@ impl PluginCatalog {
         if let Some(entry) = state.entries.get_mut(&key)
             && entry.plugin.size == fingerprint.len
         {
-            match fs::File::open(&file).and_then(crate::loader::sha256_hex) {
+            let limit = self.config.loading.max_file_size;
+            let hashed = crate::safe_open::open_regular(&file)
+                .map_err(|e| match e {
+                    crate::safe_open::OpenError::Io(e) => e,
+                    other => io::Error::other(other.to_string()),
+                })
+                .and_then(|(f, _)| crate::loader::sha256_hex(io::Read::take(f, limit)));
+            match hashed {
                 Ok(sha256) if sha256 == entry.plugin.sha256 => {
                     entry.fingerprint = fingerprint;
                     entry.last_error = None;
@@ -356,6 +404,7 @@ impl PluginCatalog {
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    report.unreadable.push(file.clone());
                     record_failure(state, &key, None, unreadable(e), report);
                     return;
                 }
@@ -416,7 +465,14 @@ impl PluginCatalog {
                     state.pending.insert(file.clone());
                     report.pending.push(file);
                 } else {
-                    record_failure(state, &key, Some(fingerprint), e.to_string(), report);
+                    if e.kind.is_io() {
+                        report.unreadable.push(file.clone());
+                    }
+                    // A verdict that can change while the file does not (an I/O error,
+                    // its directory's permissions, the trust file) is looked at again on
+                    // every rescan; the others wait until the file changes.
+                    let fingerprint = (!e.kind.may_pass_later()).then_some(fingerprint);
+                    record_failure(state, &key, fingerprint, e.to_string(), report);
                 }
             }
         }

@@ -21,12 +21,23 @@
 //! watch = true
 //! max_generations = 64
 //!
+//! [plugins]
+//! strict_permissions = true
+//! max_file_size = 268435456
+//!
+//! [trust]
+//! mode = "pinned"                      # or "any" (the default) or "signed"
+//! publishers = ["RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3"]
+//!
 //! [toolsets]
 //! text = ["json_query", "text_stats"]
 //!
 //! [tools.write_file]
 //! risk = "deny"
 //! ```
+//!
+//! Config files are read the careful way (`safe_open.rs`): a regular file of at most
+//! 1 MiB, so a config path that is `/dev/zero` or a FIFO fails at once with its name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,9 +45,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::loader::{DEFAULT_MAX_FILE_SIZE, LoadPolicy};
 use crate::policy::RiskOverride;
 use crate::registry::ToolRegistry;
 use crate::tool::Risk;
+use crate::trust::{PublisherEntry, TrustMode, TrustPolicy};
+
+/// The largest config file (host or profile) read.
+pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;
 
 /// The host's configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -64,6 +80,12 @@ pub struct HostConfig {
     /// Hot reload.
     #[serde(default)]
     pub reload: ReloadConfig,
+    /// Which plugin files are considered at all.
+    #[serde(default)]
+    pub plugins: PluginsConfig,
+    /// Trust modes: pinned or signed plugin files only.
+    #[serde(default)]
+    pub trust: TrustConfig,
     /// Named tool lists, used in profiles as `"@name"`.
     #[serde(default)]
     pub toolsets: BTreeMap<String, Vec<String>>,
@@ -170,6 +192,8 @@ impl Default for HostConfig {
             approval: ApprovalConfig::default(),
             availability: AvailabilityConfig::default(),
             reload: ReloadConfig::default(),
+            plugins: PluginsConfig::default(),
+            trust: TrustConfig::default(),
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
             mcp: McpConfig::default(),
@@ -307,6 +331,40 @@ impl Default for ReloadConfig {
     }
 }
 
+/// `[plugins]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// Refuse plugin files (and their directories, and symlink targets) that a user
+    /// other than the host's or root could change. `false` is for development only and is
+    /// logged as a warning.
+    pub strict_permissions: bool,
+    /// Plugin files larger than this (bytes) are refused before they are read.
+    pub max_file_size: u64,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            strict_permissions: true,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
+
+/// `[trust]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustConfig {
+    /// `any` (default), `pinned` or `signed`.
+    pub mode: TrustMode,
+    /// Minisign public keys whose signatures `signed` mode accepts.
+    pub publishers: Vec<PublisherEntry>,
+    /// The trust file (pins). Default: `trust.json` in the state directory
+    /// (`$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`).
+    pub file: Option<PathBuf>,
+}
+
 /// `[tools.NAME]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -340,6 +398,19 @@ pub enum ConfigError {
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// The path is not a regular file of at most 1 MiB (a FIFO, a device, a directory, a
+    /// huge file): it was not read.
+    #[error(
+        "could not read the config file {}: {reason}; a config file must be a regular file \
+         of at most 1 MiB",
+        path.display()
+    )]
+    NotAConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        reason: String,
     },
     /// The file is not valid (syntax, unknown key, wrong type): toml's message names the
     /// line, the column and the key.
@@ -397,17 +468,6 @@ pub fn default_config_path() -> PathBuf {
         .join("config.toml")
 }
 
-/// Where the host keeps its own state (tokens, trusted plugins):
-/// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`.
-pub fn default_state_dir() -> PathBuf {
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("toolhost")
-}
-
 /// A loaded configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
@@ -425,15 +485,17 @@ impl LoadedConfig {
             Some(p) => (p.to_path_buf(), true),
             None => (default_config_path(), false),
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_config_text(&path) {
             Ok(t) => t,
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ConfigError::Read { source, .. })
+                if !required && source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 return Ok(LoadedConfig {
                     config: HostConfig::default(),
                     file: None,
                 });
             }
-            Err(source) => return Err(ConfigError::Read { path, source }),
+            Err(e) => return Err(e),
         };
         let mut config: HostConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.clone(),
@@ -451,6 +513,7 @@ impl LoadedConfig {
         config.profiles_dir = config.profiles_dir.as_ref().map(resolve);
         config.control_socket = config.control_socket.as_ref().map(resolve);
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
+        config.trust.file = config.trust.file.as_ref().map(resolve);
         let loaded = LoadedConfig {
             config,
             file: Some(path),
@@ -507,6 +570,12 @@ impl LoadedConfig {
                 }
             }
         }
+        if c.plugins.max_file_size == 0 {
+            return Err(self
+                .invalid("`plugins.max_file_size` must be a positive number of bytes".to_owned()));
+        }
+        self.trust_policy()
+            .map_err(|e| self.invalid(e.to_string()))?;
         for (tool, settings) in &c.tools {
             if settings.risk.is_none() {
                 return Err(self.invalid(format!(
@@ -518,13 +587,33 @@ impl LoadedConfig {
     }
 
     /// The bearer-token file of MCP over HTTP: `[mcp] tokens_file`, else `tokens.json` in
-    /// the state directory.
-    pub fn tokens_file(&self) -> PathBuf {
+    /// the state directory (`None` when neither `XDG_STATE_HOME` nor `HOME` is set).
+    pub fn tokens_file(&self) -> Option<PathBuf> {
         self.config
             .mcp
             .tokens_file
             .clone()
-            .unwrap_or_else(|| default_state_dir().join("tokens.json"))
+            .or_else(|| crate::private::state_dir().map(|d| d.join("tokens.json")))
+    }
+
+    /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
+    /// (`[trust] file`, else `trust.json` in [`crate::state_dir`]).
+    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::trust::TrustError> {
+        let t = &self.config.trust;
+        let file = t
+            .file
+            .clone()
+            .or_else(|| crate::private::state_dir().map(|d| d.join("trust.json")));
+        TrustPolicy::new(t.mode, &t.publishers, file)
+    }
+
+    /// Which plugin files may load: `[plugins]` and `[trust]`.
+    pub fn load_policy(&self) -> Result<LoadPolicy, crate::trust::TrustError> {
+        Ok(LoadPolicy {
+            strict_permissions: self.config.plugins.strict_permissions,
+            max_file_size: self.config.plugins.max_file_size,
+            trust: self.trust_policy()?,
+        })
     }
 
     /// The risk overrides of `[tools.*]`.
@@ -687,9 +776,11 @@ impl Profile {
                 file,
             });
         }
-        let text = match std::fs::read_to_string(&file) {
+        let text = match read_config_text(&file) {
             Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ConfigError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 if name != config.config.default_profile {
                     return Err(ConfigError::NoProfile {
                         profile: name.to_owned(),
@@ -698,7 +789,7 @@ impl Profile {
                 }
                 None
             }
-            Err(source) => return Err(ConfigError::Read { path: file, source }),
+            Err(e) => return Err(e),
         };
         let parsed = match text {
             Some(t) => toml::from_str::<ProfileFile>(&t).map_err(|e| ConfigError::Parse {
@@ -776,6 +867,22 @@ impl Profile {
             None => Ok(view.registry),
         }
     }
+}
+
+/// Reads a config file the careful way: a regular file (opened without blocking) of at
+/// most [`MAX_CONFIG_FILE_SIZE`] bytes.
+fn read_config_text(path: &Path) -> Result<String, ConfigError> {
+    use crate::safe_open::OpenError;
+    crate::safe_open::read_capped_text(path, MAX_CONFIG_FILE_SIZE).map_err(|e| match e {
+        OpenError::Io(source) => ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => ConfigError::NotAConfigFile {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 /// Expands `@toolset` entries; unknown toolsets are an error naming them.

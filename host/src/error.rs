@@ -31,6 +31,32 @@ pub enum LoadErrorKind {
         /// The cause.
         source: io::Error,
     },
+    /// Not a regular file: a FIFO, a device, a directory or a socket named like a plugin.
+    #[error(
+        "not a regular file (it is {kind}); toolhost loads only regular files and did not \
+         open it: remove it from the plugin directory"
+    )]
+    NotARegularFile {
+        /// What it is, e.g. "a FIFO".
+        kind: &'static str,
+    },
+    /// Larger than `[plugins] max_file_size`.
+    #[error(
+        "{size} bytes, more than [plugins] max_file_size ({limit} bytes), so it was not read; \
+         if it really is a plugin, raise max_file_size, otherwise remove it"
+    )]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Users other than the host's and root could change the file or its directory.
+    #[error(transparent)]
+    Permissions(Box<crate::permissions::PermissionProblem>),
+    /// The trust mode refuses it (not pinned, not signed by a listed publisher).
+    #[error(transparent)]
+    Untrusted(Box<crate::trust::TrustRefusal>),
     /// The file does not start like a shared library.
     #[error(
         "not a shared library (no ELF header, {size} bytes); if it is still being copied, \
@@ -128,6 +154,18 @@ pub enum LoadErrorKind {
     },
 }
 
+impl From<crate::trust::TrustRefusal> for LoadErrorKind {
+    fn from(refusal: crate::trust::TrustRefusal) -> Self {
+        LoadErrorKind::Untrusted(Box::new(refusal))
+    }
+}
+
+impl From<crate::permissions::PermissionProblem> for LoadErrorKind {
+    fn from(problem: crate::permissions::PermissionProblem) -> Self {
+        LoadErrorKind::Permissions(Box::new(problem))
+    }
+}
+
 impl LoadErrorKind {
     /// Whether the failed load left a library mapped in the process (it got past dlopen),
     /// which counts against the memory old generations keep.
@@ -135,11 +173,31 @@ impl LoadErrorKind {
         !matches!(
             self,
             LoadErrorKind::Io { .. }
+                | LoadErrorKind::NotARegularFile { .. }
+                | LoadErrorKind::TooLarge { .. }
+                | LoadErrorKind::Permissions(_)
+                | LoadErrorKind::Untrusted(_)
                 | LoadErrorKind::NotASharedLibrary { .. }
                 | LoadErrorKind::Truncated { .. }
                 | LoadErrorKind::ChangedWhileLoading
                 | LoadErrorKind::Open { .. }
         )
+    }
+
+    /// Whether the verdict can change without the file changing (an I/O error, the
+    /// permissions of its directory, the trust file): such a failure is looked at again
+    /// on every rescan instead of waiting for the file to change.
+    pub fn may_pass_later(&self) -> bool {
+        matches!(
+            self,
+            LoadErrorKind::Io { .. } | LoadErrorKind::Permissions(_) | LoadErrorKind::Untrusted(_)
+        )
+    }
+
+    /// Whether the file could not be read (EMFILE, EIO, a permission that flaps): worth
+    /// retrying soon, with backoff.
+    pub fn is_io(&self) -> bool {
+        matches!(self, LoadErrorKind::Io { .. })
     }
 
     /// Whether the file looks like it is still being written.

@@ -55,16 +55,19 @@ mod error;
 mod loader;
 mod mcp;
 mod mcp_http;
+mod permissions;
 mod plugin;
 mod policy;
 mod private;
 mod registry;
 mod rlimit;
+mod safe_open;
 mod serve;
 mod stats;
 mod text;
 mod tokens;
 mod tool;
+mod trust;
 mod watch;
 
 pub use availability::Availability;
@@ -74,8 +77,8 @@ pub use catalog::{
 };
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
-    HostConfig, LoadedConfig, McpConfig, ModelConfig, Profile, ProfileView, ReloadConfig,
-    ToolSettings, WithoutElicitation, default_config_path, default_state_dir,
+    HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig, Profile,
+    ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
 };
 pub use context::{
     Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
@@ -86,19 +89,22 @@ pub use control::{
 };
 pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
-pub use loader::{LIBRARY_EXTENSION, LoadReport, PluginLoader};
+pub use loader::{
+    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
+};
 pub use mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use mcp_http::{HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options};
+pub use permissions::PermissionProblem;
 pub use plugin::LoadedPlugin;
 pub use policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use private::{
-    effective_uid, ensure_private_dir, is_private, open_private_file, read_small_file, tighten_existing,
-    write_private_file,
+    effective_uid, ensure_private_dir, is_private, open_private_file, read_small_file, state_dir,
+    tighten_existing, write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
 pub use rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
@@ -111,4 +117,7 @@ pub use tokens::{
 };
 pub use tool::{Requirements, Risk, Tool, ToolError, ToolOrigin, ToolSpec};
 pub use toolhost_plugin_api::API_VERSION;
+pub use trust::{
+    Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
+};
 pub use watch::{PluginWatcher, WatchConfig, WatchError};

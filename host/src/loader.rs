@@ -2,6 +2,14 @@
 //! private copy, runs abi_stable's version and layout checks and the host's own checks,
 //! and turns every failure into one clear [`PluginLoadError`] per file.
 //!
+//! It looks before it copies, in this order, and nothing of the file runs before the
+//! last step: `stat` (regular file, size within [`LoadPolicy::max_file_size`]); strict
+//! permissions of the file, its directory and a symlink's target (see
+//! `permissions.rs`); open without blocking and `fstat` the descriptor (regular, size,
+//! permissions again: a swap is caught); the ELF header from that descriptor; the copy,
+//! hashed and fed to the signature verifier from the same reads, with a change during the
+//! copy refused; the trust decision (`trust.rs`) on those bytes; only then dlopen.
+//!
 //! Why a private copy: dlopen caches libraries by path and inode, so loading a replaced
 //! file at the same path can return the old library, and writing over a mapped library
 //! crashes the process. Each load copies the file to a unique path in a private directory,
@@ -9,7 +17,7 @@
 //! references into them), so each load keeps its mapping until the process exits.
 
 use std::fs;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +29,11 @@ use toolhost_plugin_api::API_VERSION;
 use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
 
 use crate::error::{LoadErrorKind, PluginLoadError};
+use crate::permissions::{self, PermissionCheck};
 use crate::plugin::{LoadedPlugin, PluginTool};
+use crate::safe_open::{self, OpenError};
 use crate::tool::{Tool, ToolOrigin};
+use crate::trust::{TrustPolicy, TrustRefusal};
 
 /// The file extension of shared libraries on this platform (`so` on Linux).
 pub const LIBRARY_EXTENSION: &str = std::env::consts::DLL_EXTENSION;
@@ -38,18 +49,67 @@ pub struct LoadReport {
     pub errors: Vec<PluginLoadError>,
 }
 
+/// The default of [`LoadPolicy::max_file_size`]: 256 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 256 * 1024 * 1024;
+
+/// Which files may load at all (`[plugins]` and `[trust]` in the config).
+#[derive(Debug, Clone)]
+pub struct LoadPolicy {
+    /// Refuse files that users other than the host's and root could change (OpenSSH
+    /// `StrictModes`). On by default; off only for development.
+    pub strict_permissions: bool,
+    /// Files larger than this are refused before a byte is read.
+    pub max_file_size: u64,
+    /// Pinned or signed files only, or any.
+    pub trust: TrustPolicy,
+}
+
+impl Default for LoadPolicy {
+    fn default() -> Self {
+        LoadPolicy {
+            strict_permissions: true,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            trust: TrustPolicy::default(),
+        }
+    }
+}
+
+/// What the static checks learned about a file, without running any of its code.
+#[derive(Debug)]
+pub struct FileFacts {
+    /// The operator's path.
+    pub file: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The sha256 of its bytes (lowercase hex).
+    pub sha256: String,
+    /// Its owner's uid.
+    pub uid: u32,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Why the trust mode would refuse it (`None`: it would load).
+    pub untrusted: Option<TrustRefusal>,
+}
+
 /// Loads plugin files. One loader per process is enough; it owns the private directory
 /// that load copies pass through.
 #[derive(Debug)]
 pub struct PluginLoader {
     private_dir: PathBuf,
     copies: AtomicU64,
+    policy: LoadPolicy,
 }
 
 impl PluginLoader {
-    /// A loader whose private copies go to a fresh directory (mode 0700) under the
-    /// system's temporary directory.
+    /// A loader with the default policy (strict permissions, any trust mode) whose
+    /// private copies go to a fresh directory (mode 0700) under the system's temporary
+    /// directory.
     pub fn new() -> io::Result<PluginLoader> {
+        PluginLoader::with_policy(LoadPolicy::default())
+    }
+
+    /// A loader with `policy`; see [`PluginLoader::new`].
+    pub fn with_policy(policy: LoadPolicy) -> io::Result<PluginLoader> {
         let base = std::env::temp_dir();
         let pid = std::process::id();
         let mut attempt = 0u32;
@@ -64,6 +124,7 @@ impl PluginLoader {
                     return Ok(PluginLoader {
                         private_dir: dir,
                         copies: AtomicU64::new(0),
+                        policy,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
@@ -74,22 +135,22 @@ impl PluginLoader {
         }
     }
 
-    /// The shared libraries in `dir`, sorted by file name. Other files are skipped
-    /// quietly; so are hidden files and editors' temporary files.
+    /// The policy files are judged by.
+    pub fn policy(&self) -> &LoadPolicy {
+        &self.policy
+    }
+
+    /// The names in `dir` that look like shared libraries (the platform's extension, not
+    /// hidden, not an editor's backup), sorted. Nothing is opened or `stat`ed here: what
+    /// each one is (a FIFO, a directory, a regular file) is the loader's business, and a
+    /// failed `stat` must not make a loaded plugin look gone. An error reading the
+    /// directory, even part-way, is an error for the whole directory: a partial listing
+    /// must never count as "these files are gone".
     pub fn scan_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         for entry in fs::read_dir(dir)? {
-            // An entry that vanished or cannot be read is skipped; the rest still load.
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), "skipping an unreadable directory entry: {e}");
-                    continue;
-                }
-            };
-            let path = entry.path();
-            // `metadata` follows symlinks: a link to a library counts, a link to a directory does not.
-            if is_plugin_candidate(&path) && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            let path = entry?.path();
+            if is_plugin_candidate(&path) {
                 files.push(path);
             }
         }
@@ -142,7 +203,101 @@ impl PluginLoader {
         })
     }
 
+    /// Runs the checks that need no code of the file: type, size, permissions, ELF
+    /// header, sha256 and the trust mode's verdict (in [`FileFacts::untrusted`]). Loading a
+    /// file runs its initialisers; this does not.
+    pub fn inspect(&self, file: &Path) -> Result<FileFacts, PluginLoadError> {
+        self.inspect_inner(file).map_err(|kind| PluginLoadError {
+            file: file.to_path_buf(),
+            kind,
+        })
+    }
+
+    fn inspect_inner(&self, file: &Path) -> Result<FileFacts, LoadErrorKind> {
+        let (src, before) = self.open_checked(file)?;
+        let expect = self.policy.trust.expect(file)?;
+        let mut verifier = expect.verifier();
+        let limit = self.policy.max_file_size;
+        let (sha256, size) = hash_copy((&src).take(limit.saturating_add(1)), io::sink(), |c| {
+            if let Some(v) = verifier.as_mut() {
+                v.update(c);
+            }
+        })
+        .map_err(|source| LoadErrorKind::Io {
+            action: "read the file",
+            source,
+        })?;
+        check_unchanged(&src, &before, size, limit)?;
+        #[cfg(unix)]
+        let (uid, mode) = {
+            use std::os::unix::fs::MetadataExt as _;
+            (before.uid(), before.mode())
+        };
+        #[cfg(not(unix))]
+        let (uid, mode) = (0, 0);
+        Ok(FileFacts {
+            file: file.to_path_buf(),
+            size,
+            untrusted: expect.decide(file, &sha256, verifier).err(),
+            sha256,
+            uid,
+            mode,
+        })
+    }
+
+    /// The checks before anything is copied: `stat` (regular file, size), the paths'
+    /// permissions, then open without blocking and check the descriptor (regular, size,
+    /// permissions again, ELF header). Returns the open file and its `fstat`.
+    fn open_checked(&self, file: &Path) -> Result<(fs::File, fs::Metadata), LoadErrorKind> {
+        let limit = self.policy.max_file_size;
+        let meta = fs::metadata(file).map_err(|source| LoadErrorKind::Io {
+            action: "look at the file",
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(LoadErrorKind::NotARegularFile {
+                kind: safe_open::kind_of(&meta.file_type()),
+            });
+        }
+        if meta.len() > limit {
+            return Err(LoadErrorKind::TooLarge {
+                size: meta.len(),
+                limit,
+            });
+        }
+        if self.policy.strict_permissions {
+            permissions::check_path(file).map_err(|e| match e {
+                PermissionCheck::Refused(p) => LoadErrorKind::from(p),
+                PermissionCheck::Io { source, .. } => LoadErrorKind::Io {
+                    action: "check the permissions of the file and its directory",
+                    source,
+                },
+            })?;
+        }
+        let (src, opened) = safe_open::open_regular(file).map_err(|e| match e {
+            OpenError::NotRegular { kind } => LoadErrorKind::NotARegularFile { kind },
+            OpenError::TooLarge { size, limit } => LoadErrorKind::TooLarge { size, limit },
+            OpenError::Io(source) => LoadErrorKind::Io {
+                action: "open the file",
+                source,
+            },
+        })?;
+        if self.policy.strict_permissions {
+            permissions::check_opened(file, &opened)?;
+        }
+        if opened.len() > limit {
+            return Err(LoadErrorKind::TooLarge {
+                size: opened.len(),
+                limit,
+            });
+        }
+        check_elf_header(&src, opened.len())?;
+        Ok((src, opened))
+    }
+
     fn load_inner(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        let (src, before) = self.open_checked(file)?;
+        let expect = self.policy.trust.expect(file)?;
         let n = self.copies.fetch_add(1, Ordering::Relaxed);
         let stem = file
             .file_stem()
@@ -151,9 +306,16 @@ impl PluginLoader {
         let copy = self
             .private_dir
             .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"));
-        let copied = copy_and_hash(file, &copy);
-        // Every check runs on the private copy: the operator's file may change meanwhile.
+        let mut verifier = expect.verifier();
+        let copied = copy_and_hash(&src, &before, &copy, self.policy.max_file_size, |c| {
+            if let Some(v) = verifier.as_mut() {
+                v.update(c);
+            }
+        });
+        // Every check from here runs on the private copy: the operator's file may change
+        // meanwhile. The trust verdict is on the bytes copied.
         let loaded = copied.and_then(|(sha256, size)| {
+            expect.decide(file, &sha256, verifier)?;
             let mut plugin = self.load_copy(file, &copy, &sha256)?;
             plugin.sha256 = sha256;
             plugin.size = size;
@@ -170,7 +332,19 @@ impl PluginLoader {
         copy: &Path,
         sha256: &str,
     ) -> Result<LoadedPlugin, LoadErrorKind> {
-        check_elf_header(copy)?;
+        let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
+            action: "read the private copy",
+            source,
+        })?;
+        let size = copied
+            .metadata()
+            .map_err(|source| LoadErrorKind::Io {
+                action: "read the private copy",
+                source,
+            })?
+            .len();
+        check_elf_header(&copied, size)?;
+        drop(copied);
         let header = lib_header_from_path(copy).map_err(|e| {
             // The loader's messages name the private copy; name the operator's file.
             let copy_name = copy.display().to_string();
@@ -229,27 +403,63 @@ impl Drop for PluginLoader {
     }
 }
 
-/// Copies `file` to `copy` through one open handle, hashing what it copies, and checks
-/// that the file did not change while it was read (a writer still at work).
-fn copy_and_hash(file: &Path, copy: &Path) -> Result<(String, u64), LoadErrorKind> {
+/// Copies the opened `src` (its `fstat` was `before`) to `copy`, at most `limit` bytes,
+/// hashing what it copies and showing every chunk to `observe`, and checks that the file
+/// did not change while it was read (a writer still at work).
+fn copy_and_hash(
+    src: &fs::File,
+    before: &fs::Metadata,
+    copy: &Path,
+    limit: u64,
+    observe: impl FnMut(&[u8]),
+) -> Result<(String, u64), LoadErrorKind> {
     let io_err = |source| LoadErrorKind::Io {
         action: "copy the file for loading",
         source,
     };
-    let mut src = fs::File::open(file).map_err(io_err)?;
-    let before = src.metadata().map_err(io_err)?;
-    let dest = fs::File::create(copy).map_err(io_err)?;
-    let (sha256, size) = hash_copy(&mut src, dest).map_err(io_err)?;
-    let after = src.metadata().map_err(io_err)?;
-    if same_version(&before, &after) && size == after.len() {
-        Ok((sha256, size))
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let dest = options.open(copy).map_err(io_err)?;
+    let (sha256, size) =
+        hash_copy(src.take(limit.saturating_add(1)), dest, observe).map_err(io_err)?;
+    check_unchanged(src, before, size, limit)?;
+    Ok((sha256, size))
+}
+
+/// After reading `size` bytes of `src`: refuses a file that grew past `limit` or changed
+/// since its `fstat` `before`.
+fn check_unchanged(
+    src: &fs::File,
+    before: &fs::Metadata,
+    size: u64,
+    limit: u64,
+) -> Result<(), LoadErrorKind> {
+    if size > limit {
+        return Err(LoadErrorKind::TooLarge { size, limit });
+    }
+    let after = src.metadata().map_err(|source| LoadErrorKind::Io {
+        action: "look at the file after reading it",
+        source,
+    })?;
+    if same_version(before, &after) && size == after.len() {
+        Ok(())
     } else {
         Err(LoadErrorKind::ChangedWhileLoading)
     }
 }
 
-/// Copies everything `reader` yields to `writer`, returning its sha256 (hex) and size.
-fn hash_copy(mut reader: impl Read, mut writer: impl io::Write) -> io::Result<(String, u64)> {
+/// Copies everything `reader` yields to `writer`, showing each chunk to `observe`,
+/// returning its sha256 (hex) and size.
+fn hash_copy(
+    mut reader: impl Read,
+    mut writer: impl io::Write,
+    mut observe: impl FnMut(&[u8]),
+) -> io::Result<(String, u64)> {
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut size = 0u64;
@@ -259,6 +469,7 @@ fn hash_copy(mut reader: impl Read, mut writer: impl io::Write) -> io::Result<(S
             return Ok((hex(&sha2::Digest::finalize(hasher)), size));
         }
         sha2::Digest::update(&mut hasher, &buf[..n]);
+        observe(&buf[..n]);
         writer.write_all(&buf[..n])?;
         size += n as u64;
     }
@@ -283,7 +494,7 @@ fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
 
 /// The sha256 of everything `reader` yields, as lowercase hex.
 pub(crate) fn sha256_hex(reader: impl Read) -> io::Result<String> {
-    hash_copy(reader, io::sink()).map(|(hex, _)| hex)
+    hash_copy(reader, io::sink(), |_| ()).map(|(hex, _)| hex)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -318,22 +529,33 @@ pub(crate) fn is_plugin_candidate(path: &Path) -> bool {
 /// Refuses files that cannot be (complete) shared libraries before the dynamic loader
 /// sees them: no ELF header, or an ELF file shorter than its own headers say. The dynamic
 /// loader happily maps a library whose tail is missing, and the host would crash later.
-fn check_elf_header(file: &Path) -> Result<(), LoadErrorKind> {
-    if cfg!(target_os = "macos") || cfg!(windows) {
+/// Reads only the header and the program header table, at their offsets (the file's
+/// position is left alone), from a file of `size` bytes.
+#[cfg(unix)]
+fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+    use std::os::unix::fs::FileExt as _;
+    if cfg!(target_os = "macos") {
         return Ok(());
     }
     let io_err = |source| LoadErrorKind::Io {
         action: "read the file",
         source,
     };
-    let mut f = fs::File::open(file).map_err(io_err)?;
-    let size = f.metadata().map_err(io_err)?.len();
-    let mut header = Vec::with_capacity(64);
-    (&mut f).take(64).read_to_end(&mut header).map_err(io_err)?;
+    let mut buf = [0u8; 64];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    let header = &buf[..got];
     if header.len() < 4 || header[..4] != *b"\x7fELF" {
         return Err(LoadErrorKind::NotASharedLibrary { size });
     }
-    let Some(elf) = Elf64::parse(&header) else {
+    let Some(elf) = Elf64::parse(header) else {
         // 32-bit or malformed: leave the verdict to the dynamic loader.
         return Ok(());
     };
@@ -345,9 +567,9 @@ fn check_elf_header(file: &Path) -> Result<(), LoadErrorKind> {
         .saturating_add(u64::from(elf.phnum) * u64::from(elf.phentsize));
     needed = needed.max(ph_end);
     if ph_end <= size && elf.phentsize >= 0x28 {
+        // Within the file, which is at most max_file_size: a bounded allocation.
         let mut table = vec![0u8; usize::from(elf.phnum) * usize::from(elf.phentsize)];
-        f.seek(SeekFrom::Start(elf.phoff)).map_err(io_err)?;
-        f.read_exact(&mut table).map_err(io_err)?;
+        f.read_exact_at(&mut table, elf.phoff).map_err(io_err)?;
         for ph in table.chunks_exact(usize::from(elf.phentsize)) {
             let offset = elf.u64_at(ph, 0x08);
             let filesz = elf.u64_at(ph, 0x20);
@@ -357,6 +579,11 @@ fn check_elf_header(file: &Path) -> Result<(), LoadErrorKind> {
     if needed > size {
         return Err(LoadErrorKind::Truncated { size, needed });
     }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_elf_header(_f: &fs::File, _size: u64) -> Result<(), LoadErrorKind> {
     Ok(())
 }
 
@@ -581,6 +808,48 @@ mod tests {
         match check_tables(changed, "0.1.0") {
             Err(LoadErrorKind::IncompatibleLayout { details, .. }) => assert!(!details.is_empty()),
             other => panic!("expected a layout error, got {other:?}"),
+        }
+    }
+
+    fn elf_verdict(bytes: &[u8]) -> Result<(), LoadErrorKind> {
+        let mut f = tempfile::tempfile().expect("temp file");
+        std::io::Write::write_all(&mut f, bytes).expect("write");
+        check_elf_header(&f, bytes.len() as u64)
+    }
+
+    #[test]
+    fn the_elf_check_takes_any_bytes_and_refuses_what_cannot_be_a_whole_library() {
+        let me = fs::read(std::env::current_exe().expect("exe")).expect("read");
+        assert!(elf_verdict(&me).is_ok(), "a whole ELF file passes");
+        assert!(matches!(
+            elf_verdict(&me[..me.len() / 2]),
+            Err(LoadErrorKind::Truncated { .. })
+        ));
+        for bytes in [&b""[..], b"\x7fEL", b"#!/bin/sh\n", &[0u8; 100]] {
+            assert!(matches!(
+                elf_verdict(bytes),
+                Err(LoadErrorKind::NotASharedLibrary { .. })
+            ));
+        }
+        // A header whose tables lie far past the end, or overflow: refused, never read.
+        let mut lying = me[..64].to_vec();
+        lying[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        lying[0x28..0x30].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        assert!(matches!(
+            elf_verdict(&lying),
+            Err(LoadErrorKind::Truncated { .. })
+        ));
+        // Pseudo-random headers never panic.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2000 {
+            let mut h = b"\x7fELF\x02\x01".to_vec();
+            while h.len() < 200 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                h.extend_from_slice(&x.to_le_bytes());
+            }
+            let _ = elf_verdict(&h);
         }
     }
 

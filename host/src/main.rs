@@ -7,6 +7,7 @@ mod agent_cli;
 mod approve;
 mod remote;
 mod token_cli;
+mod trust_cli;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -154,10 +155,41 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Validate one plugin file: print its name, versions and tools, or why it is refused.
+    /// Validate one plugin file: first the static checks (permissions, trust mode, file
+    /// type, size, ELF header; none of the file's code runs), then load it and print its
+    /// name, versions and tools, or why it is refused.
+    ///
+    /// Loading a library runs its initialisers (code in the file) in this process, with
+    /// your user's rights: `check` is no way to inspect a file you do not trust. (An
+    /// isolated worker process for that is planned.)
     Check {
         /// The plugin file (a .so).
         file: PathBuf,
+        /// Run only the static checks; do not load the library.
+        #[arg(long)]
+        no_load: bool,
+    },
+    /// Pin plugin files for `[trust] mode = "pinned"` (pins count in "signed" mode too):
+    /// records each file's sha256 with its plugin name and version in the trust file
+    /// (0600, in the state directory unless `[trust] file` says otherwise).
+    ///
+    /// The file must pass the static checks; then it is loaded once to read its plugin
+    /// name and version (loading runs its initialisers: check the file first), unless
+    /// --no-load is given.
+    Trust {
+        /// The plugin files to pin.
+        #[arg(value_name = "FILE", required_unless_present_any = ["list", "remove"])]
+        files: Vec<PathBuf>,
+        /// Print the pinned files.
+        #[arg(long, conflicts_with_all = ["files", "remove"])]
+        list: bool,
+        /// Remove pins: by the file's path as pinned, or by sha256 (repeatable).
+        #[arg(long, value_name = "FILE|SHA256", conflicts_with = "files")]
+        remove: Vec<String>,
+        /// Pin by sha256 only, without loading the file (its plugin name and version are
+        /// not recorded).
+        #[arg(long)]
+        no_load: bool,
     },
 }
 
@@ -255,6 +287,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !config.config.plugins.strict_permissions {
+        tracing::warn!(
+            "[plugins] strict_permissions = false: plugin files that other users can change \
+             are loaded (anyone who can write them runs code as this user); for development \
+             only"
+        );
+    }
     let socket = |explicit: Option<PathBuf>| {
         explicit
             .or_else(|| config.config.control_socket.clone())
@@ -313,7 +352,21 @@ fn main() -> ExitCode {
                 yes,
             },
         ),
-        Command::Check { file } => check(&file),
+        Command::Check { file, no_load } => check(&config, &file, no_load),
+        Command::Trust {
+            files,
+            list,
+            remove,
+            no_load,
+        } => trust_cli::trust(
+            &config,
+            &trust_cli::TrustArgs {
+                files,
+                list,
+                remove,
+                no_load,
+            },
+        ),
         Command::Serve {
             plugins,
             no_watch,
@@ -356,8 +409,17 @@ fn main() -> ExitCode {
     }
 }
 
-pub(crate) fn new_loader() -> Result<PluginLoader, ExitCode> {
-    PluginLoader::new().map_err(|e| {
+pub(crate) fn new_loader(config: &LoadedConfig) -> Result<PluginLoader, ExitCode> {
+    let policy = config.load_policy().map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })?;
+    new_loader_with(policy)
+}
+
+/// A loader with `policy`, or the reason on stderr.
+pub(crate) fn new_loader_with(policy: toolhost::LoadPolicy) -> Result<PluginLoader, ExitCode> {
+    PluginLoader::with_policy(policy).map_err(|e| {
         eprintln!(
             "error: could not create the private directory plugins are loaded from (under {}): {e}",
             std::env::temp_dir().display()
@@ -417,7 +479,7 @@ pub(crate) fn setup(
 }
 
 fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<&str>) -> ExitCode {
-    let loader = match new_loader() {
+    let loader = match new_loader(config) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -570,7 +632,7 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
-    let loader = match new_loader() {
+    let loader = match new_loader(config) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -652,11 +714,57 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
     }
 }
 
-fn check(file: &Path) -> ExitCode {
-    let loader = match new_loader() {
+fn check(config: &LoadedConfig, file: &Path, no_load: bool) -> ExitCode {
+    let loader = match new_loader(config) {
         Ok(l) => l,
         Err(code) => return code,
     };
+    println!("file:        {}", file.display());
+    println!("static checks (none of the file's code runs):");
+    let facts = match loader.inspect(file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let policy = loader.policy();
+    println!(
+        "  type, size:  regular file, {} bytes (max_file_size {})",
+        facts.size, policy.max_file_size
+    );
+    if policy.strict_permissions {
+        println!(
+            "  permissions: ok (owner uid {}, mode {:04o}; its directory is not writable by others)",
+            facts.uid,
+            facts.mode & 0o7777
+        );
+    } else {
+        println!("  permissions: not checked ([plugins] strict_permissions = false)");
+    }
+    println!("  ELF header:  complete");
+    println!("  sha256:      {}", facts.sha256);
+    match (&facts.untrusted, policy.trust.mode()) {
+        (Some(refusal), _) => {
+            eprintln!("error: {}: {refusal}", file.display());
+            return ExitCode::FAILURE;
+        }
+        (None, toolhost::TrustMode::Any) => {
+            println!("  trust:       mode \"any\" (every file that passes the checks loads)")
+        }
+        (None, toolhost::TrustMode::Pinned) => println!("  trust:       pinned"),
+        (None, toolhost::TrustMode::Signed) => {
+            println!("  trust:       signed by a listed publisher, or pinned")
+        }
+    }
+    if no_load {
+        println!("ok (not loaded: --no-load)");
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "loading it: this runs the library's initialisers (code in the file) in this process, \
+         so `check` is no way to inspect a file you do not trust"
+    );
     let plugin = match loader.load_file(file) {
         Ok(p) => p,
         Err(e) => {
@@ -664,7 +772,6 @@ fn check(file: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("file:        {}", plugin.file.display());
     println!("plugin:      {} {}", plugin.name, plugin.version);
     println!(
         "plugin-api:  {} (this host: {})",

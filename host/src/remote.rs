@@ -49,7 +49,7 @@ pub(crate) struct HttpArgs {
 impl HttpArgs {
     /// The door's options: auth, TLS and the config's limits, the connection limit sized
     /// to leave descriptors for everything else under `nofile`.
-    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> HttpOptions {
+    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> Result<HttpOptions, String> {
         let m = &config.config.mcp;
         let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(10));
         let max_connections = match nofile {
@@ -63,15 +63,15 @@ impl HttpArgs {
                 m.max_connections
             );
         }
-        HttpOptions {
+        let auth = if self.no_auth {
+            HttpAuth::NoAuth
+        } else {
+            let file = config.tokens_file().ok_or(crate::token_cli::NO_STATE_DIR)?;
+            HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
+        };
+        Ok(HttpOptions {
             addr: self.listen,
-            auth: if self.no_auth {
-                HttpAuth::NoAuth
-            } else {
-                HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(
-                    config.tokens_file(),
-                ))))
-            },
+            auth,
             tls: self.tls.clone().map(|(cert, key)| TlsFiles { cert, key }),
             insecure_http: self.insecure_http,
             allowed_origins: m.allowed_origins.clone(),
@@ -83,7 +83,7 @@ impl HttpArgs {
                 session_idle: secs(m.session_idle_secs),
                 max_body_bytes: m.max_body_bytes,
             },
-        }
+        })
     }
 }
 
@@ -147,7 +147,13 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
     };
     let http = match &args.mcp {
         Some(McpMode::Http(http)) => {
-            let options = http.options(host_config, nofile);
+            let options = match http.options(host_config, nofile) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             if let Err(e) = toolhost::check_http_options(&options) {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
@@ -162,11 +168,19 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let loading = match host_config.load_policy() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut config = ServeConfig {
         catalog: CatalogConfig {
             dirs: args.dirs,
             max_generations: args.max_generations,
             risk_overrides: host_config.risk_overrides(),
+            loading,
             ..CatalogConfig::default()
         },
         watch: args.watch.then(WatchConfig::default),

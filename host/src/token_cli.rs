@@ -7,6 +7,10 @@ use toolhost::{LoadedConfig, Profile, TokenStore};
 
 use crate::print_table;
 
+/// What to say when there is nowhere to keep tokens.
+pub(crate) const NO_STATE_DIR: &str = "there is no state directory for the token file: set \
+    XDG_STATE_HOME or HOME, or `[mcp] tokens_file` in the config";
+
 /// `toolhost token ...`.
 #[derive(clap::Subcommand)]
 pub(crate) enum TokenAction {
@@ -32,7 +36,11 @@ pub(crate) enum TokenAction {
 }
 
 pub(crate) fn run(config: &LoadedConfig, action: TokenAction) -> ExitCode {
-    let store = TokenStore::new(config.tokens_file());
+    let Some(file) = config.tokens_file() else {
+        eprintln!("error: {NO_STATE_DIR}");
+        return ExitCode::FAILURE;
+    };
+    let store = TokenStore::new(file);
     let outcome = match action {
         TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref()),
         TokenAction::List { json } => list(&store, json),

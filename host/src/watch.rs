@@ -3,7 +3,9 @@
 //! directory has been quiet for the debounce time: `cp` over a file (close-write), install
 //! by rename, `cargo build` (remove, then create a hard link), editors' temporary files.
 //! The rescan itself decides what changed; a half-written file is left pending and looked
-//! at again shortly.
+//! at again shortly, and a directory or file that could not be read (EMFILE, EIO) is
+//! read again with exponential backoff (`recheck`, doubling up to `max_backoff`) until a
+//! rescan gets through, without waiting for a file event.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +26,8 @@ pub struct WatchConfig {
     pub recheck: Duration,
     /// The longest a rescan waits for the directory to be quiet.
     pub max_wait: Duration,
+    /// The longest wait between retries of a rescan that could not read something.
+    pub max_backoff: Duration,
 }
 
 impl Default for WatchConfig {
@@ -32,6 +36,7 @@ impl Default for WatchConfig {
             debounce: Duration::from_millis(50),
             recheck: Duration::from_millis(250),
             max_wait: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
         }
     }
 }
@@ -134,15 +139,22 @@ async fn rescan_loop(
     config: WatchConfig,
     mut events: mpsc::UnboundedReceiver<()>,
 ) {
-    let mut recheck_pending = false;
+    // When to look again without an event: soon for a pending file, with backoff after
+    // an I/O error.
+    let mut recheck: Option<Duration> = None;
+    let mut backoff = config.recheck;
     loop {
-        if recheck_pending {
-            // Wake up for the next event, or to look at the pending file again.
-            if let Ok(None) = tokio::time::timeout(config.recheck, events.recv()).await {
-                return;
+        match recheck {
+            Some(wait) => {
+                if let Ok(None) = tokio::time::timeout(wait, events.recv()).await {
+                    return;
+                }
             }
-        } else if events.recv().await.is_none() {
-            return;
+            None => {
+                if events.recv().await.is_none() {
+                    return;
+                }
+            }
         }
         // Debounce: wait until the directory has been quiet for a while, but not longer
         // than `max_wait` in all, so a file that keeps changing cannot hold rescans off.
@@ -157,10 +169,23 @@ async fn rescan_loop(
         }
         let cat = Arc::clone(&catalog);
         match tokio::task::spawn_blocking(move || cat.rescan()).await {
-            Ok(report) => recheck_pending = !report.pending.is_empty(),
+            Ok(report) if !report.unreadable.is_empty() => {
+                tracing::warn!(
+                    unreadable = ?report.unreadable,
+                    "could not read everything in the plugin directories; what is loaded keeps \
+                     serving; looking again in {} ms",
+                    backoff.as_millis()
+                );
+                recheck = Some(backoff);
+                backoff = (backoff * 2).min(config.max_backoff);
+            }
+            Ok(report) => {
+                backoff = config.recheck;
+                recheck = (!report.pending.is_empty()).then_some(config.recheck);
+            }
             Err(e) => {
                 tracing::error!("a rescan of the plugin directories failed: {e}");
-                recheck_pending = true;
+                recheck = Some(config.recheck);
             }
         }
     }

@@ -28,7 +28,11 @@ impl Drop for Serving {
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while UnixStream::connect(path).is_err() {
-        assert!(Instant::now() < deadline, "{} never answered", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never answered",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -39,7 +43,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         ".{0,40}".prop_map(Value::String),
     ];
     leaf.prop_recursive(3, 24, 6, |inner| {
@@ -62,7 +68,10 @@ fn control_line() -> impl Strategy<Value = Vec<u8>> {
         ".{0,20}",
     ];
     prop_oneof![
-        prop::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..300),
+        prop::collection::vec(
+            any::<u8>().prop_filter("no newline", |b| *b != b'\n'),
+            0..300
+        ),
         json_value().prop_map(|v| v.to_string().into_bytes()),
         (method, json_value(), json_value()).prop_map(|(m, id, params)| {
             json!({"id": id, "method": m, "params": params})
@@ -92,8 +101,8 @@ fn the_control_socket_answers_every_line_and_keeps_serving() {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
-    let mut writer = stream.try_clone().expect("clone");
-    let mut reader = BufReader::new(stream);
+    let writer = std::cell::RefCell::new(stream.try_clone().expect("clone"));
+    let reader = std::cell::RefCell::new(BufReader::new(stream));
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 300,
         failure_persistence: None,
@@ -102,9 +111,12 @@ fn the_control_socket_answers_every_line_and_keeps_serving() {
     runner
         .run(&control_line(), |mut line| {
             line.push(b'\n');
-            writer.write_all(&line).expect("send");
+            writer.borrow_mut().write_all(&line).expect("send");
             let mut answer = String::new();
-            reader.read_line(&mut answer).expect("an answer line");
+            reader
+                .borrow_mut()
+                .read_line(&mut answer)
+                .expect("an answer line");
             let answer: Value = serde_json::from_str(&answer)
                 .map_err(|e| TestCaseError::fail(format!("not JSON ({e}): {answer}")))?;
             prop_assert!(
@@ -116,17 +128,22 @@ fn the_control_socket_answers_every_line_and_keeps_serving() {
         .expect("every line got an answer");
     // The same connection, and a new one, still work.
     writer
+        .borrow_mut()
         .write_all(b"{\"id\": 1, \"method\": \"status\"}\n")
         .expect("send");
     let mut answer = String::new();
-    reader.read_line(&mut answer).expect("read");
+    reader.borrow_mut().read_line(&mut answer).expect("read");
     assert!(answer.contains("\"result\""), "{answer}");
     let out = toolhost_command()
         .args(["status", "--control"])
         .arg(&socket)
         .output()
         .expect("status");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// TOML-ish text: known keys with values of any type, unknown keys, and plain garbage.
@@ -179,25 +196,28 @@ fn config_and_profile_files_never_crash_the_loader() {
         ..ProptestConfig::default()
     });
     runner
-        .run(&(config_text(), config_text()), |(host_text, profile_text)| {
-            std::fs::write(&file, &host_text).expect("write config");
-            match toolhost::LoadedConfig::load(Some(&file)) {
-                Ok(config) => {
-                    std::fs::write(&profile_file, &profile_text).expect("write profile");
-                    if let Err(e) = toolhost::Profile::load(&config, "p") {
-                        prop_assert!(
-                            e.to_string().contains(&*profile_file.to_string_lossy()),
-                            "a profile error that does not name its file: {e}"
-                        );
+        .run(
+            &(config_text(), config_text()),
+            |(host_text, profile_text)| {
+                std::fs::write(&file, &host_text).expect("write config");
+                match toolhost::LoadedConfig::load(Some(&file)) {
+                    Ok(config) => {
+                        std::fs::write(&profile_file, &profile_text).expect("write profile");
+                        if let Err(e) = toolhost::Profile::load(&config, "p") {
+                            prop_assert!(
+                                e.to_string().contains(&*profile_file.to_string_lossy()),
+                                "a profile error that does not name its file: {e}"
+                            );
+                        }
                     }
+                    Err(e) => prop_assert!(
+                        e.to_string().contains(&*file.to_string_lossy()),
+                        "a config error that does not name its file: {e}"
+                    ),
                 }
-                Err(e) => prop_assert!(
-                    e.to_string().contains(&*file.to_string_lossy()),
-                    "a config error that does not name its file: {e}"
-                ),
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .expect("every file loaded or was refused with its name");
 }
 
@@ -249,7 +269,15 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
     assert!(made.status.success());
     let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
     let mut child = toolhost_command()
-        .args(["serve", "--mcp", "http", "--listen", "127.0.0.1:0", "--no-watch", "--plugins"])
+        .args([
+            "serve",
+            "--mcp",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--plugins",
+        ])
         .arg(plugins.path())
         .arg("--control")
         .arg(dir.path().join("control.sock"))
@@ -263,7 +291,10 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
     std::thread::spawn(move || {
         for line in stderr.lines().map_while(Result::ok) {
             if let Some(at) = line.find("http://127.0.0.1:") {
-                let port: String = line[at + 17..].chars().take_while(char::is_ascii_digit).collect();
+                let port: String = line[at + 17..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
                 let _ = tx.send(port);
             }
         }
@@ -306,19 +337,22 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
         ..ProptestConfig::default()
     });
     runner
-        .run(&(http_request(), any::<bool>()), |((headers, body), auth)| {
-            let raw = send(&headers, &body, auth);
-            let status = status_of(&raw);
-            prop_assert!(
-                status.is_some_and(|s| (200..500).contains(&s)),
-                "no HTTP answer, or a server error: {}",
-                String::from_utf8_lossy(&raw)
-            );
-            if !auth {
-                prop_assert_eq!(status, Some(401));
-            }
-            Ok(())
-        })
+        .run(
+            &(http_request(), any::<bool>()),
+            |((headers, body), auth)| {
+                let raw = send(&headers, &body, auth);
+                let status = status_of(&raw);
+                prop_assert!(
+                    status.is_some_and(|s| (200..500).contains(&s)),
+                    "no HTTP answer, or a server error: {}",
+                    String::from_utf8_lossy(&raw)
+                );
+                if !auth {
+                    prop_assert_eq!(status, Some(401));
+                }
+                Ok(())
+            },
+        )
         .expect("every request got an answer");
     // A proper request still works.
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -326,8 +360,16 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
                    "clientInfo": {"name": "after-fuzz", "version": "1"}}});
     let headers = [
         ("Content-Type".to_owned(), b"application/json".to_vec()),
-        ("Accept".to_owned(), b"application/json, text/event-stream".to_vec()),
+        (
+            "Accept".to_owned(),
+            b"application/json, text/event-stream".to_vec(),
+        ),
     ];
     let raw = send(&headers, init.to_string().as_bytes(), true);
-    assert_eq!(status_of(&raw), Some(200), "{}", String::from_utf8_lossy(&raw));
+    assert_eq!(
+        status_of(&raw),
+        Some(200),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
 }

@@ -16,3 +16,4 @@ mod registry;
 mod reload;
 mod serve;
 mod support;
+mod trust;

@@ -73,7 +73,11 @@ fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String,
         .env("XDG_STATE_HOME", state)
         .output()
         .expect("toolhost token add");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
     let mut child = toolhost_command()
         .args([
