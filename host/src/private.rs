@@ -8,7 +8,9 @@ use std::io::{self, Write as _};
 use std::path::Path;
 
 #[cfg(unix)]
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 
 /// Creates `dir` (and missing parents) with mode 0700; an existing `dir` that group or
 /// others can reach is narrowed to 0700 with a log line. Parents that already exist are

@@ -282,7 +282,9 @@ impl OtherUser {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipping {test}: it needs root to create a second user (run the tests as root)");
+            eprintln!(
+                "skipping {test}: it needs root to create a second user (run the tests as root)"
+            );
             return None;
         }
         let name = format!(
@@ -291,11 +293,18 @@ impl OtherUser {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let made = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin"])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
             .arg(&name)
             .status();
         if !made.is_ok_and(|s| s.success()) {
-            eprintln!("skipping {test}: `useradd {name}` failed (is the shadow package installed?)");
+            eprintln!(
+                "skipping {test}: `useradd {name}` failed (is the shadow package installed?)"
+            );
             return None;
         }
         let id = |flag: &str| -> u32 {
