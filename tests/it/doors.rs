@@ -609,6 +609,9 @@ fn output_to_a_closed_pipe_ends_quietly_with_exit_0() {
         .arg("check")
         .arg(plugins.path().join("libtoolhost_utils.so"));
     quiet_on_a_closed_pipe(check, "check");
+    let mut help = toolhost_command();
+    help.arg("--help");
+    quiet_on_a_closed_pipe(help, "--help");
 
     // As people write it: the first line only, with the pipeline's status checked.
     let out = Command::new("bash")
