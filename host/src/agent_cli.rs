@@ -17,6 +17,7 @@ use toolhost::{
 };
 use toolhost_plugin_api::ServiceError;
 
+use crate::output::outln;
 use crate::remote::runtime;
 use crate::{approve, new_loader, setup, summary};
 
@@ -200,10 +201,10 @@ fn prepare(
 }
 
 /// `toolhost run --profile NAME "prompt"`.
-pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCode {
+pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> std::io::Result<ExitCode> {
     let (agent, session, runtime) = match prepare(config, a) {
         Ok(ready) => ready,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(cancellable(
@@ -214,23 +215,24 @@ pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> ExitCod
     runtime.shutdown_background();
     match outcome {
         Ok(answer) => {
-            println!("{answer}");
             eprintln!("(session {session})");
-            ExitCode::SUCCESS
+            outln!("{answer}")?;
+            Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("(session {session} keeps what was said)");
-            ExitCode::FAILURE
+            Ok(ExitCode::FAILURE)
         }
     }
 }
 
-/// `toolhost chat --profile NAME`.
-pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
+/// `toolhost chat --profile NAME`. A closed stdout ends the chat (the session keeps
+/// what was said).
+pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> std::io::Result<ExitCode> {
     let (agent, session, runtime) = match prepare(config, a) {
         Ok(ready) => ready,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
     // Ctrl-C stops the turn running; at the prompt it ends the chat.
@@ -257,6 +259,7 @@ pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
             }
         });
     }
+    let mut written = Ok(());
     while let Some(line) = runtime.block_on(approve::ask("> ")) {
         let prompt = line.trim();
         if prompt.is_empty() {
@@ -271,11 +274,14 @@ pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> ExitCode {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         match outcome {
-            Ok(answer) => println!("{answer}"),
+            Ok(answer) => written = outln!("{answer}"),
             Err(e) => eprintln!("error: {e}"),
+        }
+        if written.is_err() {
+            break;
         }
     }
     runtime.shutdown_background();
     eprintln!("(session {session}; continue it with --session {session})");
-    ExitCode::SUCCESS
+    written.map(|()| ExitCode::SUCCESS)
 }

@@ -735,7 +735,8 @@ pub struct Profile {
     pub name: String,
     /// Its directory.
     pub dir: PathBuf,
-    /// Where its state lives (memory notes, sessions): `<dir>/state`, created on load.
+    /// Where its state lives (memory notes, sessions): `<dir>/state`, created (mode 0700)
+    /// on load.
     pub state_dir: PathBuf,
     /// The tools its agent gets (`@toolset` entries expanded); `None`: every tool.
     pub tools: Option<Vec<String>>,
@@ -813,7 +814,8 @@ impl Profile {
         };
         let state_dir = dir.join("state");
         if dir.exists() {
-            std::fs::create_dir_all(&state_dir).map_err(|source| ConfigError::Read {
+            // Notes and conversations: private to the host's user (0700, tightened).
+            crate::private::ensure_private_dir(&state_dir).map_err(|source| ConfigError::Read {
                 path: state_dir.clone(),
                 source,
             })?;

@@ -87,9 +87,10 @@ impl ProfileRequests {
         ProfileRequests { state_dir }
     }
 
-    /// `profile.state_dir`: the folder, created if missing.
+    /// `profile.state_dir`: the folder, created (mode 0700) if missing; an existing one
+    /// that others can reach is narrowed with a log line.
     pub fn state_dir(&self) -> Result<Value, ServiceError> {
-        std::fs::create_dir_all(&self.state_dir).map_err(|e| {
+        crate::private::ensure_private_dir(&self.state_dir).map_err(|e| {
             ServiceError::Failed(format!(
                 "could not create the profile's state folder {}: {e}",
                 self.state_dir.display()

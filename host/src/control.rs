@@ -3,6 +3,13 @@
 //! clients. A malformed or unknown request gets an error response and the connection
 //! stays usable.
 //!
+//! Both ends check the other: the server answers only processes running as its own
+//! effective uid or root (SO_PEERCRED, beyond the file mode, which a careless `chmod` or a
+//! socket in a shared folder could widen); the client sends nothing to a socket file owned
+//! by anyone but itself or root, nor to a server process running as anyone else. The
+//! checks are by uid only: another process of the same user is trusted, as it can read the
+//! user's files anyway.
+//!
 //! Request: `{"id": 1, "method": "status", "params": {}}` (`id` is optional and echoed).
 //! Response: `{"id": 1, "result": ...}` or `{"id": 1, "error": {"message": "..."}}`.
 
@@ -20,6 +27,40 @@ use tokio_util::sync::CancellationToken;
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
 
+/// The effective uid of this process: who the control socket serves and trusts.
+#[cfg(unix)]
+fn own_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions, cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether a process or file of `uid` may be trusted on the control socket: ours or root's.
+#[cfg(unix)]
+fn trusted_uid(uid: u32) -> bool {
+    uid == own_uid() || uid == 0
+}
+
+/// A user's name from `/etc/passwd`, for messages (`None` if it is not listed there).
+#[cfg(unix)]
+fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    })
+}
+
+/// `uid N (name)`, or `uid N` for a user without a name.
+#[cfg(unix)]
+fn describe_uid(uid: u32) -> String {
+    match user_name(uid) {
+        Some(name) => format!("uid {uid} ({name})"),
+        None => format!("uid {uid}"),
+    }
+}
+
 /// The control socket's default path: `$XDG_RUNTIME_DIR/toolhost/control.sock`, else
 /// `$TMPDIR/toolhost-$UID/control.sock`.
 pub fn default_control_path() -> PathBuf {
@@ -27,9 +68,7 @@ pub fn default_control_path() -> PathBuf {
         return PathBuf::from(dir).join("toolhost").join("control.sock");
     }
     #[cfg(unix)]
-    let user = std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m).to_string())
-        .unwrap_or_else(|_| "user".to_owned());
+    let user = own_uid().to_string();
     #[cfg(not(unix))]
     let user = "user".to_owned();
     std::env::temp_dir()
@@ -47,8 +86,9 @@ pub trait ControlHandler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Value, String>> + Send;
 }
 
-/// Why the control socket could not be set up.
+/// Why the control socket could not be set up or used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControlError {
     /// Another host answers on the socket.
     #[error(
@@ -84,6 +124,59 @@ pub enum ControlError {
         path: PathBuf,
         /// The cause.
         source: io::Error,
+    },
+    /// The socket (or its directory) is closed to this user: it belongs to another user's
+    /// host, or its mode was narrowed on purpose.
+    #[error(
+        "permission denied on the control socket {} ({source}): it belongs to another \
+         user's toolhost or its directory is closed to you; run the command as the host's \
+         user, or pass the --control path of your own host",
+        path.display()
+    )]
+    PermissionDenied {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The file at the path is owned by someone else: whatever listens there is not this
+    /// user's host, so nothing is sent to it.
+    #[error(
+        "a socket owned by {} is at {}: it is not your toolhost; remove it or pass --control \
+         with the path of your own host",
+        describe_owner(*.owner),
+        path.display()
+    )]
+    NotYours {
+        /// The socket path.
+        path: PathBuf,
+        /// The uid owning the socket file.
+        owner: u32,
+    },
+    /// The process serving the socket runs as someone else.
+    #[error(
+        "the process answering on {} runs as {}{}, not as you or root: it is not your \
+         toolhost; stop it, or pass --control with the path of your own host",
+        path.display(),
+        describe_owner(*.uid),
+        pid.map(|p| format!(", pid {p}")).unwrap_or_default()
+    )]
+    WrongPeer {
+        /// The socket path.
+        path: PathBuf,
+        /// The server process's uid.
+        uid: u32,
+        /// The server process's pid, when the kernel says.
+        pid: Option<i32>,
+    },
+    /// Something that is not a socket is at the path.
+    #[error(
+        "{} is not a socket, so no toolhost listens there; remove it or pass another --control path",
+        path.display()
+    )]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
     },
     /// The host answered with an error.
     #[error("the host refused the request: {0}")]
@@ -184,13 +277,18 @@ impl ControlSocket {
             tokio::select! {
                 () = stop.cancelled() => break,
                 accepted = self.listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        connections.spawn(serve_connection(
-                            stream,
-                            Arc::clone(&handler),
-                            stop.clone(),
-                        ));
-                    }
+                    Ok((stream, _)) => match admit(&stream) {
+                        Ok(()) => {
+                            connections.spawn(serve_connection(
+                                stream,
+                                Arc::clone(&handler),
+                                stop.clone(),
+                            ));
+                        }
+                        Err(refusal) => {
+                            connections.spawn(refuse(stream, refusal));
+                        }
+                    },
                     Err(e) => {
                         // E.g. out of file descriptors: don't spin; try again shortly.
                         tracing::warn!("accepting a control connection failed: {e}");
@@ -207,6 +305,71 @@ impl ControlSocket {
 impl Drop for ControlSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether the peer of a new connection may use the socket: a process running as this
+/// host's effective uid or root. Otherwise the reason, for the client and the log.
+#[cfg(unix)]
+fn admit(stream: &UnixStream) -> Result<(), String> {
+    let me = own_uid();
+    match stream.peer_cred() {
+        Ok(cred) if trusted_uid(cred.uid()) => Ok(()),
+        Ok(cred) => {
+            tracing::warn!(
+                uid = cred.uid(),
+                pid = cred.pid(),
+                "refused a control connection from {} (pid {}): this host serves only uid \
+                 {me} and root",
+                describe_uid(cred.uid()),
+                cred.pid()
+                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+            );
+            Err(format!(
+                "permission denied: this toolhost serves only uid {me} and root"
+            ))
+        }
+        Err(e) => {
+            tracing::warn!("refused a control connection whose peer is unknown: {e}");
+            Err(format!(
+                "permission denied: this toolhost serves only uid {me} and root, and could \
+                 not tell who you are ({e})"
+            ))
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn admit(_stream: &UnixStream) -> Result<(), String> {
+    Ok(())
+}
+
+/// How long a refused client gets to read its answer before the connection is closed.
+const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+
+/// Answers a refused connection with one error line, then closes it. What the client sent
+/// meanwhile is read and dropped unparsed (a little of it, for a short while), so its
+/// request does not fail with a broken pipe before it reads why.
+async fn refuse(stream: UnixStream, reason: String) {
+    let (mut read, mut write) = stream.into_split();
+    let mut line = error_response(Value::Null, reason).to_string();
+    line.push('\n');
+    let answered = tokio::time::timeout(REFUSAL_LINGER, async {
+        write.write_all(line.as_bytes()).await?;
+        write.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0usize;
+        while drained < 64 * 1024 {
+            match read.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<(), io::Error>(())
+    })
+    .await;
+    if let Ok(Err(e)) = answered {
+        tracing::debug!("a refused control connection closed: {e}");
     }
 }
 
@@ -274,6 +437,16 @@ async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> Value {
 }
 
 #[cfg(unix)]
+fn describe_owner(uid: u32) -> String {
+    describe_uid(uid)
+}
+
+#[cfg(not(unix))]
+fn describe_owner(uid: u32) -> String {
+    format!("uid {uid}")
+}
+
+#[cfg(unix)]
 fn is_socket(meta: &std::fs::Metadata) -> bool {
     std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type())
 }
@@ -289,9 +462,7 @@ fn is_socket(_meta: &std::fs::Metadata) -> bool {
 fn check_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
-    let me = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(meta.uid());
+    let me = own_uid();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -315,6 +486,50 @@ fn error_response(id: Value, message: String) -> Value {
     json!({"id": id, "error": {"message": message}})
 }
 
+/// The socket file must be owned by this user or root.
+#[cfg(unix)]
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), ControlError> {
+    use std::os::unix::fs::MetadataExt;
+    if trusted_uid(meta.uid()) {
+        Ok(())
+    } else {
+        Err(ControlError::NotYours {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+        })
+    }
+}
+
+#[cfg(not(unix))]
+fn check_owner(_path: &Path, _meta: &std::fs::Metadata) -> Result<(), ControlError> {
+    Ok(())
+}
+
+/// The process that accepted the connection must run as this user or root (the socket
+/// file may have been swapped between the check of its owner and the connect).
+#[cfg(unix)]
+fn check_peer(path: &Path, stream: &UnixStream) -> Result<(), ControlError> {
+    let cred = stream.peer_cred().map_err(|source| ControlError::Io {
+        action: "identify the process behind",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if trusted_uid(cred.uid()) {
+        Ok(())
+    } else {
+        Err(ControlError::WrongPeer {
+            path: path.to_path_buf(),
+            uid: cred.uid(),
+            pid: cred.pid(),
+        })
+    }
+}
+
+#[cfg(not(unix))]
+fn check_peer(_path: &Path, _stream: &UnixStream) -> Result<(), ControlError> {
+    Ok(())
+}
+
 /// A connection to a running host's control socket.
 pub struct ControlClient {
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
@@ -324,15 +539,39 @@ pub struct ControlClient {
 }
 
 impl ControlClient {
-    /// Connects to the host listening on `path`.
+    /// Connects to the host listening on `path`. Before anything is sent, the socket file
+    /// must be owned by this user or root, and the process answering must run as this user
+    /// or root: a socket someone else planted at the path is refused, never queried.
     pub async fn connect(path: &Path) -> Result<ControlClient, ControlError> {
+        let path_buf = || path.to_path_buf();
+        let meta = std::fs::symlink_metadata(path).map_err(|source| match source.kind() {
+            io::ErrorKind::PermissionDenied => ControlError::PermissionDenied {
+                path: path_buf(),
+                source,
+            },
+            _ => ControlError::NotRunning {
+                path: path_buf(),
+                source,
+            },
+        })?;
+        if !is_socket(&meta) {
+            return Err(ControlError::NotASocket { path: path_buf() });
+        }
+        check_owner(path, &meta)?;
         let stream =
             UnixStream::connect(path)
                 .await
-                .map_err(|source| ControlError::NotRunning {
-                    path: path.to_path_buf(),
-                    source,
+                .map_err(|source| match source.raw_os_error() {
+                    Some(libc::EACCES | libc::EPERM) => ControlError::PermissionDenied {
+                        path: path_buf(),
+                        source,
+                    },
+                    _ => ControlError::NotRunning {
+                        path: path_buf(),
+                        source,
+                    },
                 })?;
+        check_peer(path, &stream)?;
         let (read, writer) = stream.into_split();
         Ok(ControlClient {
             reader: BufReader::new(read),
@@ -364,9 +603,17 @@ impl ControlClient {
         let mut line = json!({"id": id, "method": method, "params": params}).to_string();
         line.push('\n');
         let lost = |e: io::Error| ControlError::BadResponse(format!("the connection failed: {e}"));
-        self.writer.write_all(line.as_bytes()).await.map_err(lost)?;
+        let sent = self.writer.write_all(line.as_bytes()).await;
         let mut answer = String::new();
-        if self.reader.read_line(&mut answer).await.map_err(lost)? == 0 {
+        let read = self.reader.read_line(&mut answer).await;
+        // A host that refused the connection may have closed it before the request was
+        // written: its answer, already here, says why.
+        if let Err(e) = sent
+            && answer.is_empty()
+        {
+            return Err(lost(e));
+        }
+        if read.map_err(lost)? == 0 {
             return Err(ControlError::BadResponse(
                 "the host closed the connection".to_owned(),
             ));

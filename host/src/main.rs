@@ -5,6 +5,7 @@
 
 mod agent_cli;
 mod approve;
+mod output;
 mod remote;
 mod token_cli;
 mod trust_cli;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use output::outln;
 use serde_json::Value;
 use toolhost::{
     ApprovalPolicy, Availability, DispatchConfig, Dispatcher, LoadReport, LoadedConfig,
@@ -299,7 +301,8 @@ fn main() -> ExitCode {
             .or_else(|| config.config.control_socket.clone())
             .unwrap_or_else(toolhost::default_control_path)
     };
-    match cli.command {
+    // Every command writes stdout through `outln!`: a closed pipe ends it quietly.
+    output::exit_code(match cli.command {
         Command::List {
             plugins,
             json,
@@ -315,7 +318,7 @@ fn main() -> ExitCode {
                 "error: --plugins and --yes don't go with --control: the running host's plugins \
                  and approval policy are used (the control socket cannot approve calls)"
             );
-            ExitCode::from(2)
+            Ok(ExitCode::from(2))
         }
         Command::Call {
             tool,
@@ -331,7 +334,7 @@ fn main() -> ExitCode {
             Ok((arguments, timeout)) => {
                 remote::call(&socket, &tool, arguments, timeout, profile.as_deref())
             }
-            Err(code) => code,
+            Err(code) => Ok(code),
         },
         Command::Call {
             tool,
@@ -380,7 +383,7 @@ fn main() -> ExitCode {
             insecure_http,
             tls_cert,
             tls_key,
-        } => remote::serve(
+        } => Ok(remote::serve(
             &config,
             remote::ServeArgs {
                 dirs: plugins.resolve(&config),
@@ -400,13 +403,13 @@ fn main() -> ExitCode {
                 }),
                 profile,
             },
-        ),
+        )),
         Command::Run { agent, prompt } => agent_cli::run(&config, &agent.resolve(&config), &prompt),
         Command::Chat { agent } => agent_cli::chat(&config, &agent.resolve(&config)),
         Command::Token { action } => token_cli::run(&config, action),
         Command::Reload { control, json } => remote::reload(&socket(control), json),
         Command::Status { control, json } => remote::status(&socket(control), json),
-    }
+    })
 }
 
 pub(crate) fn new_loader(config: &LoadedConfig) -> Result<PluginLoader, ExitCode> {
@@ -478,14 +481,19 @@ pub(crate) fn setup(
     Ok((report, registry, profile))
 }
 
-fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<&str>) -> ExitCode {
+fn list(
+    config: &LoadedConfig,
+    dirs: &[PathBuf],
+    as_json: bool,
+    profile: Option<&str>,
+) -> std::io::Result<ExitCode> {
     let loader = match new_loader(config) {
         Ok(l) => l,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let (report, registry, _) = match setup(config, &loader, dirs, profile) {
         Ok(loaded) => loaded,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     if report.plugins.is_empty() {
         let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -497,13 +505,13 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
     if as_json {
         let tools = registry.listing();
         match serde_json::to_string_pretty(&tools) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => outln!("{s}")?,
             Err(e) => {
                 eprintln!("error: could not encode the listing: {e}");
-                return ExitCode::FAILURE;
+                return Ok(ExitCode::FAILURE);
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(ExitCode::SUCCESS);
     }
     // With a profile: exactly what its agent sees. Without: every tool, deny ones included.
     let visible = availability.visible_specs(&registry);
@@ -527,10 +535,10 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
     print_table(
         &["NAME", "RISK", "INTERACTIVE", "PLUGIN", "DESCRIPTION"],
         &rows,
-    );
+    )?;
     for t in registry.iter() {
         if let Err(reason) = availability.check(t.spec()) {
-            println!("unavailable: {reason}");
+            outln!("unavailable: {reason}")?;
         }
     }
     if let Some(name) = profile {
@@ -544,14 +552,14 @@ fn list(config: &LoadedConfig, dirs: &[PathBuf], as_json: bool, profile: Option<
                     .count()
             })
             .sum();
-        println!();
-        println!(
+        outln!()?;
+        outln!(
             "profile '{name}': its agent sees {} tools; their specs take {chars} characters (about {} tokens)",
             visible.len(),
             chars.div_ceil(4)
-        );
+        )?;
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The first line of `text`, cut to `max` characters.
@@ -565,7 +573,11 @@ pub(crate) fn summary(text: &str, max: usize) -> String {
     }
 }
 
-pub(crate) fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+/// Prints a table with aligned columns (an `Err` if stdout is closed).
+pub(crate) fn print_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+) -> std::io::Result<()> {
     let mut widths = header.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -581,12 +593,13 @@ pub(crate) fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end())
     };
-    line(header.to_vec());
+    line(header.to_vec())?;
     for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        line(row.iter().map(String::as_str).collect())?;
     }
+    Ok(())
 }
 
 /// Parses the arguments JSON and the timeout; on a usage error prints it and returns
@@ -625,20 +638,20 @@ struct CallArgs<'a> {
     yes: bool,
 }
 
-fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
+fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> std::io::Result<ExitCode> {
     let limits = config.dispatch();
     let timeout = a.timeout.unwrap_or(limits.timeout.as_secs_f64());
     let (arguments, timeout) = match parse_call_args(a.args, timeout) {
         Ok(parsed) => parsed,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let loader = match new_loader(config) {
         Ok(l) => l,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let (_report, registry, profile) = match setup(config, &loader, &a.dirs, a.profile) {
         Ok(loaded) => loaded,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let (tool, yes) = (a.tool, a.yes);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -648,7 +661,7 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: could not start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let approver: Arc<dyn toolhost::Approver> = if yes {
@@ -707,78 +720,79 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> ExitCode {
     });
     if result.is_error {
         eprintln!("error: {}", result.output);
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     } else {
-        println!("{}", result.output);
-        ExitCode::SUCCESS
+        outln!("{}", result.output)?;
+        Ok(ExitCode::SUCCESS)
     }
 }
 
-fn check(config: &LoadedConfig, file: &Path, no_load: bool) -> ExitCode {
+fn check(config: &LoadedConfig, file: &Path, no_load: bool) -> std::io::Result<ExitCode> {
     let loader = match new_loader(config) {
         Ok(l) => l,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
-    println!("file:        {}", file.display());
-    println!("static checks (none of the file's code runs):");
+    outln!("file:        {}", file.display())?;
+    outln!("static checks (none of the file's code runs):")?;
     let facts = match loader.inspect(file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let policy = loader.policy();
-    println!(
+    outln!(
         "  type, size:  regular file, {} bytes (max_file_size {})",
-        facts.size, policy.max_file_size
-    );
+        facts.size,
+        policy.max_file_size
+    )?;
     if policy.strict_permissions {
-        println!(
+        outln!(
             "  permissions: ok (owner uid {}, mode {:04o}; its directory is not writable by others)",
             facts.uid,
             facts.mode & 0o7777
-        );
+        )?;
     } else {
-        println!("  permissions: not checked ([plugins] strict_permissions = false)");
+        outln!("  permissions: not checked ([plugins] strict_permissions = false)")?;
     }
-    println!("  ELF header:  complete");
-    println!("  sha256:      {}", facts.sha256);
+    outln!("  ELF header:  complete")?;
+    outln!("  sha256:      {}", facts.sha256)?;
     match (&facts.untrusted, policy.trust.mode()) {
         (Some(refusal), _) => {
             eprintln!("error: {}: {refusal}", file.display());
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
         (None, toolhost::TrustMode::Any) => {
-            println!("  trust:       mode \"any\" (every file that passes the checks loads)")
+            outln!("  trust:       mode \"any\" (every file that passes the checks loads)")?
         }
-        (None, toolhost::TrustMode::Pinned) => println!("  trust:       pinned"),
+        (None, toolhost::TrustMode::Pinned) => outln!("  trust:       pinned")?,
         (None, toolhost::TrustMode::Signed) => {
-            println!("  trust:       signed by a listed publisher, or pinned")
+            outln!("  trust:       signed by a listed publisher, or pinned")?
         }
     }
     if no_load {
-        println!("ok (not loaded: --no-load)");
-        return ExitCode::SUCCESS;
+        outln!("ok (not loaded: --no-load)")?;
+        return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "loading it: this runs the library's initialisers (code in the file) in this process, \
          so `check` is no way to inspect a file you do not trust"
-    );
+    )?;
     let plugin = match loader.load_file(file) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
-    println!("plugin:      {} {}", plugin.name, plugin.version);
-    println!(
+    outln!("plugin:      {} {}", plugin.name, plugin.version)?;
+    outln!(
         "plugin-api:  {} (this host: {})",
         plugin.api_version,
         toolhost::API_VERSION
-    );
-    println!("tools:       {}", plugin.tools.len());
+    )?;
+    outln!("tools:       {}", plugin.tools.len())?;
     let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
     for t in &plugin.tools {
         let spec = t.spec();
@@ -787,12 +801,12 @@ fn check(config: &LoadedConfig, file: &Path, no_load: bool) -> ExitCode {
         } else {
             ""
         };
-        println!(
+        outln!(
             "  {} ({}{flag}): {}",
             spec.name,
             spec.risk,
             summary(&spec.description, 72)
-        );
+        )?;
     }
     for skipped in &plugin.skipped_tools {
         eprintln!("error: {skipped}; the tool would be left out");
@@ -801,9 +815,9 @@ fn check(config: &LoadedConfig, file: &Path, no_load: bool) -> ExitCode {
         eprintln!("error: {e}");
     }
     if problems.is_empty() && plugin.skipped_tools.is_empty() {
-        println!("ok");
-        ExitCode::SUCCESS
+        outln!("ok")?;
+        Ok(ExitCode::SUCCESS)
     } else {
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     }
 }

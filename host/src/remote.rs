@@ -14,6 +14,7 @@ use toolhost::{
     TlsFiles, TokenAuthenticator, TokenStore, WatchConfig,
 };
 
+use crate::output::outln;
 use crate::{print_table, summary};
 
 /// What `toolhost serve` was asked for.
@@ -318,7 +319,7 @@ pub(crate) fn call(
     arguments: Value,
     timeout: Duration,
     profile: Option<&str>,
-) -> ExitCode {
+) -> std::io::Result<ExitCode> {
     let mut params =
         json!({"tool": tool, "arguments": arguments, "timeout_secs": timeout.as_secs_f64()});
     if let Some(name) = profile {
@@ -328,7 +329,7 @@ pub(crate) fn call(
     let limit = timeout + Duration::from_secs(10);
     let result = match request(socket, "call", params, limit) {
         Ok(r) => r,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     let output = result
         .get("output")
@@ -340,10 +341,10 @@ pub(crate) fn call(
         .unwrap_or(true)
     {
         eprintln!("error: {output}");
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     } else {
-        println!("{output}");
-        ExitCode::SUCCESS
+        outln!("{output}")?;
+        Ok(ExitCode::SUCCESS)
     }
 }
 
@@ -357,10 +358,10 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
+pub(crate) fn reload(socket: &Path, as_json: bool) -> std::io::Result<ExitCode> {
     let report = match request(socket, "reload", json!({}), ANSWER_WITHIN) {
         Ok(r) => r,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     // A reload that hit errors exits 1, so scripts notice a plugin that did not load.
     let code = if strings(&report["errors"]).is_empty() {
@@ -369,11 +370,11 @@ pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
         ExitCode::FAILURE
     };
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-        return code;
+        )?;
+        return Ok(code);
     }
     let mut said = false;
     for (key, label) in [
@@ -383,7 +384,7 @@ pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
         ("pending", "still being written"),
     ] {
         for file in strings(&report[key]) {
-            println!("{label}: {file}");
+            outln!("{label}: {file}")?;
             said = true;
         }
     }
@@ -394,34 +395,34 @@ pub(crate) fn reload(socket: &Path, as_json: bool) -> ExitCode {
     ] {
         let names = strings(&report["tools"][key]);
         if !names.is_empty() {
-            println!("{label}: {}", names.join(", "));
+            outln!("{label}: {}", names.join(", "))?;
             said = true;
         }
     }
     for e in strings(&report["errors"]) {
-        println!("error: {e}");
+        outln!("error: {e}")?;
         said = true;
     }
     if !said {
-        println!("no changes");
+        outln!("no changes")?;
     }
-    code
+    Ok(code)
 }
 
-pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
+pub(crate) fn status(socket: &Path, as_json: bool) -> std::io::Result<ExitCode> {
     let status = match request(socket, "status", json!({}), ANSWER_WITHIN) {
         Ok(s) => s,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&status).unwrap_or_default()
-        );
-        return ExitCode::SUCCESS;
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
     let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    println!(
+    outln!(
         "toolhost pid {} up {:.0} s, control socket {}, {}",
         status["pid"],
         status["uptime_secs"].as_f64().unwrap_or_default(),
@@ -431,8 +432,8 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
         } else {
             "not watching (reload by hand)"
         }
-    );
-    println!(
+    )?;
+    outln!(
         "reloads {}, library generations mapped {} (about {} KiB kept)",
         status["reloads"],
         status["generations_mapped"],
@@ -440,11 +441,11 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
             .as_u64()
             .unwrap_or_default()
             / 1024
-    );
+    )?;
     if let Some(w) = status["warning"].as_str() {
-        println!("warning: {w}");
+        outln!("warning: {w}")?;
     }
-    println!();
+    outln!()?;
     let plugins: Vec<[String; 6]> = status["plugins"]
         .as_array()
         .into_iter()
@@ -466,18 +467,18 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
     print_table(
         &["PLUGIN", "VERSION", "GEN", "FILE", "TOOLS", "LAST ERROR"],
         &plugins,
-    );
+    )?;
     for e in status["load_errors"].as_array().into_iter().flatten() {
-        println!("not loaded: {}", text(&e["error"]));
+        outln!("not loaded: {}", text(&e["error"]))?;
     }
     for e in strings(&status["registry_errors"]) {
-        println!("not registered: {e}");
+        outln!("not registered: {e}")?;
     }
     for f in strings(&status["pending"]) {
-        println!("still being written: {f}");
+        outln!("still being written: {f}")?;
     }
     for u in status["unavailable"].as_array().into_iter().flatten() {
-        println!("unavailable: {}", text(&u["reason"]));
+        outln!("unavailable: {}", text(&u["reason"]))?;
     }
     for p in status["profiles"].as_array().into_iter().flatten() {
         let missing = strings(&p["missing_tools"]);
@@ -489,7 +490,7 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
                 missing.join(", ")
             )
         };
-        println!("profile {}: {} tools{note}", text(&p["name"]), p["tools"]);
+        outln!("profile {}: {} tools{note}", text(&p["name"]), p["tools"])?;
     }
     let tools: Vec<[String; 6]> = status["tools"]
         .as_array()
@@ -510,11 +511,11 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
         })
         .collect();
     if !tools.is_empty() {
-        println!();
+        outln!()?;
         print_table(
             &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
             &tools,
-        );
+        )?;
     }
     let clients: Vec<[String; 5]> = status["mcp_clients"]
         .as_array()
@@ -536,11 +537,11 @@ pub(crate) fn status(socket: &Path, as_json: bool) -> ExitCode {
         })
         .collect();
     if !clients.is_empty() {
-        println!();
+        outln!()?;
         print_table(
             &["MCP CLIENT", "TOKEN", "PROTOCOL", "NAME", "CONNECTED S"],
             &clients,
-        );
+        )?;
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

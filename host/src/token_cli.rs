@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use toolhost::{LoadedConfig, Profile, TokenStore};
 
+use crate::output::outln;
 use crate::print_table;
 
 /// What to say when there is nowhere to keep tokens.
@@ -35,27 +36,30 @@ pub(crate) enum TokenAction {
     },
 }
 
-pub(crate) fn run(config: &LoadedConfig, action: TokenAction) -> ExitCode {
+pub(crate) fn run(config: &LoadedConfig, action: TokenAction) -> std::io::Result<ExitCode> {
     let Some(file) = config.tokens_file() else {
         eprintln!("error: {NO_STATE_DIR}");
-        return ExitCode::FAILURE;
+        return Ok(ExitCode::FAILURE);
     };
     let store = TokenStore::new(file);
     let outcome = match action {
-        TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref()),
-        TokenAction::List { json } => list(&store, json),
-        TokenAction::Revoke { name } => store
-            .revoke(&name)
-            .map(|r| println!("revoked token '{}'", r.name))
-            .map_err(|e| e.to_string()),
+        TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref())?,
+        TokenAction::List { json } => list(&store, json)?,
+        TokenAction::Revoke { name } => match store.revoke(&name) {
+            Ok(r) => {
+                outln!("revoked token '{}'", r.name)?;
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        },
     };
-    match outcome {
+    Ok(match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
-    }
+    })
 }
 
 fn add(
@@ -63,12 +67,17 @@ fn add(
     store: &TokenStore,
     name: &str,
     profile: Option<&str>,
-) -> Result<(), String> {
-    if let Some(profile) = profile {
-        Profile::load(config, profile).map_err(|e| e.to_string())?;
+) -> std::io::Result<Result<(), String>> {
+    if let Some(profile) = profile
+        && let Err(e) = Profile::load(config, profile)
+    {
+        return Ok(Err(e.to_string()));
     }
-    let made = store.add(name, profile).map_err(|e| e.to_string())?;
-    println!("{}", made.token);
+    let made = match store.add(name, profile) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    outln!("{}", made.token)?;
     eprintln!(
         "token '{}' made{}; it is shown only this once. Clients send it as the header\n  \
          Authorization: Bearer {}\n(kept as a hash in {})",
@@ -77,11 +86,14 @@ fn add(
         made.token,
         store.path().display()
     );
-    Ok(())
+    Ok(Ok(()))
 }
 
-fn list(store: &TokenStore, json: bool) -> Result<(), String> {
-    let tokens = store.list().map_err(|e| e.to_string())?;
+fn list(store: &TokenStore, json: bool) -> std::io::Result<Result<(), String>> {
+    let tokens = match store.list() {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
     if json {
         let shown: Vec<serde_json::Value> = tokens
             .iter()
@@ -89,18 +101,18 @@ fn list(store: &TokenStore, json: bool) -> Result<(), String> {
                 |t| serde_json::json!({"name": t.name, "profile": t.profile, "created": t.created}),
             )
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&shown).unwrap_or_default()
-        );
-        return Ok(());
+        )?;
+        return Ok(Ok(()));
     }
     if tokens.is_empty() {
-        println!(
+        outln!(
             "no tokens in {}; make one with `toolhost token add NAME`",
             store.path().display()
-        );
-        return Ok(());
+        )?;
+        return Ok(Ok(()));
     }
     let rows: Vec<[String; 3]> = tokens
         .iter()
@@ -114,6 +126,6 @@ fn list(store: &TokenStore, json: bool) -> Result<(), String> {
             ]
         })
         .collect();
-    print_table(&["NAME", "PROFILE", "CREATED"], &rows);
-    Ok(())
+    print_table(&["NAME", "PROFILE", "CREATED"], &rows)?;
+    Ok(Ok(()))
 }

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use toolhost::{LoadPolicy, LoadedConfig, Pin, TrustMode, TrustPolicy, TrustStore};
 
+use crate::output::outln;
 use crate::{new_loader_with, print_table};
 
 /// What `toolhost trust` was asked for.
@@ -22,48 +23,48 @@ pub(crate) struct TrustArgs {
     pub(crate) no_load: bool,
 }
 
-pub(crate) fn trust(config: &LoadedConfig, args: &TrustArgs) -> ExitCode {
+pub(crate) fn trust(config: &LoadedConfig, args: &TrustArgs) -> std::io::Result<ExitCode> {
     let policy = match config.load_policy() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let Some(store_path) = policy.trust.file().map(Path::to_path_buf) else {
         eprintln!("error: {}", toolhost::TrustError::NoTrustFile);
-        return ExitCode::FAILURE;
+        return Ok(ExitCode::FAILURE);
     };
     let mut store = match TrustStore::load(&store_path) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     if args.list {
-        list(&store, &store_path);
-        return ExitCode::SUCCESS;
+        list(&store, &store_path)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let outcome = if args.remove.is_empty() {
-        pin(&mut store, &store_path, policy, args)
+        pin(&mut store, &store_path, policy, args)?
     } else {
-        remove(&mut store, &args.remove)
+        remove(&mut store, &args.remove)?
     };
     if let Err(code) = outcome {
-        return code;
+        return Ok(code);
     }
     if let Err(e) = store.save(&store_path) {
         eprintln!("error: {e}");
-        return ExitCode::FAILURE;
+        return Ok(ExitCode::FAILURE);
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-fn list(store: &TrustStore, path: &Path) {
+fn list(store: &TrustStore, path: &Path) -> std::io::Result<()> {
     if store.pins.is_empty() {
-        println!("no pinned files in {}", path.display());
-        return;
+        outln!("no pinned files in {}", path.display())?;
+        return Ok(());
     }
     let rows: Vec<[String; 5]> = store
         .pins
@@ -78,7 +79,7 @@ fn list(store: &TrustStore, path: &Path) {
             ]
         })
         .collect();
-    print_table(&["SHA256", "PLUGIN", "VERSION", "FILE", "ADDED"], &rows);
+    print_table(&["SHA256", "PLUGIN", "VERSION", "FILE", "ADDED"], &rows)
 }
 
 fn pin(
@@ -86,13 +87,16 @@ fn pin(
     store_path: &Path,
     policy: LoadPolicy,
     args: &TrustArgs,
-) -> Result<(), ExitCode> {
+) -> std::io::Result<Result<(), ExitCode>> {
     let mode = policy.trust.mode();
     // The operator vouches for these files: every check but the trust mode's applies.
-    let loader = new_loader_with(LoadPolicy {
+    let loader = match new_loader_with(LoadPolicy {
         trust: TrustPolicy::default(),
         ..policy
-    })?;
+    }) {
+        Ok(l) => l,
+        Err(code) => return Ok(Err(code)),
+    };
     let mut failed = false;
     for file in &args.files {
         let facts = match loader.inspect(file) {
@@ -125,7 +129,7 @@ fn pin(
             }
         };
         let shown = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
-        println!(
+        outln!(
             "pinned {} ({}, sha256 {})",
             shown.display(),
             match (&plugin, &version) {
@@ -133,7 +137,7 @@ fn pin(
                 _ => "not loaded".to_owned(),
             },
             facts.sha256
-        );
+        )?;
         store.add(Pin {
             sha256: facts.sha256,
             file: shown,
@@ -143,20 +147,20 @@ fn pin(
             added: jiff::Timestamp::now().to_string(),
         });
     }
-    println!("trust file: {}", store_path.display());
+    outln!("trust file: {}", store_path.display())?;
     if mode == TrustMode::Any {
-        println!(
+        outln!(
             "note: [trust] mode is \"any\": pins take effect with mode = \"pinned\" or \"signed\""
-        );
+        )?;
     }
-    if failed {
+    Ok(if failed {
         Err(ExitCode::FAILURE)
     } else {
         Ok(())
-    }
+    })
 }
 
-fn remove(store: &mut TrustStore, which: &[String]) -> Result<(), ExitCode> {
+fn remove(store: &mut TrustStore, which: &[String]) -> std::io::Result<Result<(), ExitCode>> {
     let mut sha256s = BTreeSet::new();
     let mut files = BTreeSet::new();
     for item in which {
@@ -175,18 +179,18 @@ fn remove(store: &mut TrustStore, which: &[String]) -> Result<(), ExitCode> {
     }
     let gone = store.remove(&sha256s, &files);
     for p in &gone {
-        println!(
+        outln!(
             "removed the pin of {} (sha256 {})",
             p.file.display(),
             p.sha256
-        );
+        )?;
     }
     if gone.is_empty() {
         eprintln!(
             "error: no pin matches {}; `toolhost trust --list` shows them",
             which.join(", ")
         );
-        return Err(ExitCode::FAILURE);
+        return Ok(Err(ExitCode::FAILURE));
     }
-    Ok(())
+    Ok(Ok(()))
 }

@@ -5,6 +5,7 @@ mod agent;
 mod cli;
 mod compat;
 mod dispatch;
+mod doors;
 mod fuzz;
 mod http_door;
 mod loading;

@@ -22,6 +22,17 @@ pub enum SessionError {
         /// The cause.
         source: rusqlite::Error,
     },
+    /// The database file could not be created private (0600) or narrowed to it.
+    #[error(
+        "could not make the session database {path} private (mode 0600): {source}; check \
+         that the profile's state folder belongs to the host's user"
+    )]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// No such session.
     #[error("there is no session '{0}' in this profile")]
     NoSession(String),
@@ -131,12 +142,29 @@ fn fts_query(text: &str) -> Option<String> {
 }
 
 impl SessionStore {
-    /// Opens (creating if needed) the store at `path`.
+    /// Opens (creating if needed) the store at `path`. The database is private: a new
+    /// file is created 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
+    /// files the database's mode), and existing wider ones are narrowed with a log line.
     pub fn open(path: &Path) -> Result<SessionStore, SessionError> {
         let db = |source| SessionError::Db {
             path: path.to_path_buf(),
             source,
         };
+        let private = |file: &Path| {
+            crate::private::tighten_existing(file).map_err(|source| SessionError::File {
+                path: file.to_path_buf(),
+                source,
+            })
+        };
+        crate::private::open_private_file(path).map_err(|source| SessionError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            private(Path::new(&side))?;
+        }
         let conn = Connection::open(path).map_err(db)?;
         // Another toolhost on the same profile (a chat and a run) waits its turn.
         conn.busy_timeout(std::time::Duration::from_secs(10))
@@ -304,6 +332,45 @@ mod tests {
         assert!(hits[0].snippet.contains("[PURPLE-42]"), "{:?}", hits[0]);
         assert!(store.search("\"unbalanced", 5, None).is_ok());
         assert_eq!(store.messages(&a).expect("messages").len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_and_its_wal_and_shm_are_private_and_wider_ones_are_narrowed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sessions.sqlite3");
+        let side = |suffix: &str| dir.path().join(format!("sessions.sqlite3{suffix}"));
+        {
+            let store = SessionStore::open(&path).expect("open");
+            let id = store.create(None).expect("session");
+            store
+                .append(&id, &Message::text(Role::User, "private words"))
+                .expect("append");
+            // The connection is open: WAL mode keeps both side files.
+            assert_eq!(mode(&path), 0o600);
+            assert_eq!(mode(&side("-wal")), 0o600);
+            assert_eq!(mode(&side("-shm")), 0o600);
+        }
+        for file in [path.clone(), side("-wal"), side("-shm")] {
+            if file.exists() {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
+                    .expect("chmod");
+            }
+        }
+        let store = SessionStore::open(&path).expect("reopen");
+        assert_eq!(mode(&path), 0o600, "an existing 0644 database is narrowed");
+        for suffix in ["-wal", "-shm"] {
+            if side(suffix).exists() {
+                assert_eq!(mode(&side(suffix)), 0o600, "{suffix}");
+            }
+        }
+        assert!(!store.search("private", 5, None).expect("search").is_empty());
     }
 
     #[test]

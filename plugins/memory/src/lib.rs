@@ -1,13 +1,17 @@
 //! The `memory` tool: the agent's own notes (add, list, search, remove), kept in the
 //! profile's state folder (`memory.json`), so one profile never sees another's. Risk
 //! `read`: it changes nothing but the agent's own notes.
+//!
+//! The notes are private: `memory.json` and its lock file are created 0600 (the notes by
+//! an exclusive, unpredictably named temporary file renamed into place), and existing
+//! ones that group or others can read are narrowed, with a line in the host's log.
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, export_plugin};
+use toolhost_plugin_api::{LogLevel, Risk, ToolContext, ToolError, TypedTool, export_plugin};
 
 /// What to do.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -56,13 +60,53 @@ struct Notes {
 /// processes and other loaded generations of this plugin).
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// Narrows `path` to 0600 if group or others have any access to it; says so (for the
+/// host's log) when it did. A missing file is fine.
+#[cfg(unix)]
+fn tighten(path: &Path, said: &mut Vec<String>) -> Result<(), ToolError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o7777,
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ToolError::failed(format!(
+                "could not inspect {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+            ToolError::failed(format!(
+                "{} can be read by other users (mode {mode:04o}) and could not be narrowed to \
+                 0600: {e}; fix its mode or owner",
+                path.display()
+            ))
+        })?;
+        said.push(format!(
+            "narrowed the mode of {} from {mode:04o} to 0600: it holds the agent's private \
+             notes",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn tighten(_path: &Path, _said: &mut Vec<String>) -> Result<(), ToolError> {
+    Ok(())
+}
+
 /// Holds an exclusive lock on `memory.lock` next to the notes while it lives.
-fn lock_file(path: &Path) -> Result<std::fs::File, ToolError> {
+fn lock_file(path: &Path, said: &mut Vec<String>) -> Result<std::fs::File, ToolError> {
     let lock_path = path.with_extension("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
+    tighten(&lock_path, said)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
         .open(&lock_path)
         .map_err(|e| ToolError::failed(format!("could not open {}: {e}", lock_path.display())))?;
     file.lock()
@@ -86,18 +130,25 @@ fn load(path: &Path) -> Result<Notes, ToolError> {
     }
 }
 
-/// Writes the notes by rename (synced first), so a crash never leaves half a file.
+/// Writes the notes by rename (synced first), so a crash never leaves half a file. The
+/// temporary file is created exclusively, mode 0600, with an unpredictable name.
 fn save(path: &Path, notes: &Notes) -> Result<(), ToolError> {
     use std::io::Write as _;
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(notes)
         .map_err(|e| ToolError::failed(format!("could not encode the notes: {e}")))?;
-    std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".memory.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .and_then(|mut tmp| {
+            tmp.write_all(text.as_bytes())?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(path).map(drop).map_err(|e| e.error)
         })
-        .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| {
             ToolError::failed(format!(
                 "could not write the notes file {}: {e}",
@@ -113,11 +164,12 @@ fn matches(text: &str, query: &str) -> bool {
         .all(|word| text.contains(&word.to_lowercase()))
 }
 
-fn run(path: &Path, args: MemoryArgs) -> Result<String, ToolError> {
+fn run(path: &Path, args: MemoryArgs, said: &mut Vec<String>) -> Result<String, ToolError> {
     let _guard = LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _file_lock = lock_file(path)?;
+    let _file_lock = lock_file(path, said)?;
+    tighten(path, said)?;
     let mut notes = load(path)?;
     match args.action {
         Action::Add => {
@@ -190,9 +242,17 @@ impl TypedTool for Memory {
 
     async fn run(&self, ctx: &ToolContext<'_>, args: MemoryArgs) -> Result<String, ToolError> {
         let path = ctx.state_dir().await?.join("memory.json");
-        ctx.blocking(move |_| run(&path, args))
+        let (result, said) = ctx
+            .blocking(move |_| {
+                let mut said = Vec::new();
+                (run(&path, args, &mut said), said)
+            })
             .await
-            .map_err(ToolError::failed)?
+            .map_err(ToolError::failed)?;
+        for line in said {
+            ctx.log(LogLevel::WARN, &line);
+        }
+        result
     }
 }
 

@@ -1,8 +1,18 @@
 //! `write_file`: a write tool that creates, replaces or appends to a file. Replacing goes
 //! through a temporary file and a rename, so a reader never sees half a file.
+//!
+//! It writes anywhere the host's user can, so it is careful about what it writes
+//! through: the temporary file is created exclusively (O_EXCL) in the target's folder
+//! with an unpredictable name, so a link planted in a shared folder can never redirect
+//! it; a symbolic link at the target path is refused unless the call says
+//! `follow_symlinks: true` (then the file it points to is written and the link kept);
+//! `create` never follows a link (dangling or not) and `append` opens with O_NOFOLLOW. An
+//! overwritten file keeps its mode, and its owner and group where the host may set them.
+//! Only the last component of the path is checked: folders on the way are followed as
+//! the operating system does.
 
 use std::fs;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -13,10 +23,10 @@ use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 #[derive(Deserialize, JsonSchema, Clone, Copy, Default)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum WriteMode {
-    /// Fail if the file exists.
+    /// Fail if the file exists (a symbolic link there counts as existing).
     #[default]
     Create,
-    /// Replace the file's content (atomically).
+    /// Replace the file's content atomically, keeping its mode (and owner where allowed).
     Overwrite,
     /// Add to the end of the file, creating it if needed.
     Append,
@@ -33,6 +43,10 @@ pub(crate) struct WriteFileArgs {
     /// "create" (default: fail if the file exists), "overwrite" or "append".
     #[serde(default)]
     mode: WriteMode,
+    /// If `path` is a symbolic link, write the file it points to (keeping the link).
+    /// Default false: a symbolic link at `path` is refused.
+    #[serde(default)]
+    follow_symlinks: bool,
 }
 
 pub(crate) struct WriteFile;
@@ -46,68 +60,192 @@ impl TypedTool for WriteFile {
 
     fn description(&self) -> &str {
         "Writes text to a file on the host machine. mode \"create\" (the default) refuses to \
-         touch an existing file, \"overwrite\" replaces its content atomically, \"append\" adds \
-         to its end. The parent directory must exist. Returns what was written and where."
+         touch an existing file, \"overwrite\" replaces its content atomically (keeping its \
+         permissions), \"append\" adds to its end. The parent directory must exist. A \
+         symbolic link at the path is refused unless follow_symlinks is true, which writes \
+         the file the link points to. Returns what was written and where."
     }
 
     fn risk(&self) -> Risk {
         Risk::Write
     }
 
-    async fn run(&self, _ctx: &ToolContext<'_>, args: WriteFileArgs) -> Result<String, ToolError> {
-        let path = &args.path;
-        let bytes = args.content.len();
-        let shown = path.display();
-        match args.mode {
-            WriteMode::Create => {
-                let mut f = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(path)
-                    .map_err(|e| io_error("create", path, e))?;
-                f.write_all(args.content.as_bytes())
-                    .map_err(|e| io_error("write", path, e))?;
-                Ok(format!("created {shown} ({bytes} bytes)"))
-            }
-            WriteMode::Overwrite => {
-                replace(path, &args.content).map_err(|e| io_error("overwrite", path, e))?;
-                Ok(format!("overwrote {shown} ({bytes} bytes)"))
-            }
-            WriteMode::Append => {
-                let mut f = fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(path)
-                    .map_err(|e| io_error("open", path, e))?;
-                f.write_all(args.content.as_bytes())
-                    .map_err(|e| io_error("append to", path, e))?;
-                Ok(format!("appended {bytes} bytes to {shown}"))
-            }
+    async fn run(&self, ctx: &ToolContext<'_>, args: WriteFileArgs) -> Result<String, ToolError> {
+        ctx.blocking(move |_| write(&args))
+            .await
+            .map_err(ToolError::failed)?
+    }
+}
+
+fn write(args: &WriteFileArgs) -> Result<String, ToolError> {
+    let asked = &args.path;
+    let path = target(asked, args.follow_symlinks)?;
+    let bytes = args.content.len();
+    let shown = if &path == asked {
+        asked.display().to_string()
+    } else {
+        format!("{} (through the link {})", path.display(), asked.display())
+    };
+    match args.mode {
+        WriteMode::Create => {
+            // O_EXCL: fails on anything at the path, a dangling symbolic link included.
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| io_error("create", &path, e))?;
+            f.write_all(args.content.as_bytes())
+                .map_err(|e| io_error("write", &path, e))?;
+            Ok(format!("created {shown} ({bytes} bytes)"))
+        }
+        WriteMode::Overwrite => {
+            replace(&path, &args.content).map_err(|e| io_error("overwrite", &path, e))?;
+            Ok(format!("overwrote {shown} ({bytes} bytes)"))
+        }
+        WriteMode::Append => {
+            refuse_special(&path).map_err(|e| io_error("append to", &path, e))?;
+            let mut options = fs::OpenOptions::new();
+            options.append(true).create(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+            let mut f = options
+                .open(&path)
+                .map_err(|e| io_error("open", &path, e))?;
+            f.write_all(args.content.as_bytes())
+                .map_err(|e| io_error("append to", &path, e))?;
+            Ok(format!("appended {bytes} bytes to {shown}"))
         }
     }
 }
 
-fn io_error(action: &str, path: &Path, e: std::io::Error) -> ToolError {
+/// Symbolic links followed at most, as the kernel does.
+const MAX_LINKS: usize = 40;
+
+/// The path to write: `path` itself, or with `follow` the file its chain of symbolic links
+/// ends at (which may not exist yet). Without `follow`, a link at `path` is an error.
+fn target(path: &Path, follow: bool) -> Result<PathBuf, ToolError> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let points_to =
+                    fs::read_link(&current).map_err(|e| io_error("read", &current, e))?;
+                if !follow {
+                    return Err(ToolError::failed(format!(
+                        "{} is a symbolic link (to {}), and write_file does not write through \
+                         links unless asked: pass \"follow_symlinks\": true to write the file \
+                         it points to, or choose another path",
+                        path.display(),
+                        points_to.display()
+                    )));
+                }
+                current = match current.parent() {
+                    Some(dir) if points_to.is_relative() => dir.join(points_to),
+                    _ => points_to,
+                };
+            }
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Err(e) => return Err(io_error("inspect", &current, e)),
+        }
+    }
+    Err(ToolError::failed(format!(
+        "{} is a chain of more than {MAX_LINKS} symbolic links (a loop?); choose another path",
+        path.display()
+    )))
+}
+
+fn io_error(action: &str, path: &Path, e: io::Error) -> ToolError {
     let hint = match e.kind() {
-        std::io::ErrorKind::AlreadyExists => " (use mode \"overwrite\" or \"append\")",
-        std::io::ErrorKind::NotFound => " (the parent directory must exist)",
+        io::ErrorKind::AlreadyExists => " (use mode \"overwrite\" or \"append\")",
+        io::ErrorKind::NotFound => " (the parent directory must exist)",
+        _ if e.raw_os_error() == Some(libc::ELOOP) => {
+            " (it is a symbolic link: pass \"follow_symlinks\": true to write through it)"
+        }
         _ => "",
     };
     ToolError::Failed(format!("could not {action} {}: {e}{hint}", path.display()))
 }
 
-fn replace(path: &Path, content: &str) -> std::io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
-    })?;
-    let tmp = path.with_file_name(format!(
-        ".{}.toolhost-tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = fs::write(&tmp, content).and_then(|()| fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+/// An existing directory, FIFO, socket or device at `path` is not written: only regular
+/// files (a FIFO would block the write until someone reads it).
+fn refuse_special(path: &Path) -> io::Result<Option<fs::Metadata>> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(Some(meta)),
+        Ok(meta) if meta.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it became a symbolic link while being written; try again",
+        )),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file (a directory, FIFO, socket or device)",
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    written
+}
+
+/// Replaces `path` with `content`: a temporary file created exclusively (O_EXCL, mode
+/// 0666 less the umask, an unpredictable name) in the same folder, given the old file's
+/// mode and (where allowed) owner and group, synced, then renamed over `path`.
+fn replace(path: &Path, content: &str) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let existing = refuse_special(path)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".toolhost-tmp");
+    #[cfg(unix)]
+    let default_mode = {
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::Permissions::from_mode(0o666)
+    };
+    #[cfg(unix)]
+    builder.permissions(default_mode);
+    // The temporary file is removed if anything below fails (it is dropped unpersisted).
+    let mut tmp = builder.tempfile_in(dir)?;
+    tmp.write_all(content.as_bytes())?;
+    if let Some(meta) = existing {
+        keep_owner_and_mode(tmp.as_file(), &meta)?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Gives the new file the old one's owner and group (where the host may: as root, or the
+/// group if it is one of the host's) and then its mode. Set-id bits are kept only when the
+/// owner and group both came across.
+#[cfg(unix)]
+fn keep_owner_and_mode(file: &fs::File, old: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let now = file.metadata()?;
+    let mut same_ids = now.uid() == old.uid() && now.gid() == old.gid();
+    if !same_ids {
+        let tried = std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid()))
+            .or_else(|_| std::os::unix::fs::fchown(file, None, Some(old.gid())));
+        match tried {
+            Ok(()) => {
+                let after = file.metadata()?;
+                same_ids = after.uid() == old.uid() && after.gid() == old.gid();
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut mode = old.mode() & 0o7777;
+    if !same_ids {
+        mode &= !0o6000;
+    }
+    file.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn keep_owner_and_mode(file: &fs::File, old: &fs::Metadata) -> io::Result<()> {
+    file.set_permissions(old.permissions())
 }
