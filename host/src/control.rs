@@ -27,35 +27,16 @@ use tokio_util::sync::CancellationToken;
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
 
-/// The effective uid of this process: who the control socket serves and trusts.
-#[cfg(unix)]
-fn own_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions, cannot fail and touches no memory of ours.
-    unsafe { libc::geteuid() }
-}
-
 /// Whether a process or file of `uid` may be trusted on the control socket: ours or root's.
 #[cfg(unix)]
 fn trusted_uid(uid: u32) -> bool {
-    uid == own_uid() || uid == 0
-}
-
-/// A user's name from `/etc/passwd`, for messages (`None` if it is not listed there).
-#[cfg(unix)]
-fn user_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        let id = fields.nth(1)?;
-        (id.parse::<u32>().ok()? == uid).then(|| name.to_owned())
-    })
+    uid == crate::private::effective_uid() || uid == 0
 }
 
 /// `uid N (name)`, or `uid N` for a user without a name.
 #[cfg(unix)]
 fn describe_uid(uid: u32) -> String {
-    match user_name(uid) {
+    match crate::permissions::user_name(uid) {
         Some(name) => format!("uid {uid} ({name})"),
         None => format!("uid {uid}"),
     }
@@ -68,7 +49,7 @@ pub fn default_control_path() -> PathBuf {
         return PathBuf::from(dir).join("toolhost").join("control.sock");
     }
     #[cfg(unix)]
-    let user = own_uid().to_string();
+    let user = crate::private::effective_uid().to_string();
     #[cfg(not(unix))]
     let user = "user".to_owned();
     std::env::temp_dir()
@@ -312,7 +293,7 @@ impl Drop for ControlSocket {
 /// host's effective uid or root. Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(), String> {
-    let me = own_uid();
+    let me = crate::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) if trusted_uid(cred.uid()) => Ok(()),
         Ok(cred) => {
@@ -462,7 +443,7 @@ fn is_socket(_meta: &std::fs::Metadata) -> bool {
 fn check_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
-    let me = own_uid();
+    let me = crate::private::effective_uid();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

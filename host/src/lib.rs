@@ -103,8 +103,8 @@ pub use policy::{
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use private::{
-    effective_uid, ensure_private_dir, is_private, open_private_file, read_small_file, state_dir,
-    tighten_existing, write_private_file,
+    effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
+    write_private_file,
 };
 pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
 pub use rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};

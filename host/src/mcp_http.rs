@@ -230,7 +230,7 @@ fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, McpServeE
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let read = |path: &PathBuf, what: &'static str| {
-        crate::private::read_small_file(path, 1024 * 1024).map_err(|e| McpServeError::Tls {
+        crate::safe_open::read_capped(path, 1024 * 1024).map_err(|e| McpServeError::Tls {
             reason: format!("could not read the {what} {}: {e}", path.display()),
         })
     };
@@ -276,6 +276,9 @@ fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, McpServeE
 
 type Service = StreamableHttpService<McpSession, TrackedSessions>;
 
+/// A token's rmcp service and the session manager inside it.
+type TokenService = (Arc<Service>, Arc<LocalSessionManager>);
+
 /// What the connections of one HTTP door share.
 struct Door {
     host: Arc<Host>,
@@ -288,7 +291,7 @@ struct Door {
     /// One MCP server per profile served (keyed by `--profile` for `None`).
     servers: Mutex<HashMap<Option<String>, McpServer>>,
     /// One rmcp service per token (its sessions are its own).
-    services: Mutex<HashMap<ServiceKey, (Arc<Service>, Arc<LocalSessionManager>)>>,
+    services: Mutex<HashMap<ServiceKey, TokenService>>,
     /// When refusals were last logged, and how many were not logged since.
     refusals: Mutex<(Option<Instant>, u64)>,
 }
@@ -406,7 +409,7 @@ impl Door {
         let Ok(valid) = auth.identities() else {
             return;
         };
-        let gone: Vec<(Arc<Service>, Arc<LocalSessionManager>)> = {
+        let gone: Vec<TokenService> = {
             let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
             let keys: Vec<ServiceKey> = services
                 .keys()

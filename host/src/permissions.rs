@@ -196,11 +196,7 @@ fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
-/// The host's effective user id.
-pub(crate) fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub(crate) use crate::private::effective_uid;
 
 /// The name of user `uid` in the user database, if it has one.
 pub(crate) fn user_name(uid: u32) -> Option<String> {

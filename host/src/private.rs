@@ -92,41 +92,6 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads a regular file of at most `max` bytes: a FIFO is never waited on (opened
-/// non-blocking), and a device, a folder or a larger file is refused at once with the
-/// reason, instead of hanging or reading without end.
-pub fn read_small_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-    let file = options.open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, device, socket or folder)",
-        ));
-    }
-    if meta.len() > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{} bytes, more than the {max} allowed", meta.len()),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    // The size can grow after the look: never read more than `max` + 1.
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("it grew past the {max} bytes allowed while it was read"),
-        ));
-    }
-    Ok(bytes)
-}
-
 /// The host's state directory: `$XDG_STATE_HOME/toolhost`, else
 /// `~/.local/state/toolhost`; `None` when neither variable is set. Trust pins
 /// (`trust.json`) and tokens (`tokens.json`) live here. Not created here: callers that

@@ -34,6 +34,20 @@ pub(crate) enum OpenError {
     },
 }
 
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> io::Error {
+        match e {
+            OpenError::Io(e) => e,
+            other @ OpenError::NotRegular { .. } => {
+                io::Error::new(io::ErrorKind::InvalidInput, other.to_string())
+            }
+            other @ OpenError::TooLarge { .. } => {
+                io::Error::new(io::ErrorKind::InvalidData, other.to_string())
+            }
+        }
+    }
+}
+
 /// What kind of file `ft` describes, for messages ("a FIFO", "a directory").
 pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
     #[cfg(unix)]

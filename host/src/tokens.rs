@@ -274,7 +274,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<TokenFile, TokenError> {
 }
 
 fn read_small(path: &Path) -> io::Result<Vec<u8>> {
-    crate::private::read_small_file(path, MAX_FILE)
+    crate::safe_open::read_capped(path, MAX_FILE).map_err(io::Error::from)
 }
 
 /// Who a request's token belongs to.

@@ -373,3 +373,104 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
         String::from_utf8_lossy(&raw)
     );
 }
+
+/// Bytes the static checks must refuse before the dynamic loader sees them: anything,
+/// anything behind an ELF magic, and a real plugin cut short at any length.
+fn not_a_whole_library(real: std::sync::Arc<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    let len = real.len();
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..512),
+        prop::collection::vec(any::<u8>(), 0..400).prop_map(|rest| {
+            let mut bytes = b"\x7fELF\x02\x01\x01".to_vec();
+            bytes.extend(rest);
+            bytes
+        }),
+        (0..len - 1).prop_map(move |n| real[..n].to_vec()),
+    ]
+}
+
+#[test]
+fn the_static_checks_refuse_arbitrary_bytes_and_the_host_keeps_serving() {
+    let plugins = PluginDir::with(&["hello_tools"]);
+    let real = std::sync::Arc::new(
+        std::fs::read(crate::support::so("hello_tools")).expect("read a real plugin"),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("control.sock");
+    let _host = Serving(
+        toolhost_command()
+            .args(["serve", "--no-watch", "--plugins"])
+            .arg(plugins.path())
+            .arg("--control")
+            .arg(&socket)
+            .env("TMPDIR", dir.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start toolhost serve"),
+    );
+    wait_for(&socket);
+    let stream = UnixStream::connect(&socket).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let writer = std::cell::RefCell::new(stream.try_clone().expect("clone"));
+    let reader = std::cell::RefCell::new(BufReader::new(stream));
+    let ask = |request: Value| -> Value {
+        let mut line = request.to_string();
+        line.push('\n');
+        writer
+            .borrow_mut()
+            .write_all(line.as_bytes())
+            .expect("send");
+        let mut answer = String::new();
+        reader.borrow_mut().read_line(&mut answer).expect("answer");
+        serde_json::from_str(&answer).expect("JSON answer")
+    };
+    let case = plugins.path().join("libcase.so");
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 80,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&not_a_whole_library(real), |bytes| {
+            // A new inode each time, as an operator's copy would be.
+            let tmp = plugins.path().join(".case.tmp");
+            std::fs::write(&tmp, &bytes).expect("write the case");
+            std::fs::rename(&tmp, &case).expect("install the case");
+            let reload = ask(json!({"id": 1, "method": "reload"}));
+            let errors = reload["result"]["errors"].to_string();
+            let pending = reload["result"]["pending"].to_string();
+            prop_assert!(
+                errors.contains("libcase.so") || pending.contains("libcase.so"),
+                "{} bytes were not refused: {reload}",
+                bytes.len()
+            );
+            let call = ask(json!({"id": 2, "method": "call",
+                "params": {"tool": "greet", "arguments": {"name": "Ada"}}}));
+            prop_assert_eq!(&call["result"]["is_error"], &json!(false), "{}", call);
+            Ok(())
+        })
+        .expect("every file was refused and greet kept answering");
+    std::fs::remove_file(&case).expect("remove the case");
+    ask(json!({"id": 3, "method": "reload"}));
+    // Nothing was left behind in the private copy folder.
+    let leftovers: Vec<_> = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "so"))
+        .collect();
+    assert!(leftovers.is_empty(), "copies left behind: {leftovers:?}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
