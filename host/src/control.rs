@@ -519,39 +519,31 @@ pub struct ControlClient {
     path: PathBuf,
 }
 
+/// Why the socket at `path` could not be reached: no permission (EACCES, EPERM), or no
+/// host there.
+fn unreachable_socket(path: &Path, source: io::Error) -> ControlError {
+    let path = path.to_path_buf();
+    match source.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => ControlError::PermissionDenied { path, source },
+        _ => ControlError::NotRunning { path, source },
+    }
+}
+
 impl ControlClient {
     /// Connects to the host listening on `path`. Before anything is sent, the socket file
     /// must be owned by this user or root, and the process answering must run as this user
     /// or root: a socket someone else planted at the path is refused, never queried.
     pub async fn connect(path: &Path) -> Result<ControlClient, ControlError> {
-        let path_buf = || path.to_path_buf();
-        let meta = std::fs::symlink_metadata(path).map_err(|source| match source.kind() {
-            io::ErrorKind::PermissionDenied => ControlError::PermissionDenied {
-                path: path_buf(),
-                source,
-            },
-            _ => ControlError::NotRunning {
-                path: path_buf(),
-                source,
-            },
-        })?;
+        let meta = std::fs::symlink_metadata(path).map_err(|e| unreachable_socket(path, e))?;
         if !is_socket(&meta) {
-            return Err(ControlError::NotASocket { path: path_buf() });
+            return Err(ControlError::NotASocket {
+                path: path.to_path_buf(),
+            });
         }
         check_owner(path, &meta)?;
-        let stream =
-            UnixStream::connect(path)
-                .await
-                .map_err(|source| match source.raw_os_error() {
-                    Some(libc::EACCES | libc::EPERM) => ControlError::PermissionDenied {
-                        path: path_buf(),
-                        source,
-                    },
-                    _ => ControlError::NotRunning {
-                        path: path_buf(),
-                        source,
-                    },
-                })?;
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|e| unreachable_socket(path, e))?;
         check_peer(path, &stream)?;
         let (read, writer) = stream.into_split();
         Ok(ControlClient {

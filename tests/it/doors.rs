@@ -375,22 +375,29 @@ fn state_folders_are_0700_and_memory_files_0600_and_wider_ones_are_narrowed() {
     }
 }
 
+/// `toolhost run PROMPT` with a fresh profiles config in `work`, against the scripted
+/// model server at `url`.
+fn run_command(work: &Path, plugins: &PluginDir, url: &str, prompt: &str) -> Command {
+    let config = profiles_config(work, &[]);
+    let mut cmd = toolhost_command();
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["run", prompt, "--plugins"])
+        .arg(plugins.path())
+        .env("TOOLHOST_MODEL_BASE_URL", url)
+        .env("TOOLHOST_MODEL", "scripted")
+        .env_remove("TOOLHOST_API_KEY")
+        .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_database_of_a_run_is_0600_in_a_0700_folder() {
     let server =
         crate::agent::ModelServer::scripted(vec![crate::agent::text("private answer")]).await;
     let plugins = PluginDir::with(&["fixture_echo"]);
     let work = tempfile::tempdir().expect("temp dir");
-    let config = profiles_config(work.path(), &[]);
-    let mut cmd = toolhost_command();
-    cmd.arg("--config")
-        .arg(&config)
-        .args(["run", "say something", "--plugins"])
-        .arg(plugins.path())
-        .env("TOOLHOST_MODEL_BASE_URL", &server.url)
-        .env("TOOLHOST_MODEL", "scripted")
-        .env_remove("TOOLHOST_API_KEY")
-        .env_remove("OPENAI_API_KEY");
+    let mut cmd = run_command(work.path(), &plugins, &server.url, "say something");
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("run"))
         .await
         .expect("joined");
@@ -689,16 +696,7 @@ async fn the_answer_of_run_to_a_closed_pipe_ends_quietly_with_exit_0() {
     let server = crate::agent::ModelServer::scripted(vec![crate::agent::text("an answer")]).await;
     let plugins = PluginDir::with(&["fixture_echo"]);
     let work = tempfile::tempdir().expect("temp dir");
-    let config = profiles_config(work.path(), &[]);
-    let mut cmd = toolhost_command();
-    cmd.arg("--config")
-        .arg(&config)
-        .args(["run", "hello", "--plugins"])
-        .arg(plugins.path())
-        .env("TOOLHOST_MODEL_BASE_URL", &server.url)
-        .env("TOOLHOST_MODEL", "scripted")
-        .env_remove("TOOLHOST_API_KEY")
-        .env_remove("OPENAI_API_KEY");
+    let cmd = run_command(work.path(), &plugins, &server.url, "hello");
     tokio::task::spawn_blocking(move || quiet_on_a_closed_pipe(cmd, "run"))
         .await
         .expect("no failure");

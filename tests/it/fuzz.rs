@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::support::{PluginDir, toolhost_command};
+use crate::support::{PluginDir, spawn_http_server, toolhost_command};
 
 /// A `toolhost serve` killed when dropped.
 struct Serving(Child);
@@ -81,42 +81,73 @@ fn control_line() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// A `toolhost serve --no-watch` of `plugins` (its `TMPDIR` and control socket in `dir`)
+/// and one connection to its control socket, a line at a time.
+struct ControlLines {
+    _host: Serving,
+    writer: std::cell::RefCell<UnixStream>,
+    reader: std::cell::RefCell<BufReader<UnixStream>>,
+}
+
+impl ControlLines {
+    fn serve(plugins: &PluginDir, dir: &Path) -> ControlLines {
+        let socket = dir.join("control.sock");
+        let host = Serving(
+            toolhost_command()
+                .args(["serve", "--no-watch", "--plugins"])
+                .arg(plugins.path())
+                .arg("--control")
+                .arg(&socket)
+                .env("TMPDIR", dir)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start toolhost serve"),
+        );
+        wait_for(&socket);
+        let stream = UnixStream::connect(&socket).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        ControlLines {
+            _host: host,
+            writer: std::cell::RefCell::new(stream.try_clone().expect("clone")),
+            reader: std::cell::RefCell::new(BufReader::new(stream)),
+        }
+    }
+
+    /// Sends `line` (a newline is added) and returns the answer line.
+    fn send(&self, line: &[u8]) -> String {
+        let mut bytes = line.to_vec();
+        bytes.push(b'\n');
+        self.writer.borrow_mut().write_all(&bytes).expect("send");
+        let mut answer = String::new();
+        self.reader
+            .borrow_mut()
+            .read_line(&mut answer)
+            .expect("an answer line");
+        answer
+    }
+
+    fn ask(&self, request: &Value) -> Value {
+        let answer = self.send(request.to_string().as_bytes());
+        serde_json::from_str(&answer).expect("a JSON answer")
+    }
+}
+
 #[test]
 fn the_control_socket_answers_every_line_and_keeps_serving() {
     let plugins = PluginDir::with(&["hello_tools"]);
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("control.sock");
-    let _host = Serving(
-        toolhost_command()
-            .args(["serve", "--no-watch", "--plugins"])
-            .arg(plugins.path())
-            .arg("--control")
-            .arg(&socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start toolhost serve"),
-    );
-    wait_for(&socket);
-    let stream = UnixStream::connect(&socket).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let writer = std::cell::RefCell::new(stream.try_clone().expect("clone"));
-    let reader = std::cell::RefCell::new(BufReader::new(stream));
+    let control = ControlLines::serve(&plugins, dir.path());
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 300,
         failure_persistence: None,
         ..ProptestConfig::default()
     });
     runner
-        .run(&control_line(), |mut line| {
-            line.push(b'\n');
-            writer.borrow_mut().write_all(&line).expect("send");
-            let mut answer = String::new();
-            reader
-                .borrow_mut()
-                .read_line(&mut answer)
-                .expect("an answer line");
+        .run(&control_line(), |line| {
+            let answer = control.send(&line);
             let answer: Value = serde_json::from_str(&answer)
                 .map_err(|e| TestCaseError::fail(format!("not JSON ({e}): {answer}")))?;
             prop_assert!(
@@ -127,13 +158,8 @@ fn the_control_socket_answers_every_line_and_keeps_serving() {
         })
         .expect("every line got an answer");
     // The same connection, and a new one, still work.
-    writer
-        .borrow_mut()
-        .write_all(b"{\"id\": 1, \"method\": \"status\"}\n")
-        .expect("send");
-    let mut answer = String::new();
-    reader.borrow_mut().read_line(&mut answer).expect("read");
-    assert!(answer.contains("\"result\""), "{answer}");
+    let answer = control.ask(&json!({"id": 1, "method": "status"}));
+    assert!(answer.get("result").is_some(), "{answer}");
     let out = toolhost_command()
         .args(["status", "--control"])
         .arg(&socket)
@@ -268,7 +294,8 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
         .expect("token add");
     assert!(made.status.success());
     let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
-    let mut child = toolhost_command()
+    let mut command = toolhost_command();
+    command
         .args([
             "serve",
             "--mcp",
@@ -281,30 +308,9 @@ fn mcp_http_answers_odd_requests_and_keeps_serving() {
         .arg(plugins.path())
         .arg("--control")
         .arg(dir.path().join("control.sock"))
-        .env("XDG_STATE_HOME", dir.path())
-        .env("TOOLHOST_LOG", "info,rmcp=warn")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolhost serve --mcp http");
-    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://127.0.0.1:") {
-                let port: String = line[at + 17..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                let _ = tx.send(port);
-            }
-        }
-    });
+        .env("XDG_STATE_HOME", dir.path());
+    let (child, port) = spawn_http_server(command);
     let _host = Serving(child);
-    let port: u16 = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the server comes up")
-        .parse()
-        .expect("port");
     let send = |headers: &[(String, Vec<u8>)], body: &[u8], auth: bool| -> Vec<u8> {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         stream
@@ -396,36 +402,8 @@ fn the_static_checks_refuse_arbitrary_bytes_and_the_host_keeps_serving() {
         std::fs::read(crate::support::so("hello_tools")).expect("read a real plugin"),
     );
     let dir = tempfile::tempdir().expect("temp dir");
-    let socket = dir.path().join("control.sock");
-    let _host = Serving(
-        toolhost_command()
-            .args(["serve", "--no-watch", "--plugins"])
-            .arg(plugins.path())
-            .arg("--control")
-            .arg(&socket)
-            .env("TMPDIR", dir.path())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start toolhost serve"),
-    );
-    wait_for(&socket);
-    let stream = UnixStream::connect(&socket).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let writer = std::cell::RefCell::new(stream.try_clone().expect("clone"));
-    let reader = std::cell::RefCell::new(BufReader::new(stream));
-    let ask = |request: Value| -> Value {
-        let mut line = request.to_string();
-        line.push('\n');
-        writer
-            .borrow_mut()
-            .write_all(line.as_bytes())
-            .expect("send");
-        let mut answer = String::new();
-        reader.borrow_mut().read_line(&mut answer).expect("answer");
-        serde_json::from_str(&answer).expect("JSON answer")
-    };
+    let control = ControlLines::serve(&plugins, dir.path());
+    let ask = |request: Value| control.ask(&request);
     let case = plugins.path().join("libcase.so");
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 80,

@@ -4,15 +4,15 @@
 //! connections, oversized bodies, too many sessions, and TLS. Every server is the real
 //! binary on 127.0.0.1 with a raw HTTP client, so nothing in between is trusted.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{OtherUser, PluginDir, marker, toolhost_command};
+use crate::support::{OtherUser, PluginDir, marker, spawn_http_server, toolhost_command};
 
 /// A `toolhost serve --mcp http` with its own config, state and control socket.
 struct HttpHost {
@@ -67,7 +67,7 @@ impl HttpHost {
                 });
             }
         }
-        let mut child = command
+        command
             .arg("--config")
             .arg(dir.path().join("config.toml"))
             .args(["serve", "--mcp", "http", "--listen", "127.0.0.1:0"])
@@ -76,29 +76,8 @@ impl HttpHost {
             .arg(plugins.path())
             .arg("--control")
             .arg(dir.path().join("control.sock"))
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("TOOLHOST_LOG", "info,rmcp=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start toolhost serve --mcp http");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[serve] {line}");
-                if let Some(at) = line.find("://127.0.0.1:") {
-                    let rest = &line[at + "://127.0.0.1:".len()..];
-                    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                    let _ = tx.send(port);
-                }
-            }
-        });
-        let port = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server logs the URL it serves MCP at")
-            .parse()
-            .expect("port");
+            .env("XDG_STATE_HOME", dir.path().join("state"));
+        let (child, port) = spawn_http_server(command);
         HttpHost {
             child,
             port,

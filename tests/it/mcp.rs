@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::support::{PluginDir, echo_build, so, toolhost_command, workspace_root};
+use crate::support::{
+    PluginDir, echo_build, so, spawn_http_server, toolhost_command, workspace_root,
+};
 
 /// The version of the Python SDK the tests use (as `.ci/run` installs it).
 const PYTHON_SDK: &str = "mcp==2.3.0";
@@ -79,7 +81,8 @@ fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String,
         String::from_utf8_lossy(&made.stderr)
     );
     let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
-    let mut child = toolhost_command()
+    let mut command = toolhost_command();
+    command
         .args([
             "serve",
             "--mcp",
@@ -91,25 +94,10 @@ fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String,
         .arg(plugins)
         .arg("--control")
         .arg(control)
-        .env("XDG_STATE_HOME", state)
-        .env("TOOLHOST_LOG", "info,rmcp=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolhost serve --mcp http");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://127.0.0.1:") {
-                let _ = tx.send(line[at..].trim().to_owned());
-            }
-        }
-    });
+        .env("XDG_STATE_HOME", state);
+    let (child, port) = spawn_http_server(command);
     let server = Server(child);
-    let url = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the server logs the URL it serves MCP at");
+    let url = format!("http://127.0.0.1:{port}/mcp");
     (server, url, token)
 }
 

@@ -234,10 +234,12 @@ pub(crate) fn empty_config_home() -> &'static Path {
         .path()
 }
 
-/// A command running `program` (a toolhost binary) isolated from the environment's config.
+/// A command running `program` (a toolhost binary) isolated from the environment's config
+/// and state (tokens, trust pins).
 pub(crate) fn isolated(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
     cmd.env("XDG_CONFIG_HOME", empty_config_home())
+        .env("XDG_STATE_HOME", empty_config_home().join("state"))
         .env_remove("TOOLHOST_PLUGINS")
         .env_remove("TOOLHOST_FIXTURE_TOKEN");
     cmd
@@ -342,5 +344,40 @@ impl OtherUser {
 impl Drop for OtherUser {
     fn drop(&mut self) {
         let _ = Command::new("userdel").arg(&self.name).status();
+    }
+}
+
+/// Starts `command` (a `toolhost serve --mcp http --listen 127.0.0.1:0 ...`) with its log
+/// piped and echoed to the test's stderr, and waits (60 s at most) for the port the log
+/// says it serves MCP on.
+pub(crate) fn spawn_http_server(mut command: Command) -> (std::process::Child, u16) {
+    use std::io::BufRead as _;
+    let mut child = command
+        .env("TOOLHOST_LOG", "info,rmcp=warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start toolhost serve --mcp http");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("[serve] {line}");
+            if let Some(at) = line.find("://127.0.0.1:") {
+                let rest = &line[at + "://127.0.0.1:".len()..];
+                let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let _ = tx.send(port);
+            }
+        }
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(port) => (child, port.parse().expect("a port number")),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("toolhost serve --mcp http did not log the address it serves on");
+        }
     }
 }
