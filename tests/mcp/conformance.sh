@@ -22,7 +22,7 @@ XDG_CONFIG_HOME="$work/config" TOOLHOST_LOG=info,rmcp=warn target/debug/toolhost
 server=$!
 url=
 for _ in $(seq 1 600); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$work/serve.log" || true)
+    url=$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$work/serve.log" | head -n 1 || true)
     [ -n "$url" ] && break
     kill -0 "$server" 2>/dev/null || break
     sleep 0.1
