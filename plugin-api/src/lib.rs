@@ -104,7 +104,7 @@ pub use context::{
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};
 pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
-pub use unwind::{CatchUnwind, panic_message};
+pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.
 #[doc(hidden)]
