@@ -569,6 +569,8 @@ fn sweep_dead_private_dirs(base: &Path) -> usize {
             continue;
         }
         match remove_private_dir(&dir) {
+            // Another host starting at the same time swept it first.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Ok(()) => {
                 tracing::info!(dir = %dir.display(), "removed the private copy folder of a dead toolhost process");
                 swept += 1;
@@ -601,7 +603,10 @@ fn remove_private_dir(dir: &Path) -> io::Result<()> {
         let entry = entry?;
         let kind = entry.file_type()?;
         if kind.is_file() || kind.is_symlink() {
-            fs::remove_file(entry.path())?;
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         }
     }
     fs::remove_dir(dir)

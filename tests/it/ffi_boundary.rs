@@ -181,7 +181,7 @@ fn a_future_that_panics_when_dropped_at_host_shutdown_is_an_error_and_the_host_e
 
 #[test]
 fn a_metadata_panic_whose_payload_panics_when_dropped_leaves_the_tool_out_and_the_rest_load() {
-    let dir = edges();
+    let dir = PluginDir::with(&["fixture_bad_payload"]);
     let (report, registry, _) = load(&dir);
     // The left-out tool is reported once, as an error of its file.
     assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
@@ -198,7 +198,7 @@ fn a_metadata_panic_whose_payload_panics_when_dropped_leaves_the_tool_out_and_th
         "{:?}",
         plugin.skipped_tools
     );
-    assert!(registry.get("edge_echo").is_some());
+    assert!(registry.get("payload_echo").is_some());
     assert!(registry.get("bad_payload").is_none());
 
     let out = run(toolhost_command()
@@ -207,7 +207,7 @@ fn a_metadata_panic_whose_payload_panics_when_dropped_leaves_the_tool_out_and_th
     let stderr = text(&out.stderr);
     assert_exited_normally(out.status, "toolhost list", &stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(text(&out.stdout).contains("edge_echo"));
+    assert!(text(&out.stdout).contains("payload_echo"));
     assert!(stderr.contains("bad_payload"), "{stderr}");
 }
 
