@@ -8,13 +8,18 @@
 //! `permissions.rs`); open without blocking and `fstat` the descriptor (regular, size,
 //! permissions again: a swap is caught); the ELF header from that descriptor; the copy,
 //! hashed and fed to the signature verifier from the same reads, with a change during the
-//! copy refused; the trust decision (`trust.rs`) on those bytes; only then dlopen.
+//! copy refused; the trust decision (`trust.rs`) on those bytes; only then dlopen. dlopen
+//! runs the library (its ELF constructors, a plugin's statics and global allocator)
+//! before abi_stable's and the host's checks of its root module: loading a file runs it.
 //!
 //! Why a private copy: dlopen caches libraries by path and inode, so loading a replaced
 //! file at the same path can return the old library, and writing over a mapped library
 //! crashes the process. Each load copies the file to a unique path in a private directory,
-//! loads the copy and unlinks it. Libraries are never unloaded (abi_stable keeps `'static`
-//! references into them), so each load keeps its mapping until the process exits.
+//! loads the copy and unlinks it as soon as dlopen returns; at start-up the folders of
+//! dead processes are swept (a crash mid-load leaves a copy). Libraries are never
+//! unloaded, refused ones included (abi_stable keeps `'static` references into them, and
+//! a constructor may have started a thread running their code), so each load keeps its
+//! mapping until the process exits.
 
 use std::fs;
 use std::io::{self, Read};
