@@ -7,8 +7,8 @@
 //!
 //! Host services work from any thread: the runtime handle current when the call started
 //! is kept in the call state, and every service future enters it on each poll (a plugin
-//! may drive `ctx.sleep()` from a thread of its own). `sleep` polled on a thread outside
-//! every runtime uses a timer thread of its own, so it completes even when the plugin
+//! may drive `ctx.sleep()` from a thread of its own). `sleep` first polled on a thread
+//! outside the runtime uses a timer thread of its own, so it completes even when the plugin
 //! blocks the thread that polls the call. A panic in a service future becomes a service
 //! error for the plugin, never a panic across the boundary.
 
@@ -436,29 +436,75 @@ fn caller_service(
 unsafe extern "C" fn host_sleep(ctx: &FfiCallContext<'_>, nanos: u64) -> FfiFuture<bool> {
     // SAFETY: as above.
     let s = unsafe { state(ctx) };
-    let token = s.ctx.cancel.clone();
-    let duration = Duration::from_nanos(nanos);
-    // Asked from a runtime thread (the usual case): the runtime's timer. From a thread of
-    // the plugin's own: a timer thread, which needs nobody to drive it, so the sleep ends
-    // even if the plugin blocks the thread that polls the call meanwhile.
-    let on_runtime_thread = tokio::runtime::Handle::try_current().is_ok();
-    in_runtime(
-        s.runtime.clone(),
-        async move {
-            let timer: Pin<Box<dyn Future<Output = ()> + Send>> = if on_runtime_thread {
-                Box::pin(tokio::time::sleep(duration))
-            } else {
-                Box::pin(ThreadTimer::new(duration))
-            };
-            tokio::select! {
-                () = timer => true,
-                () = token.cancelled() => false,
+    HostSleep {
+        runtime: s.runtime.clone(),
+        duration: Duration::from_nanos(nanos),
+        cancelled: Box::pin(s.ctx.cancel.clone().cancelled_owned()),
+        timer: None,
+    }
+    .into_ffi()
+}
+
+/// `sleep` for a plugin: `true` when the time is up, `false` when the call was cancelled
+/// first. Where it is first polled decides the timer: on a thread of the host's runtime,
+/// the runtime's timer (polled inside the call's runtime from then on, whichever thread
+/// polls); on any other thread (a plugin's own), a [`ThreadTimer`], which needs nobody to
+/// drive it, so the sleep ends even if the plugin blocks the thread that polls the call.
+/// A panic ends it as cancelled (the API's only other answer); it is logged.
+struct HostSleep {
+    runtime: Option<tokio::runtime::Handle>,
+    duration: Duration,
+    cancelled: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    timer: Option<SleepTimer>,
+}
+
+enum SleepTimer {
+    Runtime(Pin<Box<tokio::time::Sleep>>),
+    Thread(ThreadTimer),
+}
+
+impl Future for HostSleep {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = &mut *self;
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if this.cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
             }
-        },
-        // A sleep that cannot run ends early, reported as cancelled (the API's only
-        // failure for sleep); the panic itself is in the host's log.
-        |_| false,
-    )
+            let on_runtime_thread = tokio::runtime::Handle::try_current().is_ok();
+            let _entered = this.runtime.as_ref().map(tokio::runtime::Handle::enter);
+            let duration = this.duration;
+            let timer = this.timer.get_or_insert_with(|| {
+                if on_runtime_thread {
+                    SleepTimer::Runtime(Box::pin(tokio::time::sleep(duration)))
+                } else {
+                    SleepTimer::Thread(ThreadTimer::new(duration))
+                }
+            });
+            let elapsed = match timer {
+                SleepTimer::Runtime(sleep) => sleep.as_mut().poll(cx),
+                SleepTimer::Thread(thread) => Pin::new(thread).poll(cx),
+            };
+            elapsed.map(|()| true)
+        }));
+        polled.unwrap_or_else(|payload| {
+            let message = toolhost_plugin_api::take_message(payload);
+            tracing::warn!("a plugin's sleep panicked in the host: {message}");
+            Poll::Ready(false)
+        })
+    }
+}
+
+impl Drop for HostSleep {
+    fn drop(&mut self) {
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let timer = self.timer.take();
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(timer)))
+        {
+            toolhost_plugin_api::dispose_payload(payload);
+        }
+    }
 }
 
 /// Makes a host service's future safe to hand to a plugin: each poll runs inside the
