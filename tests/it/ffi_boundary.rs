@@ -250,6 +250,43 @@ async fn ctx_sleep_awaited_from_a_plugins_own_thread_works() {
     assert_eq!(r.output, "slept 50 ms");
 }
 
+/// The timer thread behind a sleep on a plugin's own thread still hears the cancel signal:
+/// a one-minute sleep ends soon after the turn is cancelled. (The tool blocks the thread
+/// that polls the call, so the cancel comes from another task, on another worker.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_on_a_plugins_own_thread_ends_when_the_turn_is_cancelled() {
+    let dir = edges();
+    let (_, registry, _) = load(&dir);
+    let markers = tempfile::tempdir().expect("temp dir");
+    let started = markers.path().join("started");
+    let turn = turn();
+    let cancel = turn.cancel.clone();
+    let d = dispatcher(DispatchConfig::default());
+    let args = json!({"ms": 60_000, "started": started});
+    let running = tokio::spawn(async move {
+        d.call(&registry, &turn, call("1", "sleep_on_own_thread", args))
+            .await
+    });
+    let deadline = Instant::now() + BOUND;
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the call never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cancelled_at = Instant::now();
+    cancel.cancel();
+    let r = tokio::time::timeout(BOUND, running)
+        .await
+        .expect("the sleep ends")
+        .expect("no panic");
+    assert_eq!(r.error, Some(CallErrorKind::Cancelled), "{r:?}");
+    assert!(r.output.contains("the sleep was cancelled"), "{}", r.output);
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(5),
+        "the sleep heard its cancel signal: {:?}",
+        cancelled_at.elapsed()
+    );
+}
+
 #[test]
 fn ctx_sleep_from_a_plugins_own_thread_works_in_the_binary() {
     let dir = edges();
