@@ -287,6 +287,49 @@ async fn a_sleep_on_a_plugins_own_thread_ends_when_the_turn_is_cancelled() {
     );
 }
 
+/// Answers `runtime.sleep` after a sleep on the host's runtime: a service that works only
+/// inside a tokio runtime.
+struct RuntimeBoundRequests;
+
+#[async_trait::async_trait]
+impl toolhost::HostRequests for RuntimeBoundRequests {
+    async fn request(
+        &self,
+        _turn: &TurnInfo,
+        method: &str,
+        _params: serde_json::Value,
+    ) -> Result<serde_json::Value, toolhost_plugin_api::ServiceError> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok(json!({"answered": method}))
+    }
+}
+
+/// A host service that needs the host's runtime, asked from a plugin's own thread, runs in
+/// the runtime the call started on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_request_from_a_plugins_own_thread_runs_in_the_hosts_runtime() {
+    let dir = edges();
+    let (_, registry, _) = load(&dir);
+    let mut turn = turn();
+    turn.services.requests = Some(std::sync::Arc::new(RuntimeBoundRequests));
+    let r = tokio::time::timeout(
+        BOUND,
+        dispatcher(DispatchConfig::default()).call(
+            &registry,
+            &turn,
+            call(
+                "1",
+                "request_on_own_thread",
+                json!({"method": "runtime.sleep"}),
+            ),
+        ),
+    )
+    .await
+    .expect("the request ends");
+    assert_eq!(r.error, None, "{}", r.output);
+    assert_eq!(r.output, r#"{"answered":"runtime.sleep"}"#);
+}
+
 #[test]
 fn ctx_sleep_from_a_plugins_own_thread_works_in_the_binary() {
     let dir = edges();
