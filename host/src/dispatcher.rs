@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use toolhost_plugin_api::{CatchUnwind, panic_message};
+use toolhost_plugin_api::{CatchUnwind, take_message};
 
 use crate::context::{ToolContext, Turn};
 use crate::policy::{CallPolicy, Refusal, denied_message};
@@ -354,7 +354,7 @@ impl CallJob<'_> {
                 return done(
                     format!(
                         "validating the arguments of tool '{name}' failed in the host: {}",
-                        panic_message(panic.as_ref())
+                        take_message(panic)
                     ),
                     Some(CallErrorKind::Panicked),
                 );

@@ -8,13 +8,18 @@
 //! `permissions.rs`); open without blocking and `fstat` the descriptor (regular, size,
 //! permissions again: a swap is caught); the ELF header from that descriptor; the copy,
 //! hashed and fed to the signature verifier from the same reads, with a change during the
-//! copy refused; the trust decision (`trust.rs`) on those bytes; only then dlopen.
+//! copy refused; the trust decision (`trust.rs`) on those bytes; only then dlopen. dlopen
+//! runs the library (its ELF constructors, a plugin's statics and global allocator)
+//! before abi_stable's and the host's checks of its root module: loading a file runs it.
 //!
 //! Why a private copy: dlopen caches libraries by path and inode, so loading a replaced
 //! file at the same path can return the old library, and writing over a mapped library
 //! crashes the process. Each load copies the file to a unique path in a private directory,
-//! loads the copy and unlinks it. Libraries are never unloaded (abi_stable keeps `'static`
-//! references into them), so each load keeps its mapping until the process exits.
+//! loads the copy and unlinks it as soon as dlopen returns; at start-up the folders of
+//! dead processes are swept (a crash mid-load leaves a copy). Libraries are never
+//! unloaded, refused ones included (abi_stable keeps `'static` references into them, and
+//! a constructor may have started a thread running their code), so each load keeps its
+//! mapping until the process exits.
 
 use std::fs;
 use std::io::{self, Read};
@@ -23,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
-use abi_stable::library::{LibraryError, lib_header_from_path};
+use abi_stable::library::{LibraryError, RawLibrary, lib_header_from_raw_library};
 use sha2::Digest as _;
 use toolhost_plugin_api::API_VERSION;
 use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
@@ -109,8 +114,13 @@ impl PluginLoader {
     }
 
     /// A loader with `policy`; see [`PluginLoader::new`].
+    ///
+    /// First it sweeps the private directories of loaders whose process is gone (a crash
+    /// during a load can leave a copy behind): folders named as this function names them,
+    /// owned by this uid, whose process no longer exists; symlinks are never followed.
     pub fn with_policy(policy: LoadPolicy) -> io::Result<PluginLoader> {
         let base = std::env::temp_dir();
+        sweep_dead_private_dirs(&base);
         let pid = std::process::id();
         let mut attempt = 0u32;
         loop {
@@ -321,7 +331,8 @@ impl PluginLoader {
             plugin.size = size;
             Ok(plugin)
         });
-        // The mapping stays after the unlink; the copy is never opened again.
+        // A copy refused before dlopen (by the copy itself or the trust verdict); a loaded
+        // one was unlinked as soon as dlopen returned, so this finds nothing.
         let _ = fs::remove_file(&copy);
         loaded
     }
@@ -345,7 +356,13 @@ impl PluginLoader {
             .len();
         check_elf_header(&copied, size)?;
         drop(copied);
-        let header = lib_header_from_path(copy).map_err(|e| {
+        // dlopen runs the library: its ELF constructors, and a plugin's statics and global
+        // allocator, run here, before any of the checks below.
+        let opened = RawLibrary::load_at(copy);
+        // The mapping stays after the unlink; the copy is never opened again, and a crash
+        // from here on leaves nothing behind.
+        let _ = fs::remove_file(copy);
+        let library = opened.map_err(|e| {
             // The loader's messages name the private copy; name the operator's file.
             let copy_name = copy.display().to_string();
             match library_error(e, None) {
@@ -355,6 +372,14 @@ impl PluginLoader {
                 other => other,
             }
         })?;
+        // Never unloaded, on every path from here, refusals included: its constructors have
+        // run and may have started threads that run its code, and abi_stable keeps
+        // `'static` references into it. (Dropping a `RawLibrary` would dlclose it.)
+        let library: &'static RawLibrary = Box::leak(Box::new(library));
+        // SAFETY: the header's `'static` references point into `library`, which is leaked
+        // above and so stays mapped for the life of the process.
+        let header =
+            unsafe { lib_header_from_raw_library(library) }.map_err(|e| library_error(e, None))?;
         let plugin_api = header.version_strings().version.to_owned();
         let root = header
             .init_root_module::<PluginRoot_Ref>()
@@ -504,6 +529,92 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(out, "{b:02x}");
     }
     out
+}
+
+/// Removes what dead loaders left in `base` (the temporary directory): a folder is
+/// removed only if its name is exactly `toolhost-<pid>-<hex>` as [`PluginLoader::new`]
+/// makes them, it is a real directory (looked at with `lstat`: a symlink is never
+/// followed or removed), owned by this process's effective uid, and no process `<pid>`
+/// exists (`/proc/<pid>`; without a readable `/proc` nothing is swept). Inside it only
+/// regular files and symlinks are unlinked (never followed); a folder holding anything
+/// else is left as it is. Failures are logged and ignored: a sweep never stops a start.
+///
+/// Weak spot: a process in another PID namespace sharing this temporary directory looks
+/// dead; its folder (holding nothing between loads) would be removed.
+fn sweep_dead_private_dirs(base: &Path) -> usize {
+    let own_pid = std::process::id();
+    if fs::symlink_metadata("/proc/self").is_err() {
+        return 0;
+    }
+    let Ok(entries) = fs::read_dir(base) else {
+        return 0;
+    };
+    let uid = crate::private::effective_uid();
+    let mut swept = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(private_dir_pid) else {
+            continue;
+        };
+        if pid == own_pid || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        #[cfg(unix)]
+        let ours = {
+            use std::os::unix::fs::MetadataExt;
+            meta.uid() == uid
+        };
+        #[cfg(not(unix))]
+        let ours = false;
+        if !meta.file_type().is_dir() || !ours {
+            continue;
+        }
+        match remove_private_dir(&dir) {
+            // Another host starting at the same time swept it first.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Ok(()) => {
+                tracing::info!(dir = %dir.display(), "removed the private copy folder of a dead toolhost process");
+                swept += 1;
+            }
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                "could not remove the private copy folder of a dead toolhost process: {e}; \
+                 remove it by hand"
+            ),
+        }
+    }
+    swept
+}
+
+/// The pid in a private directory's name, if the name is exactly `toolhost-<pid>-<hex>`.
+fn private_dir_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("toolhost-")?;
+    let (pid, tag) = rest.split_once('-')?;
+    let digits = |s: &str, radix: u32| !s.is_empty() && s.chars().all(|c| c.is_digit(radix));
+    if !digits(pid, 10) || !digits(tag, 16) || pid.starts_with('0') {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Unlinks the regular files and symlinks in `dir` (never following one), then removes
+/// `dir`, which fails if anything else was in it.
+fn remove_private_dir(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_file() || kind.is_symlink() {
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    fs::remove_dir(dir)
 }
 
 fn create_private_dir(dir: &Path) -> io::Result<()> {
@@ -781,6 +892,56 @@ mod tests {
     use abi_stable::StableAbi;
 
     use super::*;
+
+    #[test]
+    fn private_dir_names_are_matched_exactly() {
+        assert_eq!(private_dir_pid("toolhost-123-1a2b0"), Some(123));
+        for other in [
+            "toolhost-123",
+            "toolhost--1a",
+            "toolhost-0123-1a",
+            "toolhost-12a-1a",
+            "toolhost-123-xyz",
+            "toolhost-123-1a-2",
+            "toolhost-123-",
+            "xtoolhost-123-1a",
+            "toolhost-99999999999-1a",
+        ] {
+            assert_eq!(private_dir_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_sweep_removes_only_dead_processes_own_folders_and_follows_no_link() {
+        let base = tempfile::tempdir().expect("temp dir");
+        let keep = tempfile::tempdir().expect("temp dir");
+        let kept_file = keep.path().join("precious.so");
+        fs::write(&kept_file, b"x").expect("write");
+        // No such process: a pid above Linux's largest.
+        let dead = base.path().join("toolhost-999999999-1a0");
+        create_private_dir(&dead).expect("mkdir");
+        fs::write(dead.join("plugin-0.so"), b"copy").expect("write");
+        std::os::unix::fs::symlink(keep.path(), dead.join("link")).expect("symlink");
+        // A link with a dead pid's name, to a folder that must survive.
+        let link = base.path().join("toolhost-999999998-1a0");
+        std::os::unix::fs::symlink(keep.path(), &link).expect("symlink");
+        // A live process (this one) and a name that is not ours.
+        let live = base
+            .path()
+            .join(format!("toolhost-{}-1a0", std::process::id()));
+        create_private_dir(&live).expect("mkdir");
+        let other = base.path().join("toolhost-999999999-zz");
+        create_private_dir(&other).expect("mkdir");
+        // A dead process's folder holding a folder is left alone.
+        let nested = base.path().join("toolhost-999999997-1");
+        fs::create_dir_all(nested.join("inner")).expect("mkdir");
+
+        assert_eq!(sweep_dead_private_dirs(base.path()), 1);
+        assert!(!dead.exists());
+        assert!(fs::symlink_metadata(&link).is_ok(), "the link was removed");
+        assert!(kept_file.exists(), "a link was followed");
+        assert!(live.exists() && other.exists() && nested.exists());
+    }
 
     /// A table whose first fields differ from the real tool vtable's.
     #[repr(C)]

@@ -4,12 +4,22 @@
 //! This is one of the two modules (with `loader`) that contain `unsafe`: the plugin's
 //! vtable functions are called with the object they were exported with, and the context
 //! pointer handed to the plugin points at a `CallState` that outlives the call's future.
+//!
+//! Host services work from any thread: the runtime handle current when the call started
+//! is kept in the call state, and every service future enters it on each poll (a plugin
+//! may drive `ctx.sleep()` from a thread of its own). `sleep` first polled on a thread
+//! outside the runtime uses a timer thread of its own, so it completes even when the plugin
+//! blocks the thread that polls the call. A panic in a service future becomes a service
+//! error for the plugin, never a panic across the boundary.
 
 use std::ffi::c_void;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use abi_stable::prefix_type::WithMetadata;
 use abi_stable::std_types::{RResult, RStr, RString};
@@ -163,6 +173,7 @@ impl Tool for PluginTool {
             ctx,
             tool: &self.spec.name,
             plugin: self.origin.plugin_name(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         };
         let ffi_ctx = state.ffi_context();
         // SAFETY: `this` belongs to this vtable. `ffi_ctx` (which borrows `state`) and `args`
@@ -187,6 +198,8 @@ struct CallState<'a> {
     ctx: &'a ToolContext,
     tool: &'a str,
     plugin: &'a str,
+    /// The runtime the call started on; service futures enter it on every poll.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 // The plugin may use the context from any thread (`FfiCallContext` is `Send + Sync`).
@@ -314,9 +327,15 @@ unsafe extern "C" fn host_ask_user(
 ) -> FfiFuture<RResult<RString, RString>> {
     // SAFETY: as above.
     let caller = unsafe { state(ctx) }.ctx.services.caller.clone();
-    caller_service(caller, request, "asking the person", |caller, request| {
-        Box::pin(async move { caller.ask_user(request).await })
-    })
+    // SAFETY: as above.
+    let runtime = unsafe { state(ctx) }.runtime.clone();
+    caller_service(
+        runtime,
+        caller,
+        request,
+        "asking the person",
+        |caller, request| Box::pin(async move { caller.ask_user(request).await }),
+    )
 }
 
 unsafe extern "C" fn host_sample(
@@ -325,7 +344,9 @@ unsafe extern "C" fn host_sample(
 ) -> FfiFuture<RResult<RString, RString>> {
     // SAFETY: as above.
     let caller = unsafe { state(ctx) }.ctx.services.caller.clone();
-    caller_service(caller, request, "sampling", |caller, request| {
+    // SAFETY: as above.
+    let runtime = unsafe { state(ctx) }.runtime.clone();
+    caller_service(runtime, caller, request, "sampling", |caller, request| {
         Box::pin(async move { caller.sample(request).await })
     })
 }
@@ -341,24 +362,28 @@ unsafe extern "C" fn host_host_request(
     let turn = Arc::clone(&s.ctx.turn);
     let method = method.as_str().to_owned();
     let params: Result<Value, _> = serde_json::from_str(params.as_str());
-    async move {
-        let Some(service) = service else {
-            return RResult::RErr(RString::from(format!(
-                "{UNAVAILABLE_PREFIX}'{method}' is not available: this call has no profile \
-                 (it came from a client that names none)"
-            )));
-        };
-        let params = match params {
-            Ok(p) => p,
-            Err(e) => {
+    let runtime = s.runtime.clone();
+    in_runtime(
+        runtime,
+        async move {
+            let Some(service) = service else {
                 return RResult::RErr(RString::from(format!(
-                    "malformed parameters for '{method}': {e}"
+                    "{UNAVAILABLE_PREFIX}'{method}' is not available: this call has no profile \
+                 (it came from a client that names none)"
                 )));
-            }
-        };
-        to_ffi(service.request(&turn, &method, params).await)
-    }
-    .into_ffi()
+            };
+            let params = match params {
+                Ok(p) => p,
+                Err(e) => {
+                    return RResult::RErr(RString::from(format!(
+                        "malformed parameters for '{method}': {e}"
+                    )));
+                }
+            };
+            to_ffi(service.request(&turn, &method, params).await)
+        },
+        service_panicked,
+    )
 }
 
 /// A service's answer as it crosses to the plugin: JSON text, or the error with the
@@ -381,6 +406,7 @@ type ServiceFuture = std::pin::Pin<
 /// Runs a JSON-in, JSON-out caller service for a plugin; errors cross as text, with the
 /// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
 fn caller_service(
+    runtime: Option<tokio::runtime::Handle>,
     caller: Option<Arc<dyn crate::context::Caller>>,
     request: RStr<'_>,
     what: &'static str,
@@ -395,25 +421,261 @@ fn caller_service(
         (Some(_), Err(e)) => Err(format!("malformed {what} request: {e}")),
         (Some(caller), Ok(request)) => Ok(run(caller, request)),
     };
-    async move {
-        match future {
-            Err(message) => RResult::RErr(RString::from(message)),
-            Ok(future) => to_ffi(future.await),
-        }
-    }
-    .into_ffi()
+    in_runtime(
+        runtime,
+        async move {
+            match future {
+                Err(message) => RResult::RErr(RString::from(message)),
+                Ok(future) => to_ffi(future.await),
+            }
+        },
+        service_panicked,
+    )
 }
 
 unsafe extern "C" fn host_sleep(ctx: &FfiCallContext<'_>, nanos: u64) -> FfiFuture<bool> {
     // SAFETY: as above.
-    let token = unsafe { state(ctx) }.ctx.cancel.clone();
-    async move {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_nanos(nanos)) => true,
-            () = token.cancelled() => false,
-        }
+    let s = unsafe { state(ctx) };
+    HostSleep {
+        runtime: s.runtime.clone(),
+        duration: Duration::from_nanos(nanos),
+        cancelled: Box::pin(s.ctx.cancel.clone().cancelled_owned()),
+        timer: None,
     }
     .into_ffi()
+}
+
+/// `sleep` for a plugin: `true` when the time is up, `false` when the call was cancelled
+/// first. Where it is first polled decides the timer: on a thread of the host's runtime,
+/// the runtime's timer (polled inside the call's runtime from then on, whichever thread
+/// polls); on any other thread (a plugin's own), a [`ThreadTimer`], which needs nobody to
+/// drive it, so the sleep ends even if the plugin blocks the thread that polls the call.
+/// A panic ends it as cancelled (the API's only other answer); it is logged.
+struct HostSleep {
+    runtime: Option<tokio::runtime::Handle>,
+    duration: Duration,
+    cancelled: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    timer: Option<SleepTimer>,
+}
+
+enum SleepTimer {
+    Runtime(Pin<Box<tokio::time::Sleep>>),
+    Thread(ThreadTimer),
+}
+
+impl Future for HostSleep {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = &mut *self;
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if this.cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            let on_runtime_thread = tokio::runtime::Handle::try_current().is_ok();
+            let _entered = this.runtime.as_ref().map(tokio::runtime::Handle::enter);
+            let duration = this.duration;
+            let timer = this.timer.get_or_insert_with(|| {
+                if on_runtime_thread {
+                    SleepTimer::Runtime(Box::pin(tokio::time::sleep(duration)))
+                } else {
+                    SleepTimer::Thread(ThreadTimer::new(duration))
+                }
+            });
+            let elapsed = match timer {
+                SleepTimer::Runtime(sleep) => sleep.as_mut().poll(cx),
+                SleepTimer::Thread(thread) => Pin::new(thread).poll(cx),
+            };
+            elapsed.map(|()| true)
+        }));
+        polled.unwrap_or_else(|payload| {
+            let message = toolhost_plugin_api::take_message(payload);
+            tracing::warn!("a plugin's sleep panicked in the host: {message}");
+            Poll::Ready(false)
+        })
+    }
+}
+
+impl Drop for HostSleep {
+    fn drop(&mut self) {
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let timer = self.timer.take();
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(timer)))
+        {
+            toolhost_plugin_api::dispose_payload(payload);
+        }
+    }
+}
+
+/// Makes a host service's future safe to hand to a plugin: each poll runs inside the
+/// runtime the call started on (whatever thread the plugin polls from), a panic in `poll`
+/// ends the future with `on_panic(message)`, and the future is dropped inside the runtime
+/// and under `catch_unwind`.
+fn in_runtime<F>(
+    runtime: Option<tokio::runtime::Handle>,
+    future: F,
+    on_panic: fn(String) -> F::Output,
+) -> FfiFuture<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: 'static,
+{
+    InRuntime {
+        runtime,
+        inner: Some(Box::pin(future)),
+        on_panic,
+    }
+    .into_ffi()
+}
+
+struct InRuntime<F: Future> {
+    runtime: Option<tokio::runtime::Handle>,
+    inner: Option<Pin<Box<F>>>,
+    on_panic: fn(String) -> F::Output,
+}
+
+impl<F: Future> Future for InRuntime<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready((this.on_panic)("polled after it was dropped".to_owned()));
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                let message = toolhost_plugin_api::take_message(payload);
+                tracing::warn!("a host service for a plugin panicked: {message}");
+                Poll::Ready((this.on_panic)(message))
+            }
+        }
+    }
+}
+
+impl<F: Future> Drop for InRuntime<F> {
+    fn drop(&mut self) {
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let inner = self.inner.take();
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(inner)))
+        {
+            toolhost_plugin_api::dispose_payload(payload);
+        }
+    }
+}
+
+/// The answer a plugin gets when a JSON service panicked in the host.
+fn service_panicked(message: String) -> RResult<RString, RString> {
+    RResult::RErr(RString::from(format!(
+        "the host service failed inside the host ({message}); this is a bug in toolhost, \
+         please report it"
+    )))
+}
+
+/// A timer that runs on a thread of its own: for `sleep` asked from a thread outside the
+/// host's runtime. The thread starts at the first poll and ends when the time is up or the
+/// timer is dropped, whichever comes first.
+struct ThreadTimer {
+    duration: Duration,
+    shared: Arc<TimerShared>,
+}
+
+#[derive(Default)]
+struct TimerShared {
+    state: Mutex<TimerState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct TimerState {
+    started: bool,
+    fired: bool,
+    dropped: bool,
+    waker: Option<Waker>,
+}
+
+impl ThreadTimer {
+    fn new(duration: Duration) -> ThreadTimer {
+        ThreadTimer {
+            duration,
+            shared: Arc::default(),
+        }
+    }
+
+    fn run(shared: &TimerShared, deadline: Option<Instant>) {
+        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if state.dropped {
+                return;
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                break;
+            }
+            state = match left {
+                Some(left) => {
+                    shared
+                        .changed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+        state.fired = true;
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Future for ThreadTimer {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if state.fired {
+            return Poll::Ready(());
+        }
+        state.waker = Some(cx.waker().clone());
+        if !state.started {
+            state.started = true;
+            // `None`: further away than `Instant` can say, so never.
+            let deadline = Instant::now().checked_add(self.duration);
+            let shared = Arc::clone(&self.shared);
+            let spawned = std::thread::Builder::new()
+                .name("toolhost-plugin-sleep".to_owned())
+                .spawn(move || ThreadTimer::run(&shared, deadline));
+            if let Err(e) = spawned {
+                tracing::warn!("could not start a timer thread for a plugin's sleep: {e}");
+                state.fired = true;
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for ThreadTimer {
+    fn drop(&mut self) {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .dropped = true;
+        self.shared.changed.notify_all();
+    }
 }
 
 unsafe extern "C" fn host_child_turn(
@@ -426,25 +688,31 @@ unsafe extern "C" fn host_child_turn(
     let turn = Arc::clone(&s.ctx.turn);
     let cancel = s.ctx.cancel.clone();
     let request: Result<Value, _> = serde_json::from_str(request.as_str());
-    async move {
-        let Some(service) = service else {
-            return RResult::RErr(RString::from(format!(
-                "{UNAVAILABLE_PREFIX}child turns are not available in this host: no agent \
+    let runtime = s.runtime.clone();
+    in_runtime(
+        runtime,
+        async move {
+            let Some(service) = service else {
+                return RResult::RErr(RString::from(format!(
+                    "{UNAVAILABLE_PREFIX}child turns are not available in this host: no agent \
                  is running this call (it came from `toolhost call` or a client without an agent)"
-            )));
-        };
-        let request = match request {
-            Ok(r) => r,
-            Err(e) => {
-                return RResult::RErr(RString::from(format!("malformed child-turn request: {e}")));
-            }
-        };
-        service
-            .run_child_turn(&turn, request, cancel)
-            .await
-            .map(RString::from)
-            .map_err(RString::from)
-            .into()
-    }
-    .into_ffi()
+                )));
+            };
+            let request = match request {
+                Ok(r) => r,
+                Err(e) => {
+                    return RResult::RErr(RString::from(format!(
+                        "malformed child-turn request: {e}"
+                    )));
+                }
+            };
+            service
+                .run_child_turn(&turn, request, cancel)
+                .await
+                .map(RString::from)
+                .map_err(RString::from)
+                .into()
+        },
+        service_panicked,
+    )
 }

@@ -28,7 +28,7 @@ where
         .name("toolhost-plugin-blocking".to_owned())
         .spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-                .map_err(|p| crate::unwind::panic_message(p.as_ref()));
+                .map_err(crate::unwind::take_message);
             let waker = {
                 let mut slot = worker_side.lock().unwrap_or_else(PoisonError::into_inner);
                 slot.result = Some(result);

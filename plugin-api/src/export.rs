@@ -17,7 +17,7 @@ use crate::ffi::{
 };
 use crate::risk::RiskCode;
 use crate::tool::{Tool, ToolError};
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{CatchUnwind, dispose_payload, take_message};
 
 /// The one symbol abi_stable looks up in every plugin; `export_plugin!` exports the root
 /// module under it. (A test checks it against abi_stable's own constant.)
@@ -112,7 +112,7 @@ pub fn export_tools(make: fn() -> Vec<FfiTool>) -> ToolsResult {
         Ok(tools) => RResult::ROk(tools.into_iter().collect()),
         Err(payload) => RResult::RErr(RString::from(format!(
             "creating the tools panicked: {}",
-            panic_message(payload.as_ref())
+            take_message(payload)
         ))),
     }
 }
@@ -156,16 +156,20 @@ unsafe fn tool_ref<'a, T>(this: *const c_void) -> &'a T {
 fn guarded<T>(f: impl FnOnce() -> T) -> FfiMeta<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => RResult::ROk(v),
-        Err(payload) => RResult::RErr(RString::from(panic_message(payload.as_ref()))),
+        Err(payload) => RResult::RErr(RString::from(take_message(payload))),
     }
 }
 
 unsafe extern "C" fn drop_tool<T>(this: *const c_void) {
-    // A panic in a tool's destructor is swallowed: it must not unwind into the host.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    // A panic in a tool's destructor is swallowed: it must not unwind into the host, and
+    // neither may one from its payload's destructor.
+    let dropped = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the host calls drop exactly once, on a pointer from `into_ffi_tool`.
         drop(unsafe { Box::from_raw(this.cast_mut().cast::<T>()) });
     }));
+    if let Err(payload) = dropped {
+        dispose_payload(payload);
+    }
 }
 
 unsafe extern "C" fn tool_name<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
@@ -213,6 +217,11 @@ unsafe extern "C" fn call_tool<'a, T: Tool>(
 ) -> BorrowingFfiFuture<'a, FfiCallResult> {
     // SAFETY: as above; the tool outlives every call (the host drops it last).
     let tool = unsafe { tool_ref::<T>(this) };
+    // The tool's future lives inside `CatchUnwind`, which catches panics in `poll` and drops
+    // the future under `catch_unwind`: whether it completes, or the host drops this FFI
+    // future early (timeout, cancel, shutdown), no panic from the tool's destructors
+    // reaches async-ffi's drop (which would abort the host). Everything else this async
+    // block holds is a reference.
     BorrowingFfiFuture::new(async move {
         let outcome = CatchUnwind::new(async move {
             let ctx = ToolContext::from_ffi(ctx);

@@ -28,12 +28,26 @@
 //! # Rules a plugin lives by
 //! - Build it with `panic = "unwind"` (the default). Hosts refuse plugins built with
 //!   `panic = "abort"`, because their panics would kill the host. Panics in tool code
-//!   (metadata methods, `call`, inside the future) are caught in the plugin and reach the
-//!   model as a tool error; the plugin stays usable.
+//!   (metadata methods, `call`, inside the future, the future's destructors when the host
+//!   drops it after a timeout, a cancel or at shutdown, a tool's destructor) are caught in
+//!   the plugin and reach the model as a tool error (or leave the tool out, at load); the
+//!   plugin stays usable. A panic payload whose own `Drop` panics is handled too. What
+//!   cannot be caught: a panic while a thread is already unwinding (a destructor that
+//!   panics during another panic) aborts, as in any Rust program.
 //! - Don't start a runtime. A plugin's own copy of tokio has no reactor: `tokio::time` and
 //!   `tokio::spawn` panic inside a plugin. Use the context's services
 //!   ([`ToolContext::sleep`], [`ToolContext::cancelled`], [`ToolContext::log`],
 //!   [`ToolContext::child_turn`]) and [`ToolContext::blocking`] for blocking work.
+//! - Host services work from any thread, for the length of the call: a future from
+//!   [`ToolContext::sleep`], [`ToolContext::child_turn`], [`ToolContext::ask_user`], ...
+//!   may be awaited on a thread of the plugin's own (say, a scoped thread driving it with
+//!   a small `block_on`). The host runs it in the runtime the call started on; `sleep`
+//!   asked from a thread outside the host's runtime uses a timer thread of the host's, so
+//!   it ends even while the plugin blocks the thread that polls the call. The other
+//!   services need the host's runtime to make progress: on a host running a
+//!   current-thread runtime, blocking the thread that polls the call while waiting for
+//!   one of them stalls it until the call times out. A service that fails inside the host
+//!   comes back as a [`ServiceError`], never as a panic in the plugin.
 //! - Watch [`ToolContext::is_cancelled`] or [`ToolContext::until_cancelled`] in anything
 //!   long: the host cancels calls when a turn is stopped or a call times out.
 //!
@@ -104,7 +118,7 @@ pub use context::{
 pub use ffi::{API_VERSION, LogLevel};
 pub use risk::{Risk, RiskCode};
 pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
-pub use unwind::{CatchUnwind, panic_message};
+pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.
 #[doc(hidden)]

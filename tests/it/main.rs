@@ -6,6 +6,7 @@ mod cli;
 mod compat;
 mod dispatch;
 mod doors;
+mod ffi_boundary;
 mod fuzz;
 mod http_door;
 mod loading;

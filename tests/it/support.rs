@@ -55,6 +55,10 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-echo",
             "-p",
+            "fixture-ffi-edges",
+            "-p",
+            "fixture-bad-payload",
+            "-p",
             "toolhost-utils",
             "-p",
             "hello-tools",
@@ -128,8 +132,26 @@ pub(crate) fn built() -> &'static Path {
             "--profile",
             "abort",
         ]);
+        // Shared libraries that are not plugins, built with the system C compiler.
+        for lib in ["ctor_thread", "ctor_block"] {
+            cc_library(lib, &target.join("debug"));
+        }
         target
     })
+}
+
+/// Compiles `tests/fixtures/c-libs/<name>.c` into `<out>/lib<name>.so` with `cc`.
+fn cc_library(name: &str, out: &Path) {
+    let source = workspace_root()
+        .join("tests/fixtures/c-libs")
+        .join(format!("{name}.c"));
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-pthread", "-o"])
+        .arg(out.join(format!("lib{name}.so")))
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("could not run cc (the system C compiler): {e}"));
+    assert!(status.success(), "cc failed on {}", source.display());
 }
 
 /// A `toolhost` binary built against the newer plugin-api (0.1.4).
