@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{OtherUser, PluginDir, toolhost_command};
+use crate::support::{OtherUser, PluginDir, toolhost_command, wait_until};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -28,15 +28,6 @@ fn mode(path: &Path) -> u32 {
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
-}
-
-/// Polls `done` until it holds, failing after [`BOUND`].
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + BOUND;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} did not happen in time");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A `toolhost serve` child, killed when dropped; its log goes to a file.

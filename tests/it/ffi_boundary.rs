@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnInfo};
 
-use crate::support::{PluginDir, call, dispatcher, load, toolhost_command};
+use crate::support::{PluginDir, call, dispatcher, load, toolhost_command, wait_until};
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -44,15 +44,6 @@ fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
         }
         assert!(Instant::now() < deadline, "{what} did not exit");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) until `ready` holds.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + BOUND;
-    while !ready() {
-        assert!(Instant::now() < deadline, "{what}: not within {BOUND:?}");
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -22,18 +22,6 @@ impl Drop for Serving {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while UnixStream::connect(path).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never answered",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -103,7 +91,7 @@ impl ControlLines {
                 .spawn()
                 .expect("start toolhost serve"),
         );
-        wait_for(&socket);
+        crate::support::wait_for_socket(&socket);
         let stream = UnixStream::connect(&socket).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))

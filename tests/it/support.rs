@@ -403,3 +403,25 @@ pub(crate) fn spawn_http_server(mut command: Command) -> (std::process::Child, u
         }
     }
 }
+
+/// How long the tests wait for something that should happen at once.
+pub(crate) const WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Polls `done` every 10 ms until it holds; fails naming `what` after [`WAIT_BOUND`].
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT_BOUND;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {WAIT_BOUND:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Waits (bounded) until a host answers on the control socket `path`.
+pub(crate) fn wait_for_socket(path: &Path) {
+    wait_until(&format!("a host answering on {}", path.display()), || {
+        std::os::unix::net::UnixStream::connect(path).is_ok()
+    });
+}

@@ -512,7 +512,7 @@ fn fifo_dev_zero_directory_and_sparse_files_are_refused_at_once_leaving_nothing_
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut child = KillOnDrop(serve.spawn().expect("start serve"));
-    wait_for(&socket);
+    crate::support::wait_for_socket(&socket);
     let reload = sandbox.run(
         &config,
         &[
@@ -559,18 +559,6 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn wait_for(socket: &Path) {
-    let start = Instant::now();
-    while UnixStream::connect(socket).is_err() {
-        assert!(
-            start.elapsed() < BOUND,
-            "{} never answered",
-            socket.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
