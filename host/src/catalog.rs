@@ -19,9 +19,9 @@
 //! and looked at again, never loaded half-written.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
+
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -33,6 +33,7 @@ use crate::loader::{LoadPolicy, PluginLoader};
 use crate::plugin::LoadedPlugin;
 use crate::policy::{RiskOverride, apply_risk_overrides};
 use crate::registry::ToolRegistry;
+use crate::safe_open::{Fingerprint, fingerprint};
 
 /// How a catalog finds and keeps plugins.
 #[derive(Debug, Clone)]
@@ -177,14 +178,6 @@ struct Entry {
     /// The file as it was when it last failed to load, so it is not retried (and mapped
     /// again) until it changes.
     rejected: Option<Fingerprint>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Fingerprint {
-    len: u64,
-    modified: Option<SystemTime>,
-    changed: i64,
-    inode: u64,
 }
 
 /// Per path: loads that succeeded, and every mapped load with the bytes it keeps.
@@ -607,26 +600,6 @@ fn in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool
         .and_then(|m| SystemTime::now().duration_since(m).ok())
         .is_some_and(|age| age < settle);
     matches!(kind, LoadErrorKind::ChangedWhileLoading) || (kind.looks_incomplete() && recent)
-}
-
-fn fingerprint(file: &Path) -> io::Result<Fingerprint> {
-    let meta = fs::metadata(file)?;
-    #[cfg(unix)]
-    let (inode, changed) = {
-        use std::os::unix::fs::MetadataExt;
-        (
-            meta.ino(),
-            meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
-        )
-    };
-    #[cfg(not(unix))]
-    let (inode, changed) = (0, 0);
-    Ok(Fingerprint {
-        len: meta.len(),
-        modified: meta.modified().ok(),
-        changed,
-        inode,
-    })
 }
 
 /// Tool names added, removed, and changed (another implementation object) between two

@@ -34,6 +34,37 @@ pub(crate) enum OpenError {
     },
 }
 
+/// What a file looked like at one `stat`: size, mtime, ctime and inode. Two equal
+/// fingerprints mean the file was not written, replaced or renamed over in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    pub(crate) len: u64,
+    pub(crate) modified: Option<std::time::SystemTime>,
+    changed: i64,
+    inode: u64,
+}
+
+/// The fingerprint of `path` (following symlinks).
+pub(crate) fn fingerprint(path: &Path) -> io::Result<Fingerprint> {
+    let meta = fs::metadata(path)?;
+    #[cfg(unix)]
+    let (inode, changed) = {
+        use std::os::unix::fs::MetadataExt;
+        (
+            meta.ino(),
+            meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+        )
+    };
+    #[cfg(not(unix))]
+    let (inode, changed) = (0, 0);
+    Ok(Fingerprint {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        changed,
+        inode,
+    })
+}
+
 impl From<OpenError> for io::Error {
     fn from(e: OpenError) -> io::Error {
         match e {

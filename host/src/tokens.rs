@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use crate::private::{ensure_private_dir, tighten_existing, write_private_file};
+use crate::safe_open::{Fingerprint, fingerprint};
 
 /// The prefix every token starts with.
 const PREFIX: &str = "thk_";
@@ -299,8 +300,8 @@ pub enum AuthFailure {
 
 /// What the file said when it was last read.
 struct Snapshot {
-    /// (size, mtime ns, ctime ns, inode) of the file as read; `None`: it was missing.
-    version: Option<(u64, i128, i128, u64)>,
+    /// The file as read; `None`: it was missing.
+    version: Option<Fingerprint>,
     tokens: Vec<([u8; 32], TokenIdentity)>,
     error: Option<String>,
 }
@@ -370,8 +371,8 @@ impl TokenAuthenticator {
 
     fn refresh(&self) -> std::sync::MutexGuard<'_, Snapshot> {
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        let version = match fs::metadata(&self.store.path) {
-            Ok(meta) => Some(file_version(&meta)),
+        let version = match fingerprint(&self.store.path) {
+            Ok(f) => Some(f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => {
                 snapshot.error = Some(e.to_string());
@@ -408,16 +409,6 @@ impl TokenAuthenticator {
         }
         snapshot
     }
-}
-
-fn file_version(meta: &fs::Metadata) -> (u64, i128, i128, u64) {
-    use std::os::unix::fs::MetadataExt as _;
-    (
-        meta.len(),
-        i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-        meta.ino(),
-    )
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header value.

@@ -6,13 +6,10 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{OtherUser, PluginDir, toolhost_command, wait_until};
-
-const BOUND: Duration = Duration::from_secs(20);
+use crate::support::{OtherUser, PluginDir, serve_command, toolhost_command, wait_until};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -39,11 +36,7 @@ struct Served {
 
 impl Served {
     fn start(plugins: &Path, socket: &Path, log: &Path) -> Served {
-        let child = toolhost_command()
-            .args(["serve", "--no-watch", "--plugins"])
-            .arg(plugins)
-            .arg("--control")
-            .arg(socket)
+        let child = serve_command(plugins, socket)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).expect("log file"))
             .spawn()
@@ -274,11 +267,9 @@ fn the_client_sends_nothing_to_a_socket_another_user_planted() {
             std::os::unix::net::UnixStream::connect(&socket).expect("connect to the listener");
         last.write_all(b"SENTINEL").expect("write");
     }
-    let deadline = Instant::now() + BOUND;
-    while listener.try_wait().expect("wait").is_none() {
-        assert!(Instant::now() < deadline, "the listener did not finish");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the listener finishing", || {
+        listener.try_wait().expect("wait").is_some()
+    });
     let seen = std::fs::read_to_string(&record).expect("the listener's record");
     let sentinel: String = b"SENTINEL".iter().map(|b| format!("{b:02x}")).collect();
     let lines: Vec<&str> = seen.lines().collect();

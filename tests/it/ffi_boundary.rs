@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnInfo};
 
-use crate::support::{PluginDir, call, dispatcher, load, toolhost_command, wait_until};
+use crate::support::{
+    PluginDir, call, dispatcher, load, serve_command, toolhost_command, wait_until,
+};
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -125,11 +127,7 @@ fn a_future_that_panics_when_dropped_at_host_shutdown_is_an_error_and_the_host_e
         sockets.path().join("started"),
         sockets.path().join("dropped"),
     );
-    let mut host = toolhost_command()
-        .args(["serve", "--no-watch", "--plugins"])
-        .arg(dir.path())
-        .arg("--control")
-        .arg(&socket)
+    let mut host = serve_command(&dir.path(), &socket)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -346,11 +344,7 @@ fn a_library_that_is_not_a_plugin_and_starts_a_thread_costs_a_warning_not_the_ho
 
     let sockets = tempfile::tempdir().expect("temp dir");
     let socket = sockets.path().join("control.sock");
-    let mut host = toolhost_command()
-        .args(["serve", "--no-watch", "--plugins"])
-        .arg(dir.path())
-        .arg("--control")
-        .arg(&socket)
+    let mut host = serve_command(&dir.path(), &socket)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

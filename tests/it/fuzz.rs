@@ -13,7 +13,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::support::{PluginDir, spawn_http_server, toolhost_command};
+use crate::support::{PluginDir, serve_command, spawn_http_server, token_add, toolhost_command};
 
 /// A `toolhost serve` killed when dropped.
 struct Serving(Child);
@@ -81,11 +81,7 @@ impl ControlLines {
     fn serve(plugins: &PluginDir, dir: &Path) -> ControlLines {
         let socket = dir.join("control.sock");
         let host = Serving(
-            toolhost_command()
-                .args(["serve", "--no-watch", "--plugins"])
-                .arg(plugins.path())
-                .arg("--control")
-                .arg(&socket)
+            serve_command(&plugins.path(), &socket)
                 .env("TMPDIR", dir)
                 .stderr(Stdio::null())
                 .spawn()
@@ -275,13 +271,7 @@ fn status_of(raw: &[u8]) -> Option<u16> {
 fn mcp_http_answers_odd_requests_and_keeps_serving() {
     let plugins = PluginDir::with(&["hello_tools"]);
     let dir = tempfile::tempdir().expect("temp dir");
-    let made = toolhost_command()
-        .args(["token", "add", "fuzz"])
-        .env("XDG_STATE_HOME", dir.path())
-        .output()
-        .expect("token add");
-    assert!(made.status.success());
-    let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    let token = token_add(dir.path(), "fuzz");
     let mut command = toolhost_command();
     command
         .args([

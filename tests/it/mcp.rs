@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    PluginDir, echo_build, so, spawn_http_server, toolhost_command, workspace_root,
+    PluginDir, echo_build, so, spawn_http_server, token_add, toolhost_command, workspace_root,
 };
 
 /// The version of the Python SDK the tests use (as `.ci/run` installs it).
@@ -70,17 +70,7 @@ impl Drop for Server {
 /// Starts `toolhost serve --mcp http` on a free port, with a bearer token made in `state`
 /// (its `XDG_STATE_HOME`); returns it with its URL and the token.
 fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String, String) {
-    let made = toolhost_command()
-        .args(["token", "add", "python-sdk"])
-        .env("XDG_STATE_HOME", state)
-        .output()
-        .expect("toolhost token add");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    let token = token_add(state, "python-sdk");
     let mut command = toolhost_command();
     command
         .args([

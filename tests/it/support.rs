@@ -425,3 +425,29 @@ pub(crate) fn wait_for_socket(path: &Path) {
         std::os::unix::net::UnixStream::connect(path).is_ok()
     });
 }
+
+/// `toolhost serve --no-watch --plugins PLUGINS --control SOCKET`, isolated, not started.
+pub(crate) fn serve_command(plugins: &Path, socket: &Path) -> Command {
+    let mut cmd = toolhost_command();
+    cmd.args(["serve", "--no-watch", "--plugins"])
+        .arg(plugins)
+        .arg("--control")
+        .arg(socket);
+    cmd
+}
+
+/// Makes a bearer token named `name` in the state directory `state` (its
+/// `XDG_STATE_HOME`) with `toolhost token add`, and returns it.
+pub(crate) fn token_add(state: &Path, name: &str) -> String {
+    let made = toolhost_command()
+        .args(["token", "add", name])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .expect("run toolhost token add");
+    assert!(
+        made.status.success(),
+        "toolhost token add {name}: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    String::from_utf8_lossy(&made.stdout).trim().to_owned()
+}
