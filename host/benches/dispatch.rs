@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolhost::{
-    DispatchConfig, Dispatcher, PluginLoader, ReadOnlyPolicy, Risk, Tool, ToolCall, ToolContext,
-    ToolError, ToolOrigin, ToolRegistry, ToolSpec, Turn, TurnInfo,
+    CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy, Risk, ToolCall,
+    ToolError, ToolOrigin, ToolRegistry, ToolSpec, Turn, TurnIdentity,
 };
 
 const WARMUP: u32 = 20_000;
@@ -34,14 +34,14 @@ struct NativeEcho {
 }
 
 #[async_trait]
-impl Tool for NativeEcho {
+impl DynTool for NativeEcho {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
     fn origin(&self) -> &ToolOrigin {
         &ToolOrigin::Native
     }
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+    async fn call(&self, _ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         match args.get("text").and_then(Value::as_str) {
             Some(t) => Ok(t.to_owned()),
             None => Err(ToolError::InvalidArgs("`text` must be a string".to_owned())),
@@ -82,7 +82,7 @@ fn measure_plugin(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolR
 /// Median over rounds of the mean ns per call.
 fn measure(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
     let calls = calls_per_round();
-    let turn = Turn::new(TurnInfo::default());
+    let turn = Turn::new(TurnIdentity::default());
     let call = ToolCall {
         id: "1".to_owned(),
         name: "echo".to_owned(),
@@ -139,7 +139,7 @@ fn main() {
         }))
         .expect("register");
     assert_eq!(echo.spec().risk, Risk::Read);
-    // fixture-basic's echo takes its arguments as a `Value` (the plain `Tool` trait).
+    // fixture-basic's echo takes its arguments as a `Value` (the plain `DynTool` trait).
     let basic = loader.load_file(&untyped_file).expect("load");
     let mut untyped = ToolRegistry::new();
     let basic_echo = basic
@@ -182,7 +182,7 @@ fn main() {
         "  ratio .so/native                   {:8.2}",
         so_ns / native_ns
     );
-    println!("  plugin .so tool (Tool, Value args) {untyped_ns:8.1} ns/call");
+    println!("  plugin .so tool (DynTool, Value args) {untyped_ns:8.1} ns/call");
     println!(
         "  ratio .so/native                   {:8.2}",
         untyped_ns / native_ns

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolhost::{
     CatalogConfig, DispatchConfig, Dispatcher, PluginCatalog, PluginWatcher, ReadOnlyPolicy,
-    ToolCall, Turn, TurnInfo, WatchConfig,
+    ToolCall, Turn, TurnIdentity, WatchConfig,
 };
 
 const RELOADS: usize = 50;
@@ -73,7 +73,7 @@ fn main() {
         let _watcher =
             PluginWatcher::start(Arc::clone(&catalog), WatchConfig::default()).expect("watch");
         let d = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
-        let turn = Turn::new(TurnInfo::default());
+        let turn = Turn::new(TurnIdentity::default());
         let call = ToolCall {
             id: "1".to_owned(),
             name: "build_version".to_owned(),

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::OpenAiClient;
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{
-    ApprovalPolicy, Availability, Caller, Dispatcher, LoadedConfig, ToolCall, ToolResult,
+    ApprovalPolicy, Availability, CallerChannel, Dispatcher, LoadedConfig, ToolCall, ToolResult,
 };
 use toolhost_plugin_api::ServiceError;
 
@@ -70,7 +70,7 @@ impl TurnObserver for Printer {
 struct TerminalCaller;
 
 #[async_trait]
-impl Caller for TerminalCaller {
+impl CallerChannel for TerminalCaller {
     async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
         let message = request
             .get("message")
@@ -138,7 +138,7 @@ fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
         dispatcher: Dispatcher::new(config.dispatch(), Arc::new(policy)),
         model: Arc::new(model),
         config: config.agent(&profile),
-        caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn Caller>),
+        caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
     })
     .map_err(|e| {

@@ -6,7 +6,7 @@
 //!   [`PluginLoader`] loads plugin files from plugin directories through private copies,
 //!   checks their API version and type layouts, and reports one [`PluginLoadError`] per
 //!   bad file while the others load ([`LoadReport`]).
-//! - **Tool**: anything implementing [`Tool`]: a [`ToolSpec`] (name, description, argument
+//! - **DynTool**: anything implementing [`DynTool`]: a [`ToolSpec`] (name, description, argument
 //!   schema, [`Risk`], interactive flag), a [`ToolOrigin`] and an async `call`. Plugin
 //!   tools and tools compiled into the host are the same to everything below.
 //! - **Registry**: [`ToolRegistry`] holds tools by name with their compiled argument
@@ -16,14 +16,14 @@
 //!   concurrently or one at a time when any is interactive, under a [`CallPolicy`], with a
 //!   timeout and a cancel token per [`Turn`]; every outcome is a [`ToolResult`] in request
 //!   order.
-//! - **Context**: each call gets a [`ToolContext`]: the [`TurnInfo`] (profile, session,
-//!   model), its cancel token and the [`HostServices`]. Plugins see it through the stable
+//! - **Context**: each call gets a [`CallContext`]: the [`TurnIdentity`] (profile, session,
+//!   model), its cancel token and the [`TurnServices`]. Plugins see it through the stable
 //!   ABI as data plus a table of host services (log, timer, cancel signal, child turns).
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use toolhost::{DispatchConfig, Dispatcher, PluginLoader, ReadOnlyPolicy, ToolCall,
-//!                ToolRegistry, Turn, TurnInfo};
+//!                ToolRegistry, Turn, TurnIdentity};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let loader = PluginLoader::new()?;
@@ -33,7 +33,7 @@
 //! }
 //! let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
 //! let dispatcher = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
-//! let turn = Turn::new(TurnInfo::default());
+//! let turn = Turn::new(TurnIdentity::default());
 //! let call = ToolCall {
 //!     id: "1".into(),
 //!     name: "time_now".into(),
@@ -45,79 +45,64 @@
 //! ```
 
 pub mod agent;
-mod availability;
-mod catalog;
+mod calls;
 mod config;
-mod context;
-mod control;
-mod dispatcher;
-mod error;
-mod loader;
-mod mcp;
-mod mcp_http;
-mod permissions;
-mod plugin;
-mod policy;
-mod private;
-mod registry;
-mod rlimit;
-mod safe_open;
-mod serve;
-mod stats;
+mod frontends;
+mod host;
+mod plugins;
+mod sys;
 mod text;
-mod tokens;
-mod tool;
-mod trust;
-mod watch;
 
-pub use availability::Availability;
-pub use catalog::{
-    CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,
-    ReloadReport,
+pub use calls::availability::Availability;
+pub use calls::context::{
+    CallContext, CallerChannel, ChildTurnService, HostRequests, ProfileRequests, Turn,
+    TurnIdentity, TurnServices,
 };
+pub use calls::dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+pub use calls::policy::{
+    ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
+    NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
+};
+pub use calls::registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
+pub use calls::stats::{CallObserver, CallStats, ToolStatsSnapshot};
+pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
     HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig, Profile,
     ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
 };
-pub use context::{
-    Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, ToolContext, Turn,
-    TurnInfo,
-};
-pub use control::{
+pub use frontends::control::{
     ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
 };
-pub use dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
-pub use error::{LoadErrorKind, PluginLoadError, RegistryError};
-pub use loader::{
-    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
+pub use frontends::mcp::http::{
+    HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
 };
-pub use mcp::{
+pub use frontends::mcp::tokens::{
+    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
+};
+pub use frontends::mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
-pub use mcp_http::{HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options};
-pub use permissions::PermissionProblem;
-pub use plugin::LoadedPlugin;
-pub use policy::{
-    ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
-    NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
+pub use host::{
+    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
 };
-pub use private::{
+pub use plugins::catalog::{
+    CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,
+    RescanReport,
+};
+pub use plugins::error::{LoadErrorKind, PluginLoadError, RegistryError};
+pub use plugins::loader::{
+    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
+};
+pub use plugins::plugin_tool::LoadedPlugin;
+pub use plugins::trust::{
+    Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
+};
+pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
+pub use sys::permissions::PermissionProblem;
+pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
     write_private_file,
 };
-pub use registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
-pub use rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
-pub use serve::{
-    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
-};
-pub use stats::{CallObserver, CallStats, ToolStatsSnapshot};
-pub use tokens::{
-    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
-};
-pub use tool::{Requirements, Risk, Tool, ToolError, ToolOrigin, ToolSpec};
+pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use toolhost_plugin_api::API_VERSION;
-pub use trust::{
-    Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
-};
-pub use watch::{PluginWatcher, WatchConfig, WatchError};

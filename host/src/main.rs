@@ -20,7 +20,7 @@ use output::outln;
 use serde_json::Value;
 use toolhost::{
     ApprovalPolicy, Availability, DispatchConfig, Dispatcher, LoadReport, LoadedConfig,
-    PluginLoader, Profile, ToolCall, ToolRegistry, Turn, TurnInfo,
+    PluginLoader, Profile, ToolCall, ToolRegistry, Turn, TurnIdentity,
 };
 
 /// Loads tools for LLM agents from compiled plugins and runs them.
@@ -694,7 +694,7 @@ fn call(config: &LoadedConfig, a: &CallArgs<'_>) -> std::io::Result<ExitCode> {
         },
         Arc::new(policy),
     );
-    let mut turn = Turn::new(TurnInfo {
+    let mut turn = Turn::new(TurnIdentity {
         profile_id: profile.name.clone(),
         session_id: format!("cli-{}", std::process::id()),
         model: "none".to_owned(),

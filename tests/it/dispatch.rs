@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallErrorKind, ChildTurnService, DispatchConfig, HostServices, ToolRegistry, Turn, TurnInfo,
+    CallErrorKind, ChildTurnService, DispatchConfig, ToolRegistry, Turn, TurnIdentity, TurnServices,
 };
 
 use crate::support::{PluginDir, call, dispatcher, load, marker};
@@ -18,7 +18,7 @@ fn basic() -> (PluginDir, ToolRegistry) {
 }
 
 fn turn() -> Turn {
-    Turn::new(TurnInfo {
+    Turn::new(TurnIdentity {
         profile_id: "p1".into(),
         session_id: "s1".into(),
         model: "m1".into(),
@@ -365,7 +365,7 @@ struct ScriptedChild;
 impl ChildTurnService for ScriptedChild {
     async fn run_child_turn(
         &self,
-        parent: &TurnInfo,
+        parent: &TurnIdentity,
         request: Value,
         _cancel: tokio_util::sync::CancellationToken,
     ) -> Result<String, String> {
@@ -396,7 +396,7 @@ async fn the_context_crosses_with_turn_model_and_services() {
     );
 
     let mut with_agent = turn();
-    with_agent.services = HostServices {
+    with_agent.services = TurnServices {
         child_turns: Some(Arc::new(ScriptedChild)),
         caller: None,
         requests: None,

@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnInfo};
+use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnIdentity};
 
 use crate::support::{
     PluginDir, call, dispatcher, load, serve_command, toolhost_command, wait_until,
@@ -22,7 +22,7 @@ fn edges() -> PluginDir {
 }
 
 fn turn() -> Turn {
-    Turn::new(TurnInfo {
+    Turn::new(TurnIdentity {
         profile_id: "p1".into(),
         session_id: "s1".into(),
         model: "m1".into(),
@@ -284,7 +284,7 @@ struct RuntimeBoundRequests;
 impl toolhost::HostRequests for RuntimeBoundRequests {
     async fn request(
         &self,
-        _turn: &TurnInfo,
+        _turn: &TurnIdentity,
         method: &str,
         _params: serde_json::Value,
     ) -> Result<serde_json::Value, toolhost_plugin_api::ServiceError> {

@@ -11,7 +11,7 @@ use serde_json::json;
 use toolhost::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, Availability,
     CallErrorKind, CatalogConfig, DispatchConfig, Dispatcher, NobodyToAsk, PluginCatalog, Risk,
-    RiskOverride, ToolRegistry, Turn, TurnInfo, apply_risk_overrides,
+    RiskOverride, ToolRegistry, Turn, TurnIdentity, apply_risk_overrides,
 };
 
 use crate::support::{PluginDir, call, echo_build, load, marker};
@@ -31,7 +31,7 @@ fn nobody() -> Arc<dyn Approver> {
 }
 
 fn turn(session: &str) -> Turn {
-    Turn::new(TurnInfo {
+    Turn::new(TurnIdentity {
         profile_id: "p".into(),
         session_id: session.into(),
         model: "m".into(),

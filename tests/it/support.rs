@@ -273,7 +273,7 @@ pub(crate) fn toolhost_command() -> Command {
 }
 
 /// Rescans `catalog` on a blocking thread, as the host does.
-pub(crate) async fn rescan(catalog: &Arc<toolhost::PluginCatalog>) -> toolhost::ReloadReport {
+pub(crate) async fn rescan(catalog: &Arc<toolhost::PluginCatalog>) -> toolhost::RescanReport {
     let catalog = Arc::clone(catalog);
     tokio::task::spawn_blocking(move || catalog.rescan())
         .await

@@ -17,12 +17,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::ServiceError;
 
-use crate::availability::Availability;
-use crate::context::{
-    Caller, ChildTurnService, HostRequests, HostServices, ProfileRequests, Turn, TurnInfo,
+use crate::calls::availability::Availability;
+use crate::calls::context::{
+    CallerChannel, ChildTurnService, HostRequests, ProfileRequests, Turn, TurnIdentity,
+    TurnServices,
 };
-use crate::dispatcher::{CallErrorKind, Dispatcher, ToolCall, ToolResult};
-use crate::registry::ToolRegistry;
+use crate::calls::dispatcher::{CallErrorKind, Dispatcher, ToolCall, ToolResult};
+use crate::calls::registry::ToolRegistry;
 use model::{Message, ModelError, ModelProvider, Role};
 use sessions::{SessionError, SessionStore};
 
@@ -136,7 +137,7 @@ struct AgentInner {
     /// One semaphore per depth that may start children (`max_concurrent` each): a child
     /// waiting for its own children never holds the permit they need.
     children: Vec<Semaphore>,
-    caller: Option<Arc<dyn Caller>>,
+    caller: Option<Arc<dyn CallerChannel>>,
     observer: Option<Arc<dyn TurnObserver>>,
 }
 
@@ -157,7 +158,7 @@ pub struct AgentParts {
     /// Settings.
     pub config: AgentConfig,
     /// Whoever is at the other end (the chat terminal), if anyone.
-    pub caller: Option<Arc<dyn Caller>>,
+    pub caller: Option<Arc<dyn CallerChannel>>,
     /// Who watches turns, if anyone.
     pub observer: Option<Arc<dyn TurnObserver>>,
 }
@@ -248,13 +249,13 @@ impl AgentInner {
             messages.push(user);
 
             let turn = Turn {
-                info: Arc::new(TurnInfo {
+                info: Arc::new(TurnIdentity {
                     profile_id: self.profile.clone(),
                     session_id: session.clone(),
                     model: self.model.model().to_owned(),
                 }),
                 cancel: cancel.clone(),
-                services: HostServices {
+                services: TurnServices {
                     child_turns: Some(Arc::new(ChildTurns {
                         agent: Arc::clone(&self),
                         registry: Arc::clone(&registry),
@@ -368,7 +369,7 @@ struct ChildTurns {
 impl ChildTurnService for ChildTurns {
     async fn run_child_turn(
         &self,
-        parent: &TurnInfo,
+        parent: &TurnIdentity,
         request: Value,
         call_cancel: CancellationToken,
     ) -> Result<String, String> {
@@ -439,7 +440,7 @@ struct AgentRequests {
 impl HostRequests for AgentRequests {
     async fn request(
         &self,
-        turn: &TurnInfo,
+        turn: &TurnIdentity,
         method: &str,
         params: Value,
     ) -> Result<Value, ServiceError> {

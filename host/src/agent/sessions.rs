@@ -151,12 +151,12 @@ impl SessionStore {
             source,
         };
         let private = |file: &Path| {
-            crate::private::tighten_existing(file).map_err(|source| SessionError::File {
+            crate::sys::private::tighten_existing(file).map_err(|source| SessionError::File {
                 path: file.to_path_buf(),
                 source,
             })
         };
-        crate::private::open_private_file(path).map_err(|source| SessionError::File {
+        crate::sys::private::open_private_file(path).map_err(|source| SessionError::File {
             path: path.to_path_buf(),
             source,
         })?;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use minisign_verify::{PublicKey, Signature, StreamVerifier};
 use serde::{Deserialize, Serialize};
 
-use crate::safe_open::read_capped_text;
+use crate::sys::safe_open::read_capped_text;
 
 /// `[trust] mode`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -187,7 +187,9 @@ impl TrustStore {
         };
         match read_capped_text(path, TRUST_FILE_LIMIT) {
             Ok(text) => serde_json::from_str(&text).map_err(|e| read_err(e.to_string())),
-            Err(crate::safe_open::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(crate::sys::safe_open::OpenError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
                 Ok(TrustStore::default())
             }
             Err(e) => Err(read_err(e.to_string())),
@@ -201,11 +203,12 @@ impl TrustStore {
             source,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::private::ensure_private_dir(dir).map_err(write_err)?;
+            crate::sys::private::ensure_private_dir(dir).map_err(write_err)?;
         }
         let text =
             serde_json::to_string_pretty(self).map_err(|e| write_err(std::io::Error::other(e)))?;
-        crate::private::write_private_file(path, format!("{text}\n").as_bytes()).map_err(write_err)
+        crate::sys::private::write_private_file(path, format!("{text}\n").as_bytes())
+            .map_err(write_err)
     }
 
     /// Whether `sha256` is pinned.
@@ -307,7 +310,9 @@ impl TrustPolicy {
     fn signature(&self, path: &Path) -> Result<(Signature, Publisher), String> {
         let text = match read_capped_text(path, SIGNATURE_LIMIT) {
             Ok(t) => t,
-            Err(crate::safe_open::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(crate::sys::safe_open::OpenError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
                 return Err(format!("there is no signature {}", path.display()));
             }
             Err(e) => return Err(format!("could not read {}: {e}", path.display())),
@@ -434,8 +439,8 @@ mod tests {
         store.add(pin("bb", "/p/b.so"));
         store.add(pin("aa", "/p/a2.so"));
         store.save(&path).expect("save");
-        assert!(crate::private::is_private(&path).expect("stat"));
-        assert!(crate::private::is_private(path.parent().expect("dir")).expect("stat"));
+        assert!(crate::sys::private::is_private(&path).expect("stat"));
+        assert!(crate::sys::private::is_private(path.parent().expect("dir")).expect("stat"));
         let mut back = TrustStore::load(&path).expect("load");
         assert_eq!(back.pins.len(), 2);
         assert!(back.is_pinned("aa") && back.is_pinned("bb"));

@@ -45,11 +45,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::loader::{DEFAULT_MAX_FILE_SIZE, LoadPolicy};
-use crate::policy::RiskOverride;
-use crate::registry::ToolRegistry;
-use crate::tool::Risk;
-use crate::trust::{PublisherEntry, TrustMode, TrustPolicy};
+use crate::calls::policy::RiskOverride;
+use crate::calls::registry::ToolRegistry;
+use crate::calls::tool::Risk;
+use crate::plugins::loader::{DEFAULT_MAX_FILE_SIZE, LoadPolicy};
+use crate::plugins::trust::{PublisherEntry, TrustMode, TrustPolicy};
 
 /// The largest config file (host or profile) read.
 pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;
@@ -593,22 +593,22 @@ impl LoadedConfig {
             .mcp
             .tokens_file
             .clone()
-            .or_else(|| crate::private::state_dir().map(|d| d.join("tokens.json")))
+            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("tokens.json")))
     }
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
     /// (`[trust] file`, else `trust.json` in [`crate::state_dir`]).
-    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::trust::TrustError> {
+    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::plugins::trust::TrustError> {
         let t = &self.config.trust;
         let file = t
             .file
             .clone()
-            .or_else(|| crate::private::state_dir().map(|d| d.join("trust.json")));
+            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("trust.json")));
         TrustPolicy::new(t.mode, &t.publishers, file)
     }
 
     /// Which plugin files may load: `[plugins]` and `[trust]`.
-    pub fn load_policy(&self) -> Result<LoadPolicy, crate::trust::TrustError> {
+    pub fn load_policy(&self) -> Result<LoadPolicy, crate::plugins::trust::TrustError> {
         Ok(LoadPolicy {
             strict_permissions: self.config.plugins.strict_permissions,
             max_file_size: self.config.plugins.max_file_size,
@@ -815,9 +815,11 @@ impl Profile {
         let state_dir = dir.join("state");
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
-            crate::private::ensure_private_dir(&state_dir).map_err(|source| ConfigError::Read {
-                path: state_dir.clone(),
-                source,
+            crate::sys::private::ensure_private_dir(&state_dir).map_err(|source| {
+                ConfigError::Read {
+                    path: state_dir.clone(),
+                    source,
+                }
             })?;
         }
         Ok(Profile {
@@ -874,8 +876,8 @@ impl Profile {
 /// Reads a config file the careful way: a regular file (opened without blocking) of at
 /// most [`MAX_CONFIG_FILE_SIZE`] bytes.
 fn read_config_text(path: &Path) -> Result<String, ConfigError> {
-    use crate::safe_open::OpenError;
-    crate::safe_open::read_capped_text(path, MAX_CONFIG_FILE_SIZE).map_err(|e| match e {
+    use crate::sys::safe_open::OpenError;
+    crate::sys::safe_open::read_capped_text(path, MAX_CONFIG_FILE_SIZE).map_err(|e| match e {
         OpenError::Io(source) => ConfigError::Read {
             path: path.to_path_buf(),
             source,

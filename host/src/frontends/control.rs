@@ -30,13 +30,13 @@ const MAX_REQUEST: u64 = 4 * 1024 * 1024;
 /// Whether a process or file of `uid` may be trusted on the control socket: ours or root's.
 #[cfg(unix)]
 fn trusted_uid(uid: u32) -> bool {
-    uid == crate::private::effective_uid() || uid == 0
+    uid == crate::sys::private::effective_uid() || uid == 0
 }
 
 /// `uid N (name)`, or `uid N` for a user without a name.
 #[cfg(unix)]
 fn describe_uid(uid: u32) -> String {
-    match crate::permissions::user_name(uid) {
+    match crate::sys::permissions::user_name(uid) {
         Some(name) => format!("uid {uid} ({name})"),
         None => format!("uid {uid}"),
     }
@@ -49,7 +49,7 @@ pub fn default_control_path() -> PathBuf {
         return PathBuf::from(dir).join("toolhost").join("control.sock");
     }
     #[cfg(unix)]
-    let user = crate::private::effective_uid().to_string();
+    let user = crate::sys::private::effective_uid().to_string();
     #[cfg(not(unix))]
     let user = "user".to_owned();
     std::env::temp_dir()
@@ -293,7 +293,7 @@ impl Drop for ControlSocket {
 /// host's effective uid or root. Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(), String> {
-    let me = crate::private::effective_uid();
+    let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) if trusted_uid(cred.uid()) => Ok(()),
         Ok(cred) => {
@@ -443,7 +443,7 @@ fn is_socket(_meta: &std::fs::Metadata) -> bool {
 fn check_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
-    let me = crate::private::effective_uid();
+    let me = crate::sys::private::effective_uid();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

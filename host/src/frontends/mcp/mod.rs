@@ -13,6 +13,9 @@
               clients today) still use them"
 )]
 
+pub(crate) mod http;
+pub(crate) mod tokens;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -37,14 +40,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{LogLevel, ServiceError, parse_content_output};
 
+use crate::calls::context::{CallerChannel, Turn, TurnIdentity, TurnServices};
+use crate::calls::dispatcher::{CallErrorKind, ToolCall};
+use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::calls::registry::{RegisteredTool, ToolRegistry};
+use crate::calls::tool::{Risk, ToolSpec};
 use crate::config::{Profile, WithoutElicitation};
-use crate::context::{Caller, HostServices, Turn, TurnInfo};
-use crate::dispatcher::{CallErrorKind, ToolCall};
-use crate::policy::{ApprovalAnswer, ApprovalRequest, Approver};
-use crate::registry::{RegisteredTool, ToolRegistry};
-use crate::serve::Host;
+use crate::host::Host;
 use crate::text::shorten;
-use crate::tool::{Risk, ToolSpec};
 
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
 const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
@@ -273,7 +276,7 @@ struct Shared {
     pending: Mutex<HashMap<String, PendingApproval>>,
     sessions: AtomicU64,
     /// Plugins' host requests (the profile's state folder), when the profile has one.
-    requests: Option<Arc<dyn crate::context::HostRequests>>,
+    requests: Option<Arc<dyn crate::calls::context::HostRequests>>,
 }
 
 impl Shared {
@@ -359,8 +362,9 @@ impl McpServer {
                 pending: Mutex::new(HashMap::new()),
                 sessions: AtomicU64::new(0),
                 requests: profile.as_ref().map(|p| {
-                    Arc::new(crate::context::ProfileRequests::new(p.state_dir.clone()))
-                        as Arc<dyn crate::context::HostRequests>
+                    Arc::new(crate::calls::context::ProfileRequests::new(
+                        p.state_dir.clone(),
+                    )) as Arc<dyn crate::calls::context::HostRequests>
                 }),
             }),
         })
@@ -448,7 +452,7 @@ struct SessionState {
     /// What the client said about itself, read at its first call.
     facts: std::sync::OnceLock<Arc<ClientFacts>>,
     /// Registry events since `initialize`, until `initialized` starts forwarding them.
-    events: Mutex<Option<tokio::sync::broadcast::Receiver<crate::catalog::RegistryEvent>>>,
+    events: Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::catalog::RegistryEvent>>>,
 }
 
 /// What a client can do, and the turn its calls run in.
@@ -457,7 +461,7 @@ struct ClientFacts {
     can_sample: bool,
     /// A 2026-07-28 client: no server requests, input-required results instead.
     sessionless: bool,
-    turn: Arc<TurnInfo>,
+    turn: Arc<TurnIdentity>,
 }
 
 impl Drop for SessionState {
@@ -505,7 +509,7 @@ impl SessionState {
                     .is_some_and(|c| c.elicitation.is_some()),
                 can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
                 sessionless: is_sessionless(context.protocol_version().as_ref()),
-                turn: Arc::new(TurnInfo {
+                turn: Arc::new(TurnIdentity {
                     profile_id: self.shared.profile_name.clone(),
                     session_id: self.session_id.clone(),
                     model: context
@@ -770,9 +774,9 @@ impl McpSession {
         let turn = Turn {
             info: Arc::clone(&facts.turn),
             cancel: cancel.clone(),
-            services: HostServices {
+            services: TurnServices {
                 child_turns: None,
-                caller: Some(Arc::clone(&caller) as Arc<dyn Caller>),
+                caller: Some(Arc::clone(&caller) as Arc<dyn CallerChannel>),
                 requests: shared.requests.clone(),
             },
         };
@@ -1120,7 +1124,7 @@ fn level_rank(level: LoggingLevel) -> u8 {
 }
 
 #[async_trait]
-impl Caller for McpCaller {
+impl CallerChannel for McpCaller {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         let Some(token) = &self.progress_token else {
             return;

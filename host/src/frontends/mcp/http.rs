@@ -36,9 +36,9 @@ use rmcp::transport::streamable_http_server::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::mcp::{McpOptions, McpServeError, McpServer, McpSession};
-use crate::serve::Host;
-use crate::tokens::{AuthFailure, TokenAuthenticator, TokenIdentity};
+use crate::frontends::mcp::tokens::{AuthFailure, TokenAuthenticator, TokenIdentity};
+use crate::frontends::mcp::{McpOptions, McpServeError, McpServer, McpSession};
+use crate::host::Host;
 
 /// The limits of the HTTP door. The defaults suit a desktop and a small team.
 #[derive(Debug, Clone)]
@@ -230,7 +230,7 @@ fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, McpServeE
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let read = |path: &PathBuf, what: &'static str| {
-        crate::safe_open::read_capped(path, 1024 * 1024).map_err(|e| McpServeError::Tls {
+        crate::sys::safe_open::read_capped(path, 1024 * 1024).map_err(|e| McpServeError::Tls {
             reason: format!("could not read the {what} {}: {e}", path.display()),
         })
     };

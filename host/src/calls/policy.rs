@@ -10,16 +10,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::availability::Availability;
-use crate::context::{ToolContext, TurnInfo};
-use crate::registry::ToolRegistry;
-use crate::tool::{Risk, Tool, ToolError, ToolOrigin, ToolSpec};
+use crate::calls::availability::Availability;
+use crate::calls::context::{CallContext, TurnIdentity};
+use crate::calls::registry::ToolRegistry;
+use crate::calls::tool::{DynTool, Risk, ToolError, ToolOrigin, ToolSpec};
 
 /// Decides whether a call may run. A refusal is a message for the model.
 #[async_trait]
 pub trait CallPolicy: Send + Sync {
     /// `Ok` to run the call; `Err` to refuse it without entering the tool.
-    async fn check(&self, tool: &dyn Tool, args: &Value, turn: &TurnInfo) -> Result<(), Refusal>;
+    async fn check(
+        &self,
+        tool: &dyn DynTool,
+        args: &Value,
+        turn: &TurnIdentity,
+    ) -> Result<(), Refusal>;
 }
 
 /// Why a call was refused.
@@ -39,7 +44,12 @@ pub struct ReadOnlyPolicy;
 
 #[async_trait]
 impl CallPolicy for ReadOnlyPolicy {
-    async fn check(&self, tool: &dyn Tool, _args: &Value, _turn: &TurnInfo) -> Result<(), Refusal> {
+    async fn check(
+        &self,
+        tool: &dyn DynTool,
+        _args: &Value,
+        _turn: &TurnIdentity,
+    ) -> Result<(), Refusal> {
         let spec = tool.spec();
         match spec.risk {
             Risk::Read => Ok(()),
@@ -74,7 +84,7 @@ pub struct ApprovalRequest {
     /// The call's arguments.
     pub arguments: Value,
     /// The turn asking.
-    pub turn: TurnInfo,
+    pub turn: TurnIdentity,
 }
 
 /// A person's answer.
@@ -172,7 +182,7 @@ impl ApprovalPolicy {
 
     /// The session's approvals are tied to the tool, the plugin file's hash and the
     /// schema: an updated plugin asks again.
-    fn key(tool: &dyn Tool, turn: &TurnInfo) -> String {
+    fn key(tool: &dyn DynTool, turn: &TurnIdentity) -> String {
         let spec = tool.spec();
         format!(
             "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
@@ -187,7 +197,12 @@ impl ApprovalPolicy {
 
 #[async_trait]
 impl CallPolicy for ApprovalPolicy {
-    async fn check(&self, tool: &dyn Tool, args: &Value, turn: &TurnInfo) -> Result<(), Refusal> {
+    async fn check(
+        &self,
+        tool: &dyn DynTool,
+        args: &Value,
+        turn: &TurnIdentity,
+    ) -> Result<(), Refusal> {
         let spec = tool.spec();
         if spec.risk == Risk::Deny {
             return Err(denied(spec));
@@ -317,19 +332,19 @@ pub fn apply_risk_overrides(
 
 /// A tool with an operator-overridden spec.
 struct Overridden {
-    inner: Arc<dyn Tool>,
+    inner: Arc<dyn DynTool>,
     spec: ToolSpec,
 }
 
 #[async_trait]
-impl Tool for Overridden {
+impl DynTool for Overridden {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
     fn origin(&self) -> &ToolOrigin {
         self.inner.origin()
     }
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         self.inner.call(ctx, args).await
     }
 }

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::tool::ToolOrigin;
+use crate::calls::tool::ToolOrigin;
 
 /// A plugin file that could not be loaded. The loader collects one per bad file and goes
 /// on with the others.
@@ -53,10 +53,10 @@ pub enum LoadErrorKind {
     },
     /// Users other than the host's and root could change the file or its directory.
     #[error(transparent)]
-    Permissions(Box<crate::permissions::PermissionProblem>),
+    Permissions(Box<crate::sys::permissions::PermissionProblem>),
     /// The trust mode refuses it (not pinned, not signed by a listed publisher).
     #[error(transparent)]
-    Untrusted(Box<crate::trust::TrustRefusal>),
+    Untrusted(Box<crate::plugins::trust::TrustRefusal>),
     /// The file does not start like a shared library.
     #[error(
         "not a shared library (no ELF header, {size} bytes); if it is still being copied, \
@@ -154,14 +154,14 @@ pub enum LoadErrorKind {
     },
 }
 
-impl From<crate::trust::TrustRefusal> for LoadErrorKind {
-    fn from(refusal: crate::trust::TrustRefusal) -> Self {
+impl From<crate::plugins::trust::TrustRefusal> for LoadErrorKind {
+    fn from(refusal: crate::plugins::trust::TrustRefusal) -> Self {
         LoadErrorKind::Untrusted(Box::new(refusal))
     }
 }
 
-impl From<crate::permissions::PermissionProblem> for LoadErrorKind {
-    fn from(problem: crate::permissions::PermissionProblem) -> Self {
+impl From<crate::sys::permissions::PermissionProblem> for LoadErrorKind {
+    fn from(problem: crate::sys::permissions::PermissionProblem) -> Self {
         LoadErrorKind::Permissions(Box::new(problem))
     }
 }

@@ -11,16 +11,16 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::availability::Availability;
-use crate::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
+use crate::calls::availability::Availability;
+use crate::calls::context::{Turn, TurnIdentity};
+use crate::calls::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
+use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
+use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::{ConfigError, Profile};
-use crate::context::{Turn, TurnInfo};
-use crate::control::{ControlError, ControlHandler, ControlSocket};
-use crate::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
-use crate::mcp::{McpClientStatus, McpClients};
-use crate::policy::{ApprovalPolicy, NobodyToAsk};
-use crate::stats::{CallStats, ToolStatsSnapshot};
-use crate::watch::{PluginWatcher, WatchConfig, WatchError};
+use crate::frontends::control::{ControlError, ControlHandler, ControlSocket};
+use crate::frontends::mcp::{McpClientStatus, McpClients};
+use crate::plugins::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
+use crate::plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 
 /// How to run a host.
 #[derive(Debug, Clone)]
@@ -263,7 +263,7 @@ impl Host {
             .cloned()
             .unwrap_or_else(|| json!({}));
         let turn = Turn {
-            info: Arc::new(TurnInfo {
+            info: Arc::new(TurnIdentity {
                 profile_id: "control".to_owned(),
                 session_id: "control".to_owned(),
                 model: "none".to_owned(),
@@ -369,7 +369,8 @@ impl Host {
         // An override that would lower a tool without `allow_lower` stops start-up.
         let registry = catalog.registry();
         let refused =
-            crate::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides).refused;
+            crate::calls::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides)
+                .refused;
         if let Some(problem) = refused.into_iter().next() {
             return Err(ServeError::Config(ConfigError::Invalid {
                 path: config

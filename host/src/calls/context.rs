@@ -1,6 +1,6 @@
 //! The context a call runs in: the turn it belongs to (profile, session, model), its
 //! cancel token, and the host services a tool may use (child turns; progress, questions
-//! for the person and completions from the caller's model, through a [`Caller`]).
+//! for the person and completions from the caller's model, through a [`CallerChannel`]).
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use toolhost_plugin_api::{LogLevel, ServiceError};
 
 /// Which turn a call works for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TurnInfo {
+pub struct TurnIdentity {
     /// The profile whose agent runs the turn (tools keep per-profile state apart with it).
     pub profile_id: String,
     /// The session (conversation) the turn belongs to.
@@ -28,7 +28,7 @@ pub trait ChildTurnService: Send + Sync {
     /// is the calling tool's: when the call is cancelled or times out, so is the child.
     async fn run_child_turn(
         &self,
-        parent: &TurnInfo,
+        parent: &TurnIdentity,
         request: Value,
         cancel: CancellationToken,
     ) -> Result<String, String>;
@@ -38,7 +38,7 @@ pub trait ChildTurnService: Send + Sync {
 /// progress and log lines to it, ask its person questions and ask its model for text.
 /// Every method has a default for callers that cannot do it.
 #[async_trait]
-pub trait Caller: Send + Sync {
+pub trait CallerChannel: Send + Sync {
     /// The call got `progress` out of `total` (if known).
     fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<&str>) {}
 
@@ -70,7 +70,7 @@ pub trait HostRequests: Send + Sync {
     /// [`ServiceError::Unavailable`].
     async fn request(
         &self,
-        turn: &TurnInfo,
+        turn: &TurnIdentity,
         method: &str,
         params: Value,
     ) -> Result<Value, ServiceError>;
@@ -90,7 +90,7 @@ impl ProfileRequests {
     /// `profile.state_dir`: the folder, created (mode 0700) if missing; an existing one
     /// that others can reach is narrowed with a log line.
     pub fn state_dir(&self) -> Result<Value, ServiceError> {
-        crate::private::ensure_private_dir(&self.state_dir).map_err(|e| {
+        crate::sys::private::ensure_private_dir(&self.state_dir).map_err(|e| {
             ServiceError::Failed(format!(
                 "could not create the profile's state folder {}: {e}",
                 self.state_dir.display()
@@ -111,7 +111,7 @@ impl ProfileRequests {
 impl HostRequests for ProfileRequests {
     async fn request(
         &self,
-        _turn: &TurnInfo,
+        _turn: &TurnIdentity,
         method: &str,
         _params: Value,
     ) -> Result<Value, ServiceError> {
@@ -131,11 +131,11 @@ impl HostRequests for ProfileRequests {
 
 /// The services a host offers to the calls of one turn.
 #[derive(Clone, Default)]
-pub struct HostServices {
+pub struct TurnServices {
     /// `None` where no agent runs the turn (e.g. `toolhost call`).
     pub child_turns: Option<Arc<dyn ChildTurnService>>,
     /// `None` where nobody is at the other end to report to or ask.
-    pub caller: Option<Arc<dyn Caller>>,
+    pub caller: Option<Arc<dyn CallerChannel>>,
     /// `None` where no profile is known.
     pub requests: Option<Arc<dyn HostRequests>>,
 }
@@ -144,31 +144,31 @@ pub struct HostServices {
 #[derive(Clone, Default)]
 pub struct Turn {
     /// Profile, session and model.
-    pub info: Arc<TurnInfo>,
+    pub info: Arc<TurnIdentity>,
     /// Cancelling it cancels every call of the turn.
     pub cancel: CancellationToken,
     /// Services the calls may use.
-    pub services: HostServices,
+    pub services: TurnServices,
 }
 
 impl Turn {
     /// A turn with these details, a fresh cancel token and no services.
-    pub fn new(info: TurnInfo) -> Self {
+    pub fn new(info: TurnIdentity) -> Self {
         Turn {
             info: Arc::new(info),
             cancel: CancellationToken::new(),
-            services: HostServices::default(),
+            services: TurnServices::default(),
         }
     }
 }
 
 /// What one call gets: the turn, its own cancel token (cancelled when the turn is, or
 /// when the call times out) and the services.
-pub struct ToolContext {
+pub struct CallContext {
     /// The turn the call belongs to.
-    pub turn: Arc<TurnInfo>,
+    pub turn: Arc<TurnIdentity>,
     /// Fires when the turn is stopped or the call times out.
     pub cancel: CancellationToken,
     /// Host services.
-    pub services: HostServices,
+    pub services: TurnServices,
 }

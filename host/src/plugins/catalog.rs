@@ -28,12 +28,12 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::error::LoadErrorKind;
-use crate::loader::{LoadPolicy, PluginLoader};
-use crate::plugin::LoadedPlugin;
-use crate::policy::{RiskOverride, apply_risk_overrides};
-use crate::registry::ToolRegistry;
-use crate::safe_open::{Fingerprint, fingerprint};
+use crate::calls::policy::{RiskOverride, apply_risk_overrides};
+use crate::calls::registry::ToolRegistry;
+use crate::plugins::error::LoadErrorKind;
+use crate::plugins::loader::{LoadPolicy, PluginLoader};
+use crate::plugins::plugin_tool::LoadedPlugin;
+use crate::sys::safe_open::{Fingerprint, fingerprint};
 
 /// How a catalog finds and keeps plugins.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ impl RegistryEvent {
 
 /// What one rescan did.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ReloadReport {
+pub struct RescanReport {
     /// Plugin files loaded for the first time.
     pub plugins_added: Vec<PathBuf>,
     /// Plugin files loaded again because they changed (a new generation).
@@ -250,10 +250,10 @@ impl PluginCatalog {
     /// Looks at every plugin directory now: loads new and changed files (each as a new
     /// generation), drops removed ones, swaps the registry and publishes what changed.
     /// Blocking (file I/O and dlopen): call it from a blocking context.
-    pub fn rescan(&self) -> ReloadReport {
+    pub fn rescan(&self) -> RescanReport {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let reloads_before = state.reloads;
-        let mut report = ReloadReport::default();
+        let mut report = RescanReport::default();
         let mut seen: BTreeSet<(usize, PathBuf)> = BTreeSet::new();
         state.pending.clear();
         // Directory errors are looked at afresh; file errors stay until the file changes.
@@ -342,7 +342,7 @@ impl PluginCatalog {
         report
     }
 
-    fn refresh_file(&self, state: &mut State, key: (usize, PathBuf), report: &mut ReloadReport) {
+    fn refresh_file(&self, state: &mut State, key: (usize, PathBuf), report: &mut RescanReport) {
         let file = key.1.clone();
         let unreadable = |e: io::Error| {
             format!(
@@ -382,12 +382,12 @@ impl PluginCatalog {
             && entry.plugin.size == fingerprint.len
         {
             let limit = self.config.loading.max_file_size;
-            let hashed = crate::safe_open::open_regular(&file)
+            let hashed = crate::sys::safe_open::open_regular(&file)
                 .map_err(|e| match e {
-                    crate::safe_open::OpenError::Io(e) => e,
+                    crate::sys::safe_open::OpenError::Io(e) => e,
                     other => io::Error::other(other.to_string()),
                 })
-                .and_then(|(f, _)| crate::loader::sha256_hex(io::Read::take(f, limit)));
+                .and_then(|(f, _)| crate::plugins::loader::sha256_hex(io::Read::take(f, limit)));
             match hashed {
                 Ok(sha256) if sha256 == entry.plugin.sha256 => {
                     entry.fingerprint = fingerprint;
@@ -576,7 +576,7 @@ fn record_failure(
     key: &(usize, PathBuf),
     fingerprint: Option<Fingerprint>,
     msg: String,
-    report: &mut ReloadReport,
+    report: &mut RescanReport,
 ) {
     tracing::warn!("{msg}");
     report.errors.push(msg.clone());
@@ -602,7 +602,7 @@ fn in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool
     matches!(kind, LoadErrorKind::ChangedWhileLoading) || (kind.looks_incomplete() && recent)
 }
 
-/// Tool names added, removed, and changed (another implementation object) between two
+/// DynTool names added, removed, and changed (another implementation object) between two
 /// registries.
 fn diff(old: &ToolRegistry, new: &ToolRegistry) -> RegistryEvent {
     let mut event = RegistryEvent::default();

@@ -15,7 +15,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::catalog::PluginCatalog;
+use crate::plugins::catalog::PluginCatalog;
 
 /// Watcher settings.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +98,7 @@ fn is_relevant(event: &notify::Event) -> bool {
         || event
             .paths
             .iter()
-            .any(|p| crate::loader::is_plugin_candidate(p))
+            .any(|p| crate::plugins::loader::is_plugin_candidate(p))
 }
 
 impl PluginWatcher {

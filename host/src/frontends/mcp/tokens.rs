@@ -16,8 +16,8 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::private::{ensure_private_dir, tighten_existing, write_private_file};
-use crate::safe_open::{Fingerprint, fingerprint};
+use crate::sys::private::{ensure_private_dir, tighten_existing, write_private_file};
+use crate::sys::safe_open::{Fingerprint, fingerprint};
 
 /// The prefix every token starts with.
 const PREFIX: &str = "thk_";
@@ -185,7 +185,7 @@ impl TokenStore {
     fn check_owner(&self) -> Result<(), TokenError> {
         use std::os::unix::fs::MetadataExt as _;
         let meta = fs::metadata(&self.path).map_err(self.io("read"))?;
-        let me = crate::private::effective_uid();
+        let me = crate::sys::private::effective_uid();
         if meta.uid() != me && meta.uid() != 0 {
             return Err(TokenError::Damaged {
                 path: self.path.clone(),
@@ -226,7 +226,7 @@ impl TokenStore {
         }
         tighten_existing(&self.path).map_err(self.io("secure"))?;
         let lock_path = self.path.with_extension("lock");
-        let lock = crate::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
+        let lock = crate::sys::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
         lock.lock().map_err(self.io("lock"))?;
         Ok(lock)
     }
@@ -275,7 +275,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<TokenFile, TokenError> {
 }
 
 fn read_small(path: &Path) -> io::Result<Vec<u8>> {
-    crate::safe_open::read_capped(path, MAX_FILE).map_err(io::Error::from)
+    crate::sys::safe_open::read_capped(path, MAX_FILE).map_err(io::Error::from)
 }
 
 /// Who a request's token belongs to.
@@ -453,7 +453,7 @@ mod tests {
         let laptop = store.add("laptop", Some("coding")).expect("add");
         assert!(laptop.token.starts_with(PREFIX));
         assert_eq!(laptop.token.len(), PREFIX.len() + 43);
-        assert!(crate::private::is_private(store.path()).expect("stat"));
+        assert!(crate::sys::private::is_private(store.path()).expect("stat"));
         let text = fs::read_to_string(store.path()).expect("read");
         assert!(
             !text.contains(&laptop.token),

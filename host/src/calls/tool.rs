@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 pub use toolhost_plugin_api::{Requirements, Risk, ToolError};
 
-use crate::context::ToolContext;
+use crate::calls::context::CallContext;
 
 /// What describes a tool: the model sees `name`, `description` and `schema`; the host
 /// reads `risk` and `interactive`.
@@ -84,11 +84,11 @@ impl fmt::Display for ToolOrigin {
 
 /// A tool the host can call.
 #[async_trait]
-pub trait Tool: Send + Sync {
+pub trait DynTool: Send + Sync {
     /// The tool's spec; fixed for the tool's lifetime.
     fn spec(&self) -> &ToolSpec;
     /// Where the tool comes from.
     fn origin(&self) -> &ToolOrigin;
     /// Runs the tool with arguments the dispatcher already validated against the schema.
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
+    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError>;
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::RegistryError;
-use crate::tool::{Tool, ToolSpec};
+use crate::calls::tool::{DynTool, ToolSpec};
+use crate::plugins::error::RegistryError;
 
 /// Tools by name, sorted. `specs()` is what the model sees.
 #[derive(Clone, Default)]
@@ -19,13 +19,13 @@ pub struct ToolRegistry {
 /// A tool in a registry, with the validator compiled from its schema.
 #[derive(Clone)]
 pub struct RegisteredTool {
-    tool: Arc<dyn Tool>,
+    tool: Arc<dyn DynTool>,
     validator: Arc<jsonschema::Validator>,
 }
 
 impl RegisteredTool {
     /// The tool.
-    pub fn tool(&self) -> &Arc<dyn Tool> {
+    pub fn tool(&self) -> &Arc<dyn DynTool> {
         &self.tool
     }
 
@@ -69,7 +69,7 @@ impl fmt::Debug for RegisteredTool {
     }
 }
 
-/// Tool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
+/// DynTool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
 pub fn is_valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
@@ -86,7 +86,7 @@ impl ToolRegistry {
     /// Adds a tool. Fails, leaving the registry unchanged, when the name is taken (the
     /// first tool keeps it), the name is not one models accept, or the schema does not
     /// compile.
-    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+    pub fn register(&mut self, tool: Arc<dyn DynTool>) -> Result<(), RegistryError> {
         let spec = tool.spec();
         if !is_valid_tool_name(&spec.name) {
             return Err(RegistryError::InvalidName {
@@ -142,7 +142,7 @@ impl ToolRegistry {
     /// return a tool with the same name and schema (a wrapper that changes, say, the risk).
     pub(crate) fn map_tools(
         &self,
-        mut f: impl FnMut(&Arc<dyn Tool>) -> Arc<dyn Tool>,
+        mut f: impl FnMut(&Arc<dyn DynTool>) -> Arc<dyn DynTool>,
     ) -> ToolRegistry {
         let tools = self
             .tools

@@ -33,12 +33,12 @@ use sha2::Digest as _;
 use toolhost_plugin_api::API_VERSION;
 use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
 
-use crate::error::{LoadErrorKind, PluginLoadError};
-use crate::permissions::{self, PermissionCheck};
-use crate::plugin::{LoadedPlugin, PluginTool};
-use crate::safe_open::{self, OpenError};
-use crate::tool::{Tool, ToolOrigin};
-use crate::trust::{TrustPolicy, TrustRefusal};
+use crate::calls::tool::{DynTool, ToolOrigin};
+use crate::plugins::error::{LoadErrorKind, PluginLoadError};
+use crate::plugins::plugin_tool::{LoadedPlugin, PluginTool};
+use crate::plugins::trust::{TrustPolicy, TrustRefusal};
+use crate::sys::permissions::{self, PermissionCheck};
+use crate::sys::safe_open::{self, OpenError};
 
 /// The file extension of shared libraries on this platform (`so` on Linux).
 pub const LIBRARY_EXTENSION: &str = std::env::consts::DLL_EXTENSION;
@@ -401,7 +401,7 @@ impl PluginLoader {
             })?;
         // Each tool object becomes a PluginTool or is dropped right away, so every one is
         // freed exactly once; a tool whose metadata fails is left out, the others stay.
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::with_capacity(ffi_tools.len());
+        let mut tools: Vec<Arc<dyn DynTool>> = Vec::with_capacity(ffi_tools.len());
         let mut skipped_tools = Vec::new();
         for (index, ffi) in ffi_tools.into_iter().enumerate() {
             match PluginTool::new(ffi, origin.clone(), index) {
@@ -549,7 +549,7 @@ fn sweep_dead_private_dirs(base: &Path) -> usize {
     let Ok(entries) = fs::read_dir(base) else {
         return 0;
     };
-    let uid = crate::private::effective_uid();
+    let uid = crate::sys::private::effective_uid();
     let mut swept = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();

@@ -1,5 +1,5 @@
 //! Plugin tools on the host side: the adapter that makes a plugin's [`FfiTool`] a host
-//! [`Tool`], and the table of host services every plugin call receives.
+//! [`DynTool`], and the table of host services every plugin call receives.
 //!
 //! This is one of the two modules (with `loader`) that contain `unsafe`: the plugin's
 //! vtable functions are called with the object they were exported with, and the context
@@ -31,8 +31,8 @@ use toolhost_plugin_api::ffi::{
 };
 use toolhost_plugin_api::{__private::UNAVAILABLE_PREFIX, ToolError};
 
-use crate::context::ToolContext;
-use crate::tool::{Requirements, Tool, ToolOrigin, ToolSpec};
+use crate::calls::context::CallContext;
+use crate::calls::tool::{DynTool, Requirements, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -50,7 +50,7 @@ pub struct LoadedPlugin {
     /// Their size in bytes.
     pub size: u64,
     /// The tools it exports, in the order it exports them.
-    pub tools: Vec<Arc<dyn Tool>>,
+    pub tools: Vec<Arc<dyn DynTool>>,
     /// Tools left out because reading their metadata failed (a panic in `name`,
     /// `description`, ...), one message each; the plugin's other tools still load.
     pub skipped_tools: Vec<String>,
@@ -156,7 +156,7 @@ impl Drop for PluginTool {
 }
 
 #[async_trait]
-impl Tool for PluginTool {
+impl DynTool for PluginTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
@@ -165,7 +165,7 @@ impl Tool for PluginTool {
         &self.origin
     }
 
-    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         // serde_json's writer, not `Display`: it skips the formatting machinery.
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
@@ -195,7 +195,7 @@ impl Tool for PluginTool {
 
 /// What the context handed to a plugin points at.
 struct CallState<'a> {
-    ctx: &'a ToolContext,
+    ctx: &'a CallContext,
     tool: &'a str,
     plugin: &'a str,
     /// The runtime the call started on; service futures enter it on every poll.
@@ -407,10 +407,10 @@ type ServiceFuture = std::pin::Pin<
 /// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
 fn caller_service(
     runtime: Option<tokio::runtime::Handle>,
-    caller: Option<Arc<dyn crate::context::Caller>>,
+    caller: Option<Arc<dyn crate::calls::context::CallerChannel>>,
     request: RStr<'_>,
     what: &'static str,
-    run: impl FnOnce(Arc<dyn crate::context::Caller>, Value) -> ServiceFuture,
+    run: impl FnOnce(Arc<dyn crate::calls::context::CallerChannel>, Value) -> ServiceFuture,
 ) -> FfiFuture<RResult<RString, RString>> {
     let request: Result<Value, _> = serde_json::from_str(request.as_str());
     let future = match (caller, request) {

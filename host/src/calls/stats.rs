@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::dispatcher::ToolResult;
+use crate::calls::dispatcher::ToolResult;
 
 /// Sees every call result a dispatcher produces.
 pub trait CallObserver: Send + Sync {

@@ -15,11 +15,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, take_message};
 
-use crate::context::{ToolContext, Turn};
-use crate::policy::{CallPolicy, Refusal, denied_message};
-use crate::registry::{RegisteredTool, ToolRegistry};
-use crate::stats::CallObserver;
-use crate::tool::ToolError;
+use crate::calls::context::{CallContext, Turn};
+use crate::calls::policy::{CallPolicy, Refusal, denied_message};
+use crate::calls::registry::{RegisteredTool, ToolRegistry};
+use crate::calls::stats::CallObserver;
+use crate::calls::tool::ToolError;
 
 /// One call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -391,7 +391,7 @@ impl CallJob<'_> {
             None => config.timeout,
         };
         let cancel = turn.cancel.child_token();
-        let ctx = ToolContext {
+        let ctx = CallContext {
             turn: Arc::clone(&turn.info),
             cancel: cancel.clone(),
             services: turn.services.clone(),

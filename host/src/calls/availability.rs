@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::tool::{Requirements, ToolSpec};
+use crate::calls::tool::{Requirements, ToolSpec};
 
 /// Checks requirements, caching each tool's answer for `ttl`.
 pub struct Availability {

@@ -1,0 +1,11 @@
+//! Plugins: finding, checking, trusting and loading plugin files (`loader`, `trust`), the
+//! tools a loaded library exports (`plugin_tool`), the catalog of plugin generations that
+//! a rescan updates (`catalog`) and the watcher that triggers rescans (`watch`). This is
+//! the only part of the host that knows about dlopen, ELF and abi_stable.
+
+pub(crate) mod catalog;
+pub(crate) mod error;
+pub(crate) mod loader;
+pub(crate) mod plugin_tool;
+pub(crate) mod trust;
+pub(crate) mod watch;
