@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -18,7 +18,6 @@ use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::{ConfigError, Profile};
 use crate::frontends::control::{ControlError, ControlHandler, ControlSocket};
-use crate::frontends::mcp::{McpClientStatus, McpClients};
 use crate::plugins::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
 use crate::plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 
@@ -75,7 +74,7 @@ pub struct Host {
     availability: Arc<Availability>,
     policy: Arc<ApprovalPolicy>,
     dispatcher: Dispatcher,
-    mcp_clients: Arc<McpClients>,
+    client_directories: Mutex<Vec<Weak<dyn ClientDirectory>>>,
     stats: Arc<CallStats>,
     started: Instant,
     control_path: PathBuf,
@@ -103,8 +102,33 @@ pub struct HostStatus {
     pub profiles: Vec<ProfileStatus>,
     /// Tools whose requirements are not met, with the reason.
     pub unavailable: Vec<UnavailableTool>,
-    /// MCP clients connected now.
-    pub mcp_clients: Vec<McpClientStatus>,
+    /// Clients connected now through the frontends that register them (MCP).
+    #[serde(rename = "mcp_clients")]
+    pub clients: Vec<ConnectedClient>,
+}
+
+/// A client connected through a frontend, as `toolhost status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectedClient {
+    /// How it is connected (`stdio`, `http`).
+    pub transport: String,
+    /// The name of the bearer token it authenticated with (HTTP).
+    pub token: Option<String>,
+    /// The protocol version it speaks.
+    pub protocol_version: String,
+    /// The name it gave.
+    pub client_name: String,
+    /// Its version, if it gave one.
+    pub client_version: String,
+    /// Seconds since it connected.
+    pub connected_secs: f64,
+}
+
+/// A frontend's table of connected clients, which status lists (see
+/// [`Host::register_clients`]).
+pub trait ClientDirectory: Send + Sync {
+    /// The clients connected now.
+    fn connected(&self) -> Vec<ConnectedClient>;
 }
 
 /// A profile in status.
@@ -150,7 +174,7 @@ impl Host {
             default_profile: config.default_profile.clone(),
             availability,
             policy,
-            mcp_clients: Arc::new(McpClients::default()),
+            client_directories: Mutex::new(Vec::new()),
             catalog,
             stats,
             started: Instant::now(),
@@ -202,9 +226,28 @@ impl Host {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
     }
 
-    /// The MCP clients connected now (the MCP frontend keeps this up to date).
-    pub fn mcp_clients(&self) -> &McpClients {
-        &self.mcp_clients
+    /// Shows the clients in `directory` in status for as long as it lives (a frontend
+    /// registers its table of connected clients here).
+    pub fn register_clients(&self, directory: Weak<dyn ClientDirectory>) {
+        let mut directories = self
+            .client_directories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        directories.retain(|d| d.strong_count() > 0);
+        directories.push(directory);
+    }
+
+    fn connected_clients(&self) -> Vec<ConnectedClient> {
+        let directories = self
+            .client_directories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        directories
+            .iter()
+            .filter_map(Weak::upgrade)
+            .flat_map(|d| d.connected())
+            .collect()
     }
 
     /// The status snapshot.
@@ -241,7 +284,7 @@ impl Host {
                         })
                 })
                 .collect(),
-            mcp_clients: self.mcp_clients.snapshot(),
+            clients: self.connected_clients(),
         }
     }
 

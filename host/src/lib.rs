@@ -81,10 +81,11 @@ pub use frontends::mcp::tokens::{
     AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
 };
 pub use frontends::mcp::{
-    ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
+    ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, RunningHost, ServeConfig,
+    ServeError, UnavailableTool, serve,
 };
 pub use plugins::catalog::{
     CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,

@@ -1,0 +1,347 @@
+//! Approval over MCP: asking a session client with `elicitation/create`, a sessionless
+//! 2026-07-28 client with an input-required result it answers by retrying (single-use,
+//! bound to a fingerprint of the call), or applying `[mcp] without_elicitation`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+
+use super::server::Shared;
+use super::session::{ClientFacts, SessionState};
+use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::calls::registry::RegisteredTool;
+use crate::calls::tool::{Risk, ToolSpec};
+use crate::config::WithoutElicitation;
+use crate::text::shorten;
+
+/// The key of the approval question in an input-required result.
+const APPROVAL_KEY: &str = "toolhost_approval";
+/// How long a 2026-07-28 client has to answer an approval question.
+pub(super) const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// An approval question a 2026-07-28 client was sent and has not answered yet. The answer
+/// counts only for the same call of the same code: tool, arguments, plugin file, risk and
+/// schema (a reload in between asks again).
+struct PendingApproval {
+    call: [u8; 32],
+    asked: Instant,
+}
+
+/// At most this many approval questions wait for answers; past it the oldest is dropped
+/// (its client is asked again when it retries).
+const MAX_PENDING: usize = 1024;
+
+/// The approval questions sessionless clients have not answered yet, by request state.
+#[derive(Default)]
+pub(super) struct PendingApprovals(Mutex<HashMap<String, PendingApproval>>);
+
+impl PendingApprovals {
+    /// Whether `state` names a question asked, unexpired, for exactly this call; it is
+    /// used up either way.
+    pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        pending.remove(state).is_some_and(|p| &p.call == call)
+    }
+
+    pub(super) fn add(&self, call: [u8; 32]) -> String {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        if pending.len() >= MAX_PENDING
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, p)| p.asked)
+                .map(|(k, _)| k.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            PendingApproval {
+                call,
+                asked: Instant::now(),
+            },
+        );
+        state
+    }
+}
+
+/// What identifies one call of one tool's code, for binding approvals to it.
+fn call_fingerprint(spec: &ToolSpec, sha256: &str, arguments: &Value) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for part in [
+        spec.name.as_bytes(),
+        sha256.as_bytes(),
+        spec.risk.to_string().as_bytes(),
+        spec.schema.to_string().as_bytes(),
+        arguments.to_string().as_bytes(),
+    ] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize().into()
+}
+
+/// Asks an MCP client's user to approve a call: an `elicitation/create` request on a
+/// session, an input-required result for a sessionless 2026-07-28 client, else the
+/// configured answer.
+pub(super) struct McpApprover {
+    mode: ApproverMode,
+    pub(super) needs_input: AtomicBool,
+    shared: Arc<Shared>,
+    /// Whether "for the rest of the session" is offered: the policy remembers, and the
+    /// session outlives this call (a sessionless HTTP request does not).
+    offer_remember: bool,
+}
+
+enum ApproverMode {
+    /// A session client that supports elicitation.
+    Elicit(Peer<RoleServer>),
+    /// A sessionless client that supports elicitation, answering (or not yet) on retry;
+    /// its answer counts only for `call` (see [`call_fingerprint`]).
+    InputRequired {
+        answer: Option<ApprovalAnswer>,
+        call: [u8; 32],
+    },
+    /// The client cannot be asked.
+    Configured(WithoutElicitation),
+}
+
+impl McpApprover {
+    pub(super) fn new(
+        session: &SessionState,
+        request: &CallToolRequestParams,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        peer: &Peer<RoleServer>,
+        facts: &ClientFacts,
+    ) -> McpApprover {
+        let shared = Arc::clone(&session.shared);
+        let mode = match (facts.can_elicit, facts.sessionless) {
+            (true, false) => ApproverMode::Elicit(peer.clone()),
+            (true, true) => {
+                let call = call_fingerprint(tool.spec(), tool.tool().origin().sha256(), arguments);
+                let answer = match (&request.request_state, &request.input_responses) {
+                    (Some(state), Some(responses)) if shared.pending.take(state, &call) => {
+                        Some(match responses.get(APPROVAL_KEY) {
+                            Some(answer) => approval_from_elicit_result(answer),
+                            None => ApprovalAnswer::Decline(
+                                "the client retried without answering the approval question"
+                                    .to_owned(),
+                            ),
+                        })
+                    }
+                    _ => None,
+                };
+                ApproverMode::InputRequired { answer, call }
+            }
+            _ => ApproverMode::Configured(shared.options.without_elicitation),
+        };
+        let offer_remember =
+            shared.host.policy().remembers() && !(session.transport == "http" && facts.sessionless);
+        McpApprover {
+            mode,
+            needs_input: AtomicBool::new(false),
+            shared,
+            offer_remember,
+        }
+    }
+
+    /// The question for a sessionless client, to answer by retrying the call (`None` for
+    /// the other kinds of client, which are asked while the call waits).
+    pub(super) fn input_required(
+        &self,
+        spec: &ToolSpec,
+        arguments: &Value,
+    ) -> Option<InputRequiredResult> {
+        let ApproverMode::InputRequired { call, .. } = &self.mode else {
+            return None;
+        };
+        let state = self.shared.pending.add(*call);
+        let question = approval_question(&spec.name, spec.risk, arguments);
+        let mut requests = BTreeMap::new();
+        if let Ok(request) = elicit_request(&question, approval_schema(self.offer_remember)) {
+            requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
+        }
+        Some(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+}
+
+/// The question a person approves a call by. Every argument is shown: when they are long,
+/// each field is cut short on its own, so no field can hide behind another.
+fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {
+    const WHOLE: usize = 2000;
+    const FIELD: usize = 300;
+    let full = arguments.to_string();
+    let shown = if full.chars().count() <= WHOLE {
+        full
+    } else if let Value::Object(fields) = arguments {
+        fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", shorten(&v.to_string(), FIELD)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        shorten(&full, WHOLE)
+    };
+    format!("Allow the tool '{tool}' (risk: {risk}) to run with these arguments?\n{shown}")
+}
+
+fn approval_schema(offer_remember: bool) -> Value {
+    let mut properties = serde_json::Map::new();
+    if offer_remember {
+        properties.insert(
+            "remember".to_owned(),
+            json!({
+                "type": "boolean",
+                "title": "Allow this tool for the rest of the session",
+                "default": false
+            }),
+        );
+    }
+    json!({"type": "object", "properties": properties})
+}
+
+fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, String> {
+    let params = elicit_params(message, schema)?;
+    Ok(ElicitRequest::new(params))
+}
+
+pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, String> {
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": schema,
+    }))
+    .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
+}
+
+fn approval_from_elicit_result(answer: &Value) -> ApprovalAnswer {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => {
+            let remember = answer
+                .pointer("/content/remember")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if remember {
+                ApprovalAnswer::ApproveForSession
+            } else {
+                ApprovalAnswer::Approve
+            }
+        }
+        Some("decline") => ApprovalAnswer::Decline("the user declined".to_owned()),
+        Some("cancel") => {
+            ApprovalAnswer::Decline("the user dismissed the approval question".to_owned())
+        }
+        _ => ApprovalAnswer::Decline(format!(
+            "the client's answer to the approval question was malformed: {answer}"
+        )),
+    }
+}
+
+#[async_trait]
+impl Approver for McpApprover {
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        match &self.mode {
+            ApproverMode::Elicit(peer) => {
+                let question = approval_question(&request.tool, request.risk, &request.arguments);
+                let params = match elicit_params(&question, approval_schema(self.offer_remember)) {
+                    Ok(p) => p,
+                    Err(e) => return ApprovalAnswer::Decline(e),
+                };
+                match peer
+                    .create_elicitation_with_timeout(params, Some(APPROVAL_TTL))
+                    .await
+                {
+                    Ok(result) => match serde_json::to_value(&result) {
+                        Ok(answer) => approval_from_elicit_result(&answer),
+                        Err(e) => ApprovalAnswer::Decline(format!("unreadable answer: {e}")),
+                    },
+                    Err(rmcp::ServiceError::Timeout { .. }) => ApprovalAnswer::Decline(
+                        "the user did not answer the approval question within 15 minutes; \
+                         call the tool again to be asked again"
+                            .to_owned(),
+                    ),
+                    Err(e) => ApprovalAnswer::Decline(format!(
+                        "the approval question could not be asked: {e}"
+                    )),
+                }
+            }
+            ApproverMode::InputRequired {
+                answer: Some(answer),
+                ..
+            } => answer.clone(),
+            ApproverMode::InputRequired { answer: None, .. } => {
+                self.needs_input.store(true, Ordering::Release);
+                ApprovalAnswer::Decline("waiting for the user's approval".to_owned())
+            }
+            ApproverMode::Configured(WithoutElicitation::Approve) => ApprovalAnswer::Approve,
+            ApproverMode::Configured(WithoutElicitation::Refuse) => {
+                ApprovalAnswer::Decline(format!(
+                    "this MCP client cannot ask its user (it does not support elicitation). \
+                     To allow such calls, set `without_elicitation = \"approve\"` under [mcp] \
+                     in the toolhost config (the client then decides whether to ask), or \
+                     lower this tool's risk with [tools.{}] risk = \"read\" and \
+                     allow_lower = true",
+                    request.tool
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn elicitation_answers_become_approvals() {
+        let accept = json!({"action": "accept", "content": {"remember": false}});
+        assert_eq!(
+            approval_from_elicit_result(&accept),
+            ApprovalAnswer::Approve
+        );
+        let session = json!({"action": "accept", "content": {"remember": true}});
+        assert_eq!(
+            approval_from_elicit_result(&session),
+            ApprovalAnswer::ApproveForSession
+        );
+        for refused in [
+            json!({"action": "decline"}),
+            json!({"action": "cancel"}),
+            json!(3),
+        ] {
+            assert!(matches!(
+                approval_from_elicit_result(&refused),
+                ApprovalAnswer::Decline(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn the_approval_question_is_a_valid_form() {
+        for remember in [true, false] {
+            assert!(elicit_params("Allow?", approval_schema(remember)).is_ok());
+            assert!(elicit_request("Allow?", approval_schema(remember)).is_ok());
+        }
+        assert!(!approval_schema(false).to_string().contains("remember"));
+    }
+
+    #[test]
+    fn long_arguments_show_every_field() {
+        let args = json!({"aaa": "x".repeat(5000), "command": "rm -rf /"});
+        let question = approval_question("shell", Risk::Destructive, &args);
+        assert!(question.contains("command: \"rm -rf /\""), "{question}");
+        assert!(question.contains("more characters"), "{question}");
+        assert!(question.len() < 1000, "{}", question.len());
+    }
+}

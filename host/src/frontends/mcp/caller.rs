@@ -1,0 +1,210 @@
+//! The caller channel of an MCP call: progress and log notifications (in order, through
+//! one sender task), questions through elicitation and completions through sampling.
+
+#![allow(
+    deprecated,
+    reason = "SEP-2577 deprecates MCP logging and sampling, but 2025-11-25 clients (most \
+              clients today) still use them"
+)]
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ServerNotification,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use toolhost_plugin_api::{LogLevel, ServiceError};
+
+use super::approval::elicit_params;
+use crate::calls::context::CallerChannel;
+
+/// Routes a call's progress, log lines, questions and sampling to the MCP client.
+pub(super) struct McpCaller {
+    pub(super) peer: Peer<RoleServer>,
+    pub(super) progress_token: Option<ProgressToken>,
+    pub(super) can_elicit: bool,
+    pub(super) can_sample: bool,
+    /// The lowest log level the client wants for this call; `None`: no log lines.
+    pub(super) log_level: Option<u8>,
+    /// Plugins may report from threads of their own; the sender task is spawned here.
+    pub(super) runtime: tokio::runtime::Handle,
+    /// Notifications go out in order through one task, started at the first one; a full
+    /// queue (a client slower than a chatty tool) drops the newest.
+    pub(super) sender: Mutex<
+        Option<(
+            mpsc::Sender<ServerNotification>,
+            tokio::task::JoinHandle<()>,
+        )>,
+    >,
+}
+
+/// How many notifications of one call may wait to be sent.
+const NOTIFICATION_QUEUE: usize = 256;
+
+impl McpCaller {
+    fn send(&self, notification: ServerNotification) {
+        let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        let (tx, _) = sender.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
+            let peer = self.peer.clone();
+            let task = self.runtime.spawn(async move {
+                while let Some(n) = rx.recv().await {
+                    if peer.send_notification(n).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            (tx, task)
+        });
+        let _ = tx.try_send(notification);
+    }
+
+    /// Waits until every notification sent so far is out (at most 5 s; what is left then
+    /// is dropped, so nothing goes out after the result).
+    pub(super) async fn flush(&self) {
+        let taken = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((tx, mut task)) = taken {
+            drop(tx);
+            if tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+pub(super) fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        _ => 7,
+    }
+}
+
+#[async_trait]
+impl CallerChannel for McpCaller {
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        if let Some(message) = message {
+            param = param.with_message(message);
+        }
+        self.send(ServerNotification::ProgressNotification(
+            rmcp::model::ProgressNotification::new(param),
+        ));
+    }
+
+    fn log(&self, level: LogLevel, tool: &str, message: &str) {
+        let level = match level {
+            LogLevel::ERROR => LoggingLevel::Error,
+            LogLevel::WARN => LoggingLevel::Warning,
+            LogLevel::INFO => LoggingLevel::Info,
+            _ => LoggingLevel::Debug,
+        };
+        if self.log_level.is_none_or(|min| level_rank(level) < min) {
+            return;
+        }
+        let param = LoggingMessageNotificationParam::new(level, json!(message))
+            .with_logger(tool.to_owned());
+        self.send(ServerNotification::LoggingMessageNotification(
+            rmcp::model::LoggingMessageNotification::new(param),
+        ));
+    }
+
+    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
+        if !self.can_elicit {
+            return Err(ServiceError::Unavailable(
+                "this MCP client cannot be asked questions during a call (it does not support \
+                 elicitation, or speaks the sessionless 2026-07-28 protocol)"
+                    .to_owned(),
+            ));
+        }
+        let message = request
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let schema = request
+            .get("schema")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+        let params = elicit_params(&message, schema).map_err(ServiceError::Failed)?;
+        let result = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| ServiceError::Failed(format!("the client did not answer: {e}")))?;
+        serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))
+    }
+
+    async fn sample(&self, request: Value) -> Result<Value, ServiceError> {
+        if !self.can_sample {
+            return Err(ServiceError::Unavailable(
+                "this MCP client offers no model to sample from (no sampling capability)"
+                    .to_owned(),
+            ));
+        }
+        let prompt = request
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let max_tokens = request
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(1000);
+        let mut params = json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens,
+        });
+        if let Some(system) = request.get("system").and_then(Value::as_str) {
+            params["systemPrompt"] = json!(system);
+        }
+        let params = serde_json::from_value(params)
+            .map_err(|e| ServiceError::Failed(format!("malformed sampling request: {e}")))?;
+        #[allow(
+            deprecated,
+            reason = "sampling is how MCP tools reach the client's model"
+        )]
+        let result =
+            self.peer.create_message(params).await.map_err(|e| {
+                ServiceError::Failed(format!("the client's model did not answer: {e}"))
+            })?;
+        let result =
+            serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))?;
+        let text = match result.pointer("/content") {
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            Some(block) => block
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            None => String::new(),
+        };
+        Ok(json!({"text": text, "model": result.get("model")}))
+    }
+}

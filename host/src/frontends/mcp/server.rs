@@ -1,0 +1,166 @@
+//! The MCP server: what all sessions of one frontend share (the host, the profile's view
+//! of the registry, pending approvals) and the sessions it hands out per connection.
+
+#![allow(
+    deprecated,
+    reason = "SEP-2577 deprecates MCP logging and sampling, but 2025-11-25 clients (most \
+              clients today) still use them"
+)]
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use rmcp::model::LoggingLevel;
+use tokio_util::sync::CancellationToken;
+
+use crate::calls::registry::ToolRegistry;
+use crate::config::Profile;
+use crate::host::{ClientDirectory, Host};
+
+use super::approval::PendingApprovals;
+use super::caller::level_rank;
+use super::clients::McpClients;
+use super::session::{McpSession, SessionState};
+use super::stdio::ClientStdio;
+use super::{McpOptions, McpServeError};
+
+/// What all sessions of one MCP frontend share.
+pub(super) struct Shared {
+    pub(super) host: Arc<Host>,
+    /// The clients connected through this server, registered with the host for status.
+    pub(super) clients: Arc<McpClients>,
+    pub(super) profile: Option<Profile>,
+    pub(super) profile_name: String,
+    pub(super) options: McpOptions,
+    /// The profile's view of the registry, rebuilt when the registry changes.
+    pub(super) view: Mutex<Option<(Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
+    pub(super) pending: PendingApprovals,
+    pub(super) sessions: AtomicU64,
+    /// Plugins' host requests (the profile's state folder), when the profile has one.
+    pub(super) requests: Option<Arc<dyn crate::calls::context::HostRequests>>,
+}
+
+impl Shared {
+    /// The tools this frontend serves (the profile's view of the current registry).
+    pub(super) fn view(&self) -> Arc<ToolRegistry> {
+        let full = self.host.catalog().registry();
+        let mut cache = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, view)) = cache.as_ref()
+            && Arc::ptr_eq(seen, &full)
+        {
+            return Arc::clone(view);
+        }
+        let view = Arc::new(match &self.profile {
+            Some(profile) => profile.view(&full).registry,
+            None => full.as_ref().clone(),
+        });
+        *cache = Some((full, Arc::clone(&view)));
+        view
+    }
+}
+
+/// Serves a host's tools over MCP. Cheap to clone; every connection gets a session.
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl McpServer {
+    /// A frontend for `host` serving the profile in `options` (default profile if none).
+    pub fn new(host: Arc<Host>, options: McpOptions) -> Result<McpServer, McpServeError> {
+        let name = options
+            .profile
+            .clone()
+            .unwrap_or_else(|| host.default_profile().to_owned());
+        let profile = match host.profile(&name) {
+            Some(p) => Some(p.clone()),
+            // The default profile may have no directory: it sees every tool.
+            None if options.profile.is_none() || name == host.default_profile() => None,
+            None => {
+                return Err(McpServeError::UnknownProfile {
+                    name,
+                    known: host.profile_names().join(", "),
+                });
+            }
+        };
+        let clients = Arc::new(McpClients::default());
+        host.register_clients(Arc::downgrade(&clients) as Weak<dyn ClientDirectory>);
+        Ok(McpServer {
+            shared: Arc::new(Shared {
+                host,
+                clients,
+                profile: profile.clone(),
+                profile_name: name,
+                options,
+                view: Mutex::new(None),
+                pending: PendingApprovals::default(),
+                sessions: AtomicU64::new(0),
+                requests: profile.as_ref().map(|p| {
+                    Arc::new(crate::calls::context::ProfileRequests::new(
+                        p.state_dir.clone(),
+                    )) as Arc<dyn crate::calls::context::HostRequests>
+                }),
+            }),
+        })
+    }
+
+    /// The host it serves.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.shared.host
+    }
+
+    /// How it was set up.
+    pub fn options(&self) -> &McpOptions {
+        &self.shared.options
+    }
+
+    /// A handler for one connection (stdio) or one HTTP session.
+    pub fn session(&self, transport: &'static str) -> McpSession {
+        self.session_for(transport, None)
+    }
+
+    /// A handler for one HTTP session (or sessionless request) of the client holding the
+    /// token named `token` (`None`: no authentication).
+    pub fn http_session(&self, token: Option<&str>) -> McpSession {
+        self.session_for("http", token.map(str::to_owned))
+    }
+
+    fn session_for(&self, transport: &'static str, token: Option<String>) -> McpSession {
+        let n = self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        McpSession {
+            state: Arc::new(SessionState {
+                shared: Arc::clone(&self.shared),
+                transport,
+                token,
+                session_id: format!("mcp-{transport}-{}-{n}", std::process::id()),
+                client: Mutex::new(None),
+                registered: AtomicBool::new(false),
+                log_level: AtomicU8::new(level_rank(LoggingLevel::Info)),
+                stop: CancellationToken::new(),
+                facts: std::sync::OnceLock::new(),
+                events: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Serves one client on `stdio` (from [`ClientStdio::take`]) until it disconnects or
+    /// `stop` is cancelled.
+    pub async fn serve_stdio(
+        &self,
+        stdio: ClientStdio,
+        stop: CancellationToken,
+    ) -> Result<(), McpServeError> {
+        use rmcp::ServiceExt as _;
+        let transport = stdio.into_transport().map_err(McpServeError::StdioSetup)?;
+        let running = self
+            .session("stdio")
+            .serve_with_ct(transport, stop.child_token())
+            .await
+            .map_err(|e| McpServeError::Stdio(e.to_string()))?;
+        tokio::select! {
+            _ = running.waiting() => {}
+            () = stop.cancelled() => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,473 @@
+//! One MCP session: the rmcp `ServerHandler` that lists the profile's tools, forwards
+//! list_changed in both protocol generations, and runs tools/call through the host's
+//! dispatcher with the session's approver and caller channel.
+
+#![allow(
+    deprecated,
+    reason = "SEP-2577 deprecates MCP logging and sampling, but 2025-11-25 clients (most \
+              clients today) still use them"
+)]
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
+    MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use toolhost_plugin_api::parse_content_output;
+
+use super::approval::McpApprover;
+use super::caller::{McpCaller, level_rank};
+use super::clients::ClientEntry;
+use super::server::Shared;
+use crate::calls::context::{CallerChannel, Turn, TurnIdentity, TurnServices};
+use crate::calls::dispatcher::{CallErrorKind, ToolCall};
+use crate::calls::policy::Approver;
+use crate::calls::tool::{Risk, ToolSpec};
+
+/// The `_meta` key by which a 2026-07-28 request opts in to log lines.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// One client connection (stdio) or HTTP session.
+#[derive(Clone)]
+pub struct McpSession {
+    pub(super) state: Arc<SessionState>,
+}
+
+pub(super) struct SessionState {
+    pub(super) shared: Arc<Shared>,
+    pub(super) transport: &'static str,
+    /// The name of the bearer token the client authenticated with.
+    pub(super) token: Option<String>,
+    pub(super) session_id: String,
+    pub(super) client: Mutex<Option<u64>>,
+    pub(super) registered: AtomicBool,
+    /// The lowest level of log notifications the client wants (`logging/setLevel`).
+    pub(super) log_level: AtomicU8,
+    /// Stops this session's list_changed forwarding.
+    pub(super) stop: CancellationToken,
+    /// What the client said about itself, read at its first call.
+    pub(super) facts: std::sync::OnceLock<Arc<ClientFacts>>,
+    /// Registry events since `initialize`, until `initialized` starts forwarding them.
+    pub(super) events:
+        Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::catalog::RegistryEvent>>>,
+}
+
+/// What a client can do, and the turn its calls run in.
+pub(super) struct ClientFacts {
+    pub(super) can_elicit: bool,
+    pub(super) can_sample: bool,
+    /// A 2026-07-28 client: no server requests, input-required results instead.
+    pub(super) sessionless: bool,
+    pub(super) turn: Arc<TurnIdentity>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.shared
+            .host
+            .policy()
+            .forget_session(&self.shared.profile_name, &self.session_id);
+        if let Some(id) = *self
+            .client
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            self.shared.clients.remove(id);
+        }
+    }
+}
+
+impl SessionState {
+    /// Shows the client in `toolhost status` from its first request on.
+    fn register(&self, protocol: Option<&ProtocolVersion>, client: Option<&Implementation>) {
+        if self.registered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let id = self.shared.clients.add(ClientEntry {
+            transport: self.transport,
+            token: self.token.clone(),
+            protocol_version: protocol.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+            client_name: client.map_or_else(|| "unknown".to_owned(), |c| c.name.clone()),
+            client_version: client.map_or_else(String::new, |c| c.version.clone()),
+            since: Instant::now(),
+        });
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    /// The client's capabilities and turn, read once per session (a connection, or one
+    /// sessionless HTTP request).
+    fn client_facts(&self, context: &RequestContext<RoleServer>) -> Arc<ClientFacts> {
+        let facts = self.facts.get_or_init(|| {
+            let capabilities = context.client_capabilities();
+            Arc::new(ClientFacts {
+                can_elicit: capabilities
+                    .as_ref()
+                    .is_some_and(|c| c.elicitation.is_some()),
+                can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+                sessionless: is_sessionless(context.protocol_version().as_ref()),
+                turn: Arc::new(TurnIdentity {
+                    profile_id: self.shared.profile_name.clone(),
+                    session_id: self.session_id.clone(),
+                    model: context
+                        .client_info()
+                        .map_or_else(|| "mcp-client".to_owned(), |c| c.name),
+                }),
+            })
+        });
+        Arc::clone(facts)
+    }
+
+    fn register_from(&self, context: &RequestContext<RoleServer>) {
+        if !self.registered.load(Ordering::Acquire) {
+            self.register(
+                context.protocol_version().as_ref(),
+                context.client_info().as_ref(),
+            );
+        }
+    }
+}
+
+fn is_sessionless(protocol: Option<&ProtocolVersion>) -> bool {
+    protocol.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The annotations MCP clients read (hints; the host enforces the risk itself).
+fn annotations(risk: Risk) -> ToolAnnotations {
+    let hints = ToolAnnotations::new();
+    match risk {
+        Risk::Read => hints.read_only(true).destructive(false).open_world(false),
+        Risk::Write => hints.read_only(false).destructive(false).open_world(false),
+        Risk::Destructive => hints.read_only(false).destructive(true).open_world(false),
+        Risk::Network => hints.read_only(false).destructive(false).open_world(true),
+        // Deny tools are never listed; if one were, it would be marked as dangerous.
+        _ => hints.read_only(false).destructive(true).open_world(true),
+    }
+}
+
+fn mcp_tool(spec: &ToolSpec) -> rmcp::model::Tool {
+    let schema: JsonObject = match &spec.schema {
+        Value::Object(o) => o.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut meta = MetaObject::new();
+    meta.insert("toolhost/risk".to_owned(), json!(spec.risk.to_string()));
+    if spec.interactive {
+        meta.insert("toolhost/interactive".to_owned(), json!(true));
+    }
+    rmcp::model::Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(schema),
+    )
+    .with_annotations(annotations(spec.risk))
+    .with_meta(meta)
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "Tools from toolhost plugins (profile '{}'). The list changes when plugins are \
+             installed, updated or removed.",
+            self.state.shared.profile_name
+        ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let result = self.negotiate_initialize(&request)?;
+        self.state
+            .register(Some(&result.protocol_version), Some(&request.client_info));
+        // A session client gets list_changed pushed on its session once it has said
+        // `initialized`. Subscribe before answering, so no reload in between is missed.
+        *self
+            .state
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some(self.state.shared.host.catalog().subscribe());
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let events = self
+            .state
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut events) = events else {
+            return;
+        };
+        let peer = context.peer.clone();
+        let stop = self.state.stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = stop.cancelled() => break,
+                    event = events.recv() => event,
+                };
+                match event {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.state.register_from(context.request_context());
+        let mut events = self.state.shared.host.catalog().subscribe();
+        let wanted = context.accepted().tools_list_changed == Some(true);
+        loop {
+            let event = tokio::select! {
+                () = context.cancelled() => break,
+                () = self.state.stop.cancelled() => break,
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    if wanted && context.sink().notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.register_from(&context);
+        self.state
+            .log_level
+            .store(level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.state.register_from(&context);
+        let view = self.state.shared.view();
+        let tools = self
+            .state
+            .shared
+            .host
+            .availability()
+            .visible_specs(&view)
+            .into_iter()
+            .map(mcp_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let view = self.state.shared.view();
+        view.get(name).map(|t| mcp_tool(t.spec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.call(request, context).await
+    }
+}
+
+impl McpSession {
+    /// tools/call: through the host's dispatcher, as the session's client.
+    async fn call(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.state.register_from(&context);
+        let shared = &self.state.shared;
+        let view = shared.view();
+        let Some(tool) = view.get(&request.name) else {
+            // The spec: an unknown tool is a protocol error (invalid params).
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool '{}': profile '{}' has no such tool (tools/list shows \
+                     what it has now; plugins may have been reloaded)",
+                    request.name, shared.profile_name
+                ),
+                None,
+            ));
+        };
+        let facts = self.state.client_facts(&context);
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // Only calls that need approval get an approver of their own (read tools run under
+        // the host's policy, which never asks).
+        let approver = (tool.spec().risk != Risk::Read).then(|| {
+            Arc::new(McpApprover::new(
+                &self.state,
+                &request,
+                tool,
+                &arguments,
+                &context.peer,
+                &facts,
+            ))
+        });
+        // Only a sessionless client's question is built after the call (it is answered by
+        // a retry); keep its arguments for it.
+        let asked_with = approver
+            .as_ref()
+            .filter(|_| facts.sessionless)
+            .map(|_| arguments.clone());
+        // 2026-07-28 clients opt in to log lines per request; session clients with
+        // logging/setLevel (default: info).
+        let log_level = if facts.sessionless {
+            context
+                .meta
+                .get(LOG_LEVEL_META)
+                .and_then(|v| serde_json::from_value::<LoggingLevel>(v.clone()).ok())
+                .map(level_rank)
+        } else {
+            Some(self.state.log_level.load(Ordering::Relaxed))
+        };
+        let caller = Arc::new(McpCaller {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            can_elicit: facts.can_elicit && !facts.sessionless,
+            can_sample: facts.can_sample && !facts.sessionless,
+            log_level,
+            runtime: tokio::runtime::Handle::current(),
+            sender: Mutex::new(None),
+        });
+        // The call stops when the client cancels the request, or when the host shuts down.
+        let cancel = shared.host.call_token();
+        let turn = Turn {
+            info: Arc::clone(&facts.turn),
+            cancel: cancel.clone(),
+            services: TurnServices {
+                child_turns: None,
+                caller: Some(Arc::clone(&caller) as Arc<dyn CallerChannel>),
+                requests: shared.requests.clone(),
+            },
+        };
+        let call = ToolCall {
+            // Only echoed in the dispatcher's result, which MCP does not return.
+            id: String::new(),
+            name: tool.spec().name.clone(),
+            arguments,
+        };
+        let dispatcher = match &approver {
+            None => shared.host.dispatcher().clone(),
+            Some(approver) => {
+                let policy = shared
+                    .host
+                    .policy()
+                    .with_approver(Arc::clone(approver) as Arc<dyn Approver>);
+                shared.host.dispatcher().with_policy(Arc::new(policy))
+            }
+        };
+        // The dispatcher's future is large; boxed, the state rmcp moves into a task and
+        // polls stays small (measured: ~850 fewer instructions per call).
+        let mut dispatch = Box::pin(dispatcher.call(&view, &turn, call));
+        let result = tokio::select! {
+            biased;
+            result = &mut dispatch => result,
+            () = context.ct.cancelled() => {
+                // notifications/cancelled: the plugin sees its cancel signal and gets the
+                // dispatcher's grace period to stop.
+                cancel.cancel();
+                dispatch.await
+            }
+        };
+        // Every notification the tool sent goes out before the result.
+        caller.flush().await;
+
+        if let (Some(approver), Some(arguments)) = (&approver, &asked_with)
+            && approver.needs_input.load(Ordering::Acquire)
+            && let Some(question) = approver.input_required(tool.spec(), arguments)
+        {
+            return Ok(question.into());
+        }
+        if result.is_error {
+            let mut message = result.output;
+            if result.error == Some(CallErrorKind::InvalidArgs) {
+                message = format!(
+                    "{message} (check the arguments against the inputSchema of '{}')",
+                    request.name
+                );
+            }
+            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        }
+        let content = match parse_content_output(&result.output) {
+            Some(blocks) => blocks
+                .into_iter()
+                .map(|b| {
+                    serde_json::to_value(&b)
+                        .and_then(serde_json::from_value::<ContentBlock>)
+                        .unwrap_or_else(|e| {
+                            ContentBlock::text(format!("(content block not representable: {e})"))
+                        })
+                })
+                .collect(),
+            None => vec![ContentBlock::text(result.output)],
+        };
+        Ok(CallToolResult::success(content).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn annotations_follow_the_risk() {
+        let read = annotations(Risk::Read);
+        assert_eq!(read.read_only_hint, Some(true));
+        assert_eq!(read.destructive_hint, Some(false));
+        let write = annotations(Risk::Write);
+        assert_eq!(write.read_only_hint, Some(false));
+        assert_eq!(write.destructive_hint, Some(false));
+        assert_eq!(write.open_world_hint, Some(false));
+        let destructive = annotations(Risk::Destructive);
+        assert_eq!(destructive.destructive_hint, Some(true));
+        let network = annotations(Risk::Network);
+        assert_eq!(network.open_world_hint, Some(true));
+        assert_eq!(network.destructive_hint, Some(false));
+    }
+}
