@@ -58,13 +58,15 @@ pub use calls::context::{
     CallContext, CallerChannel, ChildTurnService, HostRequests, ProfileRequests, Turn,
     TurnIdentity, TurnServices,
 };
-pub use calls::dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+pub use calls::dispatcher::{
+    CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
+};
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use calls::registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
-pub use calls::stats::{CallObserver, CallStats, ToolStatsSnapshot};
+pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
     AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,

@@ -18,8 +18,7 @@ use toolhost_plugin_api::{CatchUnwind, take_message};
 use crate::calls::context::{CallContext, Turn};
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
 use crate::calls::registry::{RegisteredTool, ToolRegistry};
-use crate::calls::stats::CallObserver;
-use crate::calls::tool::ToolError;
+use crate::calls::tool::{Risk, ToolError};
 
 /// One call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +75,12 @@ pub enum CallErrorKind {
     TimedOut,
     /// The turn was cancelled.
     Cancelled,
+}
+
+/// Sees every call result a dispatcher produces (e.g. [`CallStats`](crate::CallStats)).
+pub trait CallObserver: Send + Sync {
+    /// Called once per call, after it ended.
+    fn record(&self, result: &ToolResult);
 }
 
 /// Dispatcher settings.
@@ -288,76 +293,92 @@ struct CallJob<'a> {
     tool_timeouts: &'a std::collections::HashMap<String, Duration>,
 }
 
+/// Why a call ended without output: the message for the model and its kind.
+struct CallFailure {
+    message: String,
+    kind: CallErrorKind,
+}
+
+impl CallFailure {
+    fn new(message: String, kind: CallErrorKind) -> Self {
+        CallFailure { message, kind }
+    }
+}
+
 enum Stop {
     TimedOut,
     Cancelled,
 }
 
-impl CallJob<'_> {
+impl<'a> CallJob<'a> {
+    /// Admits the call, executes it, and reports the result to the observer.
     async fn run(mut self) -> ToolResult {
-        let observer = self.observer.take();
-        let result = self.run_inner().await;
-        if let Some(o) = observer {
-            o.record(&result);
-        }
-        result
-    }
-
-    async fn run_inner(self) -> ToolResult {
         let start = Instant::now();
-        let CallJob {
-            entry,
-            call,
-            turn,
-            policy,
-            observer: _,
-            config,
-            tool_timeouts,
-        } = self;
-        let ToolCall {
-            id,
-            name,
-            arguments,
-        } = call;
-        let done = |output: String, error: Option<CallErrorKind>| ToolResult {
-            call_id: id.clone(),
-            name: name.clone(),
+        let outcome = match self.admit().await {
+            Ok(tool) => {
+                let arguments = std::mem::take(&mut self.call.arguments);
+                self.execute(tool, arguments).await
+            }
+            Err(refused) => Err(refused),
+        };
+        let (output, error) = match outcome {
+            Ok(output) => (output, None),
+            Err(failure) => (failure.message, Some(failure.kind)),
+        };
+        let result = ToolResult {
+            call_id: self.call.id,
+            name: self.call.name,
             is_error: error.is_some(),
             output,
             error,
             elapsed: start.elapsed(),
         };
-        if turn.cancel.is_cancelled() {
-            return done(
-                format!("tool '{name}' was not started: the turn was cancelled"),
-                Some(CallErrorKind::Cancelled),
-            );
+        if let Some(o) = self.observer {
+            o.record(&result);
         }
-        let entry = match entry {
-            Ok(e) => e,
-            Err(msg) => return done(msg, Some(CallErrorKind::ToolNotFound)),
+        result
+    }
+
+    /// Admission, in order: the turn is still running, the tool exists, it is not
+    /// switched off (`deny`, the only place that is checked), its arguments are valid
+    /// (nobody should be asked to approve a call that cannot run), and the policy allows
+    /// it (availability, approval). Nothing of the tool's code runs here.
+    async fn admit(&self) -> Result<&'a RegisteredTool, CallFailure> {
+        let name = &self.call.name;
+        if self.turn.cancel.is_cancelled() {
+            return Err(CallFailure::new(
+                format!("tool '{name}' was not started: the turn was cancelled"),
+                CallErrorKind::Cancelled,
+            ));
+        }
+        let entry = match &self.entry {
+            Ok(e) => *e,
+            Err(msg) => return Err(CallFailure::new(msg.clone(), CallErrorKind::ToolNotFound)),
         };
         // A tool switched off is refused before anything else, whatever its arguments.
-        if entry.spec().risk == crate::Risk::Deny {
-            return done(denied_message(entry.spec()), Some(CallErrorKind::Denied));
+        if entry.spec().risk == Risk::Deny {
+            return Err(CallFailure::new(
+                denied_message(entry.spec()),
+                CallErrorKind::Denied,
+            ));
         }
-        // Validate first: nobody should be asked to approve a call that cannot run.
-        match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(&arguments))) {
+        let arguments = &self.call.arguments;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(arguments))) {
             Ok(Ok(())) => {}
             Ok(Err(problems)) => {
-                return done(
+                return Err(CallFailure::new(
                     format!("invalid arguments: {problems}"),
-                    Some(CallErrorKind::InvalidArgs),
-                );
+                    CallErrorKind::InvalidArgs,
+                ));
             }
             Err(panic) => {
-                return done(
+                return Err(CallFailure::new(
                     format!(
                         "validating the arguments of tool '{name}' failed in the host: {}",
                         take_message(panic)
                     ),
-                    Some(CallErrorKind::Panicked),
-                );
+                    CallErrorKind::Panicked,
+                ));
             }
         }
         // The check may wait for a person; stopping the turn stops the wait.
@@ -365,62 +386,78 @@ impl CallJob<'_> {
             // The check first: most finish at once, and the cancel branch is then never
             // polled (polling it registers a waiter on the token).
             biased;
-            checked = CatchUnwind::new(policy.check(entry.tool().as_ref(), &arguments, &turn.info)) => checked,
-            () = turn.cancel.cancelled() => {
-                return done(
+            checked = CatchUnwind::new(self.policy.check(entry.tool().as_ref(), arguments, &self.turn.info)) => checked,
+            () = self.turn.cancel.cancelled() => {
+                return Err(CallFailure::new(
                     format!("tool '{name}' was cancelled while waiting for approval"),
-                    Some(CallErrorKind::Cancelled),
-                );
+                    CallErrorKind::Cancelled,
+                ));
             }
         };
         match checked {
-            Ok(Ok(())) => {}
-            Ok(Err(Refusal::Denied(m))) => return done(m, Some(CallErrorKind::Denied)),
-            Ok(Err(Refusal::NotApproved(m))) => return done(m, Some(CallErrorKind::NotApproved)),
-            Ok(Err(Refusal::Unavailable(m))) => return done(m, Some(CallErrorKind::Unavailable)),
-            Err(panic) => {
-                return done(
-                    format!("the policy check of tool '{name}' failed in the host: {panic}"),
-                    Some(CallErrorKind::Panicked),
-                );
+            Ok(Ok(())) => Ok(entry),
+            Ok(Err(Refusal::Denied(m))) => Err(CallFailure::new(m, CallErrorKind::Denied)),
+            Ok(Err(Refusal::NotApproved(m))) => {
+                Err(CallFailure::new(m, CallErrorKind::NotApproved))
             }
+            Ok(Err(Refusal::Unavailable(m))) => {
+                Err(CallFailure::new(m, CallErrorKind::Unavailable))
+            }
+            Err(panic) => Err(CallFailure::new(
+                format!("the policy check of tool '{name}' failed in the host: {panic}"),
+                CallErrorKind::Panicked,
+            )),
         }
-        let limit = match tool_timeouts.get(&name) {
+    }
+
+    /// Execution of an admitted call: the tool runs under its time limit (which counts
+    /// its own run, not the admission before it) and the turn's cancel token; when either
+    /// stops it, the tool is told, gets the grace period to return, and is then dropped.
+    async fn execute(
+        &self,
+        entry: &RegisteredTool,
+        arguments: Value,
+    ) -> Result<String, CallFailure> {
+        let name = &self.call.name;
+        let limit = match self.tool_timeouts.get(name) {
             Some(limit) => *limit,
-            None if entry.spec().interactive => config.interactive_timeout,
-            None => config.timeout,
+            None if entry.spec().interactive => self.config.interactive_timeout,
+            None => self.config.timeout,
         };
+        let turn = self.turn;
         let cancel = turn.cancel.child_token();
         let ctx = CallContext {
             turn: Arc::clone(&turn.info),
             cancel: cancel.clone(),
             services: turn.services.clone(),
         };
-        // The time limit counts the tool's own run, not the policy check before it.
         let running = Instant::now();
         let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
         let stop = tokio::select! {
             biased;
             outcome = &mut future => {
                 return match outcome {
-                    Ok(Ok(output)) => done(output, None),
-                    Ok(Err(ToolError::InvalidArgs(m))) => {
-                        done(format!("invalid arguments: {m}"), Some(CallErrorKind::InvalidArgs))
-                    }
+                    Ok(Ok(output)) => Ok(output),
+                    Ok(Err(ToolError::InvalidArgs(m))) => Err(CallFailure::new(
+                        format!("invalid arguments: {m}"),
+                        CallErrorKind::InvalidArgs,
+                    )),
                     // A tool that stops with an error because its turn was cancelled
                     // reports the cancellation, not a failure.
-                    Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => done(
-                        format!(
-                            "tool '{name}' was cancelled after {:.1} s: {m}",
-                            running.elapsed().as_secs_f64()
-                        ),
-                        Some(CallErrorKind::Cancelled),
-                    ),
-                    Ok(Err(ToolError::Failed(m))) => done(m, Some(CallErrorKind::Failed)),
-                    Err(panic) => done(
+                    Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => {
+                        Err(CallFailure::new(
+                            format!(
+                                "tool '{name}' was cancelled after {:.1} s: {m}",
+                                running.elapsed().as_secs_f64()
+                            ),
+                            CallErrorKind::Cancelled,
+                        ))
+                    }
+                    Ok(Err(ToolError::Failed(m))) => Err(CallFailure::new(m, CallErrorKind::Failed)),
+                    Err(panic) => Err(CallFailure::new(
                         format!("tool '{name}' panicked: {panic}"),
-                        Some(CallErrorKind::Panicked),
-                    ),
+                        CallErrorKind::Panicked,
+                    )),
                 };
             }
             () = turn.cancel.cancelled() => Stop::Cancelled,
@@ -429,19 +466,19 @@ impl CallJob<'_> {
         let ran = running.elapsed().as_secs_f64();
         // Tell the tool, give it a moment to wind down, then drop it.
         cancel.cancel();
-        let _ = tokio::time::timeout(config.cancel_grace, &mut future).await;
-        match stop {
-            Stop::TimedOut => done(
+        let _ = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
+        Err(match stop {
+            Stop::TimedOut => CallFailure::new(
                 format!(
                     "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was cancelled",
                     limit.as_secs_f64()
                 ),
-                Some(CallErrorKind::TimedOut),
+                CallErrorKind::TimedOut,
             ),
-            Stop::Cancelled => done(
+            Stop::Cancelled => CallFailure::new(
                 format!("tool '{name}' was cancelled after {ran:.1} s"),
-                Some(CallErrorKind::Cancelled),
+                CallErrorKind::Cancelled,
             ),
-        }
+        })
     }
 }

@@ -1,7 +1,8 @@
 //! The call policy: the check every call passes before the plugin's code is entered.
 //! `read` runs; `write`, `destructive` and `network` ask a person through an [`Approver`]
 //! (an answer can be remembered for the session, tied to the plugin file and the schema);
-//! `deny` never runs; an unavailable tool is refused with the reason. Operators override
+//! `deny` tools never get here (the dispatcher refuses them first, in one place); an
+//! unavailable tool is refused with the reason. Operators override
 //! declared risks per tool ([`RiskOverride`]).
 
 use std::collections::{BTreeMap, HashSet};
@@ -53,7 +54,6 @@ impl CallPolicy for ReadOnlyPolicy {
         let spec = tool.spec();
         match spec.risk {
             Risk::Read => Ok(()),
-            Risk::Deny => Err(denied(spec)),
             other => Err(Refusal::NotApproved(format!(
                 "tool '{}' has risk '{other}' and needs a person's approval before it runs, \
                  which this host cannot ask for; only read tools run",
@@ -61,10 +61,6 @@ impl CallPolicy for ReadOnlyPolicy {
             ))),
         }
     }
-}
-
-fn denied(spec: &ToolSpec) -> Refusal {
-    Refusal::Denied(denied_message(spec))
 }
 
 /// What the model reads when it calls a tool switched off by policy.
@@ -204,9 +200,6 @@ impl CallPolicy for ApprovalPolicy {
         turn: &TurnIdentity,
     ) -> Result<(), Refusal> {
         let spec = tool.spec();
-        if spec.risk == Risk::Deny {
-            return Err(denied(spec));
-        }
         self.availability
             .check(spec)
             .map_err(Refusal::Unavailable)?;

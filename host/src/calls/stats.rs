@@ -7,13 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::calls::dispatcher::ToolResult;
-
-/// Sees every call result a dispatcher produces.
-pub trait CallObserver: Send + Sync {
-    /// Called once per call, after it ended.
-    fn record(&self, result: &ToolResult);
-}
+use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
 
 const WINDOW: usize = 1024;
 
@@ -88,7 +82,7 @@ impl CallStats {
 impl CallObserver for CallStats {
     fn record(&self, result: &ToolResult) {
         // Names that are not tools would grow the table without bound.
-        if result.error == Some(crate::CallErrorKind::ToolNotFound) {
+        if result.error == Some(CallErrorKind::ToolNotFound) {
             return;
         }
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
