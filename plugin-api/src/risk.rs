@@ -11,17 +11,25 @@ use abi_stable::StableAbi;
 /// [`RiskCode`], so a later API version can add a level without breaking plugins that were
 /// already built: a code this host does not know is read as [`Risk::Deny`], the most
 /// restrictive level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Levels are ordered by severity: `Read < Write < Network < Destructive < Deny`.
+/// [`Risk::severity`] groups them into what the host does with them (`Write` and
+/// `Network` both ask a person for each call, so they are equally severe there).
+/// In configs and JSON a level is its lowercase name (`"read"`, `"write"`, ...).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase", try_from = "String")]
 #[non_exhaustive]
 pub enum Risk {
     /// Looks things up, or changes only the agent's own notes. Runs without asking.
     Read,
     /// Changes the outside world (files, calendars, messages). A person approves each call.
     Write,
-    /// May cause irreversible effects (running commands, deleting data). Needs approval.
-    Destructive,
     /// Makes network requests. Needs approval.
     Network,
+    /// May cause irreversible effects (running commands, deleting data). Needs approval.
+    Destructive,
     /// Installed but switched off: never runs and is not shown to the model.
     Deny,
 }
@@ -47,6 +55,19 @@ impl Risk {
         }
     }
 
+    /// How much a call at this level can do, as the host treats it: 0 runs without
+    /// asking (`Read`), 1 asks a person (`Write`, `Network`), 2 asks a person and may be
+    /// irreversible (`Destructive`), 3 never runs (`Deny`). Overriding a tool to a lower
+    /// severity than it declares must be allowed explicitly.
+    pub fn severity(self) -> u8 {
+        match self {
+            Risk::Read => 0,
+            Risk::Write | Risk::Network => 1,
+            Risk::Destructive => 2,
+            Risk::Deny => 3,
+        }
+    }
+
     /// Parses the lowercase name; `None` for anything else.
     pub fn parse(name: &str) -> Option<Risk> {
         Risk::ALL.into_iter().find(|r| r.as_str() == name)
@@ -60,6 +81,17 @@ impl Risk {
             Risk::Destructive => 2,
             Risk::Network => 3,
             Risk::Deny => 4,
+        })
+    }
+}
+
+impl TryFrom<String> for Risk {
+    type Error = String;
+
+    /// The level named `name`; the error lists the names there are.
+    fn try_from(name: String) -> Result<Risk, String> {
+        Risk::parse(&name).ok_or_else(|| {
+            format!("unknown risk '{name}': use read, write, destructive, network or deny")
         })
     }
 }
@@ -101,6 +133,30 @@ mod tests {
             assert_eq!(risk.code().risk(), risk);
             assert_eq!(Risk::parse(risk.as_str()), Some(risk));
         }
+    }
+
+    #[test]
+    fn order_is_severity() {
+        let mut levels = Risk::ALL;
+        levels.sort();
+        assert_eq!(
+            levels,
+            [Risk::Read, Risk::Write, Risk::Network, Risk::Destructive, Risk::Deny]
+        );
+        for pair in levels.windows(2) {
+            assert!(pair[0].severity() <= pair[1].severity(), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn serde_uses_the_lowercase_name() {
+        for risk in Risk::ALL {
+            let json = serde_json::to_value(risk).expect("serializes");
+            assert_eq!(json, serde_json::json!(risk.as_str()));
+            assert_eq!(serde_json::from_value::<Risk>(json).expect("parses"), risk);
+        }
+        let bad = serde_json::from_value::<Risk>(serde_json::json!("scary"));
+        assert!(bad.is_err_and(|e| e.to_string().contains("unknown risk 'scary'")));
     }
 
     #[test]

@@ -250,16 +250,6 @@ pub struct RiskOverride {
     pub allow_lower: bool,
 }
 
-/// How restrictive a level is, for telling raising from lowering.
-fn severity(risk: Risk) -> u8 {
-    match risk {
-        Risk::Read => 0,
-        Risk::Write | Risk::Network => 1,
-        Risk::Destructive => 2,
-        _ => 3,
-    }
-}
-
 /// What applying overrides did: the registry, lines for the log, and problems.
 pub struct OverrideOutcome {
     /// The registry with overridden risks.
@@ -286,7 +276,7 @@ pub fn apply_risk_overrides(
         let declared = tool.spec().risk;
         match overrides.get(&tool.spec().name) {
             Some(o) if o.risk == declared => tool,
-            Some(o) if severity(o.risk) < severity(declared) && !o.allow_lower => {
+            Some(o) if o.risk.severity() < declared.severity() && !o.allow_lower => {
                 refused.push(format!(
                     "the config lowers tool '{}' from {declared} to {}: add `allow_lower = true` \
                      to [tools.{}] if that is meant; the tool keeps risk {declared}",
@@ -297,7 +287,7 @@ pub fn apply_risk_overrides(
                 tool
             }
             Some(o) => {
-                if severity(o.risk) < severity(declared) {
+                if o.risk.severity() < declared.severity() {
                     lowered.push(format!(
                         "tool '{}' is lowered by the config from {declared} to {} (allow_lower)",
                         tool.spec().name,

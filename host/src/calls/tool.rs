@@ -24,16 +24,11 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments object.
     pub schema: Value,
     /// Declared risk level.
-    #[serde(serialize_with = "serialize_risk")]
     pub risk: Risk,
     /// Whether a batch holding it runs one call at a time.
     pub interactive: bool,
     /// What it needs to be available (environment variables, programs on `PATH`).
     pub requirements: Requirements,
-}
-
-fn serialize_risk<S: serde::Serializer>(risk: &Risk, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(risk.as_str())
 }
 
 /// Where a tool comes from.

@@ -371,20 +371,11 @@ pub struct TrustConfig {
 pub struct ToolSettings {
     /// The risk to use instead of the declared one: read, write, destructive, network
     /// or deny.
-    #[serde(default, deserialize_with = "risk_name")]
+    #[serde(default)]
     pub risk: Option<Risk>,
     /// Must be `true` to lower a tool below its declared risk.
     #[serde(default)]
     pub allow_lower: bool,
-}
-
-fn risk_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Risk>, D::Error> {
-    let name = String::deserialize(d)?;
-    Risk::parse(&name).map(Some).ok_or_else(|| {
-        serde::de::Error::custom(format!(
-            "unknown risk '{name}': use read, write, destructive, network or deny"
-        ))
-    })
 }
 
 /// A configuration problem. Start-up stops with it.
