@@ -141,7 +141,13 @@ mod tests {
         levels.sort();
         assert_eq!(
             levels,
-            [Risk::Read, Risk::Write, Risk::Network, Risk::Destructive, Risk::Deny]
+            [
+                Risk::Read,
+                Risk::Write,
+                Risk::Network,
+                Risk::Destructive,
+                Risk::Deny
+            ]
         );
         for pair in levels.windows(2) {
             assert!(pair[0].severity() <= pair[1].severity(), "{pair:?}");

@@ -387,7 +387,9 @@ impl PluginCatalog {
                     crate::sys::safe_open::OpenError::Io(e) => e,
                     other => io::Error::other(other.to_string()),
                 })
-                .and_then(|(f, _)| crate::plugins::loader::sha256_hex(io::Read::take(f, limit)));
+                .and_then(|(f, _)| {
+                    crate::plugins::private_copy::sha256_hex(io::Read::take(f, limit))
+                });
             match hashed {
                 Ok(sha256) if sha256 == entry.plugin.sha256 => {
                     entry.fingerprint = fingerprint;

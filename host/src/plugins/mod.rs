@@ -3,9 +3,12 @@
 //! a rescan updates (`catalog`) and the watcher that triggers rescans (`watch`). This is
 //! the only part of the host that knows about dlopen, ELF and abi_stable.
 
+mod abi_check;
 pub(crate) mod catalog;
+mod elf;
 pub(crate) mod error;
 pub(crate) mod loader;
 pub(crate) mod plugin_tool;
+pub(crate) mod private_copy;
 pub(crate) mod trust;
 pub(crate) mod watch;

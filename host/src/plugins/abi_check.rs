@@ -1,0 +1,184 @@
+//! What abi_stable's checks say, made short and actionable: the growable tables compared
+//! in whichever direction fits, and layout mismatches reduced to their `Error:` lines.
+
+
+use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
+use abi_stable::library::LibraryError;
+use toolhost_plugin_api::API_VERSION;
+use toolhost_plugin_api::ffi::TableLayouts;
+
+use crate::plugins::error::LoadErrorKind;
+
+/// Checks the growable tables (opaque to the root-module check) in whichever direction
+/// fits: a plugin built against a newer API may have appended fields (abi_stable's own
+/// rule), and one built against an older API may lack fields this host appended since.
+/// Either way the fields both know must match exactly.
+pub(super) fn check_tables(theirs: TableLayouts, plugin_api: &str) -> Result<(), LoadErrorKind> {
+    let ours = TableLayouts::CURRENT;
+    for (ours, theirs) in [
+        (ours.tool_vtable, theirs.tool_vtable),
+        (ours.host_vtable, theirs.host_vtable),
+    ] {
+        let Err(newer_plugin) = check_layout_compatibility(ours, theirs) else {
+            continue;
+        };
+        if check_layout_compatibility(theirs, ours).is_ok() {
+            continue; // The plugin's table is a prefix of ours: built before fields were added.
+        }
+        let report = newer_plugin.to_string();
+        tracing::debug!(%report, "full layout-check report of a plugin table");
+        return Err(LoadErrorKind::IncompatibleLayout {
+            plugin_api: plugin_api.to_owned(),
+            host_api: API_VERSION.to_owned(),
+            details: error_lines(&report),
+        });
+    }
+    Ok(())
+}
+
+/// Maps abi_stable's errors to short, actionable ones. For a layout mismatch only the
+/// `Error:` lines of its long report are kept.
+pub(super) fn library_error(e: LibraryError, plugin_api: Option<&str>) -> LoadErrorKind {
+    let plugin_api = plugin_api.unwrap_or("unknown").to_owned();
+    match e {
+        LibraryError::OpenError { err, .. } => LoadErrorKind::Open {
+            reason: err.to_string(),
+        },
+        LibraryError::GetSymbolError { .. } => LoadErrorKind::NoRootModule,
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            LoadErrorKind::IncompatibleVersion {
+                plugin_api: actual_version.to_string(),
+                host_api: API_VERSION.to_owned(),
+            }
+        }
+        LibraryError::ParseVersionError(e) => LoadErrorKind::Other {
+            reason: format!("its plugin-api version string is malformed: {e}"),
+        },
+        LibraryError::AbiInstability(report) => {
+            let report = report.to_string();
+            tracing::debug!(%report, "full layout-check report");
+            LoadErrorKind::IncompatibleLayout {
+                plugin_api,
+                host_api: API_VERSION.to_owned(),
+                details: error_lines(&report),
+            }
+        }
+        LibraryError::InvalidAbiHeader(_) | LibraryError::InvalidCAbi { .. } => {
+            LoadErrorKind::IncompatibleLayout {
+                plugin_api,
+                host_api: API_VERSION.to_owned(),
+                details: vec!["built with an incompatible abi_stable or Rust C ABI".to_owned()],
+            }
+        }
+        LibraryError::RootModule { err, .. } => LoadErrorKind::Plugin {
+            reason: format!("its root module failed to initialize: {err}"),
+        },
+        other => LoadErrorKind::Other {
+            reason: first_lines(&other.to_string(), 3),
+        },
+    }
+}
+
+/// The `Error:` lines of abi_stable's layout report (at most 8), each with the first line
+/// of its `Expected:` and `Found:` parts, e.g. `unexpected field (expected
+/// field_name:tools, found field_name:priority)`.
+fn error_lines(report: &str) -> Vec<String> {
+    struct Entry {
+        what: String,
+        expected: Option<String>,
+        found: Option<String>,
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut lines = report.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        if let Some(what) = line.strip_prefix("Error:") {
+            entries.push(Entry {
+                what: what.trim().to_owned(),
+                expected: None,
+                found: None,
+            });
+        } else if let Some(entry) = entries.last_mut() {
+            let slot = match line {
+                "Expected:" => &mut entry.expected,
+                "Found:" => &mut entry.found,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = lines.next().map(str::to_owned);
+            }
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for e in entries {
+        let text = match (e.expected, e.found) {
+            (Some(x), Some(f)) => format!("{} (expected {x}, found {f})", e.what),
+            _ => e.what,
+        };
+        if !text.is_empty() && !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    if out.is_empty() {
+        out.push(first_lines(report, 3));
+    }
+    out.truncate(8);
+    out
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        non_camel_case_types,
+        reason = "abi_stable names prefix references `Type_Ref`"
+    )]
+
+    use super::*;
+    use abi_stable::StableAbi;
+
+    #[test]
+    fn tables_as_compiled_pass_and_a_changed_table_is_refused() {
+        assert!(check_tables(TableLayouts::CURRENT, API_VERSION).is_ok());
+        let changed = TableLayouts {
+            tool_vtable: <Changed_Ref as StableAbi>::LAYOUT,
+            ..TableLayouts::CURRENT
+        };
+        let table: Changed_Ref =
+            abi_stable::prefix_type::PrefixTypeTrait::leak_into_prefix(Changed {
+                drop: 1,
+                name: 2,
+            });
+        assert_eq!((table.drop(), table.name()), (1, 2));
+        match check_tables(changed, "0.1.0") {
+            Err(LoadErrorKind::IncompatibleLayout { details, .. }) => assert!(!details.is_empty()),
+            other => panic!("expected a layout error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_lines_keep_the_short_lines_with_expected_and_found() {
+        let report = "header\nError:too many fields\nExpected:\n    8\nFound:\n    7\n\nmore\n";
+        assert_eq!(
+            error_lines(report),
+            ["too many fields (expected 8, found 7)"]
+        );
+    }
+
+    /// A table whose first fields differ from the real tool vtable's.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = Changed_Ref)))]
+    struct Changed {
+        drop: u8,
+        #[sabi(last_prefix_field)]
+        name: u16,
+    }
+}

@@ -1,0 +1,174 @@
+//! The ELF check before dlopen: a file that is not a shared library, or is shorter than
+//! its own headers say (half-written), is refused without the dynamic loader seeing it.
+
+use std::fs;
+use std::io;
+
+use crate::plugins::error::LoadErrorKind;
+
+/// Refuses files that cannot be (complete) shared libraries before the dynamic loader
+/// sees them: no ELF header, or an ELF file shorter than its own headers say. The dynamic
+/// loader happily maps a library whose tail is missing, and the host would crash later.
+/// Reads only the header and the program header table, at their offsets (the file's
+/// position is left alone), from a file of `size` bytes.
+#[cfg(unix)]
+pub(super) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+    use std::os::unix::fs::FileExt as _;
+    if cfg!(target_os = "macos") {
+        return Ok(());
+    }
+    let io_err = |source| LoadErrorKind::Io {
+        action: "read the file",
+        source,
+    };
+    let mut buf = [0u8; 64];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    let header = &buf[..got];
+    if header.len() < 4 || header[..4] != *b"\x7fELF" {
+        return Err(LoadErrorKind::NotASharedLibrary { size });
+    }
+    let Some(elf) = Elf64::parse(header) else {
+        // 32-bit or malformed: leave the verdict to the dynamic loader.
+        return Ok(());
+    };
+    let mut needed = elf
+        .shoff
+        .saturating_add(u64::from(elf.shnum) * u64::from(elf.shentsize));
+    let ph_end = elf
+        .phoff
+        .saturating_add(u64::from(elf.phnum) * u64::from(elf.phentsize));
+    needed = needed.max(ph_end);
+    if ph_end <= size && elf.phentsize >= 0x28 {
+        // Within the file, which is at most max_file_size: a bounded allocation.
+        let mut table = vec![0u8; usize::from(elf.phnum) * usize::from(elf.phentsize)];
+        f.read_exact_at(&mut table, elf.phoff).map_err(io_err)?;
+        for ph in table.chunks_exact(usize::from(elf.phentsize)) {
+            let offset = elf.u64_at(ph, 0x08);
+            let filesz = elf.u64_at(ph, 0x20);
+            needed = needed.max(offset.saturating_add(filesz));
+        }
+    }
+    if needed > size {
+        return Err(LoadErrorKind::Truncated { size, needed });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub(super) fn check_elf_header(_f: &fs::File, _size: u64) -> Result<(), LoadErrorKind> {
+    Ok(())
+}
+
+/// The fields of a 64-bit ELF header that say how long the file must be.
+struct Elf64 {
+    big_endian: bool,
+    phoff: u64,
+    shoff: u64,
+    phentsize: u16,
+    phnum: u16,
+    shentsize: u16,
+    shnum: u16,
+}
+
+impl Elf64 {
+    fn parse(h: &[u8]) -> Option<Elf64> {
+        if h.len() < 64 || h[4] != 2 {
+            return None;
+        }
+        let big_endian = match h[5] {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let mut elf = Elf64 {
+            big_endian,
+            phoff: 0,
+            shoff: 0,
+            phentsize: 0,
+            phnum: 0,
+            shentsize: 0,
+            shnum: 0,
+        };
+        elf.phoff = elf.u64_at(h, 0x20);
+        elf.shoff = elf.u64_at(h, 0x28);
+        elf.phentsize = elf.u16_at(h, 0x36);
+        elf.phnum = elf.u16_at(h, 0x38);
+        elf.shentsize = elf.u16_at(h, 0x3A);
+        elf.shnum = elf.u16_at(h, 0x3C);
+        Some(elf)
+    }
+
+    fn u64_at(&self, b: &[u8], at: usize) -> u64 {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&b[at..at + 8]);
+        if self.big_endian {
+            u64::from_be_bytes(raw)
+        } else {
+            u64::from_le_bytes(raw)
+        }
+    }
+
+    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
+        let raw = [b[at], b[at + 1]];
+        if self.big_endian {
+            u16::from_be_bytes(raw)
+        } else {
+            u16::from_le_bytes(raw)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf_verdict(bytes: &[u8]) -> Result<(), LoadErrorKind> {
+        let mut f = tempfile::tempfile().expect("temp file");
+        std::io::Write::write_all(&mut f, bytes).expect("write");
+        check_elf_header(&f, bytes.len() as u64)
+    }
+
+    #[test]
+    fn the_elf_check_takes_any_bytes_and_refuses_what_cannot_be_a_whole_library() {
+        let me = fs::read(std::env::current_exe().expect("exe")).expect("read");
+        assert!(elf_verdict(&me).is_ok(), "a whole ELF file passes");
+        assert!(matches!(
+            elf_verdict(&me[..me.len() / 2]),
+            Err(LoadErrorKind::Truncated { .. })
+        ));
+        for bytes in [&b""[..], b"\x7fEL", b"#!/bin/sh\n", &[0u8; 100]] {
+            assert!(matches!(
+                elf_verdict(bytes),
+                Err(LoadErrorKind::NotASharedLibrary { .. })
+            ));
+        }
+        // A header whose tables lie far past the end, or overflow: refused, never read.
+        let mut lying = me[..64].to_vec();
+        lying[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        lying[0x28..0x30].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        assert!(matches!(
+            elf_verdict(&lying),
+            Err(LoadErrorKind::Truncated { .. })
+        ));
+        // Pseudo-random headers never panic.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2000 {
+            let mut h = b"\x7fELF\x02\x01".to_vec();
+            while h.len() < 200 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                h.extend_from_slice(&x.to_le_bytes());
+            }
+            let _ = elf_verdict(&h);
+        }
+    }
+}
