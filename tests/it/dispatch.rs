@@ -244,15 +244,8 @@ async fn a_tool_that_ignores_cancellation_is_dropped_after_the_grace_period() {
 
 /// Waits until `path` exists (bounded), without a fixed sleep standing in for the event.
 async fn wait_for_file(path: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("{} appearing", path.display());
+    crate::support::eventually_async(Duration::from_secs(10), &what, || path.exists()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,14 +5,15 @@
 //! Each runs through the real loader, registry and dispatcher, or the `toolhost` binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnIdentity};
 
 use crate::support::{
-    PluginDir, call, dispatcher, load, serve_command, toolhost_command, wait_until,
+    PluginDir, call, dispatcher, eventually_async, load, serve_command, toolhost_command,
+    wait_exit, wait_until,
 };
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -35,18 +36,6 @@ fn text(bytes: &[u8]) -> String {
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run toolhost")
-}
-
-/// Waits (bounded) for `child` to exit.
-fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what} did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A process that died of a signal (134 is SIGABRT's exit status in a shell) fails here.
@@ -100,11 +89,7 @@ async fn a_future_that_panics_when_dropped_after_a_cancel_is_an_error_and_the_ho
         d.call(&registry, &turn, call("1", "drop_panic_hang", args))
             .await
     });
-    let deadline = Instant::now() + BOUND;
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the call never started");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually_async(BOUND, "the call starting", || started.exists()).await;
     cancel.cancel();
     let r = tokio::time::timeout(BOUND, running)
         .await
@@ -256,11 +241,7 @@ async fn a_sleep_on_a_plugins_own_thread_ends_when_the_turn_is_cancelled() {
         d.call(&registry, &turn, call("1", "sleep_on_own_thread", args))
             .await
     });
-    let deadline = Instant::now() + BOUND;
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the call never started");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually_async(BOUND, "the call starting", || started.exists()).await;
     let cancelled_at = Instant::now();
     cancel.cancel();
     let r = tokio::time::timeout(BOUND, running)

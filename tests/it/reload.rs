@@ -14,7 +14,7 @@ use toolhost::{
     Turn, TurnIdentity, WatchConfig,
 };
 
-use crate::support::{PluginDir, call, dispatcher, echo_build, so};
+use crate::support::{PluginDir, call, dispatcher, echo_build, eventually_async, so};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -86,17 +86,7 @@ impl Live {
 
     /// Polls status until `done` holds (bounded).
     async fn wait_status(&self, what: &str, done: impl Fn(&toolhost::CatalogStatus) -> bool) {
-        let deadline = tokio::time::Instant::now() + BOUND;
-        loop {
-            if done(&self.catalog.status()) {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually_async(BOUND, what, || done(&self.catalog.status())).await;
     }
 }
 
@@ -154,14 +144,10 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
         }));
     }
     // Let every task make a call on v1, start a slow call on v1, then replace the file.
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while saw_v1.load(Ordering::SeqCst) < 8 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the tasks never got going"
-        );
-        tokio::task::yield_now().await;
-    }
+    eventually_async(BOUND, "every task calling v1", || {
+        saw_v1.load(Ordering::SeqCst) >= 8
+    })
+    .await;
     let slow = tokio::spawn({
         // The snapshot the call starts with is taken before the file is replaced.
         let registry = live_catalog.registry();
@@ -185,14 +171,10 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
         !slow.is_finished(),
         "the slow call still runs after the swap"
     );
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while saw_v2.load(Ordering::SeqCst) < 8 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not every task reached v2"
-        );
-        tokio::task::yield_now().await;
-    }
+    eventually_async(BOUND, "every task reaching v2", || {
+        saw_v2.load(Ordering::SeqCst) >= 8
+    })
+    .await;
     stop.store(true, Ordering::SeqCst);
     for task in tasks {
         let seen = task

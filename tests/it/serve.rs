@@ -10,20 +10,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use toolhost::{CatalogConfig, ControlClient, DispatchConfig, ServeConfig};
 
-use crate::support::{PluginDir, echo_build};
+use crate::support::{PluginDir, echo_build, eventually, eventually_async};
 
 const BOUND: Duration = Duration::from_secs(20);
 
 async fn wait_for_socket(path: &Path) {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while UnixStream::connect(path).await.is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} never answered",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let what = format!("{} answering", path.display());
+    eventually_async(BOUND, &what, || {
+        std::os::unix::net::UnixStream::connect(path).is_ok()
+    })
+    .await;
 }
 
 fn config(plugins: &Path, socket: &Path) -> ServeConfig {
@@ -136,14 +132,7 @@ async fn shutdown_cancels_a_call_in_flight_and_does_not_wait_for_idle_clients() 
     let mut busy = ControlClient::connect(&socket).await.expect("busy client");
     let params = json!({"tool": "wait_cancel", "arguments": {"marker": seen, "started": started}});
     let long_call = tokio::spawn(async move { busy.request("call", params).await });
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while !started.exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the call never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually_async(BOUND, "the call starting", || started.exists()).await;
     let asked = std::time::Instant::now();
     let _ = stop.send(());
     tokio::time::timeout(BOUND, host)
@@ -198,17 +187,9 @@ fn toolhost(args: &[&str], socket: &Path) -> std::process::Output {
 }
 
 fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + BOUND;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "toolhost serve did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(BOUND, "toolhost serve stopping", || {
+        child.try_wait().expect("wait")
+    })
 }
 
 #[tokio::test]

@@ -407,16 +407,79 @@ pub(crate) fn spawn_http_server(mut command: Command) -> (std::process::Child, u
 /// How long the tests wait for something that should happen at once.
 pub(crate) const WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Polls `done` every 10 ms until it holds; fails naming `what` after [`WAIT_BOUND`].
-pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT_BOUND;
-    while !done() {
+/// What a condition polled by [`eventually`] returns: `true`, or `Some(value)`, once it
+/// holds.
+pub(crate) trait Ready {
+    /// What the wait returns.
+    type Output;
+    /// `Some` once the condition holds.
+    fn ready(self) -> Option<Self::Output>;
+}
+
+impl Ready for bool {
+    type Output = ();
+    fn ready(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Ready for Option<T> {
+    type Output = T;
+    fn ready(self) -> Option<T> {
+        self
+    }
+}
+
+/// Polls `check` every 10 ms until it holds and returns what it gave; fails naming `what`
+/// after `bound`. The one bounded wait of the tests (no fixed sleeps stand in for an
+/// event); [`eventually_async`] is the same for async tests.
+pub(crate) fn eventually<R: Ready>(
+    bound: std::time::Duration,
+    what: &str,
+    mut check: impl FnMut() -> R,
+) -> R::Output {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(out) = check().ready() {
+            return out;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "{what}: not within {WAIT_BOUND:?}"
+            "{what}: not within {bound:?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// [`eventually`] for async tests: waits with the runtime's timer, so other tasks run.
+pub(crate) async fn eventually_async<R: Ready>(
+    bound: std::time::Duration,
+    what: &str,
+    mut check: impl FnMut() -> R,
+) -> R::Output {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(out) = check().ready() {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {bound:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// [`eventually`] with [`WAIT_BOUND`].
+pub(crate) fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    eventually(WAIT_BOUND, what, done);
+}
+
+/// Waits (bounded) for `child` to exit and returns its status.
+pub(crate) fn wait_exit(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    eventually(WAIT_BOUND, &format!("{what} exiting"), || {
+        child.try_wait().expect("wait")
+    })
 }
 
 /// Waits (bounded) until a host answers on the control socket `path`.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{OtherUser, PluginDir, echo_build, so, toolhost_command};
+use crate::support::{OtherUser, PluginDir, echo_build, eventually, so, toolhost_command};
 
 const BOUND: Duration = Duration::from_secs(10);
 
@@ -547,11 +547,9 @@ impl KillOnDrop {
     fn stop(&mut self) {
         // SAFETY: kill has no memory preconditions; the pid is our child's.
         unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-        let start = Instant::now();
-        while self.0.try_wait().expect("wait").is_none() {
-            assert!(start.elapsed() < BOUND, "serve did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        eventually(BOUND, "serve stopping on SIGTERM", || {
+            self.0.try_wait().expect("wait")
+        });
     }
 }
 
@@ -659,14 +657,9 @@ fn a_rescan_that_hits_emfile_keeps_every_plugin_serving_and_retries_until_it_rea
     let pid = child.0.id();
     // The only connection: a probe that came and went could leave a descriptor gap below
     // the limit set further down, which the rescan would then get.
-    let start = Instant::now();
-    let mut control = loop {
-        if let Ok(stream) = UnixStream::connect(&socket) {
-            break Control::from_stream(stream);
-        }
-        assert!(start.elapsed() < BOUND, "serve never answered");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let mut control = Control::from_stream(eventually(BOUND, "serve answering", || {
+        UnixStream::connect(&socket).ok()
+    }));
     control.log = Some(log.clone());
     let status = control.poll("two plugins", |s| {
         s["plugins"].as_array().is_some_and(|p| p.len() == 2)

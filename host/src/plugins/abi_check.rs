@@ -1,7 +1,6 @@
 //! What abi_stable's checks say, made short and actionable: the growable tables compared
 //! in whichever direction fits, and layout mismatches reduced to their `Error:` lines.
 
-
 use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
 use abi_stable::library::LibraryError;
 use toolhost_plugin_api::API_VERSION;
