@@ -18,7 +18,8 @@ use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::{ConfigError, Profile};
 use crate::frontends::control::{ControlError, ControlHandler, ControlSocket};
-use crate::plugins::catalog::{CatalogConfig, CatalogStatus, PluginCatalog};
+use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
+use crate::plugins::status::CatalogStatus;
 use crate::plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 
 /// How to run a host.

@@ -89,15 +89,15 @@ pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, RunningHost, ServeConfig,
     ServeError, UnavailableTool, serve,
 };
-pub use plugins::catalog::{
-    CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,
-    RescanReport,
-};
+pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::error::{LoadErrorKind, PluginLoadError, RegistryError};
 pub use plugins::loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
 };
 pub use plugins::plugin_tool::LoadedPlugin;
+pub use plugins::status::{
+    CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
+};
 pub use plugins::trust::{
     Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
 };

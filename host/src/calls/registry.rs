@@ -69,7 +69,7 @@ impl fmt::Debug for RegisteredTool {
     }
 }
 
-/// DynTool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
+/// Tool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
 pub fn is_valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name

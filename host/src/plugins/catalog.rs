@@ -25,7 +25,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::calls::policy::{RiskOverride, apply_risk_overrides};
@@ -34,6 +33,8 @@ use crate::plugins::error::LoadErrorKind;
 use crate::plugins::loader::{LoadPolicy, PluginLoader};
 use crate::plugins::plugin_tool::LoadedPlugin;
 use crate::sys::safe_open::{Fingerprint, fingerprint};
+
+use super::status::{CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport};
 
 /// How a catalog finds and keeps plugins.
 #[derive(Debug, Clone)]
@@ -61,112 +62,6 @@ impl Default for CatalogConfig {
             loading: LoadPolicy::default(),
         }
     }
-}
-
-/// What changed in the registry: tool names added, removed, and changed (same name, new
-/// generation or another plugin).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct RegistryEvent {
-    /// Tools that appeared.
-    pub added: Vec<String>,
-    /// Tools that disappeared.
-    pub removed: Vec<String>,
-    /// Tools whose implementation changed.
-    pub changed: Vec<String>,
-}
-
-impl RegistryEvent {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
-    }
-}
-
-/// What one rescan did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RescanReport {
-    /// Plugin files loaded for the first time.
-    pub plugins_added: Vec<PathBuf>,
-    /// Plugin files loaded again because they changed (a new generation).
-    pub plugins_updated: Vec<PathBuf>,
-    /// Plugin files that are gone.
-    pub plugins_removed: Vec<PathBuf>,
-    /// The registry change.
-    pub tools: RegistryEvent,
-    /// Files (or directories) that failed, with the reason; a failed update keeps the
-    /// previous generation serving.
-    pub errors: Vec<String>,
-    /// Files that look half-written; they are looked at again later.
-    pub pending: Vec<PathBuf>,
-    /// Directories and files that could not be read (an I/O error such as EMFILE or
-    /// EIO): what was loaded from them keeps serving, and the watcher rescans again
-    /// with backoff.
-    pub unreadable: Vec<PathBuf>,
-}
-
-/// One loaded plugin file, as status shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginStatus {
-    /// The operator's path.
-    pub file: PathBuf,
-    /// sha256 of the file as loaded.
-    pub sha256: String,
-    /// Plugin name.
-    pub name: String,
-    /// Plugin version.
-    pub version: String,
-    /// plugin-api version it was built against.
-    pub api_version: String,
-    /// Generation now serving: how many times this path has been loaded (removal and
-    /// re-adding included).
-    pub generation: u64,
-    /// Earlier generations of this path (and failed loads that got as far as mapping the
-    /// library) still mapped, and the bytes they keep (estimate: their file sizes).
-    pub old_generations: u64,
-    /// Estimate of the memory every mapped load of this path keeps, in bytes.
-    pub retained_bytes: u64,
-    /// When that generation was loaded (RFC 3339).
-    pub loaded_at: String,
-    /// Its tools.
-    pub tools: Vec<String>,
-    /// The last failure for this file (e.g. a bad replacement; the generation above
-    /// keeps serving), if any.
-    pub last_error: Option<String>,
-}
-
-/// A file that did not load and has no generation serving.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadErrorStatus {
-    /// The file or directory.
-    pub file: PathBuf,
-    /// Why.
-    pub error: String,
-}
-
-/// A snapshot of the catalog for status.
-#[derive(Debug, Clone, Serialize)]
-pub struct CatalogStatus {
-    /// Plugin directories.
-    pub plugin_dirs: Vec<PathBuf>,
-    /// Loaded plugins, in load order.
-    pub plugins: Vec<PluginStatus>,
-    /// Files that did not load.
-    pub load_errors: Vec<LoadErrorStatus>,
-    /// Tools the registry refused (duplicate names, bad schemas).
-    pub registry_errors: Vec<String>,
-    /// Files left pending because they look half-written.
-    pub pending: Vec<PathBuf>,
-    /// Reloads since start (loads of a path that had been loaded before).
-    pub reloads: u64,
-    /// Libraries mapped in this process (never unloaded): every generation, plus failed
-    /// loads that got as far as mapping.
-    pub generations_mapped: u64,
-    /// Estimate of the memory all mapped libraries keep, in bytes (their file sizes).
-    pub retained_bytes_estimate: u64,
-    /// The reload count past which a restart is recommended.
-    pub max_generations: u64,
-    /// Set past `max_generations`: what to do about the memory.
-    pub warning: Option<String>,
 }
 
 struct Entry {
@@ -498,7 +393,7 @@ impl PluginCatalog {
                 .unwrap_or_else(PoisonError::into_inner);
             std::mem::replace(&mut *slot, Arc::clone(&new))
         };
-        let event = diff(&old, &new);
+        let event = RegistryEvent::between(&old, &new);
         if !event.is_empty() {
             tracing::info!(
                 added = ?event.added,
@@ -602,27 +497,4 @@ fn in_progress(kind: &LoadErrorKind, fp: &Fingerprint, settle: Duration) -> bool
         .and_then(|m| SystemTime::now().duration_since(m).ok())
         .is_some_and(|age| age < settle);
     matches!(kind, LoadErrorKind::ChangedWhileLoading) || (kind.looks_incomplete() && recent)
-}
-
-/// DynTool names added, removed, and changed (another implementation object) between two
-/// registries.
-fn diff(old: &ToolRegistry, new: &ToolRegistry) -> RegistryEvent {
-    let mut event = RegistryEvent::default();
-    for name in new.names() {
-        match old.get(name) {
-            None => event.added.push(name.to_owned()),
-            Some(before) => {
-                let after = new.get(name).map(|t| t.tool());
-                if !after.is_some_and(|a| Arc::ptr_eq(a, before.tool())) {
-                    event.changed.push(name.to_owned());
-                }
-            }
-        }
-    }
-    for name in old.names() {
-        if new.get(name).is_none() {
-            event.removed.push(name.to_owned());
-        }
-    }
-    event
 }

@@ -10,5 +10,6 @@ pub(crate) mod error;
 pub(crate) mod loader;
 pub(crate) mod plugin_tool;
 pub(crate) mod private_copy;
+pub(crate) mod status;
 pub(crate) mod trust;
 pub(crate) mod watch;
