@@ -59,6 +59,7 @@ pub use calls::context::{
     TurnIdentity, TurnServices,
 };
 pub use calls::dispatcher::{CallErrorKind, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+pub use calls::pipeline::{CallPipeline, CallSettings};
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
@@ -72,7 +73,9 @@ pub use config::{
     ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
 };
 pub use frontends::control::{
-    ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
+    CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
+    ControlOutcome, ControlRequest, ControlResponse, ControlResult, ControlSocket,
+    call_error_code, default_control_path,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
@@ -84,7 +87,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, serve,
+    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, UnknownProfile,
+    serve,
 };
 pub use plugins::catalog::{
     CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,

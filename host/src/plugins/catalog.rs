@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::calls::policy::{RiskOverride, apply_risk_overrides};
@@ -65,7 +65,7 @@ impl Default for CatalogConfig {
 
 /// What changed in the registry: tool names added, removed, and changed (same name, new
 /// generation or another plugin).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistryEvent {
     /// Tools that appeared.
     pub added: Vec<String>,
@@ -83,7 +83,7 @@ impl RegistryEvent {
 }
 
 /// What one rescan did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RescanReport {
     /// Plugin files loaded for the first time.
     pub plugins_added: Vec<PathBuf>,
@@ -95,7 +95,7 @@ pub struct RescanReport {
     pub tools: RegistryEvent,
     /// Files (or directories) that failed, with the reason; a failed update keeps the
     /// previous generation serving.
-    pub errors: Vec<String>,
+    pub errors: Vec<LoadErrorStatus>,
     /// Files that look half-written; they are looked at again later.
     pub pending: Vec<PathBuf>,
     /// Directories and files that could not be read (an I/O error such as EMFILE or
@@ -105,7 +105,7 @@ pub struct RescanReport {
 }
 
 /// One loaded plugin file, as status shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PluginStatus {
     /// The operator's path.
     pub file: PathBuf,
@@ -134,8 +134,9 @@ pub struct PluginStatus {
     pub last_error: Option<String>,
 }
 
-/// A file that did not load and has no generation serving.
-#[derive(Debug, Clone, Serialize)]
+/// A file (or directory) that did not load: in status, one with no generation serving;
+/// in a rescan report, every failure of that rescan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadErrorStatus {
     /// The file or directory.
     pub file: PathBuf,
@@ -144,7 +145,7 @@ pub struct LoadErrorStatus {
 }
 
 /// A snapshot of the catalog for status.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CatalogStatus {
     /// Plugin directories.
     pub plugin_dirs: Vec<PathBuf>,
@@ -285,7 +286,10 @@ impl PluginCatalog {
                         }
                     }
                     state.load_errors.insert(dir.clone(), (None, msg.clone()));
-                    report.errors.push(msg);
+                    report.errors.push(LoadErrorStatus {
+                        file: dir.clone(),
+                        error: msg,
+                    });
                     report.unreadable.push(dir.clone());
                     continue;
                 }
@@ -367,13 +371,21 @@ impl PluginCatalog {
                 return;
             }
             if entry.rejected.as_ref() == Some(&fingerprint) {
-                report.errors.extend(entry.last_error.clone());
+                report
+                    .errors
+                    .extend(entry.last_error.clone().map(|error| LoadErrorStatus {
+                        file: file.clone(),
+                        error,
+                    }));
                 return;
             }
         } else if let Some((Some(failed), msg)) = state.load_errors.get(&file)
             && *failed == fingerprint
         {
-            report.errors.push(msg.clone());
+            report.errors.push(LoadErrorStatus {
+                file: file.clone(),
+                error: msg.clone(),
+            });
             return;
         }
         // Same size as the generation serving: maybe only touched or copied again. Hash it
@@ -416,7 +428,10 @@ impl PluginCatalog {
                     state.reloads += 1;
                 }
                 for skipped in &plugin.skipped_tools {
-                    report.errors.push(format!("{}: {skipped}", file.display()));
+                    report.errors.push(LoadErrorStatus {
+                        file: file.clone(),
+                        error: format!("{}: {skipped}", file.display()),
+                    });
                 }
                 if state.entries.contains_key(&key) {
                     report.plugins_updated.push(file.clone());
@@ -579,7 +594,10 @@ fn record_failure(
     report: &mut RescanReport,
 ) {
     tracing::warn!("{msg}");
-    report.errors.push(msg.clone());
+    report.errors.push(LoadErrorStatus {
+        file: key.1.clone(),
+        error: msg.clone(),
+    });
     match state.entries.get_mut(key) {
         // The previous generation keeps serving; status shows why the new file was refused.
         Some(entry) => {

@@ -33,7 +33,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -173,10 +173,10 @@ impl ClientStdio {
 }
 
 /// A connected MCP client, as `toolhost status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct McpClientStatus {
     /// `stdio` or `http`.
-    pub transport: &'static str,
+    pub transport: String,
     /// The name of the bearer token it authenticated with (HTTP).
     pub token: Option<String>,
     /// The protocol version it speaks.
@@ -225,7 +225,7 @@ impl McpClients {
         self.lock()
             .values()
             .map(|e| McpClientStatus {
-                transport: e.transport,
+                transport: e.transport.to_owned(),
                 token: e.token.clone(),
                 protocol_version: e.protocol_version.clone(),
                 client_name: e.client_name.clone(),
@@ -341,17 +341,14 @@ impl McpServer {
             .profile
             .clone()
             .unwrap_or_else(|| host.default_profile().to_owned());
-        let profile = match host.profile(&name) {
-            Some(p) => Some(p.clone()),
-            // The default profile may have no directory: it sees every tool.
-            None if options.profile.is_none() || name == host.default_profile() => None,
-            None => {
-                return Err(McpServeError::UnknownProfile {
-                    name,
-                    known: host.profile_names().join(", "),
-                });
-            }
-        };
+        // The default profile may have no directory: it sees every tool.
+        let profile = host
+            .resolve_profile(options.profile.as_deref())
+            .map_err(|e| McpServeError::UnknownProfile {
+                name: e.name,
+                known: e.known,
+            })?
+            .cloned();
         Ok(McpServer {
             shared: Arc::new(Shared {
                 host,
