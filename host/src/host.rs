@@ -18,8 +18,8 @@ use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::{ConfigError, Profile};
 use crate::frontends::control::{
-    CallParams, CallReply, ControlError, ControlFault, ControlHandler, ControlRequest, ControlResult,
-    ControlSocket,
+    CallParams, CallReply, ControlError, ControlFault, ControlHandler, ControlRequest,
+    ControlResult, ControlSocket,
 };
 use crate::frontends::mcp::{McpClientStatus, McpClients};
 use crate::plugins::catalog::{CatalogConfig, CatalogStatus, PluginCatalog, RescanReport};
@@ -221,7 +221,10 @@ impl Host {
     /// The profile a call runs as: `requested`, else the default profile. `None` when it
     /// is the default profile and the host has no entry for it (it then sees every tool);
     /// an error naming the host's profiles when `requested` is one it does not have.
-    pub fn resolve_profile(&self, requested: Option<&str>) -> Result<Option<&Profile>, UnknownProfile> {
+    pub fn resolve_profile(
+        &self,
+        requested: Option<&str>,
+    ) -> Result<Option<&Profile>, UnknownProfile> {
         let name = requested.unwrap_or(&self.default_profile);
         match self.profile(name) {
             Some(profile) => Ok(Some(profile)),

@@ -74,8 +74,8 @@ pub use config::{
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
-    ControlOutcome, ControlRequest, ControlResponse, ControlResult, ControlSocket,
-    call_error_code, default_control_path,
+    ControlOutcome, ControlRequest, ControlResponse, ControlResult, ControlSocket, call_error_code,
+    default_control_path,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
@@ -87,8 +87,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClientStatus, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool, UnknownProfile,
-    serve,
+    Host, HostStatus, ProfileStatus, RunningHost, ServeConfig, ServeError, UnavailableTool,
+    UnknownProfile, serve,
 };
 pub use plugins::catalog::{
     CatalogConfig, CatalogStatus, LoadErrorStatus, PluginCatalog, PluginStatus, RegistryEvent,

@@ -2,31 +2,51 @@
 //! the terminal that shows tool calls, approvals and results as they happen).
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::OpenAiClient;
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
-use toolhost::{
-    ApprovalPolicy, Availability, CallerChannel, Dispatcher, LoadedConfig, ToolCall, ToolResult,
-};
+use toolhost::{CallPipeline, CallerChannel, LoadedConfig, ToolCall, ToolResult};
 use toolhost_plugin_api::ServiceError;
 
-use crate::output::outln;
-use crate::remote::runtime;
-use crate::{approve, new_loader, setup, summary};
+use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
+use crate::approve;
+use crate::output::{outln, summary};
 
-/// What `run` and `chat` were asked for.
-pub(crate) struct AgentArgs {
-    pub(crate) dirs: Vec<PathBuf>,
-    pub(crate) profile: Option<String>,
-    pub(crate) session: Option<String>,
-    pub(crate) yes: bool,
+/// What `run` and `chat` share.
+#[derive(clap::Args)]
+pub(crate) struct AgentOpts {
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// The profile whose agent runs (default: the config's default_profile).
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Continue this session instead of starting one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Approve write, destructive and network tools without asking.
+    #[arg(long)]
+    yes: bool,
+}
+
+/// `toolhost run`.
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    agent: AgentOpts,
+    /// What to ask.
+    prompt: String,
+}
+
+/// `toolhost chat`.
+#[derive(clap::Args)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    agent: AgentOpts,
 }
 
 /// Prints what happens in a turn on stderr (the answer itself goes to stdout).
@@ -104,50 +124,39 @@ impl CallerChannel for TerminalCaller {
 }
 
 /// The profile's agent, with a terminal for approvals and questions when there is one.
-fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
-    let model = config.model().and_then(OpenAiClient::new).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::FAILURE
-    })?;
+fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
+    let model = config.model().and_then(OpenAiClient::new)?;
     let loader = new_loader(config)?;
-    let (_report, registry, profile) = setup(config, &loader, &a.dirs, a.profile.as_deref())?;
+    let Loaded {
+        registry, profile, ..
+    } = setup(
+        config,
+        &loader,
+        &a.plugins.resolve(config),
+        a.profile.as_deref(),
+    )?;
     let terminal = std::io::stdin().is_terminal();
-    let approver: Arc<dyn toolhost::Approver> = if a.yes {
-        Arc::new(toolhost::AutoApprove)
-    } else if terminal {
-        Arc::new(approve::TerminalApprover)
-    } else {
-        Arc::new(toolhost::NobodyToAsk {
-            hint: "pass --yes to approve such calls without a terminal".to_owned(),
-        })
-    };
-    let availability = Arc::new(Availability::new(Duration::from_secs_f64(
-        config.config.availability.cache_secs,
-    )));
-    let policy = ApprovalPolicy::new(
-        approver,
-        Arc::clone(&availability),
-        config.config.approval.remember_for_session,
+    let pipeline = CallPipeline::new(
+        &config.call_settings(),
+        terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
     let registry = Arc::new(registry);
-    Agent::new(AgentParts {
+    let agent = Agent::new(AgentParts {
         profile: profile.name.clone(),
         state_dir: profile.state_dir.clone(),
         registry: Arc::new(move || Arc::clone(&registry)),
-        availability,
-        dispatcher: Dispatcher::new(config.dispatch(), Arc::new(policy)),
+        availability: pipeline.availability,
+        dispatcher: pipeline.dispatcher,
         model: Arc::new(model),
         config: config.agent(&profile),
         caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
-    })
-    .map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::FAILURE
-    })
+    })?;
+    Ok(agent)
 }
 
-fn session(agent: &Agent, wanted: Option<&str>) -> Result<String, ExitCode> {
+/// The session asked for, or a new one.
+fn session(agent: &Agent, wanted: Option<&str>) -> anyhow::Result<String> {
     let found = match wanted {
         Some(id) => agent
             .sessions()
@@ -158,20 +167,12 @@ fn session(agent: &Agent, wanted: Option<&str>) -> Result<String, ExitCode> {
             other => toolhost::agent::sessions::SessionError::NoSession(other.to_string()),
         }),
     };
-    match found {
-        Ok(Some(id)) => Ok(id),
-        Ok(None) => {
-            eprintln!(
-                "error: this profile has no session '{}'; leave out --session to start one",
-                wanted.unwrap_or_default()
-            );
-            Err(ExitCode::FAILURE)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(ExitCode::FAILURE)
-        }
-    }
+    found?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "this profile has no session '{}'; leave out --session to start one",
+            wanted.unwrap_or_default()
+        )
+    })
 }
 
 /// Cancels `cancel` on Ctrl-C while `run` runs.
@@ -193,95 +194,92 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
 /// The agent, its session (the one asked for, or a new one) and a runtime to run it on.
 fn prepare(
     config: &LoadedConfig,
-    a: &AgentArgs,
-) -> Result<(Agent, String, tokio::runtime::Runtime), ExitCode> {
+    a: &AgentOpts,
+) -> anyhow::Result<(Agent, String, tokio::runtime::Runtime)> {
     let agent = agent(config, a)?;
     let session = session(&agent, a.session.as_deref())?;
     Ok((agent, session, runtime()?))
 }
 
-/// `toolhost run --profile NAME "prompt"`.
-pub(crate) fn run(config: &LoadedConfig, a: &AgentArgs, prompt: &str) -> std::io::Result<ExitCode> {
-    let (agent, session, runtime) = match prepare(config, a) {
-        Ok(ready) => ready,
-        Err(code) => return Ok(code),
-    };
-    let cancel = CancellationToken::new();
-    let outcome = runtime.block_on(cancellable(
-        &cancel,
-        agent.run_turn(&session, prompt, cancel.clone()),
-    ));
-    // A question still waiting on the terminal must not hold the exit up.
-    runtime.shutdown_background();
-    match outcome {
-        Ok(answer) => {
-            eprintln!("(session {session})");
-            outln!("{answer}")?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("(session {session} keeps what was said)");
-            Ok(ExitCode::FAILURE)
+impl RunArgs {
+    /// `toolhost run --profile NAME "prompt"`.
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        let cancel = CancellationToken::new();
+        let outcome = runtime.block_on(cancellable(
+            &cancel,
+            agent.run_turn(&session, &self.prompt, cancel.clone()),
+        ));
+        // A question still waiting on the terminal must not hold the exit up.
+        runtime.shutdown_background();
+        match outcome {
+            Ok(answer) => {
+                eprintln!("(session {session})");
+                outln!("{answer}")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            // The note goes on the line after the error.
+            Err(e) => anyhow::bail!("{e}\n(session {session} keeps what was said)"),
         }
     }
 }
 
-/// `toolhost chat --profile NAME`. A closed stdout ends the chat (the session keeps
-/// what was said).
-pub(crate) fn chat(config: &LoadedConfig, a: &AgentArgs) -> std::io::Result<ExitCode> {
-    let (agent, session, runtime) = match prepare(config, a) {
-        Ok(ready) => ready,
-        Err(code) => return Ok(code),
-    };
-    eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
-    // Ctrl-C stops the turn running; at the prompt it ends the chat.
-    let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
-    {
-        let current = Arc::clone(&current);
-        let ended = session.clone();
-        runtime.spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
-                let running = current
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
-                match running {
-                    Some(turn) => {
-                        eprintln!("interrupted: stopping the turn");
-                        turn.cancel();
-                    }
-                    None => {
-                        eprintln!("\n(session {ended}; continue it with --session {ended})");
-                        std::process::exit(130);
+impl ChatArgs {
+    /// `toolhost chat --profile NAME`. A closed stdout ends the chat (the session keeps
+    /// what was said).
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
+        // Ctrl-C stops the turn running; at the prompt it ends the chat.
+        let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
+        {
+            let current = Arc::clone(&current);
+            let ended = session.clone();
+            runtime.spawn(async move {
+                while tokio::signal::ctrl_c().await.is_ok() {
+                    let running = current
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    match running {
+                        Some(turn) => {
+                            eprintln!("interrupted: stopping the turn");
+                            turn.cancel();
+                        }
+                        None => {
+                            eprintln!("\n(session {ended}; continue it with --session {ended})");
+                            std::process::exit(130);
+                        }
                     }
                 }
+            });
+        }
+        let mut written = Ok(());
+        while let Some(line) = runtime.block_on(approve::ask("> ")) {
+            let prompt = line.trim();
+            if prompt.is_empty() {
+                break;
             }
-        });
+            let cancel = CancellationToken::new();
+            *current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
+            let outcome = runtime.block_on(agent.run_turn(&session, prompt, cancel));
+            *current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            match outcome {
+                Ok(answer) => written = outln!("{answer}"),
+                // The chat goes on: the next prompt may fare better.
+                Err(e) => eprintln!("error: {e}"),
+            }
+            if written.is_err() {
+                break;
+            }
+        }
+        runtime.shutdown_background();
+        eprintln!("(session {session}; continue it with --session {session})");
+        written?;
+        Ok(ExitCode::SUCCESS)
     }
-    let mut written = Ok(());
-    while let Some(line) = runtime.block_on(approve::ask("> ")) {
-        let prompt = line.trim();
-        if prompt.is_empty() {
-            break;
-        }
-        let cancel = CancellationToken::new();
-        *current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
-        let outcome = runtime.block_on(agent.run_turn(&session, prompt, cancel));
-        *current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-        match outcome {
-            Ok(answer) => written = outln!("{answer}"),
-            Err(e) => eprintln!("error: {e}"),
-        }
-        if written.is_err() {
-            break;
-        }
-    }
-    runtime.shutdown_background();
-    eprintln!("(session {session}; continue it with --session {session})");
-    written.map(|()| ExitCode::SUCCESS)
 }

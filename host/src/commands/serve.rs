@@ -1,56 +1,101 @@
-//! The commands around a long-running host: `toolhost serve` runs one; `reload`, `status`
-//! and `call --control` talk to it over its control socket.
+//! `toolhost serve`: runs a long-lived host (plugins loaded and watched, the control
+//! socket answering), optionally serving its tools over MCP on stdio or HTTP.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::{
-    CatalogConfig, ClientStdio, ControlClient, ControlError, DispatchConfig, Host, HttpAuth,
-    HttpLimits, HttpOptions, LoadedConfig, McpOptions, McpServer, ServeConfig, ServeError,
-    TlsFiles, TokenAuthenticator, TokenStore, WatchConfig,
+    CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpLimits,
+    HttpOptions, LoadedConfig, McpOptions, McpServer, ServeConfig, ServeError, TlsFiles,
+    TokenAuthenticator, TokenStore, WatchConfig,
 };
 
-use crate::output::outln;
-use crate::{print_table, summary};
+use super::{PluginDirs, control_socket, runtime, usage};
 
-/// What `toolhost serve` was asked for.
+/// `toolhost serve`.
+#[derive(clap::Args)]
 pub(crate) struct ServeArgs {
-    pub(crate) dirs: Vec<PathBuf>,
-    pub(crate) watch: bool,
-    pub(crate) control: PathBuf,
-    /// Whether `--control` was given (else a busy default socket may be replaced by a
-    /// per-process one for MCP over stdio).
-    pub(crate) control_explicit: bool,
-    pub(crate) max_generations: u64,
-    pub(crate) timeout: Option<f64>,
-    pub(crate) mcp: Option<McpMode>,
-    pub(crate) profile: Option<String>,
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// Don't watch the plugin directories; rescan only on `toolhost reload`.
+    #[arg(long)]
+    no_watch: bool,
+    /// The control socket (default: $XDG_RUNTIME_DIR/toolhost/control.sock, else
+    /// $TMPDIR/toolhost-$UID/control.sock).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Past this many reloads, status and the log recommend a restart (each reload
+    /// keeps the old library mapped). Default: the config's, else 64.
+    #[arg(long)]
+    max_generations: Option<u64>,
+    /// Seconds one call may run before it is cancelled. Default: the config's, else 60.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Also serve the tools over MCP: `stdio` (for clients that start toolhost
+    /// themselves) or `http` (streamable HTTP at http://ADDR/mcp, see --listen).
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    mcp: Option<McpTransportArg>,
+    /// With --mcp http: the address to listen on (port 0 picks a free port; the log
+    /// says which).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    listen: std::net::SocketAddr,
+    /// With --mcp: the profile whose tools MCP clients see. Default: the config's
+    /// default_profile ("default": every tool, unless a profile of that name lists some).
+    /// Over HTTP, a token made for a profile is served that profile instead.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// With --mcp http: serve without bearer tokens. Only for loopback addresses, and
+    /// then every user and program on this machine can call the tools.
+    #[arg(long)]
+    no_auth: bool,
+    /// With --mcp http on an address other machines can reach: serve plain HTTP
+    /// anyway (tokens, arguments and results cross the network unencrypted).
+    #[arg(long)]
+    insecure_http: bool,
+    /// With --mcp http: serve HTTPS with this certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// With --mcp http: the private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
-/// `serve --mcp`.
+/// `--mcp`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum McpTransportArg {
+    /// One client on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP on --listen.
+    Http,
+}
+
+/// `serve --mcp`, with the HTTP door's options.
 #[derive(Debug, Clone)]
-pub(crate) enum McpMode {
+enum McpMode {
     Stdio,
     Http(HttpArgs),
 }
 
 /// `serve --mcp http` and its door options.
 #[derive(Debug, Clone)]
-pub(crate) struct HttpArgs {
-    pub(crate) listen: std::net::SocketAddr,
-    pub(crate) no_auth: bool,
-    pub(crate) insecure_http: bool,
-    pub(crate) tls: Option<(PathBuf, PathBuf)>,
+struct HttpArgs {
+    listen: std::net::SocketAddr,
+    no_auth: bool,
+    insecure_http: bool,
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl HttpArgs {
     /// The door's options: auth, TLS and the config's limits, the connection limit sized
     /// to leave descriptors for everything else under `nofile`.
-    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> Result<HttpOptions, String> {
+    fn options(
+        &self,
+        config: &LoadedConfig,
+        nofile: Option<u64>,
+    ) -> Result<HttpOptions, &'static str> {
         let m = &config.config.mcp;
         let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(10));
         let max_connections = match nofile {
@@ -67,7 +112,7 @@ impl HttpArgs {
         let auth = if self.no_auth {
             HttpAuth::NoAuth
         } else {
-            let file = config.tokens_file().ok_or(crate::token_cli::NO_STATE_DIR)?;
+            let file = config.tokens_file().ok_or(super::token::NO_STATE_DIR)?;
             HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
         };
         Ok(HttpOptions {
@@ -86,16 +131,6 @@ impl HttpArgs {
             },
         })
     }
-}
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("error: could not start the async runtime: {e}");
-            ExitCode::FAILURE
-        })
 }
 
 /// Registers SIGINT and SIGTERM handlers now (so a signal during start-up is not lost)
@@ -121,23 +156,58 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
     })
 }
 
-pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
+impl ServeArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let control_explicit = self.control.is_some();
+        let mcp = self.mcp.map(|m| match m {
+            McpTransportArg::Stdio => McpMode::Stdio,
+            McpTransportArg::Http => McpMode::Http(HttpArgs {
+                listen: self.listen,
+                no_auth: self.no_auth,
+                insecure_http: self.insecure_http,
+                tls: self.tls_cert.zip(self.tls_key),
+            }),
+        });
+        serve(
+            config,
+            Serve {
+                dirs: self.plugins.resolve(config),
+                watch: !self.no_watch && config.config.reload.watch,
+                control: control_socket(config, self.control),
+                control_explicit,
+                max_generations: self
+                    .max_generations
+                    .unwrap_or(config.config.reload.max_generations),
+                timeout: self.timeout,
+                mcp,
+                profile: self.profile,
+            },
+        )
+    }
+}
+
+/// What `toolhost serve` was asked for, with the config's defaults filled in.
+struct Serve {
+    dirs: Vec<PathBuf>,
+    watch: bool,
+    control: PathBuf,
+    /// Whether `--control` was given (else a busy default socket may be replaced by a
+    /// per-process one for MCP over stdio).
+    control_explicit: bool,
+    max_generations: u64,
+    timeout: Option<f64>,
+    mcp: Option<McpMode>,
+    profile: Option<String>,
+}
+
+fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let limits = host_config.dispatch();
     let timeout = match args.timeout.map(Duration::try_from_secs_f64) {
         None => limits.timeout,
         Some(Ok(t)) if !t.is_zero() => t,
-        Some(_) => {
-            eprintln!("error: --timeout must be a positive number of seconds");
-            return ExitCode::from(2);
-        }
+        Some(_) => return Err(usage("--timeout must be a positive number of seconds")),
     };
-    let profiles = match host_config.profiles() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let profiles = host_config.profiles()?;
     // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a host.
     let nofile = match toolhost::raise_open_file_limit() {
         Ok(n) => Some(n),
@@ -148,34 +218,21 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
     };
     let http = match &args.mcp {
         Some(McpMode::Http(http)) => {
-            let options = match http.options(host_config, nofile) {
-                Ok(o) => o,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            if let Err(e) = toolhost::check_http_options(&options) {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+            let options = http
+                .options(host_config, nofile)
+                .map_err(anyhow::Error::msg)?;
+            toolhost::check_http_options(&options).map_err(|e| usage(e.to_string()))?;
             Some(options)
         }
         _ => None,
     };
     if args.mcp.is_none() && args.profile.is_some() {
-        eprintln!(
-            "error: --profile goes with --mcp (the control socket names its profile per call)"
-        );
-        return ExitCode::from(2);
+        return Err(usage(
+            "--profile goes with --mcp (the control socket names its profile per call)",
+        ));
     }
-    let loading = match host_config.load_policy() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let loading = host_config.load_policy()?;
+    let calls = host_config.call_settings();
     let mut config = ServeConfig {
         catalog: CatalogConfig {
             dirs: args.dirs,
@@ -189,15 +246,12 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
         dispatch: DispatchConfig { timeout, ..limits },
         shutdown_grace: Duration::from_secs(5),
         profiles,
-        remember_approvals: host_config.config.approval.remember_for_session,
+        remember_approvals: calls.remember_approvals,
         default_profile: host_config.config.default_profile.clone(),
         config_file: host_config.file.clone(),
-        availability_ttl: Duration::from_secs_f64(host_config.config.availability.cache_secs),
+        availability_ttl: calls.availability_ttl,
     };
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = runtime()?;
     let mcp_options = McpOptions {
         profile: args.profile,
         without_elicitation: host_config.config.mcp.without_elicitation,
@@ -281,267 +335,6 @@ pub(crate) fn serve(host_config: &LoadedConfig, args: ServeArgs) -> ExitCode {
     });
     // A rescan still running on a blocking thread must not hold the exit up for long.
     runtime.shutdown_timeout(Duration::from_secs(2));
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Sends one request to the host on `socket` and waits at most `limit` for the answer.
-fn request(socket: &Path, method: &str, params: Value, limit: Duration) -> Result<Value, ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("error: could not start the async runtime: {e}");
-            ExitCode::FAILURE
-        })?;
-    runtime
-        .block_on(async {
-            let mut client = ControlClient::connect(socket).await?;
-            client.request_within(method, params, limit).await
-        })
-        .map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        })
-}
-
-/// How long `reload` and `status` wait for the host.
-const ANSWER_WITHIN: Duration = Duration::from_secs(60);
-
-pub(crate) fn call(
-    socket: &Path,
-    tool: &str,
-    arguments: Value,
-    timeout: Duration,
-    profile: Option<&str>,
-) -> std::io::Result<ExitCode> {
-    let mut params =
-        json!({"tool": tool, "arguments": arguments, "timeout_secs": timeout.as_secs_f64()});
-    if let Some(name) = profile {
-        params["profile"] = json!(name);
-    }
-    // The host's own cancel grace comes on top of the call's timeout.
-    let limit = timeout + Duration::from_secs(10);
-    let result = match request(socket, "call", params, limit) {
-        Ok(r) => r,
-        Err(code) => return Ok(code),
-    };
-    let output = result
-        .get("output")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if result
-        .get("is_error")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
-    {
-        eprintln!("error: {output}");
-        Ok(ExitCode::FAILURE)
-    } else {
-        outln!("{output}")?;
-        Ok(ExitCode::SUCCESS)
-    }
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub(crate) fn reload(socket: &Path, as_json: bool) -> std::io::Result<ExitCode> {
-    let report = match request(socket, "reload", json!({}), ANSWER_WITHIN) {
-        Ok(r) => r,
-        Err(code) => return Ok(code),
-    };
-    // A reload that hit errors exits 1, so scripts notice a plugin that did not load.
-    let code = if strings(&report["errors"]).is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    };
-    if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        )?;
-        return Ok(code);
-    }
-    let mut said = false;
-    for (key, label) in [
-        ("plugins_added", "plugin added"),
-        ("plugins_updated", "plugin updated"),
-        ("plugins_removed", "plugin removed"),
-        ("pending", "still being written"),
-    ] {
-        for file in strings(&report[key]) {
-            outln!("{label}: {file}")?;
-            said = true;
-        }
-    }
-    for (key, label) in [
-        ("added", "tools added"),
-        ("changed", "tools changed"),
-        ("removed", "tools removed"),
-    ] {
-        let names = strings(&report["tools"][key]);
-        if !names.is_empty() {
-            outln!("{label}: {}", names.join(", "))?;
-            said = true;
-        }
-    }
-    for e in strings(&report["errors"]) {
-        outln!("error: {e}")?;
-        said = true;
-    }
-    if !said {
-        outln!("no changes")?;
-    }
-    Ok(code)
-}
-
-pub(crate) fn status(socket: &Path, as_json: bool) -> std::io::Result<ExitCode> {
-    let status = match request(socket, "status", json!({}), ANSWER_WITHIN) {
-        Ok(s) => s,
-        Err(code) => return Ok(code),
-    };
-    if as_json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&status).unwrap_or_default()
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    outln!(
-        "toolhost pid {} up {:.0} s, control socket {}, {}",
-        status["pid"],
-        status["uptime_secs"].as_f64().unwrap_or_default(),
-        text(&status["control_socket"]),
-        if status["watching"] == true {
-            "watching plugin directories"
-        } else {
-            "not watching (reload by hand)"
-        }
-    )?;
-    outln!(
-        "reloads {}, library generations mapped {} (about {} KiB kept)",
-        status["reloads"],
-        status["generations_mapped"],
-        status["retained_bytes_estimate"]
-            .as_u64()
-            .unwrap_or_default()
-            / 1024
-    )?;
-    if let Some(w) = status["warning"].as_str() {
-        outln!("warning: {w}")?;
-    }
-    outln!()?;
-    let plugins: Vec<[String; 6]> = status["plugins"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            [
-                text(&p["name"]),
-                text(&p["version"]),
-                text(&p["generation"]),
-                text(&p["file"]),
-                strings(&p["tools"]).join(", "),
-                p["last_error"]
-                    .as_str()
-                    .map(|e| summary(e, 60))
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    print_table(
-        &["PLUGIN", "VERSION", "GEN", "FILE", "TOOLS", "LAST ERROR"],
-        &plugins,
-    )?;
-    for e in status["load_errors"].as_array().into_iter().flatten() {
-        outln!("not loaded: {}", text(&e["error"]))?;
-    }
-    for e in strings(&status["registry_errors"]) {
-        outln!("not registered: {e}")?;
-    }
-    for f in strings(&status["pending"]) {
-        outln!("still being written: {f}")?;
-    }
-    for u in status["unavailable"].as_array().into_iter().flatten() {
-        outln!("unavailable: {}", text(&u["reason"]))?;
-    }
-    for p in status["profiles"].as_array().into_iter().flatten() {
-        let missing = strings(&p["missing_tools"]);
-        let note = if missing.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; missing (calls get ToolNotFound until they come back): {}",
-                missing.join(", ")
-            )
-        };
-        outln!("profile {}: {} tools{note}", text(&p["name"]), p["tools"])?;
-    }
-    let tools: Vec<[String; 6]> = status["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            [
-                text(&t["name"]),
-                text(&t["calls"]),
-                text(&t["errors"]),
-                format!("{:.2}", t["mean_ms"].as_f64().unwrap_or_default()),
-                format!("{:.2}", t["p99_ms"].as_f64().unwrap_or_default()),
-                t["last_error"]
-                    .as_str()
-                    .map(|e| summary(e, 60))
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    if !tools.is_empty() {
-        outln!()?;
-        print_table(
-            &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
-            &tools,
-        )?;
-    }
-    let clients: Vec<[String; 5]> = status["mcp_clients"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let version = text(&c["client_version"]);
-            [
-                text(&c["transport"]),
-                c["token"].as_str().unwrap_or("-").to_owned(),
-                text(&c["protocol_version"]),
-                if version.is_empty() {
-                    text(&c["client_name"])
-                } else {
-                    format!("{} {version}", text(&c["client_name"]))
-                },
-                format!("{:.0}", c["connected_secs"].as_f64().unwrap_or_default()),
-            ]
-        })
-        .collect();
-    if !clients.is_empty() {
-        outln!()?;
-        print_table(
-            &["MCP CLIENT", "TOKEN", "PROTOCOL", "NAME", "CONNECTED S"],
-            &clients,
-        )?;
-    }
+    outcome.map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)
 }
