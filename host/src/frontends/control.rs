@@ -948,3 +948,144 @@ impl ControlClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn fault(line: &str) -> (Value, ControlFault) {
+        match decode(line.as_bytes()) {
+            Ok((_, request)) => panic!("{line} decoded as {request:?}"),
+            Err(refused) => refused,
+        }
+    }
+
+    #[test]
+    fn requests_decode_with_or_without_jsonrpc_and_params() {
+        for line in [
+            r#"{"id": 1, "method": "status"}"#,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "status", "params": {}}"#,
+            r#"{"id": 1, "method": "status", "params": [1, 2]}"#,
+        ] {
+            let (id, request) = decode(line.as_bytes()).expect(line);
+            assert_eq!((id, request), (json!(1), ControlRequest::Status));
+        }
+        let (id, request) = decode(
+            br#"{"method": "call", "params": {"tool": "echo", "profile": "p", "timeout_secs": 2}}"#,
+        )
+        .expect("a call");
+        assert_eq!(id, Value::Null);
+        assert_eq!(
+            request,
+            ControlRequest::Call(CallParams {
+                tool: "echo".to_owned(),
+                arguments: json!({}),
+                profile: Some("p".to_owned()),
+                timeout_secs: Some(2.0),
+            })
+        );
+    }
+
+    #[test]
+    fn each_kind_of_bad_request_has_its_code_and_keeps_the_id() {
+        let (id, f) = fault("not json");
+        assert_eq!((id, f.code), (Value::Null, ControlFault::PARSE_ERROR));
+        assert!(f.message.contains("malformed request"), "{f}");
+        let (_, f) = fault("[1, \"status\"]");
+        assert_eq!(f.code, ControlFault::INVALID_REQUEST);
+        let (id, f) = fault(r#"{"id": "a", "method": 5}"#);
+        assert_eq!((id, f.code), (json!("a"), ControlFault::INVALID_REQUEST));
+        let (id, f) = fault(r#"{"id": 5, "method": "explode"}"#);
+        assert_eq!((id, f.code), (json!(5), ControlFault::METHOD_NOT_FOUND));
+        assert!(f.message.contains("unknown method 'explode'"), "{f}");
+        let (_, f) = fault(r#"{"id": 6, "method": "call", "params": {"arguments": {}}}"#);
+        assert_eq!(f.code, ControlFault::INVALID_PARAMS);
+        assert!(
+            f.message.starts_with("call needs params {\"tool\": NAME"),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn responses_are_json_rpc_shaped_and_old_ones_still_read() {
+        let ok = ControlResponse::new(json!(1), ControlOutcome::Result(json!({"a": 1})));
+        let line: Value = serde_json::from_str(&ok.to_line()).expect("JSON");
+        assert_eq!(line, json!({"jsonrpc": "2.0", "id": 1, "result": {"a": 1}}));
+        let err = ControlResponse::new(
+            json!(2),
+            ControlOutcome::Error(ControlFault::new(ControlFault::UNKNOWN_PROFILE, "no")),
+        );
+        let line: Value = serde_json::from_str(&err.to_line()).expect("JSON");
+        assert_eq!(
+            line,
+            json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32001, "message": "no"}})
+        );
+        // A refused connection's line, and answers of hosts from before the codes.
+        let refusal =
+            legacy_error_line("permission denied: this toolhost serves only uid 1 and root");
+        assert_eq!(
+            refusal,
+            r#"{"id":null,"error":{"message":"permission denied: this toolhost serves only uid 1 and root"}}"#
+        );
+        let read: ControlResponse = serde_json::from_str(&refusal).expect("reads");
+        assert_eq!(
+            read.outcome,
+            ControlOutcome::Error(ControlFault::new(
+                0,
+                "permission denied: this toolhost serves only uid 1 and root"
+            ))
+        );
+        let old: ControlResponse =
+            serde_json::from_str(r#"{"id": 3, "result": []}"#).expect("reads");
+        assert_eq!(old.outcome, ControlOutcome::Result(json!([])));
+    }
+
+    #[test]
+    fn a_request_is_written_as_method_and_params() {
+        let line = serde_json::to_value(Outgoing {
+            jsonrpc: JSONRPC,
+            id: 7,
+            request: &ControlRequest::Reload,
+        })
+        .expect("encodes");
+        assert_eq!(line, json!({"jsonrpc": "2.0", "id": 7, "method": "reload"}));
+        let call = ControlRequest::Call(CallParams {
+            tool: "echo".to_owned(),
+            arguments: json!({"text": "hi"}),
+            profile: None,
+            timeout_secs: None,
+        });
+        let line = serde_json::to_value(Outgoing {
+            jsonrpc: JSONRPC,
+            id: 8,
+            request: &call,
+        })
+        .expect("encodes");
+        assert_eq!(
+            line,
+            json!({"jsonrpc": "2.0", "id": 8, "method": "call",
+                   "params": {"tool": "echo", "arguments": {"text": "hi"}}})
+        );
+    }
+
+    #[test]
+    fn every_call_error_kind_has_its_own_code() {
+        let kinds = [
+            CallErrorKind::ToolNotFound,
+            CallErrorKind::Denied,
+            CallErrorKind::NotApproved,
+            CallErrorKind::Unavailable,
+            CallErrorKind::InvalidArgs,
+            CallErrorKind::Failed,
+            CallErrorKind::Panicked,
+            CallErrorKind::TimedOut,
+            CallErrorKind::Cancelled,
+        ];
+        let codes: std::collections::BTreeSet<i32> =
+            kinds.iter().map(|k| call_error_code(*k)).collect();
+        assert_eq!(codes.len(), kinds.len());
+        assert!(!codes.contains(&0), "0 means success");
+    }
+}
