@@ -7,19 +7,22 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::availability::Availability;
 use crate::calls::context::{Turn, TurnIdentity};
 use crate::calls::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
+use crate::calls::pipeline::{CallPipeline, CallSettings};
 use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::{ConfigError, Profile};
-use crate::frontends::control::{ControlError, ControlHandler, ControlSocket};
+use crate::frontends::control::{
+    CallParams, CallReply, ControlError, ControlFault, ControlHandler, ControlRequest,
+    ControlResult, ControlSocket,
+};
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
-use crate::plugins::status::CatalogStatus;
+use crate::plugins::status::{CatalogStatus, RescanReport};
 use crate::plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 
 /// How to run a host.
@@ -67,6 +70,16 @@ pub enum ServeError {
     Watch(#[from] WatchError),
 }
 
+/// A call or frontend asked for a profile the host does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this host has no profile '{name}'; its profiles are: {known}")]
+pub struct UnknownProfile {
+    /// The profile asked for.
+    pub name: String,
+    /// The profiles there are, comma-separated.
+    pub known: String,
+}
+
 /// A running host's state, shared by its frontends.
 pub struct Host {
     catalog: Arc<PluginCatalog>,
@@ -84,7 +97,7 @@ pub struct Host {
 }
 
 /// What `toolhost status` shows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostStatus {
     /// The host's process id.
     pub pid: u32,
@@ -109,7 +122,7 @@ pub struct HostStatus {
 }
 
 /// A client connected through a frontend, as `toolhost status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConnectedClient {
     /// How it is connected (`stdio`, `http`).
     pub transport: String,
@@ -133,7 +146,7 @@ pub trait ClientDirectory: Send + Sync {
 }
 
 /// A profile in status.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProfileStatus {
     /// The profile.
     pub name: String,
@@ -145,7 +158,7 @@ pub struct ProfileStatus {
 }
 
 /// An unavailable tool in status.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnavailableTool {
     /// The tool.
     pub tool: String,
@@ -157,24 +170,27 @@ impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
         let stats = Arc::new(CallStats::new());
-        let availability = Arc::new(Availability::new(config.availability_ttl));
         // Control-socket clients cannot be asked yet: calls that need approval are refused.
-        let policy = Arc::new(ApprovalPolicy::new(
+        let pipeline = CallPipeline::new(
+            &CallSettings {
+                dispatch: config.dispatch,
+                availability_ttl: config.availability_ttl,
+                remember_approvals: config.remember_approvals,
+            },
             Arc::new(NobodyToAsk {
                 hint: "the control socket cannot ask a person; run it with `toolhost call --yes` \
                        or lower the tool's risk in the config (with allow_lower)"
                     .to_owned(),
             }),
-            Arc::clone(&availability),
-            config.remember_approvals,
-        ));
+        );
         Host {
-            dispatcher: Dispatcher::new(config.dispatch, Arc::clone(&policy) as _)
+            dispatcher: pipeline
+                .dispatcher
                 .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
             profiles: config.profiles.clone(),
             default_profile: config.default_profile.clone(),
-            availability,
-            policy,
+            availability: pipeline.availability,
+            policy: pipeline.policy,
             client_directories: Mutex::new(Vec::new()),
             catalog,
             stats,
@@ -227,7 +243,25 @@ impl Host {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
     }
 
-    /// Shows the clients in `directory` in status for as long as it lives (a frontend
+    /// The profile a call runs as: `requested`, else the default profile. `None` when it
+    /// is the default profile and the host has no entry for it (it then sees every tool);
+    /// an error naming the host's profiles when `requested` is one it does not have.
+    pub fn resolve_profile(
+        &self,
+        requested: Option<&str>,
+    ) -> Result<Option<&Profile>, UnknownProfile> {
+        let name = requested.unwrap_or(&self.default_profile);
+        match self.profile(name) {
+            Some(profile) => Ok(Some(profile)),
+            None if requested.is_none() || name == self.default_profile => Ok(None),
+            None => Err(UnknownProfile {
+                name: name.to_owned(),
+                known: self.profile_names().join(", "),
+            }),
+        }
+    }
+
+/// Shows the clients in `directory` in status for as long as it lives (a frontend
     /// registers its table of connected clients here).
     pub fn register_clients(&self, directory: Weak<dyn ClientDirectory>) {
         let mut directories = self
@@ -289,23 +323,19 @@ impl Host {
         }
     }
 
-    async fn rescan(&self) -> Result<Value, String> {
+    async fn rescan(&self) -> Result<RescanReport, ControlFault> {
         let catalog = Arc::clone(&self.catalog);
-        let report = tokio::task::spawn_blocking(move || catalog.rescan())
+        tokio::task::spawn_blocking(move || catalog.rescan())
             .await
-            .map_err(|e| format!("the rescan failed: {e}"))?;
-        serde_json::to_value(report).map_err(|e| e.to_string())
+            .map_err(|e| {
+                ControlFault::new(
+                    ControlFault::INTERNAL_ERROR,
+                    format!("the rescan failed: {e}"),
+                )
+            })
     }
 
-    async fn call(&self, params: Value) -> Result<Value, String> {
-        let tool = params
-            .get("tool")
-            .and_then(Value::as_str)
-            .ok_or("call needs params {\"tool\": NAME, \"arguments\": {...}}")?;
-        let arguments = params
-            .get("arguments")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+    async fn call(&self, params: CallParams) -> Result<CallReply, ControlFault> {
         let turn = Turn {
             info: Arc::new(TurnIdentity {
                 profile_id: "control".to_owned(),
@@ -317,33 +347,24 @@ impl Host {
         };
         // The call runs as a profile's agent: the one named, else the default profile.
         let full = self.catalog.registry();
-        let wanted = params
-            .get("profile")
-            .and_then(Value::as_str)
-            .unwrap_or(&self.default_profile);
-        let registry = match self.profiles.iter().find(|p| p.name == wanted) {
-            Some(profile) => profile.view(&full).registry,
-            None if params.get("profile").is_none() => full.as_ref().clone(),
-            None => {
-                return Err(format!(
-                    "this host has no profile '{wanted}'; its profiles are: {}",
-                    self.profiles
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+        let registry = match self.resolve_profile(params.profile.as_deref()) {
+            Ok(Some(profile)) => profile.view(&full).registry,
+            Ok(None) => full.as_ref().clone(),
+            Err(e) => {
+                return Err(ControlFault::new(
+                    ControlFault::UNKNOWN_PROFILE,
+                    e.to_string(),
                 ));
             }
         };
         let call = ToolCall {
             id: "control".to_owned(),
-            name: tool.to_owned(),
-            arguments,
+            name: params.tool,
+            arguments: params.arguments,
         };
         // A caller may ask for a shorter limit than the host's, never a longer one.
         let requested = params
-            .get("timeout_secs")
-            .and_then(Value::as_f64)
+            .timeout_secs
             .and_then(|s| Duration::try_from_secs_f64(s).ok());
         let result = match requested {
             Some(limit) if limit < self.dispatcher.config().timeout => {
@@ -359,21 +380,18 @@ impl Host {
             }
             _ => self.dispatcher.call(&registry, &turn, call).await,
         };
-        serde_json::to_value(result).map_err(|e| e.to_string())
+        Ok(CallReply::from(result))
     }
 }
 
 impl ControlHandler for Host {
-    async fn handle(&self, method: &str, params: Value) -> Result<Value, String> {
-        match method {
-            "reload" => self.rescan().await,
-            "status" => serde_json::to_value(self.status()).map_err(|e| e.to_string()),
-            "list" => Ok(Value::Array(self.catalog.registry().listing())),
-            "call" => self.call(params).await,
-            other => Err(format!(
-                "unknown method '{other}'; the methods are reload, status, list and call"
-            )),
-        }
+    async fn handle(&self, request: ControlRequest) -> Result<ControlResult, ControlFault> {
+        Ok(match request {
+            ControlRequest::Reload => ControlResult::Reload(self.rescan().await?),
+            ControlRequest::Status => ControlResult::Status(Box::new(self.status())),
+            ControlRequest::List => ControlResult::List(self.catalog.registry().listing()),
+            ControlRequest::Call(params) => ControlResult::Call(self.call(params).await?),
+        })
     }
 }
 

@@ -61,6 +61,7 @@ pub use calls::context::{
 pub use calls::dispatcher::{
     CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
 };
+pub use calls::pipeline::{CallPipeline, CallSettings};
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
@@ -74,7 +75,9 @@ pub use config::{
     ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
 };
 pub use frontends::control::{
-    ControlClient, ControlError, ControlHandler, ControlSocket, default_control_path,
+    CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
+    ControlOutcome, ControlRequest, ControlResponse, ControlResult, ControlSocket, call_error_code,
+    default_control_path,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
@@ -87,7 +90,7 @@ pub use frontends::mcp::{
 };
 pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, RunningHost, ServeConfig,
-    ServeError, UnavailableTool, serve,
+    ServeError, UnavailableTool, UnknownProfile, serve,
 };
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::error::{LoadErrorKind, PluginLoadError, RegistryError};

@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -54,7 +54,7 @@ fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::
 }
 
 /// Why a call ended in an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallErrorKind {
     /// No tool with that name.

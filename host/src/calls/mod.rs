@@ -6,6 +6,7 @@
 pub(crate) mod availability;
 pub(crate) mod context;
 pub(crate) mod dispatcher;
+pub(crate) mod pipeline;
 pub(crate) mod policy;
 pub(crate) mod registry;
 pub(crate) mod stats;

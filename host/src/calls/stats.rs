@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
 
@@ -27,7 +27,7 @@ pub struct CallStats {
 }
 
 /// One tool's statistics.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolStatsSnapshot {
     /// The tool.
     pub name: String,

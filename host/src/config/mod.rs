@@ -679,6 +679,15 @@ impl LoadedConfig {
         }
     }
 
+    /// What the call pipeline (availability, approval policy, dispatcher) is built from.
+    pub fn call_settings(&self) -> crate::CallSettings {
+        crate::CallSettings {
+            dispatch: self.dispatch(),
+            availability_ttl: Duration::from_secs_f64(self.config.availability.cache_secs),
+            remember_approvals: self.config.approval.remember_for_session,
+        }
+    }
+
     /// The profiles directory: the configured one, else `profiles/` next to the config
     /// file, else `$XDG_CONFIG_HOME/toolhost/profiles`.
     pub fn profiles_dir(&self) -> PathBuf {

@@ -10,8 +10,11 @@
 //! checks are by uid only: another process of the same user is trusted, as it can read the
 //! user's files anyway.
 //!
-//! Request: `{"id": 1, "method": "status", "params": {}}` (`id` is optional and echoed).
-//! Response: `{"id": 1, "result": ...}` or `{"id": 1, "error": {"message": "..."}}`.
+//! The messages are JSON-RPC 2.0 shaped and typed: [`ControlRequest`] (by method),
+//! answered by a [`ControlResponse`] carrying a result or a [`ControlFault`] with a numeric
+//! code. Request: `{"jsonrpc": "2.0", "id": 1, "method": "status", "params": {}}` (`jsonrpc`
+//! and `id` are optional; `id` is echoed). Response: `{"jsonrpc": "2.0", "id": 1, "result":
+//! ...}` or `{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "..."}}`.
 
 use std::future::Future;
 use std::io;
@@ -19,10 +22,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
+
+use crate::calls::dispatcher::{CallErrorKind, ToolResult};
+use crate::host::HostStatus;
+use crate::plugins::status::RescanReport;
 
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
@@ -57,14 +65,261 @@ pub fn default_control_path() -> PathBuf {
         .join("control.sock")
 }
 
+/// What a client asks the host, by method. Its JSON form is the `method` and `params` of a
+/// request line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "method", content = "params", rename_all = "snake_case")]
+pub enum ControlRequest {
+    /// Rescan the plugin directories now; answered with a [`RescanReport`].
+    Reload,
+    /// The host's state; answered with a [`HostStatus`].
+    Status,
+    /// Every tool with its schema and plugin file; answered with the array `toolhost list
+    /// --json` prints.
+    List,
+    /// Run one tool call as a profile's agent; answered with a [`CallReply`] (a call that
+    /// fails is still a result, with `is_error` and a code saying why).
+    Call(CallParams),
+}
+
+impl ControlRequest {
+    /// The methods, for messages.
+    pub const METHODS: &'static str = "reload, status, list and call";
+
+    /// The request `method` with `params` names, or why it is not one.
+    pub fn from_parts(method: &str, params: Option<Value>) -> Result<ControlRequest, ControlFault> {
+        match method {
+            // These take no parameters; whatever is sent is ignored.
+            "reload" => Ok(ControlRequest::Reload),
+            "status" => Ok(ControlRequest::Status),
+            "list" => Ok(ControlRequest::List),
+            "call" => {
+                let params = params.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+                serde_json::from_value(params)
+                    .map(ControlRequest::Call)
+                    .map_err(|e| {
+                        ControlFault::new(
+                            ControlFault::INVALID_PARAMS,
+                            format!(
+                                "call needs params {{\"tool\": NAME, \"arguments\": {{...}}}} ({e})"
+                            ),
+                        )
+                    })
+            }
+            other => Err(ControlFault::new(
+                ControlFault::METHOD_NOT_FOUND,
+                format!(
+                    "unknown method '{other}'; the methods are {}",
+                    ControlRequest::METHODS
+                ),
+            )),
+        }
+    }
+}
+
+/// The parameters of [`ControlRequest::Call`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallParams {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments object (default: `{}`).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    /// The profile whose agent makes the call (default: the host's default profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// A limit shorter than the host's call timeout (a longer one is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// The answer to [`ControlRequest::Call`]: the call's result as the dispatcher returned it,
+/// plus a numeric `code` (0 on success, else one per [`CallErrorKind`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallReply {
+    /// The id of the call.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The tool's output, or the error message.
+    pub output: String,
+    /// Whether `output` is an error.
+    pub is_error: bool,
+    /// What kind of error, if any.
+    pub error: Option<CallErrorKind>,
+    /// 0 on success, else [`call_error_code`] of `error`.
+    #[serde(default)]
+    pub code: i32,
+    /// Seconds the call took, policy and validation included.
+    pub elapsed: f64,
+}
+
+impl From<ToolResult> for CallReply {
+    fn from(r: ToolResult) -> Self {
+        CallReply {
+            code: match r.error {
+                Some(kind) => call_error_code(kind),
+                // An error result without a kind does not happen; say "failed" if it does.
+                None if r.is_error => call_error_code(CallErrorKind::Failed),
+                None => 0,
+            },
+            call_id: r.call_id,
+            name: r.name,
+            output: r.output,
+            is_error: r.is_error,
+            error: r.error,
+            elapsed: r.elapsed.as_secs_f64(),
+        }
+    }
+}
+
+/// The numeric code of a failed call's kind, in a call reply's `code` (README: "The
+/// control protocol").
+pub fn call_error_code(kind: CallErrorKind) -> i32 {
+    match kind {
+        CallErrorKind::ToolNotFound => 1,
+        CallErrorKind::Denied => 2,
+        CallErrorKind::NotApproved => 3,
+        CallErrorKind::Unavailable => 4,
+        CallErrorKind::InvalidArgs => 5,
+        CallErrorKind::Failed => 6,
+        CallErrorKind::Panicked => 7,
+        CallErrorKind::TimedOut => 8,
+        CallErrorKind::Cancelled => 9,
+    }
+}
+
+/// What the host answers a request with, by method.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ControlResult {
+    /// For [`ControlRequest::Reload`].
+    Reload(RescanReport),
+    /// For [`ControlRequest::Status`].
+    Status(Box<HostStatus>),
+    /// For [`ControlRequest::List`].
+    List(Vec<Value>),
+    /// For [`ControlRequest::Call`].
+    Call(CallReply),
+}
+
+/// A request the host could not answer: a JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ControlFault {
+    /// What went wrong, for scripts: one of the constants below (0 from hosts that sent
+    /// no code).
+    #[serde(default)]
+    pub code: i32,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+impl ControlFault {
+    /// The line is not JSON.
+    pub const PARSE_ERROR: i32 = -32700;
+    /// The line is JSON but not a request (no `method`), or too long.
+    pub const INVALID_REQUEST: i32 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i32 = -32601;
+    /// The method's parameters are wrong (e.g. `call` without a tool name).
+    pub const INVALID_PARAMS: i32 = -32602;
+    /// The host failed answering (e.g. the rescan task died).
+    pub const INTERNAL_ERROR: i32 = -32603;
+    /// The request names a profile the host does not have.
+    pub const UNKNOWN_PROFILE: i32 = -32001;
+
+    /// A fault with `code` and `message`.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        ControlFault {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// One response line: the request's id and its result or fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlResponse {
+    /// `"2.0"` (empty from hosts that predate it).
+    #[serde(default)]
+    pub jsonrpc: String,
+    /// The request's id (`null` when there was none, or it could not be read).
+    #[serde(default)]
+    pub id: Value,
+    /// The answer.
+    #[serde(flatten)]
+    pub outcome: ControlOutcome,
+}
+
+/// A response's `result` or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlOutcome {
+    /// What the method returned; its type follows from the method.
+    Result(Value),
+    /// Why there is no result.
+    Error(ControlFault),
+}
+
+impl ControlResponse {
+    fn new(id: Value, outcome: ControlOutcome) -> Self {
+        ControlResponse {
+            jsonrpc: JSONRPC.to_owned(),
+            id,
+            outcome,
+        }
+    }
+
+    /// The response line (without its newline).
+    fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            legacy_error_line(&format!("the host could not encode its answer: {e}"))
+        })
+    }
+}
+
+const JSONRPC: &str = "2.0";
+
+/// A request line as it arrives: everything optional, so that what is missing can be
+/// named.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Value,
+    #[serde(default)]
+    method: Option<Value>,
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+/// A request line as a client sends it.
+#[derive(Serialize)]
+struct Outgoing<'a, R: Serialize> {
+    jsonrpc: &'static str,
+    id: u64,
+    #[serde(flatten)]
+    request: &'a R,
+}
+
+/// An untyped request (any method, any params), for [`ControlClient::request`].
+#[derive(Serialize)]
+struct RawRequest<'a> {
+    method: &'a str,
+    params: Value,
+}
+
 /// What a control request asks the host to do.
 pub trait ControlHandler: Send + Sync + 'static {
-    /// Answers one request: the result, or an error message for the client.
+    /// Answers one request: the result, or why there is none.
     fn handle(
         &self,
-        method: &str,
-        params: Value,
-    ) -> impl Future<Output = Result<Value, String>> + Send;
+        request: ControlRequest,
+    ) -> impl Future<Output = Result<ControlResult, ControlFault>> + Send;
 }
 
 /// Why the control socket could not be set up or used.
@@ -159,9 +414,12 @@ pub enum ControlError {
         /// The path.
         path: PathBuf,
     },
-    /// The host answered with an error.
+    /// The host answered with an error (its code says which kind).
     #[error("the host refused the request: {0}")]
-    Refused(String),
+    Refused(ControlFault),
+    /// The request could not be encoded.
+    #[error("the request could not be encoded: {0}")]
+    BadRequest(String),
     /// The host's answer was not a valid response.
     #[error("the host sent an invalid response: {0}")]
     BadResponse(String),
@@ -333,7 +591,7 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 /// request does not fail with a broken pipe before it reads why.
 async fn refuse(stream: UnixStream, reason: String) {
     let (mut read, mut write) = stream.into_split();
-    let mut line = error_response(Value::Null, reason).to_string();
+    let mut line = legacy_error_line(&reason);
     line.push('\n');
     let answered = tokio::time::timeout(REFUSAL_LINGER, async {
         write.write_all(line.as_bytes()).await?;
@@ -378,14 +636,17 @@ async fn serve_connection<H: ControlHandler>(
         }
         let too_long = line.len() as u64 > MAX_REQUEST;
         let response = if too_long {
-            error_response(
+            ControlResponse::new(
                 Value::Null,
-                format!("request longer than {MAX_REQUEST} bytes"),
+                ControlOutcome::Error(ControlFault::new(
+                    ControlFault::INVALID_REQUEST,
+                    format!("request longer than {MAX_REQUEST} bytes"),
+                )),
             )
         } else {
             answer(&*handler, &line).await
         };
-        let mut text = response.to_string();
+        let mut text = response.to_line();
         text.push('\n');
         if write.write_all(text.as_bytes()).await.is_err() || too_long {
             return;
@@ -393,27 +654,53 @@ async fn serve_connection<H: ControlHandler>(
     }
 }
 
-async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> Value {
-    let request: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return error_response(
-                Value::Null,
+async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> ControlResponse {
+    let (id, request) = match decode(line) {
+        Ok(decoded) => decoded,
+        Err((id, fault)) => return ControlResponse::new(id, ControlOutcome::Error(fault)),
+    };
+    let outcome = match handler.handle(request).await {
+        Ok(result) => match serde_json::to_value(result) {
+            Ok(value) => ControlOutcome::Result(value),
+            Err(e) => ControlOutcome::Error(ControlFault::new(
+                ControlFault::INTERNAL_ERROR,
+                format!("the host could not encode its answer: {e}"),
+            )),
+        },
+        Err(fault) => ControlOutcome::Error(fault),
+    };
+    ControlResponse::new(id, outcome)
+}
+
+/// A request line's id and request, or the id (when readable) and why it is no request.
+fn decode(line: &[u8]) -> Result<(Value, ControlRequest), (Value, ControlFault)> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| {
+        (
+            Value::Null,
+            ControlFault::new(
+                ControlFault::PARSE_ERROR,
                 format!("malformed request (not JSON: {e}); send one JSON object per line"),
-            );
-        }
+            ),
+        )
+    })?;
+    let no_method = || {
+        ControlFault::new(
+            ControlFault::INVALID_REQUEST,
+            "malformed request: \"method\" (a string) is missing",
+        )
     };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let Some(method) = request.get("method").and_then(Value::as_str) else {
-        return error_response(
-            id,
-            "malformed request: \"method\" (a string) is missing".to_owned(),
-        );
+    // Only an object is a request (serde would also read a struct from an array).
+    if !value.is_object() {
+        return Err((Value::Null, no_method()));
+    }
+    let envelope: Envelope =
+        serde_json::from_value(value).map_err(|_| (Value::Null, no_method()))?;
+    let Some(Value::String(method)) = envelope.method else {
+        return Err((envelope.id, no_method()));
     };
-    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    match handler.handle(method, params).await {
-        Ok(result) => json!({"id": id, "result": result}),
-        Err(message) => error_response(id, message),
+    match ControlRequest::from_parts(&method, envelope.params) {
+        Ok(request) => Ok((envelope.id, request)),
+        Err(fault) => Err((envelope.id, fault)),
     }
 }
 
@@ -463,8 +750,23 @@ fn check_private_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn error_response(id: Value, message: String) -> Value {
-    json!({"id": id, "error": {"message": message}})
+/// An error line in the shape before codes (`{"id": null, "error": {"message": ...}}`):
+/// what a refused connection gets, exactly as documented.
+fn legacy_error_line(message: &str) -> String {
+    #[derive(Serialize)]
+    struct Refusal<'a> {
+        id: Value,
+        error: Message<'a>,
+    }
+    #[derive(Serialize)]
+    struct Message<'a> {
+        message: &'a str,
+    }
+    serde_json::to_string(&Refusal {
+        id: Value::Null,
+        error: Message { message },
+    })
+    .unwrap_or_else(|_| "{\"id\":null,\"error\":{\"message\":\"refused\"}}".to_owned())
 }
 
 /// The socket file must be owned by this user or root.
@@ -517,6 +819,7 @@ pub struct ControlClient {
     writer: tokio::net::unix::OwnedWriteHalf,
     next_id: u64,
     path: PathBuf,
+    limit: Option<Duration>,
 }
 
 /// Why the socket at `path` could not be reached: no permission (EACCES, EPERM), or no
@@ -551,29 +854,75 @@ impl ControlClient {
             writer,
             next_id: 1,
             path: path.to_path_buf(),
+            limit: None,
         })
     }
 
-    /// Sends one request and returns its result, waiting at most `limit` for it.
-    pub async fn request_within(
-        &mut self,
-        method: &str,
-        params: Value,
-        limit: Duration,
-    ) -> Result<Value, ControlError> {
-        tokio::time::timeout(limit, self.request(method, params))
-            .await
-            .map_err(|_| ControlError::Timeout {
-                path: self.path.clone(),
-                waited: limit,
-            })?
+    /// Bounds how long every later request waits for its answer.
+    pub fn answer_within(mut self, limit: Duration) -> Self {
+        self.limit = Some(limit);
+        self
     }
 
-    /// Sends one request and returns its result.
+    /// Rescans the host's plugin directories; what changed.
+    pub async fn reload(&mut self) -> Result<RescanReport, ControlError> {
+        self.send_typed(&ControlRequest::Reload).await
+    }
+
+    /// The host's status.
+    pub async fn status(&mut self) -> Result<HostStatus, ControlError> {
+        self.send_typed(&ControlRequest::Status).await
+    }
+
+    /// Runs one call in the host.
+    pub async fn call(&mut self, params: CallParams) -> Result<CallReply, ControlError> {
+        self.send_typed(&ControlRequest::Call(params)).await
+    }
+
+    /// Sends `request` and reads its result as `T`.
+    async fn send_typed<T: serde::de::DeserializeOwned>(
+        &mut self,
+        request: &ControlRequest,
+    ) -> Result<T, ControlError> {
+        let result = self.send(request).await?;
+        serde_json::from_value(result)
+            .map_err(|e| ControlError::BadResponse(format!("an unexpected result: {e}")))
+    }
+
+    /// Sends one typed request and returns its (untyped) result.
+    pub async fn send(&mut self, request: &ControlRequest) -> Result<Value, ControlError> {
+        self.exchange(request).await
+    }
+
+    /// Sends one request with any method and params and returns its result: for methods
+    /// this client has no typed call for, and for testing the host's answers to odd
+    /// requests.
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, ControlError> {
+        self.exchange(&RawRequest { method, params }).await
+    }
+
+    /// Sends `request` (within the limit, if one is set) and returns its result.
+    async fn exchange<R: Serialize>(&mut self, request: &R) -> Result<Value, ControlError> {
+        match self.limit {
+            None => self.exchange_now(request).await,
+            Some(limit) => tokio::time::timeout(limit, self.exchange_now(request))
+                .await
+                .map_err(|_| ControlError::Timeout {
+                    path: self.path.clone(),
+                    waited: limit,
+                })?,
+        }
+    }
+
+    async fn exchange_now<R: Serialize>(&mut self, request: &R) -> Result<Value, ControlError> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut line = json!({"id": id, "method": method, "params": params}).to_string();
+        let mut line = serde_json::to_string(&Outgoing {
+            jsonrpc: JSONRPC,
+            id,
+            request,
+        })
+        .map_err(|e| ControlError::BadRequest(e.to_string()))?;
         line.push('\n');
         let lost = |e: io::Error| ControlError::BadResponse(format!("the connection failed: {e}"));
         let sent = self.writer.write_all(line.as_bytes()).await;
@@ -591,18 +940,152 @@ impl ControlClient {
                 "the host closed the connection".to_owned(),
             ));
         }
-        let mut response: Value = serde_json::from_str(&answer)
+        let response: ControlResponse = serde_json::from_str(&answer)
             .map_err(|e| ControlError::BadResponse(format!("{e}: {answer}")))?;
-        if let Some(error) = response.get("error") {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            return Err(ControlError::Refused(message.to_owned()));
+        match response.outcome {
+            ControlOutcome::Result(result) => Ok(result),
+            ControlOutcome::Error(fault) => Err(ControlError::Refused(fault)),
         }
-        response
-            .get_mut("result")
-            .map(Value::take)
-            .ok_or_else(|| ControlError::BadResponse(format!("no result: {answer}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn fault(line: &str) -> (Value, ControlFault) {
+        match decode(line.as_bytes()) {
+            Ok((_, request)) => panic!("{line} decoded as {request:?}"),
+            Err(refused) => refused,
+        }
+    }
+
+    #[test]
+    fn requests_decode_with_or_without_jsonrpc_and_params() {
+        for line in [
+            r#"{"id": 1, "method": "status"}"#,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "status", "params": {}}"#,
+            r#"{"id": 1, "method": "status", "params": [1, 2]}"#,
+        ] {
+            let (id, request) = decode(line.as_bytes()).expect(line);
+            assert_eq!((id, request), (json!(1), ControlRequest::Status));
+        }
+        let (id, request) = decode(
+            br#"{"method": "call", "params": {"tool": "echo", "profile": "p", "timeout_secs": 2}}"#,
+        )
+        .expect("a call");
+        assert_eq!(id, Value::Null);
+        assert_eq!(
+            request,
+            ControlRequest::Call(CallParams {
+                tool: "echo".to_owned(),
+                arguments: json!({}),
+                profile: Some("p".to_owned()),
+                timeout_secs: Some(2.0),
+            })
+        );
+    }
+
+    #[test]
+    fn each_kind_of_bad_request_has_its_code_and_keeps_the_id() {
+        let (id, f) = fault("not json");
+        assert_eq!((id, f.code), (Value::Null, ControlFault::PARSE_ERROR));
+        assert!(f.message.contains("malformed request"), "{f}");
+        let (_, f) = fault("[1, \"status\"]");
+        assert_eq!(f.code, ControlFault::INVALID_REQUEST);
+        let (id, f) = fault(r#"{"id": "a", "method": 5}"#);
+        assert_eq!((id, f.code), (json!("a"), ControlFault::INVALID_REQUEST));
+        let (id, f) = fault(r#"{"id": 5, "method": "explode"}"#);
+        assert_eq!((id, f.code), (json!(5), ControlFault::METHOD_NOT_FOUND));
+        assert!(f.message.contains("unknown method 'explode'"), "{f}");
+        let (_, f) = fault(r#"{"id": 6, "method": "call", "params": {"arguments": {}}}"#);
+        assert_eq!(f.code, ControlFault::INVALID_PARAMS);
+        assert!(
+            f.message.starts_with("call needs params {\"tool\": NAME"),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn responses_are_json_rpc_shaped_and_old_ones_still_read() {
+        let ok = ControlResponse::new(json!(1), ControlOutcome::Result(json!({"a": 1})));
+        let line: Value = serde_json::from_str(&ok.to_line()).expect("JSON");
+        assert_eq!(line, json!({"jsonrpc": "2.0", "id": 1, "result": {"a": 1}}));
+        let err = ControlResponse::new(
+            json!(2),
+            ControlOutcome::Error(ControlFault::new(ControlFault::UNKNOWN_PROFILE, "no")),
+        );
+        let line: Value = serde_json::from_str(&err.to_line()).expect("JSON");
+        assert_eq!(
+            line,
+            json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32001, "message": "no"}})
+        );
+        // A refused connection's line, and answers of hosts from before the codes.
+        let refusal =
+            legacy_error_line("permission denied: this toolhost serves only uid 1 and root");
+        assert_eq!(
+            refusal,
+            r#"{"id":null,"error":{"message":"permission denied: this toolhost serves only uid 1 and root"}}"#
+        );
+        let read: ControlResponse = serde_json::from_str(&refusal).expect("reads");
+        assert_eq!(
+            read.outcome,
+            ControlOutcome::Error(ControlFault::new(
+                0,
+                "permission denied: this toolhost serves only uid 1 and root"
+            ))
+        );
+        let old: ControlResponse =
+            serde_json::from_str(r#"{"id": 3, "result": []}"#).expect("reads");
+        assert_eq!(old.outcome, ControlOutcome::Result(json!([])));
+    }
+
+    #[test]
+    fn a_request_is_written_as_method_and_params() {
+        let line = serde_json::to_value(Outgoing {
+            jsonrpc: JSONRPC,
+            id: 7,
+            request: &ControlRequest::Reload,
+        })
+        .expect("encodes");
+        assert_eq!(line, json!({"jsonrpc": "2.0", "id": 7, "method": "reload"}));
+        let call = ControlRequest::Call(CallParams {
+            tool: "echo".to_owned(),
+            arguments: json!({"text": "hi"}),
+            profile: None,
+            timeout_secs: None,
+        });
+        let line = serde_json::to_value(Outgoing {
+            jsonrpc: JSONRPC,
+            id: 8,
+            request: &call,
+        })
+        .expect("encodes");
+        assert_eq!(
+            line,
+            json!({"jsonrpc": "2.0", "id": 8, "method": "call",
+                   "params": {"tool": "echo", "arguments": {"text": "hi"}}})
+        );
+    }
+
+    #[test]
+    fn every_call_error_kind_has_its_own_code() {
+        let kinds = [
+            CallErrorKind::ToolNotFound,
+            CallErrorKind::Denied,
+            CallErrorKind::NotApproved,
+            CallErrorKind::Unavailable,
+            CallErrorKind::InvalidArgs,
+            CallErrorKind::Failed,
+            CallErrorKind::Panicked,
+            CallErrorKind::TimedOut,
+            CallErrorKind::Cancelled,
+        ];
+        let codes: std::collections::BTreeSet<i32> =
+            kinds.iter().map(|k| call_error_code(*k)).collect();
+        assert_eq!(codes.len(), kinds.len());
+        assert!(!codes.contains(&0), "0 means success");
     }
 }

@@ -180,7 +180,10 @@ impl PluginCatalog {
                         }
                     }
                     state.load_errors.insert(dir.clone(), (None, msg.clone()));
-                    report.errors.push(msg);
+                    report.errors.push(LoadErrorStatus {
+                        file: dir.clone(),
+                        error: msg,
+                    });
                     report.unreadable.push(dir.clone());
                     continue;
                 }
@@ -262,13 +265,21 @@ impl PluginCatalog {
                 return;
             }
             if entry.rejected.as_ref() == Some(&fingerprint) {
-                report.errors.extend(entry.last_error.clone());
+                report
+                    .errors
+                    .extend(entry.last_error.clone().map(|error| LoadErrorStatus {
+                        file: file.clone(),
+                        error,
+                    }));
                 return;
             }
         } else if let Some((Some(failed), msg)) = state.load_errors.get(&file)
             && *failed == fingerprint
         {
-            report.errors.push(msg.clone());
+            report.errors.push(LoadErrorStatus {
+                file: file.clone(),
+                error: msg.clone(),
+            });
             return;
         }
         // Same size as the generation serving: maybe only touched or copied again. Hash it
@@ -313,7 +324,10 @@ impl PluginCatalog {
                     state.reloads += 1;
                 }
                 for skipped in &plugin.skipped_tools {
-                    report.errors.push(format!("{}: {skipped}", file.display()));
+                    report.errors.push(LoadErrorStatus {
+                        file: file.clone(),
+                        error: format!("{}: {skipped}", file.display()),
+                    });
                 }
                 if state.entries.contains_key(&key) {
                     report.plugins_updated.push(file.clone());
@@ -476,7 +490,10 @@ fn record_failure(
     report: &mut RescanReport,
 ) {
     tracing::warn!("{msg}");
-    report.errors.push(msg.clone());
+    report.errors.push(LoadErrorStatus {
+        file: key.1.clone(),
+        error: msg.clone(),
+    });
     match state.entries.get_mut(key) {
         // The previous generation keeps serving; status shows why the new file was refused.
         Some(entry) => {

@@ -5,13 +5,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::calls::registry::ToolRegistry;
 
 /// What changed in the registry: tool names added, removed, and changed (same name, new
 /// generation or another plugin).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistryEvent {
     /// Tools that appeared.
     pub added: Vec<String>,
@@ -52,7 +52,7 @@ impl RegistryEvent {
 }
 
 /// What one rescan did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RescanReport {
     /// Plugin files loaded for the first time.
     pub plugins_added: Vec<PathBuf>,
@@ -64,7 +64,7 @@ pub struct RescanReport {
     pub tools: RegistryEvent,
     /// Files (or directories) that failed, with the reason; a failed update keeps the
     /// previous generation serving.
-    pub errors: Vec<String>,
+    pub errors: Vec<LoadErrorStatus>,
     /// Files that look half-written; they are looked at again later.
     pub pending: Vec<PathBuf>,
     /// Directories and files that could not be read (an I/O error such as EMFILE or
@@ -74,7 +74,7 @@ pub struct RescanReport {
 }
 
 /// One loaded plugin file, as status shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PluginStatus {
     /// The operator's path.
     pub file: PathBuf,
@@ -103,8 +103,9 @@ pub struct PluginStatus {
     pub last_error: Option<String>,
 }
 
-/// A file that did not load and has no generation serving.
-#[derive(Debug, Clone, Serialize)]
+/// A file (or directory) that did not load: in status, one with no generation serving;
+/// in a rescan report, every failure of that rescan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadErrorStatus {
     /// The file or directory.
     pub file: PathBuf,
@@ -113,7 +114,7 @@ pub struct LoadErrorStatus {
 }
 
 /// A snapshot of the catalog for status.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CatalogStatus {
     /// Plugin directories.
     pub plugin_dirs: Vec<PathBuf>,

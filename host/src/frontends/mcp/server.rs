@@ -72,17 +72,14 @@ impl McpServer {
             .profile
             .clone()
             .unwrap_or_else(|| host.default_profile().to_owned());
-        let profile = match host.profile(&name) {
-            Some(p) => Some(p.clone()),
-            // The default profile may have no directory: it sees every tool.
-            None if options.profile.is_none() || name == host.default_profile() => None,
-            None => {
-                return Err(McpServeError::UnknownProfile {
-                    name,
-                    known: host.profile_names().join(", "),
-                });
-            }
-        };
+        // The default profile may have no directory: it sees every tool.
+        let profile = host
+            .resolve_profile(options.profile.as_deref())
+            .map_err(|e| McpServeError::UnknownProfile {
+                name: e.name,
+                known: e.known,
+            })?
+            .cloned();
         let clients = Arc::new(McpClients::default());
         host.register_clients(Arc::downgrade(&clients) as Weak<dyn ClientDirectory>);
         Ok(McpServer {

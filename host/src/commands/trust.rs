@@ -12,56 +12,51 @@ use std::process::ExitCode;
 
 use toolhost::{LoadPolicy, LoadedConfig, Pin, TrustMode, TrustPolicy, TrustStore};
 
-use crate::output::outln;
-use crate::{new_loader_with, print_table};
+use super::{Failure, new_loader_with};
+use crate::output::{outln, print_table};
 
-/// What `toolhost trust` was asked for.
+/// `toolhost trust`.
+#[derive(clap::Args)]
 pub(crate) struct TrustArgs {
-    pub(crate) files: Vec<PathBuf>,
-    pub(crate) list: bool,
-    pub(crate) remove: Vec<String>,
-    pub(crate) no_load: bool,
+    /// The plugin files to pin.
+    #[arg(value_name = "FILE", required_unless_present_any = ["list", "remove"])]
+    files: Vec<PathBuf>,
+    /// Print the pinned files.
+    #[arg(long, conflicts_with_all = ["files", "remove"])]
+    list: bool,
+    /// Remove pins: by the file's path as pinned, or by sha256 (repeatable).
+    #[arg(long, value_name = "FILE|SHA256", conflicts_with = "files")]
+    remove: Vec<String>,
+    /// Pin by sha256 only, without loading the file (its plugin name and version are
+    /// not recorded).
+    #[arg(long)]
+    no_load: bool,
 }
 
-pub(crate) fn trust(config: &LoadedConfig, args: &TrustArgs) -> std::io::Result<ExitCode> {
-    let policy = match config.load_policy() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
+impl TrustArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let policy = config.load_policy()?;
+        let store_path = policy
+            .trust
+            .file()
+            .map(Path::to_path_buf)
+            .ok_or(toolhost::TrustError::NoTrustFile)?;
+        let mut store = TrustStore::load(&store_path)?;
+        if self.list {
+            list(&store, &store_path)?;
+            return Ok(ExitCode::SUCCESS);
         }
-    };
-    let Some(store_path) = policy.trust.file().map(Path::to_path_buf) else {
-        eprintln!("error: {}", toolhost::TrustError::NoTrustFile);
-        return Ok(ExitCode::FAILURE);
-    };
-    let mut store = match TrustStore::load(&store_path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
+        if self.remove.is_empty() {
+            pin(&mut store, &store_path, policy, &self)?;
+        } else {
+            remove(&mut store, &self.remove)?;
         }
-    };
-    if args.list {
-        list(&store, &store_path)?;
-        return Ok(ExitCode::SUCCESS);
+        store.save(&store_path)?;
+        Ok(ExitCode::SUCCESS)
     }
-    let outcome = if args.remove.is_empty() {
-        pin(&mut store, &store_path, policy, args)?
-    } else {
-        remove(&mut store, &args.remove)?
-    };
-    if let Err(code) = outcome {
-        return Ok(code);
-    }
-    if let Err(e) = store.save(&store_path) {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
-fn list(store: &TrustStore, path: &Path) -> std::io::Result<()> {
+fn list(store: &TrustStore, path: &Path) -> anyhow::Result<()> {
     if store.pins.is_empty() {
         outln!("no pinned files in {}", path.display())?;
         return Ok(());
@@ -79,7 +74,8 @@ fn list(store: &TrustStore, path: &Path) -> std::io::Result<()> {
             ]
         })
         .collect();
-    print_table(&["SHA256", "PLUGIN", "VERSION", "FILE", "ADDED"], &rows)
+    print_table(&["SHA256", "PLUGIN", "VERSION", "FILE", "ADDED"], &rows)?;
+    Ok(())
 }
 
 fn pin(
@@ -87,23 +83,20 @@ fn pin(
     store_path: &Path,
     policy: LoadPolicy,
     args: &TrustArgs,
-) -> std::io::Result<Result<(), ExitCode>> {
+) -> anyhow::Result<()> {
     let mode = policy.trust.mode();
     // The operator vouches for these files: every check but the trust mode's applies.
-    let loader = match new_loader_with(LoadPolicy {
+    let loader = new_loader_with(LoadPolicy {
         trust: TrustPolicy::default(),
         ..policy
-    }) {
-        Ok(l) => l,
-        Err(code) => return Ok(Err(code)),
-    };
-    let mut failed = false;
+    })?;
+    // Each file that could not be pinned; the others are, and are listed on stdout.
+    let mut failures = Vec::new();
     for file in &args.files {
         let facts = match loader.inspect(file) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("error: {e}; not pinned");
-                failed = true;
+                failures.push(format!("{e}; not pinned"));
                 continue;
             }
         };
@@ -113,17 +106,15 @@ fn pin(
             match loader.load_file(file) {
                 Ok(p) if p.sha256 == facts.sha256 => (Some(p.name), Some(p.version)),
                 Ok(_) => {
-                    eprintln!(
-                        "error: {}: the file changed while it was being pinned; not pinned, run \
-                         the command again",
+                    failures.push(format!(
+                        "{}: the file changed while it was being pinned; not pinned, run the \
+                         command again",
                         file.display()
-                    );
-                    failed = true;
+                    ));
                     continue;
                 }
                 Err(e) => {
-                    eprintln!("error: {e}; not pinned");
-                    failed = true;
+                    failures.push(format!("{e}; not pinned"));
                     continue;
                 }
             }
@@ -153,14 +144,14 @@ fn pin(
             "note: [trust] mode is \"any\": pins take effect with mode = \"pinned\" or \"signed\""
         )?;
     }
-    Ok(if failed {
-        Err(ExitCode::FAILURE)
-    } else {
+    if failures.is_empty() {
         Ok(())
-    })
+    } else {
+        Err(Failure::Several(failures).into())
+    }
 }
 
-fn remove(store: &mut TrustStore, which: &[String]) -> std::io::Result<Result<(), ExitCode>> {
+fn remove(store: &mut TrustStore, which: &[String]) -> anyhow::Result<()> {
     let mut sha256s = BTreeSet::new();
     let mut files = BTreeSet::new();
     for item in which {
@@ -186,11 +177,10 @@ fn remove(store: &mut TrustStore, which: &[String]) -> std::io::Result<Result<()
         )?;
     }
     if gone.is_empty() {
-        eprintln!(
-            "error: no pin matches {}; `toolhost trust --list` shows them",
+        anyhow::bail!(
+            "no pin matches {}; `toolhost trust --list` shows them",
             which.join(", ")
         );
-        return Ok(Err(ExitCode::FAILURE));
     }
-    Ok(Ok(()))
+    Ok(())
 }

@@ -3,18 +3,25 @@
 
 use std::process::ExitCode;
 
-use toolhost::{LoadedConfig, Profile, TokenStore};
+use toolhost::{LoadedConfig, TokenStore};
 
-use crate::output::outln;
-use crate::print_table;
+use super::resolve_profile;
+use crate::output::{outln, print_table};
 
 /// What to say when there is nowhere to keep tokens.
 pub(crate) const NO_STATE_DIR: &str = "there is no state directory for the token file: set \
     XDG_STATE_HOME or HOME, or `[mcp] tokens_file` in the config";
 
+/// `toolhost token`.
+#[derive(clap::Args)]
+pub(crate) struct TokenArgs {
+    #[command(subcommand)]
+    action: TokenAction,
+}
+
 /// `toolhost token ...`.
 #[derive(clap::Subcommand)]
-pub(crate) enum TokenAction {
+enum TokenAction {
     /// Make a token and print it (once: only its hash is kept). Give it to one MCP client.
     Add {
         /// A name for the token: the client or person it is for (letters, digits, . _ -).
@@ -36,30 +43,22 @@ pub(crate) enum TokenAction {
     },
 }
 
-pub(crate) fn run(config: &LoadedConfig, action: TokenAction) -> std::io::Result<ExitCode> {
-    let Some(file) = config.tokens_file() else {
-        eprintln!("error: {NO_STATE_DIR}");
-        return Ok(ExitCode::FAILURE);
-    };
-    let store = TokenStore::new(file);
-    let outcome = match action {
-        TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref())?,
-        TokenAction::List { json } => list(&store, json)?,
-        TokenAction::Revoke { name } => match store.revoke(&name) {
-            Ok(r) => {
-                outln!("revoked token '{}'", r.name)?;
-                Ok(())
+impl TokenArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let file = config
+            .tokens_file()
+            .ok_or_else(|| anyhow::Error::msg(NO_STATE_DIR))?;
+        let store = TokenStore::new(file);
+        match self.action {
+            TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref())?,
+            TokenAction::List { json } => list(&store, json)?,
+            TokenAction::Revoke { name } => {
+                let revoked = store.revoke(&name)?;
+                outln!("revoked token '{}'", revoked.name)?;
             }
-            Err(e) => Err(e.to_string()),
-        },
-    };
-    Ok(match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
         }
-    })
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 fn add(
@@ -67,16 +66,11 @@ fn add(
     store: &TokenStore,
     name: &str,
     profile: Option<&str>,
-) -> std::io::Result<Result<(), String>> {
-    if let Some(profile) = profile
-        && let Err(e) = Profile::load(config, profile)
-    {
-        return Ok(Err(e.to_string()));
+) -> anyhow::Result<()> {
+    if profile.is_some() {
+        resolve_profile(config, profile)?;
     }
-    let made = match store.add(name, profile) {
-        Ok(m) => m,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
+    let made = store.add(name, profile)?;
     outln!("{}", made.token)?;
     eprintln!(
         "token '{}' made{}; it is shown only this once. Clients send it as the header\n  \
@@ -86,14 +80,11 @@ fn add(
         made.token,
         store.path().display()
     );
-    Ok(Ok(()))
+    Ok(())
 }
 
-fn list(store: &TokenStore, json: bool) -> std::io::Result<Result<(), String>> {
-    let tokens = match store.list() {
-        Ok(t) => t,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
+fn list(store: &TokenStore, json: bool) -> anyhow::Result<()> {
+    let tokens = store.list()?;
     if json {
         let shown: Vec<serde_json::Value> = tokens
             .iter()
@@ -105,14 +96,14 @@ fn list(store: &TokenStore, json: bool) -> std::io::Result<Result<(), String>> {
             "{}",
             serde_json::to_string_pretty(&shown).unwrap_or_default()
         )?;
-        return Ok(Ok(()));
+        return Ok(());
     }
     if tokens.is_empty() {
         outln!(
             "no tokens in {}; make one with `toolhost token add NAME`",
             store.path().display()
         )?;
-        return Ok(Ok(()));
+        return Ok(());
     }
     let rows: Vec<[String; 3]> = tokens
         .iter()
@@ -127,5 +118,5 @@ fn list(store: &TokenStore, json: bool) -> std::io::Result<Result<(), String>> {
         })
         .collect();
     print_table(&["NAME", "PROFILE", "CREATED"], &rows)?;
-    Ok(Ok(()))
+    Ok(())
 }

@@ -1,0 +1,285 @@
+//! `toolhost run` (one turn, the answer on stdout) and `toolhost chat` (a conversation on
+//! the terminal that shows tool calls, approvals and results as they happen).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolhost::agent::model::OpenAiClient;
+use toolhost::agent::{Agent, AgentParts, TurnObserver};
+use toolhost::{CallPipeline, CallerChannel, LoadedConfig, ToolCall, ToolResult};
+use toolhost_plugin_api::ServiceError;
+
+use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
+use crate::approve;
+use crate::output::{outln, summary};
+
+/// What `run` and `chat` share.
+#[derive(clap::Args)]
+pub(crate) struct AgentOpts {
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// The profile whose agent runs (default: the config's default_profile).
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Continue this session instead of starting one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Approve write, destructive and network tools without asking.
+    #[arg(long)]
+    yes: bool,
+}
+
+/// `toolhost run`.
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    agent: AgentOpts,
+    /// What to ask.
+    prompt: String,
+}
+
+/// `toolhost chat`.
+#[derive(clap::Args)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    agent: AgentOpts,
+}
+
+/// Prints what happens in a turn on stderr (the answer itself goes to stdout).
+struct Printer;
+
+fn indent(depth: u32) -> String {
+    "  ".repeat(depth as usize)
+}
+
+impl TurnObserver for Printer {
+    fn tool_calls(&self, depth: u32, calls: &[ToolCall]) {
+        for c in calls {
+            eprintln!(
+                "{}-> {} {}",
+                indent(depth),
+                c.name,
+                summary(&c.arguments.to_string(), 200)
+            );
+        }
+    }
+
+    fn tool_result(&self, depth: u32, result: &ToolResult) {
+        let mark = if result.is_error { "x" } else { "<-" };
+        eprintln!(
+            "{}{mark} {} ({:.1} s): {}",
+            indent(depth),
+            result.name,
+            result.elapsed.as_secs_f64(),
+            summary(&result.output, 300)
+        );
+    }
+
+    fn assistant_text(&self, depth: u32, text: &str) {
+        if depth > 0 {
+            eprintln!("{}(helper) {}", indent(depth), summary(text, 300));
+        }
+    }
+}
+
+/// The person at the terminal: answers `clarify` and other questions tools ask.
+struct TerminalCaller;
+
+#[async_trait]
+impl CallerChannel for TerminalCaller {
+    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
+        let message = request
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        let choices: Vec<String> = request
+            .pointer("/schema/properties/answer/enum")
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut question = format!("? {message}\n");
+        if !choices.is_empty() {
+            question.push_str(&format!("  (one of: {})\n", choices.join(", ")));
+        }
+        question.push_str("answer (empty to decline): ");
+        let line = approve::ask(&question).await.ok_or_else(|| {
+            ServiceError::Failed("the terminal's input ended before an answer".to_owned())
+        })?;
+        let answer = line.trim();
+        Ok(if answer.is_empty() {
+            json!({"action": "decline"})
+        } else {
+            json!({"action": "accept", "content": {"answer": answer}})
+        })
+    }
+}
+
+/// The profile's agent, with a terminal for approvals and questions when there is one.
+fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
+    let model = config.model().and_then(OpenAiClient::new)?;
+    let loader = new_loader(config)?;
+    let Loaded {
+        registry, profile, ..
+    } = setup(
+        config,
+        &loader,
+        &a.plugins.resolve(config),
+        a.profile.as_deref(),
+    )?;
+    let terminal = std::io::stdin().is_terminal();
+    let pipeline = CallPipeline::new(
+        &config.call_settings(),
+        terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
+    );
+    let registry = Arc::new(registry);
+    let agent = Agent::new(AgentParts {
+        profile: profile.name.clone(),
+        state_dir: profile.state_dir.clone(),
+        registry: Arc::new(move || Arc::clone(&registry)),
+        availability: pipeline.availability,
+        dispatcher: pipeline.dispatcher,
+        model: Arc::new(model),
+        config: config.agent(&profile),
+        caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
+        observer: Some(Arc::new(Printer)),
+    })?;
+    Ok(agent)
+}
+
+/// The session asked for, or a new one.
+fn session(agent: &Agent, wanted: Option<&str>) -> anyhow::Result<String> {
+    let found = match wanted {
+        Some(id) => agent
+            .sessions()
+            .exists(id)
+            .map(|e| e.then(|| id.to_owned())),
+        None => agent.new_session().map(Some).map_err(|e| match e {
+            toolhost::agent::AgentError::Session(s) => s,
+            other => toolhost::agent::sessions::SessionError::NoSession(other.to_string()),
+        }),
+    };
+    found?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "this profile has no session '{}'; leave out --session to start one",
+            wanted.unwrap_or_default()
+        )
+    })
+}
+
+/// Cancels `cancel` on Ctrl-C while `run` runs.
+async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>) -> T {
+    let watcher = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("interrupted: stopping the turn");
+                cancel.cancel();
+            }
+        })
+    };
+    let out = run.await;
+    watcher.abort();
+    out
+}
+
+/// The agent, its session (the one asked for, or a new one) and a runtime to run it on.
+fn prepare(
+    config: &LoadedConfig,
+    a: &AgentOpts,
+) -> anyhow::Result<(Agent, String, tokio::runtime::Runtime)> {
+    let agent = agent(config, a)?;
+    let session = session(&agent, a.session.as_deref())?;
+    Ok((agent, session, runtime()?))
+}
+
+impl RunArgs {
+    /// `toolhost run --profile NAME "prompt"`.
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        let cancel = CancellationToken::new();
+        let outcome = runtime.block_on(cancellable(
+            &cancel,
+            agent.run_turn(&session, &self.prompt, cancel.clone()),
+        ));
+        // A question still waiting on the terminal must not hold the exit up.
+        runtime.shutdown_background();
+        match outcome {
+            Ok(answer) => {
+                eprintln!("(session {session})");
+                outln!("{answer}")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            // The note goes on the line after the error.
+            Err(e) => anyhow::bail!("{e}\n(session {session} keeps what was said)"),
+        }
+    }
+}
+
+impl ChatArgs {
+    /// `toolhost chat --profile NAME`. A closed stdout ends the chat (the session keeps
+    /// what was said).
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
+        // Ctrl-C stops the turn running; at the prompt it ends the chat.
+        let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
+        {
+            let current = Arc::clone(&current);
+            let ended = session.clone();
+            runtime.spawn(async move {
+                while tokio::signal::ctrl_c().await.is_ok() {
+                    let running = current
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    match running {
+                        Some(turn) => {
+                            eprintln!("interrupted: stopping the turn");
+                            turn.cancel();
+                        }
+                        None => {
+                            eprintln!("\n(session {ended}; continue it with --session {ended})");
+                            std::process::exit(130);
+                        }
+                    }
+                }
+            });
+        }
+        let mut written = Ok(());
+        while let Some(line) = runtime.block_on(approve::ask("> ")) {
+            let prompt = line.trim();
+            if prompt.is_empty() {
+                break;
+            }
+            let cancel = CancellationToken::new();
+            *current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
+            let outcome = runtime.block_on(agent.run_turn(&session, prompt, cancel));
+            *current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            match outcome {
+                Ok(answer) => written = outln!("{answer}"),
+                // The chat goes on: the next prompt may fare better.
+                Err(e) => eprintln!("error: {e}"),
+            }
+            if written.is_err() {
+                break;
+            }
+        }
+        runtime.shutdown_background();
+        eprintln!("(session {session}; continue it with --session {session})");
+        written?;
+        Ok(ExitCode::SUCCESS)
+    }
+}

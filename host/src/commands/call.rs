@@ -1,0 +1,133 @@
+//! `toolhost call TOOL ARGS`: one tool call, run in this process (the plugins loaded
+//! here, the person at the terminal asked for approval) or, with `--control`, in the
+//! running host.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::Value;
+use toolhost::{
+    CallPipeline, DispatchConfig, LoadedConfig, ProfileRequests, ToolCall, Turn, TurnIdentity,
+};
+
+use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
+use crate::output::outln;
+
+/// `toolhost call`.
+#[derive(clap::Args)]
+pub(crate) struct CallArgs {
+    /// The tool's name.
+    tool: String,
+    /// The arguments as a JSON object, e.g. '{"timezone": "Europe/Paris"}'.
+    #[arg(default_value = "{}")]
+    args: String,
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// Seconds the call may run before it is cancelled (interactive tools too).
+    /// Default: the config's `calls.timeout_secs`, else 60.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Run the call in the host listening on this control socket instead of loading
+    /// the plugins here.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Call as this profile's agent: only its tools.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Approve write, destructive and network tools without asking. Without it, a
+    /// terminal is asked; with no terminal such calls are refused.
+    #[arg(long)]
+    yes: bool,
+}
+
+impl CallArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let limits = config.dispatch();
+        let timeout = self.timeout.unwrap_or(limits.timeout.as_secs_f64());
+        if let Some(socket) = &self.control {
+            if !self.plugins.dirs.is_empty() || self.yes {
+                return Err(usage(
+                    "--plugins and --yes don't go with --control: the running host's plugins \
+                     and approval policy are used (the control socket cannot approve calls)",
+                ));
+            }
+            let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
+            return super::control::call(socket, self.tool, arguments, timeout, self.profile);
+        }
+        let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
+        let loader = new_loader(config)?;
+        let Loaded {
+            registry, profile, ..
+        } = setup(
+            config,
+            &loader,
+            &self.plugins.resolve(config),
+            self.profile.as_deref(),
+        )?;
+        let runtime = runtime()?;
+        let approver = terminal_approver(self.yes, "pass --yes to approve it without a terminal");
+        let mut settings = config.call_settings();
+        settings.dispatch = DispatchConfig {
+            timeout,
+            // An explicit --timeout bounds interactive tools too.
+            interactive_timeout: if self.timeout.is_some() {
+                timeout
+            } else {
+                limits.interactive_timeout
+            },
+            ..limits
+        };
+        let dispatcher = CallPipeline::new(&settings, approver).dispatcher;
+        let mut turn = Turn::new(TurnIdentity {
+            profile_id: profile.name.clone(),
+            session_id: format!("cli-{}", std::process::id()),
+            model: "none".to_owned(),
+        });
+        // Tools that keep per-profile state (memory) find the profile's folder.
+        turn.services.requests = Some(std::sync::Arc::new(ProfileRequests::new(
+            profile.state_dir.clone(),
+        )));
+        let call = ToolCall {
+            id: "cli-1".to_owned(),
+            name: self.tool,
+            arguments,
+        };
+        let result = runtime.block_on(async {
+            let cancel = turn.cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted: cancelling the call");
+                    cancel.cancel();
+                }
+            });
+            dispatcher.call(&registry, &turn, call).await
+        });
+        if result.is_error {
+            return Err(anyhow::Error::msg(result.output));
+        }
+        outln!("{}", result.output)?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The arguments JSON and the timeout, or a usage error (exit code 2).
+fn parse_call_args(args: &str, timeout: f64) -> anyhow::Result<(Value, Duration)> {
+    let arguments: Value = match serde_json::from_str(args) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return Err(usage(
+                "the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'",
+            ));
+        }
+        Err(e) => {
+            return Err(usage(format!(
+                "the arguments are not valid JSON ({e}); pass one JSON object in single quotes"
+            )));
+        }
+    };
+    match Duration::try_from_secs_f64(timeout) {
+        Ok(t) if !t.is_zero() => Ok((arguments, t)),
+        _ => Err(usage("--timeout must be a positive number of seconds")),
+    }
+}

@@ -1,0 +1,101 @@
+//! `toolhost check FILE`: validates one plugin file, first with the static checks (none
+//! of its code runs), then by loading it and listing its tools.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use toolhost::{LoadedConfig, ToolRegistry};
+
+use super::{Failure, new_loader};
+use crate::output::{outln, summary};
+
+/// `toolhost check`.
+#[derive(clap::Args)]
+pub(crate) struct CheckArgs {
+    /// The plugin file (a .so).
+    file: PathBuf,
+    /// Run only the static checks; do not load the library.
+    #[arg(long)]
+    no_load: bool,
+}
+
+impl CheckArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let file = self.file.as_path();
+        let loader = new_loader(config)?;
+        outln!("file:        {}", file.display())?;
+        outln!("static checks (none of the file's code runs):")?;
+        let facts = loader.inspect(file)?;
+        let policy = loader.policy();
+        outln!(
+            "  type, size:  regular file, {} bytes (max_file_size {})",
+            facts.size,
+            policy.max_file_size
+        )?;
+        if policy.strict_permissions {
+            outln!(
+                "  permissions: ok (owner uid {}, mode {:04o}; its directory is not writable by others)",
+                facts.uid,
+                facts.mode & 0o7777
+            )?;
+        } else {
+            outln!("  permissions: not checked ([plugins] strict_permissions = false)")?;
+        }
+        outln!("  ELF header:  complete")?;
+        outln!("  sha256:      {}", facts.sha256)?;
+        match (&facts.untrusted, policy.trust.mode()) {
+            (Some(refusal), _) => {
+                anyhow::bail!("{}: {refusal}", file.display());
+            }
+            (None, toolhost::TrustMode::Any) => {
+                outln!("  trust:       mode \"any\" (every file that passes the checks loads)")?
+            }
+            (None, toolhost::TrustMode::Pinned) => outln!("  trust:       pinned")?,
+            (None, toolhost::TrustMode::Signed) => {
+                outln!("  trust:       signed by a listed publisher, or pinned")?
+            }
+        }
+        if self.no_load {
+            outln!("ok (not loaded: --no-load)")?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        outln!(
+            "loading it: this runs the library's initialisers (code in the file) in this process, \
+             so `check` is no way to inspect a file you do not trust"
+        )?;
+        let plugin = loader.load_file(file)?;
+        outln!("plugin:      {} {}", plugin.name, plugin.version)?;
+        outln!(
+            "plugin-api:  {} (this host: {})",
+            plugin.api_version,
+            toolhost::API_VERSION
+        )?;
+        outln!("tools:       {}", plugin.tools.len())?;
+        let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+        for t in &plugin.tools {
+            let spec = t.spec();
+            let flag = if spec.interactive {
+                ", interactive"
+            } else {
+                ""
+            };
+            outln!(
+                "  {} ({}{flag}): {}",
+                spec.name,
+                spec.risk,
+                summary(&spec.description, 72)
+            )?;
+        }
+        let failures: Vec<String> = plugin
+            .skipped_tools
+            .iter()
+            .map(|skipped| format!("{skipped}; the tool would be left out"))
+            .chain(problems.iter().map(ToString::to_string))
+            .collect();
+        if !failures.is_empty() {
+            return Err(Failure::Several(failures).into());
+        }
+        outln!("ok")?;
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,265 @@
+//! The commands that talk to a running host over its control socket: `toolhost reload`,
+//! `toolhost status` and `toolhost call --control`. They read the typed answers the host
+//! wrote ([`RescanReport`], [`HostStatus`], [`CallReply`]).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::Value;
+use toolhost::{CallParams, ControlClient, ControlRequest, HostStatus, LoadedConfig, RescanReport};
+
+use super::control_socket;
+use crate::output::{outln, print_table, summary};
+
+/// How long `reload` and `status` wait for the host.
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+/// `toolhost reload`.
+#[derive(clap::Args)]
+pub(crate) struct ReloadArgs {
+    /// The host's control socket (default as for `serve`).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Print the JSON answer.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `toolhost status`.
+#[derive(clap::Args)]
+pub(crate) struct StatusArgs {
+    /// The host's control socket (default as for `serve`).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A connection to the host on `socket` whose answers are awaited at most `limit`, and
+/// the runtime it runs on.
+fn connect(
+    socket: &Path,
+    limit: Duration,
+) -> anyhow::Result<(tokio::runtime::Runtime, ControlClient)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))?;
+    let client = runtime.block_on(ControlClient::connect(socket))?;
+    Ok((runtime, client.answer_within(limit)))
+}
+
+/// The host's answer as it wrote it, pretty-printed (for `--json`).
+fn print_json(answer: &Value) -> anyhow::Result<()> {
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(answer).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+impl ReloadArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (runtime, mut client) = connect(&control_socket(config, self.control), ANSWER_WITHIN)?;
+        let answer = runtime.block_on(client.send(&ControlRequest::Reload))?;
+        let report: RescanReport = serde_json::from_value(answer.clone())
+            .map_err(|e| anyhow::anyhow!("the host sent an invalid response: {e}"))?;
+        // A reload that hit errors exits 1, so scripts notice a plugin that did not load.
+        let code = if report.errors.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+        if self.json {
+            print_json(&answer)?;
+            return Ok(code);
+        }
+        let mut said = false;
+        for (files, label) in [
+            (&report.plugins_added, "plugin added"),
+            (&report.plugins_updated, "plugin updated"),
+            (&report.plugins_removed, "plugin removed"),
+            (&report.pending, "still being written"),
+        ] {
+            for file in files {
+                outln!("{label}: {}", file.display())?;
+                said = true;
+            }
+        }
+        for (names, label) in [
+            (&report.tools.added, "tools added"),
+            (&report.tools.changed, "tools changed"),
+            (&report.tools.removed, "tools removed"),
+        ] {
+            if !names.is_empty() {
+                outln!("{label}: {}", names.join(", "))?;
+                said = true;
+            }
+        }
+        for e in &report.errors {
+            outln!("error: {}", e.error)?;
+            said = true;
+        }
+        if !said {
+            outln!("no changes")?;
+        }
+        Ok(code)
+    }
+}
+
+impl StatusArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let (runtime, mut client) = connect(&control_socket(config, self.control), ANSWER_WITHIN)?;
+        if self.json {
+            print_json(&runtime.block_on(client.send(&ControlRequest::Status))?)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let status = runtime.block_on(client.status())?;
+        print_status(&status)?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `toolhost status` without `--json`: a summary, then tables.
+fn print_status(status: &HostStatus) -> anyhow::Result<()> {
+    let catalog = &status.catalog;
+    outln!(
+        "toolhost pid {} up {:.0} s, control socket {}, {}",
+        status.pid,
+        status.uptime_secs,
+        status.control_socket.display(),
+        if status.watching {
+            "watching plugin directories"
+        } else {
+            "not watching (reload by hand)"
+        }
+    )?;
+    outln!(
+        "reloads {}, library generations mapped {} (about {} KiB kept)",
+        catalog.reloads,
+        catalog.generations_mapped,
+        catalog.retained_bytes_estimate / 1024
+    )?;
+    if let Some(w) = &catalog.warning {
+        outln!("warning: {w}")?;
+    }
+    outln!()?;
+    let plugins: Vec<[String; 6]> = catalog
+        .plugins
+        .iter()
+        .map(|p| {
+            [
+                p.name.clone(),
+                p.version.clone(),
+                p.generation.to_string(),
+                p.file.display().to_string(),
+                p.tools.join(", "),
+                p.last_error
+                    .as_deref()
+                    .map(|e| summary(e, 60))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["PLUGIN", "VERSION", "GEN", "FILE", "TOOLS", "LAST ERROR"],
+        &plugins,
+    )?;
+    for e in &catalog.load_errors {
+        outln!("not loaded: {}", e.error)?;
+    }
+    for e in &catalog.registry_errors {
+        outln!("not registered: {e}")?;
+    }
+    for f in &catalog.pending {
+        outln!("still being written: {}", f.display())?;
+    }
+    for u in &status.unavailable {
+        outln!("unavailable: {}", u.reason)?;
+    }
+    for p in &status.profiles {
+        let note = if p.missing_tools.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; missing (calls get ToolNotFound until they come back): {}",
+                p.missing_tools.join(", ")
+            )
+        };
+        outln!("profile {}: {} tools{note}", p.name, p.tools)?;
+    }
+    let tools: Vec<[String; 6]> = status
+        .tools
+        .iter()
+        .map(|t| {
+            [
+                t.name.clone(),
+                t.calls.to_string(),
+                t.errors.to_string(),
+                format!("{:.2}", t.mean_ms),
+                format!("{:.2}", t.p99_ms),
+                t.last_error
+                    .as_deref()
+                    .map(|e| summary(e, 60))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if !tools.is_empty() {
+        outln!()?;
+        print_table(
+            &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
+            &tools,
+        )?;
+    }
+    let clients: Vec<[String; 5]> = status
+        .clients
+        .iter()
+        .map(|c| {
+            [
+                c.transport.clone(),
+                c.token.clone().unwrap_or_else(|| "-".to_owned()),
+                c.protocol_version.clone(),
+                if c.client_version.is_empty() {
+                    c.client_name.clone()
+                } else {
+                    format!("{} {}", c.client_name, c.client_version)
+                },
+                format!("{:.0}", c.connected_secs),
+            ]
+        })
+        .collect();
+    if !clients.is_empty() {
+        outln!()?;
+        print_table(
+            &["MCP CLIENT", "TOKEN", "PROTOCOL", "NAME", "CONNECTED S"],
+            &clients,
+        )?;
+    }
+    Ok(())
+}
+
+/// `toolhost call --control`: the call runs in the host on `socket`, as `profile`'s agent.
+pub(crate) fn call(
+    socket: &Path,
+    tool: String,
+    arguments: Value,
+    timeout: Duration,
+    profile: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    // The host's own cancel grace comes on top of the call's timeout.
+    let (runtime, mut client) = connect(socket, timeout + Duration::from_secs(10))?;
+    let reply = runtime.block_on(client.call(CallParams {
+        tool,
+        arguments,
+        profile,
+        timeout_secs: Some(timeout.as_secs_f64()),
+    }))?;
+    if reply.is_error {
+        return Err(anyhow::Error::msg(reply.output));
+    }
+    outln!("{}", reply.output)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,193 @@
+//! The `toolhost` subcommands, one file each. Every command is a clap `Args` struct whose
+//! `run` returns the exit code, or the error `main` prints (once). What several commands
+//! share lives here: plugin directories, loading with warnings, the profile a command runs
+//! as, the terminal's approver, the async runtime, and the failures that exit with a code
+//! other than 1.
+
+pub(crate) mod agent;
+pub(crate) mod call;
+pub(crate) mod check;
+pub(crate) mod control;
+pub(crate) mod list;
+pub(crate) mod serve;
+pub(crate) mod token;
+pub(crate) mod trust;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use toolhost::{
+    ConfigError, LoadPolicy, LoadReport, LoadedConfig, PluginLoader, Profile, ToolRegistry,
+};
+
+use crate::approve;
+
+/// A failure that is more than one `error:` line and exit code 1.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
+    /// The command line asks for something that cannot be done: exit code 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Several problems, each on its own `error:` line: exit code 1.
+    #[error("{}", .0.join("\nerror: "))]
+    Several(Vec<String>),
+}
+
+impl Failure {
+    /// The process's exit code for this failure.
+    pub(crate) fn exit_code(&self) -> ExitCode {
+        match self {
+            Failure::Usage(_) => ExitCode::from(2),
+            Failure::Several(_) => ExitCode::FAILURE,
+        }
+    }
+}
+
+/// A usage error (exit code 2) saying `message`.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    Failure::Usage(message.into()).into()
+}
+
+/// `--plugins`, shared by the commands that load plugins.
+#[derive(clap::Args)]
+pub(crate) struct PluginDirs {
+    /// A plugin directory (repeatable). Default: $TOOLHOST_PLUGINS (colon-separated), else
+    /// $XDG_DATA_HOME/toolhost/plugins (~/.local/share/toolhost/plugins).
+    #[arg(long = "plugins", value_name = "DIR")]
+    pub(crate) dirs: Vec<PathBuf>,
+}
+
+impl PluginDirs {
+    /// `--plugins`, else $TOOLHOST_PLUGINS, else the config's `plugin_dirs`, else the
+    /// default directory.
+    pub(crate) fn resolve(&self, config: &LoadedConfig) -> Vec<PathBuf> {
+        if !self.dirs.is_empty() {
+            return self.dirs.clone();
+        }
+        if let Some(v) = std::env::var_os("TOOLHOST_PLUGINS").filter(|v| !v.is_empty()) {
+            return std::env::split_paths(&v).collect();
+        }
+        if !config.config.plugin_dirs.is_empty() {
+            return config.config.plugin_dirs.clone();
+        }
+        vec![default_plugin_dir()]
+    }
+}
+
+fn default_plugin_dir() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    data.join("toolhost").join("plugins")
+}
+
+/// The control socket: `explicit` (`--control`), else the config's, else the default.
+pub(crate) fn control_socket(config: &LoadedConfig, explicit: Option<PathBuf>) -> PathBuf {
+    explicit
+        .or_else(|| config.config.control_socket.clone())
+        .unwrap_or_else(toolhost::default_control_path)
+}
+
+/// The profile a one-shot command runs as: the one named, else the config's default
+/// profile, loaded from its directory (the default profile may have none: it then gets
+/// every tool).
+pub(crate) fn resolve_profile(
+    config: &LoadedConfig,
+    requested: Option<&str>,
+) -> Result<Profile, ConfigError> {
+    Profile::load(config, requested.unwrap_or(&config.config.default_profile))
+}
+
+/// A loader with the config's load policy.
+pub(crate) fn new_loader(config: &LoadedConfig) -> anyhow::Result<PluginLoader> {
+    new_loader_with(config.load_policy()?)
+}
+
+/// A loader with `policy`.
+pub(crate) fn new_loader_with(policy: LoadPolicy) -> anyhow::Result<PluginLoader> {
+    PluginLoader::with_policy(policy).map_err(|e| {
+        anyhow::anyhow!(
+            "could not create the private directory plugins are loaded from (under {}): {e}",
+            std::env::temp_dir().display()
+        )
+    })
+}
+
+/// Loads the directories, prints every load and registry error to stderr as a warning.
+fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
+    let report = loader.load_dirs(dirs);
+    for e in &report.errors {
+        eprintln!("warning: {e}");
+    }
+    let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+    for e in &problems {
+        eprintln!("warning: {e}");
+    }
+    (report, registry)
+}
+
+/// The plugins a command loaded, narrowed to what its profile's agent sees.
+pub(crate) struct Loaded {
+    /// What loading found.
+    pub(crate) report: LoadReport,
+    /// The profile's tools.
+    pub(crate) registry: ToolRegistry,
+    /// The profile.
+    pub(crate) profile: Profile,
+}
+
+/// Loads the plugins, applies the config's risk overrides and narrows the registry to
+/// what the profile's agent sees (the one named, else the default profile). Configuration
+/// problems stop here.
+pub(crate) fn setup(
+    config: &LoadedConfig,
+    loader: &PluginLoader,
+    dirs: &[PathBuf],
+    profile: Option<&str>,
+) -> anyhow::Result<Loaded> {
+    let (report, registry) = load(loader, dirs);
+    let outcome = toolhost::apply_risk_overrides(&registry, &config.risk_overrides());
+    if !outcome.refused.is_empty() {
+        return Err(Failure::Several(outcome.refused).into());
+    }
+    for line in &outcome.lowered {
+        tracing::warn!("{line}");
+    }
+    for name in &outcome.unmatched {
+        eprintln!(
+            "warning: the config overrides the risk of tool '{name}', which no loaded plugin provides (a typo?)"
+        );
+    }
+    let profile = resolve_profile(config, profile)?;
+    let registry = profile.check(&outcome.registry)?;
+    Ok(Loaded {
+        report,
+        registry,
+        profile,
+    })
+}
+
+/// Who approves calls that need it: nobody asked with `--yes` (all approved), the person
+/// at the terminal, or, with no terminal, nobody (refused, with `hint`).
+pub(crate) fn terminal_approver(yes: bool, hint: &str) -> Arc<dyn toolhost::Approver> {
+    if yes {
+        Arc::new(toolhost::AutoApprove)
+    } else if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        Arc::new(approve::TerminalApprover)
+    } else {
+        Arc::new(toolhost::NobodyToAsk {
+            hint: hint.to_owned(),
+        })
+    }
+}
+
+/// A multi-threaded async runtime.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))
+}

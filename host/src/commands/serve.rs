@@ -1,0 +1,340 @@
+//! `toolhost serve`: runs a long-lived host (plugins loaded and watched, the control
+//! socket answering), optionally serving its tools over MCP on stdio or HTTP.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use toolhost::{
+    CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpLimits,
+    HttpOptions, LoadedConfig, McpOptions, McpServer, ServeConfig, ServeError, TlsFiles,
+    TokenAuthenticator, TokenStore, WatchConfig,
+};
+
+use super::{PluginDirs, control_socket, runtime, usage};
+
+/// `toolhost serve`.
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    plugins: PluginDirs,
+    /// Don't watch the plugin directories; rescan only on `toolhost reload`.
+    #[arg(long)]
+    no_watch: bool,
+    /// The control socket (default: $XDG_RUNTIME_DIR/toolhost/control.sock, else
+    /// $TMPDIR/toolhost-$UID/control.sock).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Past this many reloads, status and the log recommend a restart (each reload
+    /// keeps the old library mapped). Default: the config's, else 64.
+    #[arg(long)]
+    max_generations: Option<u64>,
+    /// Seconds one call may run before it is cancelled. Default: the config's, else 60.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Also serve the tools over MCP: `stdio` (for clients that start toolhost
+    /// themselves) or `http` (streamable HTTP at http://ADDR/mcp, see --listen).
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    mcp: Option<McpTransportArg>,
+    /// With --mcp http: the address to listen on (port 0 picks a free port; the log
+    /// says which).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    listen: std::net::SocketAddr,
+    /// With --mcp: the profile whose tools MCP clients see. Default: the config's
+    /// default_profile ("default": every tool, unless a profile of that name lists some).
+    /// Over HTTP, a token made for a profile is served that profile instead.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// With --mcp http: serve without bearer tokens. Only for loopback addresses, and
+    /// then every user and program on this machine can call the tools.
+    #[arg(long)]
+    no_auth: bool,
+    /// With --mcp http on an address other machines can reach: serve plain HTTP
+    /// anyway (tokens, arguments and results cross the network unencrypted).
+    #[arg(long)]
+    insecure_http: bool,
+    /// With --mcp http: serve HTTPS with this certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// With --mcp http: the private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+/// `--mcp`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum McpTransportArg {
+    /// One client on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP on --listen.
+    Http,
+}
+
+/// `serve --mcp`, with the HTTP door's options.
+#[derive(Debug, Clone)]
+enum McpMode {
+    Stdio,
+    Http(HttpArgs),
+}
+
+/// `serve --mcp http` and its door options.
+#[derive(Debug, Clone)]
+struct HttpArgs {
+    listen: std::net::SocketAddr,
+    no_auth: bool,
+    insecure_http: bool,
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl HttpArgs {
+    /// The door's options: auth, TLS and the config's limits, the connection limit sized
+    /// to leave descriptors for everything else under `nofile`.
+    fn options(
+        &self,
+        config: &LoadedConfig,
+        nofile: Option<u64>,
+    ) -> Result<HttpOptions, &'static str> {
+        let m = &config.config.mcp;
+        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(10));
+        let max_connections = match nofile {
+            Some(n) => toolhost::connections_within(m.max_connections, n),
+            None => m.max_connections,
+        };
+        if max_connections < m.max_connections {
+            tracing::warn!(
+                "[mcp] max_connections lowered from {} to {max_connections}: the open-file \
+                 limit leaves room for no more (raise it with `ulimit -n`)",
+                m.max_connections
+            );
+        }
+        let auth = if self.no_auth {
+            HttpAuth::NoAuth
+        } else {
+            let file = config.tokens_file().ok_or(super::token::NO_STATE_DIR)?;
+            HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
+        };
+        Ok(HttpOptions {
+            addr: self.listen,
+            auth,
+            tls: self.tls.clone().map(|(cert, key)| TlsFiles { cert, key }),
+            insecure_http: self.insecure_http,
+            allowed_origins: m.allowed_origins.clone(),
+            limits: HttpLimits {
+                max_connections,
+                header_read_timeout: secs(m.header_read_timeout_secs),
+                idle_timeout: secs(m.idle_timeout_secs),
+                max_sessions: m.max_sessions,
+                session_idle: secs(m.session_idle_secs),
+                max_body_bytes: m.max_body_bytes,
+            },
+        })
+    }
+}
+
+/// Registers SIGINT and SIGTERM handlers now (so a signal during start-up is not lost)
+/// and returns a future that resolves on either.
+#[cfg(unix)]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutdown requested");
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::Error> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+impl ServeArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let control_explicit = self.control.is_some();
+        let mcp = self.mcp.map(|m| match m {
+            McpTransportArg::Stdio => McpMode::Stdio,
+            McpTransportArg::Http => McpMode::Http(HttpArgs {
+                listen: self.listen,
+                no_auth: self.no_auth,
+                insecure_http: self.insecure_http,
+                tls: self.tls_cert.zip(self.tls_key),
+            }),
+        });
+        serve(
+            config,
+            Serve {
+                dirs: self.plugins.resolve(config),
+                watch: !self.no_watch && config.config.reload.watch,
+                control: control_socket(config, self.control),
+                control_explicit,
+                max_generations: self
+                    .max_generations
+                    .unwrap_or(config.config.reload.max_generations),
+                timeout: self.timeout,
+                mcp,
+                profile: self.profile,
+            },
+        )
+    }
+}
+
+/// What `toolhost serve` was asked for, with the config's defaults filled in.
+struct Serve {
+    dirs: Vec<PathBuf>,
+    watch: bool,
+    control: PathBuf,
+    /// Whether `--control` was given (else a busy default socket may be replaced by a
+    /// per-process one for MCP over stdio).
+    control_explicit: bool,
+    max_generations: u64,
+    timeout: Option<f64>,
+    mcp: Option<McpMode>,
+    profile: Option<String>,
+}
+
+fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
+    let limits = host_config.dispatch();
+    let timeout = match args.timeout.map(Duration::try_from_secs_f64) {
+        None => limits.timeout,
+        Some(Ok(t)) if !t.is_zero() => t,
+        Some(_) => return Err(usage("--timeout must be a positive number of seconds")),
+    };
+    let profiles = host_config.profiles()?;
+    // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a host.
+    let nofile = match toolhost::raise_open_file_limit() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!("could not read or raise the open-file limit: {e}");
+            None
+        }
+    };
+    let http = match &args.mcp {
+        Some(McpMode::Http(http)) => {
+            let options = http
+                .options(host_config, nofile)
+                .map_err(anyhow::Error::msg)?;
+            toolhost::check_http_options(&options).map_err(|e| usage(e.to_string()))?;
+            Some(options)
+        }
+        _ => None,
+    };
+    if args.mcp.is_none() && args.profile.is_some() {
+        return Err(usage(
+            "--profile goes with --mcp (the control socket names its profile per call)",
+        ));
+    }
+    let loading = host_config.load_policy()?;
+    let calls = host_config.call_settings();
+    let mut config = ServeConfig {
+        catalog: CatalogConfig {
+            dirs: args.dirs,
+            max_generations: args.max_generations,
+            risk_overrides: host_config.risk_overrides(),
+            loading,
+            ..CatalogConfig::default()
+        },
+        watch: args.watch.then(WatchConfig::default),
+        control_path: args.control,
+        dispatch: DispatchConfig { timeout, ..limits },
+        shutdown_grace: Duration::from_secs(5),
+        profiles,
+        remember_approvals: calls.remember_approvals,
+        default_profile: host_config.config.default_profile.clone(),
+        config_file: host_config.file.clone(),
+        availability_ttl: calls.availability_ttl,
+    };
+    let runtime = runtime()?;
+    let mcp_options = McpOptions {
+        profile: args.profile,
+        without_elicitation: host_config.config.mcp.without_elicitation,
+        allowed_hosts: host_config.config.mcp.allowed_hosts.clone(),
+    };
+    let outcome = runtime.block_on(async {
+        let signals = shutdown_signal()
+            .map_err(|e| format!("could not install the SIGINT/SIGTERM handlers: {e}"))?;
+        let Some(mode) = args.mcp else {
+            return toolhost::serve(config, signals)
+                .await
+                .map_err(|e| e.to_string());
+        };
+        // Before any plugin loads: only the protocol may reach the client's stdout.
+        let stdio = match &mode {
+            McpMode::Stdio => Some(
+                ClientStdio::take()
+                    .map_err(|e| format!("could not set up stdin/stdout for MCP: {e}"))?,
+            ),
+            McpMode::Http(_) => None,
+        };
+        let is_stdio = matches!(mode, McpMode::Stdio);
+        let running = match Host::start(config.clone()).await {
+            // Clients start one stdio server per window: a second one gets its own socket.
+            Err(ServeError::Control(ControlError::InUse { .. }))
+                if is_stdio && !args.control_explicit =>
+            {
+                let own = config
+                    .control_path
+                    .with_file_name(format!("control-{}.sock", std::process::id()));
+                tracing::warn!(
+                    "another toolhost holds {}; this one's control socket is {}",
+                    config.control_path.display(),
+                    own.display()
+                );
+                config.control_path = own;
+                Host::start(config).await
+            }
+            other => other,
+        }
+        .map_err(|e| e.to_string())?;
+        let server =
+            McpServer::new(Arc::clone(running.host()), mcp_options).map_err(|e| e.to_string())?;
+        let stop = CancellationToken::new();
+        match mode {
+            McpMode::Stdio => {
+                let stdio = stdio.ok_or("stdin/stdout were not set up for MCP")?;
+                let session = server.serve_stdio(stdio, stop.clone());
+                let until = async move {
+                    tokio::select! {
+                        () = signals => {}
+                        result = session => {
+                            if let Err(e) = result {
+                                tracing::error!("{e}");
+                            }
+                            tracing::info!("the MCP client closed stdin; shutting down");
+                        }
+                    }
+                };
+                running.run(until).await;
+                stop.cancel();
+            }
+            McpMode::Http(_) => {
+                let options = http.ok_or("the HTTP options were not set up")?;
+                let scheme = if options.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                let (bound, serving) = toolhost::bind_http(&server, options, stop.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!("serving MCP over streamable HTTP at {scheme}://{bound}/mcp");
+                let serving = tokio::spawn(serving);
+                running.run(signals).await;
+                stop.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
+            }
+        }
+        Ok(())
+    });
+    // A rescan still running on a blocking thread must not hold the exit up for long.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    outcome.map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}
