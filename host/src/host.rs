@@ -1,8 +1,9 @@
-//! A long-running host: the plugin catalog (with hot reload by watching), the dispatcher
-//! with call statistics, and the control socket, in one process. Later frontends (MCP,
-//! the agent runtime) attach to the same [`Host`].
+//! The running host's shared state: the plugin catalog, the profiles, the call pipeline
+//! (availability, approval policy, dispatcher with statistics) and what status shows.
+//! Frontends (control socket, MCP) reach tools only through it; it names none of their
+//! types (a frontend registers its connected clients as a [`ClientDirectory`]). How a host
+//! is started and stopped is in `serve.rs`.
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -11,19 +12,14 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::availability::Availability;
-use crate::calls::context::{Turn, TurnIdentity};
-use crate::calls::dispatcher::{DispatchConfig, Dispatcher, ToolCall};
+use crate::calls::dispatcher::{DispatchConfig, Dispatcher};
 use crate::calls::pipeline::{CallPipeline, CallSettings};
 use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
-use crate::config::{ConfigError, Profile};
-use crate::frontends::control::{
-    CallParams, CallReply, ControlError, ControlFault, ControlHandler, ControlRequest,
-    ControlResult, ControlSocket,
-};
+use crate::config::Profile;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
-use crate::plugins::status::{CatalogStatus, RescanReport};
-use crate::plugins::watch::{PluginWatcher, WatchConfig, WatchError};
+use crate::plugins::status::CatalogStatus;
+use crate::plugins::watch::WatchConfig;
 
 /// How to run a host.
 #[derive(Debug, Clone)]
@@ -48,26 +44,6 @@ pub struct ServeConfig {
     pub default_profile: String,
     /// The config file, for messages.
     pub config_file: Option<PathBuf>,
-}
-
-/// Why a host could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// A profile lists a tool no plugin provides, or another configuration problem.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The private directory for plugin copies could not be made.
-    #[error(
-        "could not create the private directory plugins are loaded from (under $TMPDIR): {0}; \
-         set TMPDIR to a writable directory"
-    )]
-    Loader(std::io::Error),
-    /// The control socket could not be set up.
-    #[error(transparent)]
-    Control(#[from] ControlError),
-    /// Watching could not start.
-    #[error(transparent)]
-    Watch(#[from] WatchError),
 }
 
 /// A call or frontend asked for a profile the host does not have.
@@ -223,6 +199,11 @@ impl Host {
         self.calls.child_token()
     }
 
+    /// Cancels every call made with a [`Host::call_token`] (at the end of shutdown).
+    pub(crate) fn cancel_calls(&self) {
+        self.calls.cancel();
+    }
+
     /// The availability checks (cached).
     pub fn availability(&self) -> &Availability {
         &self.availability
@@ -261,7 +242,7 @@ impl Host {
         }
     }
 
-/// Shows the clients in `directory` in status for as long as it lives (a frontend
+    /// Shows the clients in `directory` in status for as long as it lives (a frontend
     /// registers its table of connected clients here).
     pub fn register_clients(&self, directory: Weak<dyn ClientDirectory>) {
         let mut directories = self
@@ -322,185 +303,4 @@ impl Host {
             clients: self.connected_clients(),
         }
     }
-
-    async fn rescan(&self) -> Result<RescanReport, ControlFault> {
-        let catalog = Arc::clone(&self.catalog);
-        tokio::task::spawn_blocking(move || catalog.rescan())
-            .await
-            .map_err(|e| {
-                ControlFault::new(
-                    ControlFault::INTERNAL_ERROR,
-                    format!("the rescan failed: {e}"),
-                )
-            })
-    }
-
-    async fn call(&self, params: CallParams) -> Result<CallReply, ControlFault> {
-        let turn = Turn {
-            info: Arc::new(TurnIdentity {
-                profile_id: "control".to_owned(),
-                session_id: "control".to_owned(),
-                model: "none".to_owned(),
-            }),
-            cancel: self.calls.child_token(),
-            services: Default::default(),
-        };
-        // The call runs as a profile's agent: the one named, else the default profile.
-        let full = self.catalog.registry();
-        let registry = match self.resolve_profile(params.profile.as_deref()) {
-            Ok(Some(profile)) => profile.view(&full).registry,
-            Ok(None) => full.as_ref().clone(),
-            Err(e) => {
-                return Err(ControlFault::new(
-                    ControlFault::UNKNOWN_PROFILE,
-                    e.to_string(),
-                ));
-            }
-        };
-        let call = ToolCall {
-            id: "control".to_owned(),
-            name: params.tool,
-            arguments: params.arguments,
-        };
-        // A caller may ask for a shorter limit than the host's, never a longer one.
-        let requested = params
-            .timeout_secs
-            .and_then(|s| Duration::try_from_secs_f64(s).ok());
-        let result = match requested {
-            Some(limit) if limit < self.dispatcher.config().timeout => {
-                let config = DispatchConfig {
-                    timeout: limit,
-                    interactive_timeout: limit.min(self.dispatcher.config().interactive_timeout),
-                    ..self.dispatcher.config()
-                };
-                self.dispatcher
-                    .with_config(config)
-                    .call(&registry, &turn, call)
-                    .await
-            }
-            _ => self.dispatcher.call(&registry, &turn, call).await,
-        };
-        Ok(CallReply::from(result))
-    }
-}
-
-impl ControlHandler for Host {
-    async fn handle(&self, request: ControlRequest) -> Result<ControlResult, ControlFault> {
-        Ok(match request {
-            ControlRequest::Reload => ControlResult::Reload(self.rescan().await?),
-            ControlRequest::Status => ControlResult::Status(Box::new(self.status())),
-            ControlRequest::List => ControlResult::List(self.catalog.registry().listing()),
-            ControlRequest::Call(params) => ControlResult::Call(self.call(params).await?),
-        })
-    }
-}
-
-/// A started host: plugins loaded, directories watched, control socket bound. Frontends
-/// attach to [`RunningHost::host`] (its catalog's registry and events) before or while
-/// [`RunningHost::run`] serves.
-pub struct RunningHost {
-    host: Arc<Host>,
-    socket: ControlSocket,
-    _watcher: Option<PluginWatcher>,
-    shutdown_grace: Duration,
-    cancel_grace: Duration,
-}
-
-impl Host {
-    /// Binds the control socket, loads the plugins and starts watching (unless
-    /// `config.watch` is `None`).
-    pub async fn start(config: ServeConfig) -> Result<RunningHost, ServeError> {
-        let catalog =
-            Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
-        let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
-        let socket = ControlSocket::bind(&config.control_path).await?;
-        let first = Arc::clone(&catalog);
-        match tokio::task::spawn_blocking(move || first.rescan()).await {
-            Ok(report) => tracing::info!(
-                plugins = report.plugins_added.len(),
-                tools = catalog.registry().len(),
-                errors = report.errors.len(),
-                control = %socket.path().display(),
-                "toolhost is serving"
-            ),
-            Err(e) => tracing::error!(
-                "the first scan of the plugin directories failed: {e}; serving no tools \
-                 until `toolhost reload` or a file change"
-            ),
-        }
-        // An override that would lower a tool without `allow_lower` stops start-up.
-        let registry = catalog.registry();
-        let refused =
-            crate::calls::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides)
-                .refused;
-        if let Some(problem) = refused.into_iter().next() {
-            return Err(ServeError::Config(ConfigError::Invalid {
-                path: config
-                    .config_file
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("the host config")),
-                message: problem,
-            }));
-        }
-        // A profile that lists a tool no plugin provides stops start-up, naming both.
-        for profile in &config.profiles {
-            profile.check(&registry)?;
-        }
-        let watcher = match config.watch {
-            Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
-            None => None,
-        };
-        Ok(RunningHost {
-            host,
-            socket,
-            _watcher: watcher,
-            shutdown_grace: config.shutdown_grace,
-            cancel_grace: config.dispatch.cancel_grace,
-        })
-    }
-}
-
-impl RunningHost {
-    /// The host, for frontends in the same process.
-    pub fn host(&self) -> &Arc<Host> {
-        &self.host
-    }
-
-    /// Serves the control socket until `shutdown` resolves; then stops accepting, removes
-    /// the socket file, gives calls in flight `shutdown_grace` to finish and cancels the
-    /// rest (bounded by the dispatcher's cancel grace).
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let stop = CancellationToken::new();
-        let trigger = stop.clone();
-        let watch_shutdown = async move {
-            shutdown.await;
-            trigger.cancel();
-        };
-        let serving = self.socket.serve(Arc::clone(&self.host), stop);
-        let (mut connections, ()) = tokio::join!(serving, watch_shutdown);
-        drop(self.socket);
-        tracing::info!("shutting down: waiting for calls in flight");
-        let drain = async { while connections.join_next().await.is_some() {} };
-        if tokio::time::timeout(self.shutdown_grace, drain)
-            .await
-            .is_err()
-        {
-            tracing::warn!("cancelling the calls still running");
-            self.host.calls.cancel();
-            let cancelled = async { while connections.join_next().await.is_some() {} };
-            let limit = self.cancel_grace + Duration::from_secs(1);
-            if tokio::time::timeout(limit, cancelled).await.is_err() {
-                connections.abort_all();
-            }
-        }
-    }
-}
-
-/// Runs a host until `shutdown` resolves: [`Host::start`], then [`RunningHost::run`].
-pub async fn serve(
-    config: ServeConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    Host::start(config).await?.run(shutdown).await;
-    Ok(())
 }

@@ -50,6 +50,7 @@ mod config;
 mod frontends;
 mod host;
 mod plugins;
+mod serve;
 mod sys;
 mod text;
 
@@ -89,8 +90,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, RunningHost, ServeConfig,
-    ServeError, UnavailableTool, UnknownProfile, serve,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig,
+    UnavailableTool, UnknownProfile,
 };
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::error::{LoadErrorKind, PluginLoadError, RegistryError};
@@ -105,6 +106,7 @@ pub use plugins::trust::{
     Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
 };
 pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
+pub use serve::{RunningHost, ServeError, serve};
 pub use sys::permissions::PermissionProblem;
 pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,

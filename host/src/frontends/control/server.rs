@@ -1,0 +1,258 @@
+//! The control socket's server side: binds the 0600 socket in a private folder, admits
+//! only its own uid and root (SO_PEERCRED), and answers request lines through a
+//! [`ControlHandler`](super::ControlHandler).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use super::default_control_path;
+use super::protocol::decode;
+use super::{
+    ControlError, ControlFault, ControlHandler, ControlOutcome, ControlResponse, check_private_dir,
+    describe_uid, is_socket, legacy_error_line, trusted_uid,
+};
+
+/// The longest request line accepted.
+const MAX_REQUEST: u64 = 4 * 1024 * 1024;
+
+/// A bound control socket; the file is removed when this is dropped.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path` (creating its directory with mode 0700 if needed) and sets the
+    /// socket's mode to 0600. A stale socket file (no host answering) is replaced.
+    pub async fn bind(path: &Path) -> Result<ControlSocket, ControlError> {
+        let io_err = |action, source| ControlError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder
+                .create(dir)
+                .map_err(|e| io_err("create the directory of", e))?;
+        }
+        if let Some(dir) = path.parent()
+            && path == default_control_path()
+        {
+            check_private_dir(dir).map_err(|e| io_err("use the directory of", e))?;
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !is_socket(&meta) {
+                return Err(io_err(
+                    "replace",
+                    io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "a file that is not a socket is in the way; remove it or pass another --control path",
+                    ),
+                ));
+            }
+            if UnixStream::connect(path).await.is_ok() {
+                return Err(ControlError::InUse {
+                    path: path.to_path_buf(),
+                });
+            }
+            std::fs::remove_file(path).map_err(|e| io_err("remove the stale", e))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io_err("set the mode of", e))?;
+        }
+        Ok(ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections and answers their requests until `stop` is cancelled. Open
+    /// connections see `stop` too: they finish the request at hand, then close. They are
+    /// returned to the caller to wait for (bounded) or drop.
+    pub async fn serve<H: ControlHandler>(
+        &self,
+        handler: Arc<H>,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinSet<()> {
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => match admit(&stream) {
+                        Ok(()) => {
+                            connections.spawn(serve_connection(
+                                stream,
+                                Arc::clone(&handler),
+                                stop.clone(),
+                            ));
+                        }
+                        Err(refusal) => {
+                            connections.spawn(refuse(stream, refusal));
+                        }
+                    },
+                    Err(e) => {
+                        // E.g. out of file descriptors: don't spin; try again shortly.
+                        tracing::warn!("accepting a control connection failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        connections
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether the peer of a new connection may use the socket: a process running as this
+/// host's effective uid or root. Otherwise the reason, for the client and the log.
+#[cfg(unix)]
+fn admit(stream: &UnixStream) -> Result<(), String> {
+    let me = crate::sys::private::effective_uid();
+    match stream.peer_cred() {
+        Ok(cred) if trusted_uid(cred.uid()) => Ok(()),
+        Ok(cred) => {
+            tracing::warn!(
+                uid = cred.uid(),
+                pid = cred.pid(),
+                "refused a control connection from {} (pid {}): this host serves only uid \
+                 {me} and root",
+                describe_uid(cred.uid()),
+                cred.pid()
+                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+            );
+            Err(format!(
+                "permission denied: this toolhost serves only uid {me} and root"
+            ))
+        }
+        Err(e) => {
+            tracing::warn!("refused a control connection whose peer is unknown: {e}");
+            Err(format!(
+                "permission denied: this toolhost serves only uid {me} and root, and could \
+                 not tell who you are ({e})"
+            ))
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn admit(_stream: &UnixStream) -> Result<(), String> {
+    Ok(())
+}
+
+/// How long a refused client gets to read its answer before the connection is closed.
+const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+
+/// Answers a refused connection with one error line, then closes it. What the client sent
+/// meanwhile is read and dropped unparsed (a little of it, for a short while), so its
+/// request does not fail with a broken pipe before it reads why.
+async fn refuse(stream: UnixStream, reason: String) {
+    let (mut read, mut write) = stream.into_split();
+    let mut line = legacy_error_line(&reason);
+    line.push('\n');
+    let answered = tokio::time::timeout(REFUSAL_LINGER, async {
+        write.write_all(line.as_bytes()).await?;
+        write.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0usize;
+        while drained < 64 * 1024 {
+            match read.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<(), io::Error>(())
+    })
+    .await;
+    if let Ok(Err(e)) = answered {
+        tracing::debug!("a refused control connection closed: {e}");
+    }
+}
+
+async fn serve_connection<H: ControlHandler>(
+    stream: UnixStream,
+    handler: Arc<H>,
+    stop: CancellationToken,
+) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut line = Vec::new();
+        let mut limited = (&mut reader).take(MAX_REQUEST + 1);
+        let read = tokio::select! {
+            () = stop.cancelled() => return,
+            read = limited.read_until(b'\n', &mut line) => read,
+        };
+        match read {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!("control connection closed: {e}");
+                return;
+            }
+        }
+        let too_long = line.len() as u64 > MAX_REQUEST;
+        let response = if too_long {
+            ControlResponse::new(
+                Value::Null,
+                ControlOutcome::Error(ControlFault::new(
+                    ControlFault::INVALID_REQUEST,
+                    format!("request longer than {MAX_REQUEST} bytes"),
+                )),
+            )
+        } else {
+            answer(&*handler, &line).await
+        };
+        let mut text = response.to_line();
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() || too_long {
+            return;
+        }
+    }
+}
+
+async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> ControlResponse {
+    let (id, request) = match decode(line) {
+        Ok(decoded) => decoded,
+        Err((id, fault)) => return ControlResponse::new(id, ControlOutcome::Error(fault)),
+    };
+    let outcome = match handler.handle(request).await {
+        Ok(result) => match serde_json::to_value(result) {
+            Ok(value) => ControlOutcome::Result(value),
+            Err(e) => ControlOutcome::Error(ControlFault::new(
+                ControlFault::INTERNAL_ERROR,
+                format!("the host could not encode its answer: {e}"),
+            )),
+        },
+        Err(fault) => ControlOutcome::Error(fault),
+    };
+    ControlResponse::new(id, outcome)
+}

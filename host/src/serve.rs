@@ -1,0 +1,148 @@
+//! Running a host: [`Host::start`] loads the plugins, checks the profiles and overrides
+//! against them, starts the watcher and binds the control socket; [`RunningHost::run`]
+//! serves until shutdown, then drains and cancels the calls in flight. This is the
+//! composition root of the library: the one module that wires the core (catalog, watcher,
+//! dispatcher) to a frontend (the control socket). MCP attaches from the binary.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ConfigError;
+use crate::frontends::control::{ControlError, ControlSocket};
+use crate::host::{Host, ServeConfig};
+use crate::plugins::catalog::PluginCatalog;
+use crate::plugins::watch::{PluginWatcher, WatchError};
+
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A profile lists a tool no plugin provides, or another configuration problem.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The private directory for plugin copies could not be made.
+    #[error(
+        "could not create the private directory plugins are loaded from (under $TMPDIR): {0}; \
+         set TMPDIR to a writable directory"
+    )]
+    Loader(std::io::Error),
+    /// The control socket could not be set up.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// Watching could not start.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+/// A started host: plugins loaded, directories watched, control socket bound. Frontends
+/// attach to [`RunningHost::host`] (its catalog's registry and events) before or while
+/// [`RunningHost::run`] serves.
+pub struct RunningHost {
+    host: Arc<Host>,
+    socket: ControlSocket,
+    _watcher: Option<PluginWatcher>,
+    shutdown_grace: Duration,
+    cancel_grace: Duration,
+}
+
+impl Host {
+    /// Binds the control socket, loads the plugins and starts watching (unless
+    /// `config.watch` is `None`).
+    pub async fn start(config: ServeConfig) -> Result<RunningHost, ServeError> {
+        let catalog =
+            Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
+        let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
+        let socket = ControlSocket::bind(&config.control_path).await?;
+        let first = Arc::clone(&catalog);
+        match tokio::task::spawn_blocking(move || first.rescan()).await {
+            Ok(report) => tracing::info!(
+                plugins = report.plugins_added.len(),
+                tools = catalog.registry().len(),
+                errors = report.errors.len(),
+                control = %socket.path().display(),
+                "toolhost is serving"
+            ),
+            Err(e) => tracing::error!(
+                "the first scan of the plugin directories failed: {e}; serving no tools \
+                 until `toolhost reload` or a file change"
+            ),
+        }
+        // An override that would lower a tool without `allow_lower` stops start-up.
+        let registry = catalog.registry();
+        let refused =
+            crate::calls::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides)
+                .refused;
+        if let Some(problem) = refused.into_iter().next() {
+            return Err(ServeError::Config(ConfigError::Invalid {
+                path: config
+                    .config_file
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("the host config")),
+                message: problem,
+            }));
+        }
+        // A profile that lists a tool no plugin provides stops start-up, naming both.
+        for profile in &config.profiles {
+            profile.check(&registry)?;
+        }
+        let watcher = match config.watch {
+            Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
+            None => None,
+        };
+        Ok(RunningHost {
+            host,
+            socket,
+            _watcher: watcher,
+            shutdown_grace: config.shutdown_grace,
+            cancel_grace: config.dispatch.cancel_grace,
+        })
+    }
+}
+
+impl RunningHost {
+    /// The host, for frontends in the same process.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// Serves the control socket until `shutdown` resolves; then stops accepting, removes
+    /// the socket file, gives calls in flight `shutdown_grace` to finish and cancels the
+    /// rest (bounded by the dispatcher's cancel grace).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let stop = CancellationToken::new();
+        let trigger = stop.clone();
+        let watch_shutdown = async move {
+            shutdown.await;
+            trigger.cancel();
+        };
+        let serving = self.socket.serve(Arc::clone(&self.host), stop);
+        let (mut connections, ()) = tokio::join!(serving, watch_shutdown);
+        drop(self.socket);
+        tracing::info!("shutting down: waiting for calls in flight");
+        let drain = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.shutdown_grace, drain)
+            .await
+            .is_err()
+        {
+            tracing::warn!("cancelling the calls still running");
+            self.host.cancel_calls();
+            let cancelled = async { while connections.join_next().await.is_some() {} };
+            let limit = self.cancel_grace + Duration::from_secs(1);
+            if tokio::time::timeout(limit, cancelled).await.is_err() {
+                connections.abort_all();
+            }
+        }
+    }
+}
+
+/// Runs a host until `shutdown` resolves: [`Host::start`], then [`RunningHost::run`].
+pub async fn serve(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    Host::start(config).await?.run(shutdown).await;
+    Ok(())
+}
