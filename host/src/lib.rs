@@ -67,7 +67,7 @@ pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
-pub use calls::registry::{RegisteredTool, ToolRegistry, is_valid_tool_name};
+pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name};
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
@@ -94,7 +94,7 @@ pub use host::{
     UnavailableTool, UnknownProfile,
 };
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
-pub use plugins::error::{LoadErrorKind, PluginLoadError, RegistryError};
+pub use plugins::error::{LoadErrorKind, PluginLoadError};
 pub use plugins::loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
 };

@@ -2,6 +2,7 @@
 //! through the real loader, registry and dispatcher, and the `toolhost` binary.
 
 mod agent;
+mod architecture;
 mod cli;
 mod compat;
 mod dispatch;

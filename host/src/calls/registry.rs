@@ -7,8 +7,57 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::calls::tool::{DynTool, ToolSpec};
-use crate::plugins::error::RegistryError;
+use crate::calls::tool::{DynTool, ToolOrigin, ToolSpec};
+
+/// A tool the registry refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools with one name: the first (in load order) keeps it.
+    #[error(
+        "duplicate tool '{tool}': {rejected} exports a tool with the same name as {kept}; \
+         the first keeps it and the other is not registered (rename one, or remove one plugin)"
+    )]
+    Duplicate {
+        /// The name.
+        tool: String,
+        /// The tool that keeps the name.
+        kept: ToolOrigin,
+        /// The tool that was refused.
+        rejected: ToolOrigin,
+    },
+    /// A name models do not accept.
+    #[error(
+        "tool '{tool}' from {origin} has an invalid name: use 1-64 characters of A-Z, a-z, 0-9, _ and -"
+    )]
+    InvalidName {
+        /// The name.
+        tool: String,
+        /// Where it came from.
+        origin: ToolOrigin,
+    },
+    /// The argument schema is not a valid JSON Schema.
+    #[error(
+        "tool '{tool}' from {origin} has an invalid argument schema: {reason}; fix the tool's \
+         `schema()` (or the argument type it is derived from); the tool is not registered"
+    )]
+    InvalidSchema {
+        /// The tool.
+        tool: String,
+        /// Where it came from.
+        origin: ToolOrigin,
+        /// The schema compiler's message.
+        reason: String,
+    },
+    /// `only` was asked for a tool the registry does not have.
+    #[error(
+        "no tool named '{tool}' is registered; `toolhost list` shows the tools the plugins provide"
+    )]
+    Missing {
+        /// The name.
+        tool: String,
+    },
+}
 
 /// Tools by name, sorted. `specs()` is what the model sees.
 #[derive(Clone, Default)]
@@ -230,21 +279,5 @@ impl ToolRegistry {
 impl fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.tools.keys()).finish()
-    }
-}
-
-impl ToolRegistry {
-    /// Registers the tools of `plugins` in their load order. A tool that cannot be
-    /// registered (duplicate name, bad name or schema) is left out with an error; the
-    /// rest are registered.
-    pub fn from_plugins(plugins: &[crate::LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
-        let mut registry = ToolRegistry::new();
-        let mut errors = Vec::new();
-        for tool in plugins.iter().flat_map(|p| &p.tools) {
-            if let Err(e) = registry.register(Arc::clone(tool)) {
-                errors.push(e);
-            }
-        }
-        (registry, errors)
     }
 }

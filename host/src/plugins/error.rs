@@ -4,8 +4,6 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::calls::tool::ToolOrigin;
-
 /// A plugin file that could not be loaded. The loader collects one per bad file and goes
 /// on with the others.
 #[derive(Debug, thiserror::Error)]
@@ -209,54 +207,4 @@ impl LoadErrorKind {
                 | LoadErrorKind::ChangedWhileLoading
         )
     }
-}
-
-/// A tool the registry refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegistryError {
-    /// Two tools with one name: the first (in load order) keeps it.
-    #[error(
-        "duplicate tool '{tool}': {rejected} exports a tool with the same name as {kept}; \
-         the first keeps it and the other is not registered (rename one, or remove one plugin)"
-    )]
-    Duplicate {
-        /// The name.
-        tool: String,
-        /// The tool that keeps the name.
-        kept: ToolOrigin,
-        /// The tool that was refused.
-        rejected: ToolOrigin,
-    },
-    /// A name models do not accept.
-    #[error(
-        "tool '{tool}' from {origin} has an invalid name: use 1-64 characters of A-Z, a-z, 0-9, _ and -"
-    )]
-    InvalidName {
-        /// The name.
-        tool: String,
-        /// Where it came from.
-        origin: ToolOrigin,
-    },
-    /// The argument schema is not a valid JSON Schema.
-    #[error(
-        "tool '{tool}' from {origin} has an invalid argument schema: {reason}; fix the tool's \
-         `schema()` (or the argument type it is derived from); the tool is not registered"
-    )]
-    InvalidSchema {
-        /// The tool.
-        tool: String,
-        /// Where it came from.
-        origin: ToolOrigin,
-        /// The schema compiler's message.
-        reason: String,
-    },
-    /// `only` was asked for a tool the registry does not have.
-    #[error(
-        "no tool named '{tool}' is registered; `toolhost list` shows the tools the plugins provide"
-    )]
-    Missing {
-        /// The name.
-        tool: String,
-    },
 }

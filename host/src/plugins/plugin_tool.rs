@@ -32,6 +32,7 @@ use toolhost_plugin_api::ffi::{
 use toolhost_plugin_api::{__private::UNAVAILABLE_PREFIX, ToolError};
 
 use crate::calls::context::CallContext;
+use crate::calls::registry::{RegistryError, ToolRegistry};
 use crate::calls::tool::{DynTool, Requirements, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
@@ -715,4 +716,25 @@ unsafe extern "C" fn host_child_turn(
         },
         service_panicked,
     )
+}
+
+impl ToolRegistry {
+    /// Registers the tools of `plugins` in their load order. A tool that cannot be
+    /// registered (duplicate name, bad name or schema) is left out with an error; the
+    /// rest are registered.
+    pub fn from_plugins(
+        plugins: &[LoadedPlugin],
+    ) -> (
+        ToolRegistry,
+        Vec<RegistryError>,
+    ) {
+        let mut registry = ToolRegistry::new();
+        let mut errors = Vec::new();
+        for tool in plugins.iter().flat_map(|p| &p.tools) {
+            if let Err(e) = registry.register(Arc::clone(tool)) {
+                errors.push(e);
+            }
+        }
+        (registry, errors)
+    }
 }
