@@ -15,7 +15,7 @@ use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{
     ApprovalPolicy, Availability, CallerChannel, Dispatcher, LoadedConfig, ToolCall, ToolResult,
 };
-use toolhost_plugin_api::ServiceError;
+use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use crate::output::outln;
 use crate::remote::runtime;
@@ -71,14 +71,11 @@ struct TerminalCaller;
 
 #[async_trait]
 impl CallerChannel for TerminalCaller {
-    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
-        let message = request
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned();
+    async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
+        let message = &request.message;
         let choices: Vec<String> = request
-            .pointer("/schema/properties/answer/enum")
+            .schema
+            .pointer("/properties/answer/enum")
             .and_then(Value::as_array)
             .map(|c| {
                 c.iter()
@@ -96,9 +93,11 @@ impl CallerChannel for TerminalCaller {
         })?;
         let answer = line.trim();
         Ok(if answer.is_empty() {
-            json!({"action": "decline"})
+            AskAnswer::Decline
         } else {
-            json!({"action": "accept", "content": {"answer": answer}})
+            AskAnswer::Accept {
+                content: json!({"answer": answer}),
+            }
         })
     }
 }

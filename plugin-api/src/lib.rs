@@ -100,6 +100,7 @@ mod blocking;
 mod content;
 mod context;
 mod export;
+mod host_request;
 #[allow(
     non_camel_case_types,
     reason = "abi_stable names prefix references `Type_Ref`"
@@ -116,6 +117,9 @@ pub use context::{
     SessionHit, SessionQuery, ToolContext,
 };
 pub use ffi::{API_VERSION, LogLevel};
+pub use host_request::{
+    HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
+};
 pub use risk::{Risk, RiskCode};
 pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};

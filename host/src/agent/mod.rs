@@ -5,17 +5,20 @@
 
 pub mod model;
 pub mod sessions;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use toolhost_plugin_api::ServiceError;
+use toolhost_plugin_api::{
+    ChildTurnRequest, HostAnswer, HostRequest, ServiceError, SessionsSearchAnswer,
+};
 
 use crate::calls::availability::Availability;
 use crate::calls::context::{
@@ -370,7 +373,7 @@ impl ChildTurnService for ChildTurns {
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: Value,
+        request: ChildTurnRequest,
         call_cancel: CancellationToken,
     ) -> Result<String, String> {
         let limits = &self.agent.config.children;
@@ -381,12 +384,10 @@ impl ChildTurnService for ChildTurns {
                 limits.max_depth
             ));
         }
-        let Some(prompt) = request.get("prompt").and_then(Value::as_str) else {
-            return Err("a child turn needs a prompt".to_owned());
-        };
-        let prompt = match request.get("context").and_then(Value::as_str) {
+        let ChildTurnRequest { prompt, context } = request;
+        let prompt = match context {
             Some(context) if !context.is_empty() => format!("{prompt}\n\nContext:\n{context}"),
-            _ => prompt.to_owned(),
+            _ => prompt,
         };
         // depth < max_depth here, and there is one semaphore per such depth.
         let slots = &self.agent.children[self.depth as usize];
@@ -441,34 +442,21 @@ impl HostRequests for AgentRequests {
     async fn request(
         &self,
         turn: &TurnIdentity,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, ServiceError> {
-        match method {
-            "sessions.search" => {
-                let query = params.get("query").and_then(Value::as_str).unwrap_or("");
-                let limit = params
-                    .get("limit")
-                    .and_then(Value::as_u64)
-                    .map_or(5, |l| l.clamp(1, 50)) as u32;
-                let exclude = params
-                    .get("exclude_current")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true)
-                    .then_some(turn.session_id.as_str());
+        request: HostRequest,
+    ) -> Result<HostAnswer, ServiceError> {
+        match request {
+            HostRequest::SessionsSearch(query) => {
+                let limit = query.limit.clamp(1, 50);
+                let exclude = query
+                    .exclude_current
+                    .then(|| turn.session_id.clone());
                 let store = Arc::clone(&self.agent.store);
-                let (query, exclude) = (query.to_owned(), exclude.map(str::to_owned));
-                let hits = blocking(move || store.search(&query, limit, exclude.as_deref()))
+                let hits = blocking(move || store.search(&query.query, limit, exclude.as_deref()))
                     .await
                     .map_err(|e| ServiceError::Failed(e.to_string()))?;
-                Ok(json!({ "hits": hits }))
+                Ok(SessionsSearchAnswer { hits }.into())
             }
-            other => {
-                self.agent
-                    .profile_requests
-                    .request(turn, other, params)
-                    .await
-            }
+            other => self.agent.profile_requests.request(turn, other).await,
         }
     }
 }
