@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolhost::agent::model::OpenAiClient;
+use toolhost::agent::model::{OpenAiClient, OpenAiConfig};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{
     ApprovalPolicy, Availability, CallerChannel, Dispatcher, LoadedConfig, ToolCall, ToolResult,
@@ -104,7 +104,8 @@ impl CallerChannel for TerminalCaller {
 
 /// The profile's agent, with a terminal for approvals and questions when there is one.
 fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
-    let model = config.model().and_then(OpenAiClient::new).map_err(|e| {
+    let model = OpenAiConfig::try_from(config.model()).and_then(OpenAiClient::new);
+    let model = model.map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::FAILURE
     })?;
@@ -136,7 +137,7 @@ fn agent(config: &LoadedConfig, a: &AgentArgs) -> Result<Agent, ExitCode> {
         availability,
         dispatcher: Dispatcher::new(config.dispatch(), Arc::new(policy)),
         model: Arc::new(model),
-        config: config.agent(&profile),
+        config: config.agent(&profile).into(),
         caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
     })

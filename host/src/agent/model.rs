@@ -167,6 +167,25 @@ pub struct OpenAiConfig {
     pub backoff: Duration,
 }
 
+impl TryFrom<crate::config::ModelSettings> for OpenAiConfig {
+    type Error = ModelError;
+
+    /// The client's settings; without a base URL and a model there is none.
+    fn try_from(m: crate::config::ModelSettings) -> Result<Self, ModelError> {
+        let (Some(base_url), Some(model)) = (m.base_url, m.model) else {
+            return Err(ModelError::NotConfigured);
+        };
+        Ok(OpenAiConfig {
+            base_url,
+            model,
+            api_key: m.api_key,
+            timeout: m.timeout,
+            max_retries: m.max_retries,
+            backoff: Duration::from_millis(500),
+        })
+    }
+}
+
 /// The Chat Completions client.
 pub struct OpenAiClient {
     http: reqwest::Client,

@@ -352,11 +352,13 @@ mod tests {
         let parse = |v: Value| ChatResponse::parse(&v.to_string());
         let m = parse(json!({"choices": [{"message": {"content": "hello"}}]})).expect("text");
         assert_eq!(m, Message::text(Role::Assistant, "hello"));
-        let m = parse(json!({"choices": [{"message": {"content": null, "tool_calls": [
-            {"function": {"name": "a", "arguments": {"x": 1}}},
-            {"id": "b1", "function": {"name": "b"}},
-            {"id": "c1", "function": {"name": "c", "arguments": null}},
-        ]}}]}))
+        let m = parse(
+            json!({"choices": [{"message": {"content": null, "tool_calls": [
+                {"function": {"name": "a", "arguments": {"x": 1}}},
+                {"id": "b1", "function": {"name": "b"}},
+                {"id": "c1", "function": {"name": "c", "arguments": null}},
+            ]}}]}),
+        )
         .expect("calls");
         assert_eq!(m.content, None);
         let calls: Vec<(&str, &str, &str)> = m
@@ -384,7 +386,10 @@ mod tests {
             ("[]".to_owned(), "no choices[0].message"),
             ("{}".to_owned(), "no choices[0].message"),
             (json!({"choices": []}).to_string(), "no choices[0].message"),
-            (json!({"choices": [{}]}).to_string(), "no choices[0].message"),
+            (
+                json!({"choices": [{}]}).to_string(),
+                "no choices[0].message",
+            ),
             (
                 json!({"choices": [{"message": null}]}).to_string(),
                 "neither text nor tool calls",
