@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
-use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirAnswer};
 use crate::ffi::{FfiCallContext, LogLevel};
+use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirAnswer};
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
 /// plus the host's services. Borrowed for the duration of one call.
@@ -133,10 +133,7 @@ pub struct SessionQuery {
     #[serde(default, deserialize_with = "lenient::text")]
     pub query: String,
     /// The most hits to return.
-    #[serde(
-        default = "lenient::five",
-        deserialize_with = "lenient::count_or_five"
-    )]
+    #[serde(default = "lenient::five", deserialize_with = "lenient::count_or_five")]
     pub limit: u32,
     /// Leave out the conversation this call belongs to.
     #[serde(default = "lenient::yes", deserialize_with = "lenient::flag_or_yes")]

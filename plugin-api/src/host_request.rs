@@ -192,9 +192,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let q = read(json!({}));
-        assert_eq!((q.query.as_str(), q.limit, q.exclude_current), ("", 5, true));
+        assert_eq!(
+            (q.query.as_str(), q.limit, q.exclude_current),
+            ("", 5, true)
+        );
         let q = read(json!({"query": 5, "limit": "x", "exclude_current": "no"}));
-        assert_eq!((q.query.as_str(), q.limit, q.exclude_current), ("", 5, true));
+        assert_eq!(
+            (q.query.as_str(), q.limit, q.exclude_current),
+            ("", 5, true)
+        );
         assert_eq!(read(json!({"limit": u64::MAX})).limit, u32::MAX);
     }
 
@@ -211,6 +217,9 @@ mod tests {
         let answer = HostAnswer::from(StateDirAnswer {
             path: "/x".to_owned(),
         });
-        assert_eq!(serde_json::to_value(answer).expect("json"), json!({"path": "/x"}));
+        assert_eq!(
+            serde_json::to_value(answer).expect("json"),
+            json!({"path": "/x"})
+        );
     }
 }

@@ -100,12 +100,12 @@ mod blocking;
 mod content;
 mod context;
 mod export;
-mod host_request;
 #[allow(
     non_camel_case_types,
     reason = "abi_stable names prefix references `Type_Ref`"
 )]
 pub mod ffi;
+mod host_request;
 mod risk;
 mod tool;
 mod unwind;

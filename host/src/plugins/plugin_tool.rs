@@ -435,7 +435,9 @@ where
             "{what} is not available: nobody is at the other end of this call (it came from \
              `toolhost call` or the control socket)"
         ))),
-        (Some(_), Err(e)) => Err(ServiceError::Failed(format!("malformed {what} request: {e}"))),
+        (Some(_), Err(e)) => Err(ServiceError::Failed(format!(
+            "malformed {what} request: {e}"
+        ))),
         (Some(caller), Ok(request)) => Ok(run(caller, request)),
     };
     in_runtime(
