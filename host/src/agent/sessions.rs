@@ -61,8 +61,9 @@ impl ToSql for Role {
 impl FromSql for Role {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
         let name = value.as_str()?;
-        Ok(Role::deserialize(name.into_deserializer())
-            .unwrap_or_else(|_: serde::de::value::Error| Role::User))
+        let role: Result<Role, serde::de::value::Error> =
+            Role::deserialize(name.into_deserializer());
+        Ok(role.unwrap_or(Role::User))
     }
 }
 
