@@ -8,11 +8,13 @@ use std::task::Poll;
 use std::time::Duration;
 
 use abi_stable::std_types::{RResult, RStr};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
+use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirAnswer};
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
 /// plus the host's services. Borrowed for the duration of one call.
@@ -64,24 +66,31 @@ impl From<Cancelled> for crate::ToolError {
     }
 }
 
-/// A request for a child turn (see [`ToolContext::child_turn`]).
-#[derive(Debug, Clone, Serialize)]
+/// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChildTurnRequest {
     /// What the child agent is asked to do.
     pub prompt: String,
-    /// Background the child needs, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Background the child needs, if any (anything but text is ignored).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::text_or_none"
+    )]
     pub context: Option<String>,
 }
 
-/// A question for the person behind the call (see [`ToolContext::ask_user`]).
-#[derive(Debug, Clone, Serialize)]
+/// A question for the person behind the call (see [`ToolContext::ask_user`]):
+/// `{"message", "schema"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AskRequest {
     /// What the person reads.
+    #[serde(default)]
     pub message: String,
     /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
     /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
     /// An empty object schema asks for a plain yes or no.
+    #[serde(default = "lenient::empty_object_schema")]
     pub schema: Value,
 }
 
@@ -115,14 +124,19 @@ pub enum AskAnswer {
     Cancel,
 }
 
-/// A search of past conversations (see [`ToolContext::search_sessions`]).
-#[derive(Debug, Clone, Serialize)]
+/// A search of past conversations (see [`ToolContext::search_sessions`]). Read leniently,
+/// as hosts always have: a missing or mistyped field takes its default (no words, 5 hits,
+/// leave out the current conversation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionQuery {
     /// Words to look for (all of them must appear).
+    #[serde(default, deserialize_with = "lenient::text")]
     pub query: String,
     /// The most hits to return.
+    #[serde(default = "lenient::five", deserialize_with = "lenient::count_or_five")]
     pub limit: u32,
     /// Leave out the conversation this call belongs to.
+    #[serde(default = "lenient::yes", deserialize_with = "lenient::flag_or_yes")]
     pub exclude_current: bool,
 }
 
@@ -139,20 +153,23 @@ pub struct SessionHit {
     pub snippet: String,
 }
 
-/// A completion asked of the caller's model (see [`ToolContext::sample`]).
-#[derive(Debug, Clone, Serialize)]
+/// A completion asked of the caller's model (see [`ToolContext::sample`]):
+/// `{"prompt", "system", "max_tokens"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleRequest {
     /// The user message the model answers.
+    #[serde(default)]
     pub prompt: String,
     /// An optional system prompt.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     /// The most tokens the answer may have.
+    #[serde(default = "lenient::thousand")]
     pub max_tokens: u32,
 }
 
-/// The caller's model's answer to a [`SampleRequest`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// The caller's model's answer to a [`SampleRequest`]: `{"text", "model"}`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct SampleAnswer {
     /// The text it wrote.
     pub text: String,
@@ -258,7 +275,7 @@ impl<'a> ToolContext<'a> {
         let future = unsafe { (self.raw.host.child_turn())(self.raw, RStr::from_str(&request)) };
         match future.await {
             RResult::ROk(answer) => Ok(answer.into_string()),
-            RResult::RErr(message) => Err(classify_service_error(message.into_string())),
+            RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
         }
     }
 }
@@ -310,7 +327,7 @@ impl ToolContext<'_> {
         match future.await {
             RResult::ROk(answer) => serde_json::from_str(&answer)
                 .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}"))),
-            RResult::RErr(message) => Err(classify_service_error(message.into_string())),
+            RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
         }
     }
 
@@ -318,14 +335,9 @@ impl ToolContext<'_> {
     /// that store data per profile (notes, caches) keep it here, so one profile never sees
     /// another's.
     pub async fn state_dir(&self) -> Result<std::path::PathBuf, ServiceError> {
-        let answer = self
-            .host_request("profile.state_dir", &serde_json::json!({}))
-            .await?;
-        answer
-            .get("path")
-            .and_then(Value::as_str)
-            .map(std::path::PathBuf::from)
-            .ok_or_else(|| ServiceError::Failed(format!("the host sent no path: {answer}")))
+        let request = HostRequest::ProfileStateDir(NoParams);
+        let answer: StateDirAnswer = self.request(&request).await?;
+        Ok(std::path::PathBuf::from(answer.path))
     }
 
     /// Full-text search over this profile's past conversations (the host's session store).
@@ -333,10 +345,21 @@ impl ToolContext<'_> {
         &self,
         query: &SessionQuery,
     ) -> Result<Vec<SessionHit>, ServiceError> {
-        let params = serde_json::to_value(query)
-            .map_err(|e| ServiceError::Failed(format!("could not encode the query: {e}")))?;
-        let answer = self.host_request("sessions.search", &params).await?;
-        serde_json::from_value(answer.get("hits").cloned().unwrap_or(Value::Null))
+        let request = HostRequest::SessionsSearch(query.clone());
+        let answer: SessionsSearchAnswer = self.request(&request).await?;
+        Ok(answer.hits)
+    }
+
+    /// Sends a typed request to the host and reads its typed answer.
+    pub async fn request<A: DeserializeOwned>(
+        &self,
+        request: &HostRequest,
+    ) -> Result<A, ServiceError> {
+        let (method, params) = request
+            .to_wire()
+            .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
+        let answer = self.host_request(&method, &params).await?;
+        serde_json::from_value(answer)
             .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
     }
 
@@ -361,7 +384,7 @@ impl ToolContext<'_> {
         async move {
             match future?.await {
                 RResult::ROk(answer) => Ok(answer.into_string()),
-                RResult::RErr(message) => Err(classify_service_error(message.into_string())),
+                RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
             }
         }
     }
@@ -396,9 +419,69 @@ impl ToolContext<'_> {
 #[doc(hidden)]
 pub const UNAVAILABLE_PREFIX: &str = "unavailable: ";
 
-fn classify_service_error(message: String) -> ServiceError {
-    match message.strip_prefix(UNAVAILABLE_PREFIX) {
-        Some(rest) => ServiceError::Unavailable(rest.to_owned()),
-        None => ServiceError::Failed(message),
+impl ServiceError {
+    /// The error as it crosses the ABI: its message, marked with `"unavailable: "` when
+    /// the service is missing. [`ServiceError::from_wire`] reads it back.
+    pub fn to_wire(&self) -> String {
+        match self {
+            ServiceError::Unavailable(m) => format!("{UNAVAILABLE_PREFIX}{m}"),
+            ServiceError::Failed(m) => m.clone(),
+        }
+    }
+
+    /// Reads an error that crossed the ABI (see [`ServiceError::to_wire`]).
+    pub fn from_wire(message: String) -> ServiceError {
+        match message.strip_prefix(UNAVAILABLE_PREFIX) {
+            Some(rest) => ServiceError::Unavailable(rest.to_owned()),
+            None => ServiceError::Failed(message),
+        }
+    }
+}
+
+/// Lenient readers for fields that hosts have always read with defaults.
+mod lenient {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) => s,
+            _ => String::new(),
+        })
+    }
+
+    pub(super) fn text_or_none<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<String>, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    pub(super) fn count_or_five<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        Ok(Value::deserialize(d)?
+            .as_u64()
+            .map_or(5, |n| u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
+    pub(super) fn flag_or_yes<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        Ok(Value::deserialize(d)?.as_bool().unwrap_or(true))
+    }
+
+    pub(super) fn five() -> u32 {
+        5
+    }
+
+    pub(super) fn yes() -> bool {
+        true
+    }
+
+    pub(super) fn thousand() -> u32 {
+        1000
+    }
+
+    pub(super) fn empty_object_schema() -> Value {
+        serde_json::json!({"type": "object", "properties": {}})
     }
 }

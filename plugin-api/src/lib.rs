@@ -105,6 +105,7 @@ mod export;
     reason = "abi_stable names prefix references `Type_Ref`"
 )]
 pub mod ffi;
+mod host_request;
 mod risk;
 mod tool;
 mod unwind;
@@ -116,6 +117,9 @@ pub use context::{
     SessionHit, SessionQuery, ToolContext,
 };
 pub use ffi::{API_VERSION, LogLevel};
+pub use host_request::{
+    HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
+};
 pub use risk::{Risk, RiskCode};
 pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};

@@ -1,203 +1,23 @@
-//! The agent runtime against a local server that speaks the Chat Completions protocol and
-//! answers from a script: turns, parallel and sequential dispatch, sessions and their
-//! search, memory per profile, child turns and their limits, cancellation, model errors.
+//! The agent runtime, against a `ScriptedModel` that answers from a script and records
+//! the typed requests it got: turns, parallel and sequential dispatch, sessions and their
+//! search, memory per profile, child turns and their limits, cancellation. Two tests go
+//! through the real Chat Completions client and a local server (the wire format, retries
+//! and model errors), and two run the `toolhost` binary.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolhost::agent::model::{OpenAiClient, OpenAiConfig};
+use toolhost::agent::model::{ModelProvider, OpenAiClient, OpenAiConfig};
 use toolhost::agent::{Agent, AgentConfig, AgentError, AgentParts, ChildConfig};
 use toolhost::{ApprovalPolicy, AutoApprove, Availability, DispatchConfig, Dispatcher};
 
+use crate::support::model::{
+    ModelServer, Reply, ScriptedModel, ToolAnswer, calls, text, wire_tool_messages,
+};
 use crate::support::{PluginDir, load, marker};
-
-/// What the scripted server answers to one request.
-#[derive(Clone)]
-pub(crate) enum Reply {
-    /// The assistant says this and stops.
-    Text(String),
-    /// The assistant calls these tools: (name, arguments).
-    Calls(Vec<(String, Value)>),
-    /// An HTTP error status with a body.
-    Status(u16, String),
-    /// A 200 whose body is this (malformed on purpose).
-    Raw(String),
-}
-
-pub(crate) fn text(t: &str) -> Reply {
-    Reply::Text(t.to_owned())
-}
-
-pub(crate) fn calls(list: &[(&str, Value)]) -> Reply {
-    Reply::Calls(
-        list.iter()
-            .map(|(n, a)| ((*n).to_owned(), a.clone()))
-            .collect(),
-    )
-}
-
-type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
-
-/// A Chat Completions server on 127.0.0.1 that answers with a responder and records every
-/// request body.
-pub(crate) struct ModelServer {
-    pub(crate) url: String,
-    pub(crate) requests: Arc<Mutex<Vec<Value>>>,
-    stop: CancellationToken,
-}
-
-impl Drop for ModelServer {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-fn completion(reply: &Reply, n: usize) -> (u16, String) {
-    let message = match reply {
-        Reply::Text(t) => json!({"role": "assistant", "content": t}),
-        Reply::Calls(list) => json!({
-            "role": "assistant",
-            "content": null,
-            "tool_calls": list.iter().enumerate().map(|(i, (name, args))| json!({
-                "id": format!("call_{n}_{i}"),
-                "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}
-            })).collect::<Vec<_>>()
-        }),
-        Reply::Status(code, body) => return (*code, body.clone()),
-        Reply::Raw(body) => return (200, body.clone()),
-    };
-    (
-        200,
-        json!({"id": format!("cmpl-{n}"), "object": "chat.completion", "model": "scripted",
-               "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
-        .to_string(),
-    )
-}
-
-impl ModelServer {
-    /// Answers with `responder(request)`.
-    pub(crate) async fn start(responder: Responder) -> ModelServer {
-        use http_body_util::{BodyExt as _, Full};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let stop = CancellationToken::new();
-        let (seen, stopped) = (Arc::clone(&requests), stop.clone());
-        tokio::spawn(async move {
-            loop {
-                let stream = tokio::select! {
-                    () = stopped.cancelled() => break,
-                    accepted = listener.accept() => match accepted {
-                        Ok((s, _)) => s,
-                        Err(_) => continue,
-                    },
-                };
-                let (seen, responder) = (Arc::clone(&seen), Arc::clone(&responder));
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let (seen, responder) = (Arc::clone(&seen), Arc::clone(&responder));
-                            async move {
-                                let body = req.into_body().collect().await.map(|b| b.to_bytes());
-                                let body: Value = body
-                                    .ok()
-                                    .and_then(|b| serde_json::from_slice(&b).ok())
-                                    .unwrap_or(Value::Null);
-                                let reply = responder(&body);
-                                let n = {
-                                    let mut seen = seen.lock().expect("lock");
-                                    seen.push(body);
-                                    seen.len()
-                                };
-                                let (status, text) = completion(&reply, n);
-                                let mut response =
-                                    hyper::Response::new(Full::new(hyper::body::Bytes::from(text)));
-                                *response.status_mut() =
-                                    hyper::StatusCode::from_u16(status).expect("status");
-                                Ok::<_, std::convert::Infallible>(response)
-                            }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        ModelServer {
-            url,
-            requests,
-            stop,
-        }
-    }
-
-    /// Answers the requests in order from `script` (then 500s).
-    pub(crate) async fn scripted(script: Vec<Reply>) -> ModelServer {
-        let script = Mutex::new(VecDeque::from(script));
-        ModelServer::start(Arc::new(move |_| {
-            script
-                .lock()
-                .expect("lock")
-                .pop_front()
-                .unwrap_or_else(|| Reply::Status(500, "the script is exhausted".to_owned()))
-        }))
-        .await
-    }
-
-    pub(crate) fn request(&self, n: usize) -> Value {
-        self.requests.lock().expect("lock")[n].clone()
-    }
-
-    pub(crate) fn count(&self) -> usize {
-        self.requests.lock().expect("lock").len()
-    }
-}
-
-/// The tool messages of a request, as (tool_call_id, content).
-fn tool_messages(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or("").to_owned(),
-                m["content"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
-}
-
-fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_owned()
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 struct Setup {
     plugins: PluginDir,
@@ -216,13 +36,13 @@ impl Setup {
         }
     }
 
-    fn agent(&self, server: &ModelServer, state: &Path) -> Agent {
-        let (report, registry, _) = load(&self.plugins);
-        // (The basic fixture's bad_metadata tool is left out, by design.)
-        assert_eq!(report.plugins.len(), self.libs, "{:?}", report.errors);
-        let registry = Arc::new(registry);
-        let availability = Arc::new(Availability::new(Duration::from_secs(30)));
-        let policy = ApprovalPolicy::new(Arc::new(AutoApprove), Arc::clone(&availability), true);
+    /// An agent of this setup talking to `model`.
+    fn agent(&self, model: &Arc<ScriptedModel>, state: &Path) -> Agent {
+        self.agent_with(Arc::clone(model) as Arc<dyn ModelProvider>, state)
+    }
+
+    /// An agent of this setup talking to `server` through the real HTTP client.
+    fn agent_over_http(&self, server: &ModelServer, state: &Path) -> Agent {
         let model = OpenAiClient::new(OpenAiConfig {
             base_url: server.url.clone(),
             model: "scripted".to_owned(),
@@ -232,6 +52,16 @@ impl Setup {
             backoff: Duration::from_millis(5),
         })
         .expect("client");
+        self.agent_with(Arc::new(model), state)
+    }
+
+    fn agent_with(&self, model: Arc<dyn ModelProvider>, state: &Path) -> Agent {
+        let (report, registry, _) = load(&self.plugins);
+        // (The basic fixture's bad_metadata tool is left out, by design.)
+        assert_eq!(report.plugins.len(), self.libs, "{:?}", report.errors);
+        let registry = Arc::new(registry);
+        let availability = Arc::new(Availability::new(Duration::from_secs(30)));
+        let policy = ApprovalPolicy::new(Arc::new(AutoApprove), Arc::clone(&availability), true);
         Agent::new(AgentParts {
             profile: state
                 .file_name()
@@ -242,7 +72,7 @@ impl Setup {
             registry: Arc::new(move || Arc::clone(&registry)),
             availability,
             dispatcher: Dispatcher::new(self.dispatch, Arc::new(policy)),
-            model: Arc::new(model),
+            model,
             config: self.config.clone(),
             caller: None,
             observer: None,
@@ -284,7 +114,8 @@ async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
     .await;
     let mut setup = Setup::new(&["fixture_basic"]);
     setup.dispatch.timeout = Duration::from_secs(20);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    // Over HTTP: the calls' ids come from the server and go back with their results.
+    let agent = setup.agent_over_http(&server, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = agent
         .run_turn(&session, "meet up", CancellationToken::new())
@@ -292,7 +123,7 @@ async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
         .expect("turn");
     assert_eq!(answer, "all three done");
     // The two rendezvous calls could only both finish by running at the same time.
-    let results = tool_messages(&server.request(1));
+    let results = wire_tool_messages(&server.request(1));
     let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["call_1_0", "call_1_1", "call_1_2"], "{results:?}");
     assert_eq!(results[0].1, "a met a,b");
@@ -308,34 +139,33 @@ async fn three_calls_in_one_response_run_concurrently_and_come_back_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_interactive_tool_in_the_batch_the_calls_run_one_at_a_time() {
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::scripted(vec![
+    let model = ScriptedModel::scripted(vec![
         rendezvous_around(&work, ("clarify", json!({"question": "Which one?"}))),
         text("done"),
-    ])
-    .await;
+    ]);
     let mut setup = Setup::new(&["fixture_basic", "toolhost_clarify"]);
     setup.dispatch.timeout = Duration::from_millis(500);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     agent
         .run_turn(&session, "go", CancellationToken::new())
         .await
         .expect("turn");
-    let results = tool_messages(&server.request(1));
+    let results = model.request(1).tool_answers();
     // One at a time: `a` waited for `b`, which had not started, until its timeout.
-    assert!(results[0].1.contains("timed out"), "{results:?}");
+    assert!(results[0].content.contains("timed out"), "{results:?}");
     // No person is attached: clarify says so, as an error result the model can read.
     assert!(
-        results[1].1.contains("no person is attached"),
+        results[1].content.contains("no person is attached"),
         "{results:?}"
     );
-    assert_eq!(results[2].1, "b met a,b");
+    assert_eq!(results[2].content, "b met a,b");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_profiles_memories_stay_apart() {
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::scripted(vec![
+    let model = ScriptedModel::scripted(vec![
         calls(&[(
             "memory",
             json!({"action": "add", "text": "likes green tea"}),
@@ -345,11 +175,10 @@ async fn two_profiles_memories_stay_apart() {
         text("listed"),
         calls(&[("memory", json!({"action": "search", "query": "tea"}))]),
         text("found"),
-    ])
-    .await;
+    ]);
     let setup = Setup::new(&["toolhost_memory"]);
-    let alice = setup.agent(&server, &state(&work, "alice"));
-    let bob = setup.agent(&server, &state(&work, "bob"));
+    let alice = setup.agent(&model, &state(&work, "alice"));
+    let bob = setup.agent(&model, &state(&work, "bob"));
     let run = |agent: &Agent, prompt: &'static str| {
         let agent = agent.clone();
         async move {
@@ -363,27 +192,32 @@ async fn two_profiles_memories_stay_apart() {
     run(&alice, "remember I like green tea").await;
     run(&bob, "what do you know about me?").await;
     run(&alice, "what do I drink?").await;
-    let bob_sees = &tool_messages(&server.request(3))[0].1;
+    let bob_sees = &model.request(3).tool_answers()[0].content;
     assert!(
         !bob_sees.contains("tea"),
         "bob sees alice's note: {bob_sees}"
     );
-    let alice_finds = &tool_messages(&server.request(5))[0].1;
+    let alice_finds = &model.request(5).tool_answers()[0].content;
     assert!(alice_finds.contains("likes green tea"), "{alice_finds}");
     assert!(state(&work, "alice").join("memory.json").exists());
+}
+
+/// What session_search answers.
+#[derive(Debug, serde::Deserialize)]
+struct Matches {
+    matches: Vec<toolhost_plugin_api::SessionHit>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_search_finds_an_earlier_session() {
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::scripted(vec![
+    let model = ScriptedModel::scripted(vec![
         text("I will remember that."),
         calls(&[("session_search", json!({"query": "launch code"}))]),
         text("It was PURPLE-42."),
-    ])
-    .await;
+    ]);
     let setup = Setup::new(&["toolhost_session_search"]);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let first = agent.new_session().expect("session");
     agent
         .run_turn(
@@ -403,79 +237,60 @@ async fn session_search_finds_an_earlier_session() {
         .await
         .expect("turn");
     assert_eq!(answer, "It was PURPLE-42.");
-    let found = &tool_messages(&server.request(2))[0].1;
-    let found: Value = serde_json::from_str(found).expect("JSON");
-    let hit = &found["matches"][0];
-    assert_eq!(hit["session"], first.as_str(), "{found}");
-    assert!(
-        hit["snippet"]
-            .as_str()
-            .is_some_and(|s| s.contains("PURPLE")),
-        "{found}"
-    );
-    assert!(
-        hit["time"].as_str().is_some_and(|t| t.contains('T')),
-        "{found}"
-    );
+    let found = &model.request(2).tool_answers()[0].content;
+    let found: Matches = serde_json::from_str(found).expect("session_search's answer");
+    let hit = &found.matches[0];
+    assert_eq!(hit.session, first, "{found:?}");
+    assert!(hit.snippet.contains("PURPLE"), "{found:?}");
+    assert!(hit.time.contains('T'), "{found:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delegate_task_runs_a_child_turn_without_delegate_task_and_the_depth_limit_holds() {
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::start(Arc::new(|request: &Value| {
-        let user = last_user(request);
-        let results = tool_messages(request);
-        match results.last() {
+    let model = ScriptedModel::new(|request| {
+        let user = request.last_user();
+        match request.tool_answers().last() {
             // The parent, after the child answered.
-            Some((_, answer)) if user == "parent" => text(&format!("parent got: {answer}")),
+            Some(ToolAnswer { content, .. }) if user == "parent" => {
+                text(&format!("parent got: {content}"))
+            }
             _ if user == "parent" => calls(&[(
                 "delegate_task",
                 json!({"task": "child job", "context": "be brief"}),
             )]),
             _ => text("child answer"),
         }
-    }))
-    .await;
+    });
     let setup = Setup::new(&["toolhost_delegate_task", "toolhost_memory", "fixture_basic"]);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = agent
         .run_turn(&session, "parent", CancellationToken::new())
         .await
         .expect("turn");
     assert_eq!(answer, "parent got: child answer");
-    let parent_tools = tool_names(&server.request(0));
-    assert!(parent_tools.contains(&"delegate_task".to_owned()));
-    let child = server.request(1);
-    assert!(last_user(&child).starts_with("child job"), "{child}");
-    assert!(last_user(&child).contains("be brief"), "{child}");
-    let child_tools = tool_names(&child);
-    assert!(
-        !child_tools.contains(&"delegate_task".to_owned()),
-        "{child_tools:?}"
-    );
-    assert!(
-        !child_tools.contains(&"memory".to_owned()),
-        "{child_tools:?}"
-    );
-    assert!(child_tools.contains(&"echo".to_owned()), "{child_tools:?}");
+    assert!(model.request(0).offers("delegate_task"));
+    let child = model.request(1);
+    assert!(child.last_user().starts_with("child job"), "{child:?}");
+    assert!(child.last_user().contains("be brief"), "{child:?}");
+    assert!(!child.offers("delegate_task"), "{:?}", child.tools);
+    assert!(!child.offers("memory"), "{:?}", child.tools);
+    assert!(child.offers("echo"), "{:?}", child.tools);
 
     // With children allowed to delegate, the depth limit stops the nesting.
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::start(Arc::new(|request: &Value| {
-        match tool_messages(request).last() {
-            Some((_, result)) => text(&format!("stopped: {result}")),
-            None => calls(&[("delegate_task", json!({"task": "go deeper"}))]),
-        }
-    }))
-    .await;
+    let model = ScriptedModel::new(|request| match request.tool_answers().last() {
+        Some(result) => text(&format!("stopped: {}", result.content)),
+        None => calls(&[("delegate_task", json!({"task": "go deeper"}))]),
+    });
     let mut setup = Setup::new(&["toolhost_delegate_task"]);
     setup.config.children = ChildConfig {
         max_depth: 1,
         exclude: Vec::new(),
         ..ChildConfig::default()
     };
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = agent
         .run_turn(&session, "go deep", CancellationToken::new())
@@ -483,7 +298,7 @@ async fn delegate_task_runs_a_child_turn_without_delegate_task_and_the_depth_lim
         .expect("turn");
     assert!(answer.contains("may nest 1 deep"), "{answer}");
     // Parent, child (whose delegation was refused), child again, parent again.
-    assert_eq!(server.count(), 4);
+    assert_eq!(model.count(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -491,13 +306,12 @@ async fn cancelling_a_turn_stops_its_tools() {
     let work = tempfile::tempdir().expect("temp dir");
     let (_m, mark) = marker();
     let started = work.path().join("started");
-    let server = ModelServer::scripted(vec![calls(&[(
+    let model = ScriptedModel::scripted(vec![calls(&[(
         "wait_cancel",
         json!({"marker": mark, "started": started}),
-    )])])
-    .await;
+    )])]);
     let setup = Setup::new(&["fixture_basic"]);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let cancel = CancellationToken::new();
     let turn = {
@@ -537,7 +351,7 @@ async fn model_errors_end_the_turn_clearly_and_the_session_keeps_what_was_said()
     ])
     .await;
     let setup = Setup::new(&["fixture_basic"]);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent_over_http(&server, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = agent
         .run_turn(&session, "hello", CancellationToken::new())
@@ -713,9 +527,9 @@ async fn run_and_chat_answer_and_show_the_tool_calls() {
 async fn a_session_interrupted_between_a_call_and_its_result_can_go_on() {
     use toolhost::agent::model::{Message, ModelToolCall, Role};
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::scripted(vec![text("carrying on")]).await;
+    let model = ScriptedModel::scripted(vec![text("carrying on")]);
     let setup = Setup::new(&["fixture_echo"]);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     // What a crash during a tool call leaves: the call, and no result.
     agent
@@ -743,10 +557,10 @@ async fn a_session_interrupted_between_a_call_and_its_result_can_go_on() {
         .await
         .expect("turn");
     assert_eq!(answer, "carrying on");
-    let sent = tool_messages(&server.request(0));
+    let sent = model.request(0).tool_answers();
     assert_eq!(sent.len(), 1, "{sent:?}");
-    assert_eq!(sent[0].0, "lost");
-    assert!(sent[0].1.starts_with("interrupted"), "{sent:?}");
+    assert_eq!(sent[0].call_id, "lost");
+    assert!(sent[0].content.starts_with("interrupted"), "{sent:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -755,21 +569,20 @@ async fn a_child_turn_past_its_timeout_is_stopped_and_reported() {
     let (_m, mark) = marker();
     let started = work.path().join("started");
     let child_marker = mark.clone();
-    let server = ModelServer::start(Arc::new(move |request: &Value| {
-        let user = last_user(request);
-        match tool_messages(request).last() {
-            Some((_, result)) if user == "parent" => text(&format!("parent saw: {result}")),
+    let model = ScriptedModel::new(move |request| {
+        let user = request.last_user();
+        match request.tool_answers().last() {
+            Some(result) if user == "parent" => text(&format!("parent saw: {}", result.content)),
             None if user == "parent" => calls(&[("delegate_task", json!({"task": "wait"}))]),
             _ => calls(&[(
                 "wait_cancel",
                 json!({"marker": child_marker, "started": started}),
             )]),
         }
-    }))
-    .await;
+    });
     let mut setup = Setup::new(&["toolhost_delegate_task", "fixture_basic"]);
     setup.config.children.timeout = Duration::from_millis(500);
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = tokio::time::timeout(
         Duration::from_secs(30),
@@ -787,21 +600,20 @@ async fn a_child_turn_past_its_timeout_is_stopped_and_reported() {
 /// A batch of 3 child turns whose tools each take 300 ms: the most that ran at once.
 async fn most_children_at_once(max_concurrent: usize) -> u64 {
     let work = tempfile::tempdir().expect("temp dir");
-    let server = ModelServer::start(Arc::new(|request: &Value| {
-        let user = last_user(request);
-        match tool_messages(request).last() {
-            Some((_, result)) => text(result),
+    let model = ScriptedModel::new(|request| {
+        let user = request.last_user();
+        match request.tool_answers().last() {
+            Some(result) => text(&result.content),
             None if user == "parent" => calls(&[(
                 "delegate_task",
                 json!({"tasks": [{"task": "one"}, {"task": "two"}, {"task": "three"}]}),
             )]),
             None => calls(&[("slow", json!({"ms": 300, "label": user}))]),
         }
-    }))
-    .await;
+    });
     let mut setup = Setup::new(&["toolhost_delegate_task", "fixture_basic"]);
     setup.config.children.max_concurrent = max_concurrent;
-    let agent = setup.agent(&server, &state(&work, "p"));
+    let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");
     let answer = agent
         .run_turn(&session, "parent", CancellationToken::new())
@@ -809,25 +621,40 @@ async fn most_children_at_once(max_concurrent: usize) -> u64 {
         .expect("turn");
     // The parent's answer is the delegate_task result: each child's answer is its slow
     // call's report, in the order the tasks were given.
-    let results: Value = serde_json::from_str(&answer).expect("JSON");
-    let results = results["results"].as_array().expect("results");
-    let labels: Vec<Value> = results
+    let batch: DelegateAnswer = serde_json::from_str(&answer).expect("delegate_task's answer");
+    let reports: Vec<SlowReport> = batch
+        .results
         .iter()
         .map(|r| {
-            let answer: Value = serde_json::from_str(r["answer"].as_str().expect("answer"))
-                .expect("the child's answer is the slow tool's report");
-            answer["label"].clone()
+            let answer = r.answer.as_deref().expect("answer");
+            serde_json::from_str(answer).expect("the child's answer is the slow tool's report")
         })
         .collect();
-    assert_eq!(labels, [json!("one"), json!("two"), json!("three")]);
-    results
+    let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["one", "two", "three"]);
+    reports
         .iter()
-        .filter_map(|r| {
-            serde_json::from_str::<Value>(r["answer"].as_str()?).ok()?["in_flight_at_start"]
-                .as_u64()
-        })
+        .filter_map(|r| r.in_flight_at_start)
         .max()
         .expect("counts")
+}
+
+/// What delegate_task answers for a batch (the parts these tests read).
+#[derive(Debug, serde::Deserialize)]
+struct DelegateAnswer {
+    results: Vec<ChildResult>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ChildResult {
+    answer: Option<String>,
+}
+
+/// What the basic fixture's `slow` tool reports.
+#[derive(Debug, serde::Deserialize)]
+struct SlowReport {
+    label: String,
+    in_flight_at_start: Option<u64>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

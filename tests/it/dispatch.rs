@@ -359,12 +359,13 @@ impl ChildTurnService for ScriptedChild {
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: Value,
+        request: toolhost_plugin_api::ChildTurnRequest,
         _cancel: tokio_util::sync::CancellationToken,
     ) -> Result<String, String> {
         Ok(format!(
             "child of {} answered {}",
-            parent.session_id, request["prompt"]
+            parent.session_id,
+            json!(request.prompt)
         ))
     }
 }

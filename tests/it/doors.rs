@@ -375,8 +375,10 @@ fn run_command(work: &Path, plugins: &PluginDir, url: &str, prompt: &str) -> Com
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_database_of_a_run_is_0600_in_a_0700_folder() {
-    let server =
-        crate::agent::ModelServer::scripted(vec![crate::agent::text("private answer")]).await;
+    let server = crate::support::model::ModelServer::scripted(vec![crate::support::model::text(
+        "private answer",
+    )])
+    .await;
     let plugins = PluginDir::with(&["fixture_echo"]);
     let work = tempfile::tempdir().expect("temp dir");
     let mut cmd = run_command(work.path(), &plugins, &server.url, "say something");
@@ -675,7 +677,10 @@ fn output_of_the_control_clients_to_a_closed_pipe_ends_quietly_with_exit_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_answer_of_run_to_a_closed_pipe_ends_quietly_with_exit_0() {
-    let server = crate::agent::ModelServer::scripted(vec![crate::agent::text("an answer")]).await;
+    let server = crate::support::model::ModelServer::scripted(vec![crate::support::model::text(
+        "an answer",
+    )])
+    .await;
     let plugins = PluginDir::with(&["fixture_echo"]);
     let work = tempfile::tempdir().expect("temp dir");
     let cmd = run_command(work.path(), &plugins, &server.url, "hello");

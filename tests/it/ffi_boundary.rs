@@ -257,8 +257,8 @@ async fn a_sleep_on_a_plugins_own_thread_ends_when_the_turn_is_cancelled() {
     );
 }
 
-/// Answers `runtime.sleep` after a sleep on the host's runtime: a service that works only
-/// inside a tokio runtime.
+/// Answers `profile.state_dir` after a sleep on the host's runtime: a service that works
+/// only inside a tokio runtime.
 struct RuntimeBoundRequests;
 
 #[async_trait::async_trait]
@@ -266,11 +266,14 @@ impl toolhost::HostRequests for RuntimeBoundRequests {
     async fn request(
         &self,
         _turn: &TurnIdentity,
-        method: &str,
-        _params: serde_json::Value,
-    ) -> Result<serde_json::Value, toolhost_plugin_api::ServiceError> {
+        request: toolhost_plugin_api::HostRequest,
+    ) -> Result<toolhost_plugin_api::HostAnswer, toolhost_plugin_api::ServiceError> {
         tokio::time::sleep(Duration::from_millis(10)).await;
-        Ok(json!({"answered": method}))
+        let (method, _) = request.to_wire().expect("a known request");
+        Ok(toolhost_plugin_api::StateDirAnswer {
+            path: format!("answered {method}"),
+        }
+        .into())
     }
 }
 
@@ -290,14 +293,14 @@ async fn a_host_request_from_a_plugins_own_thread_runs_in_the_hosts_runtime() {
             call(
                 "1",
                 "request_on_own_thread",
-                json!({"method": "runtime.sleep"}),
+                json!({"method": "profile.state_dir"}),
             ),
         ),
     )
     .await
     .expect("the request ends");
     assert_eq!(r.error, None, "{}", r.output);
-    assert_eq!(r.output, r#"{"answered":"runtime.sleep"}"#);
+    assert_eq!(r.output, r#"{"path":"answered profile.state_dir"}"#);
 }
 
 #[test]

@@ -514,3 +514,5 @@ pub(crate) fn token_add(state: &Path, name: &str) -> String {
     );
     String::from_utf8_lossy(&made.stdout).trim().to_owned()
 }
+
+pub(crate) mod model;

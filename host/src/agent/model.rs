@@ -1,13 +1,14 @@
 //! What the agent says to a model and hears back: the conversation's messages, the
-//! `ModelProvider` trait, and its OpenAI-compatible Chat Completions client.
+//! `ModelProvider` trait, and its OpenAI-compatible Chat Completions client (whose wire
+//! format is in `wire.rs`).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::wire::{ChatRequest, ChatResponse};
 use crate::calls::tool::ToolSpec;
 
 /// Who said a message.
@@ -22,29 +23,6 @@ pub enum Role {
     Assistant,
     /// A tool's result.
     Tool,
-}
-
-impl Role {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
-
-    /// From the wire name.
-    pub fn parse(s: &str) -> Option<Role> {
-        Some(match s {
-            "system" => Role::System,
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            _ => return None,
-        })
-    }
 }
 
 /// A tool call the model asked for, as it came (arguments as the model wrote them).
@@ -189,6 +167,25 @@ pub struct OpenAiConfig {
     pub backoff: Duration,
 }
 
+impl TryFrom<crate::config::ModelSettings> for OpenAiConfig {
+    type Error = ModelError;
+
+    /// The client's settings; without a base URL and a model there is none.
+    fn try_from(m: crate::config::ModelSettings) -> Result<Self, ModelError> {
+        let (Some(base_url), Some(model)) = (m.base_url, m.model) else {
+            return Err(ModelError::NotConfigured);
+        };
+        Ok(OpenAiConfig {
+            base_url,
+            model,
+            api_key: m.api_key,
+            timeout: m.timeout,
+            max_retries: m.max_retries,
+            backoff: Duration::from_millis(500),
+        })
+    }
+}
+
 /// The Chat Completions client.
 pub struct OpenAiClient {
     http: reqwest::Client,
@@ -217,41 +214,7 @@ impl OpenAiClient {
         Ok(OpenAiClient { http, config, url })
     }
 
-    fn body(&self, messages: &[Message], tools: &[&ToolSpec]) -> Value {
-        let messages: Vec<Value> = messages
-            .iter()
-            .map(|m| {
-                let mut out = json!({"role": m.role.as_str(), "content": m.content});
-                if !m.tool_calls.is_empty() {
-                    out["tool_calls"] = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({"id": c.id, "type": "function",
-                                   "function": {"name": c.name, "arguments": c.arguments}})
-                        })
-                        .collect();
-                }
-                if let Some(id) = &m.tool_call_id {
-                    out["tool_call_id"] = json!(id);
-                }
-                out
-            })
-            .collect();
-        let mut body = json!({"model": self.config.model, "messages": messages});
-        if !tools.is_empty() {
-            body["tools"] = tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.schema}})
-                })
-                .collect();
-        }
-        body
-    }
-
-    async fn once(&self, body: &Value) -> Result<Message, Attempt> {
+    async fn once(&self, body: &ChatRequest<'_>) -> Result<Message, Attempt> {
         let mut request = self.http.post(&self.url).json(body);
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key);
@@ -317,54 +280,9 @@ enum Attempt {
 
 /// Reads the assistant message out of a Chat Completions response.
 pub fn parse_completion(text: &str) -> Result<Message, ModelError> {
-    let malformed = |detail: &str| ModelError::Malformed {
-        detail: detail.to_owned(),
+    ChatResponse::parse(text).map_err(|e| ModelError::Malformed {
+        detail: e.to_string(),
         body: excerpt(text),
-    };
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| malformed(&format!("not JSON: {e}")))?;
-    let message = value
-        .pointer("/choices/0/message")
-        .ok_or_else(|| malformed("no choices[0].message"))?;
-    let content = match message.get("content") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(malformed("message.content is not text")),
-    };
-    let mut tool_calls = Vec::new();
-    if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
-        let calls = calls
-            .as_array()
-            .ok_or_else(|| malformed("message.tool_calls is not a list"))?;
-        for (i, call) in calls.iter().enumerate() {
-            let name = call
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| malformed(&format!("tool_calls[{i}] has no function.name")))?;
-            let arguments = match call.pointer("/function/arguments") {
-                Some(Value::String(s)) => s.clone(),
-                None | Some(Value::Null) => "{}".to_owned(),
-                Some(other) => other.to_string(),
-            };
-            let id = call
-                .get("id")
-                .and_then(Value::as_str)
-                .map_or_else(|| format!("call_{i}"), str::to_owned);
-            tool_calls.push(ModelToolCall {
-                id,
-                name: name.to_owned(),
-                arguments,
-            });
-        }
-    }
-    if content.is_none() && tool_calls.is_empty() {
-        return Err(malformed("the message has neither text nor tool calls"));
-    }
-    Ok(Message {
-        role: Role::Assistant,
-        content,
-        tool_calls,
-        tool_call_id: None,
     })
 }
 
@@ -380,7 +298,7 @@ impl ModelProvider for OpenAiClient {
         tools: &[&ToolSpec],
         cancel: &CancellationToken,
     ) -> Result<Message, ModelError> {
-        let body = self.body(messages, tools);
+        let body = ChatRequest::new(&self.config.model, messages, tools);
         let mut wait = self.config.backoff;
         let mut attempt = 0;
         loop {

@@ -4,7 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize as _;
+use serde::de::IntoDeserializer as _;
+use toolhost_plugin_api::SessionHit;
 
 use super::model::{Message, ModelToolCall, Role};
 
@@ -41,17 +45,26 @@ pub enum SessionError {
     Worker(String),
 }
 
-/// One hit of a search.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SearchHit {
-    /// Its session.
-    pub session: String,
-    /// When (RFC 3339, UTC).
-    pub time: String,
-    /// Who said it.
-    pub role: String,
-    /// The text around the match, matches marked `[like this]`.
-    pub snippet: String,
+/// A role is stored as its wire name (`user`, `assistant`, ...), the one serde gives it.
+impl ToSql for Role {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(name)) => Ok(ToSqlOutput::from(name)),
+            other => Err(rusqlite::Error::ToSqlConversionFailure(
+                format!("the role {self:?} has no name: {other:?}").into(),
+            )),
+        }
+    }
+}
+
+/// A stored role; a name this version does not know is read as `user`.
+impl FromSql for Role {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let name = value.as_str()?;
+        let role: Result<Role, serde::de::value::Error> =
+            Role::deserialize(name.into_deserializer());
+        Ok(role.unwrap_or(Role::User))
+    }
 }
 
 /// The sessions of one profile.
@@ -231,7 +244,7 @@ impl SessionStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     session,
-                    message.role.as_str(),
+                    message.role,
                     message.content,
                     calls,
                     message.tool_call_id,
@@ -257,10 +270,9 @@ impl SessionStore {
             .map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map([session], |row| {
-                let role: String = row.get(0)?;
                 let calls: Option<String> = row.get(2)?;
                 Ok(Message {
-                    role: Role::parse(&role).unwrap_or(Role::User),
+                    role: row.get(0)?,
                     content: row.get(1)?,
                     tool_calls: calls
                         .and_then(|c| serde_json::from_str::<Vec<ModelToolCall>>(&c).ok())
@@ -279,7 +291,7 @@ impl SessionStore {
         query: &str,
         limit: u32,
         exclude: Option<&str>,
-    ) -> Result<Vec<SearchHit>, SessionError> {
+    ) -> Result<Vec<SessionHit>, SessionError> {
         let Some(query) = fts_query(query) else {
             return Ok(Vec::new());
         };
@@ -295,7 +307,7 @@ impl SessionStore {
             .map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map(params![query, exclude, limit], |row| {
-                Ok(SearchHit {
+                Ok(SessionHit {
                     session: row.get(0)?,
                     time: row.get(1)?,
                     role: row.get(2)?,

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolhost_plugin_api::{LogLevel, ServiceError};
+use toolhost_plugin_api::{
+    AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
+    SampleRequest, ServiceError, StateDirAnswer,
+};
 
 /// Which turn a call works for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,13 +25,13 @@ pub struct TurnIdentity {
 /// Runs child turns for tools such as `delegate_task`. The agent runtime provides it.
 #[async_trait]
 pub trait ChildTurnService: Send + Sync {
-    /// Runs one child turn for `parent` with `request` (`{"prompt": ..., "context": ...}`)
-    /// and returns the child's final answer, or an error message for the model. `cancel`
-    /// is the calling tool's: when the call is cancelled or times out, so is the child.
+    /// Runs one child turn for `parent` with `request` and returns the child's final
+    /// answer, or an error message for the model. `cancel` is the calling tool's: when the
+    /// call is cancelled or times out, so is the child.
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: Value,
+        request: ChildTurnRequest,
         cancel: CancellationToken,
     ) -> Result<String, String>;
 }
@@ -45,35 +47,32 @@ pub trait CallerChannel: Send + Sync {
     /// A log line of the tool's (also written to the host's log).
     fn log(&self, _level: LogLevel, _tool: &str, _message: &str) {}
 
-    /// Asks the person a question: `request` is `{"message", "schema"}`; the answer is
-    /// `{"action": "accept" | "decline" | "cancel", "content"}`.
-    async fn ask_user(&self, _request: Value) -> Result<Value, ServiceError> {
+    /// Asks the person a question and waits for the answer.
+    async fn ask_user(&self, _request: AskRequest) -> Result<AskAnswer, ServiceError> {
         Err(ServiceError::Unavailable(
             "nobody can be asked: this caller has no person attached".to_owned(),
         ))
     }
 
-    /// Asks the caller's model: `request` is `{"prompt", "system", "max_tokens"}`; the
-    /// answer is `{"text", "model"}`.
-    async fn sample(&self, _request: Value) -> Result<Value, ServiceError> {
+    /// Asks the caller's model for a completion.
+    async fn sample(&self, _request: SampleRequest) -> Result<SampleAnswer, ServiceError> {
         Err(ServiceError::Unavailable(
             "this caller offers no model to sample from".to_owned(),
         ))
     }
 }
 
-/// Answers plugins' named host requests (`ctx.host_request`): `profile.state_dir`,
-/// `sessions.search`, ...
+/// Answers plugins' host requests (`ctx.state_dir()`, `ctx.search_sessions(..)`). A
+/// method this host does not know never gets here: the plugin is told it is unavailable.
 #[async_trait]
 pub trait HostRequests: Send + Sync {
-    /// The answer to `method` with `params`; an unknown method is
+    /// The answer to `request`; one this service cannot answer is
     /// [`ServiceError::Unavailable`].
     async fn request(
         &self,
         turn: &TurnIdentity,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, ServiceError>;
+        request: HostRequest,
+    ) -> Result<HostAnswer, ServiceError>;
 }
 
 /// The host requests every profile can answer without an agent: its state folder.
@@ -89,7 +88,7 @@ impl ProfileRequests {
 
     /// `profile.state_dir`: the folder, created (mode 0700) if missing; an existing one
     /// that others can reach is narrowed with a log line.
-    pub fn state_dir(&self) -> Result<Value, ServiceError> {
+    pub fn state_dir(&self) -> Result<StateDirAnswer, ServiceError> {
         crate::sys::private::ensure_private_dir(&self.state_dir).map_err(|e| {
             ServiceError::Failed(format!(
                 "could not create the profile's state folder {}: {e}",
@@ -103,7 +102,9 @@ impl ProfileRequests {
                 self.state_dir.display()
             ))
         })?;
-        Ok(serde_json::json!({ "path": path }))
+        Ok(StateDirAnswer {
+            path: path.to_owned(),
+        })
     }
 }
 
@@ -112,21 +113,26 @@ impl HostRequests for ProfileRequests {
     async fn request(
         &self,
         _turn: &TurnIdentity,
-        method: &str,
-        _params: Value,
-    ) -> Result<Value, ServiceError> {
-        match method {
-            "profile.state_dir" => self.state_dir(),
-            "sessions.search" => Err(ServiceError::Unavailable(
+        request: HostRequest,
+    ) -> Result<HostAnswer, ServiceError> {
+        match request {
+            HostRequest::ProfileStateDir(_) => self.state_dir().map(HostAnswer::from),
+            HostRequest::SessionsSearch(_) => Err(ServiceError::Unavailable(
                 "session search needs an agent's turn (toolhost run or chat); this call \
                  has none"
                     .to_owned(),
             )),
-            other => Err(ServiceError::Unavailable(format!(
-                "this host does not know the request '{other}'"
-            ))),
+            other => Err(unknown_request(&other)),
         }
     }
+}
+
+/// What a host says to a request it has no answer for (one a newer plugin-api added).
+pub(crate) fn unknown_request(request: &HostRequest) -> ServiceError {
+    let method = request
+        .to_wire()
+        .map_or_else(|_| format!("{request:?}"), |(method, _)| method);
+    ServiceError::Unavailable(format!("this host does not know the request '{method}'"))
 }
 
 /// The services a host offers to the calls of one turn.

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolhost::agent::model::OpenAiClient;
+use toolhost::agent::model::{OpenAiClient, OpenAiConfig};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{CallPipeline, CallerChannel, LoadedConfig, ToolCall, ToolResult};
-use toolhost_plugin_api::ServiceError;
+use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
 use crate::approve;
@@ -91,14 +91,11 @@ struct TerminalCaller;
 
 #[async_trait]
 impl CallerChannel for TerminalCaller {
-    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
-        let message = request
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned();
+    async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
+        let message = &request.message;
         let choices: Vec<String> = request
-            .pointer("/schema/properties/answer/enum")
+            .schema
+            .pointer("/properties/answer/enum")
             .and_then(Value::as_array)
             .map(|c| {
                 c.iter()
@@ -116,16 +113,18 @@ impl CallerChannel for TerminalCaller {
         })?;
         let answer = line.trim();
         Ok(if answer.is_empty() {
-            json!({"action": "decline"})
+            AskAnswer::Decline
         } else {
-            json!({"action": "accept", "content": {"answer": answer}})
+            AskAnswer::Accept {
+                content: json!({"answer": answer}),
+            }
         })
     }
 }
 
 /// The profile's agent, with a terminal for approvals and questions when there is one.
 fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
-    let model = config.model().and_then(OpenAiClient::new)?;
+    let model = OpenAiConfig::try_from(config.model()).and_then(OpenAiClient::new)?;
     let loader = new_loader(config)?;
     let Loaded {
         registry, profile, ..
@@ -148,7 +147,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         availability: pipeline.availability,
         dispatcher: pipeline.dispatcher,
         model: Arc::new(model),
-        config: config.agent(&profile),
+        config: config.agent(&profile).into(),
         caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
     })?;

@@ -103,6 +103,72 @@ pub struct HostConfig {
     pub agent: AgentSettings,
 }
 
+/// The model settings as the environment and `[model]` resolve them; the agent turns them
+/// into its client's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// The server's base URL, if set anywhere.
+    pub base_url: Option<String>,
+    /// The model name, if set anywhere.
+    pub model: Option<String>,
+    /// The API key, if one is set.
+    pub api_key: Option<String>,
+    /// One request's limit.
+    pub timeout: Duration,
+    /// Retries of a 429, a 5xx or a connection failure.
+    pub max_retries: u32,
+}
+
+/// What one profile's agent is configured with; the agent turns it into its own settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSetup {
+    /// The most model calls in one turn (at least 1).
+    pub max_iterations: u32,
+    /// The profile's system prompt, if it sets one.
+    pub system_prompt: Option<String>,
+    /// Child turns.
+    pub children: ChildLimits,
+}
+
+/// `[agent.children]` with its values checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildLimits {
+    /// How deep turns may nest.
+    pub max_depth: u32,
+    /// How many child turns run at once (at least 1).
+    pub max_concurrent: usize,
+    /// How long one child turn may take.
+    pub timeout: Duration,
+    /// Tools a child never gets.
+    pub exclude: Vec<String>,
+    /// Tools whose calls wait for child turns, with the most children one call starts.
+    pub delegators: BTreeMap<String, u32>,
+}
+
+impl Default for ChildLimits {
+    fn default() -> Self {
+        AgentSetup::from(&AgentSettings::default()).children
+    }
+}
+
+impl From<&AgentSettings> for AgentSetup {
+    /// The settings of a profile without a system prompt of its own.
+    fn from(a: &AgentSettings) -> Self {
+        AgentSetup {
+            max_iterations: a.max_iterations.max(1),
+            system_prompt: None,
+            children: ChildLimits {
+                max_depth: a.children.max_depth,
+                max_concurrent: a.children.max_concurrent.max(1),
+                timeout: Duration::try_from_secs_f64(a.children.timeout_secs)
+                    .unwrap_or(Duration::from_secs(300)),
+                exclude: a.children.exclude.clone(),
+                delegators: a.children.delegators.clone(),
+            },
+        }
+    }
+}
+
 /// `[model]`: an OpenAI-compatible Chat Completions server.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -163,16 +229,24 @@ pub struct ChildSettings {
     pub timeout_secs: f64,
     /// Tools a child never gets.
     pub exclude: Vec<String>,
+    /// Tools whose calls wait for child turns, each with the most child turns one of its
+    /// calls starts: such a call may last as long as that many children
+    /// (`max_concurrent` at a time).
+    pub delegators: BTreeMap<String, u32>,
 }
 
 impl Default for ChildSettings {
     fn default() -> Self {
-        let defaults = crate::agent::ChildConfig::default();
         ChildSettings {
-            max_depth: defaults.max_depth,
-            max_concurrent: defaults.max_concurrent,
-            timeout_secs: defaults.timeout.as_secs_f64(),
-            exclude: defaults.exclude,
+            max_depth: 2,
+            max_concurrent: 3,
+            timeout_secs: 300.0,
+            exclude: ["delegate_task", "clarify", "memory"]
+                .map(str::to_owned)
+                .to_vec(),
+            // The shipped delegate_task plugin starts at most 5 children (its `MAX_TASKS`,
+            // its schema's `maxItems`).
+            delegators: BTreeMap::from([("delegate_task".to_owned(), 5)]),
         }
     }
 }
@@ -628,43 +702,24 @@ impl LoadedConfig {
 
     /// The model settings, with the environment's overrides (`TOOLHOST_MODEL_BASE_URL`,
     /// `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable `api_key_env` names).
-    pub fn model(
-        &self,
-    ) -> Result<crate::agent::model::OpenAiConfig, crate::agent::model::ModelError> {
+    pub fn model(&self) -> ModelSettings {
         let m = &self.config.model;
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let base_url = var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone());
-        let model = var("TOOLHOST_MODEL").or_else(|| m.model.clone());
-        let (Some(base_url), Some(model)) = (base_url, model) else {
-            return Err(crate::agent::model::ModelError::NotConfigured);
-        };
-        Ok(crate::agent::model::OpenAiConfig {
-            base_url,
-            model,
+        ModelSettings {
+            base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone()),
+            model: var("TOOLHOST_MODEL").or_else(|| m.model.clone()),
             api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
-            timeout: std::time::Duration::try_from_secs_f64(m.timeout_secs)
-                .unwrap_or(std::time::Duration::from_secs(120)),
+            timeout: Duration::try_from_secs_f64(m.timeout_secs)
+                .unwrap_or(Duration::from_secs(120)),
             max_retries: m.max_retries,
-            backoff: std::time::Duration::from_millis(500),
-        })
+        }
     }
 
-    /// The agent settings for `profile`.
-    pub fn agent(&self, profile: &Profile) -> crate::agent::AgentConfig {
-        let a = &self.config.agent;
-        crate::agent::AgentConfig {
-            max_iterations: a.max_iterations.max(1),
-            system_prompt: profile
-                .system_prompt
-                .clone()
-                .unwrap_or_else(|| crate::agent::DEFAULT_SYSTEM_PROMPT.to_owned()),
-            children: crate::agent::ChildConfig {
-                max_depth: a.children.max_depth,
-                max_concurrent: a.children.max_concurrent.max(1),
-                timeout: std::time::Duration::try_from_secs_f64(a.children.timeout_secs)
-                    .unwrap_or(std::time::Duration::from_secs(300)),
-                exclude: a.children.exclude.clone(),
-            },
+    /// The agent settings for `profile`: `[agent]` and the profile's system prompt.
+    pub fn agent(&self, profile: &Profile) -> AgentSetup {
+        AgentSetup {
+            system_prompt: profile.system_prompt.clone(),
+            ..AgentSetup::from(&self.config.agent)
         }
     }
 

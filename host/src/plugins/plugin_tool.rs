@@ -29,7 +29,10 @@ use serde_json::Value;
 use toolhost_plugin_api::ffi::{
     FfiCallContext, FfiTool, FfiToolError, HostVTable, HostVTable_Ref, LogLevel,
 };
-use toolhost_plugin_api::{__private::UNAVAILABLE_PREFIX, ToolError};
+use toolhost_plugin_api::{
+    AskRequest, ChildTurnRequest, HostAnswer, HostRequest, HostRequestError, SampleRequest,
+    ServiceError, ToolError,
+};
 
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
@@ -335,7 +338,7 @@ unsafe extern "C" fn host_ask_user(
         caller,
         request,
         "asking the person",
-        |caller, request| Box::pin(async move { caller.ask_user(request).await }),
+        |caller, request: AskRequest| Box::pin(async move { caller.ask_user(request).await }),
     )
 }
 
@@ -347,9 +350,13 @@ unsafe extern "C" fn host_sample(
     let caller = unsafe { state(ctx) }.ctx.services.caller.clone();
     // SAFETY: as above.
     let runtime = unsafe { state(ctx) }.runtime.clone();
-    caller_service(runtime, caller, request, "sampling", |caller, request| {
-        Box::pin(async move { caller.sample(request).await })
-    })
+    caller_service(
+        runtime,
+        caller,
+        request,
+        "sampling",
+        |caller, request: SampleRequest| Box::pin(async move { caller.sample(request).await }),
+    )
 }
 
 unsafe extern "C" fn host_host_request(
@@ -368,65 +375,77 @@ unsafe extern "C" fn host_host_request(
         runtime,
         async move {
             let Some(service) = service else {
-                return RResult::RErr(RString::from(format!(
-                    "{UNAVAILABLE_PREFIX}'{method}' is not available: this call has no profile \
-                 (it came from a client that names none)"
-                )));
+                return to_ffi::<HostAnswer>(Err(ServiceError::Unavailable(format!(
+                    "'{method}' is not available: this call has no profile (it came from a \
+                     client that names none)"
+                ))));
             };
             let params = match params {
                 Ok(p) => p,
                 Err(e) => {
-                    return RResult::RErr(RString::from(format!(
+                    return to_ffi::<HostAnswer>(Err(ServiceError::Failed(format!(
                         "malformed parameters for '{method}': {e}"
-                    )));
+                    ))));
                 }
             };
-            to_ffi(service.request(&turn, &method, params).await)
+            let request = match HostRequest::from_wire(&method, params) {
+                Ok(request) => request,
+                Err(e @ HostRequestError::Unknown(_)) => {
+                    return to_ffi::<HostAnswer>(Err(ServiceError::Unavailable(e.to_string())));
+                }
+                Err(e) => return to_ffi::<HostAnswer>(Err(ServiceError::Failed(e.to_string()))),
+            };
+            to_ffi(service.request(&turn, request).await)
         },
         service_panicked,
     )
 }
 
-/// A service's answer as it crosses to the plugin: JSON text, or the error with the
-/// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
-fn to_ffi(answer: Result<Value, toolhost_plugin_api::ServiceError>) -> RResult<RString, RString> {
-    use toolhost_plugin_api::ServiceError;
+/// A service's answer as it crosses to the plugin: JSON text, or the error in the form
+/// the plugin side reads back ([`ServiceError::to_wire`]).
+fn to_ffi<A: serde::Serialize>(answer: Result<A, ServiceError>) -> RResult<RString, RString> {
+    let answer = answer.and_then(|answer| {
+        serde_json::to_string(&answer)
+            .map_err(|e| ServiceError::Failed(format!("could not encode the host's answer: {e}")))
+    });
     match answer {
-        Ok(answer) => RResult::ROk(RString::from(answer.to_string())),
-        Err(ServiceError::Unavailable(m)) => {
-            RResult::RErr(RString::from(format!("{UNAVAILABLE_PREFIX}{m}")))
-        }
-        Err(ServiceError::Failed(m)) => RResult::RErr(RString::from(m)),
+        Ok(answer) => RResult::ROk(RString::from(answer)),
+        Err(e) => RResult::RErr(RString::from(e.to_wire())),
     }
 }
 
-type ServiceFuture = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Value, toolhost_plugin_api::ServiceError>> + Send>,
->;
+type ServiceFuture<A> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<A, ServiceError>> + Send>>;
 
-/// Runs a JSON-in, JSON-out caller service for a plugin; errors cross as text, with the
-/// "unavailable" marker the plugin side turns back into `ServiceError::Unavailable`.
-fn caller_service(
+/// Runs a caller service for a plugin: reads the typed request, answers typed, and sends
+/// errors in the form the plugin side reads back into a [`ServiceError`].
+fn caller_service<R, A>(
     runtime: Option<tokio::runtime::Handle>,
     caller: Option<Arc<dyn crate::calls::context::CallerChannel>>,
     request: RStr<'_>,
     what: &'static str,
-    run: impl FnOnce(Arc<dyn crate::calls::context::CallerChannel>, Value) -> ServiceFuture,
-) -> FfiFuture<RResult<RString, RString>> {
-    let request: Result<Value, _> = serde_json::from_str(request.as_str());
+    run: impl FnOnce(Arc<dyn crate::calls::context::CallerChannel>, R) -> ServiceFuture<A>,
+) -> FfiFuture<RResult<RString, RString>>
+where
+    R: serde::de::DeserializeOwned,
+    A: serde::Serialize + Send + 'static,
+{
+    let request: Result<R, _> = serde_json::from_str(request.as_str());
     let future = match (caller, request) {
-        (None, _) => Err(format!(
-            "{UNAVAILABLE_PREFIX}{what} is not available: nobody is at the other end of this \
-             call (it came from `toolhost call` or the control socket)"
-        )),
-        (Some(_), Err(e)) => Err(format!("malformed {what} request: {e}")),
+        (None, _) => Err(ServiceError::Unavailable(format!(
+            "{what} is not available: nobody is at the other end of this call (it came from \
+             `toolhost call` or the control socket)"
+        ))),
+        (Some(_), Err(e)) => Err(ServiceError::Failed(format!(
+            "malformed {what} request: {e}"
+        ))),
         (Some(caller), Ok(request)) => Ok(run(caller, request)),
     };
     in_runtime(
         runtime,
         async move {
             match future {
-                Err(message) => RResult::RErr(RString::from(message)),
+                Err(e) => to_ffi::<A>(Err(e)),
                 Ok(future) => to_ffi(future.await),
             }
         },
@@ -688,19 +707,28 @@ unsafe extern "C" fn host_child_turn(
     let service = s.ctx.services.child_turns.clone();
     let turn = Arc::clone(&s.ctx.turn);
     let cancel = s.ctx.cancel.clone();
-    let request: Result<Value, _> = serde_json::from_str(request.as_str());
+    let request: Result<ChildTurnRequest, serde_json::Error> =
+        serde_json::from_str(request.as_str());
     let runtime = s.runtime.clone();
     in_runtime(
         runtime,
         async move {
             let Some(service) = service else {
-                return RResult::RErr(RString::from(format!(
-                    "{UNAVAILABLE_PREFIX}child turns are not available in this host: no agent \
-                 is running this call (it came from `toolhost call` or a client without an agent)"
-                )));
+                return RResult::RErr(RString::from(
+                    ServiceError::Unavailable(
+                        "child turns are not available in this host: no agent is running this \
+                         call (it came from `toolhost call` or a client without an agent)"
+                            .to_owned(),
+                    )
+                    .to_wire(),
+                ));
             };
             let request = match request {
                 Ok(r) => r,
+                // Well-formed JSON without a text `prompt`.
+                Err(e) if e.classify() == serde_json::error::Category::Data => {
+                    return RResult::RErr(RString::from("a child turn needs a prompt"));
+                }
                 Err(e) => {
                     return RResult::RErr(RString::from(format!(
                         "malformed child-turn request: {e}"

@@ -18,6 +18,12 @@ struct ClarifyArgs {
     choices: Option<Vec<String>>,
 }
 
+/// The form's content: the `answer` property the request's schema asks for.
+#[derive(Deserialize)]
+struct Answer {
+    answer: String,
+}
+
 struct Clarify;
 
 impl TypedTool for Clarify {
@@ -57,11 +63,10 @@ impl TypedTool for Clarify {
             }),
         };
         match ctx.ask_user(&request).await {
-            Ok(AskAnswer::Accept { content }) => Ok(content
-                .get("answer")
-                .and_then(|a| a.as_str())
-                .unwrap_or_default()
-                .to_owned()),
+            // An answer that is not text (a client that ignored the schema) reads as none.
+            Ok(AskAnswer::Accept { content }) => Ok(serde_json::from_value::<Answer>(content)
+                .map(|a| a.answer)
+                .unwrap_or_default()),
             Ok(AskAnswer::Decline | AskAnswer::Cancel) => Err(ToolError::failed(
                 "the person chose not to answer; go on with your best judgement and say \
                  what you assumed",

@@ -18,7 +18,9 @@ use rmcp::model::{
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use toolhost_plugin_api::{LogLevel, ServiceError};
+use toolhost_plugin_api::{
+    AskAnswer, AskRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError,
+};
 
 use super::approval::elicit_params;
 use crate::calls::context::CallerChannel;
@@ -132,7 +134,7 @@ impl CallerChannel for McpCaller {
         ));
     }
 
-    async fn ask_user(&self, request: Value) -> Result<Value, ServiceError> {
+    async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
         if !self.can_elicit {
             return Err(ServiceError::Unavailable(
                 "this MCP client cannot be asked questions during a call (it does not support \
@@ -140,44 +142,30 @@ impl CallerChannel for McpCaller {
                     .to_owned(),
             ));
         }
-        let message = request
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let schema = request
-            .get("schema")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        let params = elicit_params(&message, schema).map_err(ServiceError::Failed)?;
+        let params =
+            elicit_params(&request.message, request.schema).map_err(ServiceError::Failed)?;
         let result = self
             .peer
             .create_elicitation(params)
             .await
             .map_err(|e| ServiceError::Failed(format!("the client did not answer: {e}")))?;
-        serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))
+        serde_json::to_value(&result)
+            .and_then(serde_json::from_value)
+            .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))
     }
 
-    async fn sample(&self, request: Value) -> Result<Value, ServiceError> {
+    async fn sample(&self, request: SampleRequest) -> Result<SampleAnswer, ServiceError> {
         if !self.can_sample {
             return Err(ServiceError::Unavailable(
                 "this MCP client offers no model to sample from (no sampling capability)"
                     .to_owned(),
             ));
         }
-        let prompt = request
-            .get("prompt")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let max_tokens = request
-            .get("max_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(1000);
         let mut params = json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-            "maxTokens": max_tokens,
+            "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
+            "maxTokens": request.max_tokens,
         });
-        if let Some(system) = request.get("system").and_then(Value::as_str) {
+        if let Some(system) = request.system {
             params["systemPrompt"] = json!(system);
         }
         let params = serde_json::from_value(params)
@@ -205,6 +193,12 @@ impl CallerChannel for McpCaller {
                 .to_owned(),
             None => String::new(),
         };
-        Ok(json!({"text": text, "model": result.get("model")}))
+        Ok(SampleAnswer {
+            text,
+            model: result
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
     }
 }

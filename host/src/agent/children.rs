@@ -1,0 +1,76 @@
+//! Child turns for tools such as `delegate_task`: on the same agent, with the parent's
+//! tools minus the excluded ones, one level deeper, within the depth, concurrency and
+//! time limits of `[agent.children]`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use toolhost_plugin_api::ChildTurnRequest;
+
+use super::{AgentInner, blocking};
+use crate::calls::context::{ChildTurnService, TurnIdentity};
+use crate::calls::registry::ToolRegistry;
+
+/// Child turns for the calls of one turn: on the same agent, with the parent's tools
+/// minus the excluded ones, one level deeper.
+pub(super) struct ChildTurns {
+    pub(super) agent: Arc<AgentInner>,
+    pub(super) registry: Arc<ToolRegistry>,
+    pub(super) depth: u32,
+}
+
+#[async_trait]
+impl ChildTurnService for ChildTurns {
+    async fn run_child_turn(
+        &self,
+        parent: &TurnIdentity,
+        request: ChildTurnRequest,
+        call_cancel: CancellationToken,
+    ) -> Result<String, String> {
+        let limits = &self.agent.config.children;
+        if self.depth >= limits.max_depth {
+            return Err(format!(
+                "child turns may nest {} deep and this turn is at that depth; do the task \
+                 yourself",
+                limits.max_depth
+            ));
+        }
+        let ChildTurnRequest { prompt, context } = request;
+        let prompt = match context {
+            Some(context) if !context.is_empty() => format!("{prompt}\n\nContext:\n{context}"),
+            _ => prompt,
+        };
+        // depth < max_depth here, and there is one semaphore per such depth.
+        let slots = &self.agent.children[self.depth as usize];
+        let _permit = tokio::select! {
+            permit = slots.acquire() => permit
+                .map_err(|_| "the agent is shutting down".to_owned())?,
+            () = call_cancel.cancelled() => return Err("cancelled".to_owned()),
+        };
+        let registry = Arc::new(self.registry.without(&limits.exclude));
+        let store = Arc::clone(&self.agent.store);
+        let parent_session = parent.session_id.clone();
+        let session = blocking(move || store.create(Some(&parent_session)))
+            .await
+            .map_err(|e| e.to_string())?;
+        // The child stops with the calling tool (its cancel, its timeout) and its turn.
+        let cancel = call_cancel.child_token();
+        let mut child =
+            Arc::clone(&self.agent).turn(registry, session, prompt, cancel.clone(), self.depth + 1);
+        match tokio::time::timeout(limits.timeout, &mut child).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(format!("the child turn failed: {e}")),
+            Err(_) => {
+                // Tell it to stop, and give its tools the dispatcher's grace to do so.
+                cancel.cancel();
+                let grace = self.agent.dispatcher.config().cancel_grace;
+                let _ = tokio::time::timeout(grace, child).await;
+                Err(format!(
+                    "the child turn took longer than {:?} and was stopped",
+                    limits.timeout
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! One turn: the model is offered the profile's tools, its tool calls go through the
+//! dispatcher, the results go back, until it answers without tool calls, the iteration
+//! limit is reached or the turn is cancelled. Every message is stored as it comes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::children::ChildTurns;
+use super::model::{Message, Role};
+use super::requests::AgentRequests;
+use super::sessions::{self, SessionError};
+use super::{AgentError, AgentInner, blocking};
+use crate::calls::context::{Turn, TurnIdentity, TurnServices};
+use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
+use crate::calls::registry::ToolRegistry;
+
+/// What a person watching a turn sees happen (the chat shows each as it comes).
+pub trait TurnObserver: Send + Sync {
+    /// The model asked for these calls (before they run).
+    fn tool_calls(&self, _depth: u32, _calls: &[ToolCall]) {}
+    /// A call's result.
+    fn tool_result(&self, _depth: u32, _result: &ToolResult) {}
+    /// The model's text (the final answer, or text alongside tool calls).
+    fn assistant_text(&self, _depth: u32, _text: &str) {}
+}
+
+impl AgentInner {
+    pub(super) fn turn(
+        self: Arc<Self>,
+        registry: Arc<ToolRegistry>,
+        session: String,
+        prompt: String,
+        cancel: CancellationToken,
+        depth: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, AgentError>> + Send>>
+    {
+        Box::pin(async move {
+            let store = &self.store;
+            let mut messages = vec![Message::text(Role::System, &self.config.system_prompt)];
+            let history = {
+                let (store, session) = (Arc::clone(store), session.clone());
+                blocking(move || store.messages(&session)).await?
+            };
+            // A turn that stopped between a tool call and its result (a crash, a kill)
+            // left calls unanswered; the model would refuse the conversation.
+            messages.extend(sessions::repair(history));
+            let user = Message::text(Role::User, prompt);
+            self.append(&session, vec![user.clone()]).await?;
+            messages.push(user);
+
+            let turn = Turn {
+                info: Arc::new(TurnIdentity {
+                    profile_id: self.profile.clone(),
+                    session_id: session.clone(),
+                    model: self.model.model().to_owned(),
+                }),
+                cancel: cancel.clone(),
+                services: TurnServices {
+                    child_turns: Some(Arc::new(ChildTurns {
+                        agent: Arc::clone(&self),
+                        registry: Arc::clone(&registry),
+                        depth,
+                    })),
+                    caller: self.caller.clone(),
+                    requests: Some(Arc::new(AgentRequests {
+                        agent: Arc::clone(&self),
+                    })),
+                },
+            };
+            for _ in 0..self.config.max_iterations {
+                let specs = self.availability.visible_specs(&registry);
+                let reply = self.model.complete(&messages, &specs, &cancel).await?;
+                self.append(&session, vec![reply.clone()]).await?;
+                if let (Some(observer), Some(text)) = (&self.observer, &reply.content)
+                    && !text.is_empty()
+                {
+                    observer.assistant_text(depth, text);
+                }
+                if reply.tool_calls.is_empty() {
+                    return Ok(reply.content.unwrap_or_default());
+                }
+                // Calls whose arguments are not JSON never reach the dispatcher: their
+                // error goes back in their place, so the model can correct them.
+                let mut calls = Vec::new();
+                let mut slots: Vec<Option<ToolResult>> = Vec::new();
+                for c in &reply.tool_calls {
+                    match serde_json::from_str::<Value>(&c.arguments) {
+                        Ok(arguments) => {
+                            calls.push(ToolCall {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments,
+                            });
+                            slots.push(None);
+                        }
+                        Err(e) => slots.push(Some(ToolResult {
+                            call_id: c.id.clone(),
+                            name: c.name.clone(),
+                            output: format!(
+                                "invalid arguments: not valid JSON ({e}); send the arguments \
+                                 as one JSON object"
+                            ),
+                            is_error: true,
+                            error: Some(CallErrorKind::InvalidArgs),
+                            elapsed: Duration::ZERO,
+                        })),
+                    }
+                }
+                messages.push(reply);
+                if let Some(observer) = &self.observer {
+                    observer.tool_calls(depth, &calls);
+                }
+                let mut dispatched = self
+                    .dispatcher
+                    .dispatch(&registry, &turn, calls)
+                    .await
+                    .into_iter();
+                let results: Vec<ToolResult> = slots
+                    .into_iter()
+                    .filter_map(|slot| slot.or_else(|| dispatched.next()))
+                    .collect();
+                let mut answers = Vec::with_capacity(results.len());
+                for result in &results {
+                    if let Some(observer) = &self.observer {
+                        observer.tool_result(depth, result);
+                    }
+                    answers.push(Message::tool_result(
+                        &result.call_id,
+                        cap_output(&result.output),
+                    ));
+                }
+                // One transaction: a batch's results are stored all or none.
+                self.append(&session, answers.clone()).await?;
+                messages.extend(answers);
+                if cancel.is_cancelled() {
+                    return Err(AgentError::Cancelled);
+                }
+            }
+            Err(AgentError::IterationLimit(self.config.max_iterations))
+        })
+    }
+}
+
+impl AgentInner {
+    async fn append(&self, session: &str, messages: Vec<Message>) -> Result<(), SessionError> {
+        let (store, session) = (Arc::clone(&self.store), session.to_owned());
+        blocking(move || store.append_all(&session, &messages)).await
+    }
+}
+
+/// The most bytes of one tool result the model gets (and the session keeps).
+const MAX_TOOL_OUTPUT: usize = 64 * 1024;
+
+fn cap_output(output: &str) -> String {
+    crate::text::cap_bytes(output, MAX_TOOL_OUTPUT, |left| {
+        format!("\n[truncated: {left} more bytes of this result were left out]")
+    })
+}
