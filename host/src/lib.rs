@@ -71,9 +71,10 @@ pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
-    AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, ConfigError,
-    HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig, ModelConfig, PluginsConfig, Profile,
-    ProfileView, ReloadConfig, ToolSettings, TrustConfig, WithoutElicitation, default_config_path,
+    AgentSettings, AgentSetup, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildLimits,
+    ChildSettings, ConfigError, HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig,
+    ModelConfig, ModelSettings, PluginsConfig, Profile, ProfileView, ReloadConfig, ToolSettings,
+    TrustConfig, WithoutElicitation, default_config_path,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,

@@ -104,7 +104,12 @@ fn calls_know_nothing_of_plugins_config_or_the_agent() {
         if !file.starts_with("calls/") {
             continue;
         }
-        for forbidden in ["crate::plugins", "crate::config", "crate::agent", "crate::host"] {
+        for forbidden in [
+            "crate::plugins",
+            "crate::config",
+            "crate::agent",
+            "crate::host",
+        ] {
             if code(&text).contains(forbidden) {
                 edges.push(format!("{file} names {forbidden}"));
             }
@@ -164,7 +169,10 @@ fn unsafe_code_lives_only_where_the_architecture_says() {
             found.push(file);
         }
     }
-    assert!(found.is_empty(), "unsafe outside the allowed files: {found:?}");
+    assert!(
+        found.is_empty(),
+        "unsafe outside the allowed files: {found:?}"
+    );
 }
 
 #[test]

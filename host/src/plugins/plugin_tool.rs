@@ -750,12 +750,7 @@ impl ToolRegistry {
     /// Registers the tools of `plugins` in their load order. A tool that cannot be
     /// registered (duplicate name, bad name or schema) is left out with an error; the
     /// rest are registered.
-    pub fn from_plugins(
-        plugins: &[LoadedPlugin],
-    ) -> (
-        ToolRegistry,
-        Vec<RegistryError>,
-    ) {
+    pub fn from_plugins(plugins: &[LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
         let mut registry = ToolRegistry::new();
         let mut errors = Vec::new();
         for tool in plugins.iter().flat_map(|p| &p.tools) {

@@ -1,0 +1,343 @@
+//! The config file's schema: [`HostConfig`] and one struct per section, each key with
+//! its default; serde refuses unknown keys and wrong types (with the line).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::calls::tool::Risk;
+use crate::plugins::loader::DEFAULT_MAX_FILE_SIZE;
+use crate::plugins::trust::{PublisherEntry, TrustMode};
+
+/// The host's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Plugin directories, in load order.
+    #[serde(default)]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Where profiles live: `<profiles_dir>/<name>/config.toml`.
+    pub profiles_dir: Option<PathBuf>,
+    /// The profile used when none is named.
+    #[serde(default = "default_profile_name")]
+    pub default_profile: String,
+    /// The control socket of `toolhost serve`.
+    pub control_socket: Option<PathBuf>,
+    /// Call time limits.
+    #[serde(default)]
+    pub calls: CallsConfig,
+    /// Approval settings.
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// Availability checks.
+    #[serde(default)]
+    pub availability: AvailabilityConfig,
+    /// Hot reload.
+    #[serde(default)]
+    pub reload: ReloadConfig,
+    /// Which plugin files are considered at all.
+    #[serde(default)]
+    pub plugins: PluginsConfig,
+    /// Trust modes: pinned or signed plugin files only.
+    #[serde(default)]
+    pub trust: TrustConfig,
+    /// Named tool lists, used in profiles as `"@name"`.
+    #[serde(default)]
+    pub toolsets: BTreeMap<String, Vec<String>>,
+    /// Per-tool settings: risk overrides.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolSettings>,
+    /// The MCP frontend (`toolhost serve --mcp`).
+    #[serde(default)]
+    pub mcp: McpConfig,
+    /// The model the agent talks to (`toolhost chat` / `run`).
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// The agent's limits.
+    #[serde(default)]
+    pub agent: AgentSettings,
+}
+
+/// `[model]`: an OpenAI-compatible Chat Completions server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`
+    /// (`TOOLHOST_MODEL_BASE_URL` overrides it).
+    pub base_url: Option<String>,
+    /// The model name (`TOOLHOST_MODEL` overrides it).
+    pub model: Option<String>,
+    /// The environment variable holding the API key (`TOOLHOST_API_KEY` always wins).
+    pub api_key_env: String,
+    /// Seconds one model request may take.
+    pub timeout_secs: f64,
+    /// Retries of a 429, a 5xx or a connection failure.
+    pub max_retries: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            base_url: None,
+            model: None,
+            api_key_env: "OPENAI_API_KEY".to_owned(),
+            timeout_secs: 120.0,
+            max_retries: 3,
+        }
+    }
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    /// The most model calls in one turn.
+    pub max_iterations: u32,
+    /// Child turns (`delegate_task`).
+    pub children: ChildSettings,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            max_iterations: 20,
+            children: ChildSettings::default(),
+        }
+    }
+}
+
+/// `[agent.children]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChildSettings {
+    /// How deep turns may nest.
+    pub max_depth: u32,
+    /// How many child turns run at once.
+    pub max_concurrent: usize,
+    /// Seconds one child turn may take.
+    pub timeout_secs: f64,
+    /// Tools a child never gets.
+    pub exclude: Vec<String>,
+    /// Tools whose calls wait for child turns, each with the most child turns one of its
+    /// calls starts: such a call may last as long as that many children
+    /// (`max_concurrent` at a time).
+    pub delegators: BTreeMap<String, u32>,
+}
+
+impl Default for ChildSettings {
+    fn default() -> Self {
+        ChildSettings {
+            max_depth: 2,
+            max_concurrent: 3,
+            timeout_secs: 300.0,
+            exclude: ["delegate_task", "clarify", "memory"]
+                .map(str::to_owned)
+                .to_vec(),
+            // The shipped delegate_task plugin starts at most 5 children (its `MAX_TASKS`,
+            // its schema's `maxItems`).
+            delegators: BTreeMap::from([("delegate_task".to_owned(), 5)]),
+        }
+    }
+}
+
+fn default_profile_name() -> String {
+    "default".to_owned()
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            plugin_dirs: Vec::new(),
+            profiles_dir: None,
+            default_profile: default_profile_name(),
+            control_socket: None,
+            calls: CallsConfig::default(),
+            approval: ApprovalConfig::default(),
+            availability: AvailabilityConfig::default(),
+            reload: ReloadConfig::default(),
+            plugins: PluginsConfig::default(),
+            trust: TrustConfig::default(),
+            toolsets: BTreeMap::new(),
+            tools: BTreeMap::new(),
+            mcp: McpConfig::default(),
+            model: ModelConfig::default(),
+            agent: AgentSettings::default(),
+        }
+    }
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// What happens to a call that needs approval when the MCP client cannot be asked
+    /// (it does not support elicitation).
+    pub without_elicitation: WithoutElicitation,
+    /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
+    /// the loopback names, which are always allowed (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com:443`, `http://localhost:*`) allowed to
+    /// call besides the server's own; requests with any other `Origin` get 403.
+    pub allowed_origins: Vec<String>,
+    /// The bearer-token file (default: `tokens.json` in the state directory).
+    pub tokens_file: Option<PathBuf>,
+    /// Connections served at once; past it the oldest idle connection is closed, and when
+    /// every connection is busy new ones wait.
+    pub max_connections: usize,
+    /// Seconds a new connection has to send its first request's headers (and a TLS
+    /// handshake), and a request to send its body.
+    pub header_read_timeout_secs: f64,
+    /// Seconds an idle keep-alive connection is kept open.
+    pub idle_timeout_secs: f64,
+    /// Live MCP sessions (handshake clients); past it the oldest idle one is ended.
+    pub max_sessions: usize,
+    /// Seconds a session without requests or open streams lives.
+    pub session_idle_secs: f64,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            without_elicitation: WithoutElicitation::default(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            tokens_file: None,
+            max_connections: 512,
+            header_read_timeout_secs: 10.0,
+            idle_timeout_secs: 60.0,
+            max_sessions: 256,
+            session_idle_secs: 1800.0,
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// `[mcp] without_elicitation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WithoutElicitation {
+    /// Refuse the call with a message saying how to allow it (the default).
+    #[default]
+    Refuse,
+    /// Run it: the operator trusts the client to ask its user (most clients ask before
+    /// every tool call).
+    Approve,
+}
+
+/// `[calls]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallsConfig {
+    /// Seconds one call may run.
+    pub timeout_secs: f64,
+    /// Seconds an interactive call may run.
+    pub interactive_timeout_secs: f64,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        CallsConfig {
+            timeout_secs: 60.0,
+            interactive_timeout_secs: 900.0,
+        }
+    }
+}
+
+/// `[approval]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    /// Whether a person may approve a tool for the rest of the session.
+    pub remember_for_session: bool,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            remember_for_session: true,
+        }
+    }
+}
+
+/// `[availability]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AvailabilityConfig {
+    /// How long an availability answer is cached, in seconds.
+    pub cache_secs: f64,
+}
+
+impl Default for AvailabilityConfig {
+    fn default() -> Self {
+        AvailabilityConfig { cache_secs: 30.0 }
+    }
+}
+
+/// `[reload]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReloadConfig {
+    /// Watch the plugin directories (`toolhost serve`).
+    pub watch: bool,
+    /// Reloads after which status recommends a restart.
+    pub max_generations: u64,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        ReloadConfig {
+            watch: true,
+            max_generations: 64,
+        }
+    }
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// Refuse plugin files (and their directories, and symlink targets) that a user
+    /// other than the host's or root could change. `false` is for development only and is
+    /// logged as a warning.
+    pub strict_permissions: bool,
+    /// Plugin files larger than this (bytes) are refused before they are read.
+    pub max_file_size: u64,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            strict_permissions: true,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
+
+/// `[trust]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustConfig {
+    /// `any` (default), `pinned` or `signed`.
+    pub mode: TrustMode,
+    /// Minisign public keys whose signatures `signed` mode accepts.
+    pub publishers: Vec<PublisherEntry>,
+    /// The trust file (pins). Default: `trust.json` in the state directory
+    /// (`$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`).
+    pub file: Option<PathBuf>,
+}
+
+/// `[tools.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// The risk to use instead of the declared one: read, write, destructive, network
+    /// or deny.
+    #[serde(default)]
+    pub risk: Option<Risk>,
+    /// Must be `true` to lower a tool below its declared risk.
+    #[serde(default)]
+    pub allow_lower: bool,
+}

@@ -1,0 +1,290 @@
+//! A loaded configuration: reading the file the careful way, resolving paths, and turning
+//! sections into what the other modules take (`LoadPolicy`, `CallSettings`, dispatch
+//! settings, the agent's plain settings).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{AgentSetup, ConfigError, HostConfig, MAX_CONFIG_FILE_SIZE, ModelSettings, Profile};
+use crate::calls::policy::RiskOverride;
+use crate::plugins::loader::LoadPolicy;
+use crate::plugins::trust::TrustPolicy;
+
+/// Where the config file is looked for when `--config` is not given:
+/// `$XDG_CONFIG_HOME/toolhost/config.toml`, else `~/.config/toolhost/config.toml`.
+pub fn default_config_path() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("toolhost")
+        .join("config.toml")
+}
+
+/// A loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The settings.
+    pub config: HostConfig,
+    /// The file, if one was read.
+    pub file: Option<PathBuf>,
+}
+
+impl LoadedConfig {
+    /// Reads `path`, or the default location when `None` (a missing default file means
+    /// the defaults). Relative paths in the file are made relative to its directory.
+    pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+        let (path, required) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (default_config_path(), false),
+        };
+        let text = match read_config_text(&path) {
+            Ok(t) => t,
+            Err(ConfigError::Read { source, .. })
+                if !required && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(LoadedConfig {
+                    config: HostConfig::default(),
+                    file: None,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let mut config: HostConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.clone(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let resolve = |p: &PathBuf| {
+            if p.is_relative() {
+                base.join(p)
+            } else {
+                p.clone()
+            }
+        };
+        config.plugin_dirs = config.plugin_dirs.iter().map(resolve).collect();
+        config.profiles_dir = config.profiles_dir.as_ref().map(resolve);
+        config.control_socket = config.control_socket.as_ref().map(resolve);
+        config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
+        config.trust.file = config.trust.file.as_ref().map(resolve);
+        let loaded = LoadedConfig {
+            config,
+            file: Some(path),
+        };
+        loaded.validate()?;
+        Ok(loaded)
+    }
+
+    fn invalid(&self, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.file.clone().unwrap_or_default(),
+            message,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let c = &self.config;
+        for (key, secs) in [
+            ("calls.timeout_secs", c.calls.timeout_secs),
+            (
+                "calls.interactive_timeout_secs",
+                c.calls.interactive_timeout_secs,
+            ),
+            ("availability.cache_secs", c.availability.cache_secs),
+            ("model.timeout_secs", c.model.timeout_secs),
+            ("agent.children.timeout_secs", c.agent.children.timeout_secs),
+            (
+                "mcp.header_read_timeout_secs",
+                c.mcp.header_read_timeout_secs,
+            ),
+            ("mcp.idle_timeout_secs", c.mcp.idle_timeout_secs),
+            ("mcp.session_idle_secs", c.mcp.session_idle_secs),
+        ] {
+            let fits = Duration::try_from_secs_f64(secs).is_ok();
+            if !fits || (!key.starts_with("availability") && secs == 0.0) {
+                return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
+            }
+        }
+        for (key, n) in [
+            ("mcp.max_connections", c.mcp.max_connections),
+            ("mcp.max_sessions", c.mcp.max_sessions),
+            ("mcp.max_body_bytes", c.mcp.max_body_bytes),
+        ] {
+            if n == 0 {
+                return Err(self.invalid(format!("`{key}` must be at least 1")));
+            }
+        }
+        for (name, tools) in &c.toolsets {
+            for tool in tools {
+                if tool.starts_with('@') {
+                    return Err(self.invalid(format!(
+                        "toolset '{name}' contains '{tool}': toolsets list tool names, not other toolsets"
+                    )));
+                }
+            }
+        }
+        if c.plugins.max_file_size == 0 {
+            return Err(self
+                .invalid("`plugins.max_file_size` must be a positive number of bytes".to_owned()));
+        }
+        self.trust_policy()
+            .map_err(|e| self.invalid(e.to_string()))?;
+        for (tool, settings) in &c.tools {
+            if settings.risk.is_none() {
+                return Err(self.invalid(format!(
+                    "[tools.{tool}] sets no `risk`: give one (read, write, destructive, network, deny) or remove the table"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bearer-token file of MCP over HTTP: `[mcp] tokens_file`, else `tokens.json` in
+    /// the state directory (`None` when neither `XDG_STATE_HOME` nor `HOME` is set).
+    pub fn tokens_file(&self) -> Option<PathBuf> {
+        self.config
+            .mcp
+            .tokens_file
+            .clone()
+            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("tokens.json")))
+    }
+
+    /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
+    /// (`[trust] file`, else `trust.json` in [`crate::state_dir`]).
+    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::plugins::trust::TrustError> {
+        let t = &self.config.trust;
+        let file = t
+            .file
+            .clone()
+            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("trust.json")));
+        TrustPolicy::new(t.mode, &t.publishers, file)
+    }
+
+    /// Which plugin files may load: `[plugins]` and `[trust]`.
+    pub fn load_policy(&self) -> Result<LoadPolicy, crate::plugins::trust::TrustError> {
+        Ok(LoadPolicy {
+            strict_permissions: self.config.plugins.strict_permissions,
+            max_file_size: self.config.plugins.max_file_size,
+            trust: self.trust_policy()?,
+        })
+    }
+
+    /// The risk overrides of `[tools.*]`.
+    pub fn risk_overrides(&self) -> BTreeMap<String, RiskOverride> {
+        self.config
+            .tools
+            .iter()
+            .filter_map(|(name, s)| {
+                s.risk.map(|risk| {
+                    (
+                        name.clone(),
+                        RiskOverride {
+                            risk,
+                            allow_lower: s.allow_lower,
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The model settings, with the environment's overrides (`TOOLHOST_MODEL_BASE_URL`,
+    /// `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable `api_key_env` names).
+    pub fn model(&self) -> ModelSettings {
+        let m = &self.config.model;
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        ModelSettings {
+            base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone()),
+            model: var("TOOLHOST_MODEL").or_else(|| m.model.clone()),
+            api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
+            timeout: Duration::try_from_secs_f64(m.timeout_secs)
+                .unwrap_or(Duration::from_secs(120)),
+            max_retries: m.max_retries,
+        }
+    }
+
+    /// The agent settings for `profile`: `[agent]` and the profile's system prompt.
+    pub fn agent(&self, profile: &Profile) -> AgentSetup {
+        AgentSetup {
+            system_prompt: profile.system_prompt.clone(),
+            ..AgentSetup::from(&self.config.agent)
+        }
+    }
+
+    /// Call time limits as a dispatcher config.
+    pub fn dispatch(&self) -> crate::DispatchConfig {
+        crate::DispatchConfig {
+            timeout: Duration::from_secs_f64(self.config.calls.timeout_secs),
+            interactive_timeout: Duration::from_secs_f64(
+                self.config.calls.interactive_timeout_secs,
+            ),
+            ..crate::DispatchConfig::default()
+        }
+    }
+
+    /// What the call pipeline (availability, approval policy, dispatcher) is built from.
+    pub fn call_settings(&self) -> crate::CallSettings {
+        crate::CallSettings {
+            dispatch: self.dispatch(),
+            availability_ttl: Duration::from_secs_f64(self.config.availability.cache_secs),
+            remember_approvals: self.config.approval.remember_for_session,
+        }
+    }
+
+    /// The profiles directory: the configured one, else `profiles/` next to the config
+    /// file, else `$XDG_CONFIG_HOME/toolhost/profiles`.
+    pub fn profiles_dir(&self) -> PathBuf {
+        self.config.profiles_dir.clone().unwrap_or_else(|| {
+            self.file
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| {
+                    default_config_path()
+                        .parent()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default()
+                })
+                .join("profiles")
+        })
+    }
+}
+
+impl LoadedConfig {
+    /// Every profile in the profiles directory (sorted by name), plus the default
+    /// profile if it has no directory.
+    pub fn profiles(&self) -> Result<Vec<Profile>, ConfigError> {
+        let dir = self.profiles_dir();
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().join("config.toml").is_file())
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if !names.contains(&self.config.default_profile) {
+            names.push(self.config.default_profile.clone());
+        }
+        names.sort();
+        names.iter().map(|n| Profile::load(self, n)).collect()
+    }
+}
+
+/// Reads a config file the careful way: a regular file (opened without blocking) of at
+/// most [`MAX_CONFIG_FILE_SIZE`] bytes.
+pub(super) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
+    use crate::sys::safe_open::OpenError;
+    crate::sys::safe_open::read_capped_text(path, MAX_CONFIG_FILE_SIZE).map_err(|e| match e {
+        OpenError::Io(source) => ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => ConfigError::NotAConfigFile {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
+    })
+}
