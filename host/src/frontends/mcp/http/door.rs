@@ -1,0 +1,442 @@
+//! The door itself: one rmcp service per token, the order of checks per request (path,
+//! token, body limits, then rmcp), the refusals, and serving one connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt as _;
+use hyper::body::{Bytes, Incoming};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::connections::{Busy, ConnectionState, Connections, Registered};
+use super::sessions::{SessionTable, TrackedSessions};
+use super::{HttpAuth, HttpLimits, HttpOptions};
+use crate::frontends::mcp::tokens::{AuthFailure, TokenIdentity};
+use crate::frontends::mcp::{McpOptions, McpServeError, McpServer, McpSession};
+use crate::host::Host;
+
+pub(super) type Service = StreamableHttpService<McpSession, TrackedSessions>;
+
+/// A token's rmcp service and the session manager inside it.
+pub(super) type TokenService = (Arc<Service>, Arc<LocalSessionManager>);
+
+/// What the connections of one HTTP door share.
+pub(super) struct Door {
+    host: Arc<Host>,
+    base: McpOptions,
+    auth: HttpAuth,
+    limits: HttpLimits,
+    rmcp_config: StreamableHttpServerConfig,
+    pub(super) connections: Connections,
+    sessions: Arc<SessionTable>,
+    /// One MCP server per profile served (keyed by `--profile` for `None`).
+    servers: Mutex<HashMap<Option<String>, McpServer>>,
+    /// One rmcp service per token (its sessions are its own).
+    services: Mutex<HashMap<ServiceKey, TokenService>>,
+    /// When refusals were last logged, and how many were not logged since.
+    refusals: Mutex<(Option<Instant>, u64)>,
+}
+
+/// Which token a service serves: its name and profile (`None` name: `--no-auth`).
+pub(super) type ServiceKey = (Option<String>, Option<String>);
+
+impl Door {
+    pub(super) fn new(
+        server: &McpServer,
+        options: &HttpOptions,
+        bound: SocketAddr,
+        stop: CancellationToken,
+    ) -> Door {
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let port = bound.port();
+        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        hosts.extend(server.options().allowed_hosts.iter().cloned());
+        // The server's own origins: every name it may be reached by, on its port.
+        let mut origins: Vec<String> = vec![
+            format!("{scheme}://localhost:{port}"),
+            format!("{scheme}://127.0.0.1:{port}"),
+            format!("{scheme}://[::1]:{port}"),
+        ];
+        if !bound.ip().is_unspecified() {
+            origins.push(format!("{scheme}://{bound}"));
+        }
+        for host in &server.options().allowed_hosts {
+            if host.contains(':') && !host.starts_with('[') {
+                origins.push(format!("{scheme}://{host}"));
+            } else {
+                origins.push(format!("{scheme}://{host}:{port}"));
+            }
+        }
+        origins.extend(options.allowed_origins.iter().cloned());
+        let rmcp_config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_allowed_origins(origins)
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(options.limits.max_body_bytes)
+            .with_cancellation_token(stop);
+        let mut servers = HashMap::new();
+        servers.insert(None, server.clone());
+        Door {
+            host: Arc::clone(server.host()),
+            base: server.options().clone(),
+            auth: options.auth.clone(),
+            limits: options.limits.clone(),
+            rmcp_config,
+            connections: Connections::new(options.limits.max_connections),
+            sessions: Arc::new(SessionTable::new(options.limits.max_sessions)),
+            servers: Mutex::new(servers),
+            services: Mutex::new(HashMap::new()),
+            refusals: Mutex::new((None, 0)),
+        }
+    }
+
+    /// The MCP server for a token's profile (`None`: the server's own).
+    fn server(&self, profile: Option<&String>) -> Result<McpServer, McpServeError> {
+        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = profile.cloned();
+        if let Some(s) = servers.get(&key) {
+            return Ok(s.clone());
+        }
+        let options = McpOptions {
+            profile: key.clone(),
+            ..self.base.clone()
+        };
+        let server = McpServer::new(Arc::clone(&self.host), options)?;
+        servers.insert(key, server.clone());
+        Ok(server)
+    }
+
+    fn service(&self, identity: Option<&TokenIdentity>) -> Result<Arc<Service>, McpServeError> {
+        let key: ServiceKey =
+            identity.map_or((None, None), |i| (Some(i.name.clone()), i.profile.clone()));
+        let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((s, _)) = services.get(&key) {
+            return Ok(Arc::clone(s));
+        }
+        let server = self.server(key.1.as_ref())?;
+        let token = key.0.clone();
+        let mut manager = LocalSessionManager::default();
+        // Idle sessions are ended by the sweeper; rmcp's own timer is the backstop.
+        manager.session_config.keep_alive =
+            Some(self.limits.session_idle + Duration::from_secs(60));
+        let manager = Arc::new(manager);
+        let sessions = TrackedSessions {
+            inner: Arc::clone(&manager),
+            table: Arc::clone(&self.sessions),
+        };
+        let service = Arc::new(StreamableHttpService::new(
+            move || Ok(server.http_session(token.as_deref())),
+            Arc::new(sessions),
+            self.rmcp_config.clone(),
+        ));
+        services.insert(key, (Arc::clone(&service), manager));
+        Ok(service)
+    }
+
+    /// Once a second: ends idle sessions, and the services (and sessions) of tokens that
+    /// were revoked.
+    pub(super) async fn sweep(&self) {
+        for (manager, id) in self.sessions.expired(self.limits.session_idle) {
+            tracing::debug!(session = %id, "MCP session idle too long; ending it");
+            let _ = manager.close_session(&id).await;
+        }
+        let HttpAuth::Tokens(auth) = &self.auth else {
+            return;
+        };
+        let Ok(valid) = auth.identities() else {
+            return;
+        };
+        let gone: Vec<TokenService> = {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<ServiceKey> = services
+                .keys()
+                .filter(|(name, profile)| {
+                    !valid
+                        .iter()
+                        .any(|i| Some(&i.name) == name.as_ref() && &i.profile == profile)
+                })
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| services.remove(k)).collect()
+        };
+        for (_service, manager) in gone {
+            for id in self.sessions.owned_by(&manager) {
+                tracing::info!(session = %id, "ending an MCP session: its token was revoked");
+                let _ = manager.close_session(&id).await;
+            }
+        }
+    }
+
+    /// Logs a refused request, at most once a second (a flood must not flood the log).
+    fn log_refusal(&self, peer: SocketAddr, why: &str) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if refusals
+            .0
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            refusals.1 += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut refusals.1);
+        refusals.0 = Some(now);
+        if suppressed > 0 {
+            tracing::warn!(%peer, "MCP over HTTP: refused a request: {why} ({suppressed} more refusals in the last second not logged)");
+        } else {
+            tracing::warn!(%peer, "MCP over HTTP: refused a request: {why}");
+        }
+    }
+
+    async fn route(
+        &self,
+        peer: SocketAddr,
+        request: hyper::Request<Incoming>,
+    ) -> hyper::Response<HttpBody> {
+        if request.uri().path() != "/mcp" {
+            return plain(
+                hyper::StatusCode::NOT_FOUND,
+                "toolhost serves MCP at the path /mcp\n",
+            );
+        }
+        let identity = match &self.auth {
+            HttpAuth::NoAuth => None,
+            HttpAuth::Tokens(auth) => {
+                let header = request
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .map(|v| v.as_bytes());
+                match auth.check(header) {
+                    Ok(identity) => Some(identity),
+                    Err(failure) => {
+                        let why = match failure {
+                            AuthFailure::Missing => "no bearer token",
+                            AuthFailure::Invalid => "unknown or revoked bearer token",
+                            AuthFailure::StoreUnreadable => "the token file cannot be read",
+                        };
+                        self.log_refusal(peer, why);
+                        return unauthorized(failure);
+                    }
+                }
+            }
+        };
+        let service = match self.service(identity.as_ref()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.log_refusal(peer, &e.to_string());
+                return plain(
+                    hyper::StatusCode::FORBIDDEN,
+                    &format!("{e}; make the token again for a profile this host has\n"),
+                );
+            }
+        };
+        let (parts, body) = request.into_parts();
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.limits.max_body_bytes as u64) {
+            return too_large(self.limits.max_body_bytes);
+        }
+        let limited = http_body_util::Limited::new(body, self.limits.max_body_bytes);
+        let bytes =
+            match tokio::time::timeout(self.limits.header_read_timeout, limited.collect()).await {
+                Ok(Ok(collected)) => collected.to_bytes(),
+                Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                    return too_large(self.limits.max_body_bytes);
+                }
+                Ok(Err(e)) => {
+                    return plain(
+                        hyper::StatusCode::BAD_REQUEST,
+                        &format!("could not read the request body: {e}\n"),
+                    );
+                }
+                Err(_) => {
+                    self.log_refusal(peer, "request body not sent in time");
+                    return plain(
+                        hyper::StatusCode::REQUEST_TIMEOUT,
+                        "the request body did not arrive in time\n",
+                    );
+                }
+            };
+        let request = hyper::Request::from_parts(parts, http_body_util::Full::new(bytes));
+        service.handle(request).await
+    }
+}
+
+pub(super) type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+pub(super) fn plain(status: hyper::StatusCode, text: &str) -> hyper::Response<HttpBody> {
+    let body = http_body_util::Full::new(Bytes::from(text.to_owned())).boxed();
+    let mut response = hyper::Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+pub(super) fn too_large(max: usize) -> hyper::Response<HttpBody> {
+    let mut response = plain(
+        hyper::StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request body is larger than {max} bytes ([mcp] max_body_bytes)\n"),
+    );
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+/// 401 with the `WWW-Authenticate` challenge; the connection is closed after it.
+pub(super) fn unauthorized(failure: AuthFailure) -> hyper::Response<HttpBody> {
+    let (challenge, text) = match failure {
+        AuthFailure::Missing => (
+            r#"Bearer realm="toolhost""#,
+            "this toolhost needs a bearer token: send `Authorization: Bearer TOKEN`; the \
+             host's operator makes one with `toolhost token add NAME`\n",
+        ),
+        AuthFailure::Invalid => (
+            r#"Bearer realm="toolhost", error="invalid_token", error_description="unknown or revoked token""#,
+            "the bearer token is unknown or was revoked; ask the host's operator for a new \
+             one (`toolhost token add NAME`)\n",
+        ),
+        AuthFailure::StoreUnreadable => (
+            r#"Bearer realm="toolhost", error="invalid_token", error_description="the host cannot read its tokens""#,
+            "the host cannot read its token file; its operator must fix it (see the host's log)\n",
+        ),
+    };
+    let mut response = plain(hyper::StatusCode::UNAUTHORIZED, text);
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static(challenge),
+    );
+    headers.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+pub(super) async fn serve_connection(
+    door: Arc<Door>,
+    connection: Arc<ConnectionState>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<tokio_rustls::TlsAcceptor>>,
+    stop: CancellationToken,
+) {
+    let _registered = Registered {
+        connections: &door.connections,
+        id: connection.id,
+    };
+    let io = match tls {
+        None => tokio_util::either::Either::Left(stream),
+        Some(acceptor) => {
+            let handshake =
+                tokio::time::timeout(door.limits.header_read_timeout, acceptor.accept(stream));
+            tokio::select! {
+                () = connection.evict.cancelled() => return,
+                () = stop.cancelled() => return,
+                result = handshake => match result {
+                    Ok(Ok(tls)) => tokio_util::either::Either::Right(tls),
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, "MCP over HTTPS: TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "MCP over HTTPS: TLS handshake timed out");
+                        return;
+                    }
+                },
+            }
+        }
+    };
+    let handler = {
+        let door = Arc::clone(&door);
+        let connection = Arc::clone(&connection);
+        hyper::service::service_fn(move |request| {
+            let door = Arc::clone(&door);
+            let busy = connection.begin();
+            async move {
+                let response = door.route(peer, request).await;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| BodyWithGuard { body, _busy: busy }.boxed()),
+                )
+            }
+        })
+    };
+    let http = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(io), handler);
+    let mut http = std::pin::pin!(http);
+    loop {
+        let changed = connection.changed.notified();
+        let deadline = connection.deadline(&door.limits);
+        let expire = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = http.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, "MCP over HTTP: connection ended: {e}");
+                }
+                return;
+            }
+            () = connection.evict.cancelled() => return,
+            () = changed => {}
+            () = expire => {
+                if connection.deadline(&door.limits).is_some_and(|at| at <= Instant::now()) {
+                    return;
+                }
+            }
+            () = stop.cancelled() => {
+                // Finish the responses in flight, then close.
+                http.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
+                return;
+            }
+        }
+    }
+}
+
+/// A response body that marks its connection busy until it is sent (or dropped).
+pub(super) struct BodyWithGuard {
+    body: HttpBody,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for BodyWithGuard {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
