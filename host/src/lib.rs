@@ -6,19 +6,34 @@
 //!   [`PluginLoader`] loads plugin files from plugin directories through private copies,
 //!   checks their API version and type layouts, and reports one [`PluginLoadError`] per
 //!   bad file while the others load ([`LoadReport`]).
-//! - **DynTool**: anything implementing [`DynTool`]: a [`ToolSpec`] (name, description, argument
-//!   schema, [`Risk`], interactive flag), a [`ToolOrigin`] and an async `call`. Plugin
-//!   tools and tools compiled into the host are the same to everything below.
+//! - **Tool**: anything implementing [`DynTool`] (the host's object-safe tool trait; plugins
+//!   implement plugin-api's `Tool`/`TypedTool`, which the host wraps): a [`ToolSpec`]
+//!   (name, description, argument schema, [`Risk`], interactive flag), a [`ToolOrigin`] and
+//!   an async `call`. Plugin tools and tools compiled into the host are the same to
+//!   everything below.
+//! - **Plugin generation**: each load of a changed file. A running host's
+//!   [`PluginCatalog`] keeps one per file, swaps the registry atomically on each rescan and
+//!   publishes a [`RegistryEvent`]; calls finish on the generation they started with.
 //! - **Registry**: [`ToolRegistry`] holds tools by name with their compiled argument
 //!   validators; `only` and `without` make the filtered copies profiles and child agents
 //!   use.
 //! - **Dispatcher**: [`Dispatcher`] runs the [`ToolCall`]s of one model response,
-//!   concurrently or one at a time when any is interactive, under a [`CallPolicy`], with a
-//!   timeout and a cancel token per [`Turn`]; every outcome is a [`ToolResult`] in request
-//!   order.
+//!   concurrently or one at a time when any is interactive. Each call is first admitted
+//!   (exists, not `deny`, valid arguments, allowed by the [`CallPolicy`]) and then executed
+//!   under a time limit and the [`Turn`]'s cancel token; every outcome is a [`ToolResult`]
+//!   in request order. [`CallPipeline`] builds availability, policy and dispatcher in one go.
+//! - **Policy**: [`ApprovalPolicy`] runs `read` tools and asks an [`Approver`] for the
+//!   others; operators override declared risks ([`RiskOverride`]).
 //! - **Context**: each call gets a [`CallContext`]: the [`TurnIdentity`] (profile, session,
-//!   model), its cancel token and the [`TurnServices`]. Plugins see it through the stable
-//!   ABI as data plus a table of host services (log, timer, cancel signal, child turns).
+//!   model), its cancel token and the [`TurnServices`] (the [`CallerChannel`] back to
+//!   whoever asked, child turns, typed host requests). Plugins see it through the stable
+//!   ABI as data plus a table of host services.
+//! - **Profile**: a [`Profile`] names the tools its agent sees and owns a private state
+//!   folder; [`LoadedConfig`] reads the config file and the profiles.
+//! - **Host and frontends**: a [`Host`] is the state a running host's frontends share;
+//!   [`serve`] / [`Host::start`] run one with its control socket ([`ControlSocket`],
+//!   typed [`ControlRequest`]s); [`McpServer`] serves a profile's tools to MCP clients;
+//!   [`agent`] runs the host's own agent turns.
 //!
 //! ```no_run
 //! use std::sync::Arc;
