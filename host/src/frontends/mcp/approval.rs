@@ -12,7 +12,9 @@ use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
 };
 use rmcp::{Peer, RoleServer};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
+use toolhost_plugin_api::AskAnswer;
 
 use super::server::Shared;
 use super::session::{ClientFacts, SessionState};
@@ -226,24 +228,28 @@ pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitReques
     .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
 }
 
+/// The approval form's fields (see [`approval_schema`]); anything unreadable is "no".
+#[derive(Debug, Default, serde::Deserialize)]
+struct ApprovalForm {
+    #[serde(default)]
+    remember: bool,
+}
+
 fn approval_from_elicit_result(answer: &Value) -> ApprovalAnswer {
-    match answer.get("action").and_then(Value::as_str) {
-        Some("accept") => {
-            let remember = answer
-                .pointer("/content/remember")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            if remember {
+    match AskAnswer::deserialize(answer) {
+        Ok(AskAnswer::Accept { content }) => {
+            let form = ApprovalForm::deserialize(&content).unwrap_or_default();
+            if form.remember {
                 ApprovalAnswer::ApproveForSession
             } else {
                 ApprovalAnswer::Approve
             }
         }
-        Some("decline") => ApprovalAnswer::Decline("the user declined".to_owned()),
-        Some("cancel") => {
+        Ok(AskAnswer::Decline) => ApprovalAnswer::Decline("the user declined".to_owned()),
+        Ok(AskAnswer::Cancel) => {
             ApprovalAnswer::Decline("the user dismissed the approval question".to_owned())
         }
-        _ => ApprovalAnswer::Decline(format!(
+        Err(_) => ApprovalAnswer::Decline(format!(
             "the client's answer to the approval question was malformed: {answer}"
         )),
     }

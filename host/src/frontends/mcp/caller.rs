@@ -178,27 +178,50 @@ impl CallerChannel for McpCaller {
             self.peer.create_message(params).await.map_err(|e| {
                 ServiceError::Failed(format!("the client's model did not answer: {e}"))
             })?;
-        let result =
-            serde_json::to_value(&result).map_err(|e| ServiceError::Failed(e.to_string()))?;
-        let text = match result.pointer("/content") {
-            Some(Value::Array(blocks)) => blocks
+        let sampled = serde_json::to_value(&result)
+            .and_then(serde_json::from_value::<Sampled>)
+            .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
+        let text = match sampled.content {
+            Some(SampledContent::Blocks(blocks)) => blocks
                 .iter()
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join(""),
-            Some(block) => block
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+                .filter_map(TextBlock::text)
+                .collect::<String>(),
+            Some(SampledContent::Block(block)) => block.text().unwrap_or_default().to_owned(),
             None => String::new(),
         };
         Ok(SampleAnswer {
             text,
-            model: result
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            model: sampled.model.and_then(|m| m.as_str().map(str::to_owned)),
         })
+    }
+}
+
+/// What is read of a client's sampling result: its text blocks (one block, or several
+/// in newer protocol versions) and the model that wrote them.
+#[derive(serde::Deserialize)]
+struct Sampled {
+    #[serde(default)]
+    content: Option<SampledContent>,
+    #[serde(default)]
+    model: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum SampledContent {
+    Blocks(Vec<TextBlock>),
+    Block(TextBlock),
+}
+
+/// A content block; only text blocks have text (images and audio are left out).
+#[derive(serde::Deserialize)]
+struct TextBlock {
+    #[serde(default)]
+    text: Option<Value>,
+}
+
+impl TextBlock {
+    fn text(&self) -> Option<&str> {
+        self.text.as_ref().and_then(Value::as_str)
     }
 }
