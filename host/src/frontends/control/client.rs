@@ -63,7 +63,6 @@ fn check_peer(_path: &Path, _stream: &UnixStream) -> Result<(), ControlError> {
 }
 
 /// A connection to a running host's control socket.
-
 pub struct ControlClient {
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     writer: tokio::net::unix::OwnedWriteHalf,
