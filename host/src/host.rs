@@ -17,6 +17,7 @@ use crate::calls::pipeline::{CallPipeline, CallSettings};
 use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
+use crate::plugins::call_pool::StuckCall;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
 use crate::plugins::status::CatalogStatus;
 use crate::plugins::watch::WatchConfig;
@@ -92,6 +93,10 @@ pub struct HostStatus {
     pub profiles: Vec<ProfileStatus>,
     /// Tools whose requirements are not met, with the reason.
     pub unavailable: Vec<UnavailableTool>,
+    /// Plugin calls given up by their callers whose plugin code has not returned (it
+    /// spins or blocks): each holds a plugin thread until it does.
+    #[serde(default)]
+    pub stuck_calls: Vec<StuckCall>,
     /// Clients connected now through the frontends that register them (MCP).
     #[serde(rename = "mcp_clients")]
     pub clients: Vec<ConnectedClient>,
@@ -300,6 +305,7 @@ impl Host {
                         })
                 })
                 .collect(),
+            stuck_calls: crate::plugins::call_pool::stuck_calls(),
             clients: self.connected_clients(),
         }
     }

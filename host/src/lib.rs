@@ -109,6 +109,7 @@ pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig,
     UnavailableTool, UnknownProfile,
 };
+pub use plugins::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::error::{LoadErrorKind, PluginLoadError};
 pub use plugins::loader::{

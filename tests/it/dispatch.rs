@@ -204,7 +204,9 @@ async fn an_unknown_tool_is_a_tool_not_found_result() {
     assert_eq!(results[1].output, "x");
 }
 
-#[tokio::test(start_paused = true)]
+// Real time: plugin calls run on the host's plugin threads, and a paused clock would
+// jump to the timeout while the runtime waits for them.
+#[tokio::test]
 async fn a_timeout_reaches_the_plugin_as_its_cancel_signal() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();
@@ -222,7 +224,9 @@ async fn a_timeout_reaches_the_plugin_as_its_cancel_signal() {
     assert_eq!(seen, "cancelled is_cancelled=true");
 }
 
-#[tokio::test(start_paused = true)]
+// Real time: plugin calls run on the host's plugin threads, and a paused clock would
+// jump to the timeout while the runtime waits for them.
+#[tokio::test]
 async fn a_tool_that_ignores_cancellation_is_dropped_after_the_grace_period() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();

@@ -3,6 +3,7 @@
 
 mod agent;
 mod architecture;
+mod blocking;
 mod cli;
 mod compat;
 mod dispatch;

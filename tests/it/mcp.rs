@@ -58,7 +58,7 @@ fn plugins() -> PluginDir {
 }
 
 /// Kills the server when the test ends, however it ends.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -241,7 +241,7 @@ fn a_second_stdio_server_gets_its_own_control_socket_and_status_answers_on_it() 
 }
 
 /// A minimal MCP client on a child's stdio: JSON-RPC lines, the 2025-11-25 handshake.
-struct RawClient {
+pub(crate) struct RawClient {
     server: Server,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<serde_json::Value>,
@@ -251,7 +251,7 @@ struct RawClient {
 }
 
 impl RawClient {
-    fn start(mut cmd: Command) -> RawClient {
+    pub(crate) fn start(mut cmd: Command) -> RawClient {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -304,7 +304,7 @@ impl RawClient {
     }
 
     /// The whole response (result or error) to a request.
-    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+    pub(crate) fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
         self.next_id += 1;
         let id = self.next_id;
         self.send(

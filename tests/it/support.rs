@@ -57,6 +57,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-ffi-edges",
             "-p",
+            "fixture-blocking",
+            "-p",
             "fixture-bad-payload",
             "-p",
             "toolhost-utils",

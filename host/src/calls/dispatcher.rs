@@ -466,7 +466,14 @@ impl<'a> CallJob<'a> {
         let ran = running.elapsed().as_secs_f64();
         // Tell the tool, give it a moment to wind down, then drop it.
         cancel.cancel();
-        let _ = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
+        let wound_down = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
+        // A tool that stops with its own word on the cancellation gets it passed on.
+        if let (Stop::Cancelled, Ok(Ok(Err(ToolError::Failed(m))))) = (&stop, wound_down) {
+            return Err(CallFailure::new(
+                format!("tool '{name}' was cancelled after {ran:.1} s: {m}"),
+                CallErrorKind::Cancelled,
+            ));
+        }
         Err(match stop {
             Stop::TimedOut => CallFailure::new(
                 format!(

@@ -238,6 +238,27 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             &clients,
         )?;
     }
+    if !status.stuck_calls.is_empty() {
+        outln!()?;
+        let stuck: Vec<[String; 4]> = status
+            .stuck_calls
+            .iter()
+            .map(|c| {
+                [
+                    c.tool.clone(),
+                    c.plugin.clone(),
+                    format!("{:.0}", c.running_secs),
+                    format!("{:.0}", c.abandoned_secs),
+                ]
+            })
+            .collect();
+        print_table(&["STUCK CALL", "PLUGIN", "RUNNING S", "GIVEN UP S"], &stuck)?;
+        outln!(
+            "(plugin code that does not return after its call was given up: each holds a \
+             plugin thread until it does; restart toolhost to reclaim them, and fix or \
+             remove the plugin)"
+        )?;
+    }
     Ok(())
 }
 

@@ -29,11 +29,12 @@ use crate::calls::context::CallContext;
 
 use super::timers::HostSleep;
 
-/// What the context handed to a plugin points at.
-pub(super) struct CallState<'a> {
-    pub(super) ctx: &'a CallContext,
-    pub(super) tool: &'a str,
-    pub(super) plugin: &'a str,
+/// What the context handed to a plugin points at. It owns what it holds: the call is
+/// polled on a pool thread (`call_pool.rs`), away from the caller's stack.
+pub(super) struct CallState {
+    pub(super) ctx: CallContext,
+    pub(super) tool: Arc<str>,
+    pub(super) plugin: Arc<str>,
     /// The runtime the call started on; service futures enter it on every poll.
     pub(super) runtime: Option<tokio::runtime::Handle>,
 }
@@ -41,13 +42,13 @@ pub(super) struct CallState<'a> {
 // The plugin may use the context from any thread (`FfiCallContext` is `Send + Sync`).
 const _: () = {
     const fn assert_sync<T: Sync>() {}
-    assert_sync::<CallState<'static>>();
+    assert_sync::<CallState>();
 };
 
-impl<'a> CallState<'a> {
+impl CallState {
     /// The context for the plugin. It borrows `self`, so the borrow checker keeps the state
     /// alive for as long as the plugin's future can use the context.
-    pub(super) fn ffi_context(&'a self) -> FfiCallContext<'a> {
+    pub(super) fn ffi_context<'a>(&'a self) -> FfiCallContext<'a> {
         FfiCallContext {
             data: std::ptr::from_ref(self).cast::<c_void>(),
             host: HOST_VTABLE,
@@ -60,10 +61,10 @@ impl<'a> CallState<'a> {
 ///
 /// # Safety
 /// `ctx` must come from [`CallState::ffi_context`] (the plugin passes back what it got).
-unsafe fn state<'a>(ctx: &'a FfiCallContext<'a>) -> &'a CallState<'a> {
+unsafe fn state<'a>(ctx: &'a FfiCallContext<'a>) -> &'a CallState {
     // SAFETY: per the function's contract, `data` points at a live `CallState` that
     // outlives `'a`.
-    unsafe { &*ctx.data.cast::<CallState<'a>>() }
+    unsafe { &*ctx.data.cast::<CallState>() }
 }
 
 const HOST_VTABLE: HostVTable_Ref = {
@@ -122,15 +123,15 @@ unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message
     let s = unsafe { state(ctx) };
     let message = message.as_str();
     match level {
-        LogLevel::ERROR => tracing::error!(plugin = s.plugin, tool = s.tool, "{message}"),
-        LogLevel::WARN => tracing::warn!(plugin = s.plugin, tool = s.tool, "{message}"),
-        LogLevel::INFO => tracing::info!(plugin = s.plugin, tool = s.tool, "{message}"),
-        _ => tracing::debug!(plugin = s.plugin, tool = s.tool, "{message}"),
+        LogLevel::ERROR => tracing::error!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
+        LogLevel::WARN => tracing::warn!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
+        LogLevel::INFO => tracing::info!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
+        _ => tracing::debug!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
     }
     if let Some(caller) = &s.ctx.services.caller {
         // Nothing may unwind out of this extern "C" function.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            caller.log(level, s.tool, message);
+            caller.log(level, &s.tool, message);
         }));
     }
 }

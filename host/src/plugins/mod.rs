@@ -4,6 +4,7 @@
 //! the only part of the host that knows about dlopen, ELF and abi_stable.
 
 mod abi_check;
+pub(crate) mod call_pool;
 pub(crate) mod catalog;
 mod elf;
 pub(crate) mod error;

@@ -6,15 +6,20 @@
 //! vtable functions are called with the object they were exported with, and the context
 //! handed to the plugin points at a `CallState` that outlives the call's future.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use abi_stable::std_types::{RResult, RStr, RString};
+use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
 use serde_json::Value;
 use toolhost_plugin_api::ToolError;
-use toolhost_plugin_api::ffi::{FfiTool, FfiToolError};
+use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolError};
 
+use super::call_pool;
 use super::host_services::CallState;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
@@ -62,9 +67,24 @@ impl std::fmt::Debug for LoadedPlugin {
 
 /// A tool exported by a plugin.
 pub(crate) struct PluginTool {
-    ffi: FfiTool,
+    object: Arc<ToolObject>,
     spec: ToolSpec,
+    /// The spec's name and the plugin's, shared with every call's state.
+    name: Arc<str>,
+    plugin: Arc<str>,
     origin: ToolOrigin,
+}
+
+/// The plugin's tool object, shared by the tool and its calls in flight: a call still
+/// running on a pool thread after a reload dropped its tool keeps the object alive.
+struct ToolObject(FfiTool);
+
+impl Drop for ToolObject {
+    fn drop(&mut self) {
+        // SAFETY: dropped once (the last `Arc`), with the object it was exported with.
+        // The library stays mapped for the life of the process, so the code is still there.
+        unsafe { (self.0.vtable.drop())(self.0.this) }
+    }
 }
 
 impl PluginTool {
@@ -77,7 +97,13 @@ impl PluginTool {
     ) -> Result<PluginTool, String> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
-            Ok(spec) => Ok(PluginTool { ffi, spec, origin }),
+            Ok(spec) => Ok(PluginTool {
+                object: Arc::new(ToolObject(ffi)),
+                name: Arc::from(spec.name.as_str()),
+                plugin: Arc::from(origin.plugin_name()),
+                spec,
+                origin,
+            }),
             Err(e) => {
                 // SAFETY: the tool is not used again; the plugin's drop swallows panics.
                 unsafe { (vt.drop())(this) };
@@ -133,14 +159,6 @@ impl PluginTool {
     }
 }
 
-impl Drop for PluginTool {
-    fn drop(&mut self) {
-        // SAFETY: dropped once, with the object it was exported with. The library stays
-        // mapped for the life of the process, so the code is still there.
-        unsafe { (self.ffi.vtable.drop())(self.ffi.this) }
-    }
-}
-
 #[async_trait]
 impl DynTool for PluginTool {
     fn spec(&self) -> &ToolSpec {
@@ -155,18 +173,27 @@ impl DynTool for PluginTool {
         // serde_json's writer, not `Display`: it skips the formatting machinery.
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
+        let runtime = tokio::runtime::Handle::try_current().ok();
         let state = CallState {
-            ctx,
-            tool: &self.spec.name,
-            plugin: self.origin.plugin_name(),
-            runtime: tokio::runtime::Handle::try_current().ok(),
+            ctx: CallContext {
+                turn: Arc::clone(&ctx.turn),
+                cancel: ctx.cancel.clone(),
+                services: ctx.services.clone(),
+            },
+            tool: Arc::clone(&self.name),
+            plugin: Arc::clone(&self.plugin),
+            runtime: runtime.clone(),
         };
-        let ffi_ctx = state.ffi_context();
-        // SAFETY: `this` belongs to this vtable. `ffi_ctx` (which borrows `state`) and `args`
-        // outlive the plugin's future, which is awaited or dropped within this function.
-        let future =
-            unsafe { (self.ffi.vtable.call())(self.ffi.this, &ffi_ctx, RStr::from_str(&args)) };
-        match future.await {
+        let call = PluginCall::start(Arc::clone(&self.object), state, args);
+        let outcome = call_pool::run(
+            Arc::clone(&self.name),
+            Arc::clone(&self.plugin),
+            runtime,
+            Box::pin(call),
+        )
+        .await
+        .map_err(ToolError::Failed)?;
+        match outcome {
             RResult::ROk(output) => Ok(output.into_string()),
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
                 FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
@@ -176,6 +203,50 @@ impl DynTool for PluginTool {
                 _ => ToolError::Failed(message.into_string()),
             }),
         }
+    }
+}
+
+/// One plugin call with everything its future borrows, owned, so it can be polled on a
+/// pool thread. Fields drop in declaration order: the plugin's future first, then the
+/// context, the state and the arguments it borrowed, then the tool object.
+struct PluginCall {
+    future: BorrowingFfiFuture<'static, FfiCallResult>,
+    _ffi_ctx: Box<FfiCallContext<'static>>,
+    _state: Box<CallState>,
+    _args: String,
+    _object: Arc<ToolObject>,
+}
+
+impl PluginCall {
+    fn start(object: Arc<ToolObject>, state: CallState, args: String) -> PluginCall {
+        let state = Box::new(state);
+        // SAFETY: the context points into `state`'s box, which `PluginCall` owns and
+        // drops only after the future (field order); the box's contents never move.
+        let state_ref: &'static CallState = unsafe { &*std::ptr::from_ref(&*state) };
+        let ffi_ctx = Box::new(state_ref.ffi_context());
+        // SAFETY: as above, for the context's box and the arguments' heap buffer (a
+        // `String` moved into `PluginCall` keeps its buffer where it is).
+        let ctx_ref: &'static FfiCallContext<'static> = unsafe { &*std::ptr::from_ref(&*ffi_ctx) };
+        let args_ref: &'static str = unsafe { &*std::ptr::from_ref(args.as_str()) };
+        // SAFETY: `this` belongs to this vtable and lives as long as `object`, which this
+        // call holds; the context and arguments outlive the future (field order above).
+        let future =
+            unsafe { (object.0.vtable.call())(object.0.this, ctx_ref, RStr::from_str(args_ref)) };
+        PluginCall {
+            future,
+            _ffi_ctx: ffi_ctx,
+            _state: state,
+            _args: args,
+            _object: object,
+        }
+    }
+}
+
+impl Future for PluginCall {
+    type Output = FfiCallResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<FfiCallResult> {
+        Pin::new(&mut self.future).poll(cx)
     }
 }
 

@@ -1,0 +1,392 @@
+//! The threads plugin calls run on. A plugin's future is never polled on the host's
+//! runtime threads (which serve the control socket, MCP, the watcher and every timer):
+//! each call is handed to a thread of this pool, which polls it until it is ready, and
+//! the host awaits the answer. A plugin that spins or blocks in `poll` (a busy loop, a
+//! blocking read, `std::thread::sleep` in an async fn) holds only its own pool thread, so
+//! timeouts fire, status answers and other calls run.
+//!
+//! Sizing: threads are made on demand, one per call running at once (a call waits only if
+//! [`MAX_THREADS`] are busy), and an idle thread ends after [`IDLE_LIFETIME`]. While it
+//! polls, a pool thread is inside the call's tokio runtime, so the plugin's host services
+//! (timers, child turns, questions) work as they do on the host's own threads.
+//!
+//! When the caller gives up on a call (its timeout and grace passed, or the turn was
+//! dropped), the pool thread drops the plugin's future at its next wake-up. A future that
+//! never returns from `poll` cannot be dropped: native code cannot be stopped from outside.
+//! Such a call is listed by [`stuck_calls`] (and in `toolhost status`) until it returns;
+//! its thread is lost until then.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The most pool threads at once; past it, new calls wait for a thread.
+pub const MAX_THREADS: usize = 512;
+
+/// How long an idle pool thread waits for work before it ends.
+pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
+
+/// How long a caller giving up waits for the plugin's future to be dropped on its thread.
+const DROP_WAIT: Duration = Duration::from_millis(250);
+
+/// A plugin call that its caller gave up on and whose plugin code has not returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StuckCall {
+    /// The tool.
+    pub tool: String,
+    /// The plugin that exports it.
+    pub plugin: String,
+    /// Seconds since the call started.
+    pub running_secs: f64,
+    /// Seconds since its caller gave up (timeout and grace, or a cancelled turn).
+    pub abandoned_secs: f64,
+    /// What to do about it.
+    pub advice: String,
+}
+
+/// The calls of the whole process that are stuck now (see the module docs).
+pub fn stuck_calls() -> Vec<StuckCall> {
+    let now = Instant::now();
+    POOL.running
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+        .filter_map(|r| {
+            let abandoned = (*r.abandoned.lock().unwrap_or_else(PoisonError::into_inner))?;
+            Some(StuckCall {
+                tool: r.tool.to_string(),
+                plugin: r.plugin.to_string(),
+                running_secs: now.duration_since(r.started).as_secs_f64(),
+                abandoned_secs: now.duration_since(abandoned).as_secs_f64(),
+                advice: format!(
+                    "the plugin '{}' does not return from tool '{}' although the call was \
+                     given up: it holds one of the host's plugin threads (and a CPU if it \
+                     spins) until it returns. Restart toolhost to reclaim it, and fix or \
+                     remove the plugin",
+                    r.plugin, r.tool
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The future of one plugin call, with everything it borrows, ready to be polled on a
+/// pool thread. The implementor makes sure dropping it drops the plugin's future first.
+pub(crate) type PoolFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Runs `future` on a pool thread (inside `runtime`, if given) and waits for its output.
+/// `None` only if the pool could not run it (no thread could be started). Dropping the
+/// returned future gives the call up: the pool drops the plugin's future at once if it is
+/// waiting, or as soon as its `poll` returns.
+pub(crate) async fn run<T: Send + 'static>(
+    tool: Arc<str>,
+    plugin: Arc<str>,
+    runtime: Option<tokio::runtime::Handle>,
+    future: PoolFuture<T>,
+) -> Result<T, String> {
+    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
+    let shared = Arc::new(JobShared {
+        output: Mutex::new(None),
+        host_waker: Mutex::new(None),
+        worker: Mutex::new(None),
+        given_up: AtomicBool::new(false),
+        ended: Mutex::new(false),
+        ended_changed: Condvar::new(),
+    });
+    let running = Arc::new(Running {
+        tool,
+        plugin,
+        started: Instant::now(),
+        abandoned: Mutex::new(None),
+    });
+    POOL.running
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, Arc::clone(&running));
+    let job = Job {
+        id,
+        future,
+        runtime,
+        shared: Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
+    };
+    let mut waiting = Waiting {
+        shared,
+        running,
+        done: false,
+    };
+    if let Err(e) = POOL.submit(Box::new(move || job.run())) {
+        POOL.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        waiting.done = true;
+        return Err(e);
+    }
+    Ok((&mut waiting).await)
+}
+
+/// The process's one pool.
+static POOL: LazyLock<Pool> = LazyLock::new(Pool::default);
+
+#[derive(Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+    work: Condvar,
+    next_id: AtomicU64,
+    /// Calls started and not yet finished on their thread.
+    running: Mutex<BTreeMap<u64, Arc<Running>>>,
+}
+
+#[derive(Default)]
+struct PoolState {
+    jobs: VecDeque<Box<dyn FnOnce() + Send>>,
+    idle: usize,
+    threads: usize,
+}
+
+impl Pool {
+    fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), String> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.jobs.push_back(job);
+        if state.idle > 0 {
+            self.work.notify_one();
+            return Ok(());
+        }
+        if state.threads >= MAX_THREADS {
+            // Every thread is busy: the job waits for one.
+            return Ok(());
+        }
+        state.threads += 1;
+        drop(state);
+        let spawned = std::thread::Builder::new()
+            .name("toolhost-plugin".to_owned())
+            .spawn(move || self.work_loop());
+        if let Err(e) = spawned {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.threads -= 1;
+            // The job stays queued if another thread will take it; else it is refused.
+            if state.threads == 0 {
+                state.jobs.pop_back();
+                return Err(format!(
+                    "could not start a thread for the plugin call: {e}; the process may be \
+                     at its thread limit (ulimit -u)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn work_loop(&self) {
+        loop {
+            let job = {
+                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    if let Some(job) = state.jobs.pop_front() {
+                        break job;
+                    }
+                    state.idle += 1;
+                    let (next, timeout) = self
+                        .work
+                        .wait_timeout(state, IDLE_LIFETIME)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    state = next;
+                    state.idle -= 1;
+                    if timeout.timed_out() && state.jobs.is_empty() {
+                        state.threads -= 1;
+                        return;
+                    }
+                }
+            };
+            job();
+        }
+    }
+}
+
+/// What status needs of a running call.
+struct Running {
+    tool: Arc<str>,
+    plugin: Arc<str>,
+    started: Instant,
+    /// When its caller gave up, if it did.
+    abandoned: Mutex<Option<Instant>>,
+}
+
+/// Shared by the waiting caller and the pool thread.
+struct JobShared<T> {
+    output: Mutex<Option<T>>,
+    host_waker: Mutex<Option<Waker>>,
+    /// The pool thread polling the call, once one took it.
+    worker: Mutex<Option<Thread>>,
+    given_up: AtomicBool,
+    /// Set once the pool thread has dropped the future (after its output, or given up).
+    ended: Mutex<bool>,
+    ended_changed: Condvar,
+}
+
+/// The pool thread's view of [`JobShared`], without its output type in the job's type.
+trait JobSignals<T>: Send + Sync {
+    fn given_up(&self) -> bool;
+    fn set_worker(&self, thread: Option<Thread>);
+    fn finish(&self, output: T);
+    fn ended(&self);
+}
+
+impl<T: Send> JobSignals<T> for JobShared<T> {
+    fn given_up(&self) -> bool {
+        self.given_up.load(Ordering::Acquire)
+    }
+
+    fn set_worker(&self, thread: Option<Thread>) {
+        *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = thread;
+    }
+
+    fn ended(&self) {
+        *self.ended.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.ended_changed.notify_all();
+    }
+
+    fn finish(&self, output: T) {
+        *self.output.lock().unwrap_or_else(PoisonError::into_inner) = Some(output);
+        if let Some(waker) = self
+            .host_waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            waker.wake();
+        }
+    }
+}
+
+struct Job<T> {
+    id: u64,
+    future: PoolFuture<T>,
+    runtime: Option<tokio::runtime::Handle>,
+    shared: Arc<dyn JobSignals<T>>,
+}
+
+impl<T: Send + 'static> Job<T> {
+    /// Polls the call to its end on this thread, parking between wake-ups; drops it early
+    /// once the caller gave up.
+    fn run(self) {
+        let Job {
+            id,
+            mut future,
+            runtime,
+            shared,
+        } = self;
+        let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
+        shared.set_worker(Some(std::thread::current()));
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if shared.given_up() {
+                break;
+            }
+            match future.as_mut().poll(&mut cx) {
+                Poll::Ready(output) => {
+                    shared.finish(output);
+                    break;
+                }
+                Poll::Pending => std::thread::park(),
+            }
+        }
+        // Dropped here, on this thread, inside the runtime: the plugin's future, then
+        // what it borrowed (see the caller's `PoolFuture`).
+        drop(future);
+        shared.set_worker(None);
+        shared.ended();
+        POOL.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+}
+
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The caller's side: resolves with the output; dropped early, gives the call up.
+struct Waiting<T> {
+    shared: Arc<JobShared<T>>,
+    running: Arc<Running>,
+    done: bool,
+}
+
+impl<T> Future for &mut Waiting<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = self.get_mut();
+        // The waker first, then the output: a `finish` in between wakes this waker.
+        *this
+            .shared
+            .host_waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+        match this
+            .shared
+            .output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            Some(output) => {
+                this.done = true;
+                Poll::Ready(output)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<T> Drop for Waiting<T> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        *self
+            .running
+            .abandoned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        self.shared.given_up.store(true, Ordering::Release);
+        let worker = self
+            .shared
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(worker) = worker {
+            worker.unpark();
+            // A future that is waiting (the usual case) is dropped at once on its thread;
+            // wait for that, briefly, so the plugin has wound down when the caller goes
+            // on. One that spins is left to its thread (and listed as stuck).
+            let ended = self
+                .shared
+                .ended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let _ = self
+                .shared
+                .ended_changed
+                .wait_timeout_while(ended, DROP_WAIT, |ended| !*ended);
+        }
+    }
+}
