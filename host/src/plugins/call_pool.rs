@@ -33,6 +33,9 @@ pub const MAX_THREADS: usize = 512;
 /// How long an idle pool thread waits for work before it ends.
 pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
 
+/// How long an idle pool thread looks for the next call before it sleeps.
+const SPIN_FOR_WORK: Duration = Duration::from_micros(50);
+
 /// How long a caller giving up waits for the plugin's future to be dropped on its thread.
 const DROP_WAIT: Duration = Duration::from_millis(250);
 
@@ -147,7 +150,10 @@ struct Pool {
 #[derive(Default)]
 struct PoolState {
     jobs: VecDeque<Box<dyn FnOnce() + Send>>,
+    /// Threads asleep on the condition variable.
     idle: usize,
+    /// Threads looking for work before they sleep (they take a new job without a wake-up).
+    spinning: usize,
     threads: usize,
 }
 
@@ -155,6 +161,9 @@ impl Pool {
     fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), String> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.jobs.push_back(job);
+        if state.spinning > 0 {
+            return Ok(());
+        }
         if state.idle > 0 {
             self.work.notify_one();
             return Ok(());
@@ -185,6 +194,32 @@ impl Pool {
 
     fn work_loop(&self) {
         loop {
+            // A call often follows the last at once (a model's batch, an MCP client's next
+            // request): look for it for a moment before sleeping on the condition variable,
+            // which costs a futex wake-up per call.
+            self.state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .spinning += 1;
+            let spin_until = Instant::now() + SPIN_FOR_WORK;
+            while Instant::now() < spin_until {
+                if !self
+                    .state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .jobs
+                    .is_empty()
+                {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            // No longer spinning: from here a new job wakes or spawns a thread, and this
+            // one takes what is queued before it sleeps.
+            self.state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .spinning -= 1;
             let job = {
                 let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
