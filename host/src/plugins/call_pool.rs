@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
@@ -26,6 +27,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use toolhost_plugin_api::take_message;
 
 /// The most pool threads at once; past it, new calls wait for a thread.
 pub const MAX_THREADS: usize = 512;
@@ -37,7 +39,7 @@ pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
 const SPIN_FOR_WORK: Duration = Duration::from_micros(50);
 
 /// How long a caller giving up waits for the plugin's future to be dropped on its thread.
-const DROP_WAIT: Duration = Duration::from_millis(250);
+const DROP_WAIT: Duration = Duration::from_millis(100);
 
 /// A plugin call that its caller gave up on and whose plugin code has not returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,7 +87,8 @@ pub fn stuck_calls() -> Vec<StuckCall> {
 pub(crate) type PoolFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Runs `future` on a pool thread (inside `runtime`, if given) and waits for its output.
-/// `None` only if the pool could not run it (no thread could be started). Dropping the
+/// An error if the pool could not run it (no thread could be started) or its `poll`
+/// panicked (the FFI edge catches plugin panics; this is the host's last line). Dropping the
 /// returned future gives the call up: the pool drops the plugin's future at once if it is
 /// waiting, or as soon as its `poll` returns.
 pub(crate) async fn run<T: Send + 'static>(
@@ -132,7 +135,7 @@ pub(crate) async fn run<T: Send + 'static>(
         waiting.done = true;
         return Err(e);
     }
-    Ok((&mut waiting).await)
+    (&mut waiting).await
 }
 
 /// The process's one pool.
@@ -255,7 +258,7 @@ struct Running {
 
 /// Shared by the waiting caller and the pool thread.
 struct JobShared<T> {
-    output: Mutex<Option<T>>,
+    output: Mutex<Option<Result<T, String>>>,
     host_waker: Mutex<Option<Waker>>,
     /// The pool thread polling the call, once one took it.
     worker: Mutex<Option<Thread>>,
@@ -269,7 +272,7 @@ struct JobShared<T> {
 trait JobSignals<T>: Send + Sync {
     fn given_up(&self) -> bool;
     fn set_worker(&self, thread: Option<Thread>);
-    fn finish(&self, output: T);
+    fn finish(&self, output: Result<T, String>);
     fn ended(&self);
 }
 
@@ -287,7 +290,7 @@ impl<T: Send> JobSignals<T> for JobShared<T> {
         self.ended_changed.notify_all();
     }
 
-    fn finish(&self, output: T) {
+    fn finish(&self, output: Result<T, String>) {
         *self.output.lock().unwrap_or_else(PoisonError::into_inner) = Some(output);
         if let Some(waker) = self
             .host_waker
@@ -325,17 +328,30 @@ impl<T: Send + 'static> Job<T> {
             if shared.given_up() {
                 break;
             }
-            match future.as_mut().poll(&mut cx) {
-                Poll::Ready(output) => {
-                    shared.finish(output);
+            match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                Ok(Poll::Ready(output)) => {
+                    shared.finish(Ok(output));
                     break;
                 }
-                Poll::Pending => std::thread::park(),
+                Ok(Poll::Pending) => std::thread::park(),
+                Err(panic) => {
+                    shared.finish(Err(format!(
+                        "the call panicked on its plugin thread: {}",
+                        take_message(panic)
+                    )));
+                    break;
+                }
             }
         }
         // Dropped here, on this thread, inside the runtime: the plugin's future, then
-        // what it borrowed (see the caller's `PoolFuture`).
-        drop(future);
+        // what it borrowed (see the caller's `PoolFuture`). A panic while dropping is
+        // contained like one while polling.
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| drop(future))) {
+            tracing::warn!(
+                "dropping a plugin call panicked on its plugin thread: {}",
+                take_message(panic)
+            );
+        }
         shared.set_worker(None);
         shared.ended();
         POOL.running
@@ -365,9 +381,9 @@ struct Waiting<T> {
 }
 
 impl<T> Future for &mut Waiting<T> {
-    type Output = T;
+    type Output = Result<T, String>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, String>> {
         let this = self.get_mut();
         // The waker first, then the output: a `finish` in between wakes this waker.
         *this
@@ -423,5 +439,75 @@ impl<T> Drop for Waiting<T> {
                 .ended_changed
                 .wait_timeout_while(ended, DROP_WAIT, |ended| !*ended);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct SetOnDrop(Arc<AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn names() -> (Arc<str>, Arc<str>) {
+        (Arc::from("tool"), Arc::from("plugin"))
+    }
+
+    #[tokio::test]
+    async fn a_call_runs_on_a_pool_thread_and_a_panic_there_is_an_error() {
+        let (tool, plugin) = names();
+        let here = std::thread::current().id();
+        let ran_on = run(
+            Arc::clone(&tool),
+            Arc::clone(&plugin),
+            None,
+            Box::pin(async { std::thread::current().id() }),
+        )
+        .await
+        .expect("ran");
+        assert_ne!(ran_on, here, "polled on a pool thread");
+        let panicked = run::<()>(tool, plugin, None, Box::pin(async { panic!("boom") })).await;
+        assert!(
+            panicked.as_ref().is_err_and(|e| e.contains("boom")),
+            "{panicked:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_while_it_waits_is_dropped_on_its_thread_and_not_stuck() {
+        let (tool, plugin) = names();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let guard = SetOnDrop(Arc::clone(&dropped));
+        let call = run::<()>(
+            Arc::from("waits_forever"),
+            plugin,
+            None,
+            Box::pin(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            }),
+        );
+        let given_up = tokio::time::timeout(Duration::from_millis(20), call).await;
+        assert!(given_up.is_err(), "it never finishes on its own");
+        // Dropped at once if a thread had taken it (the caller waits for that), else as
+        // soon as one takes it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !dropped.load(Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "never dropped after it was given up"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            !stuck_calls().iter().any(|c| c.tool == "waits_forever"),
+            "a future that waits is not stuck"
+        );
+        drop(tool);
     }
 }
