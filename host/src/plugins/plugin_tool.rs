@@ -184,7 +184,7 @@ impl DynTool for PluginTool {
             plugin: Arc::clone(&self.plugin),
             runtime: runtime.clone(),
         };
-        let call = PluginCall::start(Arc::clone(&self.object), state, args);
+        let call = PluginCall::new(Arc::clone(&self.object), state, args);
         let outcome = call_pool::run(
             Arc::clone(&self.name),
             Arc::clone(&self.plugin),
@@ -207,37 +207,30 @@ impl DynTool for PluginTool {
 }
 
 /// One plugin call with everything its future borrows, owned, so it can be polled on a
-/// pool thread. Fields drop in declaration order: the plugin's future first, then the
-/// context, the state and the arguments it borrowed, then the tool object.
+/// pool thread. The plugin's `call` entry point runs at the first poll, on that thread
+/// too: plugin code never runs on the caller's thread, not even the code that makes the
+/// future. Fields drop in declaration order: the plugin's future first, then the context,
+/// the state and the arguments it borrowed, then the tool object.
 struct PluginCall {
-    future: BorrowingFfiFuture<'static, FfiCallResult>,
-    _ffi_ctx: Box<FfiCallContext<'static>>,
+    future: Option<BorrowingFfiFuture<'static, FfiCallResult>>,
+    ffi_ctx: Box<FfiCallContext<'static>>,
     _state: Box<CallState>,
-    _args: String,
-    _object: Arc<ToolObject>,
+    args: String,
+    object: Arc<ToolObject>,
 }
 
 impl PluginCall {
-    fn start(object: Arc<ToolObject>, state: CallState, args: String) -> PluginCall {
+    fn new(object: Arc<ToolObject>, state: CallState, args: String) -> PluginCall {
         let state = Box::new(state);
         // SAFETY: the context points into `state`'s box, which `PluginCall` owns and
         // drops only after the future (field order); the box's contents never move.
         let state_ref: &'static CallState = unsafe { &*std::ptr::from_ref(&*state) };
-        let ffi_ctx = Box::new(state_ref.ffi_context());
-        // SAFETY: as above, for the context's box and the arguments' heap buffer (a
-        // `String` moved into `PluginCall` keeps its buffer where it is).
-        let ctx_ref: &'static FfiCallContext<'static> = unsafe { &*std::ptr::from_ref(&*ffi_ctx) };
-        let args_ref: &'static str = unsafe { &*std::ptr::from_ref(args.as_str()) };
-        // SAFETY: `this` belongs to this vtable and lives as long as `object`, which this
-        // call holds; the context and arguments outlive the future (field order above).
-        let future =
-            unsafe { (object.0.vtable.call())(object.0.this, ctx_ref, RStr::from_str(args_ref)) };
         PluginCall {
-            future,
-            _ffi_ctx: ffi_ctx,
+            future: None,
+            ffi_ctx: Box::new(state_ref.ffi_context()),
             _state: state,
-            _args: args,
-            _object: object,
+            args,
+            object,
         }
     }
 }
@@ -246,7 +239,24 @@ impl Future for PluginCall {
     type Output = FfiCallResult;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<FfiCallResult> {
-        Pin::new(&mut self.future).poll(cx)
+        let this = &mut *self;
+        let future = match &mut this.future {
+            Some(future) => future,
+            None => {
+                // SAFETY: the context's box and the arguments' heap buffer (a `String`
+                // never changed after `new`) live in `this`, which drops the future before
+                // them (field order).
+                let ctx: &'static FfiCallContext<'static> =
+                    unsafe { &*std::ptr::from_ref(&*this.ffi_ctx) };
+                let args: &'static str = unsafe { &*std::ptr::from_ref(this.args.as_str()) };
+                let (vtable, object) = (this.object.0.vtable, this.object.0.this);
+                // SAFETY: `object` belongs to this vtable and lives as long as `this.object`,
+                // which outlives the future.
+                let made = unsafe { (vtable.call())(object, ctx, RStr::from_str(args)) };
+                this.future.insert(made)
+            }
+        };
+        Pin::new(future).poll(cx)
     }
 }
 
