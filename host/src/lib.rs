@@ -112,6 +112,8 @@ pub use host::{
 pub use plugins::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::error::{LoadErrorKind, PluginLoadError};
+pub use plugins::isolation::supervisor::WorkerStatus;
+pub use plugins::isolation::{IsolationMode, IsolationPolicy, worker::run as run_worker};
 pub use plugins::loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
 };
@@ -125,6 +127,7 @@ pub use plugins::trust::{
 pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::permissions::PermissionProblem;
+pub use sys::sandbox::{SandboxMode, SandboxRules};
 pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
     write_private_file,

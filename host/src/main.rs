@@ -55,8 +55,8 @@ enum Command {
     /// name, versions and tools, or why it is refused.
     ///
     /// Loading a library runs its initialisers (code in the file) in this process, with
-    /// your user's rights: `check` is no way to inspect a file you do not trust. (An
-    /// isolated worker process for that is planned.)
+    /// your user's rights: to inspect a file you do not trust, use `check --isolate`, which
+    /// loads it only in a sandboxed worker process with no write access and no network.
     Check(check::CheckArgs),
     /// Pin plugin files for `[trust] mode = "pinned"` (pins count in "signed" mode too):
     /// records each file's sha256 with its plugin name and version in the trust file
@@ -66,10 +66,23 @@ enum Command {
     /// name and version (loading runs its initialisers: check the file first), unless
     /// --no-load is given.
     Trust(trust::TrustArgs),
+    /// Internal: a plugin worker process, started by toolhost itself on a socket it
+    /// passes as descriptor `--fd`.
+    #[command(name = "__worker", hide = true)]
+    Worker {
+        /// The inherited socket.
+        #[arg(long)]
+        fd: i32,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A worker reads no config and sets up its own log, before anything else runs.
+    if let Command::Worker { fd } = cli.command {
+        let code = toolhost::run_worker(fd);
+        return ExitCode::from(u8::try_from(code).unwrap_or(2));
+    }
     init_logging(&cli.command);
     match try_main(cli) {
         Ok(code) => code,
@@ -116,6 +129,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => args.run(&config),
         Command::Check(args) => args.run(&config),
         Command::Trust(args) => args.run(&config),
+        Command::Worker { .. } => Err(commands::usage("__worker is started by toolhost itself")),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::calls::context::CallContext;
 
 /// What describes a tool: the model sees `name`, `description` and `schema`; the host
 /// reads `risk` and `interactive`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ToolSpec {
     /// The name the model calls it by.
     pub name: String,

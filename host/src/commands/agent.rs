@@ -125,7 +125,7 @@ impl CallerChannel for TerminalCaller {
 /// The profile's agent, with a terminal for approvals and questions when there is one.
 fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
     let model = OpenAiConfig::try_from(config.model()).and_then(OpenAiClient::new)?;
-    let loader = new_loader(config)?;
+    let loader = new_loader(config, a.plugins.isolate)?;
     let Loaded {
         registry, profile, ..
     } = setup(

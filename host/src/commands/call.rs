@@ -56,7 +56,7 @@ impl CallArgs {
             return super::control::call(socket, self.tool, arguments, timeout, self.profile);
         }
         let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
-        let loader = new_loader(config)?;
+        let loader = new_loader(config, self.plugins.isolate)?;
         let Loaded {
             registry, profile, ..
         } = setup(

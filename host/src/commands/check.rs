@@ -17,12 +17,24 @@ pub(crate) struct CheckArgs {
     /// Run only the static checks; do not load the library.
     #[arg(long)]
     no_load: bool,
+    /// Load it only in a worker process sandboxed with no write access and no network
+    /// (Landlock, required), so none of its code runs in this process.
+    #[arg(long, conflicts_with = "no_load")]
+    isolate: bool,
 }
 
 impl CheckArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let file = self.file.as_path();
-        let loader = new_loader(config)?;
+        let loader = if self.isolate {
+            let mut policy = super::load_policy(config, true)?;
+            let mut isolation = toolhost::IsolationPolicy::clone(&policy.isolation);
+            isolation.inspect_only();
+            policy.isolation = std::sync::Arc::new(isolation);
+            super::new_loader_with(policy)?
+        } else {
+            new_loader(config, false)?
+        };
         outln!("file:        {}", file.display())?;
         outln!("static checks (none of the file's code runs):")?;
         let facts = loader.inspect(file)?;
@@ -59,10 +71,17 @@ impl CheckArgs {
             outln!("ok (not loaded: --no-load)")?;
             return Ok(ExitCode::SUCCESS);
         }
-        outln!(
-            "loading it: this runs the library's initialisers (code in the file) in this process, \
-             so `check` is no way to inspect a file you do not trust"
-        )?;
+        if self.isolate {
+            outln!(
+                "loading it in a worker process: sandboxed (Landlock, required) with no write \
+                 access and no network; none of its code runs in this process"
+            )?;
+        } else {
+            outln!(
+                "loading it: this runs the library's initialisers (code in the file) in this \
+                 process, so only `check --isolate` inspects a file you do not trust"
+            )?;
+        }
         let plugin = loader.load_file(file)?;
         outln!("plugin:      {} {}", plugin.name, plugin.version)?;
         outln!(

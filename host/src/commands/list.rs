@@ -25,7 +25,7 @@ impl ListArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let dirs = self.plugins.resolve(config);
         let profile = self.profile.as_deref();
-        let loader = new_loader(config)?;
+        let loader = new_loader(config, self.plugins.isolate)?;
         let Loaded {
             report, registry, ..
         } = setup(config, &loader, &dirs, profile)?;

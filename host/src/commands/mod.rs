@@ -56,6 +56,10 @@ pub(crate) struct PluginDirs {
     /// $XDG_DATA_HOME/toolhost/plugins (~/.local/share/toolhost/plugins).
     #[arg(long = "plugins", value_name = "DIR")]
     pub(crate) dirs: Vec<PathBuf>,
+    /// Run every plugin in a worker process of its own (supervised and sandboxed; see
+    /// `[isolation]` in the config for per-plugin choices).
+    #[arg(long)]
+    pub(crate) isolate: bool,
 }
 
 impl PluginDirs {
@@ -101,9 +105,20 @@ pub(crate) fn resolve_profile(
     Profile::load(config, requested.unwrap_or(&config.config.default_profile))
 }
 
-/// A loader with the config's load policy.
-pub(crate) fn new_loader(config: &LoadedConfig) -> anyhow::Result<PluginLoader> {
-    new_loader_with(config.load_policy()?)
+/// A loader with the config's load policy (every plugin in a worker with `--isolate`).
+pub(crate) fn new_loader(config: &LoadedConfig, isolate: bool) -> anyhow::Result<PluginLoader> {
+    new_loader_with(load_policy(config, isolate)?)
+}
+
+/// The config's load policy; `isolate`: every plugin in a worker.
+pub(crate) fn load_policy(config: &LoadedConfig, isolate: bool) -> anyhow::Result<LoadPolicy> {
+    let mut policy = config.load_policy()?;
+    if isolate {
+        let mut isolation = toolhost::IsolationPolicy::clone(&policy.isolation);
+        isolation.isolate_all();
+        policy.isolation = std::sync::Arc::new(isolation);
+    }
+    Ok(policy)
 }
 
 /// A loader with `policy`.

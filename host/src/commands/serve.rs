@@ -172,6 +172,7 @@ impl ServeArgs {
             config,
             Serve {
                 dirs: self.plugins.resolve(config),
+                isolate: self.plugins.isolate,
                 watch: !self.no_watch && config.config.reload.watch,
                 control: control_socket(config, self.control),
                 control_explicit,
@@ -189,6 +190,8 @@ impl ServeArgs {
 /// What `toolhost serve` was asked for, with the config's defaults filled in.
 struct Serve {
     dirs: Vec<PathBuf>,
+    /// `--isolate`: every plugin in a worker.
+    isolate: bool,
     watch: bool,
     control: PathBuf,
     /// Whether `--control` was given (else a busy default socket may be replaced by a
@@ -231,7 +234,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             "--profile goes with --mcp (the control socket names its profile per call)",
         ));
     }
-    let loading = host_config.load_policy()?;
+    let loading = super::load_policy(host_config, args.isolate)?;
     let calls = host_config.call_settings();
     let mut config = ServeConfig {
         catalog: CatalogConfig {

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::calls::tool::Risk;
+use crate::plugins::isolation::IsolationMode;
+use crate::sys::sandbox::SandboxMode;
 use crate::plugins::loader::DEFAULT_MAX_FILE_SIZE;
 use crate::plugins::trust::{PublisherEntry, TrustMode};
 
@@ -42,6 +44,9 @@ pub struct HostConfig {
     /// Trust modes: pinned or signed plugin files only.
     #[serde(default)]
     pub trust: TrustConfig,
+    /// Which plugins run in worker processes, and how workers are confined.
+    #[serde(default)]
+    pub isolation: IsolationConfig,
     /// Named tool lists, used in profiles as `"@name"`.
     #[serde(default)]
     pub toolsets: BTreeMap<String, Vec<String>>,
@@ -158,6 +163,7 @@ impl Default for HostConfig {
             reload: ReloadConfig::default(),
             plugins: PluginsConfig::default(),
             trust: TrustConfig::default(),
+            isolation: IsolationConfig::default(),
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
             mcp: McpConfig::default(),
@@ -312,6 +318,55 @@ impl Default for PluginsConfig {
         PluginsConfig {
             strict_permissions: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
+
+/// `[isolation]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IsolationConfig {
+    /// `in-process` (default) or `process`: where plugins not named below run.
+    pub default: IsolationMode,
+    /// Per plugin name (or file name): `process` or `in-process`.
+    pub plugins: BTreeMap<String, IsolationMode>,
+    /// `off`, `best-effort` (default) or `required`: the Landlock sandbox of workers.
+    pub sandbox: SandboxMode,
+    /// Paths every worker may read, besides its plugin file and the system libraries.
+    pub read_paths: Vec<PathBuf>,
+    /// Paths every worker may write, besides the profiles' state folders.
+    pub write_paths: Vec<PathBuf>,
+    /// TCP for every worker; otherwise only plugins with a `network` tool get it.
+    pub allow_network: bool,
+    /// A worker's data memory limit (`RLIMIT_DATA`), MiB; 0 for none.
+    pub memory_limit_mb: u64,
+    /// A worker's open-file limit; 0 keeps the host's.
+    pub open_files: u64,
+    /// More crashes than this within `crash_window_secs` quarantine a plugin.
+    pub max_crashes: u32,
+    /// See `max_crashes`.
+    pub crash_window_secs: u64,
+    /// A call that ignores its cancel signal this long (ms) gets its worker killed.
+    pub kill_after_cancel_ms: u64,
+    /// Seconds a worker may take to load its plugin.
+    pub start_timeout_secs: u64,
+}
+
+impl Default for IsolationConfig {
+    fn default() -> Self {
+        IsolationConfig {
+            default: IsolationMode::InProcess,
+            plugins: BTreeMap::new(),
+            sandbox: SandboxMode::BestEffort,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            allow_network: false,
+            memory_limit_mb: 1024,
+            open_files: 256,
+            max_crashes: 5,
+            crash_window_secs: 60,
+            kill_after_cancel_ms: 1500,
+            start_timeout_secs: 10,
         }
     }
 }

@@ -69,6 +69,8 @@ impl LoadedConfig {
         config.control_socket = config.control_socket.as_ref().map(resolve);
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         config.trust.file = config.trust.file.as_ref().map(resolve);
+        config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
+        config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
         let loaded = LoadedConfig {
             config,
             file: Some(path),
@@ -168,7 +170,40 @@ impl LoadedConfig {
             strict_permissions: self.config.plugins.strict_permissions,
             max_file_size: self.config.plugins.max_file_size,
             trust: self.trust_policy()?,
+            isolation: std::sync::Arc::new(self.isolation_policy()),
         })
+    }
+
+    /// How plugins are isolated (`[isolation]`); `--isolate` then calls
+    /// [`crate::IsolationPolicy::isolate_all`]. Workers may write the state folders of the
+    /// profiles that exist now.
+    pub fn isolation_policy(&self) -> crate::IsolationPolicy {
+        let c = &self.config.isolation;
+        let state_dirs = std::fs::read_dir(self.profiles_dir())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path().join("state"))
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        crate::IsolationPolicy {
+            default: c.default,
+            plugins: c.plugins.clone(),
+            sandbox: c.sandbox,
+            read_paths: c.read_paths.clone(),
+            write_paths: c.write_paths.clone(),
+            state_dirs,
+            allow_network: c.allow_network,
+            memory_limit_bytes: c.memory_limit_mb.saturating_mul(1 << 20),
+            open_files: c.open_files,
+            max_crashes: c.max_crashes,
+            crash_window: std::time::Duration::from_secs(c.crash_window_secs),
+            kill_after_cancel: std::time::Duration::from_millis(c.kill_after_cancel_ms),
+            start_timeout: std::time::Duration::from_secs(c.start_timeout_secs.max(1)),
+            ..crate::IsolationPolicy::default()
+        }
     }
 
     /// The risk overrides of `[tools.*]`.

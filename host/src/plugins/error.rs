@@ -127,7 +127,9 @@ pub enum LoadErrorKind {
     },
     /// Built with `panic = "abort"`.
     #[error(
-        "built with panic = \"abort\": a panic in it would kill the host, so it is refused; \
+        "built with panic = \"abort\": a panic in it would kill the host, so it is refused \
+         in-process; run it in a worker process, where an abort ends only the worker \
+         (`--isolate`, or `[isolation.plugins] NAME = \"process\"` in the config), or \
          rebuild it with panic = \"unwind\" (the default: remove `panic = \"abort\"` from \
          its Cargo profile or RUSTFLAGS)"
     )]
@@ -142,6 +144,13 @@ pub enum LoadErrorKind {
     #[error("{reason}; the tool is left out, the plugin's other tools are loaded")]
     Tool {
         /// Which tool and why.
+        reason: String,
+    },
+    /// The plugin's worker process refused or failed to load it (the message is the
+    /// worker's, as the in-process loader words it, or how the worker died).
+    #[error("{reason}")]
+    InWorker {
+        /// Why.
         reason: String,
     },
     /// Something else abi_stable reported.
@@ -179,6 +188,7 @@ impl LoadErrorKind {
                 | LoadErrorKind::Truncated { .. }
                 | LoadErrorKind::ChangedWhileLoading
                 | LoadErrorKind::Open { .. }
+                | LoadErrorKind::InWorker { .. }
         )
     }
 

@@ -38,6 +38,8 @@ use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
 use super::abi_check::{check_tables, library_error};
+use super::isolation::supervisor::WorkerPlugin;
+use super::isolation::{Decision, IsolationMode, IsolationPolicy};
 use super::elf::check_elf_header;
 use super::private_copy::{
     check_unchanged, copy_and_hash, create_private_dir, hash_copy, sweep_dead_private_dirs,
@@ -70,6 +72,8 @@ pub struct LoadPolicy {
     pub max_file_size: u64,
     /// Pinned or signed files only, or any.
     pub trust: TrustPolicy,
+    /// Which plugins run in worker processes, and how those are confined.
+    pub isolation: Arc<IsolationPolicy>,
 }
 
 impl Default for LoadPolicy {
@@ -78,6 +82,7 @@ impl Default for LoadPolicy {
             strict_permissions: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             trust: TrustPolicy::default(),
+            isolation: Arc::default(),
         }
     }
 }
@@ -309,16 +314,39 @@ impl PluginLoader {
     }
 
     fn load_inner(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
-        let (src, before) = self.open_checked(file)?;
-        let expect = self.policy.trust.expect(file)?;
+        match self.policy.isolation.decide(file) {
+            Decision::Mode(IsolationMode::InProcess) => self.load_in_process(file),
+            Decision::Mode(IsolationMode::Process) => self.load_in_worker(file),
+            // The table names plugins by name: learn the name from a worker (the plugin's
+            // code never runs in the host to find out), then follow the table.
+            Decision::ByName => {
+                let plugin = self.load_in_worker(file)?;
+                match self.policy.isolation.mode_for_name(&plugin.name) {
+                    IsolationMode::Process => Ok(plugin),
+                    IsolationMode::InProcess => {
+                        drop(plugin);
+                        self.load_in_process(file)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The private copy's path for the next load of `file`.
+    fn next_copy(&self, file: &Path) -> PathBuf {
         let n = self.copies.fetch_add(1, Ordering::Relaxed);
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "plugin".to_owned());
-        let copy = self
-            .private_dir
-            .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"));
+        self.private_dir
+            .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"))
+    }
+
+    fn load_in_process(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        let (src, before) = self.open_checked(file)?;
+        let expect = self.policy.trust.expect(file)?;
+        let copy = self.next_copy(file);
         let mut verifier = expect.verifier();
         let copied = copy_and_hash(&src, &before, &copy, self.policy.max_file_size, |c| {
             if let Some(v) = verifier.as_mut() {
@@ -340,89 +368,148 @@ impl PluginLoader {
         loaded
     }
 
+    /// The same checks and verified copy as in-process, then a worker process maps the
+    /// copy (kept for the generation's life, so a restarted worker maps the same bytes).
+    fn load_in_worker(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        let (src, before) = self.open_checked(file)?;
+        let expect = self.policy.trust.expect(file)?;
+        let copy = self.next_copy(file);
+        let mut verifier = expect.verifier();
+        let copied = copy_and_hash(&src, &before, &copy, self.policy.max_file_size, |c| {
+            if let Some(v) = verifier.as_mut() {
+                v.update(c);
+            }
+        });
+        let loaded = copied.and_then(|(sha256, size)| {
+            expect.decide(file, &sha256, verifier)?;
+            let started =
+                WorkerPlugin::start(file, &copy, &sha256, Arc::clone(&self.policy.isolation))
+                    .map_err(|reason| LoadErrorKind::InWorker { reason })?;
+            let tools = started.plugin.tools(started.tools);
+            Ok(LoadedPlugin {
+                name: started.name,
+                version: started.version,
+                api_version: started.api_version,
+                file: file.to_path_buf(),
+                sha256,
+                size,
+                tools,
+                skipped_tools: started.skipped_tools,
+                mode: IsolationMode::Process,
+                worker: Some(started.plugin),
+            })
+        });
+        if loaded.is_err() {
+            let _ = fs::remove_file(&copy);
+        }
+        loaded
+    }
+
     fn load_copy(
         &self,
         file: &Path,
         copy: &Path,
         sha256: &str,
     ) -> Result<LoadedPlugin, LoadErrorKind> {
-        let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
+        load_library(file, copy, sha256, false, true)
+    }
+}
+
+/// Maps the private copy `copy` of `file` and reads its plugin: abi_stable's checks, the
+/// host's, then the tools. `in_worker`: a plugin built with panic = "abort" is fine (an
+/// abort ends only the worker) and the copy stays (the host owns it); in the host the
+/// copy is unlinked as soon as dlopen returns.
+pub(crate) fn load_library(
+    file: &Path,
+    copy: &Path,
+    sha256: &str,
+    in_worker: bool,
+    unlink_copy: bool,
+) -> Result<LoadedPlugin, LoadErrorKind> {
+    let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
+        action: "read the private copy",
+        source,
+    })?;
+    let size = copied
+        .metadata()
+        .map_err(|source| LoadErrorKind::Io {
             action: "read the private copy",
             source,
-        })?;
-        let size = copied
-            .metadata()
-            .map_err(|source| LoadErrorKind::Io {
-                action: "read the private copy",
-                source,
-            })?
-            .len();
-        check_elf_header(&copied, size)?;
-        drop(copied);
-        // dlopen runs the library: its ELF constructors, and a plugin's statics and global
-        // allocator, run here, before any of the checks below.
-        let opened = RawLibrary::load_at(copy);
-        // The mapping stays after the unlink; the copy is never opened again, and a crash
-        // from here on leaves nothing behind.
+        })?
+        .len();
+    check_elf_header(&copied, size)?;
+    drop(copied);
+    // dlopen runs the library: its ELF constructors, and a plugin's statics and global
+    // allocator, run here, before any of the checks below.
+    let opened = RawLibrary::load_at(copy);
+    // The mapping stays after the unlink; the copy is never opened again, and a crash
+    // from here on leaves nothing behind.
+    if unlink_copy {
         let _ = fs::remove_file(copy);
-        let library = opened.map_err(|e| {
-            // The loader's messages name the private copy; name the operator's file.
-            let copy_name = copy.display().to_string();
-            match library_error(e, None) {
-                LoadErrorKind::Open { reason } => LoadErrorKind::Open {
-                    reason: reason.replace(&copy_name, &file.display().to_string()),
-                },
-                other => other,
-            }
-        })?;
-        // Never unloaded, on every path from here, refusals included: its constructors have
-        // run and may have started threads that run its code, and abi_stable keeps
-        // `'static` references into it. (Dropping a `RawLibrary` would dlclose it.)
-        let library: &'static RawLibrary = Box::leak(Box::new(library));
-        // SAFETY: the header's `'static` references point into `library`, which is leaked
-        // above and so stays mapped for the life of the process.
-        let header =
-            unsafe { lib_header_from_raw_library(library) }.map_err(|e| library_error(e, None))?;
-        let plugin_api = header.version_strings().version.to_owned();
-        let root = header
-            .init_root_module::<PluginRoot_Ref>()
-            .map_err(|e| library_error(e, Some(&plugin_api)))?;
-        if !root.panic_unwind() {
-            return Err(LoadErrorKind::PanicAbort);
-        }
-        check_tables(root.table_layouts()(), &plugin_api)?;
-        let name = root.name().as_str().to_owned();
-        let origin = ToolOrigin::Plugin {
-            plugin: Arc::from(name.as_str()),
-            file: Arc::new(file.to_path_buf()),
-            sha256: Arc::from(sha256),
-        };
-        let ffi_tools = root.tools()()
-            .into_result()
-            .map_err(|m| LoadErrorKind::Plugin {
-                reason: m.into_string(),
-            })?;
-        // Each tool object becomes a PluginTool or is dropped right away, so every one is
-        // freed exactly once; a tool whose metadata fails is left out, the others stay.
-        let mut tools: Vec<Arc<dyn DynTool>> = Vec::with_capacity(ffi_tools.len());
-        let mut skipped_tools = Vec::new();
-        for (index, ffi) in ffi_tools.into_iter().enumerate() {
-            match PluginTool::new(ffi, origin.clone(), index) {
-                Ok(t) => tools.push(Arc::new(t)),
-                Err(e) => skipped_tools.push(e),
-            }
-        }
-        Ok(LoadedPlugin {
-            name,
-            version: root.version().as_str().to_owned(),
-            api_version: root.api_version().as_str().to_owned(),
-            file: file.to_path_buf(),
-            sha256: String::new(),
-            size: 0,
-            tools,
-            skipped_tools,
-        })
     }
+    let library = opened.map_err(|e| {
+        // The loader's messages name the private copy; name the operator's file.
+        let copy_name = copy.display().to_string();
+        match library_error(e, None) {
+            LoadErrorKind::Open { reason } => LoadErrorKind::Open {
+                reason: reason.replace(&copy_name, &file.display().to_string()),
+            },
+            other => other,
+        }
+    })?;
+    // Never unloaded, on every path from here, refusals included: its constructors have
+    // run and may have started threads that run its code, and abi_stable keeps
+    // `'static` references into it. (Dropping a `RawLibrary` would dlclose it.)
+    let library: &'static RawLibrary = Box::leak(Box::new(library));
+    // SAFETY: the header's `'static` references point into `library`, which is leaked
+    // above and so stays mapped for the life of the process.
+    let header =
+        unsafe { lib_header_from_raw_library(library) }.map_err(|e| library_error(e, None))?;
+    let plugin_api = header.version_strings().version.to_owned();
+    let root = header
+        .init_root_module::<PluginRoot_Ref>()
+        .map_err(|e| library_error(e, Some(&plugin_api)))?;
+    if !root.panic_unwind() && !in_worker {
+        return Err(LoadErrorKind::PanicAbort);
+    }
+    check_tables(root.table_layouts()(), &plugin_api)?;
+    let name = root.name().as_str().to_owned();
+    let origin = ToolOrigin::Plugin {
+        plugin: Arc::from(name.as_str()),
+        file: Arc::new(file.to_path_buf()),
+        sha256: Arc::from(sha256),
+    };
+    let ffi_tools = root.tools()()
+        .into_result()
+        .map_err(|m| LoadErrorKind::Plugin {
+            reason: m.into_string(),
+        })?;
+    // Each tool object becomes a PluginTool or is dropped right away, so every one is
+    // freed exactly once; a tool whose metadata fails is left out, the others stay.
+    let mut tools: Vec<Arc<dyn DynTool>> = Vec::with_capacity(ffi_tools.len());
+    let mut skipped_tools = Vec::new();
+    for (index, ffi) in ffi_tools.into_iter().enumerate() {
+        match PluginTool::new(ffi, origin.clone(), index) {
+            Ok(t) => tools.push(Arc::new(t)),
+            Err(e) => skipped_tools.push(e),
+        }
+    }
+    Ok(LoadedPlugin {
+        name,
+        version: root.version().as_str().to_owned(),
+        api_version: root.api_version().as_str().to_owned(),
+        file: file.to_path_buf(),
+        sha256: String::new(),
+        size: 0,
+        tools,
+        skipped_tools,
+        mode: if in_worker {
+            IsolationMode::Process
+        } else {
+            IsolationMode::InProcess
+        },
+        worker: None,
+    })
 }
 
 impl Drop for PluginLoader {

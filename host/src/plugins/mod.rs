@@ -9,6 +9,7 @@ pub(crate) mod catalog;
 mod elf;
 pub(crate) mod error;
 mod host_services;
+pub(crate) mod isolation;
 pub(crate) mod loader;
 pub(crate) mod plugin_tool;
 pub(crate) mod private_copy;

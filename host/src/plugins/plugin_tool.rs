@@ -20,6 +20,8 @@ use toolhost_plugin_api::ToolError;
 use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolError};
 
 use super::call_pool;
+use super::isolation::IsolationMode;
+use super::isolation::supervisor::WorkerPlugin;
 use super::host_services::CallState;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
@@ -45,6 +47,10 @@ pub struct LoadedPlugin {
     /// Tools left out because reading their metadata failed (a panic in `name`,
     /// `description`, ...), one message each; the plugin's other tools still load.
     pub skipped_tools: Vec<String>,
+    /// Where its code runs.
+    pub mode: IsolationMode,
+    /// Its workers, in process mode.
+    pub(crate) worker: Option<Arc<WorkerPlugin>>,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -53,6 +59,7 @@ impl std::fmt::Debug for LoadedPlugin {
             .field("name", &self.name)
             .field("version", &self.version)
             .field("file", &self.file)
+            .field("mode", &self.mode)
             .field(
                 "tools",
                 &self

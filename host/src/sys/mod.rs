@@ -6,3 +6,4 @@ pub(crate) mod permissions;
 pub(crate) mod private;
 pub(crate) mod rlimit;
 pub(crate) mod safe_open;
+pub(crate) mod sandbox;

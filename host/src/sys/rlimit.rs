@@ -51,3 +51,26 @@ mod tests {
         assert!(raise_open_file_limit().expect("getrlimit") >= 16);
     }
 }
+
+/// STUB.
+#[derive(Debug, Clone, Copy)]
+pub enum Resource {
+    /// AS.
+    AddressSpace,
+    /// DATA.
+    Data,
+    /// NOFILE.
+    OpenFiles,
+    /// CORE.
+    Core,
+}
+
+/// STUB.
+pub fn set_limit(_resource: Resource, _value: u64) -> io::Result<()> {
+    Ok(())
+}
+
+/// STUB.
+pub fn no_new_privs() -> io::Result<()> {
+    Ok(())
+}

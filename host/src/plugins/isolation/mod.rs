@@ -1,0 +1,156 @@
+//! Out-of-process plugins: the same `.so` run in a supervised, sandboxed worker process
+//! instead of the host, chosen per plugin by the operator. `protocol` is the wire between
+//! host and worker, `worker` and `proxy` the worker's side, `supervisor` the host's (start,
+//! calls, crashes, restarts with backoff, quarantine, ending a generation's worker).
+
+pub(crate) mod protocol;
+mod proxy;
+pub(crate) mod supervisor;
+pub mod worker;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::sandbox::SandboxMode;
+
+/// Where a plugin's code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsolationMode {
+    /// Mapped into the host: fastest; a crash in it ends the host.
+    #[default]
+    InProcess,
+    /// In a worker process of its own: a crash ends only the worker, which restarts.
+    Process,
+}
+
+impl std::fmt::Display for IsolationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IsolationMode::InProcess => "in-process",
+            IsolationMode::Process => "process",
+        })
+    }
+}
+
+/// How plugins are isolated (`[isolation]` and `--isolate`).
+#[derive(Debug, Clone)]
+pub struct IsolationPolicy {
+    /// The mode of plugins the table below does not name.
+    pub default: IsolationMode,
+    /// Per plugin name (or file name, e.g. `libfoo.so`): its mode.
+    pub plugins: BTreeMap<String, IsolationMode>,
+    /// The Landlock sandbox of workers.
+    pub sandbox: SandboxMode,
+    /// Extra paths workers may read.
+    pub read_paths: Vec<PathBuf>,
+    /// Paths workers may write (besides the profiles' state folders).
+    pub write_paths: Vec<PathBuf>,
+    /// The profiles' state folders (`<profiles_dir>/*/state`), writable by workers.
+    pub state_dirs: Vec<PathBuf>,
+    /// TCP for every plugin; otherwise only plugins with a `network` tool get it.
+    pub allow_network: bool,
+    /// `RLIMIT_DATA` of a worker, bytes (0: none).
+    pub memory_limit_bytes: u64,
+    /// `RLIMIT_NOFILE` of a worker (0: inherited).
+    pub open_files: u64,
+    /// More than this many crashes within `crash_window` quarantine the plugin.
+    pub max_crashes: u32,
+    /// See `max_crashes`.
+    pub crash_window: Duration,
+    /// A call that ignores its cancel signal this long gets its worker killed.
+    pub kill_after_cancel: Duration,
+    /// How long a worker may take to load its plugin and say hello.
+    pub start_timeout: Duration,
+    /// The program started as a worker (`toolhost` itself).
+    pub worker_exe: PathBuf,
+    /// The workers' log filter.
+    pub log_filter: String,
+    /// Inspection only (`check --isolate`): no writes, no network, no environment, and a
+    /// sandbox that must be enforced.
+    pub inspect: bool,
+}
+
+impl Default for IsolationPolicy {
+    fn default() -> Self {
+        IsolationPolicy {
+            default: IsolationMode::InProcess,
+            plugins: BTreeMap::new(),
+            sandbox: SandboxMode::BestEffort,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            state_dirs: Vec::new(),
+            allow_network: false,
+            memory_limit_bytes: 1 << 30,
+            open_files: 256,
+            max_crashes: 5,
+            crash_window: Duration::from_secs(60),
+            kill_after_cancel: Duration::from_millis(1500),
+            start_timeout: Duration::from_secs(10),
+            worker_exe: default_worker_exe(),
+            log_filter: "info".to_owned(),
+            inspect: false,
+        }
+    }
+}
+
+/// The running binary: `/proc/self/exe` names it even after an upgrade replaced the file.
+fn default_worker_exe() -> PathBuf {
+    let proc = Path::new("/proc/self/exe");
+    if proc.exists() {
+        proc.to_path_buf()
+    } else {
+        std::env::current_exe().unwrap_or_else(|_| PathBuf::from("toolhost"))
+    }
+}
+
+/// What the policy says about a file before any of its code ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Decided.
+    Mode(IsolationMode),
+    /// The table names plugins: the plugin's name decides, learned from a worker.
+    ByName,
+}
+
+impl IsolationPolicy {
+    /// Every plugin in a worker (`--isolate`).
+    pub fn isolate_all(&mut self) {
+        self.default = IsolationMode::Process;
+        self.plugins.clear();
+    }
+
+    /// For `check --isolate`: every plugin in a worker that may read its file and the
+    /// system libraries only, must be sandboxed, gets no environment and no network.
+    pub fn inspect_only(&mut self) {
+        self.isolate_all();
+        self.inspect = true;
+        self.sandbox = SandboxMode::Required;
+        self.read_paths.clear();
+        self.write_paths.clear();
+        self.state_dirs.clear();
+        self.allow_network = false;
+    }
+
+    /// The mode for `file`, if its file name is in the table or the table names no
+    /// plugins.
+    pub(crate) fn decide(&self, file: &Path) -> Decision {
+        let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if let Some(mode) = self.plugins.get(file_name) {
+            return Decision::Mode(*mode);
+        }
+        if self.plugins.is_empty() {
+            Decision::Mode(self.default)
+        } else {
+            Decision::ByName
+        }
+    }
+
+    /// The mode for a plugin named `name`.
+    pub(crate) fn mode_for_name(&self, name: &str) -> IsolationMode {
+        self.plugins.get(name).copied().unwrap_or(self.default)
+    }
+}

@@ -1,0 +1,430 @@
+//! The worker protocol: the typed messages the host and a plugin worker exchange over
+//! their socketpair, and the framing (a 4-byte little-endian length, then the message as
+//! JSON). Reading spins briefly before it blocks, because waking an idle core costs more
+//! than a whole call on a small machine; writing never blocks forever.
+//!
+//! Order of a worker's life: the host sends [`ToWorker::Init`]; the worker answers
+//! [`FromWorker::Hello`] (or [`FromWorker::LoadFailed`]) with the same protocol version;
+//! then calls, cancels and service answers go one way and replies, log lines, progress and
+//! service requests the other, all multiplexed by id. The host closing its end ends the
+//! worker.
+
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest};
+
+use crate::calls::tool::ToolSpec;
+use crate::sys::sandbox::{SandboxMode, SandboxRules};
+
+/// Bumped whenever a message changes; both sides refuse another version.
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame either side accepts (a tool's output or arguments included).
+pub(crate) const MAX_FRAME: usize = 64 << 20;
+
+/// How long a reader keeps spinning for the next frame before it sleeps in `poll`.
+pub(crate) const SPIN: Duration = Duration::from_micros(60);
+
+/// How long a write may wait for the other side to make room before it fails.
+const WRITE_TIMEOUT_MS: i32 = 10_000;
+
+/// What the host sends a worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum ToWorker {
+    /// First message: what to load and how to confine it.
+    Init(Box<Init>),
+    /// Run tool number `tool` (in the order of the hello) with these arguments.
+    Call(Box<CallFrame>),
+    /// The call's cancel signal fired (timeout, turn stopped, client gone).
+    Cancel {
+        /// The call.
+        id: u64,
+    },
+    /// The answer to a host service the worker asked for.
+    ServiceReply {
+        /// The service request.
+        id: u64,
+        /// The answer as JSON, or the error in `ServiceError::to_wire` form.
+        answer: Result<Value, String>,
+    },
+}
+
+/// What to load and how.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Init {
+    /// Must equal [`PROTOCOL_VERSION`].
+    pub(crate) protocol: u32,
+    /// The operator's path (for messages).
+    pub(crate) file: PathBuf,
+    /// The host's private, verified copy: what the worker maps.
+    pub(crate) copy: PathBuf,
+    /// sha256 of the copy.
+    pub(crate) sha256: String,
+    /// Resource limits.
+    pub(crate) limits: Limits,
+    /// Landlock mode and rules.
+    pub(crate) sandbox: SandboxMode,
+    /// What the sandbox allows.
+    pub(crate) rules: SandboxRules,
+    /// The worker's own log filter (e.g. `info`).
+    pub(crate) log_filter: String,
+}
+
+/// Resource limits of a worker (0: not limited).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Limits {
+    /// `RLIMIT_DATA`, bytes.
+    pub(crate) memory_bytes: u64,
+    /// `RLIMIT_NOFILE`.
+    pub(crate) open_files: u64,
+}
+
+/// One call.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct CallFrame {
+    /// Chosen by the host, unique per worker.
+    pub(crate) id: u64,
+    /// Index of the tool in the hello.
+    pub(crate) tool: u32,
+    /// The arguments, as JSON text.
+    pub(crate) args: String,
+    /// The turn's profile, session and model.
+    pub(crate) profile_id: String,
+    /// See above.
+    pub(crate) session_id: String,
+    /// See above.
+    pub(crate) model: String,
+    /// Which services the host side has for this call (the worker offers exactly those).
+    pub(crate) caller: bool,
+    /// See above.
+    pub(crate) child_turns: bool,
+    /// See above.
+    pub(crate) requests: bool,
+}
+
+/// What a worker sends the host.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum FromWorker {
+    /// The plugin loaded.
+    Hello(Box<Hello>),
+    /// The plugin did not load; the worker exits after this.
+    LoadFailed {
+        /// The worker's protocol version.
+        protocol: u32,
+        /// Why, as the in-process loader would say it.
+        message: String,
+        /// Whether the failure is one a later attempt could pass (a refused sandbox).
+        may_pass_later: bool,
+    },
+    /// A call finished.
+    Reply {
+        /// The call.
+        id: u64,
+        /// The output, or the tool's error.
+        result: Result<String, WireToolError>,
+    },
+    /// A log line of a call's tool.
+    Log {
+        /// The call.
+        call: u64,
+        /// `LogLevel`'s number.
+        level: u8,
+        /// The line.
+        message: String,
+    },
+    /// Progress of a call.
+    Progress {
+        /// The call.
+        call: u64,
+        /// Done so far.
+        progress: f64,
+        /// Out of (if known).
+        total: Option<f64>,
+        /// What is happening.
+        message: Option<String>,
+    },
+    /// A host service a call's plugin code asked for.
+    Service {
+        /// Chosen by the worker; the answer carries it.
+        id: u64,
+        /// The call it is for.
+        call: u64,
+        /// What is asked.
+        request: ServiceCall,
+    },
+}
+
+/// The plugin, as the worker loaded it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Hello {
+    /// The worker's protocol version.
+    pub(crate) protocol: u32,
+    /// The plugin's name, version and plugin-api version.
+    pub(crate) name: String,
+    /// See above.
+    pub(crate) version: String,
+    /// See above.
+    pub(crate) api_version: String,
+    /// Its tools, in export order.
+    pub(crate) tools: Vec<ToolSpec>,
+    /// Tools left out (their metadata failed), one message each.
+    pub(crate) skipped_tools: Vec<String>,
+    /// What the sandbox enforces, one line.
+    pub(crate) sandbox: String,
+    /// The worker's process id.
+    pub(crate) pid: u32,
+}
+
+/// A tool's error as it crosses.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct WireToolError {
+    /// `true`: invalid arguments; `false`: failed.
+    pub(crate) invalid_args: bool,
+    /// The message.
+    pub(crate) message: String,
+}
+
+/// A host service asked for by plugin code in a worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ServiceCall {
+    /// `ctx.ask_user`.
+    Ask(AskRequest),
+    /// `ctx.sample`.
+    Sample(SampleRequest),
+    /// `ctx.child_turn`: answered with a JSON string, or the child's error message.
+    ChildTurn(ChildTurnRequest),
+    /// `ctx.host_request` (state folder, session search).
+    Host {
+        /// The request's method.
+        method: String,
+        /// Its parameters.
+        params: Value,
+    },
+}
+
+/// Errors of the framing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// The socket failed.
+    #[error("the worker connection failed: {0}")]
+    Io(#[from] io::Error),
+    /// A frame longer than [`MAX_FRAME`].
+    #[error("a frame of {0} bytes is larger than the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    /// A frame that is not a message of this protocol.
+    #[error("a malformed message: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// The other side did not write within the time allowed.
+    #[error("no message within {0:?}")]
+    TimedOut(Duration),
+}
+
+/// Encodes `message` as one frame.
+pub(crate) fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let mut frame = vec![0u8; 4];
+    serde_json::to_writer(&mut frame, message)?;
+    let len = frame.len() - 4;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    let len = u32::try_from(len).map_err(|_| FrameError::TooLarge(len))?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    Ok(frame)
+}
+
+/// Writes a whole frame to a non-blocking socket, waiting in `poll` when it is full (at
+/// most [`WRITE_TIMEOUT_MS`] each time). Callers hold a lock so frames never interleave.
+pub(crate) fn write_frame(stream: &UnixStream, frame: &[u8]) -> Result<(), FrameError> {
+    let mut rest = frame;
+    let mut writer = stream;
+    while !rest.is_empty() {
+        match writer.write(rest) {
+            Ok(0) => return Err(FrameError::Io(io::ErrorKind::WriteZero.into())),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !wait_fd(stream, libc::POLLOUT, WRITE_TIMEOUT_MS)? {
+                    return Err(FrameError::TimedOut(Duration::from_millis(
+                        WRITE_TIMEOUT_MS.unsigned_abs().into(),
+                    )));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `stream` is ready for `events`; `false` on timeout.
+fn wait_fd(stream: &UnixStream, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, and the descriptor stays open (borrowed) meanwhile.
+        let n = unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) };
+        if n >= 0 {
+            return Ok(n > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Reads frames from a non-blocking socket.
+pub(crate) struct FrameReader {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl FrameReader {
+    /// Reads from `stream`, which must be non-blocking.
+    pub(crate) fn new(stream: UnixStream) -> FrameReader {
+        FrameReader {
+            stream,
+            buf: Vec::with_capacity(16 * 1024),
+            start: 0,
+        }
+    }
+
+    /// The next message; `Ok(None)` when the other side closed its end. Spins for
+    /// [`SPIN`] before it sleeps; gives up after `timeout` if one is given.
+    pub(crate) fn next<T: DeserializeOwned>(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<T>, FrameError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(frame) = self.take_frame()? {
+                let message = serde_json::from_slice(frame)?;
+                return Ok(Some(message));
+            }
+            if !self.fill(deadline)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// A complete frame from the buffer, if there is one.
+    fn take_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
+        let avail = &self.buf[self.start..];
+        let Some(header) = avail.get(..4) else {
+            return Ok(None);
+        };
+        let mut len = [0u8; 4];
+        len.copy_from_slice(header);
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_FRAME {
+            return Err(FrameError::TooLarge(len));
+        }
+        if avail.len() < 4 + len {
+            return Ok(None);
+        }
+        let begin = self.start + 4;
+        self.start = begin + len;
+        Ok(Some(&self.buf[begin..begin + len]))
+    }
+
+    /// Reads more bytes; `false` at end of stream.
+    fn fill(&mut self, deadline: Option<Instant>) -> Result<bool, FrameError> {
+        // Drop what was consumed, so the buffer does not grow without bound.
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let spin_until = Instant::now() + SPIN;
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match (&self.stream).read(&mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let now = Instant::now();
+                    if now < spin_until {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let timeout_ms = match deadline {
+                        None => -1,
+                        Some(d) if d <= now => {
+                            return Err(FrameError::TimedOut(d.saturating_duration_since(now)));
+                        }
+                        Some(d) => i32::try_from((d - now).as_millis().max(1)).unwrap_or(i32::MAX),
+                    };
+                    if !wait_fd(&self.stream, libc::POLLIN, timeout_ms)? {
+                        let waited = deadline.map(|d| d.saturating_duration_since(spin_until));
+                        return Err(FrameError::TimedOut(waited.unwrap_or_default()));
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_in_pieces_and_end_cleanly() {
+        let (a, b) = UnixStream::pair().expect("pair");
+        a.set_nonblocking(true).expect("nonblocking");
+        b.set_nonblocking(true).expect("nonblocking");
+        let big = "x".repeat(300_000);
+        let writer = std::thread::spawn(move || {
+            for id in 0..3u64 {
+                let frame = encode(&ToWorker::Cancel { id }).expect("encode");
+                write_frame(&a, &frame).expect("write");
+            }
+            let frame = encode(&FromWorker::Log {
+                call: 9,
+                level: 1,
+                message: big,
+            })
+            .expect("encode");
+            write_frame(&a, &frame).expect("write a frame larger than the socket buffer");
+        });
+        let mut reader = FrameReader::new(b);
+        for want in 0..3u64 {
+            let got: ToWorker = reader.next(None).expect("read").expect("a message");
+            assert!(matches!(got, ToWorker::Cancel { id } if id == want));
+        }
+        let got: FromWorker = reader.next(None).expect("read").expect("a message");
+        assert!(matches!(got, FromWorker::Log { message, .. } if message.len() == 300_000));
+        writer.join().expect("writer");
+        let end: Option<ToWorker> = reader.next(None).expect("clean end");
+        assert!(end.is_none());
+    }
+
+    #[test]
+    fn a_reader_refuses_oversized_frames_and_times_out() {
+        let (a, b) = UnixStream::pair().expect("pair");
+        b.set_nonblocking(true).expect("nonblocking");
+        let mut reader = FrameReader::new(b);
+        let quiet: Result<Option<ToWorker>, _> = reader.next(Some(Duration::from_millis(20)));
+        assert!(matches!(quiet, Err(FrameError::TimedOut(_))));
+        (&a).write_all(&u32::MAX.to_le_bytes()).expect("write");
+        let huge: Result<Option<ToWorker>, _> = reader.next(None);
+        assert!(matches!(huge, Err(FrameError::TooLarge(_))));
+    }
+}

@@ -1,0 +1,150 @@
+//! The host services inside a worker: implementations of the host's service traits that
+//! forward each request to the real host over the worker's connection and read the answer
+//! back typed. The worker hands them to the same plugin glue the host uses in-process, so a
+//! plugin sees the same messages and errors in both modes.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolhost_plugin_api::{
+    AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
+    SampleRequest, ServiceError, SessionsSearchAnswer, StateDirAnswer,
+};
+
+use super::protocol::{FromWorker, ServiceCall};
+use super::worker::Link;
+use crate::calls::context::{
+    CallerChannel, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
+};
+
+/// Reads a service's answer: JSON of `T`, or an error in `ServiceError::to_wire` form.
+fn decode<T: DeserializeOwned>(answer: Result<Value, String>) -> Result<T, ServiceError> {
+    match answer {
+        Ok(value) => serde_json::from_value(value).map_err(|e| {
+            ServiceError::Failed(format!("the host's answer could not be read: {e}"))
+        }),
+        Err(wire) => Err(ServiceError::from_wire(wire)),
+    }
+}
+
+/// Progress, log lines, questions and sampling of one call, sent to the host.
+pub(crate) struct ProxyCaller {
+    link: Arc<Link>,
+    call: u64,
+}
+
+impl ProxyCaller {
+    pub(crate) fn new(link: Arc<Link>, call: u64) -> ProxyCaller {
+        ProxyCaller { link, call }
+    }
+}
+
+#[async_trait]
+impl CallerChannel for ProxyCaller {
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        self.link.send(&FromWorker::Progress {
+            call: self.call,
+            progress,
+            total,
+            message: message.map(str::to_owned),
+        });
+    }
+
+    fn log(&self, level: LogLevel, _tool: &str, message: &str) {
+        self.link.send(&FromWorker::Log {
+            call: self.call,
+            level: level.0,
+            message: message.to_owned(),
+        });
+    }
+
+    async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
+        decode(
+            self.link
+                .service(self.call, ServiceCall::Ask(request))
+                .await,
+        )
+    }
+
+    async fn sample(&self, request: SampleRequest) -> Result<SampleAnswer, ServiceError> {
+        decode(
+            self.link
+                .service(self.call, ServiceCall::Sample(request))
+                .await,
+        )
+    }
+}
+
+/// Child turns of one call, run by the host's agent (the host's own cancel signal for
+/// the call stops the child).
+pub(crate) struct ProxyChildTurns {
+    link: Arc<Link>,
+    call: u64,
+}
+
+impl ProxyChildTurns {
+    pub(crate) fn new(link: Arc<Link>, call: u64) -> ProxyChildTurns {
+        ProxyChildTurns { link, call }
+    }
+}
+
+#[async_trait]
+impl ChildTurnService for ProxyChildTurns {
+    async fn run_child_turn(
+        &self,
+        _parent: &TurnIdentity,
+        request: ChildTurnRequest,
+        _cancel: CancellationToken,
+    ) -> Result<String, String> {
+        match self
+            .link
+            .service(self.call, ServiceCall::ChildTurn(request))
+            .await
+        {
+            Ok(Value::String(answer)) => Ok(answer),
+            Ok(other) => Err(format!("the host's child-turn answer is not text: {other}")),
+            Err(message) => Err(message),
+        }
+    }
+}
+
+/// Host requests (state folder, session search) of one call.
+pub(crate) struct ProxyRequests {
+    link: Arc<Link>,
+    call: u64,
+}
+
+impl ProxyRequests {
+    pub(crate) fn new(link: Arc<Link>, call: u64) -> ProxyRequests {
+        ProxyRequests { link, call }
+    }
+}
+
+#[async_trait]
+impl HostRequests for ProxyRequests {
+    async fn request(
+        &self,
+        _turn: &TurnIdentity,
+        request: HostRequest,
+    ) -> Result<HostAnswer, ServiceError> {
+        let (method, params) = request.to_wire().map_err(|e| {
+            ServiceError::Failed(format!("could not encode the request for the host: {e}"))
+        })?;
+        let ask = || {
+            self.link
+                .service(self.call, ServiceCall::Host { method, params })
+        };
+        match request {
+            HostRequest::ProfileStateDir(_) => {
+                decode::<StateDirAnswer>(ask().await).map(HostAnswer::from)
+            }
+            HostRequest::SessionsSearch(_) => {
+                decode::<SessionsSearchAnswer>(ask().await).map(HostAnswer::from)
+            }
+            other => Err(unknown_request(&other)),
+        }
+    }
+}
