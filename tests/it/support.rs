@@ -59,6 +59,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-blocking",
             "-p",
+            "fixture-crashy",
+            "-p",
             "fixture-bad-payload",
             "-p",
             "toolhost-utils",

@@ -467,23 +467,23 @@ impl<'a> CallJob<'a> {
         // Tell the tool, give it a moment to wind down, then drop it.
         cancel.cancel();
         let wound_down = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
-        // A tool that stops with its own word on the cancellation gets it passed on.
-        if let (Stop::Cancelled, Ok(Ok(Err(ToolError::Failed(m))))) = (&stop, wound_down) {
-            return Err(CallFailure::new(
-                format!("tool '{name}' was cancelled after {ran:.1} s: {m}"),
-                CallErrorKind::Cancelled,
-            ));
-        }
+        // A tool that stops with its own word on the cancellation gets it passed on (a
+        // worker killed because its call ignored the cancel says so).
+        let word = match wound_down {
+            Ok(Ok(Err(ToolError::Failed(m)))) => format!(": {m}"),
+            _ => String::new(),
+        };
         Err(match stop {
             Stop::TimedOut => CallFailure::new(
                 format!(
-                    "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was cancelled",
+                    "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was \
+                     cancelled{word}",
                     limit.as_secs_f64()
                 ),
                 CallErrorKind::TimedOut,
             ),
             Stop::Cancelled => CallFailure::new(
-                format!("tool '{name}' was cancelled after {ran:.1} s"),
+                format!("tool '{name}' was cancelled after {ran:.1} s{word}"),
                 CallErrorKind::Cancelled,
             ),
         })

@@ -218,7 +218,8 @@ impl ToolRegistry {
     }
 
     /// Every tool as JSON for listings (`toolhost list --json`, the control socket's
-    /// `list`): name, risk, interactive, plugin, file, description, schema.
+    /// `list`): name, risk, interactive, plugin, file, mode (`in-process` or `process`),
+    /// description, schema.
     pub fn listing(&self) -> Vec<Value> {
         self.iter()
             .map(|t| {
@@ -235,6 +236,7 @@ impl ToolRegistry {
                     "interactive": spec.interactive,
                     "plugin": t.tool().origin().plugin_name(),
                     "file": file,
+                    "mode": if t.tool().isolated() { "process" } else { "in-process" },
                     "description": spec.description,
                     "schema": spec.schema,
                 })

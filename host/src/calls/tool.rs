@@ -86,4 +86,9 @@ pub trait DynTool: Send + Sync {
     fn origin(&self) -> &ToolOrigin;
     /// Runs the tool with arguments the dispatcher already validated against the schema.
     async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError>;
+
+    /// Whether its code runs in a process of its own (a plugin worker), not the host's.
+    fn isolated(&self) -> bool {
+        false
+    }
 }

@@ -88,6 +88,10 @@ impl ReloadArgs {
                 said = true;
             }
         }
+        for name in &report.quarantine_lifted {
+            outln!("quarantine lifted: {name} (its worker starts on the next call)")?;
+            said = true;
+        }
         for (names, label) in [
             (&report.tools.added, "tools added"),
             (&report.tools.changed, "tools changed"),
@@ -146,7 +150,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
         outln!("warning: {w}")?;
     }
     outln!()?;
-    let plugins: Vec<[String; 6]> = catalog
+    let plugins: Vec<[String; 7]> = catalog
         .plugins
         .iter()
         .map(|p| {
@@ -154,6 +158,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 p.name.clone(),
                 p.version.clone(),
                 p.generation.to_string(),
+                p.mode.to_string(),
                 p.file.display().to_string(),
                 p.tools.join(", "),
                 p.last_error
@@ -164,9 +169,36 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
         })
         .collect();
     print_table(
-        &["PLUGIN", "VERSION", "GEN", "FILE", "TOOLS", "LAST ERROR"],
+        &["PLUGIN", "VERSION", "GEN", "MODE", "FILE", "TOOLS", "LAST ERROR"],
         &plugins,
     )?;
+    let workers: Vec<[String; 6]> = catalog
+        .plugins
+        .iter()
+        .filter_map(|p| {
+            p.worker.as_ref().map(|w| {
+                [
+                    p.name.clone(),
+                    w.pid.map(|pid| pid.to_string()).unwrap_or_else(|| "-".to_owned()),
+                    w.state.clone(),
+                    w.restarts.to_string(),
+                    w.recent_crashes.to_string(),
+                    w.quarantined
+                        .as_deref()
+                        .or(w.last_exit.as_deref())
+                        .map(|e| summary(e, 70))
+                        .unwrap_or_default(),
+                ]
+            })
+        })
+        .collect();
+    if !workers.is_empty() {
+        outln!()?;
+        print_table(
+            &["WORKER OF", "PID", "STATE", "RESTARTS", "CRASHES", "LAST EXIT / QUARANTINE"],
+            &workers,
+        )?;
+    }
     for e in &catalog.load_errors {
         outln!("not loaded: {}", e.error)?;
     }

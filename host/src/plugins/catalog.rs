@@ -30,6 +30,7 @@ use tokio::sync::broadcast;
 use crate::calls::policy::{RiskOverride, apply_risk_overrides};
 use crate::calls::registry::ToolRegistry;
 use crate::plugins::error::LoadErrorKind;
+use crate::plugins::isolation::supervisor::WorkerPlugin;
 use crate::plugins::loader::{LoadPolicy, PluginLoader};
 use crate::plugins::plugin_tool::LoadedPlugin;
 use crate::sys::safe_open::{Fingerprint, fingerprint};
@@ -109,6 +110,9 @@ pub struct PluginCatalog {
     /// Refreshed at the end of every rescan, so status never waits for one.
     status: RwLock<Arc<CatalogStatus>>,
     events: broadcast::Sender<RegistryEvent>,
+    /// The workers of the generations serving, refreshed at the end of every rescan, so
+    /// status shows them live without waiting for a rescan.
+    workers: RwLock<Vec<(PathBuf, Arc<WorkerPlugin>)>>,
 }
 
 impl PluginCatalog {
@@ -124,6 +128,7 @@ impl PluginCatalog {
             registry: RwLock::new(Arc::new(ToolRegistry::new())),
             status,
             events,
+            workers: RwLock::new(Vec::new()),
         })
     }
 
@@ -232,6 +237,16 @@ impl PluginCatalog {
         }
         let fresh = Arc::new(snapshot(&state, &self.config));
         *self.status.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        *self.workers.write().unwrap_or_else(PoisonError::into_inner) = state
+            .entries
+            .iter()
+            .filter_map(|((_, file), e)| {
+                e.plugin
+                    .worker
+                    .as_ref()
+                    .map(|w| (file.clone(), Arc::clone(w)))
+            })
+            .collect();
         // Published after status is fresh, so a subscriber that looks sees the change.
         if !report.tools.is_empty() {
             // No subscriber is fine.
@@ -419,9 +434,29 @@ impl PluginCatalog {
         event
     }
 
-    /// What status shows about the plugins, as of the end of the last rescan.
+    /// What status shows about the plugins, as of the end of the last rescan, with the
+    /// workers' state as of now.
     pub fn status(&self) -> CatalogStatus {
-        CatalogStatus::clone(&self.status.read().unwrap_or_else(PoisonError::into_inner))
+        let mut status =
+            CatalogStatus::clone(&self.status.read().unwrap_or_else(PoisonError::into_inner));
+        let workers = self.workers.read().unwrap_or_else(PoisonError::into_inner);
+        for plugin in &mut status.plugins {
+            if let Some((_, worker)) = workers.iter().find(|(file, _)| *file == plugin.file) {
+                plugin.worker = Some(worker.status());
+            }
+        }
+        status
+    }
+
+    /// Lets every quarantined plugin start its worker again (`toolhost reload`); returns
+    /// their names.
+    pub fn lift_quarantines(&self) -> Vec<String> {
+        let workers = self.workers.read().unwrap_or_else(PoisonError::into_inner);
+        workers
+            .iter()
+            .filter(|(_, w)| w.lift_quarantine())
+            .map(|(_, w)| w.name().to_owned())
+            .collect()
     }
 }
 
@@ -450,6 +485,8 @@ fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
                         .map(|t| t.spec().name.clone())
                         .collect(),
                     last_error: e.last_error.clone(),
+                    mode: e.plugin.mode,
+                    worker: e.plugin.worker.as_ref().map(|w| w.status()),
                 }
             })
             .collect(),

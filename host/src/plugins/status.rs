@@ -71,6 +71,9 @@ pub struct RescanReport {
     /// EIO): what was loaded from them keeps serving, and the watcher rescans again
     /// with backoff.
     pub unreadable: Vec<PathBuf>,
+    /// Plugins whose quarantine this reload lifted (their workers start on the next call).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quarantine_lifted: Vec<String>,
 }
 
 /// One loaded plugin file, as status shows it.
@@ -101,6 +104,12 @@ pub struct PluginStatus {
     /// The last failure for this file (e.g. a bad replacement; the generation above
     /// keeps serving), if any.
     pub last_error: Option<String>,
+    /// Where its code runs.
+    #[serde(default)]
+    pub mode: crate::plugins::isolation::IsolationMode,
+    /// Its worker, in process mode.
+    #[serde(default)]
+    pub worker: Option<crate::plugins::isolation::supervisor::WorkerStatus>,
 }
 
 /// A file (or directory) that did not load: in status, one with no generation serving;

@@ -25,7 +25,13 @@ impl ControlHandler for Host {
 /// `reload`: a rescan, off the runtime's threads (it reads and hashes files).
 async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
     let catalog = Arc::clone(host.catalog());
-    tokio::task::spawn_blocking(move || catalog.rescan())
+    tokio::task::spawn_blocking(move || {
+        // An operator's reload also lets quarantined plugins start again.
+        let lifted = catalog.lift_quarantines();
+        let mut report = catalog.rescan();
+        report.quarantine_lifted = lifted;
+        report
+    })
         .await
         .map_err(|e| {
             ControlFault::new(

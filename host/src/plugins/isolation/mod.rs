@@ -6,7 +6,7 @@
 pub(crate) mod protocol;
 mod proxy;
 pub(crate) mod supervisor;
-pub mod worker;
+pub(crate) mod worker;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -533,6 +533,11 @@ impl WorkerPlugin {
             .collect()
     }
 
+    /// The plugin's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Status of its worker.
     pub(crate) fn status(&self) -> WorkerStatus {
         let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1041,6 +1046,10 @@ impl DynTool for WorkerTool {
 
     fn origin(&self) -> &ToolOrigin {
         &self.origin
+    }
+
+    fn isolated(&self) -> bool {
+        true
     }
 
     async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
