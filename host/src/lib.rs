@@ -127,10 +127,10 @@ pub use plugins::trust::{
 pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::permissions::PermissionProblem;
-pub use sys::sandbox::{SandboxMode, SandboxRules};
 pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
     write_private_file,
 };
 pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
+pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 pub use toolhost_plugin_api::API_VERSION;

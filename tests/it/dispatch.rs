@@ -243,6 +243,8 @@ async fn a_tool_that_ignores_cancellation_is_dropped_after_the_grace_period() {
         )
         .await;
     assert_eq!(r.error, Some(CallErrorKind::TimedOut));
+    // In a worker process the drop happens there, just after the call returns here.
+    wait_for_file(&path).await;
     assert_eq!(std::fs::read_to_string(&path).expect("dropped"), "dropped");
 }
 

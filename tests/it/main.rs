@@ -11,6 +11,7 @@ mod doors;
 mod ffi_boundary;
 mod fuzz;
 mod http_door;
+mod isolation;
 mod loading;
 mod mcp;
 mod plugins;

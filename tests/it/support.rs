@@ -223,7 +223,30 @@ impl PluginDir {
 /// One loader for the whole test process (as in the host: one per process).
 pub(crate) fn loader() -> &'static PluginLoader {
     static LOADER: OnceLock<PluginLoader> = OnceLock::new();
-    LOADER.get_or_init(|| PluginLoader::new().expect("loader"))
+    LOADER.get_or_init(|| PluginLoader::with_policy(test_load_policy()).expect("loader"))
+}
+
+/// Set to `process` (by `isolation::the_plugin_and_dispatch_tests_pass_with_every_plugin_in_a_worker`)
+/// to run the tests that load through [`loader`] with every plugin in a worker process.
+pub(crate) const MODE_VAR: &str = "TOOLHOST_TEST_PLUGIN_MODE";
+
+/// The load policy of [`loader`]: in-process, or every plugin in a worker when
+/// [`MODE_VAR`] says `process`.
+pub(crate) fn test_load_policy() -> toolhost::LoadPolicy {
+    let mut policy = toolhost::LoadPolicy::default();
+    if std::env::var(MODE_VAR).is_ok_and(|m| m == "process") {
+        policy.isolation = Arc::new(process_policy());
+    }
+    policy
+}
+
+/// Every plugin in a worker, started from the `toolhost` binary under test.
+pub(crate) fn process_policy() -> toolhost::IsolationPolicy {
+    toolhost::IsolationPolicy {
+        default: toolhost::IsolationMode::Process,
+        worker_exe: PathBuf::from(env!("CARGO_BIN_EXE_toolhost")),
+        ..toolhost::IsolationPolicy::default()
+    }
 }
 
 /// Loads a directory and builds its registry.

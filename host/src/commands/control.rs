@@ -169,7 +169,15 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
         })
         .collect();
     print_table(
-        &["PLUGIN", "VERSION", "GEN", "MODE", "FILE", "TOOLS", "LAST ERROR"],
+        &[
+            "PLUGIN",
+            "VERSION",
+            "GEN",
+            "MODE",
+            "FILE",
+            "TOOLS",
+            "LAST ERROR",
+        ],
         &plugins,
     )?;
     let workers: Vec<[String; 6]> = catalog
@@ -179,7 +187,9 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             p.worker.as_ref().map(|w| {
                 [
                     p.name.clone(),
-                    w.pid.map(|pid| pid.to_string()).unwrap_or_else(|| "-".to_owned()),
+                    w.pid
+                        .map(|pid| pid.to_string())
+                        .unwrap_or_else(|| "-".to_owned()),
                     w.state.clone(),
                     w.restarts.to_string(),
                     w.recent_crashes.to_string(),
@@ -195,7 +205,14 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
     if !workers.is_empty() {
         outln!()?;
         print_table(
-            &["WORKER OF", "PID", "STATE", "RESTARTS", "CRASHES", "LAST EXIT / QUARANTINE"],
+            &[
+                "WORKER OF",
+                "PID",
+                "STATE",
+                "RESTARTS",
+                "CRASHES",
+                "LAST EXIT / QUARANTINE",
+            ],
             &workers,
         )?;
     }

@@ -8,9 +8,9 @@ use serde::Deserialize;
 
 use crate::calls::tool::Risk;
 use crate::plugins::isolation::IsolationMode;
-use crate::sys::sandbox::SandboxMode;
 use crate::plugins::loader::DEFAULT_MAX_FILE_SIZE;
 use crate::plugins::trust::{PublisherEntry, TrustMode};
+use crate::sys::sandbox::SandboxMode;
 
 /// The host's configuration.
 #[derive(Debug, Clone, Deserialize)]

@@ -164,11 +164,13 @@ impl Pool {
     fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), String> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.jobs.push_back(job);
-        if state.spinning > 0 {
-            return Ok(());
-        }
-        if state.idle > 0 {
-            self.work.notify_one();
+        // Each spinning or sleeping thread takes one queued job; a job beyond what they
+        // will take needs a thread of its own (else it would wait behind a busy call).
+        let queued = state.jobs.len();
+        if queued <= state.spinning + state.idle {
+            if queued > state.spinning {
+                self.work.notify_one();
+            }
             return Ok(());
         }
         if state.threads >= MAX_THREADS {
@@ -458,6 +460,49 @@ mod tests {
         (Arc::from("tool"), Arc::from("plugin"))
     }
 
+    /// Regression: calls submitted together while one thread looked for work all got that
+    /// one thread, and all but the first waited behind it (a crash call waited 20 s behind
+    /// two busy ones).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_submitted_together_each_get_a_thread_at_once() {
+        let (tool, plugin) = names();
+        for round in 0..20 {
+            // One quick call leaves its thread looking for work.
+            run(
+                Arc::clone(&tool),
+                Arc::clone(&plugin),
+                None,
+                Box::pin(async {}),
+            )
+            .await
+            .expect("ran");
+            // Four calls that can only finish together: each blocks its thread until all
+            // four run at once.
+            let barrier = Arc::new(std::sync::Barrier::new(4));
+            let calls: Vec<_> = (0..4)
+                .map(|_| {
+                    let barrier = Arc::clone(&barrier);
+                    tokio::spawn(run(
+                        Arc::clone(&tool),
+                        Arc::clone(&plugin),
+                        None,
+                        Box::pin(async move {
+                            barrier.wait();
+                        }),
+                    ))
+                })
+                .collect();
+            let all = async {
+                for call in calls {
+                    call.await.expect("joined").expect("ran");
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(10), all)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: a call waited behind the others"));
+        }
+    }
+
     #[tokio::test]
     async fn a_call_runs_on_a_pool_thread_and_a_panic_there_is_an_error() {
         let (tool, plugin) = names();
@@ -504,10 +549,14 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert!(
-            !stuck_calls().iter().any(|c| c.tool == "waits_forever"),
-            "a future that waits is not stuck"
-        );
+        // Its entry goes just after the drop returns.
+        while stuck_calls().iter().any(|c| c.tool == "waits_forever") {
+            assert!(
+                Instant::now() < deadline,
+                "a future that waits is not stuck"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(tool);
     }
 }

@@ -38,9 +38,9 @@ use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
 use super::abi_check::{check_tables, library_error};
+use super::elf::check_elf_header;
 use super::isolation::supervisor::WorkerPlugin;
 use super::isolation::{Decision, IsolationMode, IsolationPolicy};
-use super::elf::check_elf_header;
 use super::private_copy::{
     check_unchanged, copy_and_hash, create_private_dir, hash_copy, sweep_dead_private_dirs,
 };

@@ -20,9 +20,9 @@ use toolhost_plugin_api::ToolError;
 use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolError};
 
 use super::call_pool;
+use super::host_services::CallState;
 use super::isolation::IsolationMode;
 use super::isolation::supervisor::WorkerPlugin;
-use super::host_services::CallState;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
 use crate::calls::tool::{DynTool, Requirements, ToolOrigin, ToolSpec};

@@ -71,3 +71,8 @@ pub fn system_read_paths() -> Vec<PathBuf> {
 pub fn apply(_mode: SandboxMode, _rules: &SandboxRules) -> Result<SandboxOutcome, SandboxError> {
     Ok(SandboxOutcome::Off)
 }
+
+/// STUB.
+pub fn kernel_abi() -> Option<u32> {
+    None
+}

@@ -32,13 +32,13 @@ async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
         report.quarantine_lifted = lifted;
         report
     })
-        .await
-        .map_err(|e| {
-            ControlFault::new(
-                ControlFault::INTERNAL_ERROR,
-                format!("the rescan failed: {e}"),
-            )
-        })
+    .await
+    .map_err(|e| {
+        ControlFault::new(
+            ControlFault::INTERNAL_ERROR,
+            format!("the rescan failed: {e}"),
+        )
+    })
 }
 
 /// `call`: one call through the host's dispatcher, as the named (else default) profile.

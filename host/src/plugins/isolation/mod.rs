@@ -138,7 +138,10 @@ impl IsolationPolicy {
     /// The mode for `file`, if its file name is in the table or the table names no
     /// plugins.
     pub(crate) fn decide(&self, file: &Path) -> Decision {
-        let file_name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let file_name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if let Some(mode) = self.plugins.get(file_name) {
             return Decision::Mode(*mode);
         }

@@ -48,6 +48,13 @@ pub(crate) enum ToWorker {
         /// The call.
         id: u64,
     },
+    /// The host gave up the call (its caller stopped waiting): drop the plugin's future.
+    /// The worker answers with an error reply once it is gone, and does not answer while
+    /// plugin code of it still runs (the host then ends the worker).
+    Abandon {
+        /// The call.
+        id: u64,
+    },
     /// The answer to a host service the worker asked for.
     ServiceReply {
         /// The service request.
@@ -357,6 +364,8 @@ impl FrameReader {
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The other side ended with bytes of ours unread: the same end.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let now = Instant::now();
                     if now < spin_until {

@@ -23,9 +23,8 @@ use crate::calls::context::{
 /// Reads a service's answer: JSON of `T`, or an error in `ServiceError::to_wire` form.
 fn decode<T: DeserializeOwned>(answer: Result<Value, String>) -> Result<T, ServiceError> {
     match answer {
-        Ok(value) => serde_json::from_value(value).map_err(|e| {
-            ServiceError::Failed(format!("the host's answer could not be read: {e}"))
-        }),
+        Ok(value) => serde_json::from_value(value)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer could not be read: {e}"))),
         Err(wire) => Err(ServiceError::from_wire(wire)),
     }
 }

@@ -184,7 +184,13 @@ impl Connection {
                 level,
                 message,
             } => {
-                let found = self.with_pending(call, |p| (p.services.caller.clone(), p.runtime.clone(), Arc::clone(&p.tool)));
+                let found = self.with_pending(call, |p| {
+                    (
+                        p.services.caller.clone(),
+                        p.runtime.clone(),
+                        Arc::clone(&p.tool),
+                    )
+                });
                 let Some((caller, runtime, tool)) = found else {
                     return;
                 };
@@ -207,7 +213,8 @@ impl Connection {
                 total,
                 message,
             } => {
-                let found = self.with_pending(call, |p| (p.services.caller.clone(), p.runtime.clone()));
+                let found =
+                    self.with_pending(call, |p| (p.services.caller.clone(), p.runtime.clone()));
                 if let Some((Some(caller), runtime)) = found {
                     let _entered = runtime.enter();
                     caller.progress(progress, total, message.as_deref());
@@ -360,10 +367,7 @@ async fn answer_service(
             .map_err(|e| e.to_wire())
     }
     let missing = |what: &str| {
-        Err(ServiceError::Unavailable(format!(
-            "{what} is not available for this call"
-        ))
-        .to_wire())
+        Err(ServiceError::Unavailable(format!("{what} is not available for this call")).to_wire())
     };
     match request {
         ServiceCall::Ask(request) => match services.caller {
@@ -679,10 +683,7 @@ impl WorkerPlugin {
                 Err(e) => {
                     let reason = format!("could not be started again: {e}");
                     let next = self.crashed(None, &reason);
-                    return Err(format!(
-                        "plugin '{}': its worker {reason}{next}",
-                        self.name
-                    ));
+                    return Err(format!("plugin '{}': its worker {reason}{next}", self.name));
                 }
             }
         }
@@ -889,11 +890,19 @@ fn spawn(
         message
     };
     if let Err(e) = host_end.set_nonblocking(true) {
-        return Err(fail(&mut child, format!("could not set up the socket: {e}")));
+        return Err(fail(
+            &mut child,
+            format!("could not set up the socket: {e}"),
+        ));
     }
     let reader_end = match host_end.try_clone() {
         Ok(s) => s,
-        Err(e) => return Err(fail(&mut child, format!("could not set up the socket: {e}"))),
+        Err(e) => {
+            return Err(fail(
+                &mut child,
+                format!("could not set up the socket: {e}"),
+            ));
+        }
     };
     let network = launch.network;
     let init = ToWorker::Init(Box::new(Init {
@@ -911,7 +920,10 @@ fn spawn(
     }));
     let sent = protocol::encode(&init).and_then(|f| protocol::write_frame(&host_end, &f));
     if let Err(e) = sent {
-        return Err(fail(&mut child, format!("could not send the worker its orders: {e}")));
+        return Err(fail(
+            &mut child,
+            format!("could not send the worker its orders: {e}"),
+        ));
     }
     let mut reader = FrameReader::new(reader_end);
     let hello = match reader.next::<FromWorker>(Some(policy.start_timeout)) {
@@ -921,7 +933,10 @@ fn spawn(
             return Err(message);
         }
         Ok(Some(other)) => {
-            return Err(fail(&mut child, format!("the worker said {other:?} before hello")));
+            return Err(fail(
+                &mut child,
+                format!("the worker said {other:?} before hello"),
+            ));
         }
         Ok(None) => {
             let status = child.wait().map(describe).unwrap_or_default();
@@ -1001,8 +1016,8 @@ pub(crate) struct WorkerTool {
     origin: ToolOrigin,
 }
 
-/// Sends a cancel for a call whose future was dropped while the worker still runs it,
-/// and kills the worker if the call does not end within the allowed time.
+/// Tells the worker to drop a call whose future the host dropped while the worker still
+/// runs it, and kills the worker if the call does not end within the allowed time.
 struct InFlight {
     conn: Arc<Connection>,
     id: u64,
@@ -1016,7 +1031,7 @@ impl Drop for InFlight {
         if self.done || !self.conn.is_pending(self.id) {
             return;
         }
-        let _ = self.conn.send(&ToWorker::Cancel { id: self.id });
+        let _ = self.conn.send(&ToWorker::Abandon { id: self.id });
         let (conn, id, kill_after, tool) = (
             Arc::clone(&self.conn),
             self.id,
@@ -1028,8 +1043,8 @@ impl Drop for InFlight {
                 tokio::time::sleep(kill_after).await;
                 if conn.alive() && conn.is_pending(id) {
                     conn.kill(&format!(
-                        "its call to '{tool}' ignored cancellation for {} ms after the \
-                         caller gave up (the only way to stop a stuck native call)",
+                        "its call to '{tool}' was still running {} ms after its caller gave \
+                         up (the only way to stop a stuck native call)",
                         kill_after.as_millis()
                     ));
                 }
@@ -1055,11 +1070,7 @@ impl DynTool for WorkerTool {
     async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
-        let conn = self
-            .plugin
-            .connection()
-            .await
-            .map_err(ToolError::Failed)?;
+        let conn = self.plugin.connection().await.map_err(ToolError::Failed)?;
         let (tx, mut rx) = oneshot::channel();
         let id = conn.begin(Pending {
             tx,

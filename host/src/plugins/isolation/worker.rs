@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{
-    self, CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ServiceCall,
-    ToWorker, WireToolError,
+    self, CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ServiceCall, ToWorker,
+    WireToolError,
 };
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
@@ -177,7 +177,10 @@ pub fn run(fd: RawFd) -> i32 {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            link.send(&failed(format!("could not start the worker's runtime: {e}"), true));
+            link.send(&failed(
+                format!("could not start the worker's runtime: {e}"),
+                true,
+            ));
             return 2;
         }
     };
@@ -226,19 +229,28 @@ fn serve(
     tools: &[Arc<dyn DynTool>],
     runtime: &tokio::runtime::Runtime,
 ) -> i32 {
-    let calls: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let calls: Calls = Arc::default();
     loop {
         match reader.next::<ToWorker>(None) {
             Ok(Some(ToWorker::Call(frame))) => {
                 start_call(*frame, link, tools, runtime, &calls);
             }
             Ok(Some(ToWorker::Cancel { id })) => {
-                if let Some(token) = calls
+                if let Some(running) = calls
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .get(&id)
                 {
-                    token.cancel();
+                    running.cancel.cancel();
+                }
+            }
+            Ok(Some(ToWorker::Abandon { id })) => {
+                let running = calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                if let Some(running) = running {
+                    abandon(id, running, link, runtime);
                 }
             }
             Ok(Some(ToWorker::ServiceReply { id, answer })) => {
@@ -264,12 +276,44 @@ fn serve(
     }
 }
 
+/// A call running in the worker.
+struct Running {
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+type Calls = Arc<Mutex<HashMap<u64, Running>>>;
+
+/// Drops an abandoned call's future (on its plugin thread, as in a host). Once it is gone
+/// the host hears so; while plugin code of the worker is stuck (it never returned to be
+/// dropped), the host hears nothing and ends the worker, the only way to stop it.
+fn abandon(id: u64, running: Running, link: &Arc<Link>, runtime: &tokio::runtime::Runtime) {
+    running.cancel.cancel();
+    let Some(task) = running.task else {
+        return;
+    };
+    task.abort();
+    let link = Arc::clone(link);
+    runtime.spawn(async move {
+        let _ = task.await;
+        if crate::plugins::call_pool::stuck_calls().is_empty() {
+            link.send(&FromWorker::Reply {
+                id,
+                result: Err(WireToolError {
+                    invalid_args: false,
+                    message: "the call was abandoned by its caller".to_owned(),
+                }),
+            });
+        }
+    });
+}
+
 fn start_call(
     frame: CallFrame,
     link: &Arc<Link>,
     tools: &[Arc<dyn DynTool>],
     runtime: &tokio::runtime::Runtime,
-    calls: &Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    calls: &Calls,
 ) {
     let id = frame.id;
     let Some(tool) = tools.get(frame.tool as usize).cloned() else {
@@ -283,10 +327,13 @@ fn start_call(
         return;
     };
     let cancel = CancellationToken::new();
-    calls
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, cancel.clone());
+    calls.lock().unwrap_or_else(PoisonError::into_inner).insert(
+        id,
+        Running {
+            cancel: cancel.clone(),
+            task: None,
+        },
+    );
     let services = TurnServices {
         caller: frame.caller.then(|| {
             Arc::new(ProxyCaller::new(Arc::clone(link), id))
@@ -311,16 +358,16 @@ fn start_call(
         services,
     };
     let link = Arc::clone(link);
-    let calls = Arc::clone(calls);
+    let calls_done = Arc::clone(calls);
     let args = frame.args;
-    runtime.spawn(async move {
+    let task = runtime.spawn(async move {
         let result = match serde_json::from_str::<Value>(&args) {
             Ok(args) => tool.call(&ctx, args).await,
             Err(e) => Err(ToolError::InvalidArgs(format!(
                 "the arguments are not JSON: {e}"
             ))),
         };
-        calls
+        calls_done
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
@@ -336,4 +383,11 @@ fn start_call(
         });
         link.send(&FromWorker::Reply { id, result });
     });
+    if let Some(running) = calls
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(&id)
+    {
+        running.task = Some(task);
+    }
 }
