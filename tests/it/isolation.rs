@@ -3,8 +3,9 @@
 //! plugins never notice, the next call gets a fresh worker); a call that ignores its
 //! cancel gets its worker killed; repeated crashes quarantine the plugin until a reload;
 //! a reload under load fails no call and ends the old worker; the sandbox refuses writes
-//! and TCP that the config does not allow; the plugin and dispatch tests pass again with
-//! every plugin in a worker.
+//! and TCP that the config does not allow; the plugin, dispatch and agent tests (host
+//! services: state folder, child turns, questions, cancellation) pass again with every
+//! plugin in a worker.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -447,12 +448,12 @@ fn check_isolate_loads_a_file_only_in_a_sandboxed_worker() {
 }
 
 #[test]
-fn the_plugin_and_dispatch_tests_pass_with_every_plugin_in_a_worker() {
+fn the_plugin_dispatch_and_agent_tests_pass_with_every_plugin_in_a_worker() {
     if std::env::var(MODE_VAR).is_ok() {
         return;
     }
     let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["plugins::", "dispatch::", "--test-threads", "2"])
+        .args(["plugins::", "dispatch::", "agent::", "--test-threads", "2"])
         .env(MODE_VAR, "process")
         .output()
         .expect("run the tests again");

@@ -92,6 +92,10 @@ fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String,
 }
 
 fn run_checks(transport: &str, mode: &str) {
+    run_checks_with(transport, mode, false);
+}
+
+fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
     let python = python();
     let plugins = plugins();
     let work = tempfile::tempdir().expect("temp dir");
@@ -111,6 +115,9 @@ fn run_checks(transport: &str, mode: &str) {
         .arg(so("hello_tools"))
         .arg("--work")
         .arg(work.path());
+    if isolate {
+        cmd.arg("--isolate");
+    }
     if transport == "http" {
         let (server, url, token) = http_server(&plugins.path(), &control, work.path());
         _server = server;
@@ -134,6 +141,13 @@ fn run_checks(transport: &str, mode: &str) {
 #[test]
 fn python_sdk_over_stdio_default_protocol() {
     run_checks("stdio", "auto");
+}
+
+/// The same checks with every plugin in a worker process: progress and cancellation cross
+/// the worker protocol, a reload starts a new worker.
+#[test]
+fn python_sdk_over_stdio_with_every_plugin_in_a_worker() {
+    run_checks_with("stdio", "auto", true);
 }
 
 #[test]

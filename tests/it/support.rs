@@ -226,7 +226,7 @@ pub(crate) fn loader() -> &'static PluginLoader {
     LOADER.get_or_init(|| PluginLoader::with_policy(test_load_policy()).expect("loader"))
 }
 
-/// Set to `process` (by `isolation::the_plugin_and_dispatch_tests_pass_with_every_plugin_in_a_worker`)
+/// Set to `process` (by `isolation::the_plugin_dispatch_and_agent_tests_pass_with_every_plugin_in_a_worker`)
 /// to run the tests that load through [`loader`] with every plugin in a worker process.
 pub(crate) const MODE_VAR: &str = "TOOLHOST_TEST_PLUGIN_MODE";
 

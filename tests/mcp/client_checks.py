@@ -73,7 +73,8 @@ class Checks:
                     a.plugins,
                     "--control",
                     control or a.control,
-                ],
+                ]
+                + (["--isolate"] if a.isolate else []),
                 env={"XDG_CONFIG_HOME": a.work, "TOOLHOST_LOG": "warn"},
             )
         elif a.token:
@@ -293,6 +294,7 @@ def main() -> int:
         parser.add_argument("--" + flag.replace("_", "-"), required=True)
     parser.add_argument("--url")
     parser.add_argument("--token")
+    parser.add_argument("--isolate", action="store_true", help="every plugin in a worker process")
     args = parser.parse_args()
     checks = Checks(args)
     try:

@@ -74,8 +74,10 @@ pub fn stuck_calls() -> Vec<StuckCall> {
                     "the plugin '{}' does not return from tool '{}' although the call was \
                      given up: it holds one of the host's plugin threads (and a CPU if it \
                      spins) until it returns. Restart toolhost to reclaim it, and fix or \
-                     remove the plugin",
-                    r.plugin, r.tool
+                     remove the plugin, or run it in a worker process (`--isolate`, or \
+                     `[isolation.plugins] {} = \"process\"`), where such a call gets its \
+                     worker killed and restarted",
+                    r.plugin, r.tool, r.plugin
                 ),
             })
         })
