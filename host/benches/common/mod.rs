@@ -1,6 +1,9 @@
 //! Shared by the benchmarks: building fixture plugins in release mode into their own
 //! target directory (so they never land next to the user's plugins).
 
+#[allow(dead_code, reason = "not every benchmark talks MCP")]
+pub(crate) mod peer;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -274,22 +274,7 @@ pub(crate) fn write_frame(stream: &UnixStream, frame: &[u8]) -> Result<(), Frame
 
 /// Waits until `stream` is ready for `events`; `false` on timeout.
 fn wait_fd(stream: &UnixStream, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd, and the descriptor stays open (borrowed) meanwhile.
-        let n = unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) };
-        if n >= 0 {
-            return Ok(n > 0);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::sys::process::wait_fd(stream.as_raw_fd(), events, timeout_ms)
 }
 
 /// Reads frames from a non-blocking socket.

@@ -5,15 +5,11 @@
 //! worker for the next call (with exponential backoff), and quarantines a plugin that keeps
 //! crashing. Dropping the last reference (a reload replaced the generation and its calls
 //! finished) ends the worker, which returns all of its memory.
-//!
-//! One of the modules with `unsafe`: the worker's end of the socketpair is moved to
-//! descriptor 3 between fork and exec.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead as _, BufReader};
-use std::os::fd::AsRawFd as _;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -821,7 +817,6 @@ fn spawn(
 ) -> Result<Started, String> {
     let (host_end, worker_end) =
         UnixStream::pair().map_err(|e| format!("could not create a socketpair: {e}"))?;
-    let worker_fd = worker_end.as_raw_fd();
     let mut command = Command::new(&policy.worker_exe);
     command
         .arg("__worker")
@@ -832,24 +827,9 @@ fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if worker_fd == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(worker_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Whatever plugin code prints goes to the log, never to the host's stdout (the
-            // MCP stdio protocol).
-            if libc::dup2(2, 1) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The worker's end becomes its descriptor 3; whatever plugin code prints goes to the
+    // log, never to the host's stdout (the MCP stdio protocol).
+    crate::sys::process::pass_socket(&mut command, &worker_end, 3);
     let mut child = command.spawn().map_err(|e| {
         format!(
             "could not start a worker ({}): {e}",

@@ -8,7 +8,7 @@
 //! message it cannot read, a write that fails. The host notices and restarts it.
 
 use std::collections::HashMap;
-use std::os::fd::{FromRawFd as _, RawFd};
+use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -77,19 +77,18 @@ impl Link {
     }
 }
 
-/// Ends the worker at once: no destructors, no `atexit` handlers of plugin code (which
-/// could hang or crash on the way out).
-fn exit_now(code: i32) -> ! {
-    // SAFETY: `_exit` takes no pointers and never returns.
-    unsafe { libc::_exit(code) }
-}
+use crate::sys::process::exit_now;
 
 /// The worker's `main`: serves on descriptor `fd` until the host closes it. Returns only
 /// on a failure before serving started (the exit code).
 pub fn run(fd: RawFd) -> i32 {
-    // SAFETY: the host passes the worker's end of a socketpair as `fd`, open and owned by
-    // nothing else in this fresh process.
-    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    let stream = match crate::sys::process::inherited_socket(fd) {
+        Ok(stream) => stream,
+        Err(e) => {
+            eprintln!("toolhost worker: {e} (this command is started by toolhost itself)");
+            return 2;
+        }
+    };
     if let Err(e) = stream.set_nonblocking(true) {
         eprintln!("toolhost worker: descriptor {fd} is not a usable socket: {e}");
         return 2;
