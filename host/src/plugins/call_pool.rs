@@ -140,6 +140,119 @@ pub(crate) async fn run<T: Send + 'static>(
     (&mut waiting).await
 }
 
+/// A call started with [`start`], running on a pool thread with no one awaiting it.
+pub(crate) struct Detached {
+    shared: Arc<dyn GiveUp>,
+    running: Arc<Running>,
+}
+
+impl Detached {
+    /// Gives the call up: its future is dropped on its thread at once if it is waiting,
+    /// or as soon as its `poll` returns; then its `on_done` runs with an error. A call
+    /// whose `poll` never returns never gets there (and is listed as stuck).
+    pub(crate) fn give_up(&self) {
+        *self
+            .running
+            .abandoned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        self.shared.give_up();
+    }
+}
+
+/// Starts `future` on a pool thread (inside `runtime`, if given) with nobody awaiting it:
+/// `on_done` runs on that thread, exactly once, with the output, or with an error once the
+/// future is dropped after [`Detached::give_up`] (or its `poll` panicked). A worker process
+/// answers its host from the plugin thread this way, with no runtime thread to wake.
+pub(crate) fn start<T: Send + 'static>(
+    tool: Arc<str>,
+    plugin: Arc<str>,
+    runtime: Option<tokio::runtime::Handle>,
+    future: PoolFuture<T>,
+    on_done: Box<dyn FnOnce(Result<T, String>) + Send>,
+) -> Result<Detached, String> {
+    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
+    let shared = Arc::new(DetachedShared {
+        on_done: Mutex::new(Some(on_done)),
+        worker: Mutex::new(None),
+        given_up: AtomicBool::new(false),
+    });
+    let running = Arc::new(Running {
+        tool,
+        plugin,
+        started: Instant::now(),
+        abandoned: Mutex::new(None),
+    });
+    POOL.running
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, Arc::clone(&running));
+    let job = Job {
+        id,
+        future,
+        runtime,
+        shared: Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
+    };
+    if let Err(e) = POOL.submit(Box::new(move || job.run())) {
+        POOL.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        return Err(e);
+    }
+    Ok(Detached { shared, running })
+}
+
+struct DetachedShared<T> {
+    on_done: Mutex<Option<Box<dyn FnOnce(Result<T, String>) + Send>>>,
+    worker: Mutex<Option<Thread>>,
+    given_up: AtomicBool,
+}
+
+trait GiveUp: Send + Sync {
+    fn give_up(&self);
+}
+
+impl<T: Send> GiveUp for DetachedShared<T> {
+    fn give_up(&self) {
+        self.given_up.store(true, Ordering::Release);
+        if let Some(worker) = self
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            worker.unpark();
+        }
+    }
+}
+
+impl<T: Send> JobSignals<T> for DetachedShared<T> {
+    fn given_up(&self) -> bool {
+        self.given_up.load(Ordering::Acquire)
+    }
+
+    fn set_worker(&self, thread: Option<Thread>) {
+        *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = thread;
+    }
+
+    fn finish(&self, output: Result<T, String>) {
+        let done = self
+            .on_done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(done) = done {
+            done(output);
+        }
+    }
+
+    fn ended(&self) {
+        // Given up: the future is gone now; say so once.
+        self.finish(Err("the call was given up".to_owned()));
+    }
+}
+
 /// The process's one pool.
 static POOL: LazyLock<Pool> = LazyLock::new(Pool::default);
 

@@ -426,6 +426,18 @@ pub(crate) fn load_library(
     in_worker: bool,
     unlink_copy: bool,
 ) -> Result<LoadedPlugin, LoadErrorKind> {
+    load_library_tools(file, copy, sha256, in_worker, unlink_copy).map(|(plugin, _)| plugin)
+}
+
+/// [`load_library`], with the plugin's tools as [`PluginTool`]s too (a worker runs them
+/// straight on its plugin threads).
+pub(crate) fn load_library_tools(
+    file: &Path,
+    copy: &Path,
+    sha256: &str,
+    in_worker: bool,
+    unlink_copy: bool,
+) -> Result<(LoadedPlugin, Vec<Arc<PluginTool>>), LoadErrorKind> {
     let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
         action: "read the private copy",
         source,
@@ -486,15 +498,19 @@ pub(crate) fn load_library(
         })?;
     // Each tool object becomes a PluginTool or is dropped right away, so every one is
     // freed exactly once; a tool whose metadata fails is left out, the others stay.
-    let mut tools: Vec<Arc<dyn DynTool>> = Vec::with_capacity(ffi_tools.len());
+    let mut plugin_tools: Vec<Arc<PluginTool>> = Vec::with_capacity(ffi_tools.len());
     let mut skipped_tools = Vec::new();
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
         match PluginTool::new(ffi, origin.clone(), index) {
-            Ok(t) => tools.push(Arc::new(t)),
+            Ok(t) => plugin_tools.push(Arc::new(t)),
             Err(e) => skipped_tools.push(e),
         }
     }
-    Ok(LoadedPlugin {
+    let tools: Vec<Arc<dyn DynTool>> = plugin_tools
+        .iter()
+        .map(|t| Arc::clone(t) as Arc<dyn DynTool>)
+        .collect();
+    let plugin = LoadedPlugin {
         name,
         version: root.version().as_str().to_owned(),
         api_version: root.api_version().as_str().to_owned(),
@@ -509,7 +525,8 @@ pub(crate) fn load_library(
             IsolationMode::InProcess
         },
         worker: None,
-    })
+    };
+    Ok((plugin, plugin_tools))
 }
 
 impl Drop for PluginLoader {

@@ -181,6 +181,27 @@ impl DynTool for PluginTool {
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
         let runtime = tokio::runtime::Handle::try_current().ok();
+        let call = self.prepare(ctx, args, runtime.clone());
+        let outcome = call_pool::run(
+            Arc::clone(&self.name),
+            Arc::clone(&self.plugin),
+            runtime,
+            call,
+        )
+        .await
+        .map_err(ToolError::Failed)?;
+        self.outcome(outcome)
+    }
+}
+
+impl PluginTool {
+    /// The call, ready for a pool thread: the plugin's entry point runs at its first poll.
+    pub(crate) fn prepare(
+        &self,
+        ctx: &CallContext,
+        args: String,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> call_pool::PoolFuture<FfiCallResult> {
         let state = CallState {
             ctx: CallContext {
                 turn: Arc::clone(&ctx.turn),
@@ -189,17 +210,13 @@ impl DynTool for PluginTool {
             },
             tool: Arc::clone(&self.name),
             plugin: Arc::clone(&self.plugin),
-            runtime: runtime.clone(),
-        };
-        let call = PluginCall::new(Arc::clone(&self.object), state, args);
-        let outcome = call_pool::run(
-            Arc::clone(&self.name),
-            Arc::clone(&self.plugin),
             runtime,
-            Box::pin(call),
-        )
-        .await
-        .map_err(ToolError::Failed)?;
+        };
+        Box::pin(PluginCall::new(Arc::clone(&self.object), state, args))
+    }
+
+    /// What the plugin's answer means for the host.
+    pub(crate) fn outcome(&self, outcome: FfiCallResult) -> Result<String, ToolError> {
         match outcome {
             RResult::ROk(output) => Ok(output.into_string()),
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
@@ -210,6 +227,11 @@ impl DynTool for PluginTool {
                 _ => ToolError::Failed(message.into_string()),
             }),
         }
+    }
+
+    /// The tool's and its plugin's names.
+    pub(crate) fn names(&self) -> (Arc<str>, Arc<str>) {
+        (Arc::clone(&self.name), Arc::clone(&self.plugin))
     }
 }
 

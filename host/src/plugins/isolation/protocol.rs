@@ -30,7 +30,7 @@ pub(crate) const PROTOCOL_VERSION: u32 = 1;
 pub(crate) const MAX_FRAME: usize = 64 << 20;
 
 /// How long a reader keeps spinning for the next frame before it sleeps in `poll`.
-pub(crate) const SPIN: Duration = Duration::from_micros(60);
+pub(crate) const SPIN: Duration = Duration::from_micros(150);
 
 /// How long a write may wait for the other side to make room before it fails.
 const WRITE_TIMEOUT_MS: i32 = 10_000;
@@ -354,7 +354,9 @@ impl FrameReader {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let now = Instant::now();
                     if now < spin_until {
-                        std::hint::spin_loop();
+                        // Yield, not a pure spin: on a busy or single core the thread
+                        // that will write the next frame needs the CPU.
+                        std::thread::yield_now();
                         continue;
                     }
                     let timeout_ms = match deadline {

@@ -1060,11 +1060,10 @@ impl DynTool for WorkerTool {
             runtime: tokio::runtime::Handle::current(),
             tool: Arc::clone(&self.name),
         });
-        let kill_after = self.plugin.policy.kill_after_cancel;
         let mut in_flight = InFlight {
             conn: Arc::clone(&conn),
             id,
-            kill_after,
+            kill_after: self.plugin.policy.kill_after_cancel,
             tool: Arc::clone(&self.name),
             done: false,
         };
@@ -1081,11 +1080,54 @@ impl DynTool for WorkerTool {
         };
         // A failed send kills the worker; the reader then fails this call with the reason.
         let _ = conn.send(&ToWorker::Call(Box::new(frame)));
-        let outcome = tokio::select! {
-            outcome = &mut rx => outcome,
+        // A quick tool answers within microseconds: look for it for a moment before
+        // sleeping, which would cost a wake-up of this thread (tens of microseconds on a
+        // small VM) on top of the worker's.
+        let spin_until = std::time::Instant::now() + protocol::SPIN;
+        let mut early = None;
+        while std::time::Instant::now() < spin_until {
+            match rx.try_recv() {
+                Ok(outcome) => {
+                    early = Some(Ok(outcome));
+                    break;
+                }
+                Err(oneshot::error::TryRecvError::Empty) => std::thread::yield_now(),
+                Err(oneshot::error::TryRecvError::Closed) => break,
+            }
+        }
+        let outcome = if let Some(outcome) = early {
+            outcome
+        } else {
+            self.wait(&conn, id, ctx, &mut rx).await
+        };
+        in_flight.done = true;
+        match outcome {
+            Ok(Ok(result)) => result,
+            Ok(Err(why)) => Err(ToolError::Failed(why)),
+            Err(_) => Err(ToolError::Failed(format!(
+                "plugin '{}' lost its worker during the call",
+                self.plugin.name
+            ))),
+        }
+    }
+}
+
+impl WorkerTool {
+    /// Waits for the call's answer; on a cancel, tells the worker and kills it if the call
+    /// ignores that for `kill_after_cancel`.
+    async fn wait(
+        &self,
+        conn: &Connection,
+        id: u64,
+        ctx: &CallContext,
+        rx: &mut oneshot::Receiver<Outcome>,
+    ) -> Result<Outcome, oneshot::error::RecvError> {
+        let kill_after = self.plugin.policy.kill_after_cancel;
+        tokio::select! {
+            outcome = &mut *rx => outcome,
             () = ctx.cancel.cancelled() => {
                 let _ = conn.send(&ToWorker::Cancel { id });
-                match tokio::time::timeout(kill_after, &mut rx).await {
+                match tokio::time::timeout(kill_after, &mut *rx).await {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         conn.kill(&format!(
@@ -1098,15 +1140,6 @@ impl DynTool for WorkerTool {
                     }
                 }
             }
-        };
-        in_flight.done = true;
-        match outcome {
-            Ok(Ok(result)) => result,
-            Ok(Err(why)) => Err(ToolError::Failed(why)),
-            Err(_) => Err(ToolError::Failed(format!(
-                "plugin '{}' lost its worker during the call",
-                self.plugin.name
-            ))),
         }
     }
 }

@@ -23,11 +23,14 @@ use super::protocol::{
 };
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
-use crate::calls::tool::{DynTool, ToolError};
+use crate::calls::tool::ToolError;
+use crate::plugins::call_pool;
 use crate::plugins::error::PluginLoadError;
 use crate::plugins::loader;
+use crate::plugins::plugin_tool::PluginTool;
 use crate::sys::rlimit::{self, Resource};
 use crate::sys::sandbox;
+use toolhost_plugin_api::ffi::FfiCallResult;
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -157,17 +160,18 @@ pub fn run(fd: RawFd) -> i32 {
             return 2;
         }
     };
-    let plugin = match loader::load_library(&init.file, &init.copy, &init.sha256, true, false) {
-        Ok(plugin) => plugin,
-        Err(kind) => {
-            let error = PluginLoadError {
-                file: init.file.clone(),
-                kind,
-            };
-            link.send(&failed(error.to_string(), false));
-            return 1;
-        }
-    };
+    let (plugin, tools) =
+        match loader::load_library_tools(&init.file, &init.copy, &init.sha256, true, false) {
+            Ok(loaded) => loaded,
+            Err(kind) => {
+                let error = PluginLoadError {
+                    file: init.file.clone(),
+                    kind,
+                };
+                link.send(&failed(error.to_string(), false));
+                return 1;
+            }
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("toolhost-worker")
@@ -193,7 +197,7 @@ pub fn run(fd: RawFd) -> i32 {
         sandbox,
         pid: std::process::id(),
     })));
-    serve(&mut reader, &link, &plugin.tools, &runtime)
+    serve(&mut reader, &link, &tools, &runtime)
 }
 
 /// Resource limits and no new privileges, from `init`.
@@ -225,7 +229,7 @@ fn init_logging(filter: &str) {
 fn serve(
     reader: &mut FrameReader,
     link: &Arc<Link>,
-    tools: &[Arc<dyn DynTool>],
+    tools: &[Arc<PluginTool>],
     runtime: &tokio::runtime::Runtime,
 ) -> i32 {
     let calls: Calls = Arc::default();
@@ -249,7 +253,7 @@ fn serve(
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
                 if let Some(running) = running {
-                    abandon(id, running, link, runtime);
+                    abandon(running);
                 }
             }
             Ok(Some(ToWorker::ServiceReply { id, answer })) => {
@@ -278,39 +282,27 @@ fn serve(
 /// A call running in the worker.
 struct Running {
     cancel: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
+    detached: Option<call_pool::Detached>,
 }
 
 type Calls = Arc<Mutex<HashMap<u64, Running>>>;
 
-/// Drops an abandoned call's future (on its plugin thread, as in a host). Once it is gone
-/// the host hears so; while plugin code of the worker is stuck (it never returned to be
-/// dropped), the host hears nothing and ends the worker, the only way to stop it.
-fn abandon(id: u64, running: Running, link: &Arc<Link>, runtime: &tokio::runtime::Runtime) {
+/// Gives an abandoned call up: its future is dropped on its plugin thread (as in a host),
+/// and the host hears so once it is gone. While its plugin code is stuck in a `poll` that
+/// never returns, the host hears nothing and ends the worker, the only way to stop it.
+fn abandon(running: Running) {
     running.cancel.cancel();
-    let Some(task) = running.task else {
-        return;
-    };
-    task.abort();
-    let link = Arc::clone(link);
-    runtime.spawn(async move {
-        let _ = task.await;
-        if crate::plugins::call_pool::stuck_calls().is_empty() {
-            link.send(&FromWorker::Reply {
-                id,
-                result: Err(WireToolError {
-                    invalid_args: false,
-                    message: "the call was abandoned by its caller".to_owned(),
-                }),
-            });
-        }
-    });
+    if let Some(detached) = running.detached {
+        detached.give_up();
+    }
 }
 
+/// Starts a call on a plugin thread, which answers the host itself when it is done: no
+/// runtime thread is woken on the way.
 fn start_call(
     frame: CallFrame,
     link: &Arc<Link>,
-    tools: &[Arc<dyn DynTool>],
+    tools: &[Arc<PluginTool>],
     runtime: &tokio::runtime::Runtime,
     calls: &Calls,
 ) {
@@ -326,13 +318,6 @@ fn start_call(
         return;
     };
     let cancel = CancellationToken::new();
-    calls.lock().unwrap_or_else(PoisonError::into_inner).insert(
-        id,
-        Running {
-            cancel: cancel.clone(),
-            task: None,
-        },
-    );
     let services = TurnServices {
         caller: frame.caller.then(|| {
             Arc::new(ProxyCaller::new(Arc::clone(link), id))
@@ -353,40 +338,72 @@ fn start_call(
             session_id: frame.session_id,
             model: frame.model,
         }),
-        cancel,
+        cancel: cancel.clone(),
         services,
     };
-    let link = Arc::clone(link);
-    let calls_done = Arc::clone(calls);
-    let args = frame.args;
-    let task = runtime.spawn(async move {
-        let result = match serde_json::from_str::<Value>(&args) {
-            Ok(args) => tool.call(&ctx, args).await,
-            Err(e) => Err(ToolError::InvalidArgs(format!(
-                "the arguments are not JSON: {e}"
-            ))),
-        };
-        calls_done
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        let result = result.map_err(|e| match e {
-            ToolError::InvalidArgs(message) => WireToolError {
-                invalid_args: true,
-                message,
-            },
-            ToolError::Failed(message) => WireToolError {
-                invalid_args: false,
-                message,
-            },
-        });
-        link.send(&FromWorker::Reply { id, result });
-    });
-    if let Some(running) = calls
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(&id)
-    {
-        running.task = Some(task);
+    let handle = runtime.handle().clone();
+    let future = tool.prepare(&ctx, frame.args, Some(handle.clone()));
+    drop(ctx);
+    calls.lock().unwrap_or_else(PoisonError::into_inner).insert(
+        id,
+        Running {
+            cancel,
+            detached: None,
+        },
+    );
+    let (name, plugin) = tool.names();
+    let on_done = {
+        let (link, calls) = (Arc::clone(link), Arc::clone(calls));
+        Box::new(move |outcome: Result<FfiCallResult, String>| {
+            calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            let result = match outcome {
+                Ok(outcome) => tool.outcome(outcome),
+                Err(e) => Err(ToolError::Failed(e)),
+            };
+            link.send(&FromWorker::Reply {
+                id,
+                result: result.map_err(wire_error),
+            });
+        })
+    };
+    match call_pool::start(name, plugin, Some(handle), future, on_done) {
+        Ok(detached) => {
+            if let Some(running) = calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(&id)
+            {
+                running.detached = Some(detached);
+            }
+        }
+        Err(message) => {
+            calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            link.send(&FromWorker::Reply {
+                id,
+                result: Err(WireToolError {
+                    invalid_args: false,
+                    message,
+                }),
+            });
+        }
+    }
+}
+
+fn wire_error(e: ToolError) -> WireToolError {
+    match e {
+        ToolError::InvalidArgs(message) => WireToolError {
+            invalid_args: true,
+            message,
+        },
+        ToolError::Failed(message) => WireToolError {
+            invalid_args: false,
+            message,
+        },
     }
 }
