@@ -1,7 +1,9 @@
 //! Process resource limits: a serving host raises its soft open-file limit to the hard
 //! limit at start-up, as servers do (desktops often start programs with a soft limit of
 //! 1,024), and sizes the HTTP connection limit to leave a reserve of descriptors for the
-//! control socket, plugin loads, the watcher and the session database.
+//! control socket, plugin loads, the watcher and the session database. A plugin worker
+//! confines itself here too: fixed limits on memory, descriptors and core dumps, and no new
+//! privileges.
 
 use std::io;
 
@@ -39,6 +41,112 @@ pub fn connections_within(configured: usize, nofile: u64) -> usize {
     configured.min(usize::try_from(room).unwrap_or(usize::MAX))
 }
 
+/// A resource limit a plugin worker sets on itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resource {
+    /// The address space, in bytes (`RLIMIT_AS`).
+    #[allow(
+        dead_code,
+        reason = "the worker bounds memory with RLIMIT_DATA; RLIMIT_AS is for callers that \
+                  want it"
+    )]
+    AddressSpace,
+    /// The data segment and anonymous memory, in bytes (`RLIMIT_DATA`).
+    Data,
+    /// Open file descriptors (`RLIMIT_NOFILE`).
+    OpenFiles,
+    /// The size of a core dump, in bytes (`RLIMIT_CORE`); 0 writes none.
+    Core,
+}
+
+/// The resource argument of `getrlimit`/`setrlimit` (its C type differs between C
+/// libraries).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+type RawResource = libc::__rlimit_resource_t;
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+type RawResource = libc::c_int;
+
+impl Resource {
+    fn raw(self) -> RawResource {
+        match self {
+            Resource::AddressSpace => libc::RLIMIT_AS,
+            Resource::Data => libc::RLIMIT_DATA,
+            Resource::OpenFiles => libc::RLIMIT_NOFILE,
+            Resource::Core => libc::RLIMIT_CORE,
+        }
+    }
+
+    /// The name error messages use.
+    fn describe(self) -> &'static str {
+        match self {
+            Resource::AddressSpace => "the address-space limit (RLIMIT_AS)",
+            Resource::Data => "the data-size limit (RLIMIT_DATA)",
+            Resource::OpenFiles => "the open-file limit (RLIMIT_NOFILE)",
+            Resource::Core => "the core-dump size limit (RLIMIT_CORE)",
+        }
+    }
+}
+
+/// The soft and hard limits of `resource` in force now.
+fn get_limit(resource: Resource) -> io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given, which lives on this stack.
+    if unsafe { libc::getrlimit(resource.raw(), &mut limit) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("could not read {}: {e}", resource.describe()),
+        ));
+    }
+    Ok(limit)
+}
+
+/// Sets both the soft and the hard limit of `resource` to `value` for the whole process
+/// (`u64::MAX` means unlimited).
+///
+/// It never raises the hard limit: a `value` above the current hard limit is clamped to it
+/// (so the call succeeds without privileges, and a privileged process does not lift a
+/// limit someone set on it). Lowering a hard limit cannot be undone without
+/// `CAP_SYS_RESOURCE`, which is the point for a worker.
+pub(crate) fn set_limit(resource: Resource, value: u64) -> io::Result<()> {
+    let current = get_limit(resource)?;
+    let value = libc::rlim_t::from(value).min(current.rlim_max);
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: setrlimit only reads the struct it is given.
+    if unsafe { libc::setrlimit(resource.raw(), &limit) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("could not set {} to {value}: {e}", resource.describe()),
+        ));
+    }
+    Ok(())
+}
+
+/// Sets `PR_SET_NO_NEW_PRIVS` on the calling thread (inherited by the threads and
+/// processes it starts afterwards; it cannot be unset): `execve` no longer grants
+/// privileges (setuid and setgid bits, file capabilities are ignored). Landlock requires it
+/// of a process without `CAP_SYS_ADMIN`.
+pub(crate) fn no_new_privs() -> io::Result<()> {
+    let (one, zero): (libc::c_ulong, libc::c_ulong) = (1, 0);
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS reads only its integer arguments (passed as
+    // unsigned longs, as the kernel reads them; the unused ones must be 0).
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("could not set no_new_privs: {e}"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,27 +158,28 @@ mod tests {
         assert_eq!(connections_within(512, 100), 16);
         assert!(raise_open_file_limit().expect("getrlimit") >= 16);
     }
-}
 
-/// STUB.
-#[derive(Debug, Clone, Copy)]
-pub enum Resource {
-    /// AS.
-    AddressSpace,
-    /// DATA.
-    Data,
-    /// NOFILE.
-    OpenFiles,
-    /// CORE.
-    Core,
-}
+    #[test]
+    fn set_limit_lowers_core_to_zero_and_never_raises_the_hard_limit() {
+        set_limit(Resource::Core, 0).expect("lower RLIMIT_CORE");
+        let core = get_limit(Resource::Core).expect("read RLIMIT_CORE");
+        assert_eq!((core.rlim_cur, core.rlim_max), (0, 0));
+        // Asking for more than the hard limit is clamped to it, even as root.
+        set_limit(Resource::Core, u64::MAX).expect("clamped");
+        let core = get_limit(Resource::Core).expect("read RLIMIT_CORE");
+        assert_eq!((core.rlim_cur, core.rlim_max), (0, 0));
+    }
 
-/// STUB.
-pub fn set_limit(_resource: Resource, _value: u64) -> io::Result<()> {
-    Ok(())
-}
-
-/// STUB.
-pub fn no_new_privs() -> io::Result<()> {
-    Ok(())
+    #[test]
+    fn no_new_privs_sticks_on_the_thread() {
+        let flag = std::thread::spawn(|| {
+            no_new_privs().expect("prctl");
+            let zero: libc::c_ulong = 0;
+            // SAFETY: PR_GET_NO_NEW_PRIVS reads only its integer arguments, all 0.
+            unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, zero, zero, zero, zero) }
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(flag, 1);
+    }
 }
