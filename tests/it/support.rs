@@ -240,11 +240,14 @@ pub(crate) fn test_load_policy() -> toolhost::LoadPolicy {
     policy
 }
 
-/// Every plugin in a worker, started from the `toolhost` binary under test.
+/// Every plugin in a worker, started from the `toolhost` binary under test, sandboxed as
+/// by default but allowed to write in the temporary directory (where the tests' markers,
+/// profiles and state folders are).
 pub(crate) fn process_policy() -> toolhost::IsolationPolicy {
     toolhost::IsolationPolicy {
         default: toolhost::IsolationMode::Process,
         worker_exe: PathBuf::from(env!("CARGO_BIN_EXE_toolhost")),
+        write_paths: vec![std::env::temp_dir()],
         ..toolhost::IsolationPolicy::default()
     }
 }

@@ -797,7 +797,9 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool) -> SandboxRul
     let mut read = sandbox::system_read_paths();
     read.push(copy.to_path_buf());
     read.extend(policy.read_paths.iter().cloned());
-    let mut write: Vec<PathBuf> = policy.state_dirs.clone();
+    // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
+    let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
+    write.extend(policy.state_dirs.iter().cloned());
     write.extend(policy.write_paths.iter().cloned());
     SandboxRules {
         read,
@@ -857,7 +859,11 @@ fn spawn(
                     let Ok(line) = line else { break };
                     let plugin = label.get().map_or(file_name.as_str(), |n| n);
                     tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
-                    if !line.trim().is_empty() {
+                    // Rust's hint under a panic or allocation failure says nothing
+                    // about what happened: the line before it does.
+                    if !line.trim().is_empty()
+                        && !line.starts_with("note: run with `RUST_BACKTRACE")
+                    {
                         *last_words.lock().unwrap_or_else(PoisonError::into_inner) =
                             Some(line.chars().take(300).collect());
                     }
