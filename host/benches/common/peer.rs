@@ -42,7 +42,7 @@ impl Peer {
         peer
     }
 
-    fn send(&mut self, message: &Value) {
+    pub(crate) fn send(&mut self, message: &Value) {
         let mut line = serde_json::to_vec(message).expect("encode");
         line.push(b'\n');
         self.stdin.write_all(&line).expect("write to the server");
@@ -50,7 +50,7 @@ impl Peer {
     }
 
     /// The next message from the server.
-    fn read(&mut self) -> Value {
+    pub(crate) fn read(&mut self) -> Value {
         let mut line = String::new();
         loop {
             line.clear();

@@ -169,7 +169,7 @@ pub(crate) fn start<T: Send + 'static>(
     plugin: Arc<str>,
     runtime: Option<tokio::runtime::Handle>,
     future: PoolFuture<T>,
-    on_done: Box<dyn FnOnce(Result<T, String>) + Send>,
+    on_done: OnDone<T>,
 ) -> Result<Detached, String> {
     let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
     let shared = Arc::new(DetachedShared {
@@ -203,8 +203,11 @@ pub(crate) fn start<T: Send + 'static>(
     Ok(Detached { shared, running })
 }
 
+/// What runs on the plugin thread with a detached call's outcome.
+pub(crate) type OnDone<T> = Box<dyn FnOnce(Result<T, String>) + Send>;
+
 struct DetachedShared<T> {
-    on_done: Mutex<Option<Box<dyn FnOnce(Result<T, String>) + Send>>>,
+    on_done: Mutex<Option<OnDone<T>>>,
     worker: Mutex<Option<Thread>>,
     given_up: AtomicBool,
 }
