@@ -117,6 +117,15 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         .arg(work.path());
     if isolate {
         cmd.arg("--isolate");
+        // The client starts the server with this work folder as its config home; its
+        // plugins write markers there, which the workers' sandbox must allow.
+        let config = work.path().join("toolhost");
+        std::fs::create_dir_all(&config).expect("config dir");
+        std::fs::write(
+            config.join("config.toml"),
+            format!("[isolation]\nwrite_paths = [{:?}]\n", work.path().display().to_string()),
+        )
+        .expect("write config");
     }
     if transport == "http" {
         let (server, url, token) = http_server(&plugins.path(), &control, work.path());
