@@ -98,6 +98,9 @@ fn run_checks(transport: &str, mode: &str) {
 fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
     let python = python();
     let plugins = plugins();
+    if isolate {
+        plugins.install("toolhost_clarify");
+    }
     let work = tempfile::tempdir().expect("temp dir");
     let control = work.path().join("control.sock");
     let _server;
@@ -116,14 +119,17 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         .arg("--work")
         .arg(work.path());
     if isolate {
-        cmd.arg("--isolate");
+        cmd.args(["--isolate", "--clarify"]);
         // The client starts the server with this work folder as its config home; its
         // plugins write markers there, which the workers' sandbox must allow.
         let config = work.path().join("toolhost");
         std::fs::create_dir_all(&config).expect("config dir");
         std::fs::write(
             config.join("config.toml"),
-            format!("[isolation]\nwrite_paths = [{:?}]\n", work.path().display().to_string()),
+            format!(
+                "[isolation]\nwrite_paths = [{:?}]\n",
+                work.path().display().to_string()
+            ),
         )
         .expect("write config");
     }
@@ -145,6 +151,10 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         stdout.contains("a new plugin's tool is listed and callable"),
         "{stdout}"
     );
+    assert!(
+        !isolate || stdout.contains("a plugin's ask_user arrives as an elicitation"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -152,11 +162,12 @@ fn python_sdk_over_stdio_default_protocol() {
     run_checks("stdio", "auto");
 }
 
-/// The same checks with every plugin in a worker process: progress and cancellation cross
-/// the worker protocol, a reload starts a new worker.
+/// The same checks with every plugin in a worker process: progress, cancellation and a
+/// plugin's question (elicitation, which needs the session protocol) cross the worker
+/// protocol, a reload starts a new worker.
 #[test]
 fn python_sdk_over_stdio_with_every_plugin_in_a_worker() {
-    run_checks_with("stdio", "auto", true);
+    run_checks_with("stdio", "legacy", true);
 }
 
 #[test]

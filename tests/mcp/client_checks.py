@@ -52,6 +52,10 @@ class Checks:
         self, _context: object, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         self.elicitations.append(params.message)
+        schema = getattr(params, "requested_schema", None) or {}
+        if self.elicit_answer == "accept" and "answer" in schema.get("properties", {}):
+            # A plugin's own question (clarify), not an approval.
+            return types.ElicitResult(action="accept", content={"answer": "blue"})
         if self.elicit_answer == "accept":
             return types.ElicitResult(action="accept", content={"remember": False})
         return types.ElicitResult(action=self.elicit_answer)
@@ -106,6 +110,8 @@ class Checks:
             await self.approval(client)
             await self.without_elicitation()
             await self.cancel(client)
+            if self.args.clarify:
+                await self.ask_user(client)
             if modern:
                 async with client.listen(tools_list_changed=True) as subscription:
                     await self.reload(client, lambda: self.next_event(subscription))
@@ -155,6 +161,17 @@ class Checks:
         else:
             fail("calling an unknown tool should be a protocol error")
         self.note("error results: tool failure, invalid arguments, unknown tool")
+
+    async def ask_user(self, client: Client) -> None:
+        # The clarify plugin's question reaches this client as an elicitation, and the
+        # answer reaches the plugin (in a worker, through the host).
+        asked = len(self.elicitations)
+        result = await client.call_tool("clarify", {"question": "Which colour?"})
+        if result.is_error or text_of(result) != "blue":
+            fail(f"clarify should return the elicited answer: {result}")
+        if len(self.elicitations) != asked + 1 or "Which colour?" not in self.elicitations[-1]:
+            fail(f"the plugin's question did not arrive as an elicitation: {self.elicitations}")
+        self.note("a plugin's ask_user arrives as an elicitation and its answer returns")
 
     async def approval(self, client: Client) -> None:
         ran = Path(self.args.work) / "risky-write-ran"
@@ -295,6 +312,7 @@ def main() -> int:
     parser.add_argument("--url")
     parser.add_argument("--token")
     parser.add_argument("--isolate", action="store_true", help="every plugin in a worker process")
+    parser.add_argument("--clarify", action="store_true", help="the clarify plugin is installed")
     args = parser.parse_args()
     checks = Checks(args)
     try:
