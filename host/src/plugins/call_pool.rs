@@ -99,7 +99,6 @@ pub(crate) async fn run<T: Send + 'static>(
     runtime: Option<tokio::runtime::Handle>,
     future: PoolFuture<T>,
 ) -> Result<T, String> {
-    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
     let shared = Arc::new(JobShared {
         output: Mutex::new(None),
         host_waker: Mutex::new(None),
@@ -108,35 +107,18 @@ pub(crate) async fn run<T: Send + 'static>(
         ended: Mutex::new(false),
         ended_changed: Condvar::new(),
     });
-    let running = Arc::new(Running {
+    let running = submit(
         tool,
         plugin,
-        started: Instant::now(),
-        abandoned: Mutex::new(None),
-    });
-    POOL.running
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, Arc::clone(&running));
-    let job = Job {
-        id,
-        future,
         runtime,
-        shared: Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
-    };
+        future,
+        Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
+    )?;
     let mut waiting = Waiting {
         shared,
         running,
         done: false,
     };
-    if let Err(e) = POOL.submit(Box::new(move || job.run())) {
-        POOL.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        waiting.done = true;
-        return Err(e);
-    }
     (&mut waiting).await
 }
 
@@ -171,35 +153,18 @@ pub(crate) fn start<T: Send + 'static>(
     future: PoolFuture<T>,
     on_done: OnDone<T>,
 ) -> Result<Detached, String> {
-    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
     let shared = Arc::new(DetachedShared {
         on_done: Mutex::new(Some(on_done)),
         worker: Mutex::new(None),
         given_up: AtomicBool::new(false),
     });
-    let running = Arc::new(Running {
+    let running = submit(
         tool,
         plugin,
-        started: Instant::now(),
-        abandoned: Mutex::new(None),
-    });
-    POOL.running
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, Arc::clone(&running));
-    let job = Job {
-        id,
-        future,
         runtime,
-        shared: Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
-    };
-    if let Err(e) = POOL.submit(Box::new(move || job.run())) {
-        POOL.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        return Err(e);
-    }
+        future,
+        Arc::clone(&shared) as Arc<dyn JobSignals<T>>,
+    )?;
     Ok(Detached { shared, running })
 }
 
@@ -254,6 +219,41 @@ impl<T: Send> JobSignals<T> for DetachedShared<T> {
         // Given up: the future is gone now; say so once.
         self.finish(Err("the call was given up".to_owned()));
     }
+}
+
+/// Lists the call as running and hands it to the pool.
+fn submit<T: Send + 'static>(
+    tool: Arc<str>,
+    plugin: Arc<str>,
+    runtime: Option<tokio::runtime::Handle>,
+    future: PoolFuture<T>,
+    shared: Arc<dyn JobSignals<T>>,
+) -> Result<Arc<Running>, String> {
+    let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
+    let running = Arc::new(Running {
+        tool,
+        plugin,
+        started: Instant::now(),
+        abandoned: Mutex::new(None),
+    });
+    POOL.running
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, Arc::clone(&running));
+    let job = Job {
+        id,
+        future,
+        runtime,
+        shared,
+    };
+    if let Err(e) = POOL.submit(Box::new(move || job.run())) {
+        POOL.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        return Err(e);
+    }
+    Ok(running)
 }
 
 /// The process's one pool.

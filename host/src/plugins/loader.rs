@@ -343,7 +343,10 @@ impl PluginLoader {
             .join(format!("{stem}-{n}.{LIBRARY_EXTENSION}"))
     }
 
-    fn load_in_process(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+    /// The checks before any of the file's code runs, the private copy (hashed as it is
+    /// made) and the trust verdict on the bytes copied: the copy's path, sha256 and size.
+    /// A refused copy is removed.
+    fn verified_copy(&self, file: &Path) -> Result<(PathBuf, String, u64), LoadErrorKind> {
         let (src, before) = self.open_checked(file)?;
         let expect = self.policy.trust.expect(file)?;
         let copy = self.next_copy(file);
@@ -352,18 +355,30 @@ impl PluginLoader {
             if let Some(v) = verifier.as_mut() {
                 v.update(c);
             }
-        });
-        // Every check from here runs on the private copy: the operator's file may change
-        // meanwhile. The trust verdict is on the bytes copied.
-        let loaded = copied.and_then(|(sha256, size)| {
+        })
+        .and_then(|(sha256, size)| {
             expect.decide(file, &sha256, verifier)?;
-            let mut plugin = self.load_copy(file, &copy, &sha256)?;
+            Ok((sha256, size))
+        });
+        match copied {
+            Ok((sha256, size)) => Ok((copy, sha256, size)),
+            Err(e) => {
+                let _ = fs::remove_file(&copy);
+                Err(e)
+            }
+        }
+    }
+
+    fn load_in_process(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
+        // Every check from here runs on the private copy: the operator's file may change
+        // meanwhile.
+        let (copy, sha256, size) = self.verified_copy(file)?;
+        let loaded = self.load_copy(file, &copy, &sha256).map(|mut plugin| {
             plugin.sha256 = sha256;
             plugin.size = size;
-            Ok(plugin)
+            plugin
         });
-        // A copy refused before dlopen (by the copy itself or the trust verdict); a loaded
-        // one was unlinked as soon as dlopen returned, so this finds nothing.
+        // Unlinked as soon as dlopen returned; this covers a refusal before it.
         let _ = fs::remove_file(&copy);
         loaded
     }
@@ -371,38 +386,28 @@ impl PluginLoader {
     /// The same checks and verified copy as in-process, then a worker process maps the
     /// copy (kept for the generation's life, so a restarted worker maps the same bytes).
     fn load_in_worker(&self, file: &Path) -> Result<LoadedPlugin, LoadErrorKind> {
-        let (src, before) = self.open_checked(file)?;
-        let expect = self.policy.trust.expect(file)?;
-        let copy = self.next_copy(file);
-        let mut verifier = expect.verifier();
-        let copied = copy_and_hash(&src, &before, &copy, self.policy.max_file_size, |c| {
-            if let Some(v) = verifier.as_mut() {
-                v.update(c);
-            }
-        });
-        let loaded = copied.and_then(|(sha256, size)| {
-            expect.decide(file, &sha256, verifier)?;
-            let started =
-                WorkerPlugin::start(file, &copy, &sha256, Arc::clone(&self.policy.isolation))
-                    .map_err(|reason| LoadErrorKind::InWorker { reason })?;
-            let tools = started.plugin.tools(started.tools);
-            Ok(LoadedPlugin {
-                name: started.name,
-                version: started.version,
-                api_version: started.api_version,
-                file: file.to_path_buf(),
-                sha256,
-                size,
-                tools,
-                skipped_tools: started.skipped_tools,
-                mode: IsolationMode::Process,
-                worker: Some(started.plugin),
-            })
-        });
-        if loaded.is_err() {
-            let _ = fs::remove_file(&copy);
-        }
-        loaded
+        let (copy, sha256, size) = self.verified_copy(file)?;
+        let started =
+            match WorkerPlugin::start(file, &copy, &sha256, Arc::clone(&self.policy.isolation)) {
+                Ok(started) => started,
+                Err(reason) => {
+                    let _ = fs::remove_file(&copy);
+                    return Err(LoadErrorKind::InWorker { reason });
+                }
+            };
+        let tools = started.plugin.tools(started.tools);
+        Ok(LoadedPlugin {
+            name: started.name,
+            version: started.version,
+            api_version: started.api_version,
+            file: file.to_path_buf(),
+            sha256,
+            size,
+            tools,
+            skipped_tools: started.skipped_tools,
+            mode: IsolationMode::Process,
+            worker: Some(started.plugin),
+        })
     }
 
     fn load_copy(
