@@ -315,12 +315,12 @@ fn config(dir: &Path, text: &str) -> PathBuf {
     file
 }
 
-/// `toolhost call --isolate` of a crashy tool with `config`.
+/// `toolhost call --isolate --yes` of a tool with `config`.
 fn crashy_call(config: &Path, plugins: &Path, tool: &str, args: Value) -> (bool, String) {
     let out = toolhost_command()
         .arg("--config")
         .arg(config)
-        .args(["call", "--isolate", "--plugins"])
+        .args(["call", "--isolate", "--yes", "--plugins"])
         .arg(plugins)
         .args([tool, &args.to_string()])
         .output()
@@ -387,6 +387,34 @@ fn the_sandbox_refuses_writes_and_tcp_the_config_does_not_allow() {
     let (ok, out) = crashy_call(&open, &dir.path(), "connect", json!({"port": port}));
     assert!(ok, "TCP where the config allows it: {out}");
     drop(listener);
+}
+
+#[test]
+fn a_new_users_default_profile_keeps_its_state_from_a_sandboxed_worker() {
+    if toolhost::sandbox_abi().is_none() {
+        println!("skipped: this kernel has no Landlock");
+        return;
+    }
+    let dir = PluginDir::with(&["toolhost_memory"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    // No profiles folder yet, as on a fresh machine.
+    let profiles = work.path().join("profiles");
+    let cfg = config(
+        work.path(),
+        &format!(
+            "profiles_dir = {:?}\n[isolation]\nsandbox = \"required\"\n",
+            profiles.display().to_string()
+        ),
+    );
+    let add = json!({"action": "add", "text": "likes green tea"});
+    let (ok, out) = crashy_call(&cfg, &dir.path(), "memory", add);
+    assert!(
+        ok,
+        "the memory plugin could not write its state folder: {out}"
+    );
+    let (ok, out) = crashy_call(&cfg, &dir.path(), "memory", json!({"action": "list"}));
+    assert!(ok && out.contains("likes green tea"), "{out}");
+    assert!(profiles.join("default").join("state").is_dir());
 }
 
 #[test]

@@ -179,7 +179,8 @@ impl LoadedConfig {
     /// profiles that exist now.
     pub fn isolation_policy(&self) -> crate::IsolationPolicy {
         let c = &self.config.isolation;
-        let state_dirs = std::fs::read_dir(self.profiles_dir())
+        let profiles = self.profiles_dir();
+        let mut state_dirs: Vec<std::path::PathBuf> = std::fs::read_dir(&profiles)
             .map(|entries| {
                 entries
                     .filter_map(Result::ok)
@@ -188,6 +189,12 @@ impl LoadedConfig {
                     .collect()
             })
             .unwrap_or_default();
+        // The default profile may have no folder yet; its state folder is made when a
+        // worker starts (a sandbox can only allow what exists).
+        let default_state = profiles.join(&self.config.default_profile).join("state");
+        if !state_dirs.contains(&default_state) {
+            state_dirs.push(default_state);
+        }
         crate::IsolationPolicy {
             default: c.default,
             plugins: c.plugins.clone(),

@@ -49,7 +49,8 @@ pub struct IsolationPolicy {
     pub read_paths: Vec<PathBuf>,
     /// Paths workers may write (besides the profiles' state folders).
     pub write_paths: Vec<PathBuf>,
-    /// The profiles' state folders (`<profiles_dir>/*/state`), writable by workers.
+    /// The profiles' state folders (`<profiles_dir>/*/state`, and the default profile's),
+    /// writable by workers; made when a worker starts if missing.
     pub state_dirs: Vec<PathBuf>,
     /// TCP for every plugin; otherwise only plugins with a `network` tool get it.
     pub allow_network: bool,

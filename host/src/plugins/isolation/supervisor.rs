@@ -799,7 +799,17 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool) -> SandboxRul
     read.extend(policy.read_paths.iter().cloned());
     // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
     let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
-    write.extend(policy.state_dirs.iter().cloned());
+    for dir in &policy.state_dirs {
+        // A state folder the host would make on the plugin's first `state_dir()` must
+        // exist now for the sandbox to allow it (made 0700, as the host makes it).
+        if let Err(e) = crate::sys::private::ensure_private_dir(dir) {
+            tracing::warn!(
+                "could not create the state folder {} for plugin workers: {e}",
+                dir.display()
+            );
+        }
+        write.push(dir.clone());
+    }
     write.extend(policy.write_paths.iter().cloned());
     SandboxRules {
         read,
