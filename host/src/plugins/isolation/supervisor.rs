@@ -139,13 +139,20 @@ impl Connection {
             });
     }
 
-    fn begin(&self, pending: Pending) -> u64 {
+    /// Registers a call; `None` if the worker died meanwhile (its calls were already
+    /// failed, so this one would never hear back).
+    fn begin(&self, pending: Pending) -> Option<u64> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, pending);
-        id
+        let mut calls = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.insert(id, pending);
+        // `finish` marks the worker dead before it takes this lock to fail the calls: seen
+        // alive here, this call is failed there if the worker dies.
+        if self.alive() {
+            Some(id)
+        } else {
+            calls.remove(&id);
+            None
+        }
     }
 
     fn is_pending(&self, id: u64) -> bool {
@@ -1068,7 +1075,7 @@ impl DynTool for WorkerTool {
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
         let conn = self.plugin.connection().await.map_err(ToolError::Failed)?;
         let (tx, mut rx) = oneshot::channel();
-        let id = conn.begin(Pending {
+        let begun = conn.begin(Pending {
             tx,
             services: ctx.services.clone(),
             turn: Arc::clone(&ctx.turn),
@@ -1076,6 +1083,13 @@ impl DynTool for WorkerTool {
             runtime: tokio::runtime::Handle::current(),
             tool: Arc::clone(&self.name),
         });
+        let Some(id) = begun else {
+            return Err(ToolError::Failed(format!(
+                "plugin '{}' lost its worker as the call started; the next call starts a \
+                 fresh one",
+                self.plugin.name
+            )));
+        };
         let mut in_flight = InFlight {
             conn: Arc::clone(&conn),
             id,
