@@ -105,10 +105,35 @@ extern "C" fn table_layouts() -> TableLayouts {
     TableLayouts::CURRENT
 }
 
+thread_local! {
+    /// Set while the host reads the plugin's tools and metadata: a panic there is reported
+    /// to the host (which logs one line naming the tool), so the panic hook stays quiet.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's panic output suppressed, catching its panic. The hook that
+/// does so wraps whatever hook the plugin's standard library had, and stays quiet only on
+/// a thread inside this function.
+fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET.with(|q| q.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(was));
+    result
+}
+
 /// Creates the tools, catching a panic in their constructors.
 #[doc(hidden)]
 pub fn export_tools(make: fn() -> Vec<FfiTool>) -> ToolsResult {
-    match catch_unwind(make) {
+    match quietly(make) {
         Ok(tools) => RResult::ROk(tools.into_iter().collect()),
         Err(payload) => RResult::RErr(RString::from(format!(
             "creating the tools panicked: {}",
@@ -154,7 +179,7 @@ unsafe fn tool_ref<'a, T>(this: *const c_void) -> &'a T {
 }
 
 fn guarded<T>(f: impl FnOnce() -> T) -> FfiMeta<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match quietly(f) {
         Ok(v) => RResult::ROk(v),
         Err(payload) => RResult::RErr(RString::from(take_message(payload))),
     }

@@ -104,6 +104,79 @@ fn a_tool_whose_metadata_panics_is_left_out_and_its_siblings_load() {
     );
 }
 
+/// The panic in a tool's metadata is reported once, as the one-line warning, without the
+/// plugin's panic message and backtrace on stderr (even with `RUST_BACKTRACE=1`).
+#[test]
+fn a_metadata_panic_at_load_is_one_line_on_stderr_not_the_panic_output() {
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let out = crate::support::toolhost_command()
+        .args(["list", "--plugins"])
+        .arg(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run toolhost list");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("fixture panic in description").count(),
+        1,
+        "the panic is reported once: {err}"
+    );
+    assert!(
+        !err.contains("panicked at") && !err.contains("stack backtrace"),
+        "the plugin's panic output reached stderr: {err}"
+    );
+}
+
+#[test]
+fn check_json_reports_the_plugin_its_tools_and_problems_for_scripts() {
+    let dir = PluginDir::with(&["fixture_echo", "fixture_basic"]);
+    let check = |file: std::path::PathBuf| {
+        let out = crate::support::toolhost_command()
+            .args(["check", "--json"])
+            .arg(file)
+            .output()
+            .expect("run toolhost check --json");
+        let report: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+        (out.status.code(), report)
+    };
+    let (code, good) = check(dir.path().join("libfixture_echo.so"));
+    assert_eq!(code, Some(0), "{good}");
+    assert_eq!(good["ok"], true, "{good}");
+    assert_eq!(good["plugin"]["name"], "echo", "{good}");
+    assert_eq!(
+        good["static"]["sha256"].as_str().map(str::len),
+        Some(64),
+        "{good}"
+    );
+    assert!(
+        good["tools"].as_array().is_some_and(|t| t
+            .iter()
+            .any(|t| t["name"] == "build_version" && t["risk"] == "read")),
+        "{good}"
+    );
+    let (code, flawed) = check(dir.path().join("libfixture_basic.so"));
+    assert_eq!(code, Some(1), "{flawed}");
+    assert_eq!(flawed["ok"], false);
+    assert!(
+        flawed["problems"][0]
+            .as_str()
+            .is_some_and(|p| p.contains("bad_metadata")),
+        "{flawed}"
+    );
+    let not_a_plugin = dir.write("libnot.so", b"just text");
+    let (code, refused) = check(not_a_plugin);
+    assert_eq!(code, Some(1), "{refused}");
+    assert_eq!(refused["loaded"], false);
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not a shared library")),
+        "{refused}"
+    );
+}
+
 #[test]
 fn missing_plugin_directory_is_an_error_not_a_crash() {
     let missing = std::path::PathBuf::from("/nonexistent/toolhost-plugins");

@@ -21,6 +21,10 @@ pub(crate) struct CheckArgs {
     /// (Landlock, required), so none of its code runs in this process.
     #[arg(long, conflicts_with = "no_load")]
     isolate: bool,
+    /// Print one JSON object (for scripts) instead of text: `ok`, `error`, the static
+    /// facts, the plugin, its tools and problems. Exit codes are the same.
+    #[arg(long)]
+    json: bool,
 }
 
 impl CheckArgs {
@@ -35,6 +39,9 @@ impl CheckArgs {
         } else {
             new_loader(config, false)?
         };
+        if self.json {
+            return self.run_json(&loader);
+        }
         outln!("file:        {}", file.display())?;
         outln!("static checks (none of the file's code runs):")?;
         let facts = loader.inspect(file)?;
@@ -116,5 +123,88 @@ impl CheckArgs {
         }
         outln!("ok")?;
         Ok(ExitCode::SUCCESS)
+    }
+
+    /// `--json`: the same checks, as one object on stdout.
+    fn run_json(&self, loader: &toolhost::PluginLoader) -> anyhow::Result<ExitCode> {
+        let file = self.file.as_path();
+        let mut report = serde_json::json!({
+            "file": file,
+            "ok": false,
+            "error": null,
+            "static": null,
+            "loaded": false,
+            "isolated": self.isolate,
+            "plugin": null,
+            "tools": [],
+            "problems": [],
+        });
+        let outcome = (|| -> Result<bool, String> {
+            let facts = loader.inspect(file).map_err(|e| e.to_string())?;
+            let policy = loader.policy();
+            report["static"] = serde_json::json!({
+                "size": facts.size,
+                "max_file_size": policy.max_file_size,
+                "sha256": facts.sha256,
+                "owner_uid": facts.uid,
+                "mode": format!("{:04o}", facts.mode & 0o7777),
+                "permissions_checked": policy.strict_permissions,
+                "trust": policy.trust.mode(),
+            });
+            if let Some(refusal) = &facts.untrusted {
+                return Err(format!("{}: {refusal}", file.display()));
+            }
+            if self.no_load {
+                return Ok(true);
+            }
+            let plugin = loader.load_file(file).map_err(|e| e.to_string())?;
+            report["loaded"] = true.into();
+            report["plugin"] = serde_json::json!({
+                "name": plugin.name,
+                "version": plugin.version,
+                "api_version": plugin.api_version,
+                "host_api_version": toolhost::API_VERSION,
+                "mode": plugin.mode,
+            });
+            report["tools"] = plugin
+                .tools
+                .iter()
+                .map(|t| {
+                    let spec = t.spec();
+                    serde_json::json!({
+                        "name": spec.name,
+                        "risk": spec.risk,
+                        "interactive": spec.interactive,
+                        "description": spec.description,
+                    })
+                })
+                .collect();
+            let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            let problems: Vec<String> = plugin
+                .skipped_tools
+                .iter()
+                .map(|skipped| format!("{skipped}; the tool would be left out"))
+                .chain(problems.iter().map(ToString::to_string))
+                .collect();
+            let clean = problems.is_empty();
+            report["problems"] = problems.into();
+            Ok(clean)
+        })();
+        let ok = match outcome {
+            Ok(clean) => clean,
+            Err(error) => {
+                report["error"] = error.into();
+                false
+            }
+        };
+        report["ok"] = ok.into();
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| anyhow::anyhow!("could not encode the report: {e}"))?;
+        outln!("{text}")?;
+        Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
     }
 }
