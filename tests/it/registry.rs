@@ -57,3 +57,70 @@ fn duplicate_tool_name_keeps_the_first_in_load_order_and_names_both_files() {
         "{text}"
     );
 }
+
+/// A documented enum arrives as a `oneOf` of `const`s (`write_file`'s `mode`); a bad value
+/// is told the values it may take, not "not valid under any of the schemas".
+#[test]
+fn a_bad_enum_value_is_told_the_allowed_values() {
+    let dir = PluginDir::with(&["toolhost_utils"]);
+    let (_, registry, _) = load(&dir);
+    let write_file = registry.get("write_file").expect("write_file");
+    let err = write_file
+        .validate(&serde_json::json!({"path": "/tmp/x", "content": "y", "mode": "sideways"}))
+        .expect_err("sideways is no mode");
+    assert!(
+        err.contains("\"sideways\" is not one of the allowed values")
+            && err.contains("\"create\"")
+            && err.contains("\"overwrite\"")
+            && err.contains("\"append\""),
+        "{err}"
+    );
+    assert!(!err.contains("any of the schemas"), "{err}");
+}
+
+/// Arguments are always a JSON object: a tool whose schema's top level is anything else
+/// could never be called, so it is refused with why.
+#[test]
+fn a_tool_whose_schema_is_not_an_object_schema_is_refused_with_why() {
+    struct Listy(toolhost::ToolSpec);
+
+    #[async_trait::async_trait]
+    impl toolhost::DynTool for Listy {
+        fn spec(&self) -> &toolhost::ToolSpec {
+            &self.0
+        }
+        fn origin(&self) -> &toolhost::ToolOrigin {
+            &toolhost::ToolOrigin::Native
+        }
+        async fn call(
+            &self,
+            _ctx: &toolhost::CallContext,
+            _args: serde_json::Value,
+        ) -> Result<String, toolhost::ToolError> {
+            Ok(String::new())
+        }
+    }
+
+    for (name, schema) in [
+        ("listy", serde_json::json!({"type": "array"})),
+        ("anything", serde_json::json!(true)),
+    ] {
+        let mut registry = toolhost::ToolRegistry::new();
+        let tool = Listy(toolhost::ToolSpec {
+            name: name.to_owned(),
+            description: "x".to_owned(),
+            schema,
+            risk: toolhost::Risk::Read,
+            interactive: false,
+            requirements: toolhost::Requirements::default(),
+        });
+        let err = registry
+            .register(std::sync::Arc::new(tool))
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains(name) && text.contains("always a JSON object"),
+            "{text}"
+        );
+    }
+}

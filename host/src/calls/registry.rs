@@ -95,10 +95,18 @@ impl RegisteredTool {
             .take(5)
             .map(|e| {
                 let path = e.instance_path().to_string();
+                let message = match allowed_values(&e) {
+                    Some(values) => format!(
+                        "{} is not one of the allowed values: {}",
+                        e.instance(),
+                        values.join(", ")
+                    ),
+                    None => e.to_string(),
+                };
                 if path.is_empty() {
-                    e.to_string()
+                    message
                 } else {
-                    format!("{path}: {e}")
+                    format!("{path}: {message}")
                 }
             })
             .collect();
@@ -106,6 +114,60 @@ impl RegisteredTool {
             problems.push("the arguments do not match the tool's schema".to_owned());
         }
         Err(problems.join("; "))
+    }
+}
+
+/// The values a `oneOf`/`anyOf` of `const`s (or `enum`s) allows, when that is what `e`
+/// failed: a documented Rust enum arrives so, and "not valid under any of the schemas
+/// listed in the 'oneOf' keyword" names none of them.
+fn allowed_values(e: &jsonschema::ValidationError<'_>) -> Option<Vec<String>> {
+    use jsonschema::error::ValidationErrorKind;
+    let alternatives = match e.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            context
+        }
+        _ => return None,
+    };
+    let mut values = Vec::new();
+    for errors in alternatives {
+        let before = values.len();
+        for error in errors {
+            match error.kind() {
+                ValidationErrorKind::Constant { expected_value } => {
+                    values.push(expected_value.to_string());
+                }
+                ValidationErrorKind::Enum { options } => {
+                    values.extend(options.as_array()?.iter().map(Value::to_string));
+                }
+                _ => {}
+            }
+        }
+        // An alternative that is not a fixed value: the values alone would mislead.
+        if values.len() == before {
+            return None;
+        }
+    }
+    Some(values)
+}
+
+/// Why `schema` cannot be a tool's argument schema, if it cannot: arguments are always a
+/// JSON object, so a top level that is not an object schema refuses every call.
+fn not_an_object_schema(schema: &Value) -> Option<String> {
+    let why = |what: String| {
+        Some(format!(
+            "its argument schema's top level is {what}, but tool arguments are always a JSON \
+             object, so no call could pass it; make it an object schema \
+             ({{\"type\": \"object\", \"properties\": {{...}}}})"
+        ))
+    };
+    let Value::Object(map) = schema else {
+        return why(format!("`{schema}`"));
+    };
+    match map.get("type") {
+        None => None,
+        Some(Value::String(t)) if t == "object" => None,
+        Some(Value::Array(types)) if types.iter().any(|t| t == "object") => None,
+        Some(other) => why(format!("of type {other}")),
     }
 }
 
@@ -148,6 +210,13 @@ impl ToolRegistry {
                 tool: spec.name.clone(),
                 kept: existing.tool.origin().clone(),
                 rejected: tool.origin().clone(),
+            });
+        }
+        if let Some(reason) = not_an_object_schema(&spec.schema) {
+            return Err(RegistryError::InvalidSchema {
+                tool: spec.name.clone(),
+                origin: tool.origin().clone(),
+                reason,
             });
         }
         let validator =
