@@ -54,10 +54,7 @@ fn build_plugins() -> PathBuf {
     common::build_release(&["fixture-echo", "fixture-basic"], "v1")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use common::median;
 
 // Separate, never-inlined entry points so a profiler (callgrind) can tell the paths apart.
 #[inline(never)]

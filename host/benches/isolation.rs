@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::peer::Peer;
+use common::rss_of;
 use serde_json::json;
 use toolhost::{
     CatalogConfig, DispatchConfig, Dispatcher, IsolationMode, IsolationPolicy, LoadPolicy,
@@ -201,17 +202,6 @@ fn round_trips(echo: &Path) {
         isolated / mcp,
         isolated - rows[0].1.0
     );
-}
-
-fn rss_of(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/statm"))
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
 }
 
 fn install(from: &Path, dir: &Path) {
@@ -398,9 +388,9 @@ fn main() {
         .build()
         .expect("runtime");
     println!("\n{RELOADS} reloads by rename, 4 callers running:");
-    let builds = [v2, v1];
+    let builds = [v1, v2];
     for mode in [IsolationMode::InProcess, IsolationMode::Process] {
-        reloads(mode, &[builds[1].clone(), builds[0].clone()], &rt);
+        reloads(mode, &builds, &rt);
     }
     crash_to_next_call(&crashy, &rt);
 }

@@ -35,20 +35,10 @@ fn install(from: &Path, dir: &Path) {
 }
 
 fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
+    common::rss_of(std::process::id())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use common::median;
 
 fn main() {
     let builds = [build_echo("v1"), build_echo("v2")];

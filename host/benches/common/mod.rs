@@ -28,3 +28,23 @@ pub(crate) fn build_release(packages: &[&str], version: &str) -> PathBuf {
     );
     target.join("release")
 }
+
+/// The median of `v`.
+#[allow(dead_code, reason = "not every benchmark takes medians")]
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The resident set size of process `pid`, bytes (0 if it is gone).
+#[allow(dead_code, reason = "not every benchmark measures memory")]
+pub(crate) fn rss_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}

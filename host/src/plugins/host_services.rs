@@ -122,17 +122,23 @@ unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message
     // SAFETY: as above.
     let s = unsafe { state(ctx) };
     let message = message.as_str();
-    match level {
-        LogLevel::ERROR => tracing::error!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
-        LogLevel::WARN => tracing::warn!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
-        LogLevel::INFO => tracing::info!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
-        _ => tracing::debug!(plugin = &*s.plugin, tool = &*s.tool, "{message}"),
-    }
+    log_tool_line(level, &s.plugin, &s.tool, message);
     if let Some(caller) = &s.ctx.services.caller {
         // Nothing may unwind out of this extern "C" function.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             caller.log(level, &s.tool, message);
         }));
+    }
+}
+
+/// A tool's log line in the host's log, at its level, with the plugin and tool named (for
+/// plugins in the host and in workers alike).
+pub(super) fn log_tool_line(level: LogLevel, plugin: &str, tool: &str, message: &str) {
+    match level {
+        LogLevel::ERROR => tracing::error!(plugin, tool, "{message}"),
+        LogLevel::WARN => tracing::warn!(plugin, tool, "{message}"),
+        LogLevel::INFO => tracing::info!(plugin, tool, "{message}"),
+        _ => tracing::debug!(plugin, tool, "{message}"),
     }
 }
 

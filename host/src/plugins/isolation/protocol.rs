@@ -200,6 +200,32 @@ pub(crate) struct WireToolError {
     pub(crate) message: String,
 }
 
+impl From<crate::calls::tool::ToolError> for WireToolError {
+    fn from(e: crate::calls::tool::ToolError) -> Self {
+        use crate::calls::tool::ToolError;
+        match e {
+            ToolError::InvalidArgs(message) => WireToolError {
+                invalid_args: true,
+                message,
+            },
+            ToolError::Failed(message) => WireToolError {
+                invalid_args: false,
+                message,
+            },
+        }
+    }
+}
+
+impl From<WireToolError> for crate::calls::tool::ToolError {
+    fn from(e: WireToolError) -> Self {
+        if e.invalid_args {
+            Self::InvalidArgs(e.message)
+        } else {
+            Self::Failed(e.message)
+        }
+    }
+}
+
 /// A host service asked for by plugin code in a worker.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -63,6 +63,34 @@ struct Pending {
     tool: Arc<str>,
 }
 
+/// The last line a worker wrote on stderr (a crash's own explanation), kept by the
+/// thread that logs its stderr.
+#[derive(Default)]
+struct LastWords {
+    line: Mutex<Option<String>>,
+    /// Disconnected once the logging thread has read the pipe to its end.
+    closed: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl LastWords {
+    /// The last line, once the worker has exited: waits (briefly: a process the plugin
+    /// started may hold the pipe open) for the logging thread to read what is left.
+    fn after_exit(&self) -> Option<String> {
+        let closed = self
+            .closed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(closed) = closed {
+            let _ = closed.recv_timeout(Duration::from_millis(200));
+        }
+        self.line
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// One running worker process and its socket.
 pub(crate) struct Connection {
     stream: Mutex<UnixStream>,
@@ -76,7 +104,7 @@ pub(crate) struct Connection {
     kill_reason: Mutex<Option<String>>,
     owner: Mutex<Weak<WorkerPlugin>>,
     plugin: Arc<str>,
-    last_words: Arc<Mutex<Option<String>>>,
+    last_words: Arc<LastWords>,
     sandbox: String,
 }
 
@@ -117,26 +145,15 @@ impl Connection {
         }
     }
 
-    /// Ends the worker on purpose: closing the socket ends it, and it is killed if it is
-    /// still there a moment later.
-    fn close(self: &Arc<Self>) {
+    /// Ends the worker on purpose (it has no calls left): shutting the socket down ends
+    /// the host's reader at once, which kills and reaps the worker (`finish`).
+    fn close(&self) {
         self.closing.store(true, Ordering::Release);
         let _ = self
             .stream
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .shutdown(std::net::Shutdown::Both);
-        let conn = Arc::downgrade(self);
-        let _ = std::thread::Builder::new()
-            .name("toolhost-worker-end".to_owned())
-            .spawn(move || {
-                std::thread::sleep(Duration::from_secs(2));
-                if let Some(conn) = conn.upgrade()
-                    && conn.alive()
-                {
-                    conn.kill("it did not end within 2 s of being told to");
-                }
-            });
     }
 
     /// Registers a call; `None` if the worker died meanwhile (its calls were already
@@ -172,14 +189,7 @@ impl Connection {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
                 if let Some(p) = waiting {
-                    let result = result.map_err(|e| {
-                        if e.invalid_args {
-                            ToolError::InvalidArgs(e.message)
-                        } else {
-                            ToolError::Failed(e.message)
-                        }
-                    });
-                    let _ = p.tx.send(Ok(result));
+                    let _ = p.tx.send(Ok(result.map_err(ToolError::from)));
                 }
             }
             FromWorker::Log {
@@ -197,17 +207,15 @@ impl Connection {
                 let Some((caller, runtime, tool)) = found else {
                     return;
                 };
-                let plugin = &*self.plugin;
-                let tool = &*tool;
-                match LogLevel(level) {
-                    LogLevel::ERROR => tracing::error!(plugin, tool, "{message}"),
-                    LogLevel::WARN => tracing::warn!(plugin, tool, "{message}"),
-                    LogLevel::INFO => tracing::info!(plugin, tool, "{message}"),
-                    _ => tracing::debug!(plugin, tool, "{message}"),
-                }
+                crate::plugins::host_services::log_tool_line(
+                    LogLevel(level),
+                    &self.plugin,
+                    &tool,
+                    &message,
+                );
                 if let Some(caller) = caller {
                     let _entered = runtime.enter();
-                    caller.log(LogLevel(level), tool, &message);
+                    caller.log(LogLevel(level), &tool, &message);
                 }
             }
             FromWorker::Progress {
@@ -293,12 +301,7 @@ impl Connection {
             (None, Some(status)) => describe(status),
             (None, None) => "ended".to_owned(),
         };
-        if let Some(words) = self
-            .last_words
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_deref()
-        {
+        if let Some(words) = self.last_words.after_exit() {
             reason.push_str(&format!(" (its last words: {words})"));
         }
         let owner = self
@@ -736,7 +739,7 @@ impl Connection {
         pid: u32,
         child: Option<Child>,
         plugin: Arc<str>,
-        last_words: Arc<Mutex<Option<String>>>,
+        last_words: Arc<LastWords>,
         sandbox: String,
     ) -> Connection {
         Connection {
@@ -861,10 +864,15 @@ fn spawn(
     if let Some(name) = name {
         let _ = label.set(name);
     }
-    let last_words: Arc<Mutex<Option<String>>> = Arc::default();
+    let last_words: Arc<LastWords> = Arc::default();
     if let Some(stderr) = child.stderr.take() {
         let label = Arc::clone(&label);
         let last_words = Arc::clone(&last_words);
+        let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
+        *last_words
+            .closed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(closed_rx);
         let file_name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -872,6 +880,8 @@ fn spawn(
         let _ = std::thread::Builder::new()
             .name("toolhost-worker-log".to_owned())
             .spawn(move || {
+                // Dropped at the end of the pipe: `LastWords::after_exit` stops waiting.
+                let _closed = closed_tx;
                 for line in BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
                     let plugin = label.get().map_or(file_name.as_str(), |n| n);
@@ -881,7 +891,10 @@ fn spawn(
                     if !line.trim().is_empty()
                         && !line.starts_with("note: run with `RUST_BACKTRACE")
                     {
-                        *last_words.lock().unwrap_or_else(PoisonError::into_inner) =
+                        *last_words
+                            .line
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner) =
                             Some(line.chars().take(300).collect());
                     }
                 }
@@ -944,9 +957,7 @@ fn spawn(
         Ok(None) => {
             let status = child.wait().map(describe).unwrap_or_default();
             let words = last_words
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone()
+                .after_exit()
                 .map(|w| format!(" (its last words: {w})"))
                 .unwrap_or_default();
             return Err(format!(

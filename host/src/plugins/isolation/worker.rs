@@ -365,7 +365,7 @@ fn start_call(
             };
             link.send(&FromWorker::Reply {
                 id,
-                result: result.map_err(wire_error),
+                result: result.map_err(WireToolError::from),
             });
         })
     };
@@ -392,18 +392,5 @@ fn start_call(
                 }),
             });
         }
-    }
-}
-
-fn wire_error(e: ToolError) -> WireToolError {
-    match e {
-        ToolError::InvalidArgs(message) => WireToolError {
-            invalid_args: true,
-            message,
-        },
-        ToolError::Failed(message) => WireToolError {
-            invalid_args: false,
-            message,
-        },
     }
 }
