@@ -1,10 +1,50 @@
 //! The types that cross the plugin boundary: the root module a plugin exports, the tool
-//! vtable, the call context and the host-services vtable. Everything here is `#[repr(C)]`
-//! and checked by abi_stable's layout check when a plugin loads.
+//! vtable, the call context and the host-services vtable. Everything here has a fixed C
+//! layout (`#[repr(C)]`, or `#[repr(transparent)]` for the one-byte codes) that is checked
+//! when a plugin loads: the root module and what it reaches by abi_stable's layout check,
+//! the two growable tables ([`ToolVTable`], [`HostVTable`]) by the host, through
+//! [`TableLayouts`].
 //!
-//! Plugin authors never touch these; they implement [`crate::Tool`] and call
-//! [`crate::export_plugin!`]. The host reads them through its loader. Growable parts are
-//! prefix types (see the crate docs on binary compatibility).
+//! Plugin authors need nothing here but [`LogLevel`] (re-exported at the crate root); they
+//! implement [`crate::Tool`] and call [`crate::export_plugin!`], which builds these. Hosts
+//! and tests read them. Growable parts are prefix types (see the crate docs on binary
+//! compatibility).
+//!
+//! How a host reads a plugin, in one piece (here the plugin is compiled into the example;
+//! a host gets the same header from the library file, see [`PluginRoot`]):
+//!
+//! ```
+//! use toolhost_plugin_api::ffi::PluginRoot_Ref;
+//! # use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+//! # #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! # struct GreetArgs { name: String }
+//! # struct Greet;
+//! # impl TypedTool for Greet {
+//! #     type Args = GreetArgs;
+//! #     fn name(&self) -> &str { "greet" }
+//! #     fn description(&self) -> &str { "Greets someone by name." }
+//! #     fn risk(&self) -> Risk { Risk::Read }
+//! #     async fn run(&self, _: &ToolContext<'_>, a: GreetArgs) -> Result<String, ToolError> {
+//! #         Ok(format!("Hello, {}!", a.name))
+//! #     }
+//! # }
+//!
+//! toolhost_plugin_api::export_plugin! { name: "hello", version: "1.2.3", tools: [Greet] }
+//!
+//! // The version and layout checks, then the plugin's root module.
+//! let root = __TOOLHOST_PLUGIN_ROOT.init_root_module::<PluginRoot_Ref>().expect("loads");
+//! assert_eq!(root.name().as_str(), "hello");
+//! assert!(root.panic_unwind());
+//! let tools = root.tools()().into_result().expect("no panic");
+//! for tool in tools {
+//!     // SAFETY: `this` and its vtable came together from the plugin; dropped once, last.
+//!     unsafe {
+//!         let name = (tool.vtable.name())(tool.this).into_result().expect("no panic");
+//!         assert_eq!(name.as_str(), "greet");
+//!         (tool.vtable.drop())(tool.this);
+//!     }
+//! }
+//! ```
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -19,6 +59,47 @@ use async_ffi::{BorrowingFfiFuture, FfiFuture};
 use crate::risk::RiskCode;
 
 /// The root module every plugin exports, built by [`crate::export_plugin!`].
+///
+/// Every field is required (a prefix type that may never grow: changing it breaks every
+/// plugin, see the crate docs). Hosts read it through [`PluginRoot_Ref`], after
+/// abi_stable's version and layout checks:
+///
+/// ```
+/// use abi_stable::library::LibHeader;
+/// use toolhost_plugin_api::ffi::{PluginRoot_Ref, TableLayouts};
+///
+/// // What a host does with a plugin's header. A host gets it from the library file with
+/// // `abi_stable::library::{RawLibrary::load_at, lib_header_from_raw_library}`.
+/// fn read(header: &LibHeader) -> Result<(), String> {
+///     let root = header.init_root_module::<PluginRoot_Ref>().map_err(|e| e.to_string())?;
+///     if !root.panic_unwind() {
+///         return Err("built with panic = \"abort\"".to_owned());
+///     }
+///     let _theirs: TableLayouts = root.table_layouts()(); // checked against our tables
+///     let tools = root.tools()().into_result().map_err(|panic| panic.into_string())?;
+///     println!("{} {} (plugin-api {}): {} tools",
+///         root.name(), root.version(), root.api_version(), tools.len());
+///     for tool in tools {
+///         // SAFETY: each tool is freed once, with its own vtable's `drop`.
+///         unsafe { (tool.vtable.drop())(tool.this) };
+///     }
+///     Ok(())
+/// }
+///
+/// # struct Nothing;
+/// # impl toolhost_plugin_api::Tool for Nothing {
+/// #     fn name(&self) -> &str { "nothing" }
+/// #     fn description(&self) -> &str { "Does nothing." }
+/// #     fn schema(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     fn risk(&self) -> toolhost_plugin_api::Risk { toolhost_plugin_api::Risk::Read }
+/// #     async fn call(&self, _: &toolhost_plugin_api::ToolContext<'_>, _: serde_json::Value)
+/// #         -> Result<String, toolhost_plugin_api::ToolError> { Ok(String::new()) }
+/// # }
+/// // Here the plugin is compiled into the example; its header is the static the macro
+/// // exports.
+/// toolhost_plugin_api::export_plugin! { name: "demo", version: "0.1.0", tools: [Nothing] }
+/// read(&__TOOLHOST_PLUGIN_ROOT).expect("loads");
+/// ```
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginRoot_Ref)))]
@@ -48,9 +129,22 @@ impl RootModule for PluginRoot_Ref {
 }
 
 /// The version of this crate, as the root-module version check reads it.
+///
+/// ```
+/// let version = toolhost_plugin_api::ffi::API_VERSION_STRINGS.parsed().expect("x.y.z");
+/// println!("plugin-api {}.{}.{}", version.major, version.minor, version.patch);
+/// ```
 pub const API_VERSION_STRINGS: VersionStrings = VersionStrings::new(API_VERSION);
 
 /// The version of this crate as text, e.g. `"0.1.0"`.
+///
+/// ```
+/// let parts: Vec<u32> = toolhost_plugin_api::API_VERSION
+///     .split('.')
+///     .map(|part| part.parse().expect("a number"))
+///     .collect();
+/// assert_eq!(parts.len(), 3);
+/// ```
 #[cfg(not(feature = "__test_newer_api"))]
 pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -65,6 +159,26 @@ pub const API_VERSION: &str = "0.1.4";
 /// before a field was appended. So the tables are opaque to that check, and hosts check
 /// them with these layouts instead: the common fields must match, and the longer table
 /// must only append to the shorter one, whichever side is older.
+///
+/// A host's check, with abi_stable's layout comparison (which accepts an implementation
+/// that appends to the interface, so it is tried both ways round):
+///
+/// ```
+/// use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
+/// use toolhost_plugin_api::ffi::TableLayouts;
+///
+/// fn tables_fit(theirs: TableLayouts) -> bool {
+///     let ours = TableLayouts::CURRENT;
+///     [(ours.tool_vtable, theirs.tool_vtable), (ours.host_vtable, theirs.host_vtable)]
+///         .into_iter()
+///         .all(|(ours, theirs)| {
+///             check_layout_compatibility(ours, theirs).is_ok() // newer plugin
+///                 || check_layout_compatibility(theirs, ours).is_ok() // older plugin
+///         })
+/// }
+///
+/// assert!(tables_fit(TableLayouts::CURRENT));
+/// ```
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy)]
 pub struct TableLayouts {
@@ -75,7 +189,15 @@ pub struct TableLayouts {
 }
 
 impl TableLayouts {
-    /// The layouts as compiled into the caller.
+    /// The layouts as compiled into the caller. A plugin's root module returns this (its
+    /// [`PluginRoot::table_layouts`]); a host compares it with its own.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ffi::TableLayouts;
+    ///
+    /// let ours = TableLayouts::CURRENT;
+    /// println!("{}", ours.tool_vtable.full_type());
+    /// ```
     pub const CURRENT: TableLayouts = TableLayouts {
         tool_vtable: <ToolVTable_Ref as StableAbi>::LAYOUT,
         host_vtable: <HostVTable_Ref as StableAbi>::LAYOUT,
@@ -87,6 +209,40 @@ impl TableLayouts {
 /// Invariant (what makes the `Send`/`Sync` impls below sound): `this` is a `Box<T>` leaked
 /// by the plugin for a `T: Tool` (so `Send + Sync`), and `vtable` is the one generated for
 /// that `T`. Only `export_plugin!` builds these. The host owns it and calls `drop` once.
+///
+/// ```
+/// use toolhost_plugin_api::ffi::FfiTool;
+/// use toolhost_plugin_api::{Risk, RiskCode};
+///
+/// /// What a host reads of a tool before it registers it.
+/// fn describe(tool: &FfiTool) -> Result<(String, Risk), String> {
+///     // SAFETY: `tool` came from a plugin's `tools` and was not dropped yet.
+///     unsafe {
+///         let name = (tool.vtable.name())(tool.this).into_result();
+///         let risk = (tool.vtable.risk())(tool.this).into_result();
+///         let name = name.map_err(|panic| panic.into_string())?;
+///         let risk: RiskCode = risk.map_err(|panic| panic.into_string())?;
+///         Ok((name.into_string(), risk.risk()))
+///     }
+/// }
+/// # struct Nothing;
+/// # impl toolhost_plugin_api::Tool for Nothing {
+/// #     fn name(&self) -> &str { "nothing" }
+/// #     fn description(&self) -> &str { "Does nothing." }
+/// #     fn schema(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     fn risk(&self) -> Risk { Risk::Write }
+/// #     async fn call(&self, _: &toolhost_plugin_api::ToolContext<'_>, _: serde_json::Value)
+/// #         -> Result<String, toolhost_plugin_api::ToolError> { Ok(String::new()) }
+/// # }
+/// # toolhost_plugin_api::export_plugin! { name: "demo", version: "0.1.0", tools: [Nothing] }
+/// # let root = __TOOLHOST_PLUGIN_ROOT
+/// #     .init_root_module::<toolhost_plugin_api::ffi::PluginRoot_Ref>()
+/// #     .expect("loads");
+/// # let tool = root.tools()().into_result().expect("tools").pop().expect("one tool");
+/// assert_eq!(describe(&tool), Ok(("nothing".to_owned(), Risk::Write)));
+/// // SAFETY: dropped once, after its last use.
+/// unsafe { (tool.vtable.drop())(tool.this) };
+/// ```
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct FfiTool {
@@ -105,15 +261,57 @@ unsafe impl Send for FfiTool {}
 unsafe impl Sync for FfiTool {}
 
 /// What one call of a plugin tool returns.
+///
+/// ```
+/// use abi_stable::std_types::{RResult, RString};
+/// use toolhost_plugin_api::ffi::{FfiCallResult, FfiToolError};
+///
+/// fn output(result: FfiCallResult) -> Result<String, String> {
+///     match result {
+///         RResult::ROk(text) => Ok(text.into_string()),
+///         RResult::RErr(e) if e.kind == FfiToolError::INVALID_ARGS => {
+///             Err(format!("invalid arguments: {}", e.message))
+///         }
+///         RResult::RErr(e) => Err(e.message.into_string()),
+///     }
+/// }
+///
+/// assert_eq!(output(RResult::ROk(RString::from("42"))), Ok("42".to_owned()));
+/// ```
 pub type FfiCallResult = RResult<RString, FfiToolError>;
 
 /// The metadata getters return the value, or `Err` with the message of a panic.
+///
+/// ```
+/// use abi_stable::std_types::{RResult, RString};
+/// use toolhost_plugin_api::ffi::FfiMeta;
+///
+/// let answer: FfiMeta<bool> = RResult::RErr(RString::from("index out of bounds"));
+/// let answer = answer.into_result().map_err(RString::into_string);
+/// assert_eq!(answer, Err("index out of bounds".to_owned()));
+/// ```
 pub type FfiMeta<T> = RResult<T, RString>;
 
 /// The functions a plugin provides for each of its tools.
 ///
 /// Fields after `call` are optional: a host reads them as `Option` and falls back to a
 /// default for plugins built before they existed.
+///
+/// ```
+/// use toolhost_plugin_api::Requirements;
+/// use toolhost_plugin_api::ffi::FfiTool;
+///
+/// /// A tool's requirements: none for plugins built before plugin-api 0.1.1.
+/// fn requirements(tool: &FfiTool) -> Result<Requirements, String> {
+///     let Some(requirements) = tool.vtable.requirements() else {
+///         return Ok(Requirements::default());
+///     };
+///     // SAFETY: `tool` is alive, and `this` belongs to this vtable.
+///     let json = unsafe { requirements(tool.this) }.into_result();
+///     let json = json.map_err(|panic| panic.into_string())?;
+///     serde_json::from_str(&json).map_err(|e| e.to_string())
+/// }
+/// ```
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = ToolVTable_Ref)))]
@@ -151,6 +349,22 @@ pub struct ToolVTable {
 }
 
 /// A tool error as it crosses the boundary: a growable kind code and a message.
+///
+/// ```
+/// use toolhost_plugin_api::ToolError;
+/// use toolhost_plugin_api::ffi::FfiToolError;
+///
+/// fn to_tool_error(e: FfiToolError) -> ToolError {
+///     match e.kind {
+///         FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(e.message.into_string()),
+///         FfiToolError::PANICKED => ToolError::failed(format!("it panicked: {}", e.message)),
+///         _ => ToolError::Failed(e.message.into_string()), // FAILED, and codes added later
+///     }
+/// }
+///
+/// let e = FfiToolError { kind: 7, message: "from a newer plugin".into() };
+/// assert_eq!(to_tool_error(e), ToolError::failed("from a newer plugin"));
+/// ```
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]
 pub struct FfiToolError {
@@ -172,6 +386,18 @@ impl FfiToolError {
 
 /// The context of one call, as it crosses the boundary: the host's opaque call state and
 /// the host's service table. Only valid for the duration of the call.
+///
+/// Tools see it as a [`ToolContext`](crate::ToolContext); at this level every service is a
+/// function of the table called with the context:
+///
+/// ```
+/// use toolhost_plugin_api::ffi::FfiCallContext;
+///
+/// fn profile<'a>(ctx: &'a FfiCallContext<'a>) -> &'a str {
+///     // SAFETY: the host keeps the context valid while the call runs.
+///     unsafe { (ctx.host.profile_id())(ctx) }.as_str()
+/// }
+/// ```
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct FfiCallContext<'a> {
@@ -191,7 +417,20 @@ unsafe impl Send for FfiCallContext<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for FfiCallContext<'_> {}
 
-/// Log levels a plugin can log at through [`HostVTable::log`].
+/// Log levels a plugin can log at through [`HostVTable::log`] (tools use
+/// [`ToolContext::log`](crate::ToolContext::log)). A one-byte code: a host reads a level it
+/// does not know as [`LogLevel::DEBUG`].
+///
+/// ```
+/// use toolhost_plugin_api::{LogLevel, ToolContext};
+///
+/// fn report(ctx: &ToolContext<'_>, fetched: usize) {
+///     ctx.log(LogLevel::INFO, &format!("fetched {fetched} pages"));
+///     if fetched == 0 {
+///         ctx.log(LogLevel::WARN, "nothing fetched");
+///     }
+/// }
+/// ```
 #[repr(transparent)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogLevel(pub u8);
@@ -201,7 +440,8 @@ impl LogLevel {
     pub const ERROR: LogLevel = LogLevel(0);
     /// Warnings.
     pub const WARN: LogLevel = LogLevel(1);
-    /// Information (the default level a host shows).
+    /// Information (`toolhost serve` shows it by default; one-shot commands such as
+    /// `toolhost call` show warnings and errors only).
     pub const INFO: LogLevel = LogLevel(2);
     /// Debugging detail.
     pub const DEBUG: LogLevel = LogLevel(3);
@@ -211,8 +451,19 @@ impl LogLevel {
 /// `data` is the host's call state); strings it returns live as long as the context.
 ///
 /// Services added by later API versions go after `child_turn` (0.1.2 added `progress`,
-/// `ask_user` and `sample`; 0.1.3 `host_request`); a plugin calling one on a
-/// host that predates it gets a "not available in this host" error, never a crash.
+/// `ask_user` and `sample`; 0.1.3 `host_request`); a plugin calling one on a host that
+/// predates it gets [`ServiceError::Unavailable`](crate::ServiceError::Unavailable) (the
+/// field reads as `None`), never a crash. A host builds the table once and passes it with
+/// every call's [`FfiCallContext`].
+///
+/// ```
+/// use toolhost_plugin_api::ffi::FfiCallContext;
+///
+/// /// Whether the host of this call can ask its person questions (plugin-api 0.1.2).
+/// fn can_ask(ctx: &FfiCallContext<'_>) -> bool {
+///     ctx.host.ask_user().is_some()
+/// }
+/// ```
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = HostVTable_Ref)))]
