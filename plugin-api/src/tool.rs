@@ -13,6 +13,22 @@ use crate::risk::Risk;
 
 /// Why a tool call did not produce an output. It goes back to the model as a result with
 /// `is_error: true`, so the model can correct itself; it never ends the turn.
+///
+/// Write the message for the model: what went wrong and what to do instead.
+///
+/// ```
+/// use toolhost_plugin_api::ToolError;
+///
+/// fn parse_port(text: &str) -> Result<u16, ToolError> {
+///     text.parse()
+///         .map_err(|e| ToolError::invalid_args(format!("`port` must be 1-65535 ({e})")))
+/// }
+///
+/// let e = parse_port("http").unwrap_err();
+/// assert!(matches!(e, ToolError::InvalidArgs(_)));
+/// assert!(e.to_string().starts_with("invalid arguments: `port` must be 1-65535"));
+/// assert_eq!(ToolError::failed("disk full").to_string(), "disk full");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolError {
     /// The arguments were well-formed JSON but made no sense (shown to the model as
@@ -23,12 +39,29 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    /// A [`ToolError::Failed`] from anything printable.
+    /// A [`ToolError::Failed`] from anything printable, e.g. an I/O error.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolError;
+    ///
+    /// fn read(path: &str) -> Result<String, ToolError> {
+    ///     std::fs::read_to_string(path).map_err(ToolError::failed)
+    /// }
+    ///
+    /// assert!(matches!(read("/no/such/file"), Err(ToolError::Failed(_))));
+    /// ```
     pub fn failed(message: impl fmt::Display) -> Self {
         ToolError::Failed(message.to_string())
     }
 
     /// A [`ToolError::InvalidArgs`] from anything printable.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolError;
+    ///
+    /// let e = ToolError::invalid_args("`limit` must be at most 100");
+    /// assert_eq!(e, ToolError::InvalidArgs("`limit` must be at most 100".to_owned()));
+    /// ```
     pub fn invalid_args(message: impl fmt::Display) -> Self {
         ToolError::InvalidArgs(message.to_string())
     }
@@ -81,12 +114,40 @@ pub trait Tool: Send + Sync + 'static {
     /// How risky a call is; the host's approval policy reads it before every call.
     fn risk(&self) -> Risk;
     /// Interactive tools need a person at hand; a batch holding one runs one call at a time.
+    /// Their calls get the host's timeout for interactive calls (toolhost's
+    /// `[calls] interactive_timeout_secs`, 15 minutes by default) instead of the usual one.
+    /// Say `true` for a tool that waits for a person, e.g. one that calls
+    /// [`ToolContext::ask_user`].
     fn interactive(&self) -> bool {
         false
     }
     /// What the tool needs to work (environment variables, programs on `PATH`). The host
     /// checks them (with a short cache): while one is missing the tool is not shown to the
     /// model and calls to it are refused with the reason.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Requirements, Risk, Tool, ToolContext, ToolError};
+    /// use serde_json::{Value, json};
+    ///
+    /// struct Weather;
+    ///
+    /// impl Tool for Weather {
+    ///     fn name(&self) -> &str { "weather" }
+    ///     fn description(&self) -> &str { "Today's weather for `city`." }
+    ///     fn schema(&self) -> Value {
+    ///         json!({"type": "object", "properties": {"city": {"type": "string"}}})
+    ///     }
+    ///     fn risk(&self) -> Risk { Risk::Network }
+    ///     fn requirements(&self) -> Requirements {
+    ///         Requirements::default().env(&["WEATHER_API_KEY"]).programs(&["curl"])
+    ///     }
+    ///     async fn call(&self, _: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+    ///         Err(ToolError::failed("not written yet"))
+    ///     }
+    /// }
+    ///
+    /// assert_eq!(Weather.requirements().env, ["WEATHER_API_KEY"]);
+    /// ```
     fn requirements(&self) -> Requirements {
         Requirements::default()
     }
@@ -202,6 +263,15 @@ impl<T: TypedTool> Tool for T {
 }
 
 /// What a tool needs to be available; see [`Tool::requirements`].
+///
+/// ```
+/// use toolhost_plugin_api::Requirements;
+///
+/// let needs = Requirements::default().env(&["GITHUB_TOKEN"]).programs(&["git", "gh"]);
+/// assert_eq!(needs.env, ["GITHUB_TOKEN"]);
+/// assert_eq!(needs.programs, ["git", "gh"]);
+/// assert_eq!(Requirements::default(), Requirements { env: vec![], programs: vec![] });
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Requirements {
     /// Environment variables that must be set (and not empty), e.g. an API key.
@@ -211,13 +281,26 @@ pub struct Requirements {
 }
 
 impl Requirements {
-    /// Needs these environment variables.
+    /// Needs these environment variables (added to those already listed).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Requirements;
+    ///
+    /// let needs = Requirements::default().env(&["API_KEY"]).env(&["API_URL"]);
+    /// assert_eq!(needs.env, ["API_KEY", "API_URL"]);
+    /// ```
     pub fn env(mut self, names: &[&str]) -> Self {
         self.env.extend(names.iter().map(|s| (*s).to_owned()));
         self
     }
 
-    /// Needs these programs on `PATH`.
+    /// Needs these programs on `PATH` (added to those already listed).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Requirements;
+    ///
+    /// assert_eq!(Requirements::default().programs(&["ffmpeg"]).programs, ["ffmpeg"]);
+    /// ```
     pub fn programs(mut self, names: &[&str]) -> Self {
         self.programs.extend(names.iter().map(|s| (*s).to_owned()));
         self
@@ -226,6 +309,29 @@ impl Requirements {
 
 /// The JSON Schema of `T` as a tool's argument schema (without the `$schema` key, which
 /// some model APIs reject).
+///
+/// [`TypedTool`]s get their schema from it; a [`Tool`] can use it too. Doc comments on the
+/// fields become the properties' descriptions, which the model reads.
+///
+/// ```
+/// use schemars::JsonSchema;
+/// use toolhost_plugin_api::schema_for;
+///
+/// #[derive(JsonSchema)]
+/// #[allow(dead_code)]
+/// struct SearchArgs {
+///     /// Words to look for.
+///     query: String,
+///     /// The most results to return.
+///     limit: Option<u32>,
+/// }
+///
+/// let schema = schema_for::<SearchArgs>();
+/// assert_eq!(schema["type"], "object");
+/// assert_eq!(schema["properties"]["query"]["description"], "Words to look for.");
+/// assert_eq!(schema["required"], serde_json::json!(["query"]));
+/// assert!(schema.get("$schema").is_none());
+/// ```
 pub fn schema_for<T: JsonSchema>() -> Value {
     let mut schema = schemars::schema_for!(T).to_value();
     if let Value::Object(map) = &mut schema {
