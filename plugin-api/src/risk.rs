@@ -16,6 +16,16 @@ use abi_stable::StableAbi;
 /// [`Risk::severity`] groups them into what the host does with them (`Write` and
 /// `Network` both ask a person for each call, so they are equally severe there).
 /// In configs and JSON a level is its lowercase name (`"read"`, `"write"`, ...).
+///
+/// ```
+/// use toolhost_plugin_api::Risk;
+///
+/// assert!(Risk::Read < Risk::Network && Risk::Network < Risk::Destructive);
+/// assert_eq!(Risk::Write.severity(), Risk::Network.severity());
+/// assert_eq!(serde_json::to_string(&Risk::Destructive).unwrap(), r#""destructive""#);
+/// assert_eq!(serde_json::from_str::<Risk>(r#""network""#).unwrap(), Risk::Network);
+/// assert!(serde_json::from_str::<Risk>(r#""scary""#).is_err());
+/// ```
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -35,7 +45,19 @@ pub enum Risk {
 }
 
 impl Risk {
-    /// Every level, from least to most restrictive in the order the docs list them.
+    /// Every level, in the order of their wire codes (0 to 4), which is not the order of
+    /// severity: `Destructive` comes before `Network` here. Sort a copy for severity order.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Risk;
+    ///
+    /// let names: Vec<&str> = Risk::ALL.iter().map(|r| r.as_str()).collect();
+    /// assert_eq!(names, ["read", "write", "destructive", "network", "deny"]);
+    ///
+    /// let mut by_severity = Risk::ALL;
+    /// by_severity.sort();
+    /// assert_eq!(by_severity[2..4], [Risk::Network, Risk::Destructive]);
+    /// ```
     pub const ALL: [Risk; 5] = [
         Risk::Read,
         Risk::Write,
@@ -45,6 +67,14 @@ impl Risk {
     ];
 
     /// The lowercase name used in configs, listings and JSON (`"read"`, `"write"`, ...).
+    /// [`Display`](fmt::Display) prints the same.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Risk;
+    ///
+    /// assert_eq!(Risk::Network.as_str(), "network");
+    /// assert_eq!(Risk::Network.to_string(), "network");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Risk::Read => "read",
@@ -59,6 +89,15 @@ impl Risk {
     /// asking (`Read`), 1 asks a person (`Write`, `Network`), 2 asks a person and may be
     /// irreversible (`Destructive`), 3 never runs (`Deny`). Overriding a tool to a lower
     /// severity than it declares must be allowed explicitly.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Risk;
+    ///
+    /// let asks_a_person = |risk: Risk| (1..=2).contains(&risk.severity());
+    /// assert!(!asks_a_person(Risk::Read));
+    /// assert!(asks_a_person(Risk::Network));
+    /// assert!(!asks_a_person(Risk::Deny)); // never runs at all
+    /// ```
     pub fn severity(self) -> u8 {
         match self {
             Risk::Read => 0,
@@ -68,12 +107,26 @@ impl Risk {
         }
     }
 
-    /// Parses the lowercase name; `None` for anything else.
+    /// Parses the lowercase name; `None` for anything else (names are case-sensitive).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Risk;
+    ///
+    /// assert_eq!(Risk::parse("write"), Some(Risk::Write));
+    /// assert_eq!(Risk::parse("Write"), None);
+    /// ```
     pub fn parse(name: &str) -> Option<Risk> {
         Risk::ALL.into_iter().find(|r| r.as_str() == name)
     }
 
     /// The code this level has on the wire.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Risk, RiskCode};
+    ///
+    /// assert_eq!(Risk::Destructive.code(), RiskCode(2));
+    /// assert_eq!(Risk::Destructive.code().risk(), Risk::Destructive);
+    /// ```
     pub fn code(self) -> RiskCode {
         RiskCode(match self {
             Risk::Read => 0,
@@ -106,12 +159,34 @@ impl fmt::Display for Risk {
 ///
 /// Codes are never reused. Codes 0-4 are the levels of API 0.1; a code from a newer API
 /// that this build does not know decodes to [`Risk::Deny`].
+///
+/// | code | level |
+/// |------|-------|
+/// | 0 | [`Risk::Read`] |
+/// | 1 | [`Risk::Write`] |
+/// | 2 | [`Risk::Destructive`] |
+/// | 3 | [`Risk::Network`] |
+/// | 4 | [`Risk::Deny`] |
+///
+/// ```
+/// use toolhost_plugin_api::{Risk, RiskCode};
+///
+/// assert_eq!(RiskCode(3).risk(), Risk::Network);
+/// assert_eq!(RiskCode(200).risk(), Risk::Deny); // a level from a newer plugin-api
+/// ```
 #[repr(transparent)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RiskCode(pub u8);
 
 impl RiskCode {
     /// Decodes the level; unknown codes are the most restrictive level, [`Risk::Deny`].
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Risk, RiskCode};
+    ///
+    /// assert_eq!(RiskCode(0).risk(), Risk::Read);
+    /// assert_eq!(RiskCode(5).risk(), Risk::Deny);
+    /// ```
     pub fn risk(self) -> Risk {
         match self.0 {
             0 => Risk::Read,
