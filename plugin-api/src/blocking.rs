@@ -14,6 +14,33 @@ use std::task::{Context, Poll, Waker};
 /// way to block without stalling the host's worker threads. A panic in `work` resolves to
 /// `Err` with the panic message. Dropping the future does not stop the thread: for long
 /// work use [`crate::ToolContext::blocking`], whose closure can watch a [`CancelFlag`].
+///
+/// ```
+/// use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, blocking};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct DuArgs {
+///     /// The folder to measure.
+///     path: String,
+/// }
+///
+/// struct Du;
+///
+/// impl TypedTool for Du {
+///     type Args = DuArgs;
+///     fn name(&self) -> &str { "du" }
+///     fn description(&self) -> &str { "Disk usage of a folder, as `du -sh` prints it." }
+///     fn risk(&self) -> Risk { Risk::Read }
+///     async fn run(&self, _ctx: &ToolContext<'_>, args: DuArgs) -> Result<String, ToolError> {
+///         let du = move || std::process::Command::new("du").arg("-sh").arg(&args.path).output();
+///         let output = blocking(du)
+///             .await
+///             .map_err(ToolError::failed)? // the closure panicked
+///             .map_err(ToolError::failed)?; // `du` could not be started
+///         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+///     }
+/// }
+/// ```
 pub fn blocking<T, F>(work: F) -> impl Future<Output = Result<T, String>> + Send + 'static
 where
     T: Send + 'static,
@@ -47,11 +74,34 @@ where
 
 /// Tells blocking work that its call was cancelled (see [`crate::ToolContext::blocking`]).
 /// Cheap to check often.
+///
+/// ```
+/// use toolhost_plugin_api::CancelFlag;
+///
+/// /// Counts the lines of `text`, stopping early when the call is cancelled.
+/// fn count_lines(text: &str, cancel: &CancelFlag) -> Option<usize> {
+///     let mut lines = 0;
+///     for (i, _) in text.lines().enumerate() {
+///         if i % 10_000 == 0 && cancel.is_cancelled() {
+///             return None;
+///         }
+///         lines += 1;
+///     }
+///     Some(lines)
+/// }
+///
+/// // A flag of one's own (in a test) is never cancelled.
+/// assert_eq!(count_lines("a\nb\n", &CancelFlag::default()), Some(2));
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct CancelFlag(Arc<AtomicBool>);
 
 impl CancelFlag {
     /// Whether the call was cancelled; the work should stop soon after this turns true.
+    ///
+    /// ```
+    /// assert!(!toolhost_plugin_api::CancelFlag::default().is_cancelled());
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }

@@ -19,12 +19,40 @@ use std::task::{Context, Poll};
 ///
 /// Panic payloads are read for their message and then disposed of with
 /// [`dispose_payload`], so a payload whose own `Drop` panics is harmless too.
+///
+/// `export_plugin!` wraps every tool call in it; hosts and tests can use it for any future.
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::pin;
+/// use std::task::{Context, Poll, Waker};
+/// use toolhost_plugin_api::CatchUnwind;
+///
+/// let mut future = pin!(CatchUnwind::new(async {
+///     let v: Vec<u32> = Vec::new();
+///     v[3] // panics
+/// }));
+/// let polled = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+/// let Poll::Ready(Err(message)) = polled else { panic!("expected the panic as a value") };
+/// assert!(message.contains("index out of bounds"), "{message}");
+/// ```
 pub struct CatchUnwind<F> {
     inner: ManuallyDrop<F>,
 }
 
 impl<F: Future> CatchUnwind<F> {
     /// Wraps `future`.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::pin::pin;
+    /// use std::task::{Context, Poll, Waker};
+    /// use toolhost_plugin_api::CatchUnwind;
+    ///
+    /// let mut future = pin!(CatchUnwind::new(async { 6 * 7 }));
+    /// let polled = future.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    /// assert_eq!(polled, Poll::Ready(Ok(42)));
+    /// ```
     pub fn new(future: F) -> Self {
         CatchUnwind {
             inner: ManuallyDrop::new(future),
@@ -62,6 +90,15 @@ impl<F> Drop for CatchUnwind<F> {
 }
 
 /// The message of a panic payload (`panic!("...")` gives a `&str` or a `String`).
+///
+/// ```
+/// use toolhost_plugin_api::panic_message;
+///
+/// let payload = std::panic::catch_unwind(|| panic!("out of {}", "tea")).unwrap_err();
+/// assert_eq!(panic_message(payload.as_ref()), "out of tea");
+/// let payload = std::panic::catch_unwind(|| std::panic::panic_any(42)).unwrap_err();
+/// assert_eq!(panic_message(payload.as_ref()), "panic with a non-string payload");
+/// ```
 pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -73,6 +110,13 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// The message of a panic payload, which is then disposed of with [`dispose_payload`].
+///
+/// ```
+/// use toolhost_plugin_api::take_message;
+///
+/// let message = std::panic::catch_unwind(|| panic!("no config")).map_err(take_message);
+/// assert_eq!(message, Err("no config".to_owned()));
+/// ```
 pub fn take_message(payload: Box<dyn Any + Send>) -> String {
     let message = panic_message(payload.as_ref());
     dispose_payload(payload);
@@ -82,6 +126,18 @@ pub fn take_message(payload: Box<dyn Any + Send>) -> String {
 /// Drops a panic payload under `catch_unwind`; if its destructor panics in turn, that
 /// second payload is leaked rather than dropped. Nothing unwinds out of this function, so
 /// it is safe to call in an `extern "C"` function or a destructor.
+///
+/// ```
+/// use toolhost_plugin_api::dispose_payload;
+///
+/// struct PanicsOnDrop;
+/// impl Drop for PanicsOnDrop {
+///     fn drop(&mut self) { panic!("in drop") }
+/// }
+///
+/// let payload = std::panic::catch_unwind(|| std::panic::panic_any(PanicsOnDrop)).unwrap_err();
+/// dispose_payload(payload); // does not unwind
+/// ```
 pub fn dispose_payload(payload: Box<dyn Any + Send>) {
     if let Err(second) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         std::mem::forget(second);
