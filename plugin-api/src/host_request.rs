@@ -12,6 +12,23 @@ use crate::context::{SessionHit, SessionQuery};
 /// method and the parameters cross the ABI as two strings) is what
 /// [`ToolContext::host_request`](crate::ToolContext::host_request) sends, so plugins built
 /// before this type existed are understood.
+///
+/// Tools usually call the typed helpers ([`ToolContext::state_dir`],
+/// [`ToolContext::search_sessions`]); [`ToolContext::request`] sends any request and reads
+/// its typed answer:
+///
+/// ```
+/// use toolhost_plugin_api::{HostRequest, NoParams, ServiceError, StateDirAnswer, ToolContext};
+///
+/// async fn state_folder(ctx: &ToolContext<'_>) -> Result<String, ServiceError> {
+///     let answer: StateDirAnswer = ctx.request(&HostRequest::ProfileStateDir(NoParams)).await?;
+///     Ok(answer.path)
+/// }
+/// ```
+///
+/// [`ToolContext::state_dir`]: crate::ToolContext::state_dir
+/// [`ToolContext::search_sessions`]: crate::ToolContext::search_sessions
+/// [`ToolContext::request`]: crate::ToolContext::request
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", content = "params")]
 #[non_exhaustive]
@@ -27,6 +44,13 @@ pub enum HostRequest {
 }
 
 /// The parameters of a request that takes none: sent as `{}`, anything accepted.
+///
+/// ```
+/// use toolhost_plugin_api::NoParams;
+///
+/// assert_eq!(serde_json::to_string(&NoParams).unwrap(), "{}");
+/// assert_eq!(serde_json::from_str::<NoParams>(r#"{"ignored": true}"#).unwrap(), NoParams);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NoParams;
 
@@ -42,7 +66,19 @@ impl<'de> Deserialize<'de> for NoParams {
     }
 }
 
-/// Why the host could not read a request.
+/// Why the host could not read a request (see [`HostRequest::from_wire`]).
+///
+/// ```
+/// use toolhost_plugin_api::{HostRequest, HostRequestError};
+/// use serde_json::json;
+///
+/// let e = HostRequest::from_wire("weather.today", json!({})).unwrap_err();
+/// assert!(matches!(e, HostRequestError::Unknown(_)));
+/// assert_eq!(e.to_string(), "this host does not know the request 'weather.today'");
+///
+/// let e = HostRequest::from_wire("sessions.search", json!("tea")).unwrap_err();
+/// assert!(matches!(e, HostRequestError::Malformed { .. }));
+/// ```
 #[derive(Debug)]
 pub enum HostRequestError {
     /// The method is not one this version knows (a newer plugin's request).
@@ -88,15 +124,45 @@ struct Wire {
 
 impl HostRequest {
     /// The method names this version knows.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::HostRequest;
+    ///
+    /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
+    /// ```
     pub const METHODS: [&'static str; 2] = ["profile.state_dir", "sessions.search"];
 
     /// The method name and the parameters, as they cross the ABI.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{HostRequest, NoParams};
+    /// use serde_json::json;
+    ///
+    /// let (method, params) = HostRequest::ProfileStateDir(NoParams).to_wire().unwrap();
+    /// assert_eq!((method.as_str(), params), ("profile.state_dir", json!({})));
+    /// ```
     pub fn to_wire(&self) -> Result<(String, Value), serde_json::Error> {
         let wire: Wire = serde_json::from_value(serde_json::to_value(self)?)?;
         Ok((wire.method, wire.params))
     }
 
-    /// Reads a request that crossed the ABI as `method` and `params`.
+    /// Reads a request that crossed the ABI as `method` and `params` (what a host does with
+    /// [`HostVTable::host_request`](crate::ffi::HostVTable::host_request)'s arguments).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{HostRequest, SessionQuery};
+    /// use serde_json::json;
+    ///
+    /// let request = HostRequest::from_wire("sessions.search", json!({"query": "tea"})).unwrap();
+    /// assert_eq!(
+    ///     request,
+    ///     HostRequest::SessionsSearch(SessionQuery {
+    ///         query: "tea".into(),
+    ///         limit: 5, // the defaults
+    ///         exclude_current: true,
+    ///     })
+    /// );
+    /// ```
     pub fn from_wire(method: &str, params: Value) -> Result<HostRequest, HostRequestError> {
         if !Self::METHODS.contains(&method) {
             return Err(HostRequestError::Unknown(method.to_owned()));
@@ -115,6 +181,13 @@ impl HostRequest {
 }
 
 /// The answer to [`HostRequest::ProfileStateDir`]: `{"path": ...}`.
+///
+/// ```
+/// use toolhost_plugin_api::StateDirAnswer;
+///
+/// let answer: StateDirAnswer = serde_json::from_str(r#"{"path": "/srv/state/work"}"#).unwrap();
+/// assert_eq!(answer.path, "/srv/state/work");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateDirAnswer {
     /// The folder (it exists, mode 0700).
@@ -122,6 +195,17 @@ pub struct StateDirAnswer {
 }
 
 /// The answer to [`HostRequest::SessionsSearch`]: `{"hits": [...]}`.
+///
+/// ```
+/// use toolhost_plugin_api::SessionsSearchAnswer;
+///
+/// let answer: SessionsSearchAnswer = serde_json::from_str(
+///     r#"{"hits": [{"session": "s-1", "time": "2026-11-30T09:00:00Z",
+///                   "role": "user", "snippet": "a cup of [tea]"}]}"#,
+/// )
+/// .unwrap();
+/// assert_eq!(answer.hits[0].session, "s-1");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionsSearchAnswer {
     /// The matching messages, best first.
@@ -129,6 +213,13 @@ pub struct SessionsSearchAnswer {
 }
 
 /// Any answer of the host's, as it crosses the ABI (its JSON is the inner answer's).
+///
+/// ```
+/// use toolhost_plugin_api::{HostAnswer, StateDirAnswer};
+///
+/// let answer = HostAnswer::from(StateDirAnswer { path: "/srv/state".into() });
+/// assert_eq!(serde_json::to_string(&answer).unwrap(), r#"{"path":"/srv/state"}"#);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 #[non_exhaustive]
