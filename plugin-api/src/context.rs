@@ -18,11 +18,60 @@ use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirA
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
 /// plus the host's services. Borrowed for the duration of one call.
+///
+/// Every service works on any host: one the host lacks (an older host, or a caller that
+/// cannot do it) is a [`ServiceError::Unavailable`] or, for [`ToolContext::progress`],
+/// nothing at all.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolhost_plugin_api::{LogLevel, Risk, ToolContext, ToolError, TypedTool};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct WaitArgs {
+///     /// How many seconds to wait.
+///     seconds: u32,
+/// }
+///
+/// struct Wait;
+///
+/// impl TypedTool for Wait {
+///     type Args = WaitArgs;
+///     fn name(&self) -> &str { "wait" }
+///     fn description(&self) -> &str { "Waits `seconds` seconds, reporting progress." }
+///     fn risk(&self) -> Risk { Risk::Read }
+///     async fn run(&self, ctx: &ToolContext<'_>, args: WaitArgs) -> Result<String, ToolError> {
+///         ctx.log(LogLevel::INFO, &format!("waiting {} s", args.seconds));
+///         for done in 0..args.seconds {
+///             ctx.progress(f64::from(done), Some(f64::from(args.seconds)), None);
+///             ctx.sleep(Duration::from_secs(1)).await?; // `Err(Cancelled)` when stopped
+///         }
+///         Ok(format!("waited {} s", args.seconds))
+///     }
+/// }
+/// ```
 pub struct ToolContext<'a> {
     raw: &'a FfiCallContext<'a>,
 }
 
 /// A host service could not do what was asked.
+///
+/// `?` turns it into a [`ToolError::Failed`](crate::ToolError::Failed) with the same
+/// message; match on it to fall back when a service is missing:
+///
+/// ```
+/// use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError, ToolContext, ToolError};
+///
+/// async fn confirm(ctx: &ToolContext<'_>, what: &str) -> Result<bool, ToolError> {
+///     match ctx.ask_user(&AskRequest::text(format!("Really {what}? (yes/no)"))).await {
+///         Ok(AskAnswer::Accept { content }) => Ok(content["answer"] == "yes"),
+///         Ok(AskAnswer::Decline | AskAnswer::Cancel) => Ok(false),
+///         // Nobody to ask (an older host, or a caller without a person): do not go ahead.
+///         Err(ServiceError::Unavailable(_)) => Ok(false),
+///         Err(e) => Err(e.into()),
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServiceError {
     /// The host this plugin runs in does not provide the service (it predates it, or has
@@ -49,6 +98,16 @@ impl From<ServiceError> for crate::ToolError {
 }
 
 /// The call was cancelled: the turn was stopped, or the call ran past its timeout.
+///
+/// `?` turns it into `ToolError::Failed("cancelled")`; nobody reads a cancelled call's
+/// result, so there is rarely more to say.
+///
+/// ```
+/// use toolhost_plugin_api::{Cancelled, ToolError};
+///
+/// assert_eq!(ToolError::from(Cancelled), ToolError::failed("cancelled"));
+/// assert_eq!(Cancelled.to_string(), "the call was cancelled");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
@@ -67,6 +126,21 @@ impl From<Cancelled> for crate::ToolError {
 }
 
 /// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
+///
+/// ```
+/// use toolhost_plugin_api::ChildTurnRequest;
+///
+/// let request = ChildTurnRequest {
+///     prompt: "Summarise the attached log in three lines.".into(),
+///     context: Some("ERROR disk full at 03:12".into()),
+/// };
+/// let json = serde_json::to_value(&request).unwrap();
+/// assert_eq!(json["context"], "ERROR disk full at 03:12");
+///
+/// // Read leniently: a context that is not text is left out.
+/// let read: ChildTurnRequest = serde_json::from_str(r#"{"prompt": "hi", "context": 5}"#).unwrap();
+/// assert_eq!(read.context, None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChildTurnRequest {
     /// What the child agent is asked to do.
@@ -82,6 +156,27 @@ pub struct ChildTurnRequest {
 
 /// A question for the person behind the call (see [`ToolContext::ask_user`]):
 /// `{"message", "schema"}`.
+///
+/// Callers differ in what they can show. An MCP client shows the schema as a form (MCP
+/// elicitation). toolhost's chat terminal asks for one line whatever the schema, offers
+/// the `enum` of a property named `answer` as the choices, and answers
+/// `{"answer": "<the line>"}` (an empty line declines). So a question whose only property
+/// is a string `answer`, like [`AskRequest::text`]'s, gets the same shape everywhere.
+///
+/// ```
+/// use toolhost_plugin_api::AskRequest;
+/// use serde_json::json;
+///
+/// let question = AskRequest {
+///     message: "Which branch should I deploy?".into(),
+///     schema: json!({
+///         "type": "object",
+///         "properties": {"answer": {"type": "string", "enum": ["main", "staging"]}},
+///         "required": ["answer"]
+///     }),
+/// };
+/// # let _ = question;
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AskRequest {
     /// What the person reads.
@@ -96,6 +191,13 @@ pub struct AskRequest {
 
 impl AskRequest {
     /// A question whose answer is one line of text (property `answer`).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::AskRequest;
+    ///
+    /// let question = AskRequest::text("What should the new file be called?");
+    /// assert_eq!(question.schema["required"], serde_json::json!(["answer"]));
+    /// ```
     pub fn text(message: impl Into<String>) -> Self {
         AskRequest {
             message: message.into(),
@@ -108,7 +210,21 @@ impl AskRequest {
     }
 }
 
-/// The person's answer to an [`AskRequest`].
+/// The person's answer to an [`AskRequest`]. In JSON,
+/// `{"action": "accept", "content": {...}}`, `{"action": "decline"}` or
+/// `{"action": "cancel"}`.
+///
+/// ```
+/// use toolhost_plugin_api::AskAnswer;
+///
+/// let answer: AskAnswer =
+///     serde_json::from_str(r#"{"action": "accept", "content": {"answer": "main"}}"#).unwrap();
+/// let branch = match &answer {
+///     AskAnswer::Accept { content } => content["answer"].as_str(),
+///     AskAnswer::Decline | AskAnswer::Cancel => None,
+/// };
+/// assert_eq!(branch, Some("main"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
 pub enum AskAnswer {
@@ -127,6 +243,15 @@ pub enum AskAnswer {
 /// A search of past conversations (see [`ToolContext::search_sessions`]). Read leniently,
 /// as hosts always have: a missing or mistyped field takes its default (no words, 5 hits,
 /// leave out the current conversation).
+///
+/// ```
+/// use toolhost_plugin_api::SessionQuery;
+///
+/// let query = SessionQuery { query: "deploy staging".into(), limit: 10, exclude_current: true };
+/// # let _ = query;
+/// let defaults: SessionQuery = serde_json::from_str(r#"{"query": "tea"}"#).unwrap();
+/// assert_eq!((defaults.limit, defaults.exclude_current), (5, true));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionQuery {
     /// Words to look for (all of them must appear).
@@ -141,6 +266,17 @@ pub struct SessionQuery {
 }
 
 /// One message that matched a [`SessionQuery`].
+///
+/// ```
+/// use toolhost_plugin_api::SessionHit;
+///
+/// fn line(hit: &SessionHit) -> String {
+///     format!("{} {} ({}): {}", hit.time, hit.role, hit.session, hit.snippet)
+/// }
+/// # let hit = SessionHit { session: "s-1".into(), time: "2026-11-30T09:00:00Z".into(),
+/// #     role: "user".into(), snippet: "a cup of [tea]".into() };
+/// # assert_eq!(line(&hit), "2026-11-30T09:00:00Z user (s-1): a cup of [tea]");
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct SessionHit {
     /// The conversation it is from.
@@ -155,6 +291,19 @@ pub struct SessionHit {
 
 /// A completion asked of the caller's model (see [`ToolContext::sample`]):
 /// `{"prompt", "system", "max_tokens"}`.
+///
+/// ```
+/// use toolhost_plugin_api::SampleRequest;
+///
+/// let request = SampleRequest {
+///     prompt: "Give this commit a one-line title: ...".into(),
+///     system: Some("You write terse git commit titles.".into()),
+///     max_tokens: 60,
+/// };
+/// # let _ = request;
+/// let read: SampleRequest = serde_json::from_str(r#"{"prompt": "hi"}"#).unwrap();
+/// assert_eq!(read.max_tokens, 1000);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleRequest {
     /// The user message the model answers.
@@ -169,6 +318,13 @@ pub struct SampleRequest {
 }
 
 /// The caller's model's answer to a [`SampleRequest`]: `{"text", "model"}`.
+///
+/// ```
+/// use toolhost_plugin_api::SampleAnswer;
+///
+/// let answer: SampleAnswer = serde_json::from_str(r#"{"text": "Fix typo"}"#).unwrap();
+/// assert_eq!((answer.text.as_str(), answer.model), ("Fix typo", None));
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct SampleAnswer {
     /// The text it wrote.
@@ -185,37 +341,105 @@ impl<'a> ToolContext<'a> {
         ToolContext { raw }
     }
 
-    /// The profile this call works for; keep per-profile state apart with it.
+    /// The profile this call works for; keep per-profile state apart with it (or keep it
+    /// in [`ToolContext::state_dir`], which is per profile already).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolContext;
+    ///
+    /// fn cache_key(ctx: &ToolContext<'_>, url: &str) -> String {
+    ///     format!("{}/{url}", ctx.profile_id())
+    /// }
+    /// ```
     pub fn profile_id(&self) -> &'a str {
         // SAFETY: the host keeps the context valid for `'a`; the string borrows from it.
         unsafe { (self.raw.host.profile_id())(self.raw) }.as_str()
     }
 
     /// The session (conversation) this call works for.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{SessionQuery, ToolContext};
+    ///
+    /// // A search that leaves out this conversation by hand.
+    /// async fn elsewhere(ctx: &ToolContext<'_>, words: &str) -> usize {
+    ///     let query = SessionQuery { query: words.into(), limit: 20, exclude_current: false };
+    ///     let hits = ctx.search_sessions(&query).await.unwrap_or_default();
+    ///     hits.iter().filter(|hit| hit.session != ctx.session_id()).count()
+    /// }
+    /// ```
     pub fn session_id(&self) -> &'a str {
         // SAFETY: as in `profile_id`.
         unsafe { (self.raw.host.session_id())(self.raw) }.as_str()
     }
 
     /// The model that asked for this call.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{LogLevel, ToolContext};
+    ///
+    /// fn note_caller(ctx: &ToolContext<'_>) {
+    ///     ctx.log(LogLevel::DEBUG, &format!("called by {}", ctx.model()));
+    /// }
+    /// ```
     pub fn model(&self) -> &'a str {
         // SAFETY: as in `profile_id`.
         unsafe { (self.raw.host.model())(self.raw) }.as_str()
     }
 
     /// Whether the call was cancelled. Long-running tools check it between steps.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn resize_all(ctx: &ToolContext<'_>, files: &[String]) -> Result<String, ToolError> {
+    ///     for (done, file) in files.iter().enumerate() {
+    ///         if ctx.is_cancelled() {
+    ///             return Err(ToolError::failed(format!("stopped after {done} files")));
+    ///         }
+    ///         // ... resize `file` ...
+    /// #       let _ = file;
+    ///     }
+    ///     Ok(format!("resized {} files", files.len()))
+    /// }
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         // SAFETY: the host keeps the context valid for `'a`.
         unsafe { (self.raw.host.is_cancelled())(self.raw) }
     }
 
-    /// Resolves when the call is cancelled.
+    /// Resolves when the call is cancelled. The future owns what it needs, so it can be
+    /// sent to a thread of the tool's own or outlive the call.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// /// Keeps a lock (say) until the person stops the turn.
+    /// async fn hold_until_stopped(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     ctx.cancelled().await;
+    ///     Ok("released".into())
+    /// }
+    /// ```
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
         // SAFETY: the host keeps the context valid for `'a`; the future owns what it needs.
         unsafe { (self.raw.host.cancelled())(self.raw) }
     }
 
     /// Runs `future` until it finishes or the call is cancelled, whichever is first.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn slow_answer() -> String {
+    ///     // ... awaits something that may take long ...
+    ///     "42".into()
+    /// }
+    ///
+    /// async fn run(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     let answer = ctx.until_cancelled(slow_answer()).await?; // `Err(Cancelled)` converts
+    ///     Ok(answer)
+    /// }
+    /// ```
     pub async fn until_cancelled<F: Future>(&self, future: F) -> Result<F::Output, Cancelled> {
         let mut future = pin!(future);
         let mut cancelled = pin!(self.cancelled());
@@ -232,6 +456,32 @@ impl<'a> ToolContext<'a> {
     /// work gets a [`CancelFlag`] that turns true when the call is cancelled; it should
     /// check it and stop. The call still waits for the work to return, so a host's grace
     /// period after a timeout applies to it too. A panic in `work` is an `Err`.
+    ///
+    /// ```
+    /// use std::io::{BufRead, BufReader};
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn count_errors(ctx: &ToolContext<'_>, path: String) -> Result<String, ToolError> {
+    ///     let counted = ctx
+    ///         .blocking(move |cancel| -> std::io::Result<Option<usize>> {
+    ///             let mut errors = 0;
+    ///             for line in BufReader::new(std::fs::File::open(&path)?).lines() {
+    ///                 if cancel.is_cancelled() {
+    ///                     return Ok(None); // stop soon after a cancel
+    ///                 }
+    ///                 errors += usize::from(line?.contains("ERROR"));
+    ///             }
+    ///             Ok(Some(errors))
+    ///         })
+    ///         .await
+    ///         .map_err(ToolError::failed)? // the work panicked
+    ///         .map_err(ToolError::failed)?; // an I/O error
+    ///     match counted {
+    ///         Some(n) => Ok(format!("{n} lines with ERROR")),
+    ///         None => Err(ToolError::failed("cancelled")),
+    ///     }
+    /// }
+    /// ```
     pub async fn blocking<T, F>(&self, work: F) -> Result<T, String>
     where
         T: Send + 'static,
@@ -250,7 +500,23 @@ impl<'a> ToolContext<'a> {
     }
 
     /// Sleeps on the host's timer; returns early with `Err(Cancelled)` if the call is
-    /// cancelled first.
+    /// cancelled first. (A plugin has no timer of its own: `tokio::time::sleep` panics
+    /// inside a plugin, and `std::thread::sleep` holds a host thread.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn wait_for_file(ctx: &ToolContext<'_>, path: &str) -> Result<String, ToolError> {
+    ///     for _ in 0..30 {
+    ///         if std::path::Path::new(path).exists() {
+    ///             return Ok(format!("{path} is there"));
+    ///         }
+    ///         ctx.sleep(Duration::from_millis(500)).await?;
+    ///     }
+    ///     Err(ToolError::failed(format!("{path} did not appear within 15 s")))
+    /// }
+    /// ```
     pub async fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         // SAFETY: the host keeps the context valid for `'a`.
@@ -258,7 +524,16 @@ impl<'a> ToolContext<'a> {
         if completed { Ok(()) } else { Err(Cancelled) }
     }
 
-    /// Writes a line to the host's log, tagged with this plugin and tool.
+    /// Writes a line to the host's log, tagged with this plugin and tool. toolhost also
+    /// sends it to an MCP client that asked for log messages (`notifications/message`).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{LogLevel, ToolContext};
+    ///
+    /// fn retrying(ctx: &ToolContext<'_>, attempt: u32, error: &str) {
+    ///     ctx.log(LogLevel::WARN, &format!("attempt {attempt} failed: {error}; retrying"));
+    /// }
+    /// ```
     pub fn log(&self, level: LogLevel, message: &str) {
         // SAFETY: the context is valid for `'a`; the host copies the message.
         unsafe { (self.raw.host.log())(self.raw, level, RStr::from_str(message)) }
@@ -268,6 +543,18 @@ impl<'a> ToolContext<'a> {
     ///
     /// Fails with [`ServiceError::Unavailable`] when the host runs no agent for this call
     /// (for example `toolhost call` from a terminal).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ChildTurnRequest, ToolContext, ToolError};
+    ///
+    /// async fn summarise(ctx: &ToolContext<'_>, text: String) -> Result<String, ToolError> {
+    ///     let request = ChildTurnRequest {
+    ///         prompt: "Summarise this in three bullet points.".into(),
+    ///         context: Some(text),
+    ///     };
+    ///     Ok(ctx.child_turn(&request).await?)
+    /// }
+    /// ```
     pub async fn child_turn(&self, request: &ChildTurnRequest) -> Result<String, ServiceError> {
         let request = serde_json::to_string(request)
             .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
@@ -284,6 +571,15 @@ impl ToolContext<'_> {
     /// Reports how far the call got (`progress` out of `total`, if known) to whoever asked
     /// for it: an MCP client that asked for progress gets `notifications/progress`. Does
     /// nothing when nobody listens, or on a host older than plugin-api 0.1.2.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolContext;
+    ///
+    /// fn report(ctx: &ToolContext<'_>, done: usize, total: Option<usize>) {
+    ///     let message = format!("{done} pages fetched");
+    ///     ctx.progress(done as f64, total.map(|t| t as f64), Some(&message));
+    /// }
+    /// ```
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         if let Some(report) = self.raw.host.progress() {
             let message = RStr::from_str(message.unwrap_or(""));
@@ -294,7 +590,24 @@ impl ToolContext<'_> {
 
     /// Asks the person behind the call a question and waits for the answer (an MCP
     /// client's elicitation form; the terminal in `toolhost chat`). Fails with
-    /// [`ServiceError::Unavailable`] when nobody can be asked.
+    /// [`ServiceError::Unavailable`] when nobody can be asked. A tool that asks should say
+    /// so with [`Tool::interactive`](crate::Tool::interactive).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{AskAnswer, AskRequest, ToolContext, ToolError};
+    ///
+    /// async fn file_name(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     match ctx.ask_user(&AskRequest::text("What should the file be called?")).await? {
+    ///         AskAnswer::Accept { content } => content["answer"]
+    ///             .as_str()
+    ///             .map(str::to_owned)
+    ///             .ok_or_else(|| ToolError::failed("the answer had no text")),
+    ///         AskAnswer::Decline | AskAnswer::Cancel => {
+    ///             Err(ToolError::failed("the person declined to name it"))
+    ///         }
+    ///     }
+    /// }
+    /// ```
     pub async fn ask_user(&self, request: &AskRequest) -> Result<AskAnswer, ServiceError> {
         let answer = self.json_service(self.raw.host.ask_user(), "asking the person", request);
         let answer = answer.await?;
@@ -304,6 +617,19 @@ impl ToolContext<'_> {
 
     /// Asks the caller's model for a completion (MCP sampling). Fails with
     /// [`ServiceError::Unavailable`] when the caller offers no model.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{SampleRequest, ToolContext, ToolError};
+    ///
+    /// async fn title_for(ctx: &ToolContext<'_>, diff: &str) -> Result<String, ToolError> {
+    ///     let request = SampleRequest {
+    ///         prompt: format!("A one-line commit title for this diff:\n{diff}"),
+    ///         system: None,
+    ///         max_tokens: 60,
+    ///     };
+    ///     Ok(ctx.sample(&request).await?.text)
+    /// }
+    /// ```
     pub async fn sample(&self, request: &SampleRequest) -> Result<SampleAnswer, ServiceError> {
         let answer = self.json_service(self.raw.host.sample(), "sampling", request);
         let answer = answer.await?;
@@ -313,7 +639,19 @@ impl ToolContext<'_> {
 
     /// Sends a named request to the host (plugin-api 0.1.3): JSON parameters in, JSON out.
     /// A host that predates it, or does not know `method`, answers
-    /// [`ServiceError::Unavailable`].
+    /// [`ServiceError::Unavailable`]. The typed way to the same requests is
+    /// [`ToolContext::request`] (or the helpers [`ToolContext::state_dir`] and
+    /// [`ToolContext::search_sessions`]).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolhost_plugin_api::{ServiceError, ToolContext};
+    ///
+    /// async fn state_folder(ctx: &ToolContext<'_>) -> Result<String, ServiceError> {
+    ///     let answer = ctx.host_request("profile.state_dir", &json!({})).await?;
+    ///     Ok(answer["path"].as_str().unwrap_or_default().to_owned())
+    /// }
+    /// ```
     pub async fn host_request(&self, method: &str, params: &Value) -> Result<Value, ServiceError> {
         let Some(service) = self.raw.host.host_request() else {
             return Err(ServiceError::Unavailable(format!(
@@ -333,7 +671,21 @@ impl ToolContext<'_> {
 
     /// The folder where this call's profile keeps its state (created if missing). Tools
     /// that store data per profile (notes, caches) keep it here, so one profile never sees
-    /// another's.
+    /// another's. Fails with [`ServiceError::Unavailable`] on a host older than plugin-api
+    /// 0.1.3, or for a call that belongs to no profile.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn remember(ctx: &ToolContext<'_>, note: &str) -> Result<String, ToolError> {
+    ///     let file = ctx.state_dir().await?.join("notes.txt");
+    ///     let mut notes = std::fs::read_to_string(&file).unwrap_or_default();
+    ///     notes.push_str(note);
+    ///     notes.push('\n');
+    ///     std::fs::write(&file, notes).map_err(ToolError::failed)?;
+    ///     Ok("noted".into())
+    /// }
+    /// ```
     pub async fn state_dir(&self) -> Result<std::path::PathBuf, ServiceError> {
         let request = HostRequest::ProfileStateDir(NoParams);
         let answer: StateDirAnswer = self.request(&request).await?;
@@ -341,6 +693,18 @@ impl ToolContext<'_> {
     }
 
     /// Full-text search over this profile's past conversations (the host's session store).
+    /// Fails with [`ServiceError::Unavailable`] when the call is not part of an agent's
+    /// turn (toolhost's `run` and `chat` have one; `toolhost call` and MCP clients do not).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{SessionQuery, ToolContext, ToolError};
+    ///
+    /// async fn recall(ctx: &ToolContext<'_>, words: &str) -> Result<String, ToolError> {
+    ///     let query = SessionQuery { query: words.into(), limit: 5, exclude_current: true };
+    ///     let hits = ctx.search_sessions(&query).await?;
+    ///     Ok(hits.iter().map(|hit| format!("{}: {}\n", hit.time, hit.snippet)).collect())
+    /// }
+    /// ```
     pub async fn search_sessions(
         &self,
         query: &SessionQuery,
@@ -350,7 +714,19 @@ impl ToolContext<'_> {
         Ok(answer.hits)
     }
 
-    /// Sends a typed request to the host and reads its typed answer.
+    /// Sends a typed request to the host and reads its typed answer (see [`HostRequest`]
+    /// for which answer type goes with which request).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{HostRequest, ServiceError, SessionQuery, SessionsSearchAnswer};
+    /// use toolhost_plugin_api::ToolContext;
+    ///
+    /// async fn hits(ctx: &ToolContext<'_>, query: SessionQuery) -> Result<usize, ServiceError> {
+    ///     let request = HostRequest::SessionsSearch(query);
+    ///     let answer: SessionsSearchAnswer = ctx.request(&request).await?;
+    ///     Ok(answer.hits.len())
+    /// }
+    /// ```
     pub async fn request<A: DeserializeOwned>(
         &self,
         request: &HostRequest,
@@ -422,6 +798,14 @@ pub const UNAVAILABLE_PREFIX: &str = "unavailable: ";
 impl ServiceError {
     /// The error as it crosses the ABI: its message, marked with `"unavailable: "` when
     /// the service is missing. [`ServiceError::from_wire`] reads it back.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ServiceError;
+    ///
+    /// let missing = ServiceError::Unavailable("no person to ask".into());
+    /// assert_eq!(missing.to_wire(), "unavailable: no person to ask");
+    /// assert_eq!(ServiceError::Failed("timed out".into()).to_wire(), "timed out");
+    /// ```
     pub fn to_wire(&self) -> String {
         match self {
             ServiceError::Unavailable(m) => format!("{UNAVAILABLE_PREFIX}{m}"),
@@ -430,6 +814,14 @@ impl ServiceError {
     }
 
     /// Reads an error that crossed the ABI (see [`ServiceError::to_wire`]).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ServiceError;
+    ///
+    /// let missing = ServiceError::Unavailable("no person to ask".into());
+    /// assert_eq!(ServiceError::from_wire(missing.to_wire()), missing);
+    /// assert_eq!(ServiceError::from_wire("boom".into()), ServiceError::Failed("boom".into()));
+    /// ```
     pub fn from_wire(message: String) -> ServiceError {
         match message.strip_prefix(UNAVAILABLE_PREFIX) {
             Some(rest) => ServiceError::Unavailable(rest.to_owned()),
