@@ -129,22 +129,9 @@ impl RootModule for PluginRoot_Ref {
 }
 
 /// The version of this crate, as the root-module version check reads it.
-///
-/// ```
-/// let version = toolhost_plugin_api::ffi::API_VERSION_STRINGS.parsed().expect("x.y.z");
-/// println!("plugin-api {}.{}.{}", version.major, version.minor, version.patch);
-/// ```
 pub const API_VERSION_STRINGS: VersionStrings = VersionStrings::new(API_VERSION);
 
 /// The version of this crate as text, e.g. `"0.1.0"`.
-///
-/// ```
-/// let parts: Vec<u32> = toolhost_plugin_api::API_VERSION
-///     .split('.')
-///     .map(|part| part.parse().expect("a number"))
-///     .collect();
-/// assert_eq!(parts.len(), 3);
-/// ```
 #[cfg(not(feature = "__test_newer_api"))]
 pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -309,29 +309,6 @@ impl Requirements {
 
 /// The JSON Schema of `T` as a tool's argument schema (without the `$schema` key, which
 /// some model APIs reject).
-///
-/// [`TypedTool`]s get their schema from it; a [`Tool`] can use it too. Doc comments on the
-/// fields become the properties' descriptions, which the model reads.
-///
-/// ```
-/// use schemars::JsonSchema;
-/// use toolhost_plugin_api::schema_for;
-///
-/// #[derive(JsonSchema)]
-/// #[allow(dead_code)]
-/// struct SearchArgs {
-///     /// Words to look for.
-///     query: String,
-///     /// The most results to return.
-///     limit: Option<u32>,
-/// }
-///
-/// let schema = schema_for::<SearchArgs>();
-/// assert_eq!(schema["type"], "object");
-/// assert_eq!(schema["properties"]["query"]["description"], "Words to look for.");
-/// assert_eq!(schema["required"], serde_json::json!(["query"]));
-/// assert!(schema.get("$schema").is_none());
-/// ```
 pub fn schema_for<T: JsonSchema>() -> Value {
     let mut schema = schemars::schema_for!(T).to_value();
     if let Value::Object(map) = &mut schema {
