@@ -34,8 +34,11 @@ pub struct LoadedPlugin {
     pub name: String,
     /// The plugin's own version.
     pub version: String,
-    /// The plugin-api version it was built against.
+    /// The release of toolhost-plugin-api it was built with (e.g. `0.1.4`).
     pub api_version: String,
+    /// The plugin-api ABI version it was built against, the one loaders check (e.g.
+    /// `0.1.3`; see `toolhost_plugin_api::ABI_VERSION`).
+    pub abi_version: String,
     /// The operator's path of the file.
     pub file: PathBuf,
     /// sha256 of the bytes that were loaded (hex).
