@@ -107,6 +107,7 @@ mod export;
 pub mod ffi;
 mod host_request;
 mod risk;
+mod schema;
 mod tool;
 mod unwind;
 
@@ -121,7 +122,8 @@ pub use host_request::{
     HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
 };
 pub use risk::{Risk, RiskCode};
-pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
+pub use schema::{schema_for, tidy_schema};
+pub use tool::{Requirements, Tool, ToolError, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.

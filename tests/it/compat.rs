@@ -135,6 +135,25 @@ fn a_plugin_built_against_the_released_abi_0_1_3_loads_and_works_in_todays_host(
     assert!(needs.interactive);
     assert_eq!(needs.risk, toolhost::Risk::Network);
     assert_eq!(needs.requirements.env, ["COMPAT_FIXTURE_TOKEN"]);
+    // Built with the schema generation of 0.1.3 (`$defs`, `$ref`, `oneOf` of `const`s); the
+    // host serves it inlined, with the documented enum as an `enum`.
+    let convert = &registry.get("compat_convert").expect("tool").spec().schema;
+    let text = convert.to_string();
+    assert!(
+        !text.contains("$ref") && !text.contains("$defs") && !text.contains("oneOf"),
+        "{convert:#}"
+    );
+    assert_eq!(
+        convert["properties"]["to"]["enum"],
+        json!(["celsius", "fahrenheit"]),
+        "{convert:#}"
+    );
+    assert!(
+        convert["properties"]["to"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("`fahrenheit`: Degrees Fahrenheit.")),
+        "{convert:#}"
+    );
 
     for isolate in [false, true] {
         let mode = if isolate { "in a worker" } else { "in process" };

@@ -140,6 +140,12 @@ impl PluginTool {
             .map_err(|m| in_tool(panicked("schema", m)))?;
         let schema: Value = serde_json::from_str(&schema_text)
             .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+        // What models and MCP clients are served, and what calls are validated against:
+        // the same schema with local `$ref`s inlined and enums of documented values as
+        // `enum`s, so plugins built before the API generated schemas that way read as
+        // well as new ones (toolhost_plugin_api::tidy_schema accepts exactly what the
+        // plugin's schema accepts).
+        let schema = toolhost_plugin_api::tidy_schema(schema);
         let risk = unsafe { (vt.risk())(this) }
             .into_result()
             .map_err(|m| in_tool(panicked("risk", m)))?
