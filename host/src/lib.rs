@@ -133,4 +133,4 @@ pub use sys::private::{
 };
 pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
-pub use toolhost_plugin_api::API_VERSION;
+pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use toolhost::LoadedConfig;
 
-use commands::{Failure, agent, call, check, control, list, serve, token, trust};
+use commands::{Failure, agent, call, check, control, list, new, serve, token, trust};
 use output::StdoutError;
 
 /// Loads tools for LLM agents from compiled plugins and runs them.
@@ -66,6 +66,11 @@ enum Command {
     /// name and version (loading runs its initialisers: check the file first), unless
     /// --no-load is given.
     Trust(trust::TrustArgs),
+    /// Start a plugin: write a crate that builds and tests out of the box (Cargo.toml with
+    /// a cdylib + rlib library and a release profile fit for plugins, one typed tool with
+    /// tests through the API's test harness, a README with the build, check, install and
+    /// sign steps).
+    New(new::NewArgs),
     /// Internal: a plugin worker process, started by toolhost itself on a socket it
     /// passes as descriptor `--fd`.
     #[command(name = "__worker", hide = true)]
@@ -84,6 +89,10 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     init_logging(&cli.command);
+    // Writing a new crate needs no config (a broken one must not stop it).
+    if let Command::New(args) = cli.command {
+        return args.run().unwrap_or_else(|error| report(&error));
+    }
     match try_main(cli) {
         Ok(code) => code,
         Err(error) => report(&error),
@@ -130,6 +139,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => args.run(&config),
         Command::Trust(args) => args.run(&config),
         Command::Worker { .. } => Err(commands::usage("__worker is started by toolhost itself")),
+        Command::New(args) => args.run(),
     }
 }
 

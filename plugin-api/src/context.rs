@@ -784,8 +784,8 @@ impl ToolContext<'_> {
             Some(service) => Ok(unsafe { service(self.raw) }.into_string()),
             None => Err(ServiceError::Unavailable(format!(
                 "this host's plugin-api predates the service (the plugin was built against \
-                 plugin-api {})",
-                crate::API_VERSION
+                 plugin-api ABI {})",
+                crate::ABI_VERSION
             ))),
         }
     }

@@ -125,19 +125,28 @@ impl RootModule for PluginRoot_Ref {
     abi_stable::declare_root_module_statics! {PluginRoot_Ref}
     const BASE_NAME: &'static str = "toolhost_plugin";
     const NAME: &'static str = "toolhost plugin";
-    const VERSION_STRINGS: VersionStrings = API_VERSION_STRINGS;
+    const VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
 }
 
-/// The version of this crate, as the root-module version check reads it.
-pub const API_VERSION_STRINGS: VersionStrings = VersionStrings::new(API_VERSION);
+/// The ABI version, as the root-module version check reads it.
+pub const ABI_VERSION_STRINGS: VersionStrings = VersionStrings::new(ABI_VERSION);
 
-/// The version of this crate as text, e.g. `"0.1.0"`.
+/// The version of the binary interface, which loaders check: it changes only when the
+/// types in this module change, never for additions to the Rust-side API. A host refuses
+/// a plugin whose ABI has a different major version or, before 1.0, a lower minor
+/// version; everything else is judged by the layout checks (see the crate docs and
+/// COMPATIBILITY.md). Releases of this crate that leave the ABI alone keep this number.
 #[cfg(not(feature = "__test_newer_api"))]
-pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const ABI_VERSION: &str = "0.1.3";
 
-/// The version the test-only newer API pretends to be.
+/// The ABI version the test-only newer API pretends to have.
 #[cfg(feature = "__test_newer_api")]
-pub const API_VERSION: &str = "0.1.4";
+pub const ABI_VERSION: &str = "0.1.4";
+
+/// The version of this crate as text, e.g. `"0.1.4"`. Plugins record it in their root
+/// module ([`PluginRoot::api_version`]) so hosts can name the release a plugin was built
+/// with; loaders check [`ABI_VERSION`] instead.
+pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The layouts of the two growable tables, as the plugin was built.
 ///

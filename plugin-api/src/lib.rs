@@ -107,6 +107,7 @@ mod export;
 pub mod ffi;
 mod host_request;
 mod risk;
+mod schema;
 mod tool;
 mod unwind;
 
@@ -116,12 +117,13 @@ pub use context::{
     AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
     SessionHit, SessionQuery, ToolContext,
 };
-pub use ffi::{API_VERSION, LogLevel};
+pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
     HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
 };
 pub use risk::{Risk, RiskCode};
-pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
+pub use schema::{schema_for, tidy_schema};
+pub use tool::{Requirements, Tool, ToolError, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.
@@ -137,6 +139,77 @@ pub mod __private {
 
 #[cfg(test)]
 mod tests {
+    /// The field names of the struct named `name` among the types `layout` reaches.
+    fn fields_of(
+        layout: &'static abi_stable::type_layout::TypeLayout,
+        name: &str,
+    ) -> Vec<&'static str> {
+        let found = std::iter::once(layout)
+            .chain(layout.shared_vars().type_layouts().iter().map(|get| get()))
+            .find(|l| l.name() == name)
+            .unwrap_or_else(|| panic!("{name} is not reachable from {}", layout.name()));
+        found
+            .get_fields()
+            .map(|f| f.iter().map(|f| f.name()).collect())
+            .unwrap_or_default()
+    }
+
+    /// What loaders check is [`crate::ABI_VERSION`]; it must change whenever the types that
+    /// cross the boundary do. This records the fields of each ABI: a change to the root
+    /// module or a table fails here until ABI_VERSION, this record, COMPATIBILITY.md and
+    /// CHANGELOG.md are updated (and, for a release, its sources are kept in tests/compat/).
+    #[test]
+    #[cfg(not(feature = "__test_newer_api"))]
+    fn the_abi_version_names_exactly_these_fields() {
+        use abi_stable::StableAbi;
+        let root = <crate::ffi::PluginRoot_Ref as StableAbi>::LAYOUT;
+        let tool = <crate::ffi::ToolVTable_Ref as StableAbi>::LAYOUT;
+        let host = <crate::ffi::HostVTable_Ref as StableAbi>::LAYOUT;
+        assert_eq!(
+            (
+                crate::ABI_VERSION,
+                fields_of(root, "PluginRoot"),
+                fields_of(tool, "ToolVTable"),
+                fields_of(host, "HostVTable"),
+            ),
+            (
+                "0.1.3",
+                vec![
+                    "name",
+                    "version",
+                    "api_version",
+                    "panic_unwind",
+                    "table_layouts",
+                    "tools"
+                ],
+                vec![
+                    "drop",
+                    "name",
+                    "description",
+                    "schema",
+                    "risk",
+                    "interactive",
+                    "call",
+                    "requirements",
+                ],
+                vec![
+                    "profile_id",
+                    "session_id",
+                    "model",
+                    "is_cancelled",
+                    "cancelled",
+                    "log",
+                    "sleep",
+                    "child_turn",
+                    "progress",
+                    "ask_user",
+                    "sample",
+                    "host_request",
+                ],
+            )
+        );
+    }
+
     #[test]
     fn exported_symbol_is_the_one_abi_stable_looks_up() {
         assert_eq!(

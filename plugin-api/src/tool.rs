@@ -235,7 +235,7 @@ impl<T: TypedTool> Tool for T {
         TypedTool::description(self)
     }
     fn schema(&self) -> Value {
-        schema_for::<T::Args>()
+        crate::schema::schema_for::<T::Args>()
     }
     fn risk(&self) -> Risk {
         TypedTool::risk(self)
@@ -305,14 +305,4 @@ impl Requirements {
         self.programs.extend(names.iter().map(|s| (*s).to_owned()));
         self
     }
-}
-
-/// The JSON Schema of `T` as a tool's argument schema (without the `$schema` key, which
-/// some model APIs reject).
-pub fn schema_for<T: JsonSchema>() -> Value {
-    let mut schema = schemars::schema_for!(T).to_value();
-    if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
-    }
-    schema
 }

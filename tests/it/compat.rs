@@ -10,7 +10,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
     let dir = PluginDir::with(&["fixture_newer"]);
     let (report, registry, _) = load(&dir);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
-    assert_eq!(report.plugins[0].api_version, "0.1.4");
+    assert_eq!(report.plugins[0].abi_version, "0.1.4");
     let r = dispatcher(toolhost::DispatchConfig::default())
         .call(
             &registry,
@@ -43,7 +43,8 @@ fn plugins_built_against_the_older_api_keep_loading_in_a_newer_host() {
     );
     assert!(
         stdout.contains(&format!(
-            "plugin-api:  {} (this host: 0.1.4)",
+            "plugin-api:  ABI {}, built with toolhost-plugin-api {} (this host: ABI 0.1.4)",
+            toolhost::ABI_VERSION,
             toolhost::API_VERSION
         )),
         "{stdout}"
@@ -86,4 +87,163 @@ fn a_newer_host_serves_the_newer_service_to_a_newer_plugin() {
     );
     let out: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(out["outcome"]["ok"], "served by a newer host");
+}
+
+/// Runs `toolhost call` on the 0.1.3 fixture; (success, stdout, stderr).
+fn call_0_1_3(dir: &PluginDir, isolate: bool, tool: &str, args: Value) -> (bool, String, String) {
+    let mut cmd = crate::support::toolhost_command();
+    cmd.args(["call", tool, &args.to_string(), "--yes", "--plugins"])
+        .arg(dir.path());
+    if isolate {
+        cmd.arg("--isolate");
+    }
+    let out = cmd.output().expect("run toolhost");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every plugin-api release kept in tests/compat/ has a fixture plugin built against its
+/// verbatim sources; today's host must load it and run every tool-table method and host
+/// service it reaches, in process and in a worker.
+#[test]
+fn a_plugin_built_against_the_released_abi_0_1_3_loads_and_works_in_todays_host() {
+    let manifests = crate::support::compat_manifests();
+    assert!(
+        manifests
+            .iter()
+            .any(|m| m.parent().is_some_and(|d| d.ends_with("api-0.1.3"))),
+        "the verbatim 0.1.3 sources are kept: {manifests:?}"
+    );
+    let dir = PluginDir::with(&["fixture_compat_0_1_3"]);
+    let (report, registry, problems) = load(&dir);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert!(problems.is_empty(), "{problems:?}");
+    let plugin = &report.plugins[0];
+    assert_eq!(
+        (plugin.abi_version.as_str(), plugin.api_version.as_str()),
+        ("0.1.3", "0.1.3")
+    );
+    assert!(
+        plugin.skipped_tools.is_empty(),
+        "{:?}",
+        plugin.skipped_tools
+    );
+    let needs = registry.get("compat_needs_token").expect("tool").spec();
+    assert!(needs.interactive);
+    assert_eq!(needs.risk, toolhost::Risk::Network);
+    assert_eq!(needs.requirements.env, ["COMPAT_FIXTURE_TOKEN"]);
+    // Built with the schema generation of 0.1.3 (`$defs`, `$ref`, `oneOf` of `const`s); the
+    // host serves it inlined, with the documented enum as an `enum`.
+    let convert = &registry.get("compat_convert").expect("tool").spec().schema;
+    let text = convert.to_string();
+    assert!(
+        !text.contains("$ref") && !text.contains("$defs") && !text.contains("oneOf"),
+        "{convert:#}"
+    );
+    assert_eq!(
+        convert["properties"]["to"]["enum"],
+        json!(["celsius", "fahrenheit"]),
+        "{convert:#}"
+    );
+    assert!(
+        convert["properties"]["to"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("`fahrenheit`: Degrees Fahrenheit.")),
+        "{convert:#}"
+    );
+
+    for isolate in [false, true] {
+        let mode = if isolate { "in a worker" } else { "in process" };
+        let (ok, out, err) = call_0_1_3(
+            &dir,
+            isolate,
+            "compat_convert",
+            json!({"value": 100, "to": "fahrenheit"}),
+        );
+        assert!(ok && out.trim() == "212", "{mode}: {out} {err}");
+
+        let (ok, out, err) = call_0_1_3(
+            &dir,
+            isolate,
+            "compat_convert",
+            json!({"value": 1, "to": "kelvin"}),
+        );
+        let text = format!("{out}{err}");
+        assert!(
+            !ok && text.contains("kelvin")
+                && text.contains("celsius")
+                && text.contains("fahrenheit"),
+            "{mode}: a bad enum value is told the allowed values: {text}"
+        );
+
+        let (ok, out, err) = call_0_1_3(&dir, isolate, "compat_services", json!({"note": mode}));
+        assert!(ok, "{mode}: {out} {err}");
+        let services: Value = serde_json::from_str(out.trim()).expect("JSON");
+        assert_eq!(services["profile"], "default", "{mode}: {services}");
+        assert_eq!(services["slept"], true, "{mode}: {services}");
+        assert_eq!(services["blocking"], true, "{mode}: {services}");
+        assert_eq!(services["cancelled"], false, "{mode}: {services}");
+        assert_eq!(services["read_back"], mode, "{mode}: {services}");
+        let state_dir = std::path::Path::new(services["state_dir"].as_str().expect("path"));
+        assert_eq!(
+            std::fs::read_to_string(state_dir.join("compat-note.txt")).expect("note"),
+            mode
+        );
+        for service in ["ask", "sample"] {
+            assert!(
+                services[service].is_string() || services[service].is_null(),
+                "{mode}: {service} answered or failed cleanly: {services}"
+            );
+        }
+        assert!(services["child_turn"].is_object(), "{mode}: {services}");
+        assert!(services["sessions"].is_object(), "{mode}: {services}");
+
+        let (ok, out, err) = call_0_1_3(&dir, isolate, "compat_picture", json!({}));
+        assert!(ok && out.contains("a picture"), "{mode}: {out} {err}");
+
+        for (how, says) in [
+            ("invalid", "compat refuses these arguments"),
+            ("failed", "compat failure"),
+            ("panic", "compat panic"),
+        ] {
+            let (ok, out, err) = call_0_1_3(&dir, isolate, "compat_fail", json!({"how": how}));
+            let text = format!("{out}{err}");
+            assert!(!ok && text.contains(says), "{mode}: {how}: {text}");
+        }
+    }
+}
+
+/// The first, pre-release 0.1.0 inserted `table_layouts` into the root module without a
+/// new version number. Its plugins cannot load; the refusal says so, names both versions
+/// and says the vendor rebuilds (not "a modified copy", not "upgrade the host").
+#[test]
+fn a_plugin_built_against_the_pre_release_0_1_0_is_refused_with_who_must_rebuild() {
+    let dir = PluginDir::with(&["fixture_compat_0_1_0_pre", "fixture_compat_0_1_3"]);
+    let (report, registry, _) = load(&dir);
+    let refused = report
+        .errors
+        .iter()
+        .find(|e| e.to_string().contains("libfixture_compat_0_1_0_pre.so"))
+        .unwrap_or_else(|| panic!("refused: {:?}", report.errors));
+    let text = refused.to_string();
+    assert!(
+        matches!(refused.kind, toolhost::LoadErrorKind::PreReleaseApi { .. }),
+        "{text}"
+    );
+    for part in [
+        "pre-release toolhost-plugin-api 0.1.0",
+        &format!("this host has ABI {}", toolhost::ABI_VERSION),
+        "vendor must rebuild it",
+    ] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
+    assert!(
+        !text.contains("modified") && !text.contains("upgrade"),
+        "{text}"
+    );
+    // The other plugin in the folder is served.
+    assert!(registry.get("compat_convert").is_some());
 }

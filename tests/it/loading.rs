@@ -74,7 +74,13 @@ fn broken_files_each_get_their_own_error_and_good_plugins_still_load() {
         text.len() < 1000,
         "only the short lines, not the whole report: {text}"
     );
-    assert!(text.contains("rebuild the plugin"), "{text}");
+    assert!(
+        text.contains("ABI 0.1.0")
+            && text.contains(&format!("ABI {}", toolhost::ABI_VERSION))
+            && text.contains("the plugin is older than this host: its vendor must rebuild it"),
+        "names both versions and the side to change: {text}"
+    );
+    assert!(!text.contains("modified"), "{text}");
 }
 
 #[test]
@@ -198,6 +204,7 @@ fn plugin_metadata_crosses_the_boundary() {
     assert_eq!(p.name, "basic");
     assert_eq!(p.version, "1.0.0");
     assert_eq!(p.api_version, toolhost::API_VERSION);
+    assert_eq!(p.abi_version, toolhost::ABI_VERSION);
     let slow = registry.get("slow_interactive").expect("tool").spec();
     assert!(slow.interactive);
     assert_eq!(slow.risk, toolhost::Risk::Read);

@@ -14,6 +14,7 @@ mod http_door;
 mod isolation;
 mod loading;
 mod mcp;
+mod new_plugin;
 mod plugins;
 mod policy;
 mod profiles;

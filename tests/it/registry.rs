@@ -58,24 +58,81 @@ fn duplicate_tool_name_keeps_the_first_in_load_order_and_names_both_files() {
     );
 }
 
-/// A documented enum arrives as a `oneOf` of `const`s (`write_file`'s `mode`); a bad value
-/// is told the values it may take, not "not valid under any of the schemas".
+/// A documented enum (`write_file`'s `mode`) is served as an `enum` with the values'
+/// descriptions; a bad value is told the values it may take, not "not valid under any of
+/// the schemas".
 #[test]
 fn a_bad_enum_value_is_told_the_allowed_values() {
     let dir = PluginDir::with(&["toolhost_utils"]);
     let (_, registry, _) = load(&dir);
     let write_file = registry.get("write_file").expect("write_file");
+    let mode = &write_file.spec().schema["properties"]["mode"];
+    assert_eq!(
+        mode["enum"],
+        serde_json::json!(["create", "overwrite", "append"]),
+        "{mode:#}"
+    );
+    assert!(mode.get("oneOf").is_none(), "{mode:#}");
     let err = write_file
         .validate(&serde_json::json!({"path": "/tmp/x", "content": "y", "mode": "sideways"}))
         .expect_err("sideways is no mode");
     assert!(
-        err.contains("\"sideways\" is not one of the allowed values")
+        err.contains("\"sideways\" is not one of")
             && err.contains("\"create\"")
             && err.contains("\"overwrite\"")
             && err.contains("\"append\""),
         "{err}"
     );
     assert!(!err.contains("any of the schemas"), "{err}");
+}
+
+/// A `oneOf` of fixed values that cannot become one `enum` (values of different types)
+/// still names the allowed values when a call misses them all.
+#[test]
+fn a_one_of_of_fixed_values_of_mixed_types_is_told_the_allowed_values() {
+    let mut registry = toolhost::ToolRegistry::new();
+    let tool = Fixed(toolhost::ToolSpec {
+        name: "fixed".to_owned(),
+        description: String::new(),
+        schema: serde_json::json!({"type": "object", "properties": {"level": {"oneOf": [
+            {"const": "auto", "type": "string", "description": "Pick one."},
+            {"const": 3, "type": "integer", "description": "Three."}
+        ]}}}),
+        risk: toolhost::Risk::Read,
+        interactive: false,
+        requirements: Default::default(),
+    });
+    registry
+        .register(std::sync::Arc::new(tool))
+        .expect("registers");
+    let err = registry
+        .get("fixed")
+        .expect("tool")
+        .validate(&serde_json::json!({"level": "max"}))
+        .expect_err("max is not allowed");
+    assert!(
+        err.contains("\"max\" is not one of the allowed values: \"auto\", 3"),
+        "{err}"
+    );
+}
+
+struct Fixed(toolhost::ToolSpec);
+
+#[async_trait::async_trait]
+impl toolhost::DynTool for Fixed {
+    fn spec(&self) -> &toolhost::ToolSpec {
+        &self.0
+    }
+    fn origin(&self) -> &toolhost::ToolOrigin {
+        &toolhost::ToolOrigin::Native
+    }
+    async fn call(
+        &self,
+        _ctx: &toolhost::CallContext,
+        _args: serde_json::Value,
+    ) -> Result<String, toolhost::ToolError> {
+        Ok(String::new())
+    }
 }
 
 /// Arguments are always a JSON object: a tool whose schema's top level is anything else

@@ -232,6 +232,7 @@ async fn serve_binary_reloads_reports_status_serves_calls_and_stops_on_sigterm()
     assert_eq!(plugin["generation"], 2);
     assert_eq!(plugin["sha256"].as_str().map(str::len), Some(64));
     assert_eq!(plugin["api_version"], toolhost::API_VERSION);
+    assert_eq!(plugin["abi_version"], toolhost::ABI_VERSION);
     assert!(
         plugin["loaded_at"]
             .as_str()

@@ -84,6 +84,18 @@ pub(crate) fn built() -> &'static Path {
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
         ]);
+        // The compatibility fixtures: each in its own workspace beside the verbatim sources
+        // of the plugin-api it was built against (tests/compat/api-*/).
+        for manifest in compat_manifests() {
+            cargo(&[
+                "build",
+                "--quiet",
+                "--target-dir",
+                t,
+                "--manifest-path",
+                manifest.to_str().expect("utf-8 path"),
+            ]);
+        }
         // A plugin built against a newer plugin-api (0.1.4: appended fields), and a host
         // built against it, to load today's plugins into: each in a cargo invocation of its
         // own, so the test-only feature never reaches the other builds.
@@ -142,6 +154,19 @@ pub(crate) fn built() -> &'static Path {
         }
         target
     })
+}
+
+/// The workspaces under `tests/compat/`, one per plugin-api release kept there.
+pub(crate) fn compat_manifests() -> Vec<PathBuf> {
+    let dir = workspace_root().join("tests/compat");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|m| m.exists())
+        .collect();
+    found.sort();
+    found
 }
 
 /// Compiles `tests/fixtures/c-libs/<name>.c` into `<out>/lib<name>.so` with `cc`.

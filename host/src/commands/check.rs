@@ -92,9 +92,10 @@ impl CheckArgs {
         let plugin = loader.load_file(file)?;
         outln!("plugin:      {} {}", plugin.name, plugin.version)?;
         outln!(
-            "plugin-api:  {} (this host: {})",
+            "plugin-api:  ABI {}, built with toolhost-plugin-api {} (this host: ABI {})",
+            plugin.abi_version,
             plugin.api_version,
-            toolhost::API_VERSION
+            toolhost::ABI_VERSION
         )?;
         outln!("tools:       {}", plugin.tools.len())?;
         let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
@@ -163,7 +164,8 @@ impl CheckArgs {
                 "name": plugin.name,
                 "version": plugin.version,
                 "api_version": plugin.api_version,
-                "host_api_version": toolhost::API_VERSION,
+                "abi_version": plugin.abi_version,
+                "host_abi_version": toolhost::ABI_VERSION,
                 "mode": plugin.mode,
             });
             report["tools"] = plugin

@@ -9,6 +9,7 @@ pub(crate) mod call;
 pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod list;
+pub(crate) mod new;
 pub(crate) mod serve;
 pub(crate) mod token;
 pub(crate) mod trust;

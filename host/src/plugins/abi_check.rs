@@ -3,7 +3,8 @@
 
 use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
 use abi_stable::library::LibraryError;
-use toolhost_plugin_api::API_VERSION;
+use abi_stable::type_layout::TypeLayout;
+use toolhost_plugin_api::ABI_VERSION;
 use toolhost_plugin_api::ffi::TableLayouts;
 
 use crate::plugins::error::LoadErrorKind;
@@ -28,11 +29,51 @@ pub(super) fn check_tables(theirs: TableLayouts, plugin_api: &str) -> Result<(),
         tracing::debug!(%report, "full layout-check report of a plugin table");
         return Err(LoadErrorKind::IncompatibleLayout {
             plugin_api: plugin_api.to_owned(),
-            host_api: API_VERSION.to_owned(),
+            host_api: ABI_VERSION.to_owned(),
             details: error_lines(&report),
         });
     }
     Ok(())
+}
+
+/// The fields of the root module of the first, pre-release plugin-api 0.1.0: it lacked
+/// `table_layouts`, which was inserted before `tools` while the version stayed 0.1.0.
+const PRE_RELEASE_ROOT_FIELDS: [&str; 5] =
+    ["name", "version", "api_version", "panic_unwind", "tools"];
+
+/// Maps the failure of the root-module check. A plugin built against the pre-release
+/// 0.1.0 (found by its version and the fields of its root module, `layout`, which the
+/// library describes itself) gets a message of its own; everything else goes through
+/// [`library_error`].
+pub(super) fn root_error(
+    e: LibraryError,
+    plugin_api: &str,
+    layout: Option<&'static TypeLayout>,
+) -> LoadErrorKind {
+    if matches!(e, LibraryError::AbiInstability(_))
+        && plugin_api == "0.1.0"
+        && layout.is_some_and(is_pre_release_root)
+    {
+        return LoadErrorKind::PreReleaseApi {
+            host_api: ABI_VERSION.to_owned(),
+        };
+    }
+    library_error(e, Some(plugin_api))
+}
+
+/// The root module's layout is that of its prefix reference (`PluginRoot_Ref`, no fields
+/// of its own); the struct it points to is among the layouts it shares.
+fn is_pre_release_root(layout: &'static TypeLayout) -> bool {
+    layout.shared_vars().type_layouts().iter().any(|get| {
+        let root = get();
+        root.name() == "PluginRoot"
+            && root.get_fields().is_some_and(|fields| {
+                fields
+                    .iter()
+                    .map(|f| f.name())
+                    .eq(PRE_RELEASE_ROOT_FIELDS.iter().copied())
+            })
+    })
 }
 
 /// Maps abi_stable's errors to short, actionable ones. For a layout mismatch only the
@@ -47,7 +88,7 @@ pub(super) fn library_error(e: LibraryError, plugin_api: Option<&str>) -> LoadEr
         LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
             LoadErrorKind::IncompatibleVersion {
                 plugin_api: actual_version.to_string(),
-                host_api: API_VERSION.to_owned(),
+                host_api: ABI_VERSION.to_owned(),
             }
         }
         LibraryError::ParseVersionError(e) => LoadErrorKind::Other {
@@ -58,14 +99,14 @@ pub(super) fn library_error(e: LibraryError, plugin_api: Option<&str>) -> LoadEr
             tracing::debug!(%report, "full layout-check report");
             LoadErrorKind::IncompatibleLayout {
                 plugin_api,
-                host_api: API_VERSION.to_owned(),
+                host_api: ABI_VERSION.to_owned(),
                 details: error_lines(&report),
             }
         }
         LibraryError::InvalidAbiHeader(_) | LibraryError::InvalidCAbi { .. } => {
             LoadErrorKind::IncompatibleLayout {
                 plugin_api,
-                host_api: API_VERSION.to_owned(),
+                host_api: ABI_VERSION.to_owned(),
                 details: vec!["built with an incompatible abi_stable or Rust C ABI".to_owned()],
             }
         }
@@ -145,7 +186,7 @@ mod tests {
 
     #[test]
     fn tables_as_compiled_pass_and_a_changed_table_is_refused() {
-        assert!(check_tables(TableLayouts::CURRENT, API_VERSION).is_ok());
+        assert!(check_tables(TableLayouts::CURRENT, ABI_VERSION).is_ok());
         let changed = TableLayouts {
             tool_vtable: <Changed_Ref as StableAbi>::LAYOUT,
             ..TableLayouts::CURRENT
@@ -160,6 +201,12 @@ mod tests {
             Err(LoadErrorKind::IncompatibleLayout { details, .. }) => assert!(!details.is_empty()),
             other => panic!("expected a layout error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn todays_root_module_is_not_taken_for_the_pre_release_one() {
+        let ours = <toolhost_plugin_api::ffi::PluginRoot_Ref as StableAbi>::LAYOUT;
+        assert!(!is_pre_release_root(ours));
     }
 
     #[test]

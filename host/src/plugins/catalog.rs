@@ -474,6 +474,7 @@ fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
                     name: e.plugin.name.clone(),
                     version: e.plugin.version.clone(),
                     api_version: e.plugin.api_version.clone(),
+                    abi_version: e.plugin.abi_version.clone(),
                     generation: e.generation,
                     old_generations: counters.mapped.saturating_sub(1),
                     retained_bytes: counters.mapped_bytes,

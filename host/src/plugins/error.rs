@@ -98,32 +98,44 @@ pub enum LoadErrorKind {
          `toolhost_plugin_api::export_plugin!` once); remove it from the plugin directory"
     )]
     NoRootModule,
-    /// Built against an incompatible plugin-api version.
+    /// Built against a plugin-api ABI this host cannot load (abi_stable's version check).
     #[error(
-        "built against toolhost-plugin-api {plugin_api}, which this host (plugin-api \
-         {host_api}) cannot load; rebuild the plugin against plugin-api {host_api}"
+        "built against toolhost-plugin-api ABI {plugin_api}, which this host (ABI \
+         {host_api}) cannot load; {}",
+        which_side(plugin_api, host_api)
     )]
     IncompatibleVersion {
-        /// The plugin's API version.
+        /// The plugin's ABI version.
         plugin_api: String,
-        /// The host's API version.
+        /// The host's ABI version.
         host_api: String,
     },
     /// The types the plugin was built with do not match the host's.
     #[error(
-        "its plugin-api types do not match this host's (plugin built against plugin-api \
-         {plugin_api}, host has {host_api}{}); rebuild the plugin against the host's \
-         plugin-api. Layout check: {}",
-        if plugin_api == host_api { ", so it was built from a modified copy of the API" } else { "" },
+        "its plugin-api types do not match this host's (plugin built against ABI \
+         {plugin_api}, this host has ABI {host_api}); {}. Layout check: {}",
+        which_side(plugin_api, host_api),
         details.join("; ")
     )]
     IncompatibleLayout {
-        /// The plugin's API version.
+        /// The plugin's ABI version.
         plugin_api: String,
-        /// The host's API version.
+        /// The host's ABI version.
         host_api: String,
         /// The `Error:` lines of abi_stable's report.
         details: Vec<String>,
+    },
+    /// Built against the first, pre-release plugin-api 0.1.0, whose root module no
+    /// released host can read.
+    #[error(
+        "built against the pre-release toolhost-plugin-api 0.1.0 (its root module lacks \
+         `table_layouts`, added before 0.1.0 was released under the same number), which no \
+         released host loads; this host has ABI {host_api}: the plugin's vendor must rebuild \
+         it against any released toolhost-plugin-api 0.1.x (see plugin-api/COMPATIBILITY.md)"
+    )]
+    PreReleaseApi {
+        /// The host's ABI version.
+        host_api: String,
     },
     /// Built with `panic = "abort"`.
     #[error(
@@ -216,5 +228,32 @@ impl LoadErrorKind {
                 | LoadErrorKind::NotASharedLibrary { .. }
                 | LoadErrorKind::ChangedWhileLoading
         )
+    }
+}
+
+/// Which side has to change when a plugin's ABI and the host's do not fit: the plugin is
+/// newer (upgrade the host), older (rebuild the plugin), or claims the host's own version
+/// with other types (an unreleased or modified build of the API).
+fn which_side(plugin_api: &str, host_api: &str) -> String {
+    fn parse(v: &str) -> Option<(u64, u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
+        Some((parts.next()??, parts.next()??, parts.next()??))
+    }
+    match (parse(plugin_api), parse(host_api)) {
+        (Some(p), Some(h)) if p > h => format!(
+            "the plugin is newer than this host: upgrade toolhost to a release with \
+             plugin-api ABI {plugin_api} or later, or ask the plugin's vendor for a build \
+             against ABI {host_api}"
+        ),
+        (Some(p), Some(h)) if p < h => format!(
+            "the plugin is older than this host: its vendor must rebuild it against \
+             toolhost-plugin-api with ABI {host_api}"
+        ),
+        (Some(_), Some(_)) => format!(
+            "the same ABI version with other types means the plugin was built from an \
+             unreleased or changed copy of the API, not a release: rebuild it against a \
+             released toolhost-plugin-api with ABI {host_api}"
+        ),
+        _ => format!("rebuild the plugin against toolhost-plugin-api with ABI {host_api}"),
     }
 }

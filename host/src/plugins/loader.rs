@@ -37,7 +37,7 @@ use crate::plugins::trust::{TrustPolicy, TrustRefusal};
 use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
-use super::abi_check::{check_tables, library_error};
+use super::abi_check::{check_tables, library_error, root_error};
 use super::elf::check_elf_header;
 use super::isolation::supervisor::WorkerPlugin;
 use super::isolation::{Decision, IsolationMode, IsolationPolicy};
@@ -400,6 +400,7 @@ impl PluginLoader {
             name: started.name,
             version: started.version,
             api_version: started.api_version,
+            abi_version: started.abi_version,
             file: file.to_path_buf(),
             sha256,
             size,
@@ -485,7 +486,7 @@ pub(crate) fn load_library_tools(
     let plugin_api = header.version_strings().version.to_owned();
     let root = header
         .init_root_module::<PluginRoot_Ref>()
-        .map_err(|e| library_error(e, Some(&plugin_api)))?;
+        .map_err(|e| root_error(e, &plugin_api, header.layout()))?;
     if !root.panic_unwind() && !in_worker {
         return Err(LoadErrorKind::PanicAbort);
     }
@@ -519,6 +520,7 @@ pub(crate) fn load_library_tools(
         name,
         version: root.version().as_str().to_owned(),
         api_version: root.api_version().as_str().to_owned(),
+        abi_version: plugin_api.as_str().to_owned(),
         file: file.to_path_buf(),
         sha256: String::new(),
         size: 0,

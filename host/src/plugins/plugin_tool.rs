@@ -34,8 +34,11 @@ pub struct LoadedPlugin {
     pub name: String,
     /// The plugin's own version.
     pub version: String,
-    /// The plugin-api version it was built against.
+    /// The release of toolhost-plugin-api it was built with (e.g. `0.1.4`).
     pub api_version: String,
+    /// The plugin-api ABI version it was built against, the one loaders check (e.g.
+    /// `0.1.3`; see `toolhost_plugin_api::ABI_VERSION`).
+    pub abi_version: String,
     /// The operator's path of the file.
     pub file: PathBuf,
     /// sha256 of the bytes that were loaded (hex).
@@ -137,6 +140,12 @@ impl PluginTool {
             .map_err(|m| in_tool(panicked("schema", m)))?;
         let schema: Value = serde_json::from_str(&schema_text)
             .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+        // What models and MCP clients are served, and what calls are validated against:
+        // the same schema with local `$ref`s inlined and enums of documented values as
+        // `enum`s, so plugins built before the API generated schemas that way read as
+        // well as new ones (toolhost_plugin_api::tidy_schema accepts exactly what the
+        // plugin's schema accepts).
+        let schema = toolhost_plugin_api::tidy_schema(schema);
         let risk = unsafe { (vt.risk())(this) }
             .into_result()
             .map_err(|m| in_tool(panicked("risk", m)))?

@@ -87,8 +87,10 @@ pub struct PluginStatus {
     pub name: String,
     /// Plugin version.
     pub version: String,
-    /// plugin-api version it was built against.
+    /// The release of toolhost-plugin-api it was built with.
     pub api_version: String,
+    /// The plugin-api ABI version it was built against (what loaders check).
+    pub abi_version: String,
     /// Generation now serving: how many times this path has been loaded (removal and
     /// re-adding included).
     pub generation: u64,

@@ -181,6 +181,9 @@ pub(crate) struct Hello {
     pub(crate) version: String,
     /// See above.
     pub(crate) api_version: String,
+    /// See above.
+    #[serde(default)]
+    pub(crate) abi_version: String,
     /// Its tools, in export order.
     pub(crate) tools: Vec<ToolSpec>,
     /// Tools left out (their metadata failed), one message each.

@@ -459,6 +459,7 @@ pub(crate) struct WorkerLoad {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) api_version: String,
+    pub(crate) abi_version: String,
     pub(crate) tools: Vec<ToolSpec>,
     pub(crate) skipped_tools: Vec<String>,
 }
@@ -516,6 +517,7 @@ impl WorkerPlugin {
             name: hello.name,
             version: hello.version,
             api_version: hello.api_version,
+            abi_version: hello.abi_version,
             tools: hello.tools,
             skipped_tools: hello.skipped_tools,
         })

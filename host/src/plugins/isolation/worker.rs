@@ -192,6 +192,7 @@ pub fn run(fd: RawFd) -> i32 {
         name: plugin.name.clone(),
         version: plugin.version.clone(),
         api_version: plugin.api_version.clone(),
+        abi_version: plugin.abi_version.clone(),
         tools: plugin.tools.iter().map(|t| t.spec().clone()).collect(),
         skipped_tools: plugin.skipped_tools.clone(),
         sandbox,

@@ -1,0 +1,487 @@
+//! The call context a tool receives: which turn it works for, the model, the cancel
+//! signal, and the services the host provides (log, timer, child turns, progress, asking
+//! the person, asking the caller's model).
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use abi_stable::std_types::{RResult, RStr};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::blocking::CancelFlag;
+use crate::ffi::{FfiCallContext, LogLevel};
+use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirAnswer};
+
+/// What a tool knows about the call it is running: the turn, the model and cancellation,
+/// plus the host's services. Borrowed for the duration of one call.
+pub struct ToolContext<'a> {
+    raw: &'a FfiCallContext<'a>,
+}
+
+/// A host service could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceError {
+    /// The host this plugin runs in does not provide the service (it predates it, or has
+    /// no agent attached).
+    Unavailable(String),
+    /// The service ran and failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServiceError::Unavailable(m) | ServiceError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+impl From<ServiceError> for crate::ToolError {
+    fn from(e: ServiceError) -> Self {
+        crate::ToolError::Failed(e.to_string())
+    }
+}
+
+/// The call was cancelled: the turn was stopped, or the call ran past its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the call was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+impl From<Cancelled> for crate::ToolError {
+    fn from(_: Cancelled) -> Self {
+        crate::ToolError::Failed("cancelled".to_owned())
+    }
+}
+
+/// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildTurnRequest {
+    /// What the child agent is asked to do.
+    pub prompt: String,
+    /// Background the child needs, if any (anything but text is ignored).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::text_or_none"
+    )]
+    pub context: Option<String>,
+}
+
+/// A question for the person behind the call (see [`ToolContext::ask_user`]):
+/// `{"message", "schema"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRequest {
+    /// What the person reads.
+    #[serde(default)]
+    pub message: String,
+    /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
+    /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
+    /// An empty object schema asks for a plain yes or no.
+    #[serde(default = "lenient::empty_object_schema")]
+    pub schema: Value,
+}
+
+impl AskRequest {
+    /// A question whose answer is one line of text (property `answer`).
+    pub fn text(message: impl Into<String>) -> Self {
+        AskRequest {
+            message: message.into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"answer": {"type": "string", "description": "Your answer"}},
+                "required": ["answer"]
+            }),
+        }
+    }
+}
+
+/// The person's answer to an [`AskRequest`].
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum AskAnswer {
+    /// They answered; `content` follows the request's schema.
+    Accept {
+        /// The answer.
+        #[serde(default)]
+        content: Value,
+    },
+    /// They refused to answer.
+    Decline,
+    /// They dismissed the question without choosing.
+    Cancel,
+}
+
+/// A search of past conversations (see [`ToolContext::search_sessions`]). Read leniently,
+/// as hosts always have: a missing or mistyped field takes its default (no words, 5 hits,
+/// leave out the current conversation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionQuery {
+    /// Words to look for (all of them must appear).
+    #[serde(default, deserialize_with = "lenient::text")]
+    pub query: String,
+    /// The most hits to return.
+    #[serde(default = "lenient::five", deserialize_with = "lenient::count_or_five")]
+    pub limit: u32,
+    /// Leave out the conversation this call belongs to.
+    #[serde(default = "lenient::yes", deserialize_with = "lenient::flag_or_yes")]
+    pub exclude_current: bool,
+}
+
+/// One message that matched a [`SessionQuery`].
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SessionHit {
+    /// The conversation it is from.
+    pub session: String,
+    /// When it was said (RFC 3339, UTC).
+    pub time: String,
+    /// Who said it (`user`, `assistant`, `tool`).
+    pub role: String,
+    /// The matching text around the words found, which are marked `[like this]`.
+    pub snippet: String,
+}
+
+/// A completion asked of the caller's model (see [`ToolContext::sample`]):
+/// `{"prompt", "system", "max_tokens"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRequest {
+    /// The user message the model answers.
+    #[serde(default)]
+    pub prompt: String,
+    /// An optional system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The most tokens the answer may have.
+    #[serde(default = "lenient::thousand")]
+    pub max_tokens: u32,
+}
+
+/// The caller's model's answer to a [`SampleRequest`]: `{"text", "model"}`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SampleAnswer {
+    /// The text it wrote.
+    pub text: String,
+    /// The model that wrote it, if the caller said.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+impl<'a> ToolContext<'a> {
+    /// Wraps the raw context the host passed. Only the export glue calls this.
+    #[doc(hidden)]
+    pub fn from_ffi(raw: &'a FfiCallContext<'a>) -> Self {
+        ToolContext { raw }
+    }
+
+    /// The profile this call works for; keep per-profile state apart with it.
+    pub fn profile_id(&self) -> &'a str {
+        // SAFETY: the host keeps the context valid for `'a`; the string borrows from it.
+        unsafe { (self.raw.host.profile_id())(self.raw) }.as_str()
+    }
+
+    /// The session (conversation) this call works for.
+    pub fn session_id(&self) -> &'a str {
+        // SAFETY: as in `profile_id`.
+        unsafe { (self.raw.host.session_id())(self.raw) }.as_str()
+    }
+
+    /// The model that asked for this call.
+    pub fn model(&self) -> &'a str {
+        // SAFETY: as in `profile_id`.
+        unsafe { (self.raw.host.model())(self.raw) }.as_str()
+    }
+
+    /// Whether the call was cancelled. Long-running tools check it between steps.
+    pub fn is_cancelled(&self) -> bool {
+        // SAFETY: the host keeps the context valid for `'a`.
+        unsafe { (self.raw.host.is_cancelled())(self.raw) }
+    }
+
+    /// Resolves when the call is cancelled.
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        // SAFETY: the host keeps the context valid for `'a`; the future owns what it needs.
+        unsafe { (self.raw.host.cancelled())(self.raw) }
+    }
+
+    /// Runs `future` until it finishes or the call is cancelled, whichever is first.
+    pub async fn until_cancelled<F: Future>(&self, future: F) -> Result<F::Output, Cancelled> {
+        let mut future = pin!(future);
+        let mut cancelled = pin!(self.cancelled());
+        poll_fn(|cx| {
+            if let Poll::Ready(out) = future.as_mut().poll(cx) {
+                return Poll::Ready(Ok(out));
+            }
+            cancelled.as_mut().poll(cx).map(|()| Err(Cancelled))
+        })
+        .await
+    }
+
+    /// Runs blocking work on its own thread (see [`crate::blocking`]) and awaits it. The
+    /// work gets a [`CancelFlag`] that turns true when the call is cancelled; it should
+    /// check it and stop. The call still waits for the work to return, so a host's grace
+    /// period after a timeout applies to it too. A panic in `work` is an `Err`.
+    pub async fn blocking<T, F>(&self, work: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(&CancelFlag) -> T + Send + 'static,
+    {
+        let flag = CancelFlag::default();
+        let worker_flag = flag.clone();
+        let mut result = pin!(crate::blocking::blocking(move || work(&worker_flag)));
+        match self.until_cancelled(result.as_mut()).await {
+            Ok(out) => out,
+            Err(Cancelled) => {
+                flag.cancel();
+                result.await
+            }
+        }
+    }
+
+    /// Sleeps on the host's timer; returns early with `Err(Cancelled)` if the call is
+    /// cancelled first.
+    pub async fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: the host keeps the context valid for `'a`.
+        let completed = unsafe { (self.raw.host.sleep())(self.raw, nanos) }.await;
+        if completed { Ok(()) } else { Err(Cancelled) }
+    }
+
+    /// Writes a line to the host's log, tagged with this plugin and tool.
+    pub fn log(&self, level: LogLevel, message: &str) {
+        // SAFETY: the context is valid for `'a`; the host copies the message.
+        unsafe { (self.raw.host.log())(self.raw, level, RStr::from_str(message)) }
+    }
+
+    /// Runs a child turn on the agent running this call and returns its final answer.
+    ///
+    /// Fails with [`ServiceError::Unavailable`] when the host runs no agent for this call
+    /// (for example `toolhost call` from a terminal).
+    pub async fn child_turn(&self, request: &ChildTurnRequest) -> Result<String, ServiceError> {
+        let request = serde_json::to_string(request)
+            .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
+        // SAFETY: the context is valid for `'a`; the host copies the request before returning.
+        let future = unsafe { (self.raw.host.child_turn())(self.raw, RStr::from_str(&request)) };
+        match future.await {
+            RResult::ROk(answer) => Ok(answer.into_string()),
+            RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
+        }
+    }
+}
+
+impl ToolContext<'_> {
+    /// Reports how far the call got (`progress` out of `total`, if known) to whoever asked
+    /// for it: an MCP client that asked for progress gets `notifications/progress`. Does
+    /// nothing when nobody listens, or on a host older than plugin-api 0.1.2.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(report) = self.raw.host.progress() {
+            let message = RStr::from_str(message.unwrap_or(""));
+            // SAFETY: the context is valid for the call; the host copies the message.
+            unsafe { report(self.raw, progress, total.unwrap_or(f64::NAN), message) }
+        }
+    }
+
+    /// Asks the person behind the call a question and waits for the answer (an MCP
+    /// client's elicitation form; the terminal in `toolhost chat`). Fails with
+    /// [`ServiceError::Unavailable`] when nobody can be asked.
+    pub async fn ask_user(&self, request: &AskRequest) -> Result<AskAnswer, ServiceError> {
+        let answer = self.json_service(self.raw.host.ask_user(), "asking the person", request);
+        let answer = answer.await?;
+        serde_json::from_str(&answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Asks the caller's model for a completion (MCP sampling). Fails with
+    /// [`ServiceError::Unavailable`] when the caller offers no model.
+    pub async fn sample(&self, request: &SampleRequest) -> Result<SampleAnswer, ServiceError> {
+        let answer = self.json_service(self.raw.host.sample(), "sampling", request);
+        let answer = answer.await?;
+        serde_json::from_str(&answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Sends a named request to the host (plugin-api 0.1.3): JSON parameters in, JSON out.
+    /// A host that predates it, or does not know `method`, answers
+    /// [`ServiceError::Unavailable`].
+    pub async fn host_request(&self, method: &str, params: &Value) -> Result<Value, ServiceError> {
+        let Some(service) = self.raw.host.host_request() else {
+            return Err(ServiceError::Unavailable(format!(
+                "'{method}' is not available: this host predates plugin-api 0.1.3"
+            )));
+        };
+        let params = params.to_string();
+        // SAFETY: the context is valid for the call; the host copies both strings before
+        // returning the future.
+        let future = unsafe { service(self.raw, RStr::from_str(method), RStr::from_str(&params)) };
+        match future.await {
+            RResult::ROk(answer) => serde_json::from_str(&answer)
+                .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}"))),
+            RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
+        }
+    }
+
+    /// The folder where this call's profile keeps its state (created if missing). Tools
+    /// that store data per profile (notes, caches) keep it here, so one profile never sees
+    /// another's.
+    pub async fn state_dir(&self) -> Result<std::path::PathBuf, ServiceError> {
+        let request = HostRequest::ProfileStateDir(NoParams);
+        let answer: StateDirAnswer = self.request(&request).await?;
+        Ok(std::path::PathBuf::from(answer.path))
+    }
+
+    /// Full-text search over this profile's past conversations (the host's session store).
+    pub async fn search_sessions(
+        &self,
+        query: &SessionQuery,
+    ) -> Result<Vec<SessionHit>, ServiceError> {
+        let request = HostRequest::SessionsSearch(query.clone());
+        let answer: SessionsSearchAnswer = self.request(&request).await?;
+        Ok(answer.hits)
+    }
+
+    /// Sends a typed request to the host and reads its typed answer.
+    pub async fn request<A: DeserializeOwned>(
+        &self,
+        request: &HostRequest,
+    ) -> Result<A, ServiceError> {
+        let (method, params) = request
+            .to_wire()
+            .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
+        let answer = self.host_request(&method, &params).await?;
+        serde_json::from_value(answer)
+            .map_err(|e| ServiceError::Failed(format!("the host's answer was malformed: {e}")))
+    }
+
+    /// Calls a JSON-in, JSON-out service appended after 0.1.1.
+    fn json_service(
+        &self,
+        service: Option<JsonService>,
+        what: &str,
+        request: &impl Serialize,
+    ) -> impl Future<Output = Result<String, ServiceError>> + Send + 'static {
+        let future = match (service, serde_json::to_string(request)) {
+            (None, _) => Err(ServiceError::Unavailable(format!(
+                "{what} is not available: this host predates plugin-api 0.1.2"
+            ))),
+            (Some(_), Err(e)) => Err(ServiceError::Failed(format!(
+                "could not encode the request: {e}"
+            ))),
+            // SAFETY: the context is valid for the call; the host copies the request
+            // before returning the future.
+            (Some(service), Ok(json)) => Ok(unsafe { service(self.raw, RStr::from_str(&json)) }),
+        };
+        async move {
+            match future?.await {
+                RResult::ROk(answer) => Ok(answer.into_string()),
+                RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),
+            }
+        }
+    }
+}
+
+type JsonService = unsafe extern "C" fn(
+    &FfiCallContext<'_>,
+    RStr<'_>,
+) -> async_ffi::FfiFuture<
+    RResult<abi_stable::std_types::RString, abi_stable::std_types::RString>,
+>;
+
+#[cfg(feature = "__test_newer_api")]
+impl ToolContext<'_> {
+    /// Test-only: a service that a later API version appends to the host table. On a
+    /// host that predates it, this is how every newer service fails: `Unavailable`.
+    #[doc(hidden)]
+    pub fn newer_service(&self) -> Result<String, ServiceError> {
+        match self.raw.host.newer_service() {
+            // SAFETY: the host keeps the context valid for the call.
+            Some(service) => Ok(unsafe { service(self.raw) }.into_string()),
+            None => Err(ServiceError::Unavailable(format!(
+                "this host's plugin-api predates the service (the plugin was built against \
+                 plugin-api {})",
+                crate::API_VERSION
+            ))),
+        }
+    }
+}
+
+/// Hosts prefix the message of a missing service with this marker.
+#[doc(hidden)]
+pub const UNAVAILABLE_PREFIX: &str = "unavailable: ";
+
+impl ServiceError {
+    /// The error as it crosses the ABI: its message, marked with `"unavailable: "` when
+    /// the service is missing. [`ServiceError::from_wire`] reads it back.
+    pub fn to_wire(&self) -> String {
+        match self {
+            ServiceError::Unavailable(m) => format!("{UNAVAILABLE_PREFIX}{m}"),
+            ServiceError::Failed(m) => m.clone(),
+        }
+    }
+
+    /// Reads an error that crossed the ABI (see [`ServiceError::to_wire`]).
+    pub fn from_wire(message: String) -> ServiceError {
+        match message.strip_prefix(UNAVAILABLE_PREFIX) {
+            Some(rest) => ServiceError::Unavailable(rest.to_owned()),
+            None => ServiceError::Failed(message),
+        }
+    }
+}
+
+/// Lenient readers for fields that hosts have always read with defaults.
+mod lenient {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) => s,
+            _ => String::new(),
+        })
+    }
+
+    pub(super) fn text_or_none<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<String>, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    pub(super) fn count_or_five<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        Ok(Value::deserialize(d)?
+            .as_u64()
+            .map_or(5, |n| u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
+    pub(super) fn flag_or_yes<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        Ok(Value::deserialize(d)?.as_bool().unwrap_or(true))
+    }
+
+    pub(super) fn five() -> u32 {
+        5
+    }
+
+    pub(super) fn yes() -> bool {
+        true
+    }
+
+    pub(super) fn thousand() -> u32 {
+        1000
+    }
+
+    pub(super) fn empty_object_schema() -> Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+}

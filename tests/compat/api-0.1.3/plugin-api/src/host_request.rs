@@ -1,0 +1,225 @@
+//! Named requests a plugin sends the host (plugin-api 0.1.3) as typed values: on the wire
+//! each is a method name and JSON parameters, and each has a typed answer.
+
+use serde::de::{Deserializer, IgnoredAny};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::{SessionHit, SessionQuery};
+
+/// A request to the host. Its JSON form (`{"method": ..., "params": ...}`, of which the
+/// method and the parameters cross the ABI as two strings) is what
+/// [`ToolContext::host_request`](crate::ToolContext::host_request) sends, so plugins built
+/// before this type existed are understood.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", content = "params")]
+#[non_exhaustive]
+pub enum HostRequest {
+    /// `profile.state_dir`: the folder where the call's profile keeps its state. Takes no
+    /// parameters (`{}`; whatever is sent is ignored). Answered with [`StateDirAnswer`].
+    #[serde(rename = "profile.state_dir")]
+    ProfileStateDir(NoParams),
+    /// `sessions.search`: full-text search over the profile's past conversations.
+    /// Answered with [`SessionsSearchAnswer`].
+    #[serde(rename = "sessions.search")]
+    SessionsSearch(SessionQuery),
+}
+
+/// The parameters of a request that takes none: sent as `{}`, anything accepted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoParams;
+
+impl Serialize for NoParams {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_map(Some(0))?.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for NoParams {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| NoParams)
+    }
+}
+
+/// Why the host could not read a request.
+#[derive(Debug)]
+pub enum HostRequestError {
+    /// The method is not one this version knows (a newer plugin's request).
+    Unknown(String),
+    /// The parameters do not fit the method.
+    Malformed {
+        /// The method.
+        method: String,
+        /// What did not fit.
+        source: serde_json::Error,
+    },
+}
+
+impl std::fmt::Display for HostRequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostRequestError::Unknown(method) => {
+                write!(f, "this host does not know the request '{method}'")
+            }
+            HostRequestError::Malformed { method, source } => {
+                write!(f, "malformed parameters for '{method}': {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HostRequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HostRequestError::Unknown(_) => None,
+            HostRequestError::Malformed { source, .. } => Some(source),
+        }
+    }
+}
+
+/// A request as it crosses the ABI.
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    method: String,
+    #[serde(default)]
+    params: Value,
+}
+
+impl HostRequest {
+    /// The method names this version knows.
+    pub const METHODS: [&'static str; 2] = ["profile.state_dir", "sessions.search"];
+
+    /// The method name and the parameters, as they cross the ABI.
+    pub fn to_wire(&self) -> Result<(String, Value), serde_json::Error> {
+        let wire: Wire = serde_json::from_value(serde_json::to_value(self)?)?;
+        Ok((wire.method, wire.params))
+    }
+
+    /// Reads a request that crossed the ABI as `method` and `params`.
+    pub fn from_wire(method: &str, params: Value) -> Result<HostRequest, HostRequestError> {
+        if !Self::METHODS.contains(&method) {
+            return Err(HostRequestError::Unknown(method.to_owned()));
+        }
+        let wire = Wire {
+            method: method.to_owned(),
+            params,
+        };
+        serde_json::to_value(wire)
+            .and_then(serde_json::from_value)
+            .map_err(|source| HostRequestError::Malformed {
+                method: method.to_owned(),
+                source,
+            })
+    }
+}
+
+/// The answer to [`HostRequest::ProfileStateDir`]: `{"path": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDirAnswer {
+    /// The folder (it exists, mode 0700).
+    pub path: String,
+}
+
+/// The answer to [`HostRequest::SessionsSearch`]: `{"hits": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionsSearchAnswer {
+    /// The matching messages, best first.
+    pub hits: Vec<SessionHit>,
+}
+
+/// Any answer of the host's, as it crosses the ABI (its JSON is the inner answer's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum HostAnswer {
+    /// To [`HostRequest::ProfileStateDir`].
+    StateDir(StateDirAnswer),
+    /// To [`HostRequest::SessionsSearch`].
+    SessionsSearch(SessionsSearchAnswer),
+}
+
+impl From<StateDirAnswer> for HostAnswer {
+    fn from(answer: StateDirAnswer) -> Self {
+        HostAnswer::StateDir(answer)
+    }
+}
+
+impl From<SessionsSearchAnswer> for HostAnswer {
+    fn from(answer: SessionsSearchAnswer) -> Self {
+        HostAnswer::SessionsSearch(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_cross_as_the_method_and_params_older_plugins_send() {
+        let (method, params) = HostRequest::ProfileStateDir(NoParams)
+            .to_wire()
+            .expect("encodes");
+        assert_eq!((method.as_str(), params), ("profile.state_dir", json!({})));
+        let query = SessionQuery {
+            query: "tea".to_owned(),
+            limit: 3,
+            exclude_current: false,
+        };
+        let (method, params) = HostRequest::SessionsSearch(query.clone())
+            .to_wire()
+            .expect("encodes");
+        assert_eq!(method, "sessions.search");
+        assert_eq!(
+            params,
+            json!({"query": "tea", "limit": 3, "exclude_current": false})
+        );
+        assert_eq!(
+            HostRequest::from_wire("sessions.search", params).expect("decodes"),
+            HostRequest::SessionsSearch(query)
+        );
+        assert_eq!(
+            HostRequest::from_wire("profile.state_dir", json!(null)).expect("decodes"),
+            HostRequest::ProfileStateDir(NoParams)
+        );
+    }
+
+    #[test]
+    fn search_parameters_are_read_leniently_as_before() {
+        let read = |params| match HostRequest::from_wire("sessions.search", params) {
+            Ok(HostRequest::SessionsSearch(q)) => q,
+            other => panic!("{other:?}"),
+        };
+        let q = read(json!({}));
+        assert_eq!(
+            (q.query.as_str(), q.limit, q.exclude_current),
+            ("", 5, true)
+        );
+        let q = read(json!({"query": 5, "limit": "x", "exclude_current": "no"}));
+        assert_eq!(
+            (q.query.as_str(), q.limit, q.exclude_current),
+            ("", 5, true)
+        );
+        assert_eq!(read(json!({"limit": u64::MAX})).limit, u32::MAX);
+    }
+
+    #[test]
+    fn unknown_methods_are_told_apart() {
+        assert!(matches!(
+            HostRequest::from_wire("weather.today", json!({})),
+            Err(HostRequestError::Unknown(m)) if m == "weather.today"
+        ));
+    }
+
+    #[test]
+    fn answers_cross_as_their_own_json() {
+        let answer = HostAnswer::from(StateDirAnswer {
+            path: "/x".to_owned(),
+        });
+        assert_eq!(
+            serde_json::to_value(answer).expect("json"),
+            json!({"path": "/x"})
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! The interface toolhost plugins are built against: the [`Tool`] trait, the call
+//! context, risk levels and the [`export_plugin!`] macro, over a stable ABI.
+//!
+//! A plugin is a `cdylib` crate that implements [`Tool`] (or [`TypedTool`], for arguments
+//! deserialized into a Rust type with a derived schema) and exports its tools once:
+//!
+//! ```
+//! use toolhost_plugin_api::{export_plugin, Risk, ToolContext, ToolError, TypedTool};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct GreetArgs { name: String }
+//!
+//! struct Greet;
+//!
+//! impl TypedTool for Greet {
+//!     type Args = GreetArgs;
+//!     fn name(&self) -> &str { "greet" }
+//!     fn description(&self) -> &str { "Greets someone by name." }
+//!     fn risk(&self) -> Risk { Risk::Read }
+//!     async fn run(&self, _ctx: &ToolContext<'_>, a: GreetArgs) -> Result<String, ToolError> {
+//!         Ok(format!("Hello, {}!", a.name))
+//!     }
+//! }
+//!
+//! export_plugin! { name: "hello", version: env!("CARGO_PKG_VERSION"), tools: [Greet] }
+//! ```
+//!
+//! # Rules a plugin lives by
+//! - Build it with `panic = "unwind"` (the default). Hosts refuse plugins built with
+//!   `panic = "abort"`, because their panics would kill the host. Panics in tool code
+//!   (metadata methods, `call`, inside the future, the future's destructors when the host
+//!   drops it after a timeout, a cancel or at shutdown, a tool's destructor) are caught in
+//!   the plugin and reach the model as a tool error (or leave the tool out, at load); the
+//!   plugin stays usable. A panic payload whose own `Drop` panics is handled too. What
+//!   cannot be caught: a panic while a thread is already unwinding (a destructor that
+//!   panics during another panic) aborts, as in any Rust program.
+//! - Don't start a runtime. A plugin's own copy of tokio has no reactor: `tokio::time` and
+//!   `tokio::spawn` panic inside a plugin. Use the context's services
+//!   ([`ToolContext::sleep`], [`ToolContext::cancelled`], [`ToolContext::log`],
+//!   [`ToolContext::child_turn`]) and [`ToolContext::blocking`] for blocking work.
+//! - Host services work from any thread, for the length of the call: a future from
+//!   [`ToolContext::sleep`], [`ToolContext::child_turn`], [`ToolContext::ask_user`], ...
+//!   may be awaited on a thread of the plugin's own (say, a scoped thread driving it with
+//!   a small `block_on`). The host runs it in the runtime the call started on; `sleep`
+//!   asked from a thread outside the host's runtime uses a timer thread of the host's, so
+//!   it ends even while the plugin blocks the thread that polls the call. The other
+//!   services need the host's runtime to make progress: on a host running a
+//!   current-thread runtime, blocking the thread that polls the call while waiting for
+//!   one of them stalls it until the call times out. A service that fails inside the host
+//!   comes back as a [`ServiceError`], never as a panic in the plugin.
+//! - Watch [`ToolContext::is_cancelled`] or [`ToolContext::until_cancelled`] in anything
+//!   long: the host cancels calls when a turn is stopped or a call times out.
+//!
+//! This crate does no I/O and depends on none of the host's runtime crates (tokio, notify,
+//! toml, jsonschema, ...); the workspace's CI checks that with `cargo tree`. One
+//! exception cannot be avoided: abi_stable itself links libloading 0.7 (for hosts that
+//! load libraries); plugins never call it, and this crate adds no dependency on it.
+//!
+//! # Binary compatibility
+//! Every plugin exports one root module ([`ffi::PluginRoot`]). When the host loads it,
+//! abi_stable checks the API version and the layout of the root module and every type it
+//! reaches (tools, the context, results) before any plugin code runs. The two growable
+//! tables, [`ffi::ToolVTable`] (methods of a tool) and [`ffi::HostVTable`] (services of the
+//! host), are prefix types and are checked separately, through [`ffi::TableLayouts`]: the
+//! fields both sides know must match, and the longer table may only append to the shorter
+//! one, whichever side is older. (abi_stable's own check only lets the plugin's side be the
+//! longer one, which would refuse every plugin built before a field was appended.)
+//!
+//! What that means for changes to this crate:
+//!
+//! **Keep already-built plugins loading** (release as a patch version before 1.0, a minor
+//! version after):
+//! - appending a field after the last one of [`ffi::ToolVTable`] (a new tool method, e.g.
+//!   an availability check) or of [`ffi::HostVTable`] (a new host service). The reader of
+//!   a table sees fields the other side lacks as `None` and falls back to a default:
+//!   a newer host reading an older plugin's tool table, or a newer plugin calling a
+//!   service an older host lacks ([`ServiceError::Unavailable`], never a crash). The
+//!   workspace's tests load plugins across such a change in both directions;
+//! - adding a risk level, error kind or log level: they cross as one-byte codes, and an
+//!   unknown risk code is read as [`Risk::Deny`], an unknown error kind as a failure;
+//! - new keys in JSON that crosses as text (schemas, child-turn requests);
+//! - anything in the Rust-side API that does not change the `ffi` types.
+//!
+//! **Break them** (release as a new minor version before 1.0, a new major after, so hosts
+//! refuse the old plugins with a message naming both versions instead of misreading them):
+//! - removing, reordering or retyping any field of an `ffi` type, or adding a field
+//!   anywhere but at the end of the two tables above;
+//! - changing [`ffi::PluginRoot`] (its fields are all required), [`ffi::FfiCallContext`],
+//!   [`ffi::FfiTool`], [`ffi::FfiToolError`] or [`ffi::TableLayouts`], which cross as
+//!   fixed layouts;
+//! - changing a function signature in a table.
+//!
+//! The version check (abi_stable's, before the layout checks): a host refuses a plugin of a
+//! different major version and, before 1.0, a plugin built against an *older* minor
+//! version than its own (0.1.x plugins on a 0.2 host). A plugin built against a newer
+//! patch or minor version passes the version check and is then judged by the layout
+//! checks.
+
+mod blocking;
+mod content;
+mod context;
+mod export;
+#[allow(
+    non_camel_case_types,
+    reason = "abi_stable names prefix references `Type_Ref`"
+)]
+pub mod ffi;
+mod host_request;
+mod risk;
+mod tool;
+mod unwind;
+
+pub use blocking::{CancelFlag, blocking};
+pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
+pub use context::{
+    AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
+    SessionHit, SessionQuery, ToolContext,
+};
+pub use ffi::{API_VERSION, LogLevel};
+pub use host_request::{
+    HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
+};
+pub use risk::{Risk, RiskCode};
+pub use tool::{Requirements, Tool, ToolError, TypedTool, schema_for};
+pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
+
+/// Used by the host and by `export_plugin!`; not part of the stable interface.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::context::UNAVAILABLE_PREFIX;
+    pub use crate::export::{
+        ToolsResult, call_root_module_loader, export_tools, into_ffi_tool, lib_header, root_module,
+    };
+    pub use crate::ffi::PluginRoot_Ref;
+    pub use abi_stable::library::{LibHeader, RootModuleResult};
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exported_symbol_is_the_one_abi_stable_looks_up() {
+        assert_eq!(
+            crate::__root_module_symbol!(),
+            abi_stable::library::ROOT_MODULE_LOADER_NAME
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Risk levels: what a tool can do to the world, and how the level crosses the ABI as a
+//! growable one-byte code.
+
+use std::fmt;
+
+use abi_stable::StableAbi;
+
+/// How risky a tool is. The host's approval policy reads it before every call.
+///
+/// On the Rust side this is an enum; across the plugin boundary it travels as a
+/// [`RiskCode`], so a later API version can add a level without breaking plugins that were
+/// already built: a code this host does not know is read as [`Risk::Deny`], the most
+/// restrictive level.
+///
+/// Levels are ordered by severity: `Read < Write < Network < Destructive < Deny`.
+/// [`Risk::severity`] groups them into what the host does with them (`Write` and
+/// `Network` both ask a person for each call, so they are equally severe there).
+/// In configs and JSON a level is its lowercase name (`"read"`, `"write"`, ...).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase", try_from = "String")]
+#[non_exhaustive]
+pub enum Risk {
+    /// Looks things up, or changes only the agent's own notes. Runs without asking.
+    Read,
+    /// Changes the outside world (files, calendars, messages). A person approves each call.
+    Write,
+    /// Makes network requests. Needs approval.
+    Network,
+    /// May cause irreversible effects (running commands, deleting data). Needs approval.
+    Destructive,
+    /// Installed but switched off: never runs and is not shown to the model.
+    Deny,
+}
+
+impl Risk {
+    /// Every level, from least to most restrictive in the order the docs list them.
+    pub const ALL: [Risk; 5] = [
+        Risk::Read,
+        Risk::Write,
+        Risk::Destructive,
+        Risk::Network,
+        Risk::Deny,
+    ];
+
+    /// The lowercase name used in configs, listings and JSON (`"read"`, `"write"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Read => "read",
+            Risk::Write => "write",
+            Risk::Destructive => "destructive",
+            Risk::Network => "network",
+            Risk::Deny => "deny",
+        }
+    }
+
+    /// How much a call at this level can do, as the host treats it: 0 runs without
+    /// asking (`Read`), 1 asks a person (`Write`, `Network`), 2 asks a person and may be
+    /// irreversible (`Destructive`), 3 never runs (`Deny`). Overriding a tool to a lower
+    /// severity than it declares must be allowed explicitly.
+    pub fn severity(self) -> u8 {
+        match self {
+            Risk::Read => 0,
+            Risk::Write | Risk::Network => 1,
+            Risk::Destructive => 2,
+            Risk::Deny => 3,
+        }
+    }
+
+    /// Parses the lowercase name; `None` for anything else.
+    pub fn parse(name: &str) -> Option<Risk> {
+        Risk::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// The code this level has on the wire.
+    pub fn code(self) -> RiskCode {
+        RiskCode(match self {
+            Risk::Read => 0,
+            Risk::Write => 1,
+            Risk::Destructive => 2,
+            Risk::Network => 3,
+            Risk::Deny => 4,
+        })
+    }
+}
+
+impl TryFrom<String> for Risk {
+    type Error = String;
+
+    /// The level named `name`; the error lists the names there are.
+    fn try_from(name: String) -> Result<Risk, String> {
+        Risk::parse(&name).ok_or_else(|| {
+            format!("unknown risk '{name}': use read, write, destructive, network or deny")
+        })
+    }
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A [`Risk`] as it crosses the plugin boundary: one byte, open-ended.
+///
+/// Codes are never reused. Codes 0-4 are the levels of API 0.1; a code from a newer API
+/// that this build does not know decodes to [`Risk::Deny`].
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RiskCode(pub u8);
+
+impl RiskCode {
+    /// Decodes the level; unknown codes are the most restrictive level, [`Risk::Deny`].
+    pub fn risk(self) -> Risk {
+        match self.0 {
+            0 => Risk::Read,
+            1 => Risk::Write,
+            2 => Risk::Destructive,
+            3 => Risk::Network,
+            _ => Risk::Deny,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_level_round_trips_through_its_code_and_name() {
+        for risk in Risk::ALL {
+            assert_eq!(risk.code().risk(), risk);
+            assert_eq!(Risk::parse(risk.as_str()), Some(risk));
+        }
+    }
+
+    #[test]
+    fn order_is_severity() {
+        let mut levels = Risk::ALL;
+        levels.sort();
+        assert_eq!(
+            levels,
+            [
+                Risk::Read,
+                Risk::Write,
+                Risk::Network,
+                Risk::Destructive,
+                Risk::Deny
+            ]
+        );
+        for pair in levels.windows(2) {
+            assert!(pair[0].severity() <= pair[1].severity(), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn serde_uses_the_lowercase_name() {
+        for risk in Risk::ALL {
+            let json = serde_json::to_value(risk).expect("serializes");
+            assert_eq!(json, serde_json::json!(risk.as_str()));
+            assert_eq!(serde_json::from_value::<Risk>(json).expect("parses"), risk);
+        }
+        let bad = serde_json::from_value::<Risk>(serde_json::json!("scary"));
+        assert!(bad.is_err_and(|e| e.to_string().contains("unknown risk 'scary'")));
+    }
+
+    #[test]
+    fn unknown_code_from_a_newer_api_is_denied() {
+        assert_eq!(RiskCode(200).risk(), Risk::Deny);
+        assert_eq!(RiskCode(5).risk(), Risk::Deny);
+    }
+}

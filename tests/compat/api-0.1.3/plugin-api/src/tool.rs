@@ -1,0 +1,235 @@
+//! The traits plugin authors implement: [`Tool`] for JSON arguments, [`TypedTool`] for
+//! arguments deserialized into a Rust type whose JSON Schema is derived with schemars.
+
+use std::fmt;
+use std::future::Future;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::ToolContext;
+use crate::risk::Risk;
+
+/// Why a tool call did not produce an output. It goes back to the model as a result with
+/// `is_error: true`, so the model can correct itself; it never ends the turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The arguments were well-formed JSON but made no sense (shown to the model as
+    /// `invalid arguments: ...`).
+    InvalidArgs(String),
+    /// The tool ran and failed.
+    Failed(String),
+}
+
+impl ToolError {
+    /// A [`ToolError::Failed`] from anything printable.
+    pub fn failed(message: impl fmt::Display) -> Self {
+        ToolError::Failed(message.to_string())
+    }
+
+    /// A [`ToolError::InvalidArgs`] from anything printable.
+    pub fn invalid_args(message: impl fmt::Display) -> Self {
+        ToolError::InvalidArgs(message.to_string())
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::InvalidArgs(m) => write!(f, "invalid arguments: {m}"),
+            ToolError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// A tool: something the model can ask the agent to do.
+///
+/// The model sees the name, the description and the schema: write the description for
+/// the model (what the tool does, when to use it, what the arguments mean).
+///
+/// Implement `call` as an ordinary `async fn` (no `#[async_trait]` needed); its future
+/// must be `Send`.
+///
+/// ```
+/// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
+/// use serde_json::{json, Value};
+///
+/// struct Echo;
+///
+/// impl Tool for Echo {
+///     fn name(&self) -> &str { "echo" }
+///     fn description(&self) -> &str { "Returns `text` unchanged." }
+///     fn schema(&self) -> Value {
+///         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+///     }
+///     fn risk(&self) -> Risk { Risk::Read }
+///     async fn call(&self, _ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
+///         Ok(args["text"].as_str().unwrap_or_default().to_owned())
+///     }
+/// }
+/// ```
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls the tool by: `[a-zA-Z0-9_-]`, at most 64 characters.
+    fn name(&self) -> &str;
+    /// What the tool does, when to use it and what the arguments mean.
+    fn description(&self) -> &str;
+    /// The JSON Schema of the arguments object.
+    fn schema(&self) -> Value;
+    /// How risky a call is; the host's approval policy reads it before every call.
+    fn risk(&self) -> Risk;
+    /// Interactive tools need a person at hand; a batch holding one runs one call at a time.
+    fn interactive(&self) -> bool {
+        false
+    }
+    /// What the tool needs to work (environment variables, programs on `PATH`). The host
+    /// checks them (with a short cache): while one is missing the tool is not shown to the
+    /// model and calls to it are refused with the reason.
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
+    /// Runs the tool. The host has validated `args` against [`Tool::schema`].
+    ///
+    /// Don't use tokio (or any runtime) inside a plugin: a plugin's copy of tokio has no
+    /// reactor. Use the context's services ([`ToolContext::sleep`],
+    /// [`ToolContext::cancelled`]) and [`crate::blocking`] for blocking work.
+    fn call(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send;
+
+    /// Runs the tool with the arguments as JSON text, as they cross the plugin boundary.
+    /// The default parses them into a `Value` for [`Tool::call`]; typed tools deserialize
+    /// straight into their argument type. Rarely worth overriding by hand.
+    fn call_json(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        let parsed = serde_json::from_str::<Value>(args)
+            .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")));
+        async move { self.call(ctx, parsed?).await }
+    }
+}
+
+/// A tool whose arguments are a Rust type: the schema is derived from it and `run`
+/// receives it deserialized. Every `TypedTool` is a [`Tool`].
+///
+/// ```
+/// use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct GreetArgs {
+///     /// Who to greet.
+///     name: String,
+/// }
+///
+/// struct Greet;
+///
+/// impl TypedTool for Greet {
+///     type Args = GreetArgs;
+///     fn name(&self) -> &str { "greet" }
+///     fn description(&self) -> &str { "Greets someone by name." }
+///     fn risk(&self) -> Risk { Risk::Read }
+///     async fn run(&self, _ctx: &ToolContext<'_>, args: GreetArgs) -> Result<String, ToolError> {
+///         Ok(format!("Hello, {}!", args.name))
+///     }
+/// }
+/// ```
+pub trait TypedTool: Send + Sync + 'static {
+    /// The arguments; their JSON Schema is what the model sees.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// See [`Tool::name`].
+    fn name(&self) -> &str;
+    /// See [`Tool::description`].
+    fn description(&self) -> &str;
+    /// See [`Tool::risk`].
+    fn risk(&self) -> Risk;
+    /// See [`Tool::interactive`].
+    fn interactive(&self) -> bool {
+        false
+    }
+    /// See [`Tool::requirements`].
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
+    /// Runs the tool with the deserialized arguments.
+    fn run(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &str {
+        TypedTool::name(self)
+    }
+    fn description(&self) -> &str {
+        TypedTool::description(self)
+    }
+    fn schema(&self) -> Value {
+        schema_for::<T::Args>()
+    }
+    fn risk(&self) -> Risk {
+        TypedTool::risk(self)
+    }
+    fn interactive(&self) -> bool {
+        TypedTool::interactive(self)
+    }
+    fn requirements(&self) -> Requirements {
+        TypedTool::requirements(self)
+    }
+    async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
+        let args = serde_json::from_value(args).map_err(ToolError::invalid_args)?;
+        self.run(ctx, args).await
+    }
+
+    fn call_json(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        // Straight from the text into the argument type: no intermediate `Value`.
+        let parsed = serde_json::from_str::<T::Args>(args).map_err(ToolError::invalid_args);
+        async move { self.run(ctx, parsed?).await }
+    }
+}
+
+/// What a tool needs to be available; see [`Tool::requirements`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Requirements {
+    /// Environment variables that must be set (and not empty), e.g. an API key.
+    pub env: Vec<String>,
+    /// Programs that must be found on `PATH`, e.g. `"git"`.
+    pub programs: Vec<String>,
+}
+
+impl Requirements {
+    /// Needs these environment variables.
+    pub fn env(mut self, names: &[&str]) -> Self {
+        self.env.extend(names.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Needs these programs on `PATH`.
+    pub fn programs(mut self, names: &[&str]) -> Self {
+        self.programs.extend(names.iter().map(|s| (*s).to_owned()));
+        self
+    }
+}
+
+/// The JSON Schema of `T` as a tool's argument schema (without the `$schema` key, which
+/// some model APIs reject).
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let mut schema = schemars::schema_for!(T).to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+    }
+    schema
+}
