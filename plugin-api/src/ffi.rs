@@ -129,6 +129,14 @@ impl RootModule for PluginRoot_Ref {
 }
 
 /// The ABI version, as the root-module version check reads it.
+///
+/// ```
+/// use toolhost_plugin_api::ffi::ABI_VERSION_STRINGS;
+///
+/// let abi = ABI_VERSION_STRINGS.parsed().expect("major.minor.patch");
+/// let text = format!("{}.{}.{}", abi.major, abi.minor, abi.patch);
+/// assert_eq!(text, toolhost_plugin_api::ABI_VERSION);
+/// ```
 pub const ABI_VERSION_STRINGS: VersionStrings = VersionStrings::new(ABI_VERSION);
 
 /// The version of the binary interface, which loaders check: it changes only when the
@@ -136,6 +144,19 @@ pub const ABI_VERSION_STRINGS: VersionStrings = VersionStrings::new(ABI_VERSION)
 /// a plugin whose ABI has a different major version or, before 1.0, a lower minor
 /// version; everything else is judged by the layout checks (see the crate docs and
 /// COMPATIBILITY.md). Releases of this crate that leave the ABI alone keep this number.
+///
+/// ```
+/// use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
+///
+/// // What `toolhost check` shows for a plugin built with this crate.
+/// println!("plugin-api: ABI {ABI_VERSION}, built with toolhost-plugin-api {API_VERSION}");
+///
+/// // The ABI changes only with a new crate release, so it is never ahead of the crate.
+/// let numbers = |v: &str| -> Vec<u32> {
+///     v.split('.').map(|n| n.parse().expect("a number")).collect()
+/// };
+/// assert!(numbers(ABI_VERSION) <= numbers(API_VERSION));
+/// ```
 #[cfg(not(feature = "__test_newer_api"))]
 pub const ABI_VERSION: &str = "0.1.3";
 
@@ -146,6 +167,26 @@ pub const ABI_VERSION: &str = "0.1.4";
 /// The version of this crate as text, e.g. `"0.1.4"`. Plugins record it in their root
 /// module ([`PluginRoot::api_version`]) so hosts can name the release a plugin was built
 /// with; loaders check [`ABI_VERSION`] instead.
+///
+/// ```
+/// use toolhost_plugin_api::API_VERSION;
+/// use toolhost_plugin_api::ffi::PluginRoot_Ref;
+/// # struct Nothing;
+/// # impl toolhost_plugin_api::Tool for Nothing {
+/// #     fn name(&self) -> &str { "nothing" }
+/// #     fn description(&self) -> &str { "Does nothing." }
+/// #     fn schema(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     fn risk(&self) -> toolhost_plugin_api::Risk { toolhost_plugin_api::Risk::Read }
+/// #     async fn call(&self, _: &toolhost_plugin_api::ToolContext<'_>, _: serde_json::Value)
+/// #         -> Result<String, toolhost_plugin_api::ToolError> { Ok(String::new()) }
+/// # }
+///
+/// toolhost_plugin_api::export_plugin! { name: "demo", version: "2.0.0", tools: [Nothing] }
+///
+/// let root = __TOOLHOST_PLUGIN_ROOT.init_root_module::<PluginRoot_Ref>().expect("loads");
+/// assert_eq!(root.version().as_str(), "2.0.0"); // the plugin's own version
+/// assert_eq!(root.api_version().as_str(), API_VERSION); // the crate it was built with
+/// ```
 pub const API_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The layouts of the two growable tables, as the plugin was built.
