@@ -1,8 +1,9 @@
 //! The interface toolhost plugins are built against: the [`Tool`] trait, the call
 //! context, risk levels and the [`export_plugin!`] macro, over a stable ABI.
 //!
-//! A plugin is a `cdylib` crate that implements [`Tool`] (or [`TypedTool`], for arguments
-//! deserialized into a Rust type with a derived schema) and exports its tools once:
+//! A plugin is a `cdylib` crate (a shared library, `lib<name>.so`) that implements
+//! [`Tool`] (or [`TypedTool`], for arguments deserialized into a Rust type with a derived
+//! schema) and exports its tools once:
 //!
 //! ```
 //! use toolhost_plugin_api::{export_plugin, Risk, ToolContext, ToolError, TypedTool};
@@ -25,9 +26,30 @@
 //! export_plugin! { name: "hello", version: env!("CARGO_PKG_VERSION"), tools: [Greet] }
 //! ```
 //!
+//! The crate's README walks through a whole plugin: its `Cargo.toml`, building, checking
+//! and installing it, and testing it with the `testing` feature.
+//!
+//! # What a tool can use
+//! - [`ToolContext`]: the profile, session and model of the call, cancellation, and the
+//!   host's services: [`log`](ToolContext::log), [`sleep`](ToolContext::sleep),
+//!   [`progress`](ToolContext::progress), [`ask_user`](ToolContext::ask_user),
+//!   [`sample`](ToolContext::sample) (the caller's model),
+//!   [`child_turn`](ToolContext::child_turn), [`state_dir`](ToolContext::state_dir) (a
+//!   folder per profile) and [`search_sessions`](ToolContext::search_sessions).
+//! - [`ToolContext::blocking`] and [`blocking()`] for blocking work, [`Requirements`] for
+//!   what a tool needs on the machine, [`Content`] for output that is more than text.
+//! - [`schema_for`] and [`tidy_schema`] for argument schemas models read well.
+//!
+//! # Crate features
+//! - `testing`: the module `toolhost_plugin_api::testing`, which runs a tool in a plain
+//!   `cargo test` with scripted host services (enable it in `[dev-dependencies]` only).
+//! - `__test_newer_api`: for this repository's compatibility tests only; never enable it.
+//!
 //! # Rules a plugin lives by
-//! - Build it with `panic = "unwind"` (the default). Hosts refuse plugins built with
-//!   `panic = "abort"`, because their panics would kill the host. Panics in tool code
+//! - Build it with `panic = "unwind"` (the default). Hosts refuse to load plugins built
+//!   with `panic = "abort"` into their own process, because their panics would kill the
+//!   host (toolhost runs such a plugin only in a worker process, where an abort ends the
+//!   worker). Panics in tool code
 //!   (metadata methods, `call`, inside the future, the future's destructors when the host
 //!   drops it after a timeout, a cancel or at shutdown, a tool's destructor) are caught in
 //!   the plugin and reach the model as a tool error (or leave the tool out, at load); the
@@ -57,9 +79,14 @@
 //! load libraries); plugins never call it, and this crate adds no dependency on it.
 //!
 //! # Binary compatibility
+//! Which hosts load which plugin builds, release by release, is in
+//! [COMPATIBILITY.md](https://github.com/toolhost/toolhost/blob/main/plugin-api/COMPATIBILITY.md);
+//! this is how it works.
+//!
 //! Every plugin exports one root module ([`ffi::PluginRoot`]). When the host loads it,
-//! abi_stable checks the API version and the layout of the root module and every type it
-//! reaches (tools, the context, results) before any plugin code runs. The two growable
+//! abi_stable checks the ABI version ([`ABI_VERSION`], which is not the crate's version:
+//! it changes only when the `ffi` types do) and the layout of the root module and every
+//! type it reaches (tools, the context, results) before any plugin code runs. The two growable
 //! tables, [`ffi::ToolVTable`] (methods of a tool) and [`ffi::HostVTable`] (services of the
 //! host), are prefix types and are checked separately, through [`ffi::TableLayouts`]: the
 //! fields both sides know must match, and the longer table may only append to the shorter
@@ -68,8 +95,8 @@
 //!
 //! What that means for changes to this crate:
 //!
-//! **Keep already-built plugins loading** (release as a patch version before 1.0, a minor
-//! version after):
+//! **Keep already-built plugins loading** (a new patch ABI version before 1.0, a minor one
+//! after):
 //! - appending a field after the last one of [`ffi::ToolVTable`] (a new tool method, e.g.
 //!   an availability check) or of [`ffi::HostVTable`] (a new host service). The reader of
 //!   a table sees fields the other side lacks as `None` and falls back to a default:
@@ -81,7 +108,7 @@
 //! - new keys in JSON that crosses as text (schemas, child-turn requests);
 //! - anything in the Rust-side API that does not change the `ffi` types.
 //!
-//! **Break them** (release as a new minor version before 1.0, a new major after, so hosts
+//! **Break them** (a new minor ABI version before 1.0, a new major one after, so hosts
 //! refuse the old plugins with a message naming both versions instead of misreading them):
 //! - removing, reordering or retyping any field of an `ffi` type, or adding a field
 //!   anywhere but at the end of the two tables above;
@@ -90,9 +117,10 @@
 //!   fixed layouts;
 //! - changing a function signature in a table.
 //!
-//! The version check (abi_stable's, before the layout checks): a host refuses a plugin of a
-//! different major version and, before 1.0, a plugin built against an *older* minor
-//! version than its own (0.1.x plugins on a 0.2 host). A plugin built against a newer
+//! The version check (abi_stable's, on [`ABI_VERSION`], before the layout checks): a
+//! host refuses a plugin of a different major ABI version and, before 1.0, a plugin
+//! built against an *older* minor one than its own (0.1.x plugins on a 0.2 host).
+//! A plugin built against a newer
 //! patch or minor version passes the version check and is then judged by the layout
 //! checks.
 
