@@ -124,6 +124,8 @@
 //! patch or minor version passes the version check and is then judged by the layout
 //! checks.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod blocking;
 mod content;
 mod context;
@@ -164,6 +166,11 @@ pub mod __private {
     pub use crate::ffi::PluginRoot_Ref;
     pub use abi_stable::library::{LibHeader, RootModuleResult};
 }
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
