@@ -96,6 +96,8 @@
 //! patch or minor version passes the version check and is then judged by the layout
 //! checks.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod blocking;
 mod content;
 mod context;
@@ -107,6 +109,9 @@ mod export;
 pub mod ffi;
 mod host_request;
 mod risk;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod tool;
 mod unwind;
 
