@@ -25,6 +25,11 @@
 //! export_plugin! { name: "hello", version: env!("CARGO_PKG_VERSION"), tools: [Greet] }
 //! ```
 //!
+//! # Testing tools
+//! With the `testing` feature (for dev-dependencies), `toolhost_plugin_api::testing` runs a
+//! tool through the same glue and call boundary as a host, in a plain `#[test]`: scripted
+//! host services, captured logs and progress, cancellation, a temporary state folder.
+//!
 //! # Rules a plugin lives by
 //! - Build it with `panic = "unwind"` (the default). Hosts refuse plugins built with
 //!   `panic = "abort"`, because their panics would kill the host. Panics in tool code

@@ -263,6 +263,7 @@ impl TestHost {
     /// let host = TestHost::new();
     /// assert!(host.logs().is_empty());
     /// ```
+    #[must_use]
     pub fn new() -> Self {
         TestHost::default()
     }
@@ -273,6 +274,7 @@ impl TestHost {
     /// # use toolhost_plugin_api::testing::TestHost;
     /// let host = TestHost::new().profile("work");
     /// ```
+    #[must_use]
     pub fn profile(mut self, profile: impl Into<String>) -> Self {
         self.profile = profile.into();
         self
@@ -284,6 +286,7 @@ impl TestHost {
     /// # use toolhost_plugin_api::testing::TestHost;
     /// let host = TestHost::new().session("s-1");
     /// ```
+    #[must_use]
     pub fn session(mut self, session: impl Into<String>) -> Self {
         self.session = session.into();
         self
@@ -295,6 +298,7 @@ impl TestHost {
     /// # use toolhost_plugin_api::testing::TestHost;
     /// let host = TestHost::new().model("claude-test");
     /// ```
+    #[must_use]
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = model.into();
         self
@@ -317,6 +321,7 @@ impl TestHost {
     ///     answers.pop().ok_or_else(|| ServiceError::Failed("asked too often".into()))
     /// });
     /// ```
+    #[must_use]
     pub fn on_ask(
         mut self,
         script: impl FnMut(&AskRequest) -> Result<AskAnswer, ServiceError> + Send + 'static,
@@ -336,6 +341,7 @@ impl TestHost {
     ///     Ok(SampleAnswer { text: format!("summary of {} chars", req.prompt.len()), model: None })
     /// });
     /// ```
+    #[must_use]
     pub fn on_sample(
         mut self,
         script: impl FnMut(&SampleRequest) -> Result<SampleAnswer, ServiceError> + Send + 'static,
@@ -359,6 +365,7 @@ impl TestHost {
     ///     Ok("child said".into())
     /// });
     /// ```
+    #[must_use]
     pub fn on_child_turn(
         mut self,
         script: impl FnMut(&ChildTurnRequest) -> Result<String, ServiceError> + Send + 'static,
@@ -389,6 +396,7 @@ impl TestHost {
     ///     other => Err(ServiceError::Unavailable(format!("no {other} here"))),
     /// });
     /// ```
+    #[must_use]
     pub fn on_host_request(
         mut self,
         script: impl FnMut(&str, &Value) -> Result<Value, ServiceError> + Send + 'static,
