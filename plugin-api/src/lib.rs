@@ -25,6 +25,11 @@
 //! export_plugin! { name: "hello", version: env!("CARGO_PKG_VERSION"), tools: [Greet] }
 //! ```
 //!
+//! # Testing tools
+//! With the `testing` feature (for dev-dependencies), `toolhost_plugin_api::testing` runs a
+//! tool through the same glue and call boundary as a host, in a plain `#[test]`: scripted
+//! host services, captured logs and progress, cancellation, a temporary state folder.
+//!
 //! # Rules a plugin lives by
 //! - Build it with `panic = "unwind"` (the default). Hosts refuse plugins built with
 //!   `panic = "abort"`, because their panics would kill the host. Panics in tool code
@@ -96,6 +101,8 @@
 //! patch or minor version passes the version check and is then judged by the layout
 //! checks.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod blocking;
 mod content;
 mod context;
@@ -108,6 +115,9 @@ pub mod ffi;
 mod host_request;
 mod risk;
 mod schema;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod tool;
 mod unwind;
 

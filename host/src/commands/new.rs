@@ -204,8 +204,10 @@ edition = "2024"
 publish = false
 
 [lib]
-# A plugin is a shared library (cdylib: target/release/lib{{lib}}.so). The rlib lets tests
-# and other crates use the tool types directly.
+# A plugin is a shared library (cdylib: target/release/lib{{lib}}.so). The rlib lets
+# integration tests (tests/*.rs) and doctests link the crate as a library; unit tests in
+# src/ work either way. Link at most one plugin's rlib into one binary: each exports the
+# same root-module symbol.
 crate-type = ["cdylib", "rlib"]
 
 [dependencies]
