@@ -61,6 +61,13 @@ impl NewArgs {
         for (relative, _) in &files {
             outln!("  {relative}")?;
         }
+        if self.api_path.is_none() && self.api_git.is_none() {
+            outln!(
+                "toolhost-plugin-api {API_VERSION} comes from crates.io; until it is published \
+                 there, write the crate with --api-path DIR (a toolhost checkout's plugin-api \
+                 folder) or --api-git URL instead"
+            )?;
+        }
         outln!(
             "next: cd {} && cargo test && cargo build --release && toolhost check target/release/lib{lib}.so",
             self.path.display()
