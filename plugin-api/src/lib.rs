@@ -27,7 +27,7 @@
 //! ```
 //!
 //! The crate's README walks through a whole plugin: its `Cargo.toml`, building, checking
-//! and installing it, and testing it with the `testing` feature.
+//! and installing it, and testing it.
 //!
 //! # What a tool can use
 //! - [`ToolContext`]: the profile, session and model of the call, cancellation, and the
@@ -40,9 +40,14 @@
 //!   what a tool needs on the machine, [`Content`] for output that is more than text.
 //! - [`schema_for`] and [`tidy_schema`] for argument schemas models read well.
 //!
+//! # Testing tools
+//! With the `testing` feature (for dev-dependencies), `toolhost_plugin_api::testing` runs a
+//! tool through the same glue and call boundary as a host, in a plain `#[test]`: scripted
+//! host services, captured logs and progress, cancellation, a temporary state folder.
+//!
 //! # Crate features
-//! - `testing`: the module `toolhost_plugin_api::testing`, which runs a tool in a plain
-//!   `cargo test` with scripted host services (enable it in `[dev-dependencies]` only).
+//! - `testing`: the module `toolhost_plugin_api::testing` (above); enable it in
+//!   `[dev-dependencies]` only.
 //! - `__test_newer_api`: for this repository's compatibility tests only; never enable it.
 //!
 //! # Rules a plugin lives by
@@ -138,6 +143,9 @@ pub mod ffi;
 mod host_request;
 mod risk;
 mod schema;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod tool;
 mod unwind;
 

@@ -110,3 +110,107 @@ export_plugin! {
     version: env!("CARGO_PKG_VERSION"),
     tools: [Greet, Countdown],
 }
+
+// Tests run each tool through `toolhost_plugin_api::testing`, which calls it the way the
+// host does (same glue, same argument parsing), with no host and no unsafe code.
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use toolhost_plugin_api::testing::{Progress, TestHost, call};
+    use toolhost_plugin_api::{LogLevel, Risk, ToolError};
+
+    use super::{Countdown, Greet};
+
+    #[test]
+    fn greet_says_hello_in_three_languages() {
+        assert_eq!(
+            call(&Greet, json!({"name": "Ada"})),
+            Ok("Hello, Ada!".into())
+        );
+        assert_eq!(
+            call(&Greet, json!({"name": "Ada", "language": "fr"})),
+            Ok("Bonjour, Ada!".into())
+        );
+        assert_eq!(
+            call(&Greet, json!({"name": "Ada", "language": "de"})),
+            Ok("Hallo, Ada!".into())
+        );
+    }
+
+    #[test]
+    fn greet_refuses_what_it_cannot_do() {
+        assert_eq!(
+            call(&Greet, json!({"name": "Ada", "language": "es"})),
+            Err(ToolError::InvalidArgs(
+                "language 'es' is not supported; use \"en\", \"fr\" or \"de\"".into()
+            ))
+        );
+        // Parsed by the same glue as in the host: serde's messages.
+        let missing = call(&Greet, json!({}));
+        assert!(
+            matches!(&missing, Err(ToolError::InvalidArgs(m)) if m.contains("missing field `name`"))
+        );
+        let unknown = call(&Greet, json!({"name": "Ada", "lang": "fr"}));
+        assert!(
+            matches!(&unknown, Err(ToolError::InvalidArgs(m)) if m.contains("unknown field `lang`"))
+        );
+    }
+
+    #[test]
+    fn the_schemas_are_what_the_model_reads() {
+        let host = TestHost::new();
+        let greet = host.describe(&Greet);
+        assert_eq!((greet.name.as_str(), greet.risk), ("greet", Risk::Read));
+        assert_eq!(greet.schema["required"], json!(["name"]));
+        assert_eq!(greet.schema["additionalProperties"], json!(false));
+        assert_eq!(
+            greet.schema["properties"]["name"]["description"],
+            "The name of the person to greet."
+        );
+        let countdown = host.describe(&Countdown);
+        assert_eq!(countdown.name, "countdown");
+        assert_eq!(countdown.schema["properties"]["from"]["maximum"], 100);
+    }
+
+    #[test]
+    fn countdown_counts_sleeps_and_reports_progress() {
+        let host = TestHost::new();
+        let started = Instant::now();
+        assert_eq!(
+            host.call(&Countdown, json!({"from": 3, "step_ms": 20})),
+            Ok("3 2 1 0".into())
+        );
+        // Three real sleeps of 20 ms on the host's timer.
+        assert!(started.elapsed() >= Duration::from_millis(60));
+        let step = |n: f64| Progress {
+            progress: n,
+            total: Some(3.0),
+            message: None,
+        };
+        assert_eq!(
+            host.progress(),
+            [step(0.0), step(1.0), step(2.0), step(3.0)]
+        );
+        assert!(host.logs().is_empty());
+        assert_eq!(call(&Countdown, json!({"from": 0})), Ok("0".into()));
+    }
+
+    #[test]
+    fn countdown_stops_when_the_call_is_cancelled() {
+        let host = TestHost::new();
+        host.cancel_after(Duration::from_millis(100));
+        let started = Instant::now();
+        let out = host.call(&Countdown, json!({"from": 100, "step_ms": 10_000}));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            out,
+            Err(ToolError::Failed("cancelled after counting 100".into()))
+        );
+        assert_eq!(
+            host.logs(),
+            [(LogLevel::INFO, "countdown cancelled".to_owned())]
+        );
+    }
+}

@@ -61,6 +61,13 @@ impl NewArgs {
         for (relative, _) in &files {
             outln!("  {relative}")?;
         }
+        if self.api_path.is_none() && self.api_git.is_none() {
+            outln!(
+                "toolhost-plugin-api {API_VERSION} comes from crates.io; until it is published \
+                 there, write the crate with --api-path DIR (a toolhost checkout's plugin-api \
+                 folder) or --api-git URL instead"
+            )?;
+        }
         outln!(
             "next: cd {} && cargo test && cargo build --release && toolhost check target/release/lib{lib}.so",
             self.path.display()
@@ -204,8 +211,10 @@ edition = "2024"
 publish = false
 
 [lib]
-# A plugin is a shared library (cdylib: target/release/lib{{lib}}.so). The rlib lets tests
-# and other crates use the tool types directly.
+# A plugin is a shared library (cdylib: target/release/lib{{lib}}.so). The rlib lets
+# integration tests (tests/*.rs) and doctests link the crate as a library; unit tests in
+# src/ work either way. Link at most one plugin's rlib into one binary: each exports the
+# same root-module symbol.
 crate-type = ["cdylib", "rlib"]
 
 [dependencies]

@@ -139,3 +139,145 @@ export_plugin! {
     version: env!("CARGO_PKG_VERSION"),
     tools: [DelegateTask],
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::{Value, json};
+    use toolhost_plugin_api::testing::{TestHost, call};
+    use toolhost_plugin_api::{ChildTurnRequest, Risk, ServiceError, ToolError};
+
+    use super::DelegateTask;
+
+    /// Children that answer in upper case, and fail on a prompt containing "fail".
+    fn children() -> TestHost {
+        TestHost::new().on_child_turn(|req: &ChildTurnRequest| {
+            if req.prompt.contains("fail") {
+                return Err(ServiceError::Failed(format!("could not {}", req.prompt)));
+            }
+            Ok(req.prompt.to_uppercase())
+        })
+    }
+
+    fn parsed(out: Result<String, ToolError>) -> Value {
+        serde_json::from_str(&out.unwrap()).unwrap()
+    }
+
+    #[test]
+    fn describes_a_read_tool_with_at_most_five_tasks() {
+        let info = TestHost::new().describe(&DelegateTask);
+        assert_eq!(info.name, "delegate_task");
+        assert_eq!(info.risk, Risk::Read);
+        assert!(!info.interactive);
+        assert_eq!(info.schema["properties"]["tasks"]["maxItems"], 5);
+    }
+
+    #[test]
+    fn one_task_returns_the_childs_answer() {
+        let host = children();
+        let out = host.call(
+            &DelegateTask,
+            json!({"task": "find the file", "context": "it is in /tmp"}),
+        );
+        assert_eq!(out, Ok("FIND THE FILE".to_owned()));
+        assert_eq!(
+            host.child_turns(),
+            [ChildTurnRequest {
+                prompt: "find the file".to_owned(),
+                context: Some("it is in /tmp".to_owned()),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_failing_child_fails_a_single_task() {
+        assert_eq!(
+            children().call(&DelegateTask, json!({"task": "fail now"})),
+            Err(ToolError::Failed(
+                "the helper failed: could not fail now".to_owned()
+            ))
+        );
+        let out = call(&DelegateTask, json!({"task": "anything"}));
+        assert_eq!(
+            out,
+            Err(ToolError::Failed(
+                "the helper failed: child turns are not available: no answer scripted: use \
+                 TestHost::on_child_turn"
+                    .to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_batch_answers_in_the_order_given_with_errors_in_place() {
+        let host = children();
+        let out = host.call(
+            &DelegateTask,
+            json!({"tasks": [
+                {"task": "one"},
+                {"task": "please fail", "context": "bad luck"},
+                {"task": "three", "context": "ctx"},
+            ]}),
+        );
+        assert_eq!(
+            parsed(out),
+            json!({"results": [
+                {"task": "one", "answer": "ONE"},
+                {"task": "please fail", "error": "could not please fail"},
+                {"task": "three", "answer": "THREE"},
+            ]})
+        );
+        let asked: Vec<(String, Option<String>)> = host
+            .child_turns()
+            .into_iter()
+            .map(|t| (t.prompt, t.context))
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                ("one".to_owned(), None),
+                ("please fail".to_owned(), Some("bad luck".to_owned())),
+                ("three".to_owned(), Some("ctx".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_of_one_is_still_a_batch() {
+        let out = children().call(&DelegateTask, json!({"tasks": [{"task": "x"}]}));
+        assert_eq!(
+            out,
+            Ok("X".to_owned()),
+            "one task in a batch answers plainly"
+        );
+    }
+
+    #[test]
+    fn wrong_shapes_are_refused_before_any_child_runs() {
+        let host = children();
+        let six: Vec<Value> = (0..6).map(|i| json!({"task": format!("t{i}")})).collect();
+        let either = "give either `task` or a non-empty list `tasks`, not both";
+        for (args, expected) in [
+            (json!({}), either.to_owned()),
+            (json!({"tasks": []}), either.to_owned()),
+            (
+                json!({"task": "a", "tasks": [{"task": "b"}]}),
+                either.to_owned(),
+            ),
+            (
+                json!({"tasks": six}),
+                "at most 5 tasks at once; split the batch".to_owned(),
+            ),
+        ] {
+            assert_eq!(
+                host.call(&DelegateTask, args.clone()),
+                Err(ToolError::InvalidArgs(expected)),
+                "{args}"
+            );
+        }
+        let out = host.call(&DelegateTask, json!({"tasks": [{"context": "no task"}]}));
+        assert!(matches!(out, Err(ToolError::InvalidArgs(m)) if m.contains("`task`")));
+        assert!(host.child_turns().is_empty());
+    }
+}

@@ -261,3 +261,211 @@ export_plugin! {
     version: env!("CARGO_PKG_VERSION"),
     tools: [Memory],
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::{Value, json};
+    use toolhost_plugin_api::testing::TestHost;
+    use toolhost_plugin_api::{LogLevel, Risk, ToolError};
+
+    use super::Memory;
+
+    fn ok(host: &TestHost, args: Value) -> Value {
+        let out = host.call(&Memory, args.clone());
+        serde_json::from_str(&out.unwrap_or_else(|e| panic!("{args}: {e}"))).unwrap()
+    }
+
+    fn texts(listed: &Value) -> Vec<&str> {
+        listed["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["text"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn describes_a_read_tool_with_four_actions() {
+        let info = TestHost::new().describe(&Memory);
+        assert_eq!(info.name, "memory");
+        assert_eq!(info.risk, Risk::Read);
+        assert_eq!(info.schema["required"], json!(["action"]));
+        let schema = info.schema.to_string();
+        for action in ["add", "list", "search", "remove"] {
+            assert!(
+                schema.contains(&format!("\"{action}\"")),
+                "{action}: {schema}"
+            );
+        }
+    }
+
+    #[test]
+    fn notes_are_kept_in_the_state_folder_across_calls() {
+        let host = TestHost::new();
+        assert_eq!(ok(&host, json!({"action": "list"})), json!({"notes": []}));
+        let added = ok(
+            &host,
+            json!({"action": "add", "text": "  Likes green tea  "}),
+        );
+        assert_eq!(added["added"]["id"], 1);
+        assert_eq!(added["added"]["text"], "Likes green tea");
+        let created = added["added"]["created"].as_str().unwrap();
+        assert!(
+            created.len() == 20 && created.ends_with('Z') && created.as_bytes()[10] == b'T',
+            "{created}"
+        );
+        let added = ok(
+            &host,
+            json!({"action": "add", "text": "Works at the harbour"}),
+        );
+        assert_eq!(added["added"]["id"], 2);
+
+        let listed = ok(&host, json!({"action": "list"}));
+        assert_eq!(texts(&listed), ["Likes green tea", "Works at the harbour"]);
+
+        // On disk, private, where the host said.
+        let file = host.state_dir().join("memory.json");
+        let on_disk: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(on_disk["next_id"], 2);
+        assert_eq!(on_disk["notes"], listed["notes"]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            for name in ["memory.json", "memory.lock"] {
+                let meta = std::fs::metadata(host.state_dir().join(name)).unwrap();
+                assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+            }
+        }
+        assert!(host.logs().is_empty(), "{:?}", host.logs());
+    }
+
+    #[test]
+    fn search_finds_notes_with_every_word_in_any_case() {
+        let host = TestHost::new();
+        for text in ["Likes GREEN tea", "Green door at home", "Drinks coffee"] {
+            ok(&host, json!({"action": "add", "text": text}));
+        }
+        let found = ok(&host, json!({"action": "search", "query": "green"}));
+        assert_eq!(texts(&found), ["Likes GREEN tea", "Green door at home"]);
+        let found = ok(&host, json!({"action": "search", "query": "tea green"}));
+        assert_eq!(texts(&found), ["Likes GREEN tea"]);
+        let found = ok(&host, json!({"action": "search", "query": "milk"}));
+        assert_eq!(texts(&found), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn remove_deletes_one_note_and_ids_are_not_reused() {
+        let host = TestHost::new();
+        ok(&host, json!({"action": "add", "text": "one"}));
+        ok(&host, json!({"action": "add", "text": "two"}));
+        assert_eq!(
+            ok(&host, json!({"action": "remove", "id": 1})),
+            json!({"removed": 1})
+        );
+        assert_eq!(texts(&ok(&host, json!({"action": "list"}))), ["two"]);
+        assert_eq!(
+            host.call(&Memory, json!({"action": "remove", "id": 1})),
+            Err(ToolError::InvalidArgs(
+                "there is no note 1; list the notes to see their ids".to_owned()
+            ))
+        );
+        let added = ok(&host, json!({"action": "add", "text": "three"}));
+        assert_eq!(added["added"]["id"], 3);
+    }
+
+    #[test]
+    fn each_profile_has_its_own_notes() {
+        let work = TestHost::new().profile("work");
+        let home = TestHost::new().profile("home");
+        ok(&work, json!({"action": "add", "text": "standup at nine"}));
+        ok(&home, json!({"action": "add", "text": "water the plants"}));
+        assert_eq!(
+            texts(&ok(&work, json!({"action": "list"}))),
+            ["standup at nine"]
+        );
+        assert_eq!(
+            texts(&ok(&home, json!({"action": "list"}))),
+            ["water the plants"]
+        );
+        assert_ne!(work.state_dir(), home.state_dir());
+    }
+
+    #[test]
+    fn missing_or_wrong_arguments_are_refused() {
+        let host = TestHost::new();
+        for (args, expected) in [
+            (
+                json!({"action": "add"}),
+                "add needs `text`: the note to save",
+            ),
+            (
+                json!({"action": "add", "text": "  "}),
+                "add needs `text`: the note to save",
+            ),
+            (
+                json!({"action": "search"}),
+                "search needs `query`: words to find",
+            ),
+            (
+                json!({"action": "search", "query": ""}),
+                "search needs `query`: words to find",
+            ),
+            (
+                json!({"action": "remove"}),
+                "remove needs `id`: the note's id",
+            ),
+        ] {
+            assert_eq!(
+                host.call(&Memory, args.clone()),
+                Err(ToolError::InvalidArgs(expected.to_owned())),
+                "{args}"
+            );
+        }
+        for args in [
+            json!({}),
+            json!({"action": "forget"}),
+            json!({"action": "remove", "id": -1}),
+        ] {
+            let out = host.call(&Memory, args.clone());
+            assert!(
+                matches!(out, Err(ToolError::InvalidArgs(_))),
+                "{args}: {out:?}"
+            );
+        }
+        // Nothing was written.
+        assert!(!host.state_dir().join("memory.json").exists());
+    }
+
+    #[test]
+    fn a_damaged_notes_file_is_reported_not_overwritten() {
+        let host = TestHost::new();
+        let file = host.state_dir().join("memory.json");
+        std::fs::write(&file, "{not json").unwrap();
+        let out = host.call(&Memory, json!({"action": "add", "text": "x"}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.contains("is damaged") && m.contains("move it aside")),
+            "{out:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{not json");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_notes_file_others_can_read_is_narrowed_with_a_warning() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let host = TestHost::new();
+        let file = host.state_dir().join("memory.json");
+        std::fs::write(&file, r#"{"next_id": 1, "notes": [{"id": 1, "text": "old", "created": "2025-01-01T00:00:00Z"}]}"#).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(texts(&ok(&host, json!({"action": "list"}))), ["old"]);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let logs = host.logs();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert_eq!(logs[0].0, LogLevel::WARN);
+        assert!(logs[0].1.contains("from 0644 to 0600"), "{}", logs[0].1);
+    }
+}

@@ -23,7 +23,38 @@ pub(crate) struct EditTextArgs {
     extension: Option<String>,
 }
 
-pub(crate) struct EditText;
+pub(crate) struct EditText {
+    /// Reads an environment variable (`$VISUAL`, `$EDITOR`): the process's, or a test's.
+    env: fn(&str) -> Option<String>,
+}
+
+impl Default for EditText {
+    fn default() -> Self {
+        EditText {
+            env: |name| std::env::var(name).ok(),
+        }
+    }
+}
+
+/// The editor to run: `$VISUAL`, else `$EDITOR` (the first one set and not blank), else
+/// `vi` when a terminal is attached.
+fn choose_editor(
+    env: impl Fn(&str) -> Option<String>,
+    terminal: impl FnOnce() -> bool,
+) -> Result<String, ToolError> {
+    let editor = ["VISUAL", "EDITOR"]
+        .iter()
+        .filter_map(|v| env(v))
+        .find(|v| !v.trim().is_empty());
+    match editor {
+        Some(e) => Ok(e),
+        None if terminal() => Ok("vi".to_owned()),
+        None => Err(ToolError::failed(
+            "no editor is available: $VISUAL and $EDITOR are unset and no terminal is \
+             attached; ask the person in the conversation instead",
+        )),
+    }
+}
 
 static DRAFTS: AtomicU32 = AtomicU32::new(0);
 
@@ -50,20 +81,7 @@ impl TypedTool for EditText {
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: EditTextArgs) -> Result<String, ToolError> {
-        let editor = ["VISUAL", "EDITOR"]
-            .iter()
-            .filter_map(|v| std::env::var(v).ok())
-            .find(|v| !v.trim().is_empty());
-        let editor = match editor {
-            Some(e) => e,
-            None if std::io::stdin().is_terminal() => "vi".to_owned(),
-            None => {
-                return Err(ToolError::failed(
-                    "no editor is available: $VISUAL and $EDITOR are unset and no terminal is \
-                     attached; ask the person in the conversation instead",
-                ));
-            }
-        };
+        let editor = choose_editor(self.env, || std::io::stdin().is_terminal())?;
         let ext = args
             .extension
             .as_deref()
@@ -142,4 +160,134 @@ fn write_private(path: &PathBuf, text: &str) -> std::io::Result<()> {
         options.mode(0o600);
     }
     options.open(path)?.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use toolhost_plugin_api::testing::TestHost;
+    use toolhost_plugin_api::{LogLevel, ToolError};
+
+    use super::{EditText, choose_editor};
+
+    /// `edit_text` with `$VISUAL` set to `editor` (and no `$EDITOR`), whatever the test
+    /// process's environment says.
+    macro_rules! with_editor {
+        ($editor:expr) => {
+            EditText {
+                env: |name| (name == "VISUAL").then(|| $editor.to_owned()),
+            }
+        };
+    }
+
+    /// The draft's path, from the line the tool logs before opening it.
+    fn draft_path(host: &TestHost) -> PathBuf {
+        let logs = host.logs();
+        let (level, line) = logs.first().expect("a log line");
+        assert_eq!(*level, LogLevel::INFO);
+        let rest = line.strip_prefix("opening ").unwrap();
+        PathBuf::from(&rest[..rest.find(" in '").unwrap()])
+    }
+
+    #[test]
+    fn is_interactive() {
+        let info = TestHost::new().describe(&EditText::default());
+        assert_eq!(info.name, "edit_text");
+        assert!(info.interactive);
+        assert_eq!(info.risk, toolhost_plugin_api::Risk::Read);
+    }
+
+    #[test]
+    fn returns_what_the_person_saved_and_removes_the_draft() {
+        let host = TestHost::new();
+        let tool = with_editor!("sh -c 'printf \" and more\" >> \"$1\"' editor");
+        let out = host.call(&tool, json!({"text": "a draft", "extension": "md"}));
+        assert_eq!(out, Ok("a draft and more".to_owned()));
+        let draft = draft_path(&host);
+        assert_eq!(draft.extension().unwrap(), "md");
+        assert!(draft.starts_with(std::env::temp_dir()));
+        assert!(!draft.exists(), "the draft is removed");
+    }
+
+    #[test]
+    fn the_draft_is_private_and_an_odd_extension_is_txt() {
+        let host = TestHost::new();
+        let tool = with_editor!("sh -c 'ls -l \"$1\" | cut -c1-10 > \"$1\"' editor");
+        let out = host.call(&tool, json!({"text": "secret", "extension": "../x"}));
+        assert_eq!(out, Ok("-rw-------\n".to_owned()));
+        assert_eq!(draft_path(&host).extension().unwrap(), "txt");
+    }
+
+    #[test]
+    fn an_editor_that_fails_abandons_the_edit() {
+        let out = TestHost::new().call(&with_editor!("false"), json!({"text": "x"}));
+        assert_eq!(
+            out,
+            Err(ToolError::Failed(
+                "the editor 'false' exited with exit status: 1; the edit was abandoned".to_owned()
+            ))
+        );
+        let out = TestHost::new().call(&with_editor!("/no/such/editor"), json!({}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.contains("exit status: 127")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_call_kills_the_editor() {
+        let host = TestHost::new();
+        host.cancel_after(Duration::from_millis(100));
+        let started = Instant::now();
+        let out = host.call(&with_editor!("sleep 30; true"), json!({"text": "x"}));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            out,
+            Err(ToolError::Failed(
+                "the call was cancelled; the edit was abandoned".to_owned()
+            ))
+        );
+        assert!(!draft_path(&host).exists());
+    }
+
+    #[test]
+    fn the_editor_is_visual_then_editor_then_vi_on_a_terminal() {
+        let env = |visual: &'static str, editor: &'static str| {
+            move |name: &str| match name {
+                "VISUAL" => Some(visual.to_owned()).filter(|_| visual != "-"),
+                "EDITOR" => Some(editor.to_owned()).filter(|_| editor != "-"),
+                _ => None,
+            }
+        };
+        let no_terminal = || false;
+        assert_eq!(
+            choose_editor(env("code --wait", "nano"), no_terminal),
+            Ok("code --wait".into())
+        );
+        assert_eq!(
+            choose_editor(env("  ", "nano"), no_terminal),
+            Ok("nano".into())
+        );
+        assert_eq!(
+            choose_editor(env("-", "nano"), no_terminal),
+            Ok("nano".into())
+        );
+        assert_eq!(choose_editor(env("-", "-"), || true), Ok("vi".into()));
+        let none = choose_editor(env("", "-"), no_terminal);
+        assert!(
+            matches!(&none, Err(ToolError::Failed(m)) if m.starts_with("no editor is available")),
+            "{none:?}"
+        );
+    }
+
+    #[test]
+    fn refuses_unknown_fields() {
+        let out = TestHost::new().call(&with_editor!("true"), json!({"text": "x", "path": "/etc"}));
+        assert!(matches!(out, Err(ToolError::InvalidArgs(_))), "{out:?}");
+    }
 }

@@ -249,3 +249,204 @@ fn keep_owner_and_mode(file: &fs::File, old: &fs::Metadata) -> io::Result<()> {
 fn keep_owner_and_mode(file: &fs::File, old: &fs::Metadata) -> io::Result<()> {
     file.set_permissions(old.permissions())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::fs;
+    use std::path::Path;
+
+    use serde_json::json;
+    use toolhost_plugin_api::testing::TestHost;
+    use toolhost_plugin_api::{Risk, ToolError};
+
+    use super::WriteFile;
+
+    /// Writes under the test host's state folder: a fresh temporary folder, removed with it.
+    fn write(host: &TestHost, path: &Path, extra: serde_json::Value) -> Result<String, ToolError> {
+        let mut args = json!({"path": path, "content": "hello"});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        host.call(&WriteFile, args)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn is_a_write_tool() {
+        let info = TestHost::new().describe(&WriteFile);
+        assert_eq!(info.name, "write_file");
+        assert_eq!(info.risk, Risk::Write);
+        assert_eq!(info.schema["required"], json!(["path", "content"]));
+    }
+
+    #[test]
+    fn create_makes_a_new_file_and_never_touches_an_existing_one() {
+        let host = TestHost::new();
+        let path = host.state_dir().join("new.txt");
+        assert_eq!(
+            write(&host, &path, json!({})),
+            Ok(format!("created {} (5 bytes)", path.display()))
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), "hello");
+        let again = write(&host, &path, json!({"content": "other", "mode": "create"}));
+        assert!(
+            matches!(&again, Err(ToolError::Failed(m)) if m.starts_with("could not create") && m.ends_with("(use mode \"overwrite\" or \"append\")")),
+            "{again:?}"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), "hello");
+    }
+
+    #[test]
+    fn overwrite_replaces_atomically_keeping_the_mode() {
+        let host = TestHost::new();
+        let path = host.state_dir().join("config.toml");
+        fs::write(&path, "old content").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        }
+        assert_eq!(
+            write(&host, &path, json!({"content": "new", "mode": "overwrite"})),
+            Ok(format!("overwrote {} (3 bytes)", path.display()))
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o7777, 0o640);
+        }
+        assert_eq!(
+            names(host.state_dir()),
+            ["config.toml"],
+            "no temporary file is left"
+        );
+        // Overwriting a file that is not there creates it.
+        let fresh = host.state_dir().join("fresh.txt");
+        write(&host, &fresh, json!({"mode": "overwrite"})).unwrap();
+        assert_eq!(fs::read_to_string(&fresh).unwrap(), "hello");
+    }
+
+    #[test]
+    fn append_adds_to_the_end_creating_the_file_if_needed() {
+        let host = TestHost::new();
+        let path = host.state_dir().join("log.txt");
+        assert_eq!(
+            write(&host, &path, json!({"mode": "append"})),
+            Ok(format!("appended 5 bytes to {}", path.display()))
+        );
+        write(
+            &host,
+            &path,
+            json!({"mode": "append", "content": ", world"}),
+        )
+        .unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "hello, world");
+    }
+
+    #[test]
+    fn the_parent_folder_must_exist_and_folders_are_not_files() {
+        let host = TestHost::new();
+        let path = host.state_dir().join("missing").join("x.txt");
+        let out = write(&host, &path, json!({}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.ends_with("(the parent directory must exist)")),
+            "{out:?}"
+        );
+        let dir = host.state_dir().join("sub");
+        fs::create_dir(&dir).unwrap();
+        for mode in ["overwrite", "append"] {
+            let out = write(&host, &dir, json!({"mode": mode}));
+            assert!(
+                matches!(&out, Err(ToolError::Failed(m)) if m.contains("it is not a regular file")),
+                "{mode}: {out:?}"
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_are_refused_unless_followed() {
+        let host = TestHost::new();
+        let dir = host.state_dir();
+        let target = dir.join("target.txt");
+        fs::write(&target, "original").unwrap();
+        let link = dir.join("link.txt");
+        std::os::unix::fs::symlink("target.txt", &link).unwrap();
+        for mode in ["create", "overwrite", "append"] {
+            let out = write(&host, &link, json!({"mode": mode}));
+            assert!(
+                matches!(&out, Err(ToolError::Failed(m)) if m.contains("is a symbolic link (to target.txt)") && m.contains("\"follow_symlinks\": true")),
+                "{mode}: {out:?}"
+            );
+        }
+        assert_eq!(fs::read_to_string(&target).unwrap(), "original");
+
+        let out = write(
+            &host,
+            &link,
+            json!({"mode": "overwrite", "follow_symlinks": true}),
+        );
+        assert_eq!(
+            out,
+            Ok(format!(
+                "overwrote {} (through the link {}) (5 bytes)",
+                target.display(),
+                link.display()
+            ))
+        );
+        assert_eq!(fs::read_to_string(&target).unwrap(), "hello");
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link is kept"
+        );
+
+        // A dangling link, followed, creates the file it points to.
+        let dangling = dir.join("dangling");
+        std::os::unix::fs::symlink(dir.join("made.txt"), &dangling).unwrap();
+        write(&host, &dangling, json!({"follow_symlinks": true})).unwrap();
+        assert_eq!(fs::read_to_string(dir.join("made.txt")).unwrap(), "hello");
+
+        // A loop of links ends with a message, not a hang.
+        std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+        let out = write(&host, &dir.join("loop-a"), json!({"follow_symlinks": true}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.contains("a chain of more than 40 symbolic links")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let host = TestHost::new();
+        let path = host.state_dir().join("x.txt");
+        for args in [
+            json!({"path": path}),
+            json!({"content": "x"}),
+            json!({"path": path, "content": "x", "mode": "truncate"}),
+            json!({"path": path, "content": "x", "force": true}),
+        ] {
+            let out = host.call(&WriteFile, args.clone());
+            assert!(
+                matches!(out, Err(ToolError::InvalidArgs(_))),
+                "{args}: {out:?}"
+            );
+        }
+        assert!(!path.exists());
+    }
+}

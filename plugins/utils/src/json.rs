@@ -102,3 +102,86 @@ fn type_name(v: &Value) -> &'static str {
         Value::Object(_) => "object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::json;
+    use toolhost_plugin_api::ToolError;
+    use toolhost_plugin_api::testing::call;
+
+    use super::JsonQuery;
+
+    const DOC: &str = r#"{"items": [{"name": "a", "n": 1}, {"name": "b"}], "a/b": {"~x": true}}"#;
+
+    fn query(pointer: &str) -> Result<String, ToolError> {
+        call(&JsonQuery, json!({"json": DOC, "pointer": pointer}))
+    }
+
+    #[test]
+    fn picks_values_by_pointer() {
+        assert_eq!(query("/items/0/name"), Ok("\"a\"".to_owned()));
+        assert_eq!(query("/items/1"), Ok("{\n  \"name\": \"b\"\n}".to_owned()));
+        // RFC 6901 escapes: ~1 is '/', ~0 is '~'.
+        assert_eq!(query("/a~1b/~0x"), Ok("true".to_owned()));
+        let whole = call(&JsonQuery, json!({"json": "[1, 2]"})).unwrap();
+        assert_eq!(whole, "[\n  1,\n  2\n]");
+    }
+
+    #[test]
+    fn a_miss_says_how_far_the_pointer_got() {
+        assert_eq!(
+            query("/items/0/colour"),
+            Err(ToolError::Failed(
+                "no value at '/items/0/colour': 'colour' is not found at /items/0, which is an \
+                 object with keys: n, name"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            query("/items/5"),
+            Err(ToolError::Failed(
+                "no value at '/items/5': '5' is not found at /items, which is an array of 2 \
+                 elements"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            query("/nope"),
+            Err(ToolError::Failed(
+                "no value at '/nope': 'nope' is not found at the document root, which is an \
+                 object with keys: a/b, items"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            query("/items/0/n/deeper"),
+            Err(ToolError::Failed(
+                "no value at '/items/0/n/deeper': 'deeper' is not found at /items/0/n, which is \
+                 a number value"
+                    .to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn bad_documents_and_pointers_are_invalid_arguments() {
+        let out = call(&JsonQuery, json!({"json": "{oops", "pointer": ""}));
+        assert!(
+            matches!(&out, Err(ToolError::InvalidArgs(m)) if m.starts_with("`json` is not valid JSON")),
+            "{out:?}"
+        );
+        assert_eq!(
+            query("items"),
+            Err(ToolError::InvalidArgs(
+                "`pointer` must be empty or start with '/', got 'items'".to_owned()
+            ))
+        );
+        let out = call(&JsonQuery, json!({"pointer": "/a"}));
+        assert!(
+            matches!(&out, Err(ToolError::InvalidArgs(m)) if m.contains("`json`")),
+            "{out:?}"
+        );
+    }
+}

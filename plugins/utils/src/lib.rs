@@ -15,7 +15,7 @@ toolhost_plugin_api::export_plugin! {
         time::TimeNow,
         json::JsonQuery,
         text::TextStats,
-        edit::EditText,
+        edit::EditText::default(),
         files::WriteFile,
     ],
 }

@@ -44,3 +44,49 @@ impl TypedTool for TextStats {
         .to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::{Value, json};
+    use toolhost_plugin_api::ToolError;
+    use toolhost_plugin_api::testing::call;
+
+    use super::TextStats;
+
+    fn stats(text: &str) -> Value {
+        serde_json::from_str(&call(&TextStats, json!({"text": text})).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn counts_lines_words_characters_and_bytes() {
+        assert_eq!(
+            stats("héllo wörld\n  two   words here\n"),
+            json!({"lines": 2, "words": 5, "characters": 31, "bytes": 33, "longest_line": 18})
+        );
+    }
+
+    #[test]
+    fn an_empty_text_is_all_zeros() {
+        assert_eq!(
+            stats(""),
+            json!({"lines": 0, "words": 0, "characters": 0, "bytes": 0, "longest_line": 0})
+        );
+    }
+
+    #[test]
+    fn needs_a_text() {
+        for args in [
+            json!({}),
+            json!({"text": 1}),
+            json!({"text": "a", "more": 1}),
+        ] {
+            let out = call(&TextStats, args.clone());
+            assert!(
+                matches!(out, Err(ToolError::InvalidArgs(_))),
+                "{args}: {out:?}"
+            );
+        }
+    }
+}

@@ -52,3 +52,83 @@ impl TypedTool for TimeNow {
         .to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::{Value, json};
+    use toolhost_plugin_api::ToolError;
+    use toolhost_plugin_api::testing::{TestHost, call};
+
+    use super::TimeNow;
+
+    fn now(args: Value) -> Value {
+        serde_json::from_str(&call(&TimeNow, args).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn describes_a_read_tool_with_an_optional_zone() {
+        let info = TestHost::new().describe(&TimeNow);
+        assert_eq!(info.name, "time_now");
+        assert_eq!(info.risk, toolhost_plugin_api::Risk::Read);
+        assert!(info.schema.get("required").is_none());
+        assert!(info.schema["properties"]["timezone"].is_object());
+    }
+
+    #[test]
+    fn defaults_to_utc_and_tells_the_current_time() {
+        let before = jiff::Timestamp::now().as_second();
+        let out = now(json!({}));
+        let after = jiff::Timestamp::now().as_second();
+        assert_eq!(out["timezone"], "UTC");
+        let unix = out["unix"].as_i64().unwrap();
+        assert!((before..=after).contains(&unix), "{out}");
+        let datetime = out["datetime"].as_str().unwrap();
+        assert!(datetime.ends_with("+00:00"), "{datetime}");
+        let parsed: jiff::Timestamp = datetime.parse().unwrap();
+        assert_eq!(parsed.as_second(), unix);
+        let weekdays = [
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
+        ];
+        assert!(
+            weekdays.contains(&out["weekday"].as_str().unwrap()),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn tells_the_time_in_a_named_zone() {
+        let out = now(json!({"timezone": "Asia/Kolkata"}));
+        assert_eq!(out["timezone"], "Asia/Kolkata");
+        // No daylight saving there: always +05:30.
+        assert!(
+            out["datetime"].as_str().unwrap().ends_with("+05:30"),
+            "{out}"
+        );
+        assert_eq!(out["utc_offset"], "+05:30");
+    }
+
+    #[test]
+    fn refuses_unknown_zones_and_fields() {
+        assert_eq!(
+            call(&TimeNow, json!({"timezone": "Mars/Olympus"})),
+            Err(ToolError::InvalidArgs(
+                "unknown time zone 'Mars/Olympus'; use an IANA name such as 'Europe/Paris' or \
+                 'UTC'"
+                    .to_owned()
+            ))
+        );
+        let out = call(&TimeNow, json!({"tz": "UTC"}));
+        assert!(
+            matches!(&out, Err(ToolError::InvalidArgs(m)) if m.contains("unknown field `tz`")),
+            "{out:?}"
+        );
+    }
+}

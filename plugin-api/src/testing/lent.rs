@@ -1,0 +1,164 @@
+//! A tool the test borrows to the harness, exported with the plugin glue
+//! (`into_ffi_tool`, what `export_plugin!` uses) and read and called through its vtable,
+//! as a host does.
+
+use std::future::Future;
+use std::marker::PhantomData;
+
+use abi_stable::std_types::RStr;
+use serde_json::Value;
+
+use super::ToolInfo;
+use crate::context::ToolContext;
+use crate::export::into_ffi_tool;
+use crate::ffi::{FfiCallContext, FfiCallResult, FfiTool};
+use crate::tool::{Requirements, Tool, ToolError};
+
+/// A `&T` the export glue can own: `into_ffi_tool` takes a `'static` tool by value, and
+/// the test only lends one. Only [`Exported`] makes these, and it keeps the borrow alive
+/// (its lifetime) for as long as the `FfiTool` exists.
+struct Lent<T> {
+    tool: *const T,
+}
+
+// SAFETY: a `Lent<T>` is a shared reference to a `T`, which is `Sync` (every `Tool` is);
+// `Exported` keeps the referent alive while the `Lent` exists.
+unsafe impl<T: Sync> Send for Lent<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for Lent<T> {}
+
+impl<T> Lent<T> {
+    fn get(&self) -> &T {
+        // SAFETY: `Exported<'t>` borrows the tool for `'t` and drops the `FfiTool` (and
+        // with it this `Lent`) before `'t` ends, so the pointer is valid for any use.
+        unsafe { &*self.tool }
+    }
+}
+
+/// Every method forwards, `call_json` included, so a `TypedTool` parses its arguments as
+/// it does in a plugin.
+impl<T: Tool> Tool for Lent<T> {
+    fn name(&self) -> &str {
+        self.get().name()
+    }
+    fn description(&self) -> &str {
+        self.get().description()
+    }
+    fn schema(&self) -> Value {
+        self.get().schema()
+    }
+    fn risk(&self) -> crate::Risk {
+        self.get().risk()
+    }
+    fn interactive(&self) -> bool {
+        self.get().interactive()
+    }
+    fn requirements(&self) -> Requirements {
+        self.get().requirements()
+    }
+    fn call(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        self.get().call(ctx, args)
+    }
+    fn call_json(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<String, ToolError>> + Send {
+        self.get().call_json(ctx, args)
+    }
+}
+
+/// A borrowed tool as a plugin exports it; dropped through its vtable, as hosts do.
+pub(super) struct Exported<'t> {
+    ffi: FfiTool,
+    _tool: PhantomData<&'t ()>,
+}
+
+impl<'t> Exported<'t> {
+    pub(super) fn new<T: Tool>(tool: &'t T) -> Exported<'t> {
+        Exported {
+            ffi: into_ffi_tool(Lent {
+                tool: std::ptr::from_ref(tool),
+            }),
+            _tool: PhantomData,
+        }
+    }
+
+    /// The metadata, read through the vtable the way a host reads it at load (the
+    /// messages are the host's); `Err` when a host would leave the tool out.
+    pub(super) fn info(&self) -> Result<ToolInfo, String> {
+        let (vt, this) = (self.ffi.vtable, self.ffi.this);
+        let panicked = |what: &str, m: abi_stable::std_types::RString| {
+            format!("reading its {what} panicked: {m}")
+        };
+        // SAFETY (every vtable call below): `this` is the object exported with `vt`, alive
+        // until `self` drops.
+        let name = unsafe { (vt.name())(this) }
+            .into_result()
+            .map_err(|m| format!("tool #0: {}", panicked("name", m)))?
+            .into_string();
+        let in_tool = |e: String| format!("tool '{name}': {e}");
+        // SAFETY: as above.
+        let description = unsafe { (vt.description())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("description", m)))?
+            .into_string();
+        // SAFETY: as above.
+        let schema_text = unsafe { (vt.schema())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("schema", m)))?;
+        let schema: Value = serde_json::from_str(&schema_text)
+            .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+        // What a host serves to models (it applies the same rewrite at load).
+        let schema = crate::schema::tidy_schema(schema);
+        // SAFETY: as above.
+        let risk = unsafe { (vt.risk())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("risk", m)))?
+            .risk();
+        // SAFETY: as above.
+        let interactive = unsafe { (vt.interactive())(this) }
+            .into_result()
+            .map_err(|m| in_tool(panicked("interactive flag", m)))?;
+        let requirements = match vt.requirements() {
+            None => Requirements::default(),
+            Some(get) => {
+                // SAFETY: as above.
+                let text = unsafe { get(this) }
+                    .into_result()
+                    .map_err(|m| in_tool(panicked("requirements", m)))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
+            }
+        };
+        Ok(ToolInfo {
+            name,
+            description,
+            schema,
+            risk,
+            interactive,
+            requirements,
+        })
+    }
+
+    /// Calls the tool through its vtable with `ctx` and the arguments as JSON text.
+    pub(super) async fn call(&self, ctx: &FfiCallContext<'_>, args: &str) -> FfiCallResult {
+        // SAFETY: `this` belongs to this vtable and lives as long as `self`, which the
+        // returned future borrows (as it does `ctx` and `args`).
+        let future = unsafe { (self.ffi.vtable.call())(self.ffi.this, ctx, RStr::from_str(args)) };
+        future.await
+    }
+}
+
+impl Drop for Exported<'_> {
+    fn drop(&mut self) {
+        // SAFETY: called once, with the object exported with this vtable; no call's
+        // future outlives `self` (they borrow it). The glue's drop frees the `Lent`, not
+        // the borrowed tool.
+        unsafe { (self.ffi.vtable.drop())(self.ffi.this) }
+    }
+}
