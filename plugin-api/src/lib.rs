@@ -124,10 +124,9 @@
 //!
 //! The version check (abi_stable's, on [`ABI_VERSION`], before the layout checks): a
 //! host refuses a plugin of a different major ABI version and, before 1.0, a plugin
-//! built against an *older* minor one than its own (0.1.x plugins on a 0.2 host).
-//! A plugin built against a newer
-//! patch or minor version passes the version check and is then judged by the layout
-//! checks.
+//! built against an *older* minor one than its own (0.1.x plugins on a 0.2 host). A
+//! plugin built against a newer patch or minor version passes the version check and is
+//! then judged by the layout checks.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
