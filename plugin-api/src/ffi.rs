@@ -139,6 +139,20 @@ impl RootModule for PluginRoot_Ref {
 /// ```
 pub const ABI_VERSION_STRINGS: VersionStrings = VersionStrings::new(ABI_VERSION);
 
+/// The name [`ABI_VERSION_STRINGS`] had up to 0.1.3, kept so code that named it still
+/// builds: the root-module check reads the ABI version.
+///
+/// ```
+/// #[allow(deprecated)]
+/// let strings = toolhost_plugin_api::ffi::API_VERSION_STRINGS;
+/// assert_eq!(strings.version, toolhost_plugin_api::ABI_VERSION);
+/// ```
+#[deprecated(
+    since = "0.1.4",
+    note = "use ABI_VERSION_STRINGS: loaders check the ABI version, not the crate version"
+)]
+pub const API_VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
+
 /// The version of the binary interface, which loaders check: it changes only when the
 /// types in this module change, never for additions to the Rust-side API. A host refuses
 /// a plugin whose ABI has a different major version or, before 1.0, a lower minor
