@@ -1,3 +1,6 @@
+//! Tests of the harness itself: scripted services, captured events, cancellation, the
+//! state folder, and that argument errors and panics read exactly as in a host.
+
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::time::{Duration, Instant};
