@@ -295,3 +295,88 @@ pub fn call_root_module_loader(
 ) -> abi_stable::library::RootModuleResult {
     abi_stable::library::__call_root_module_loader(make)
 }
+
+/// A tool's metadata as a host reads it through the tool's vtable (see
+/// [`read_tool_metadata`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolMetadata {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What the model reads about it.
+    pub description: String,
+    /// Its argument schema, after [`crate::tidy_schema`]: what hosts serve to models
+    /// and validate calls against.
+    pub schema: serde_json::Value,
+    /// Its declared risk.
+    pub risk: crate::Risk,
+    /// Whether it needs a person at hand.
+    pub interactive: bool,
+    /// What it needs to be available (none for plugins built before 0.1.1).
+    pub requirements: crate::Requirements,
+}
+
+/// Reads a tool's metadata through its vtable, the one way hosts and the test harness
+/// do, so their messages are the same: `Err` says why a host leaves the tool out (a
+/// panicking getter, a schema or requirements that are not JSON), naming the tool by
+/// name, or as `tool #index` when its name cannot be read.
+///
+/// # Safety
+/// `tool` must be an object exported with its vtable (what [`into_ffi_tool`] and the
+/// plugin's `tools` function make) and not yet dropped.
+#[doc(hidden)]
+pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMetadata, String> {
+    let (vt, this) = (tool.vtable, tool.this);
+    let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
+    // SAFETY (every vtable call below): the caller guarantees `this` is the live object
+    // exported with `vt`.
+    let name = unsafe { (vt.name())(this) }
+        .into_result()
+        .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?
+        .into_string();
+    let in_tool = |e: String| format!("tool '{name}': {e}");
+    // SAFETY: as above.
+    let description = unsafe { (vt.description())(this) }
+        .into_result()
+        .map_err(|m| in_tool(panicked("description", m)))?
+        .into_string();
+    // SAFETY: as above.
+    let schema_text = unsafe { (vt.schema())(this) }
+        .into_result()
+        .map_err(|m| in_tool(panicked("schema", m)))?;
+    let schema: serde_json::Value = serde_json::from_str(&schema_text)
+        .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+    // What models and MCP clients are served, and what calls are validated against: the
+    // same schema with local `$ref`s inlined and enums of documented values as `enum`s,
+    // so plugins built before schema_for did that read as well as new ones.
+    let schema = crate::schema::tidy_schema(schema);
+    // SAFETY: as above.
+    let risk = unsafe { (vt.risk())(this) }
+        .into_result()
+        .map_err(|m| in_tool(panicked("risk", m)))?
+        .risk();
+    // SAFETY: as above.
+    let interactive = unsafe { (vt.interactive())(this) }
+        .into_result()
+        .map_err(|m| in_tool(panicked("interactive flag", m)))?;
+    // Optional: plugins built before requirements existed have none.
+    let requirements = match vt.requirements() {
+        None => crate::Requirements::default(),
+        Some(get) => {
+            // SAFETY: as above.
+            let text = unsafe { get(this) }
+                .into_result()
+                .map_err(|m| in_tool(panicked("requirements", m)))?;
+            serde_json::from_str(&text)
+                .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
+        }
+    };
+    Ok(ToolMetadata {
+        name,
+        description,
+        schema,
+        risk,
+        interactive,
+        requirements,
+    })
+}

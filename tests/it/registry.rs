@@ -116,6 +116,7 @@ fn a_one_of_of_fixed_values_of_mixed_types_is_told_the_allowed_values() {
     );
 }
 
+/// A tool of the host's own with the spec a test gives it.
 struct Fixed(toolhost::ToolSpec);
 
 #[async_trait::async_trait]
@@ -139,31 +140,12 @@ impl toolhost::DynTool for Fixed {
 /// could never be called, so it is refused with why.
 #[test]
 fn a_tool_whose_schema_is_not_an_object_schema_is_refused_with_why() {
-    struct Listy(toolhost::ToolSpec);
-
-    #[async_trait::async_trait]
-    impl toolhost::DynTool for Listy {
-        fn spec(&self) -> &toolhost::ToolSpec {
-            &self.0
-        }
-        fn origin(&self) -> &toolhost::ToolOrigin {
-            &toolhost::ToolOrigin::Native
-        }
-        async fn call(
-            &self,
-            _ctx: &toolhost::CallContext,
-            _args: serde_json::Value,
-        ) -> Result<String, toolhost::ToolError> {
-            Ok(String::new())
-        }
-    }
-
     for (name, schema) in [
         ("listy", serde_json::json!({"type": "array"})),
         ("anything", serde_json::json!(true)),
     ] {
         let mut registry = toolhost::ToolRegistry::new();
-        let tool = Listy(toolhost::ToolSpec {
+        let tool = Fixed(toolhost::ToolSpec {
             name: name.to_owned(),
             description: "x".to_owned(),
             schema,

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use abi_stable::std_types::{RResult, RStr, RString};
+use abi_stable::std_types::{RResult, RStr};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -25,7 +25,7 @@ use super::isolation::IsolationMode;
 use super::isolation::supervisor::WorkerPlugin;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
-use crate::calls::tool::{DynTool, Requirements, ToolOrigin, ToolSpec};
+use crate::calls::tool::{DynTool, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -123,54 +123,15 @@ impl PluginTool {
     }
 
     fn read_spec(ffi: &FfiTool, index: usize) -> Result<ToolSpec, String> {
-        let (vt, this) = (ffi.vtable, ffi.this);
-        let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
-        // SAFETY (every vtable call below): `this` is the object exported with `vt`.
-        let name = unsafe { (vt.name())(this) }
-            .into_result()
-            .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?
-            .into_string();
-        let in_tool = |e: String| format!("tool '{name}': {e}");
-        let description = unsafe { (vt.description())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("description", m)))?
-            .into_string();
-        let schema_text = unsafe { (vt.schema())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("schema", m)))?;
-        let schema: Value = serde_json::from_str(&schema_text)
-            .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
-        // What models and MCP clients are served, and what calls are validated against:
-        // the same schema with local `$ref`s inlined and enums of documented values as
-        // `enum`s, so plugins built before the API generated schemas that way read as
-        // well as new ones (toolhost_plugin_api::tidy_schema accepts exactly what the
-        // plugin's schema accepts).
-        let schema = toolhost_plugin_api::tidy_schema(schema);
-        let risk = unsafe { (vt.risk())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("risk", m)))?
-            .risk();
-        let interactive = unsafe { (vt.interactive())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("interactive flag", m)))?;
-        // Optional: plugins built before requirements existed have none.
-        let requirements = match vt.requirements() {
-            None => Requirements::default(),
-            Some(get) => {
-                let text = unsafe { get(this) }
-                    .into_result()
-                    .map_err(|m| in_tool(panicked("requirements", m)))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
-            }
-        };
+        // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
+        let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }?;
         Ok(ToolSpec {
-            name,
-            description,
-            schema,
-            risk,
-            interactive,
-            requirements,
+            name: meta.name,
+            description: meta.description,
+            schema: meta.schema,
+            risk: meta.risk,
+            interactive: meta.interactive,
+            requirements: meta.requirements,
         })
     }
 }

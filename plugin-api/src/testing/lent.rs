@@ -91,57 +91,16 @@ impl<'t> Exported<'t> {
     /// The metadata, read through the vtable the way a host reads it at load (the
     /// messages are the host's); `Err` when a host would leave the tool out.
     pub(super) fn info(&self) -> Result<ToolInfo, String> {
-        let (vt, this) = (self.ffi.vtable, self.ffi.this);
-        let panicked = |what: &str, m: abi_stable::std_types::RString| {
-            format!("reading its {what} panicked: {m}")
-        };
-        // SAFETY (every vtable call below): `this` is the object exported with `vt`, alive
-        // until `self` drops.
-        let name = unsafe { (vt.name())(this) }
-            .into_result()
-            .map_err(|m| format!("tool #0: {}", panicked("name", m)))?
-            .into_string();
-        let in_tool = |e: String| format!("tool '{name}': {e}");
-        // SAFETY: as above.
-        let description = unsafe { (vt.description())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("description", m)))?
-            .into_string();
-        // SAFETY: as above.
-        let schema_text = unsafe { (vt.schema())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("schema", m)))?;
-        let schema: Value = serde_json::from_str(&schema_text)
-            .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
-        // What a host serves to models (it applies the same rewrite at load).
-        let schema = crate::schema::tidy_schema(schema);
-        // SAFETY: as above.
-        let risk = unsafe { (vt.risk())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("risk", m)))?
-            .risk();
-        // SAFETY: as above.
-        let interactive = unsafe { (vt.interactive())(this) }
-            .into_result()
-            .map_err(|m| in_tool(panicked("interactive flag", m)))?;
-        let requirements = match vt.requirements() {
-            None => Requirements::default(),
-            Some(get) => {
-                // SAFETY: as above.
-                let text = unsafe { get(this) }
-                    .into_result()
-                    .map_err(|m| in_tool(panicked("requirements", m)))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
-            }
-        };
+        // SAFETY: `self.ffi` is the object exported with its vtable, alive until `self`
+        // drops.
+        let meta = unsafe { crate::export::read_tool_metadata(&self.ffi, 0) }?;
         Ok(ToolInfo {
-            name,
-            description,
-            schema,
-            risk,
-            interactive,
-            requirements,
+            name: meta.name,
+            description: meta.description,
+            schema: meta.schema,
+            risk: meta.risk,
+            interactive: meta.interactive,
+            requirements: meta.requirements,
         })
     }
 
