@@ -63,6 +63,7 @@ pub fn schema_for<T: JsonSchema>() -> Value {
         .into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
         map.remove("title");
         map.remove("description");
     }
@@ -78,11 +79,14 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 ///   type keeps its reference, which cannot be inlined);
 /// - a `oneOf`/`anyOf` whose alternatives are all fixed values of one type (`const` or
 ///   `enum`, as schemars derives documented enums) becomes one `enum`, and the values'
-///   descriptions are appended to the description as "Values: `a`: ... `b`: ...";
-/// - the `$schema` key is removed.
+///   descriptions are appended to the description as "Values: `a`: ... `b`: ...".
 ///
 /// Anything else is left as it is: the result accepts exactly the arguments the input
-/// accepts.
+/// accepts. A schema that names its dialect (a top-level `$schema`) is returned exactly as
+/// written: its author chose JSON Schema's full vocabulary on purpose, and MCP clients are
+/// owed it unchanged (the MCP conformance suite checks that `$schema`, `$defs` and `$ref`
+/// reach them). Generated schemas never name one ([`schema_for`] and the schema
+/// generation of every earlier release leave `$schema` out).
 ///
 /// ```
 /// use serde_json::json;
@@ -112,7 +116,9 @@ pub fn tidy_schema(schema: Value) -> Value {
     let Value::Object(mut root) = schema else {
         return schema;
     };
-    root.remove("$schema");
+    if root.contains_key("$schema") {
+        return Value::Object(root);
+    }
     let mut defs = Map::new();
     for key in ["$defs", "definitions"] {
         if let Some(Value::Object(d)) = root.remove(key) {
@@ -448,7 +454,6 @@ mod tests {
     #[test]
     fn old_schemas_with_refs_are_inlined_and_sibling_keys_win() {
         let old = json!({
-            "$schema": "http://json-schema.org/draft-07/schema#",
             "type": "object",
             "properties": {
                 "a": {"$ref": "#/definitions/Mode", "description": "Field doc."},
@@ -466,6 +471,22 @@ mod tests {
                 }
             })
         );
+    }
+
+    /// What the MCP conformance suite's `json-schema-2020-12` scenario sends through.
+    #[test]
+    fn a_schema_that_names_its_dialect_is_left_exactly_as_written() {
+        let declared = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            "properties": {
+                "address": {"$ref": "#/$defs/address"},
+                "mode": {"oneOf": [{"const": "a"}, {"const": "b"}]}
+            },
+            "additionalProperties": false
+        });
+        assert_eq!(tidy_schema(declared.clone()), declared);
     }
 
     #[test]
