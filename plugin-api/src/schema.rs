@@ -5,7 +5,8 @@
 
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet};
 
 /// The JSON Schema of `T` as a tool's argument schema, in the form models read best:
 ///
@@ -74,19 +75,32 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 /// better; hosts apply it to every tool's schema before serving it, so plugins built
 /// before [`schema_for`] inlined subschemas get the same treatment:
 ///
-/// - local references (`#/$defs/Name`, `#/definitions/Name`) are replaced by what they
-///   point to, and the definitions are dropped once nothing refers to them (a recursive
-///   type keeps its reference, which cannot be inlined);
-/// - a `oneOf`/`anyOf` whose alternatives are all fixed values of one type (`const` or
-///   `enum`, as schemars derives documented enums) becomes one `enum`, and the values'
-///   descriptions are appended to the description as "Values: `a`: ... `b`: ...".
+/// - local references to definitions (`#/$defs/Name`, `#/definitions/Name`) are replaced
+///   by what they point to, and the definitions are dropped. A definition that refers to
+///   itself, directly or through others (a recursive type), cannot be inlined: references
+///   to it stay, and it is kept, with its own references to other definitions inlined.
+///   Keys written next to a reference are kept; where the definition says something else
+///   about the same key, annotations (`description`, `title`, `default`, `examples`...)
+///   from the reference win, and other keywords are kept apart under `allOf`, so both
+///   still apply;
+/// - a `oneOf`/`anyOf` whose alternatives are all fixed values (`const` or `enum`, as
+///   schemars derives documented enums) becomes one `enum`, and the values'
+///   descriptions are appended to the description as "Values: `a`: ... `b`: ...". Its
+///   `type` is added when every alternative declares the same one.
 ///
-/// Anything else is left as it is: the result accepts exactly the arguments the input
-/// accepts. A schema that names its dialect (a top-level `$schema`) is returned exactly as
-/// written: its author chose JSON Schema's full vocabulary on purpose, and MCP clients are
-/// owed it unchanged (the MCP conformance suite checks that `$schema`, `$defs` and `$ref`
-/// reach them). Generated schemas never name one ([`schema_for`] and the schema
-/// generation of every earlier release leave `$schema` out).
+/// The result accepts exactly the arguments the input accepts. Where that cannot be made
+/// sure, the schema is returned exactly as written:
+///
+/// - a schema that names its dialect (a top-level `$schema`): its author chose JSON
+///   Schema's full vocabulary on purpose, and MCP clients are owed it unchanged (the MCP
+///   conformance suite checks that `$schema`, `$defs` and `$ref` reach them). Generated
+///   schemas never name one ([`schema_for`] and the schema generation of every earlier
+///   release leave `$schema` out);
+/// - a reference to anything but a whole definition or the root (`#/$defs/A/properties/x`,
+///   an anchor, another document), or an `$id`, `$anchor` or dynamic reference below the
+///   top level, all of which would point elsewhere once the schema's shape changes;
+/// - a schema whose inlined form would grow past a size budget (definitions that each
+///   refer to the next several times grow exponentially when inlined).
 ///
 /// ```
 /// use serde_json::json;
@@ -113,141 +127,453 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 /// );
 /// ```
 pub fn tidy_schema(schema: Value) -> Value {
-    let Value::Object(mut root) = schema else {
-        return schema;
-    };
-    if root.contains_key("$schema") {
-        return Value::Object(root);
+    match tidied(&schema) {
+        Some(tidied) => tidied,
+        None => schema,
     }
-    let mut defs = Map::new();
-    for key in ["$defs", "definitions"] {
-        if let Some(Value::Object(d)) = root.remove(key) {
-            for (name, def) in d {
-                defs.insert(format!("#/{key}/{name}"), def);
-            }
-        }
-    }
-    let mut left = Vec::new();
-    let mut body = Value::Object(root);
-    inline_refs(&mut body, &defs, &mut Vec::new(), &mut left);
-    collapse_enums(&mut body);
-    if !left.is_empty()
-        && let Value::Object(root) = &mut body
-    {
-        // Recursive types: keep the definitions their references need, collapsed too.
-        for pointer in left {
-            let Some((key, name)) = pointer
-                .strip_prefix("#/")
-                .and_then(|p| p.split_once('/'))
-                .map(|(k, n)| (k.to_owned(), n.to_owned()))
-            else {
-                continue;
-            };
-            let Some(mut def) = defs.get(&pointer).cloned() else {
-                continue;
-            };
-            collapse_enums(&mut def);
-            if let Value::Object(section) =
-                root.entry(key).or_insert_with(|| Value::Object(Map::new()))
-            {
-                section.insert(name, def);
-            }
-        }
-    }
-    body
 }
 
-/// Replaces local references by copies of their targets. `path` holds the references
-/// being expanded (a reference to one of them is recursive and stays); `left` collects
-/// the references that stayed.
-fn inline_refs(
-    value: &mut Value,
-    defs: &Map<String, Value>,
-    path: &mut Vec<String>,
-    left: &mut Vec<String>,
-) {
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::String(pointer)) = map.get("$ref").cloned()
-                && let Some(target) = defs.get(&pointer)
+/// How many nodes the inlined schema may have: at least this many, or four times the
+/// input's.
+const MIN_BUDGET: u64 = 10_000;
+
+/// Where the definitions live, and each one's name (decoded from its pointer).
+type DefKey = (String, String);
+
+/// The tidied schema, or `None` when it must be served as written.
+fn tidied(schema: &Value) -> Option<Value> {
+    let Value::Object(root) = schema else {
+        return None;
+    };
+    if root.contains_key("$schema") {
+        return None;
+    }
+    let mut body = root.clone();
+    let mut defs: HashMap<DefKey, Value> = HashMap::new();
+    for section in ["$defs", "definitions"] {
+        match body.remove(section) {
+            None => {}
+            Some(Value::Object(d)) => {
+                for (name, def) in d {
+                    defs.insert((section.to_owned(), name), def);
+                }
+            }
+            Some(_) => return None,
+        }
+    }
+    let body = Value::Object(body);
+
+    // Every reference must point at the root or a whole definition, and nothing may move
+    // the base a reference resolves against.
+    let mut refs = Vec::new();
+    if !collect_refs(&body, true, &mut refs) {
+        return None;
+    }
+    let mut edges: HashMap<&DefKey, Vec<DefKey>> = HashMap::new();
+    for (key, def) in &defs {
+        let mut own = Vec::new();
+        if !collect_refs(def, false, &mut own) {
+            return None;
+        }
+        let mut targets = Vec::new();
+        for pointer in &own {
+            if let Target::Def(k) = resolve(pointer, &defs)? {
+                targets.push(k);
+            }
+        }
+        edges.insert(key, targets);
+    }
+    for pointer in &refs {
+        resolve(pointer, &defs)?;
+    }
+
+    // A definition that can reach itself is recursive: it stays a definition.
+    let recursive: HashSet<DefKey> = defs
+        .keys()
+        .filter(|key| reaches(key, key, &edges))
+        .cloned()
+        .collect();
+
+    let mut inliner = Inliner {
+        defs: &defs,
+        recursive: &recursive,
+        sizes: HashMap::new(),
+        done: HashMap::new(),
+    };
+    let budget = MIN_BUDGET.max(node_count(schema).saturating_mul(4));
+    let mut total = inliner.size(&body);
+    for key in &recursive {
+        if let Some(def) = defs.get(key) {
+            total = total.saturating_add(inliner.size(def));
+        }
+    }
+    if total > budget {
+        return None;
+    }
+
+    let mut body = body;
+    inliner.inline(&mut body);
+    collapse_enums(&mut body);
+
+    // Keep the recursive definitions the result still refers to, and those they refer to.
+    let mut kept: Vec<DefKey> = Vec::new();
+    let mut pending = Vec::new();
+    collect_refs(&body, true, &mut pending);
+    let mut kept_defs: Vec<(DefKey, Value)> = Vec::new();
+    while let Some(pointer) = pending.pop() {
+        let Some(Target::Def(key)) = resolve(&pointer, &defs) else {
+            continue;
+        };
+        if kept.contains(&key) {
+            continue;
+        }
+        let Some(def) = defs.get(&key) else {
+            continue;
+        };
+        let mut def = def.clone();
+        inliner.inline(&mut def);
+        collapse_enums(&mut def);
+        collect_refs(&def, false, &mut pending);
+        kept.push(key.clone());
+        kept_defs.push((key, def));
+    }
+    if let Value::Object(root) = &mut body {
+        for ((section, name), def) in kept_defs {
+            if let Value::Object(map) = root
+                .entry(section)
+                .or_insert_with(|| Value::Object(Map::new()))
             {
-                if path.contains(&pointer) {
-                    if !left.contains(&pointer) {
-                        left.push(pointer);
-                    }
-                    return;
-                }
-                map.remove("$ref");
-                let mut target = target.clone();
-                path.push(pointer);
-                inline_refs(&mut target, defs, path, left);
-                path.pop();
-                match target {
-                    // The reference's own keys (a field's description, say) win over the
-                    // definition's.
-                    Value::Object(t) => {
-                        for (k, v) in t {
-                            map.entry(k).or_insert(v);
-                        }
-                    }
-                    // `true` adds nothing to the reference's own keys; `false` refuses all.
-                    other => {
-                        if other == Value::Bool(false) {
-                            *value = other;
-                        }
-                    }
-                }
-                return;
-            }
-            for v in map.values_mut() {
-                inline_refs(v, defs, path, left);
+                map.insert(name, def);
             }
         }
-        Value::Array(items) => {
-            for v in items {
-                inline_refs(v, defs, path, left);
-            }
+    }
+    Some(body)
+}
+
+/// What a local reference points at.
+enum Target {
+    Root,
+    Def(DefKey),
+}
+
+/// Resolves `#` and `#/$defs/Name` (or `#/definitions/Name`), with the URI fragment's
+/// percent-encoding and JSON Pointer's `~0`/`~1` decoded; `None` for anything else.
+fn resolve(pointer: &str, defs: &HashMap<DefKey, Value>) -> Option<Target> {
+    let fragment = percent_decode(pointer.strip_prefix('#')?)?;
+    if fragment.is_empty() {
+        return Some(Target::Root);
+    }
+    let mut segments = fragment.strip_prefix('/')?.split('/');
+    let (Some(section), Some(name), None) = (segments.next(), segments.next(), segments.next())
+    else {
+        return None;
+    };
+    let unescape = |s: &str| s.replace("~1", "/").replace("~0", "~");
+    let key = (unescape(section), unescape(name));
+    defs.contains_key(&key).then_some(Target::Def(key))
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
         }
-        _ => {}
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Whether `to` can be reached from `from` through one or more references.
+fn reaches(from: &DefKey, to: &DefKey, edges: &HashMap<&DefKey, Vec<DefKey>>) -> bool {
+    let mut seen: HashSet<&DefKey> = HashSet::new();
+    let mut stack: Vec<&DefKey> = edges
+        .get(from)
+        .map(|e| e.iter().collect())
+        .unwrap_or_default();
+    while let Some(key) = stack.pop() {
+        if key == to {
+            return true;
+        }
+        if seen.insert(key)
+            && let Some(next) = edges.get(key)
+        {
+            stack.extend(next);
+        }
+    }
+    false
+}
+
+/// Keywords whose value is one subschema.
+const SCHEMA_KEYS: &[&str] = &[
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "propertyNames",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+];
+/// Keywords whose value is a list of subschemas.
+const SCHEMA_LIST_KEYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Keywords whose value maps names to subschemas.
+const SCHEMA_MAP_KEYS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "dependentSchemas",
+    "dependencies",
+    "$defs",
+    "definitions",
+];
+/// Keywords that move the base references resolve against, or resolve dynamically.
+const BASE_KEYS: &[&str] = &[
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$dynamicRef",
+    "$recursiveAnchor",
+    "$recursiveRef",
+];
+
+fn is_schema(value: &Value) -> bool {
+    value.is_object() || value.is_boolean()
+}
+
+/// The subschemas directly inside a schema: values of keywords, never of data such as
+/// `const`, `enum`, `default` or `examples`.
+fn subschemas(map: &Map<String, Value>) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for (key, value) in map {
+        let key = key.as_str();
+        match value {
+            Value::Array(items) if SCHEMA_LIST_KEYS.contains(&key) => {
+                out.extend(items.iter().filter(|v| is_schema(v)));
+            }
+            Value::Object(names) if SCHEMA_MAP_KEYS.contains(&key) => {
+                out.extend(names.values().filter(|v| is_schema(v)));
+            }
+            v if SCHEMA_KEYS.contains(&key) && is_schema(v) => out.push(v),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn subschemas_mut(map: &mut Map<String, Value>) -> Vec<&mut Value> {
+    let mut out = Vec::new();
+    for (key, value) in map.iter_mut() {
+        let key = key.as_str();
+        if SCHEMA_KEYS.contains(&key) && is_schema(value) {
+            out.push(value);
+            continue;
+        }
+        match value {
+            Value::Array(items) if SCHEMA_LIST_KEYS.contains(&key) => {
+                out.extend(items.iter_mut().filter(|v| is_schema(v)));
+            }
+            Value::Object(names) if SCHEMA_MAP_KEYS.contains(&key) => {
+                out.extend(names.values_mut().filter(|v| is_schema(v)));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Collects every `$ref` in a schema; `false` when a reference is not a string or a key
+/// moves the base (allowed only at the top, where it names the document).
+fn collect_refs(value: &Value, top: bool, refs: &mut Vec<String>) -> bool {
+    let Value::Object(map) = value else {
+        return true;
+    };
+    match map.get("$ref") {
+        None => {}
+        Some(Value::String(pointer)) => refs.push(pointer.clone()),
+        Some(_) => return false,
+    }
+    let moved = BASE_KEYS
+        .iter()
+        .any(|k| map.contains_key(*k) && !(top && *k == "$id"));
+    if moved {
+        return false;
+    }
+    subschemas(map)
+        .into_iter()
+        .all(|s| collect_refs(s, false, refs))
+}
+
+/// Nodes in a schema: one per schema and keyword.
+fn node_count(value: &Value) -> u64 {
+    match value {
+        Value::Object(map) => subschemas(map)
+            .into_iter()
+            .fold(1 + map.len() as u64, |n, s| n.saturating_add(node_count(s))),
+        _ => 1,
+    }
+}
+
+/// Inlines references to definitions that are not recursive, remembering each inlined
+/// definition.
+struct Inliner<'a> {
+    defs: &'a HashMap<DefKey, Value>,
+    recursive: &'a HashSet<DefKey>,
+    /// Nodes in each definition once inlined.
+    sizes: HashMap<DefKey, u64>,
+    /// Each definition once inlined.
+    done: HashMap<DefKey, Value>,
+}
+
+impl Inliner<'_> {
+    /// The definition a schema's `$ref` inlines, if it does.
+    fn inlined_target(&self, map: &Map<String, Value>) -> Option<DefKey> {
+        let Some(Value::String(pointer)) = map.get("$ref") else {
+            return None;
+        };
+        match resolve(pointer, self.defs)? {
+            Target::Def(key) if !self.recursive.contains(&key) => Some(key),
+            _ => None,
+        }
+    }
+
+    /// Nodes in `value` once inlined, without building it.
+    fn size(&mut self, value: &Value) -> u64 {
+        let Value::Object(map) = value else {
+            return 1;
+        };
+        let mut n = 1 + map.len() as u64;
+        if let Some(key) = self.inlined_target(map) {
+            let size = match self.sizes.get(&key) {
+                Some(size) => *size,
+                None => {
+                    let size = match self.defs.get(&key) {
+                        Some(def) => self.size(def),
+                        None => 1,
+                    };
+                    self.sizes.insert(key, size);
+                    size
+                }
+            };
+            n = n.saturating_add(size);
+        }
+        for s in subschemas(map) {
+            n = n.saturating_add(self.size(s));
+        }
+        n
+    }
+
+    /// A definition with its own references inlined.
+    fn definition(&mut self, key: &DefKey) -> Value {
+        if let Some(done) = self.done.get(key) {
+            return done.clone();
+        }
+        let mut def = self.defs.get(key).cloned().unwrap_or(Value::Bool(true));
+        self.inline(&mut def);
+        self.done.insert(key.clone(), def.clone());
+        def
+    }
+
+    fn inline(&mut self, value: &mut Value) {
+        let Value::Object(map) = value else {
+            return;
+        };
+        for s in subschemas_mut(map) {
+            self.inline(s);
+        }
+        let Some(key) = self.inlined_target(map) else {
+            return;
+        };
+        map.remove("$ref");
+        match self.definition(&key) {
+            Value::Object(target) => merge_target(map, target),
+            // `true` adds nothing to the reference's own keys; `false` refuses all.
+            Value::Bool(false) => *value = Value::Bool(false),
+            _ => {}
+        }
+    }
+}
+
+/// Keys that describe and never constrain: where a reference and its target both have
+/// one, the reference's is kept.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+];
+
+/// Merges what a reference points to into the reference's own keys. A constraint both
+/// sides state differently keeps the target whole under `allOf`, so both apply.
+fn merge_target(map: &mut Map<String, Value>, target: Map<String, Value>) {
+    let clash = target
+        .iter()
+        .any(|(k, v)| !ANNOTATIONS.contains(&k.as_str()) && map.get(k).is_some_and(|own| own != v));
+    if clash {
+        let mut all = match map.remove("allOf") {
+            Some(Value::Array(all)) => all,
+            Some(other) => vec![json!({ "allOf": other })],
+            None => Vec::new(),
+        };
+        all.push(Value::Object(target));
+        map.insert("allOf".to_owned(), Value::Array(all));
+        return;
+    }
+    for (k, v) in target {
+        map.entry(k).or_insert(v);
     }
 }
 
 /// Turns every `oneOf`/`anyOf` of fixed values into an `enum`, innermost first.
 fn collapse_enums(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for v in map.values_mut() {
-                collapse_enums(v);
-            }
-            for key in ["oneOf", "anyOf"] {
-                if let Some(Value::Array(alternatives)) = map.get(key)
-                    && let Some(fixed) = fixed_values(alternatives)
-                {
-                    map.remove(key);
-                    apply_fixed(map, fixed);
-                    break;
-                }
-            }
+    let Value::Object(map) = value else {
+        return;
+    };
+    for s in subschemas_mut(map) {
+        collapse_enums(s);
+    }
+    if map.contains_key("enum") || map.contains_key("const") {
+        return;
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(alternatives)) = map.get(key)
+            && let Some(fixed) = fixed_values(alternatives, key == "oneOf")
+        {
+            map.remove(key);
+            apply_fixed(map, fixed);
+            break;
         }
-        Value::Array(items) => items.iter_mut().for_each(collapse_enums),
-        _ => {}
     }
 }
 
-/// The values and their descriptions, when every alternative is a fixed value of the
-/// same JSON type (or of no declared type) with nothing else to it.
+/// The values and their descriptions, when every alternative is a fixed value with
+/// nothing else to it.
 struct Fixed {
     values: Vec<Value>,
     described: Vec<(Value, String)>,
     ty: Option<Value>,
 }
 
-fn fixed_values(alternatives: &[Value]) -> Option<Fixed> {
+fn fixed_values(alternatives: &[Value], one_of: bool) -> Option<Fixed> {
     let mut fixed = Fixed {
         values: Vec::new(),
         described: Vec::new(),
         ty: None,
     };
+    let mut types = Vec::new();
     if alternatives.is_empty() {
         return None;
     }
@@ -260,35 +586,80 @@ fn fixed_values(alternatives: &[Value]) -> Option<Fixed> {
             (None, Some(Value::Array(e))) => e.clone(),
             _ => return None,
         };
-        // Anything but a type, a title or a description would change what is accepted.
+        // Anything but a type or annotations would change what is accepted.
         if a.keys().any(|k| {
-            !matches!(
-                k.as_str(),
-                "const" | "enum" | "type" | "description" | "title"
-            )
+            !matches!(k.as_str(), "const" | "enum" | "type") && !ANNOTATIONS.contains(&k.as_str())
         }) {
             return None;
         }
-        if let Some(t) = a.get("type") {
-            match &fixed.ty {
-                Some(seen) if seen != t => return None,
-                _ => fixed.ty = Some(t.clone()),
-            }
+        let ty = a.get("type");
+        // A value its own alternative's type refuses is not accepted at all.
+        if let Some(ty) = ty
+            && !values.iter().all(|v| has_type(v, ty))
+        {
+            return None;
         }
+        types.push(ty.cloned());
         if let Some(Value::String(d)) = a.get("description")
             && values.len() == 1
         {
             fixed.described.push((values[0].clone(), d.clone()));
         }
         for v in values {
-            // oneOf refuses a value two alternatives accept; an enum would accept it.
-            if fixed.values.contains(&v) {
-                return None;
+            if fixed.values.iter().any(|seen| same_value(seen, &v)) {
+                // oneOf refuses a value two alternatives accept; an enum would accept it.
+                if one_of {
+                    return None;
+                }
+                continue;
             }
             fixed.values.push(v);
         }
     }
+    if let Some(Some(first)) = types.first()
+        && types.iter().all(|t| t.as_ref() == Some(first))
+    {
+        fixed.ty = Some(first.clone());
+    }
     Some(fixed)
+}
+
+/// JSON Schema's equality: numbers by value (`1` and `1.0` are the same).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether a value is of a schema's `type` (a name or a list of names).
+fn has_type(value: &Value, ty: &Value) -> bool {
+    let is = |name: &str| match name {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "number" => value.is_number(),
+        "integer" => value.as_f64().is_some_and(|n| n.fract() == 0.0),
+        _ => false,
+    };
+    match ty {
+        Value::String(name) => is(name),
+        Value::Array(names) => names.iter().any(|n| n.as_str().is_some_and(is)),
+        _ => false,
+    }
 }
 
 fn apply_fixed(map: &mut Map<String, Value>, fixed: Fixed) {
@@ -441,8 +812,9 @@ mod tests {
             s["properties"]["unit"],
             json!({"type": "string", "enum": ["c"]})
         );
+        assert_eq!(s["properties"]["tree"], json!({"$ref": "#/$defs/Tree"}));
         assert_eq!(
-            s["properties"]["tree"]["properties"]["kids"]["items"]["$ref"],
+            s["$defs"]["Tree"]["properties"]["kids"]["items"]["$ref"],
             "#/$defs/Tree"
         );
         assert!(
@@ -493,7 +865,6 @@ mod tests {
     fn alternatives_that_are_not_all_fixed_values_stay() {
         for kept in [
             json!({"oneOf": [{"const": "a"}, {"type": "integer"}]}),
-            json!({"oneOf": [{"const": "a", "type": "string"}, {"const": 1, "type": "integer"}]}),
             json!({"oneOf": [{"const": "a"}, {"const": "a"}]}),
             json!({"oneOf": [{"const": "a", "minLength": 3}]}),
             json!({"anyOf": []}),
@@ -501,6 +872,255 @@ mod tests {
             let schema = json!({"type": "object", "properties": {"p": kept.clone()}});
             assert_eq!(tidy_schema(schema)["properties"]["p"], kept);
         }
+    }
+
+    #[allow(dead_code, reason = "only the schema is used")]
+    #[derive(Deserialize, JsonSchema)]
+    struct Node {
+        unit: Unit,
+        children: Vec<Node>,
+    }
+
+    #[allow(dead_code, reason = "only the schema is used")]
+    #[derive(Deserialize, JsonSchema)]
+    struct Holder {
+        node: Node,
+        unit: Unit,
+    }
+
+    /// Every local reference in `s` resolves in `s`.
+    fn assert_refs_resolve(s: &Value) {
+        let mut refs = Vec::new();
+        assert!(collect_refs(s, true, &mut refs), "{s:#}");
+        let mut defs = HashMap::new();
+        for section in ["$defs", "definitions"] {
+            if let Some(Value::Object(d)) = s.get(section) {
+                for (name, def) in d {
+                    defs.insert((section.to_owned(), name.clone()), def.clone());
+                }
+            }
+        }
+        for pointer in refs {
+            assert!(
+                resolve(&pointer, &defs).is_some(),
+                "{pointer} dangles in {s:#}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kept_recursive_definition_has_its_other_references_inlined() {
+        let s = schema_for::<Holder>();
+        assert_refs_resolve(&s);
+        assert_eq!(
+            s["properties"]["unit"]["enum"],
+            json!(["celsius", "fahrenheit"])
+        );
+        let node = s["properties"]["node"]["$ref"].as_str().map_or_else(
+            || s["properties"]["node"].clone(),
+            |pointer| {
+                let name = pointer.rsplit('/').next().unwrap_or_default();
+                s["$defs"][name].clone()
+            },
+        );
+        assert_eq!(
+            node["properties"]["unit"]["enum"],
+            json!(["celsius", "fahrenheit"]),
+            "{s:#}"
+        );
+        assert!(s["$defs"].get("Unit").is_none(), "{s:#}");
+
+        let old = json!({
+            "type": "object",
+            "properties": {"tree": {"$ref": "#/$defs/Tree"}},
+            "$defs": {
+                "Tree": {"type": "object", "properties": {
+                    "unit": {"$ref": "#/$defs/Unit"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}
+                }},
+                "Unit": {"type": "string", "enum": ["c", "f"]}
+            }
+        });
+        let s = tidy_schema(old);
+        assert_refs_resolve(&s);
+        assert_eq!(
+            s["$defs"]["Tree"]["properties"]["unit"],
+            json!({"type": "string", "enum": ["c", "f"]})
+        );
+        assert!(s["$defs"].get("Unit").is_none(), "{s:#}");
+    }
+
+    #[test]
+    fn mutually_recursive_definitions_are_both_kept() {
+        let old = json!({
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"$ref": "#/$defs/N"}},
+            "$defs": {
+                "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}},
+                "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"$ref": "#/$defs/N"}}},
+                "N": {"type": "integer"}
+            }
+        });
+        let s = tidy_schema(old);
+        assert_refs_resolve(&s);
+        assert_eq!(s["properties"]["a"], json!({"$ref": "#/$defs/A"}));
+        assert_eq!(s["properties"]["n"], json!({"type": "integer"}));
+        assert_eq!(
+            s["$defs"]["B"]["properties"]["n"],
+            json!({"type": "integer"})
+        );
+        assert!(s["$defs"].get("N").is_none(), "{s:#}");
+    }
+
+    #[test]
+    fn escaped_definition_names_are_resolved() {
+        let old = json!({
+            "type": "object",
+            "properties": {
+                "a": {"$ref": "#/$defs/a~1b"},
+                "b": {"$ref": "#/$defs/with%20space"},
+                "c": {"$ref": "#/$defs/t~0ilde"}
+            },
+            "$defs": {
+                "a/b": {"type": "integer"},
+                "with space": {"type": "string"},
+                "t~ilde": {"type": "boolean"}
+            }
+        });
+        assert_eq!(
+            tidy_schema(old),
+            json!({
+                "type": "object",
+                "properties": {
+                    "a": {"type": "integer"},
+                    "b": {"type": "string"},
+                    "c": {"type": "boolean"}
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn references_it_cannot_follow_leave_the_schema_as_written() {
+        for written in [
+            // Into a definition.
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/A/properties/y"}},
+                   "$defs": {"A": {"type": "object", "properties": {"y": {"type": "string"}}}}}),
+            // An anchor.
+            json!({"type": "object", "properties": {"x": {"$ref": "#thing"}},
+                   "$defs": {"A": {"$anchor": "thing", "type": "string"}}}),
+            // Another document.
+            json!({"type": "object", "properties": {"x": {"$ref": "other.json#/$defs/A"}},
+                   "$defs": {"A": {"oneOf": [{"const": 1}, {"const": 2}]}}}),
+            // A definition that is not there.
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/Missing"}}}),
+            // An `$id` below the top moves the base.
+            json!({"type": "object", "properties": {"x": {"$id": "http://e/x", "$ref": "#/$defs/A"}},
+                   "$defs": {"A": {"type": "string"}}}),
+        ] {
+            assert_eq!(tidy_schema(written.clone()), written);
+        }
+    }
+
+    #[test]
+    fn an_exponential_expansion_is_left_as_written() {
+        // D0 refers to D1 twice, D1 to D2 twice...: 2^40 copies of D40 once inlined.
+        let mut defs = Map::new();
+        for i in 0..40 {
+            let next = format!("#/$defs/D{}", i + 1);
+            defs.insert(
+                format!("D{i}"),
+                json!({"type": "object", "properties": {"l": {"$ref": next}, "r": {"$ref": next}}}),
+            );
+        }
+        defs.insert("D40".to_owned(), json!({"type": "string"}));
+        let written =
+            json!({"type": "object", "properties": {"d": {"$ref": "#/$defs/D0"}}, "$defs": defs});
+        assert_eq!(tidy_schema(written.clone()), written);
+
+        // A few levels fit the budget and are inlined.
+        let small = json!({"type": "object", "properties": {"d": {"$ref": "#/$defs/D35"}}, "$defs": written["$defs"]});
+        let s = tidy_schema(small);
+        assert!(!has_key(&s, "$ref"), "{s:#}");
+        assert_eq!(
+            s["properties"]["d"]["properties"]["l"]["properties"]["r"]["properties"]["l"]["properties"]
+                ["r"]["properties"]["l"],
+            json!({"type": "string"})
+        );
+    }
+
+    #[test]
+    fn a_reference_and_its_target_that_disagree_keep_both_constraints() {
+        let old = json!({
+            "type": "object",
+            "properties": {
+                "n": {"$ref": "#/$defs/Small", "maximum": 5, "description": "Mine."},
+                "m": {"$ref": "#/$defs/Small", "minimum": 1, "description": "Mine."}
+            },
+            "$defs": {"Small": {"type": "integer", "maximum": 10, "description": "Theirs."}}
+        });
+        let s = tidy_schema(old);
+        assert_eq!(
+            s["properties"]["n"],
+            json!({"maximum": 5, "description": "Mine.", "allOf": [
+                {"type": "integer", "maximum": 10, "description": "Theirs."}
+            ]})
+        );
+        assert_eq!(
+            s["properties"]["m"],
+            json!({"type": "integer", "minimum": 1, "maximum": 10, "description": "Mine."})
+        );
+    }
+
+    #[test]
+    fn fixed_values_collapse_only_where_it_changes_nothing() {
+        // The type is added only when every alternative declares the same one.
+        let mixed = json!({"oneOf": [{"const": "a", "type": "string"}, {"const": "b"}]});
+        let s = tidy_schema(json!({"type": "object", "properties": {"p": mixed}}));
+        assert_eq!(s["properties"]["p"], json!({"enum": ["a", "b"]}));
+        // Different types make one enum too; no type is claimed.
+        let kinds =
+            json!({"oneOf": [{"const": "a", "type": "string"}, {"const": 1, "type": "integer"}]});
+        let s = tidy_schema(json!({"type": "object", "properties": {"p": kinds}}));
+        assert_eq!(s["properties"]["p"], json!({"enum": ["a", 1]}));
+
+        for kept in [
+            // An enum already there: the oneOf stays beside it.
+            json!({"enum": ["a", "b", "c"], "oneOf": [{"const": "a"}, {"const": "b"}]}),
+            // `1` and `1.0` are the same value: the oneOf refuses it.
+            json!({"oneOf": [{"const": 1}, {"const": 1.0}]}),
+            // A value its own type refuses is accepted by no alternative.
+            json!({"oneOf": [{"const": "a", "type": "integer"}, {"const": "b"}]}),
+        ] {
+            let schema = json!({"type": "object", "properties": {"p": kept.clone()}});
+            assert_eq!(tidy_schema(schema)["properties"]["p"], kept);
+        }
+        // anyOf accepts a value twice: duplicates fold.
+        let any = json!({"anyOf": [{"const": 1}, {"const": 1.0}, {"const": 2}]});
+        let s = tidy_schema(json!({"type": "object", "properties": {"p": any}}));
+        assert_eq!(s["properties"]["p"], json!({"enum": [1, 2]}));
+    }
+
+    #[test]
+    fn data_is_never_rewritten() {
+        let data = json!({"$ref": "#/$defs/A", "oneOf": [{"const": 1}, {"const": 2}]});
+        let written = json!({
+            "type": "object",
+            "properties": {
+                "p": {"const": data, "default": data, "examples": [data]},
+                "q": {"enum": [data]},
+                // Property names that are keywords elsewhere are only names here.
+                "const": {"oneOf": [{"const": 1}, {"const": 2}]}
+            },
+            "$defs": {"A": {"type": "string"}}
+        });
+        let s = tidy_schema(written);
+        assert_eq!(s["properties"]["p"]["const"], data);
+        assert_eq!(s["properties"]["p"]["default"], data);
+        assert_eq!(s["properties"]["p"]["examples"][0], data);
+        assert_eq!(s["properties"]["q"]["enum"][0], data);
+        assert_eq!(s["properties"]["const"], json!({"enum": [1, 2]}));
+        assert!(s.get("$defs").is_none(), "{s:#}");
     }
 
     #[test]

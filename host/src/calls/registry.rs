@@ -352,3 +352,104 @@ impl fmt::Debug for ToolRegistry {
         f.debug_list().entries(self.tools.keys()).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use toolhost_plugin_api::tidy_schema;
+
+    /// `tidy_schema` rewrites what plugins send before the registry compiles it: the
+    /// rewrite must accept and refuse exactly what the schema as written does, as this
+    /// validator judges it.
+    #[test]
+    fn tidied_schemas_judge_arguments_as_written_ones_do() {
+        let cases: Vec<(Value, Vec<Value>)> = vec![
+            (
+                json!({"type": "object", "properties": {
+                    "n": {"$ref": "#/$defs/Small", "maximum": 5},
+                    "o": {"$ref": "#/$defs/Small", "maximum": 20},
+                    "m": {"$ref": "#/$defs/Small", "minimum": 1, "description": "Mine."}
+                }, "$defs": {"Small": {"type": "integer", "maximum": 10, "description": "Theirs."}}}),
+                vec![
+                    json!({"n": 4}),
+                    json!({"n": 7}),
+                    json!({"n": 11}),
+                    json!({"n": "x"}),
+                    json!({"o": 15}),
+                    json!({"m": 0}),
+                    json!({"m": 10}),
+                    json!({"m": 11}),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {
+                    "p": {"oneOf": [{"const": "a", "type": "string"}, {"const": 1, "type": "integer"}]},
+                    "q": {"anyOf": [{"const": 1}, {"const": 1.0}, {"const": 2}]},
+                    "r": {"oneOf": [{"const": 1}, {"const": 1.0}]},
+                    "s": {"oneOf": [{"const": "a", "type": "integer"}, {"const": "b"}]},
+                    "t": {"enum": ["a", "b", "c"], "oneOf": [{"const": "a"}, {"const": "b"}]}
+                }}),
+                vec![
+                    json!({"p": "a"}),
+                    json!({"p": 1}),
+                    json!({"p": 1.0}),
+                    json!({"p": "b"}),
+                    json!({"q": 1}),
+                    json!({"q": 2.0}),
+                    json!({"q": 3}),
+                    json!({"r": 1}),
+                    json!({"s": "a"}),
+                    json!({"s": "b"}),
+                    json!({"t": "c"}),
+                    json!({"t": "a"}),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {"tree": {"$ref": "#/$defs/Tree"}},
+                "required": ["tree"],
+                "$defs": {
+                    "Tree": {"type": "object", "properties": {
+                        "unit": {"$ref": "#/$defs/Unit"},
+                        "kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}
+                    }},
+                    "Unit": {"oneOf": [{"const": "c"}, {"const": "f"}]}
+                }}),
+                vec![
+                    json!({}),
+                    json!({"tree": {"unit": "c", "kids": [{"unit": "f"}]}}),
+                    json!({"tree": {"kids": [{"kids": [{"unit": "k"}]}]}}),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {
+                    "a": {"$ref": "#/$defs/A"},
+                    "w": {"$ref": "#/$defs/with%20space"}
+                }, "$defs": {
+                    "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}},
+                    "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer"}}},
+                    "with space": {"type": "string", "minLength": 2}
+                }}),
+                vec![
+                    json!({"a": {"b": {"a": {"b": {"n": 1}}}}}),
+                    json!({"a": {"b": {"a": {"b": {"n": "x"}}}}}),
+                    json!({"w": "ab"}),
+                    json!({"w": "a"}),
+                ],
+            ),
+        ];
+        for (written, instances) in cases {
+            let tidied = tidy_schema(written.clone());
+            assert_ne!(tidied, written, "the case exercises the rewrite");
+            let before = jsonschema::validator_for(&written).expect("the written schema compiles");
+            let after = jsonschema::validator_for(&tidied)
+                .unwrap_or_else(|e| panic!("the tidied schema compiles: {e}\n{tidied:#}"));
+            for instance in instances {
+                assert_eq!(
+                    before.is_valid(&instance),
+                    after.is_valid(&instance),
+                    "{instance} judged differently by\n{written:#}\nand\n{tidied:#}"
+                );
+            }
+        }
+    }
+}
