@@ -176,7 +176,7 @@ pub const ABI_VERSION: &str = "0.1.3";
 
 /// The ABI version the test-only newer API pretends to have.
 #[cfg(feature = "__test_newer_api")]
-pub const ABI_VERSION: &str = "0.1.4";
+pub const ABI_VERSION: &str = "0.1.99";
 
 /// The version of this crate as text, e.g. `"0.1.4"`. Plugins record it in their root
 /// module ([`PluginRoot::api_version`]) so hosts can name the release a plugin was built

@@ -96,7 +96,7 @@ pub(crate) fn built() -> &'static Path {
                 manifest.to_str().expect("utf-8 path"),
             ]);
         }
-        // A plugin built against a newer plugin-api (0.1.4: appended fields), and a host
+        // A plugin built against a newer plugin-api (ABI 0.1.99: appended fields), and a host
         // built against it, to load today's plugins into: each in a cargo invocation of its
         // own, so the test-only feature never reaches the other builds.
         cargo(&[
@@ -183,7 +183,7 @@ fn cc_library(name: &str, out: &Path) {
     assert!(status.success(), "cc failed on {}", source.display());
 }
 
-/// A `toolhost` binary built against the newer plugin-api (0.1.4).
+/// A `toolhost` binary built against the newer plugin-api (ABI 0.1.99).
 pub(crate) fn newer_host() -> PathBuf {
     built().join("debug").join("toolhost")
 }
