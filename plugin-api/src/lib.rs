@@ -182,18 +182,32 @@ struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
-    /// The field names of the struct named `name` among the types `layout` reaches.
-    fn fields_of(
-        layout: &'static abi_stable::type_layout::TypeLayout,
-        name: &str,
-    ) -> Vec<&'static str> {
+    /// The fields of the struct named `name` among the types `layout` reaches, each as
+    /// `name: type`.
+    fn fields_of(layout: &'static abi_stable::type_layout::TypeLayout, name: &str) -> Vec<String> {
         let found = std::iter::once(layout)
             .chain(layout.shared_vars().type_layouts().iter().map(|get| get()))
             .find(|l| l.name() == name)
             .unwrap_or_else(|| panic!("{name} is not reachable from {}", layout.name()));
         found
             .get_fields()
-            .map(|f| f.iter().map(|f| f.name()).collect())
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| {
+                        // A function pointer's signature as abi_stable describes it (type
+                        // names without their generic arguments); other fields' types.
+                        let ty = f
+                            .function_range()
+                            .iter()
+                            .next()
+                            .map(|sig| sig.to_string())
+                            .unwrap_or_else(|| f.layout().full_type().to_string());
+                        let ty = ty.lines().next().unwrap_or_default().to_owned();
+                        format!("{}: {ty}", f.name())
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -201,6 +215,15 @@ mod tests {
     /// cross the boundary do. This records the fields of each ABI: a change to the root
     /// module or a table fails here until ABI_VERSION, this record, COMPATIBILITY.md and
     /// CHANGELOG.md are updated (and, for a release, its sources are kept in tests/compat/).
+    /// What loaders check is [`crate::ABI_VERSION`]; it must change whenever the types that
+    /// cross the boundary do. This records each field of the root module and both tables,
+    /// with its type as abi_stable describes it (a function pointer's parameters and
+    /// result, type names without their generic arguments): adding, removing, reordering
+    /// or retyping one fails here until ABI_VERSION, this record, COMPATIBILITY.md and
+    /// CHANGELOG.md are updated (and, for a release, its sources are kept in
+    /// tests/compat/). Generic arguments (`RResult<RString, RString>`) and the types
+    /// behind them are checked in full where it matters: the host loads the kept fixture
+    /// of each released ABI, and abi_stable compares every layout.
     #[test]
     #[cfg(not(feature = "__test_newer_api"))]
     fn the_abi_version_names_exactly_these_fields() {
@@ -208,6 +231,66 @@ mod tests {
         let root = <crate::ffi::PluginRoot_Ref as StableAbi>::LAYOUT;
         let tool = <crate::ffi::ToolVTable_Ref as StableAbi>::LAYOUT;
         let host = <crate::ffi::HostVTable_Ref as StableAbi>::LAYOUT;
+        let ctx = "&'a  FfiCallContext<'a> ";
+        let this = "unsafe fn(this,: *const c_void )";
+        let expected = (
+            "0.1.3",
+            vec![
+                "name: RStr<'a>".to_owned(),
+                "version: RStr<'a>".to_owned(),
+                "api_version: RStr<'a>".to_owned(),
+                "panic_unwind: bool".to_owned(),
+                "table_layouts: fn()->TableLayouts".to_owned(),
+                "tools: fn()->RResult".to_owned(),
+            ],
+            vec![
+                format!("drop: {this}->()"),
+                format!("name: {this}->RResult"),
+                format!("description: {this}->RResult"),
+                format!("schema: {this}->RResult"),
+                format!("risk: {this}->RResult"),
+                format!("interactive: {this}->RResult"),
+                format!(
+                    "call: unsafe fn(this,ctx,args,: *const c_void , param_1: {ctx}, \
+                     param_2: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
+                format!("requirements: {this}->RResult"),
+            ],
+            vec![
+                format!("profile_id: unsafe fn(ctx,: {ctx})->RStr<'a>"),
+                format!("session_id: unsafe fn(ctx,: {ctx})->RStr<'a>"),
+                format!("model: unsafe fn(ctx,: {ctx})->RStr<'a>"),
+                format!("is_cancelled: unsafe fn(ctx,: {ctx})->bool"),
+                format!("cancelled: unsafe fn(ctx,: {ctx})->BorrowingFfiFuture<'a>"),
+                format!(
+                    "log: unsafe fn(ctx,level,message,: {ctx}, param_1: LogLevel, \
+                     param_2: RStr<'a>)->()"
+                ),
+                format!(
+                    "sleep: unsafe fn(ctx,nanos,: {ctx}, param_1: u64)->BorrowingFfiFuture<'a>"
+                ),
+                format!(
+                    "child_turn: unsafe fn(ctx,request,: {ctx}, \
+                     param_1: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
+                format!(
+                    "progress: unsafe fn(ctx,progress,total,message,: {ctx}, param_1: f64, \
+                     param_2: f64, param_3: RStr<'a>)->()"
+                ),
+                format!(
+                    "ask_user: unsafe fn(ctx,request,: {ctx}, \
+                     param_1: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
+                format!(
+                    "sample: unsafe fn(ctx,request,: {ctx}, \
+                     param_1: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
+                format!(
+                    "host_request: unsafe fn(ctx,method,params,: {ctx}, param_1: RStr<'a>, \
+                     param_2: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
+            ],
+        );
         assert_eq!(
             (
                 crate::ABI_VERSION,
@@ -215,41 +298,7 @@ mod tests {
                 fields_of(tool, "ToolVTable"),
                 fields_of(host, "HostVTable"),
             ),
-            (
-                "0.1.3",
-                vec![
-                    "name",
-                    "version",
-                    "api_version",
-                    "panic_unwind",
-                    "table_layouts",
-                    "tools"
-                ],
-                vec![
-                    "drop",
-                    "name",
-                    "description",
-                    "schema",
-                    "risk",
-                    "interactive",
-                    "call",
-                    "requirements",
-                ],
-                vec![
-                    "profile_id",
-                    "session_id",
-                    "model",
-                    "is_cancelled",
-                    "cancelled",
-                    "log",
-                    "sleep",
-                    "child_turn",
-                    "progress",
-                    "ask_user",
-                    "sample",
-                    "host_request",
-                ],
-            )
+            expected
         );
     }
 
