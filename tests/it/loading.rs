@@ -151,6 +151,14 @@ fn check_json_reports_the_plugin_its_tools_and_problems_for_scripts() {
     assert_eq!(code, Some(0), "{good}");
     assert_eq!(good["ok"], true, "{good}");
     assert_eq!(good["plugin"]["name"], "echo", "{good}");
+    for (key, value) in [
+        ("abi_version", toolhost::ABI_VERSION),
+        ("host_abi_version", toolhost::ABI_VERSION),
+        ("api_version", toolhost::API_VERSION),
+        ("host_api_version", toolhost::API_VERSION),
+    ] {
+        assert_eq!(good["plugin"][key], value, "{key}: {good}");
+    }
     assert_eq!(
         good["static"]["sha256"].as_str().map(str::len),
         Some(64),

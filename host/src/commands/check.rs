@@ -166,6 +166,9 @@ impl CheckArgs {
                 "api_version": plugin.api_version,
                 "abi_version": plugin.abi_version,
                 "host_abi_version": toolhost::ABI_VERSION,
+                // The crate version the host was built with, as the first `--json`
+                // release named it (then it was also the ABI version).
+                "host_api_version": toolhost::API_VERSION,
                 "mode": plugin.mode,
             });
             report["tools"] = plugin

@@ -1,6 +1,7 @@
 //! Testing tools in plain Rust: a [`TestHost`] runs a [`Tool`] through the same export
 //! glue and call boundary as a real host, with scripted host services, captured events
-//! and a temporary state folder. No `unsafe`, no runtime, no extra dependencies.
+//! and a temporary state folder. No `unsafe` in the author's code (it is all inside this
+//! crate), no runtime, no extra dependencies.
 //!
 //! Enable it for tests only:
 //!
@@ -610,10 +611,25 @@ impl TestHost {
     ///
     /// ```
     /// # use std::time::Duration;
+    /// # use serde_json::{json, Value};
     /// # use toolhost_plugin_api::testing::TestHost;
+    /// # use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
+    /// // A tool that waits for the host to cancel it.
+    /// struct Patient;
+    /// impl Tool for Patient {
+    ///     fn name(&self) -> &str { "patient" }
+    ///     fn description(&self) -> &str { "Waits until cancelled." }
+    ///     fn schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     async fn call(&self, ctx: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+    ///         ctx.cancelled().await;
+    ///         Ok("stopped when told".into())
+    ///     }
+    /// }
+    ///
     /// let host = TestHost::new();
     /// host.cancel_after(Duration::from_millis(5));
-    /// std::thread::sleep(Duration::from_millis(100));
+    /// assert_eq!(host.call(&Patient, json!({})), Ok("stopped when told".into()));
     /// assert!(host.canceller().is_cancelled());
     /// ```
     pub fn cancel_after(&self, delay: Duration) {
