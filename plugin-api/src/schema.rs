@@ -79,10 +79,11 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 ///   by what they point to, and the definitions are dropped. A definition that refers to
 ///   itself, directly or through others (a recursive type), cannot be inlined: references
 ///   to it stay, and it is kept, with its own references to other definitions inlined.
-///   Keys written next to a reference are kept; where the definition says something else
-///   about the same key, annotations (`description`, `title`, `default`, `examples`...)
-///   from the reference win, and other keywords are kept apart under `allOf`, so both
-///   still apply;
+///   When the reference or its definition has nothing but annotations (`description`,
+///   `title`, `default`, `examples`...), as generated schemas do, the two merge and the
+///   reference's annotations win; otherwise the definition goes under `allOf` beside the
+///   reference's own keywords, which JSON Schema evaluates apart
+///   (`additionalProperties` sees only the `properties` next to it);
 /// - a `oneOf`/`anyOf` whose alternatives are all fixed values (`const` or `enum`, as
 ///   schemars derives documented enums) becomes one `enum`, and the values'
 ///   descriptions are appended to the description as "Values: `a`: ... `b`: ...". Its
@@ -97,10 +98,12 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 ///   schemas never name one ([`schema_for`] and the schema generation of every earlier
 ///   release leave `$schema` out);
 /// - a reference to anything but a whole definition or the root (`#/$defs/A/properties/x`,
-///   an anchor, another document), or an `$id`, `$anchor` or dynamic reference below the
-///   top level, all of which would point elsewhere once the schema's shape changes;
+///   an anchor, another document), or under a keyword it does not know; an `$id`,
+///   `$anchor`, dynamic reference, `$schema` or `$defs` below the top level: all of these
+///   would point elsewhere, or change how the schema is read, once its shape changes;
 /// - a schema whose inlined form would grow past a size budget (definitions that each
-///   refer to the next several times grow exponentially when inlined).
+///   refer to the next several times grow exponentially when inlined; a long `enum`
+///   referred to from many places multiplies).
 ///
 /// ```
 /// use serde_json::json;
@@ -280,6 +283,9 @@ fn percent_decode(text: &str) -> Option<String> {
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = text.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -336,9 +342,12 @@ const SCHEMA_MAP_KEYS: &[&str] = &[
     "$defs",
     "definitions",
 ];
-/// Keywords that move the base references resolve against, or resolve dynamically.
+/// Keywords that move the base references resolve against, resolve dynamically, or
+/// change how a schema is read (its dialect), which must not travel into another schema.
 const BASE_KEYS: &[&str] = &[
     "$id",
+    "$schema",
+    "$vocabulary",
     "$anchor",
     "$dynamicAnchor",
     "$dynamicRef",
@@ -346,8 +355,47 @@ const BASE_KEYS: &[&str] = &[
     "$recursiveRef",
 ];
 
+/// Keywords whose value is data (instances), not schemas.
+const DATA_KEYS: &[&str] = &["const", "enum", "default", "examples"];
+
 fn is_schema(value: &Value) -> bool {
     value.is_object() || value.is_boolean()
+}
+
+/// Whether `key` is a keyword whose value holds subschemas.
+fn is_schema_keyword(key: &str) -> bool {
+    SCHEMA_KEYS.contains(&key) || SCHEMA_LIST_KEYS.contains(&key) || SCHEMA_MAP_KEYS.contains(&key)
+}
+
+/// Whether any object in `value` has a `$ref` key.
+fn holds_ref(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key("$ref") || map.values().any(holds_ref),
+        Value::Array(items) => items.iter().any(holds_ref),
+        _ => false,
+    }
+}
+
+/// Nodes in a JSON value.
+fn json_size(value: &Value) -> u64 {
+    match value {
+        Value::Object(map) => map.values().fold(1, |n, v| n.saturating_add(json_size(v))),
+        Value::Array(items) => items.iter().fold(1, |n, v| n.saturating_add(json_size(v))),
+        _ => 1,
+    }
+}
+
+/// Nodes in a schema's own keys: the data in full, one per keyword that holds
+/// subschemas (the subschemas are counted by the caller).
+fn own_size(map: &Map<String, Value>) -> u64 {
+    map.iter().fold(1, |n, (key, value)| {
+        let size = if is_schema_keyword(key) {
+            1
+        } else {
+            1 + json_size(value)
+        };
+        n.saturating_add(size)
+    })
 }
 
 /// The subschemas directly inside a schema: values of keywords, never of data such as
@@ -391,34 +439,41 @@ fn subschemas_mut(map: &mut Map<String, Value>) -> Vec<&mut Value> {
     out
 }
 
-/// Collects every `$ref` in a schema; `false` when a reference is not a string or a key
-/// moves the base (allowed only at the top, where it names the document).
+/// Collects every `$ref` in a schema; `false` when a reference is not a string, sits where
+/// this walk does not go (an unknown keyword), or a key moves the base or brings
+/// definitions of its own (allowed only at the top, where `$id` names the document).
 fn collect_refs(value: &Value, top: bool, refs: &mut Vec<String>) -> bool {
     let Value::Object(map) = value else {
         return true;
     };
-    match map.get("$ref") {
-        None => {}
-        Some(Value::String(pointer)) => refs.push(pointer.clone()),
-        Some(_) => return false,
-    }
-    let moved = BASE_KEYS
-        .iter()
-        .any(|k| map.contains_key(*k) && !(top && *k == "$id"));
-    if moved {
-        return false;
+    for (key, value) in map {
+        match key.as_str() {
+            "$ref" => match value {
+                Value::String(pointer) => refs.push(pointer.clone()),
+                _ => return false,
+            },
+            "$id" if top => {}
+            "$defs" | "definitions" if !top => return false,
+            k if BASE_KEYS.contains(&k) => return false,
+            k if DATA_KEYS.contains(&k) || is_schema_keyword(k) => {}
+            _ => {
+                if holds_ref(value) {
+                    return false;
+                }
+            }
+        }
     }
     subschemas(map)
         .into_iter()
         .all(|s| collect_refs(s, false, refs))
 }
 
-/// Nodes in a schema: one per schema and keyword.
+/// Nodes in a schema, its data included.
 fn node_count(value: &Value) -> u64 {
     match value {
         Value::Object(map) => subschemas(map)
             .into_iter()
-            .fold(1 + map.len() as u64, |n, s| n.saturating_add(node_count(s))),
+            .fold(own_size(map), |n, s| n.saturating_add(node_count(s))),
         _ => 1,
     }
 }
@@ -451,7 +506,7 @@ impl Inliner<'_> {
         let Value::Object(map) = value else {
             return 1;
         };
-        let mut n = 1 + map.len() as u64;
+        let mut n = own_size(map);
         if let Some(key) = self.inlined_target(map) {
             let size = match self.sizes.get(&key) {
                 Some(size) => *size,
@@ -516,25 +571,27 @@ const ANNOTATIONS: &[&str] = &[
     "$comment",
 ];
 
-/// Merges what a reference points to into the reference's own keys. A constraint both
-/// sides state differently keeps the target whole under `allOf`, so both apply.
+/// Merges what a reference points to into the reference's own keys, when one side has
+/// nothing but annotations (the reference's win). Otherwise the target is kept whole
+/// under `allOf`: keywords on the two sides are evaluated apart (`additionalProperties`
+/// sees only its own side's `properties`, `then` only its own `if`...), and merging would
+/// let them see each other.
 fn merge_target(map: &mut Map<String, Value>, target: Map<String, Value>) {
-    let clash = target
-        .iter()
-        .any(|(k, v)| !ANNOTATIONS.contains(&k.as_str()) && map.get(k).is_some_and(|own| own != v));
-    if clash {
-        let mut all = match map.remove("allOf") {
-            Some(Value::Array(all)) => all,
-            Some(other) => vec![json!({ "allOf": other })],
-            None => Vec::new(),
-        };
-        all.push(Value::Object(target));
-        map.insert("allOf".to_owned(), Value::Array(all));
+    let only_annotations =
+        |m: &Map<String, Value>| m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()));
+    if only_annotations(map) || only_annotations(&target) {
+        for (k, v) in target {
+            map.entry(k).or_insert(v);
+        }
         return;
     }
-    for (k, v) in target {
-        map.entry(k).or_insert(v);
-    }
+    let mut all = match map.remove("allOf") {
+        Some(Value::Array(all)) => all,
+        Some(other) => vec![json!({ "allOf": other })],
+        None => Vec::new(),
+    };
+    all.push(Value::Object(target));
+    map.insert("allOf".to_owned(), Value::Array(all));
 }
 
 /// Turns every `oneOf`/`anyOf` of fixed values into an `enum`, innermost first.
@@ -563,7 +620,7 @@ fn collapse_enums(value: &mut Value) {
 /// nothing else to it.
 struct Fixed {
     values: Vec<Value>,
-    described: Vec<(Value, String)>,
+    described: Vec<(Vec<Value>, String)>,
     ty: Option<Value>,
 }
 
@@ -600,10 +657,10 @@ fn fixed_values(alternatives: &[Value], one_of: bool) -> Option<Fixed> {
             return None;
         }
         types.push(ty.cloned());
-        if let Some(Value::String(d)) = a.get("description")
-            && values.len() == 1
+        if let Some(Value::String(d)) = a.get("description").or_else(|| a.get("title"))
+            && !values.is_empty()
         {
-            fixed.described.push((values[0].clone(), d.clone()));
+            fixed.described.push((values.clone(), d.clone()));
         }
         for v in values {
             if fixed.values.iter().any(|seen| same_value(seen, &v)) {
@@ -624,13 +681,27 @@ fn fixed_values(alternatives: &[Value], one_of: bool) -> Option<Fixed> {
     Some(fixed)
 }
 
-/// JSON Schema's equality: numbers by value (`1` and `1.0` are the same).
+/// JSON Schema's equality: numbers by value (`1` and `1.0` are the same), integers
+/// exactly (`9007199254740993` is not `9007199254740992`, which `f64` cannot tell apart).
 fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => x == y,
-        },
+        (Value::Number(x), Value::Number(y)) => {
+            let exact = |n: &serde_json::Number| {
+                n.as_i64()
+                    .map(i128::from)
+                    .or_else(|| n.as_u64().map(i128::from))
+                    .or_else(|| {
+                        // A float with no fraction, within i128, is that integer.
+                        n.as_f64()
+                            .filter(|f| f.fract() == 0.0 && f.abs() < 1e38)
+                            .map(|f| f as i128)
+                    })
+            };
+            match (exact(x), exact(y)) {
+                (Some(x), Some(y)) => x == y,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
         }
@@ -673,9 +744,16 @@ fn apply_fixed(map: &mut Map<String, Value>, fixed: Fixed) {
     let values = fixed
         .described
         .iter()
-        .map(|(v, d)| match v {
-            Value::String(s) => format!("`{s}`: {d}"),
-            other => format!("`{other}`: {d}"),
+        .map(|(values, d)| {
+            let values = values
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => format!("`{s}`"),
+                    other => format!("`{other}`"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("{values}: {d}")
         })
         .collect::<Vec<_>>()
         .join(" ");
@@ -1050,6 +1128,111 @@ mod tests {
     }
 
     #[test]
+    fn keywords_that_read_each_other_are_never_merged_across_a_reference() {
+        let a = |def: Value, site: Value| {
+            let mut site = site;
+            site["$ref"] = json!("#/$defs/A");
+            json!({"type": "object", "properties": {"p": site}, "$defs": {"A": def}})
+        };
+        for (def, site) in [
+            (
+                json!({"additionalProperties": false}),
+                json!({"properties": {"a": {}}}),
+            ),
+            (
+                json!({"properties": {"a": {}}}),
+                json!({"additionalProperties": false}),
+            ),
+            (
+                json!({"unevaluatedProperties": false}),
+                json!({"patternProperties": {"^x": {}}}),
+            ),
+            (json!({"prefixItems": [{}]}), json!({"items": false})),
+            (
+                json!({"then": {"required": ["b"]}}),
+                json!({"if": {"required": ["a"]}}),
+            ),
+            (json!({"contains": {"const": 1}}), json!({"minContains": 0})),
+        ] {
+            let s = tidy_schema(a(def.clone(), site.clone()));
+            let mut expected = site;
+            expected["allOf"] = json!([def]);
+            assert_eq!(s["properties"]["p"], expected, "{s:#}");
+        }
+        // One side with nothing but annotations merges.
+        let s = tidy_schema(a(
+            json!({"type": "integer", "description": "Theirs."}),
+            json!({"description": "Mine."}),
+        ));
+        assert_eq!(
+            s["properties"]["p"],
+            json!({"type": "integer", "description": "Mine."})
+        );
+        let s = tidy_schema(a(json!({"description": "Theirs."}), json!({"minimum": 1})));
+        assert_eq!(
+            s["properties"]["p"],
+            json!({"minimum": 1, "description": "Theirs."})
+        );
+    }
+
+    #[test]
+    fn big_integers_are_told_apart() {
+        let any =
+            json!({"anyOf": [{"const": 9007199254740992_u64}, {"const": 9007199254740993_u64}]});
+        let s = tidy_schema(json!({"type": "object", "properties": {"p": any}}));
+        assert_eq!(
+            s["properties"]["p"],
+            json!({"enum": [9007199254740992_u64, 9007199254740993_u64]})
+        );
+        assert!(same_value(&json!(3), &json!(3.0)));
+        assert!(!same_value(&json!(u64::MAX), &json!(u64::MAX - 1)));
+    }
+
+    #[test]
+    fn what_would_travel_or_dangle_leaves_the_schema_as_written() {
+        for written in [
+            // A dialect inside a definition would become the root's.
+            json!({"$ref": "#/$defs/A", "$defs": {"A": {
+                "$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}}}),
+            // Definitions of its own inside a definition.
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/A"}},
+                   "$defs": {"A": {"$defs": {"B": {}}, "type": "string"}}}),
+            // A reference under a keyword this walk does not know.
+            json!({"type": "object", "x-alt": {"$ref": "#/$defs/A"},
+                   "properties": {"x": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}}),
+            // Not a percent-encoding.
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/%+41"}},
+                   "$defs": {"A": {"type": "string"}, "%+41": {"type": "string"}}}),
+        ] {
+            assert_eq!(tidy_schema(written.clone()), written);
+        }
+    }
+
+    #[test]
+    fn data_counts_toward_the_budget() {
+        let values: Vec<String> = (0..2_000).map(|i| format!("v{i}")).collect();
+        let properties: Map<String, Value> = (0..200)
+            .map(|i| (format!("p{i}"), json!({"$ref": "#/$defs/E"})))
+            .collect();
+        let written =
+            json!({"type": "object", "properties": properties, "$defs": {"E": {"enum": values}}});
+        assert_eq!(tidy_schema(written.clone()), written);
+    }
+
+    #[test]
+    fn a_group_of_values_keeps_its_description() {
+        let one_of = json!({"oneOf": [
+            {"enum": ["a", "b"], "description": "Letters."},
+            {"const": 1, "title": "One."}
+        ]});
+        let s = tidy_schema(json!({"type": "object", "properties": {"p": one_of}}));
+        assert_eq!(
+            s["properties"]["p"],
+            json!({"enum": ["a", "b", 1], "description": "Values: `a`, `b`: Letters. `1`: One."})
+        );
+    }
+
+    #[test]
     fn a_reference_and_its_target_that_disagree_keep_both_constraints() {
         let old = json!({
             "type": "object",
@@ -1068,7 +1251,9 @@ mod tests {
         );
         assert_eq!(
             s["properties"]["m"],
-            json!({"type": "integer", "minimum": 1, "maximum": 10, "description": "Mine."})
+            json!({"minimum": 1, "description": "Mine.", "allOf": [
+                {"type": "integer", "maximum": 10, "description": "Theirs."}
+            ]})
         );
     }
 

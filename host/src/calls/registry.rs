@@ -437,6 +437,61 @@ mod tests {
                 ],
             ),
         ];
+        // Keywords on the two sides of a reference are evaluated apart.
+        let apart = |def: Value, site: Value| {
+            let mut site = site;
+            site["$ref"] = json!("#/$defs/A");
+            json!({"type": "object", "properties": {"p": site}, "$defs": {"A": def}})
+        };
+        let mut cases = cases;
+        cases.extend([
+            (
+                apart(
+                    json!({"additionalProperties": false}),
+                    json!({"properties": {"a": {}}}),
+                ),
+                vec![json!({"p": {"a": 1}}), json!({"p": {}})],
+            ),
+            (
+                apart(
+                    json!({"properties": {"a": {}}}),
+                    json!({"additionalProperties": false}),
+                ),
+                vec![json!({"p": {"a": 1}}), json!({"p": {}})],
+            ),
+            (
+                apart(
+                    json!({"unevaluatedProperties": false}),
+                    json!({"patternProperties": {"^x": {}}}),
+                ),
+                vec![json!({"p": {"x1": 1}}), json!({"p": {}})],
+            ),
+            (
+                apart(json!({"prefixItems": [{}]}), json!({"items": false})),
+                vec![json!({"p": [1]}), json!({"p": []})],
+            ),
+            (
+                apart(
+                    json!({"then": {"required": ["b"]}}),
+                    json!({"if": {"required": ["a"]}}),
+                ),
+                vec![json!({"p": {"a": 1}}), json!({"p": {"a": 1, "b": 2}})],
+            ),
+            (
+                apart(json!({"contains": {"const": 1}}), json!({"minContains": 0})),
+                vec![json!({"p": []}), json!({"p": [1]}), json!({"p": [2]})],
+            ),
+            (
+                json!({"type": "object", "properties": {"p": {"anyOf": [
+                    {"const": 9007199254740992_u64}, {"const": 9007199254740993_u64}
+                ]}}}),
+                vec![
+                    json!({"p": 9007199254740993_u64}),
+                    json!({"p": 9007199254740992_u64}),
+                    json!({"p": 1}),
+                ],
+            ),
+        ]);
         for (written, instances) in cases {
             let tidied = tidy_schema(written.clone());
             assert_ne!(tidied, written, "the case exercises the rewrite");
