@@ -164,7 +164,7 @@ fn tidied(schema: &Value) -> Option<Value> {
             Some(_) => return None,
         }
     }
-    let body = Value::Object(body);
+    let mut body = Value::Object(body);
 
     // Every reference must point at the root or a whole definition, and nothing may move
     // the base a reference resolves against.
@@ -214,20 +214,18 @@ fn tidied(schema: &Value) -> Option<Value> {
         return None;
     }
 
-    let mut body = body;
     inliner.inline(&mut body);
     collapse_enums(&mut body);
 
     // Keep the recursive definitions the result still refers to, and those they refer to.
-    let mut kept: Vec<DefKey> = Vec::new();
     let mut pending = Vec::new();
     collect_refs(&body, true, &mut pending);
-    let mut kept_defs: Vec<(DefKey, Value)> = Vec::new();
+    let mut kept: Vec<(DefKey, Value)> = Vec::new();
     while let Some(pointer) = pending.pop() {
         let Some(Target::Def(key)) = resolve(&pointer, &defs) else {
             continue;
         };
-        if kept.contains(&key) {
+        if kept.iter().any(|(k, _)| *k == key) {
             continue;
         }
         let Some(def) = defs.get(&key) else {
@@ -237,11 +235,10 @@ fn tidied(schema: &Value) -> Option<Value> {
         inliner.inline(&mut def);
         collapse_enums(&mut def);
         collect_refs(&def, false, &mut pending);
-        kept.push(key.clone());
-        kept_defs.push((key, def));
+        kept.push((key, def));
     }
     if let Value::Object(root) = &mut body {
-        for ((section, name), def) in kept_defs {
+        for ((section, name), def) in kept {
             if let Value::Object(map) = root
                 .entry(section)
                 .or_insert_with(|| Value::Object(Map::new()))

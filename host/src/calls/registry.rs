@@ -363,7 +363,7 @@ mod tests {
     /// validator judges it.
     #[test]
     fn tidied_schemas_judge_arguments_as_written_ones_do() {
-        let cases: Vec<(Value, Vec<Value>)> = vec![
+        let mut cases: Vec<(Value, Vec<Value>)> = vec![
             (
                 json!({"type": "object", "properties": {
                     "n": {"$ref": "#/$defs/Small", "maximum": 5},
@@ -443,7 +443,6 @@ mod tests {
             site["$ref"] = json!("#/$defs/A");
             json!({"type": "object", "properties": {"p": site}, "$defs": {"A": def}})
         };
-        let mut cases = cases;
         cases.extend([
             (
                 apart(
