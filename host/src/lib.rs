@@ -126,6 +126,8 @@ pub use plugins::trust::{
 };
 pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use serve::{RunningHost, ServeError, serve};
+pub use sys::confinement::{Confinement, Protection};
+pub use sys::containment::ContainmentMode;
 pub use sys::permissions::PermissionProblem;
 pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
@@ -133,4 +135,5 @@ pub use sys::private::{
 };
 pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
+pub use sys::workers::end_all as end_workers;
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};

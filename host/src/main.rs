@@ -93,10 +93,13 @@ fn main() -> ExitCode {
     if let Command::New(args) = cli.command {
         return args.run().unwrap_or_else(|error| report(&error));
     }
-    match try_main(cli) {
+    let code = match try_main(cli) {
         Ok(code) => code,
         Err(error) => report(&error),
-    }
+    };
+    // No plugin's process outlives the host.
+    toolhost::end_workers();
+    code
 }
 
 /// A serving host logs its loads, reloads and removals; one-shot commands only problems.

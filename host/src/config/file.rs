@@ -338,8 +338,16 @@ pub struct IsolationConfig {
     pub write_paths: Vec<PathBuf>,
     /// TCP for every worker; otherwise only plugins with a `network` tool get it.
     pub allow_network: bool,
-    /// A worker's data memory limit (`RLIMIT_DATA`), MiB; 0 for none.
+    /// A worker's memory limit, MiB (its cgroup's for all its processes, and the address
+    /// space each process may add, `RLIMIT_AS`); 0 for none.
     pub memory_limit_mb: u64,
+    /// Tasks (processes and threads) a worker and what it starts may have; 0 for none.
+    pub max_processes: u64,
+    /// `auto` (default), `cgroup`, `pid-namespace` or `process-group`: how a worker's
+    /// processes are kept together and ended with it.
+    pub containment: crate::sys::containment::ContainmentMode,
+    /// Plugins (by name or file name) whose workers may use Unix-domain sockets.
+    pub unix_sockets: Vec<String>,
     /// A worker's open-file limit; 0 keeps the host's.
     pub open_files: u64,
     /// More crashes than this within `crash_window_secs` quarantine a plugin.
@@ -362,6 +370,9 @@ impl Default for IsolationConfig {
             write_paths: Vec::new(),
             allow_network: false,
             memory_limit_mb: 1024,
+            max_processes: 256,
+            containment: crate::sys::containment::ContainmentMode::Auto,
+            unix_sockets: Vec::new(),
             open_files: 256,
             max_crashes: 5,
             crash_window_secs: 60,

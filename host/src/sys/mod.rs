@@ -1,11 +1,20 @@
 //! Operating-system helpers every door uses: private files and folders (`private`),
 //! opening a path without following it into a FIFO or device (`safe_open`), ownership and
 //! mode checks (`permissions`), resource limits (`rlimit`), descriptors and processes for
-//! plugin workers (`process`) and the Landlock sandbox (`sandbox`).
+//! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
+//! (`seccomp`), dropping capabilities (`caps`), keeping a worker's processes together
+//! (`containment`, `pid_namespace`), what confines a worker (`confinement`) and the live
+//! workers the control socket refuses (`workers`).
 
+pub(crate) mod caps;
+pub(crate) mod confinement;
+pub(crate) mod containment;
 pub(crate) mod permissions;
+pub(crate) mod pid_namespace;
 pub(crate) mod private;
 pub(crate) mod process;
 pub(crate) mod rlimit;
 pub(crate) mod safe_open;
 pub(crate) mod sandbox;
+pub(crate) mod seccomp;
+pub(crate) mod workers;

@@ -4,6 +4,9 @@
 //! control socket, plugin loads, the watcher and the session database. A plugin worker
 //! confines itself here too: fixed limits on memory, descriptors and core dumps, and no new
 //! privileges.
+//!
+//! `RLIMIT_AS` is the memory limit of a worker process because it counts every mapping;
+//! `RLIMIT_DATA` leaves `MAP_SHARED` memory unbounded.
 
 use std::io;
 
@@ -44,15 +47,11 @@ pub fn connections_within(configured: usize, nofile: u64) -> usize {
 /// A resource limit a plugin worker sets on itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resource {
-    /// The address space, in bytes (`RLIMIT_AS`).
-    #[allow(
-        dead_code,
-        reason = "the worker bounds memory with RLIMIT_DATA; RLIMIT_AS is for callers that \
-                  want it"
-    )]
+    /// The address space, in bytes (`RLIMIT_AS`): every mapping counts, shared ones
+    /// included (`RLIMIT_DATA` does not bound `MAP_SHARED` memory).
     AddressSpace,
-    /// The data segment and anonymous memory, in bytes (`RLIMIT_DATA`).
-    Data,
+    /// Tasks of the uid in the current user namespace (`RLIMIT_NPROC`).
+    Processes,
     /// Open file descriptors (`RLIMIT_NOFILE`).
     OpenFiles,
     /// The size of a core dump, in bytes (`RLIMIT_CORE`); 0 writes none.
@@ -70,7 +69,7 @@ impl Resource {
     fn raw(self) -> RawResource {
         match self {
             Resource::AddressSpace => libc::RLIMIT_AS,
-            Resource::Data => libc::RLIMIT_DATA,
+            Resource::Processes => libc::RLIMIT_NPROC,
             Resource::OpenFiles => libc::RLIMIT_NOFILE,
             Resource::Core => libc::RLIMIT_CORE,
         }
@@ -80,7 +79,7 @@ impl Resource {
     fn describe(self) -> &'static str {
         match self {
             Resource::AddressSpace => "the address-space limit (RLIMIT_AS)",
-            Resource::Data => "the data-size limit (RLIMIT_DATA)",
+            Resource::Processes => "the process limit (RLIMIT_NPROC)",
             Resource::OpenFiles => "the open-file limit (RLIMIT_NOFILE)",
             Resource::Core => "the core-dump size limit (RLIMIT_CORE)",
         }
@@ -127,6 +126,17 @@ pub(crate) fn set_limit(resource: Resource, value: u64) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The address space this process maps now (`VmSize` of `/proc/self/status`), bytes.
+pub(crate) fn address_space_in_use() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| io::Error::other("no VmSize in /proc/self/status"))
 }
 
 /// Sets `PR_SET_NO_NEW_PRIVS` on the calling thread (inherited by the threads and

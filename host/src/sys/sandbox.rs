@@ -1,6 +1,7 @@
 //! The Landlock sandbox a plugin worker puts itself in before it loads a plugin: the
 //! filesystem is denied except for the paths its rules list (read and execute, or read and
-//! write), and TCP bind and connect are denied unless the rules allow the network. Built on
+//! write), TCP bind and connect are denied unless the rules allow the network, and
+//! signals and abstract Unix sockets are scoped to the sandbox (ABI 6). Built on
 //! the `landlock` crate; the one raw system call here asks the kernel for its Landlock ABI.
 //!
 //! Landlock binds the calling thread and the threads and processes it starts afterwards,
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use landlock::{
     ABI, Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible as _, PathBeneath,
     PathFd, PathFdError, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _, RulesetError,
-    RulesetStatus,
+    RulesetStatus, Scope,
 };
 
 /// The newest Landlock ABI this module asks for (the newest the `landlock` crate knows).
@@ -31,6 +32,11 @@ const FILESYSTEM_ABI: u32 = 3;
 
 /// The Landlock ABI that can deny TCP bind and connect (ABI 4, Linux 6.7).
 const NETWORK_ABI: u32 = 4;
+
+/// The Landlock ABI that scopes signals and abstract Unix sockets to the sandbox (ABI 6,
+/// Linux 6.12): a sandboxed process can signal, and connect to abstract sockets of, only
+/// processes in its own sandbox.
+pub(crate) const SCOPE_ABI: u32 = 6;
 
 /// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>` (libc does not define it).
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1 << 0;
@@ -395,6 +401,8 @@ fn restrict(
     if !rules.network {
         ruleset = ruleset.handle_access(AccessNet::from_all(LATEST))?;
     }
+    // Signals and abstract Unix sockets stay inside the sandbox (ABI 6 and later).
+    ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     // No network rule: with the network handled, every port is denied.
     ruleset
         .create()?

@@ -133,25 +133,32 @@ impl Drop for ControlSocket {
 }
 
 /// Whether the peer of a new connection may use the socket: a process running as this
-/// host's effective uid or root. Otherwise the reason, for the client and the log.
+/// host's effective uid or root, and neither one of this host's plugin workers nor a
+/// process one started (a worker runs as the host's uid; it must not drive the host).
+/// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(), String> {
     let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
-        Ok(cred) if trusted_uid(cred.uid()) => Ok(()),
         Ok(cred) => {
-            tracing::warn!(
-                uid = cred.uid(),
-                pid = cred.pid(),
-                "refused a control connection from {} (pid {}): this host serves only uid \
-                 {me} and root",
-                describe_uid(cred.uid()),
-                cred.pid()
-                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
-            );
-            Err(format!(
-                "permission denied: this toolhost serves only uid {me} and root"
-            ))
+            if let Some(why) = cred
+                .pid()
+                .and_then(|p| u32::try_from(p).ok())
+                .and_then(crate::sys::workers::worker_origin)
+            {
+                tracing::warn!(
+                    pid = cred.pid(),
+                    "refused a control connection from a plugin worker: {why}"
+                );
+                return Err(format!(
+                    "permission denied: plugin workers and the processes they start may not \
+                     use the control socket ({why})"
+                ));
+            }
+            if trusted_uid(cred.uid()) {
+                return Ok(());
+            }
+            untrusted(me, &cred)
         }
         Err(e) => {
             tracing::warn!("refused a control connection whose peer is unknown: {e}");
@@ -161,6 +168,23 @@ fn admit(stream: &UnixStream) -> Result<(), String> {
             ))
         }
     }
+}
+
+/// The refusal of a peer of another uid.
+#[cfg(unix)]
+fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), String> {
+    tracing::warn!(
+        uid = cred.uid(),
+        pid = cred.pid(),
+        "refused a control connection from {} (pid {}): this host serves only uid {me} and \
+         root",
+        describe_uid(cred.uid()),
+        cred.pid()
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    );
+    Err(format!(
+        "permission denied: this toolhost serves only uid {me} and root"
+    ))
 }
 
 #[cfg(not(unix))]

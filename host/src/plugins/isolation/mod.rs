@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sys::containment::ContainmentMode;
 use crate::sys::sandbox::SandboxMode;
 
 /// Where a plugin's code runs.
@@ -54,8 +55,18 @@ pub struct IsolationPolicy {
     pub state_dirs: Vec<PathBuf>,
     /// TCP for every plugin; otherwise only plugins with a `network` tool get it.
     pub allow_network: bool,
-    /// `RLIMIT_DATA` of a worker, bytes (0: none).
+    /// A worker's memory, bytes (0: none): its cgroup's limit for all of its processes
+    /// where it has a cgroup, and for each process the address space it may add to what
+    /// it had before the plugin loaded (`RLIMIT_AS`).
     pub memory_limit_bytes: u64,
+    /// Tasks (processes and threads) a worker and what it starts may have at once: its
+    /// cgroup's `pids.max`, or `RLIMIT_NPROC` in its own user namespace (0: none).
+    pub max_processes: u64,
+    /// How a worker's processes are kept together and ended with it.
+    pub containment: ContainmentMode,
+    /// Plugins (by name or file name) whose workers may make Unix-domain sockets (e.g. to
+    /// reach a database's socket); every other worker's seccomp filter refuses them.
+    pub unix_sockets: Vec<String>,
     /// `RLIMIT_NOFILE` of a worker (0: inherited).
     pub open_files: u64,
     /// More than this many crashes within `crash_window` quarantine the plugin.
@@ -86,6 +97,9 @@ impl Default for IsolationPolicy {
             state_dirs: Vec::new(),
             allow_network: false,
             memory_limit_bytes: 1 << 30,
+            max_processes: 256,
+            containment: ContainmentMode::Auto,
+            unix_sockets: Vec::new(),
             open_files: 256,
             max_crashes: 5,
             crash_window: Duration::from_secs(60),
@@ -151,6 +165,14 @@ impl IsolationPolicy {
         } else {
             Decision::ByName
         }
+    }
+
+    /// Whether the plugin named `name` (file `file`) may make Unix-domain sockets.
+    pub(crate) fn allows_unix_sockets(&self, name: Option<&str>, file: &Path) -> bool {
+        let file_name = file.file_name().and_then(|n| n.to_str());
+        self.unix_sockets
+            .iter()
+            .any(|n| Some(n.as_str()) == name || Some(n.as_str()) == file_name)
     }
 
     /// The mode for a plugin named `name`.

@@ -21,10 +21,12 @@ use serde_json::Value;
 use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest};
 
 use crate::calls::tool::ToolSpec;
+use crate::sys::confinement::Confinement;
+use crate::sys::containment::ContainmentKind;
 use crate::sys::sandbox::{SandboxMode, SandboxRules};
 
 /// Bumped whenever a message changes; both sides refuse another version.
-pub(crate) const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts (a tool's output or arguments included).
 pub(crate) const MAX_FRAME: usize = 64 << 20;
@@ -81,6 +83,11 @@ pub(crate) struct Init {
     pub(crate) sandbox: SandboxMode,
     /// What the sandbox allows.
     pub(crate) rules: SandboxRules,
+    /// Unix-domain sockets allowed (the seccomp filter refuses them otherwise).
+    pub(crate) unix_sockets: bool,
+    /// How the host keeps the worker's processes together; a PID namespace the worker
+    /// makes itself.
+    pub(crate) containment: ContainmentKind,
     /// The worker's own log filter (e.g. `info`).
     pub(crate) log_filter: String,
 }
@@ -88,8 +95,12 @@ pub(crate) struct Init {
 /// Resource limits of a worker (0: not limited).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Limits {
-    /// `RLIMIT_DATA`, bytes.
+    /// The address space a process may add to what the worker had before loading
+    /// (`RLIMIT_AS`), bytes.
     pub(crate) memory_bytes: u64,
+    /// Tasks in the worker's user namespace (`RLIMIT_NPROC`, with a PID namespace only;
+    /// a cgroup's `pids.max` is set by the host).
+    pub(crate) max_processes: u64,
     /// `RLIMIT_NOFILE`.
     pub(crate) open_files: u64,
 }
@@ -188,8 +199,9 @@ pub(crate) struct Hello {
     pub(crate) tools: Vec<ToolSpec>,
     /// Tools left out (their metadata failed), one message each.
     pub(crate) skipped_tools: Vec<String>,
-    /// What the sandbox enforces, one line.
-    pub(crate) sandbox: String,
+    /// What confines the worker, protection by protection (the host adds what it set up:
+    /// the cgroup).
+    pub(crate) confinement: Confinement,
     /// The worker's process id.
     pub(crate) pid: u32,
 }

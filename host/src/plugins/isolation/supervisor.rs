@@ -29,6 +29,8 @@ use super::protocol::{
 };
 use crate::calls::context::{CallContext, TurnServices};
 use crate::calls::tool::{DynTool, Risk, ToolError, ToolOrigin, ToolSpec};
+use crate::sys::confinement::{Confinement, Protection};
+use crate::sys::containment::{self, Containment};
 use crate::sys::sandbox::{self, SandboxMode, SandboxRules};
 
 /// What a worker looks like in status.
@@ -46,8 +48,12 @@ pub struct WorkerStatus {
     pub last_exit: Option<String>,
     /// Why its tools are refused, while quarantined.
     pub quarantined: Option<String>,
-    /// What the sandbox enforces.
+    /// What confines it, in one line ("sandbox fully enforced (...)" only when every
+    /// protection holds).
     pub sandbox: String,
+    /// What confines it, protection by protection.
+    #[serde(default)]
+    pub confinement: Confinement,
 }
 
 /// What a call gets back from the connection: the tool's result, or why the worker
@@ -105,7 +111,9 @@ pub(crate) struct Connection {
     owner: Mutex<Weak<WorkerPlugin>>,
     plugin: Arc<str>,
     last_words: Arc<LastWords>,
-    sandbox: String,
+    confinement: Confinement,
+    /// Keeps the worker's processes together; ended with it.
+    containment: Containment,
 }
 
 impl Connection {
@@ -286,6 +294,9 @@ impl Connection {
             let _ = child.kill();
             child.wait().ok()
         });
+        // Whatever the plugin started dies with its worker.
+        self.containment.kill_all(self.pid);
+        crate::sys::workers::unregister(self.pid);
         if self.closing.load(Ordering::Acquire) {
             tracing::debug!(plugin = &*self.plugin, pid = self.pid, "worker ended");
             self.fail_all("its worker was ended (the plugin was reloaded or removed)");
@@ -412,6 +423,8 @@ async fn answer_service(
 struct Launch {
     env: Vec<(String, String)>,
     network: bool,
+    /// Unix-domain sockets allowed (`[isolation] unix_sockets` names the plugin).
+    unix_sockets: bool,
 }
 
 /// What a fresh worker said.
@@ -478,9 +491,10 @@ impl WorkerPlugin {
         let strict = Launch {
             env: Vec::new(),
             network: policy.allow_network,
+            unix_sockets: policy.allows_unix_sockets(None, file),
         };
         let first = spawn(file, copy, sha256, &policy, &strict, None)?;
-        let wanted = launch_for(&first.hello.tools, &policy);
+        let wanted = launch_for(&first.hello, file, &policy);
         let started = if wanted == strict {
             first
         } else {
@@ -578,7 +592,12 @@ impl WorkerPlugin {
             sandbox: st
                 .conn
                 .as_ref()
-                .map(|c| c.sandbox.clone())
+                .map(|c| c.confinement.to_string())
+                .unwrap_or_default(),
+            confinement: st
+                .conn
+                .as_ref()
+                .map(|c| c.confinement.clone())
                 .unwrap_or_default(),
         }
     }
@@ -742,7 +761,8 @@ impl Connection {
         child: Option<Child>,
         plugin: Arc<str>,
         last_words: Arc<LastWords>,
-        sandbox: String,
+        confinement: Confinement,
+        containment: Containment,
     ) -> Connection {
         Connection {
             stream: Mutex::new(stream),
@@ -756,7 +776,8 @@ impl Connection {
             owner: Mutex::new(Weak::new()),
             plugin,
             last_words,
-            sandbox,
+            confinement,
+            containment,
         }
     }
 }
@@ -778,13 +799,15 @@ fn tool_names(tools: &[ToolSpec]) -> Vec<String> {
 /// The environment and network a plugin's declared tools need: the variables their
 /// requirements name (where the host has them), `PATH` if they need programs, TCP if one
 /// is a `network` tool or the config allows it for all.
-fn launch_for(tools: &[ToolSpec], policy: &IsolationPolicy) -> Launch {
+fn launch_for(hello: &Hello, file: &Path, policy: &IsolationPolicy) -> Launch {
     if policy.inspect {
         return Launch {
             env: Vec::new(),
             network: false,
+            unix_sockets: false,
         };
     }
+    let tools = &hello.tools;
     let mut names: Vec<&str> = tools
         .iter()
         .flat_map(|t| t.requirements.env.iter().map(String::as_str))
@@ -801,6 +824,7 @@ fn launch_for(tools: &[ToolSpec], policy: &IsolationPolicy) -> Launch {
     Launch {
         env,
         network: policy.allow_network || tools.iter().any(|t| t.risk == Risk::Network),
+        unix_sockets: policy.allows_unix_sockets(Some(&hello.name), file),
     }
 }
 
@@ -841,6 +865,12 @@ fn spawn(
 ) -> Result<Started, String> {
     let (host_end, worker_end) =
         UnixStream::pair().map_err(|e| format!("could not create a socketpair: {e}"))?;
+    let containment = containment::make(
+        policy.containment,
+        policy.memory_limit_bytes,
+        policy.max_processes,
+    )
+    .map_err(|e| e.to_string())?;
     let mut command = Command::new(&policy.worker_exe);
     command
         .arg("__worker")
@@ -853,8 +883,8 @@ fn spawn(
         .stderr(Stdio::piped());
     // The worker's end becomes its descriptor 3; whatever plugin code prints goes to the
     // log, never to the host's stdout (the MCP stdio protocol).
-    crate::sys::process::pass_socket(&mut command, &worker_end, 3);
-    let mut child = command.spawn().map_err(|e| {
+    crate::sys::process::pass_socket(&mut command, &worker_end, 3, containment.procs_fds());
+    let mut child = crate::sys::process::spawn_from_keeper(command).map_err(|e| {
         format!(
             "could not start a worker ({}): {e}",
             policy.worker_exe.display()
@@ -862,6 +892,7 @@ fn spawn(
     })?;
     drop(worker_end);
     let pid = child.id();
+    crate::sys::workers::register(pid, containment.cgroup_paths());
     let label: Arc<OnceLock<Arc<str>>> = Arc::new(OnceLock::new());
     if let Some(name) = name {
         let _ = label.set(name);
@@ -905,6 +936,8 @@ fn spawn(
     let fail = |child: &mut Child, message: String| {
         let _ = child.kill();
         let _ = child.wait();
+        containment.kill_all(pid);
+        crate::sys::workers::unregister(pid);
         message
     };
     if let Err(e) = host_end.set_nonblocking(true) {
@@ -930,10 +963,13 @@ fn spawn(
         sha256: sha256.to_owned(),
         limits: Limits {
             memory_bytes: policy.memory_limit_bytes,
+            max_processes: policy.max_processes,
             open_files: policy.open_files,
         },
         sandbox: policy.sandbox,
         rules: rules_for(copy, policy, network),
+        unix_sockets: launch.unix_sockets,
+        containment: containment.kind(),
         log_filter: policy.log_filter.clone(),
     }));
     let sent = protocol::encode(&init).and_then(|f| protocol::write_frame(&host_end, &f));
@@ -947,8 +983,7 @@ fn spawn(
     let hello = match reader.next::<FromWorker>(Some(policy.start_timeout)) {
         Ok(Some(FromWorker::Hello(hello))) => *hello,
         Ok(Some(FromWorker::LoadFailed { message, .. })) => {
-            let _ = child.wait();
-            return Err(message);
+            return Err(fail(&mut child, message));
         }
         Ok(Some(other)) => {
             return Err(fail(
@@ -958,6 +993,8 @@ fn spawn(
         }
         Ok(None) => {
             let status = child.wait().map(describe).unwrap_or_default();
+            containment.kill_all(pid);
+            crate::sys::workers::unregister(pid);
             let words = last_words
                 .after_exit()
                 .map(|w| format!(" (its last words: {w})"))
@@ -986,8 +1023,31 @@ fn spawn(
             ),
         ));
     }
+    let mut confinement = hello.confinement.clone();
+    if let Containment::Cgroup(cgroup) = &containment {
+        let where_ = cgroup.describe();
+        if cgroup.memory_bytes > 0 {
+            confinement.set(Protection::holds(
+                "memory",
+                format!(
+                    "{where_}: {} MiB for all its processes, and RLIMIT_AS per process",
+                    cgroup.memory_bytes >> 20
+                ),
+            ));
+        }
+        if cgroup.max_processes > 0 {
+            confinement.set(Protection::holds(
+                "processes",
+                format!("{where_}: pids.max {}", cgroup.max_processes),
+            ));
+        }
+        confinement.set(Protection::holds(
+            "cleanup",
+            format!("{where_}: every process in it is killed with the worker"),
+        ));
+    }
     if policy.sandbox != SandboxMode::Off {
-        tracing::debug!(plugin = %hello.name, pid, "{}", hello.sandbox);
+        tracing::debug!(plugin = %hello.name, pid, "{confinement}");
     }
     let plugin_name: Arc<str> = Arc::from(hello.name.as_str());
     let _ = label.set(Arc::clone(&plugin_name));
@@ -997,8 +1057,25 @@ fn spawn(
         Some(child),
         plugin_name,
         last_words,
-        hello.sandbox.clone(),
+        confinement,
+        containment,
     ));
+    // The worker's end is learned from the process itself, not only from the socket (a
+    // process the plugin started could hold the socket open): shutting the socket down
+    // ends the reader below, which reaps the worker and fails its calls.
+    if let Ok(watched) = conn
+        .stream
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .try_clone()
+    {
+        let _ = std::thread::Builder::new()
+            .name("toolhost-worker-wait".to_owned())
+            .spawn(move || {
+                crate::sys::process::wait_for_exit(pid);
+                let _ = watched.shutdown(std::net::Shutdown::Both);
+            });
+    }
     let reading = Arc::clone(&conn);
     let spawned = std::thread::Builder::new()
         .name("toolhost-worker-read".to_owned())

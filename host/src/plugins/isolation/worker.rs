@@ -28,8 +28,11 @@ use crate::plugins::call_pool;
 use crate::plugins::error::PluginLoadError;
 use crate::plugins::loader;
 use crate::plugins::plugin_tool::PluginTool;
+use crate::sys::confinement::{Confinement, Protection};
+use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};
-use crate::sys::sandbox;
+use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
+use crate::sys::{caps, pid_namespace, seccomp};
 use toolhost_plugin_api::ffi::FfiCallResult;
 
 /// How long a fresh worker waits for its `init` before it gives up.
@@ -85,6 +88,9 @@ use crate::sys::process::exit_now;
 /// The worker's `main`: serves on descriptor `fd` until the host closes it. Returns only
 /// on a failure before serving started (the exit code).
 pub fn run(fd: RawFd) -> i32 {
+    // Only the standard descriptors and the protocol socket; the socket is not passed on
+    // to programs the plugin runs (a child holding it would hide the worker's death).
+    crate::sys::process::close_from(fd + 1);
     let stream = match crate::sys::process::inherited_socket(fd) {
         Ok(stream) => stream,
         Err(e) => {
@@ -92,6 +98,10 @@ pub fn run(fd: RawFd) -> i32 {
             return 2;
         }
     };
+    if let Err(e) = crate::sys::process::set_cloexec(fd) {
+        eprintln!("toolhost worker: could not mark descriptor {fd} close-on-exec: {e}");
+        return 2;
+    }
     if let Err(e) = stream.set_nonblocking(true) {
         eprintln!("toolhost worker: descriptor {fd} is not a usable socket: {e}");
         return 2;
@@ -138,28 +148,18 @@ pub fn run(fd: RawFd) -> i32 {
         ));
         return 2;
     }
-    // Confinement first: no thread exists yet (Landlock binds this thread and the threads
-    // it starts), and no plugin code has run.
-    if let Err(e) = confine(&init) {
-        link.send(&failed(format!("{}: {e}", init.file.display()), false));
-        return 2;
-    }
-    let sandbox = match sandbox::apply(init.sandbox, &init.rules) {
-        Ok(outcome) => {
-            if matches!(
-                outcome,
-                sandbox::SandboxOutcome::Partial { .. }
-                    | sandbox::SandboxOutcome::NotSupported { .. }
-            ) {
-                tracing::warn!(file = %init.file.display(), "{outcome}");
-            }
-            outcome.to_string()
-        }
+    // Confinement first: no thread exists yet (Landlock and seccomp bind this thread and
+    // the threads it starts; the PID namespace forks), and no plugin code has run.
+    let confinement = match confine(&init, fd) {
+        Ok(confinement) => confinement,
         Err(e) => {
             link.send(&failed(format!("{}: {e}", init.file.display()), false));
             return 2;
         }
     };
+    if !confinement.fully_enforced() && init.sandbox != SandboxMode::Off {
+        tracing::warn!(file = %init.file.display(), "{confinement}");
+    }
     let (plugin, tools) =
         match loader::load_library_tools(&init.file, &init.copy, &init.sha256, true, false) {
             Ok(loaded) => loaded,
@@ -195,22 +195,222 @@ pub fn run(fd: RawFd) -> i32 {
         abi_version: plugin.abi_version.clone(),
         tools: plugin.tools.iter().map(|t| t.spec().clone()).collect(),
         skipped_tools: plugin.skipped_tools.clone(),
-        sandbox,
+        confinement,
         pid: std::process::id(),
     })));
     serve(&mut reader, &link, &tools, &runtime)
 }
 
-/// Resource limits and no new privileges, from `init`.
-fn confine(init: &Init) -> std::io::Result<()> {
+/// Why the worker could not confine itself.
+#[derive(Debug, thiserror::Error)]
+enum ConfineError {
+    /// A limit, the namespace, or a capability could not be set.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Landlock refused (or, required, is not supported).
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
+    /// The seccomp filter could not be installed, and the sandbox is required.
+    #[error(
+        "{0}; the sandbox is required, so the worker does not start (set `[isolation] \
+         sandbox = \"best-effort\"` to run it without the filter)"
+    )]
+    Seccomp(seccomp::SeccompError),
+}
+
+/// Everything that confines the worker, in order: its PID namespace (if the host chose
+/// one), resource limits, no new privileges, no capabilities, Landlock, seccomp. Returns
+/// what holds, protection by protection (the host adds its cgroup's).
+fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
+    let mut c = Confinement::default();
     rlimit::set_limit(Resource::Core, 0)?;
+    let in_namespace = init.containment == ContainmentKind::PidNamespace;
+    if in_namespace {
+        pid_namespace::enter(socket)?;
+    }
     if init.limits.memory_bytes > 0 {
-        rlimit::set_limit(Resource::Data, init.limits.memory_bytes)?;
+        // What the worker maps now (the toolhost binary, its runtime) plus the limit: the
+        // limit is what the plugin may add.
+        let base = rlimit::address_space_in_use().unwrap_or(0);
+        let limit = base.saturating_add(init.limits.memory_bytes);
+        rlimit::set_limit(Resource::AddressSpace, limit)?;
+        c.set(Protection::holds(
+            "memory",
+            format!(
+                "RLIMIT_AS: {} MiB per process over its start",
+                init.limits.memory_bytes >> 20
+            ),
+        ));
+    } else {
+        c.set(Protection::lacks(
+            "memory",
+            "no limit configured (memory_limit_mb = 0)",
+        ));
     }
     if init.limits.open_files > 0 {
         rlimit::set_limit(Resource::OpenFiles, init.limits.open_files)?;
     }
-    rlimit::no_new_privs()
+    match init.containment {
+        ContainmentKind::PidNamespace if init.limits.max_processes > 0 => {
+            // Counted per user namespace: this worker's tree alone (plus its two
+            // supervising processes).
+            rlimit::set_limit(Resource::Processes, init.limits.max_processes + 2)?;
+            c.set(Protection::holds(
+                "processes",
+                format!(
+                    "RLIMIT_NPROC {} in the worker's own user namespace",
+                    init.limits.max_processes
+                ),
+            ));
+        }
+        ContainmentKind::PidNamespace | ContainmentKind::Cgroup => c.set(Protection::lacks(
+            "processes",
+            "no limit configured (max_processes = 0)",
+        )),
+        ContainmentKind::ProcessGroup => c.set(Protection::lacks(
+            "processes",
+            "not bounded without a cgroup or PID namespace (RLIMIT_NPROC counts every \
+             process of the uid)",
+        )),
+    }
+    c.set(match init.containment {
+        ContainmentKind::Cgroup => Protection::holds("cleanup", "cgroup (set by the host)"),
+        ContainmentKind::PidNamespace => Protection::holds(
+            "cleanup",
+            "PID namespace: every process in it ends with the worker",
+        ),
+        ContainmentKind::ProcessGroup => Protection::lacks(
+            "cleanup",
+            "process group only: a process that leaves it survives if the host dies",
+        ),
+    });
+    rlimit::no_new_privs()?;
+    if init.sandbox == SandboxMode::Off {
+        for area in [
+            "filesystem",
+            "tcp",
+            "udp",
+            "signals",
+            "abstract sockets",
+            "unix sockets",
+            "syscalls",
+            "capabilities",
+        ] {
+            c.set(Protection::lacks(area, "sandbox = \"off\""));
+        }
+        return Ok(c);
+    }
+    let outcome = sandbox::apply(init.sandbox, &init.rules)?;
+    let abi = match &outcome {
+        SandboxOutcome::Full { abi } => Some(*abi),
+        SandboxOutcome::Partial { .. } => sandbox::kernel_abi(),
+        _ => None,
+    };
+    let landlock = |min: u32| abi.is_some_and(|a| a >= min);
+    // After Landlock (whose rules open paths the capabilities may be needed for), before
+    // seccomp.
+    let had_capabilities = caps::has_any();
+    caps::drop_all()?;
+    c.set(Protection::holds(
+        "capabilities",
+        if had_capabilities {
+            "every capability dropped (bounding, ambient, permitted, effective)"
+        } else {
+            "none held"
+        },
+    ));
+    let filter = seccomp::apply(seccomp::SocketRules {
+        network: init.rules.network,
+        unix: init.unix_sockets,
+    });
+    let seccomp_holds = match filter {
+        Ok(()) => true,
+        Err(e) if init.sandbox == SandboxMode::Required => return Err(ConfineError::Seccomp(e)),
+        Err(e) => {
+            tracing::warn!("{e}");
+            false
+        }
+    };
+    let abi_text = abi.map(|a| format!("Landlock ABI {a}")).unwrap_or_default();
+    c.set(Protection::new(
+        "filesystem",
+        landlock(3),
+        if landlock(3) {
+            abi_text.clone()
+        } else {
+            outcome.to_string()
+        },
+    ));
+    if init.rules.network {
+        c.set(Protection::holds(
+            "tcp",
+            "allowed (a network tool, or allow_network)",
+        ));
+        c.set(Protection::holds(
+            "udp",
+            "allowed (a network tool, or allow_network)",
+        ));
+    } else {
+        c.set(Protection::new(
+            "tcp",
+            landlock(4) || seccomp_holds,
+            match (landlock(4), seccomp_holds) {
+                (true, true) => format!("{abi_text} and seccomp deny it"),
+                (true, false) => abi_text.clone(),
+                (false, true) => "seccomp refuses IPv4 and IPv6 sockets".to_owned(),
+                (false, false) => "needs Landlock ABI 4 (Linux 6.7) or seccomp".to_owned(),
+            },
+        ));
+        c.set(Protection::new(
+            "udp",
+            seccomp_holds,
+            if seccomp_holds {
+                "seccomp refuses IPv4 and IPv6 sockets"
+            } else {
+                "needs seccomp"
+            },
+        ));
+    }
+    c.set(if landlock(sandbox::SCOPE_ABI) {
+        Protection::holds("signals", format!("{abi_text} scope"))
+    } else if in_namespace {
+        Protection::holds("signals", "PID namespace: no process outside is visible")
+    } else {
+        Protection::lacks(
+            "signals",
+            "needs Landlock ABI 6 (Linux 6.12) or a PID namespace",
+        )
+    });
+    c.set(if landlock(sandbox::SCOPE_ABI) {
+        Protection::holds("abstract sockets", format!("{abi_text} scope"))
+    } else if seccomp_holds && !init.unix_sockets {
+        Protection::holds("abstract sockets", "seccomp refuses Unix sockets")
+    } else {
+        Protection::lacks(
+            "abstract sockets",
+            "needs Landlock ABI 6 (Linux 6.12), or seccomp with Unix sockets refused",
+        )
+    });
+    c.set(if init.unix_sockets {
+        Protection::holds(
+            "unix sockets",
+            "allowed for this plugin ([isolation] unix_sockets)",
+        )
+    } else if seccomp_holds {
+        Protection::holds("unix sockets", "seccomp refuses them")
+    } else {
+        Protection::lacks("unix sockets", "needs seccomp")
+    });
+    c.set(Protection::new(
+        "syscalls",
+        seccomp_holds,
+        if seccomp_holds {
+            "seccomp: ptrace, io_uring, mount, namespaces, bpf, keyrings and the like refused"
+        } else {
+            "no seccomp filter"
+        },
+    ));
+    Ok(c)
 }
 
 /// The worker's log goes to its stderr, which the host reads into its own log with the
