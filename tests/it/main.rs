@@ -23,3 +23,4 @@ mod reload;
 mod serve;
 mod support;
 mod trust;
+mod worker_sandbox;

@@ -215,6 +215,16 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             ],
             &workers,
         )?;
+        // What confines each worker: every protection that does not hold, by name.
+        for p in &catalog.plugins {
+            if let Some(w) = p
+                .worker
+                .as_ref()
+                .filter(|w| !w.confinement.protections.is_empty())
+            {
+                outln!("sandbox of {}: {}", p.name, w.confinement)?;
+            }
+        }
     }
     for e in &catalog.load_errors {
         outln!("not loaded: {}", e.error)?;

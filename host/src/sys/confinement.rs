@@ -76,34 +76,37 @@ impl Confinement {
 }
 
 impl fmt::Display for Confinement {
+    /// "fully enforced (filesystem, tcp, ...)", or "partially enforced: not enforced:
+    /// signals (needs ...); enforced: filesystem, ...". The details of what holds are in
+    /// the protections (status --json).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.protections.is_empty() {
             return f.write_str("not confined");
         }
-        let missing: Vec<&Protection> = self.protections.iter().filter(|p| !p.enforced).collect();
+        let held: Vec<&str> = self
+            .protections
+            .iter()
+            .filter(|p| p.enforced)
+            .map(|p| p.area.as_str())
+            .collect();
+        let missing: Vec<String> = self
+            .protections
+            .iter()
+            .filter(|p| !p.enforced)
+            .map(|p| format!("{} ({})", p.area, p.detail))
+            .collect();
         if missing.is_empty() {
-            f.write_str("sandbox fully enforced (")?;
+            write!(f, "fully enforced ({})", held.join(", "))
+        } else if held.is_empty() {
+            write!(f, "not enforced: {}", missing.join("; "))
         } else {
-            f.write_str("sandbox partially enforced: not enforced: ")?;
-            for (i, p) in missing.iter().enumerate() {
-                if i > 0 {
-                    f.write_str("; ")?;
-                }
-                write!(f, "{} ({})", p.area, p.detail)?;
-            }
-            f.write_str("; enforced: ")?;
+            write!(
+                f,
+                "partially enforced: not enforced: {}; enforced: {}",
+                missing.join("; "),
+                held.join(", ")
+            )
         }
-        let held: Vec<&Protection> = self.protections.iter().filter(|p| p.enforced).collect();
-        for (i, p) in held.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{}: {}", p.area, p.detail)?;
-        }
-        if missing.is_empty() {
-            f.write_str(")")?;
-        }
-        Ok(())
     }
 }
 
@@ -118,7 +121,7 @@ mod tests {
         c.set(Protection::holds("filesystem", "Landlock ABI 7"));
         c.set(Protection::holds("signals", "Landlock scope"));
         assert!(c.fully_enforced());
-        assert!(c.to_string().starts_with("sandbox fully enforced"));
+        assert_eq!(c.to_string(), "fully enforced (filesystem, signals)");
         c.set(Protection::lacks("signals", "needs Landlock ABI 6"));
         assert!(!c.fully_enforced());
         assert_eq!(c.protections.len(), 2);
@@ -127,6 +130,6 @@ mod tests {
             text.contains("not enforced: signals (needs Landlock ABI 6)"),
             "{text}"
         );
-        assert!(text.contains("filesystem: Landlock ABI 7"), "{text}");
+        assert!(text.ends_with("enforced: filesystem"), "{text}");
     }
 }

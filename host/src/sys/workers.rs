@@ -147,7 +147,7 @@ mod tests {
             .expect("sleep");
         let pid = child.id();
         assert_eq!(worker_origin(pid), None);
-        register(pid);
+        register(pid, Vec::new());
         assert!(worker_origin(pid).is_some());
         unregister(pid);
         let _ = child.kill();

@@ -48,7 +48,7 @@ pub struct WorkerStatus {
     pub last_exit: Option<String>,
     /// Why its tools are refused, while quarantined.
     pub quarantined: Option<String>,
-    /// What confines it, in one line ("sandbox fully enforced (...)" only when every
+    /// What confines it, in one line ("fully enforced (...)" only when every
     /// protection holds).
     pub sandbox: String,
     /// What confines it, protection by protection.

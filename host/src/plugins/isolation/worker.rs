@@ -250,7 +250,14 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
     if init.limits.open_files > 0 {
         rlimit::set_limit(Resource::OpenFiles, init.limits.open_files)?;
     }
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc::getuid() } == 0;
     match init.containment {
+        ContainmentKind::PidNamespace if root => c.set(Protection::lacks(
+            "processes",
+            "not bounded: the kernel exempts uid 0 from RLIMIT_NPROC (a cgroup would bound \
+             it)",
+        )),
         ContainmentKind::PidNamespace if init.limits.max_processes > 0 => {
             // Counted per user namespace: this worker's tree alone (plus its two
             // supervising processes).
@@ -263,6 +270,10 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
                 ),
             ));
         }
+        ContainmentKind::Cgroup if init.limits.max_processes > 0 => c.set(Protection::holds(
+            "processes",
+            format!("pids.max {} (the host's cgroup)", init.limits.max_processes),
+        )),
         ContainmentKind::PidNamespace | ContainmentKind::Cgroup => c.set(Protection::lacks(
             "processes",
             "no limit configured (max_processes = 0)",
