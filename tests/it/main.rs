@@ -21,5 +21,6 @@ mod profiles;
 mod registry;
 mod reload;
 mod serve;
+mod state_links;
 mod support;
 mod trust;
