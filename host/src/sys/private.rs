@@ -557,8 +557,11 @@ mod tests {
         );
     }
 
+    /// A function given a state path, as a test calls it.
+    type StateFn = fn(&Path) -> io::Result<()>;
+
     /// The functions that open a state file, each as a test sees it.
-    fn file_functions() -> Vec<(&'static str, fn(&Path) -> io::Result<()>)> {
+    fn file_functions() -> Vec<(&'static str, StateFn)> {
         vec![
             ("open_private_file", |p| open_private_file(p).map(drop)),
             ("tighten_existing", tighten_existing),
