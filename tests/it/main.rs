@@ -21,6 +21,7 @@ mod profiles;
 mod registry;
 mod reload;
 mod serve;
+mod state_links;
 mod support;
 mod trust;
 mod worker_sandbox;

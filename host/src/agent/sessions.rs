@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Deserialize as _;
 use serde::de::IntoDeserializer as _;
 use toolhost_plugin_api::SessionHit;
@@ -26,10 +26,11 @@ pub enum SessionError {
         /// The cause.
         source: rusqlite::Error,
     },
-    /// The database file could not be created private (0600) or narrowed to it.
+    /// The database file (or a file beside it) could not be opened as a private (0600)
+    /// regular file: a link or a FIFO is there, or it could not be created or narrowed.
     #[error(
-        "could not make the session database {path} private (mode 0600): {source}; check \
-         that the profile's state folder belongs to the host's user"
+        "could not open the session database file {path} as a private (0600) regular \
+         file: {source}; check that the profile's state folder belongs to the host's user"
     )]
     File {
         /// The file.
@@ -158,27 +159,27 @@ impl SessionStore {
     /// Opens (creating if needed) the store at `path`. The database is private: a new
     /// file is created 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
     /// files the database's mode), and existing wider ones are narrowed with a log line.
+    /// No link is followed: a symbolic link (or anything but a regular file) at the
+    /// database or at its `-wal`, `-shm` or `-journal` is refused, and SQLite itself opens
+    /// the database with `SQLITE_OPEN_NOFOLLOW`.
     pub fn open(path: &Path) -> Result<SessionStore, SessionError> {
         let db = |source| SessionError::Db {
             path: path.to_path_buf(),
             source,
         };
-        let private = |file: &Path| {
-            crate::sys::private::tighten_existing(file).map_err(|source| SessionError::File {
-                path: file.to_path_buf(),
-                source,
-            })
+        let file_err = |file: &Path| {
+            let file = file.to_path_buf();
+            move |source| SessionError::File { path: file, source }
         };
-        crate::sys::private::open_private_file(path).map_err(|source| SessionError::File {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        drop(crate::sys::private::open_private_file(path).map_err(file_err(path))?);
         for suffix in ["-wal", "-shm", "-journal"] {
             let mut side = path.as_os_str().to_owned();
             side.push(suffix);
-            private(Path::new(&side))?;
+            let side = Path::new(&side);
+            crate::sys::private::tighten_existing_file(side).map_err(file_err(side))?;
         }
-        let conn = Connection::open(path).map_err(db)?;
+        let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(path, flags).map_err(db)?;
         // Another toolhost on the same profile (a chat and a run) waits its turn.
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db)?;

@@ -97,10 +97,14 @@ impl Profile {
         let state_dir = dir.join("state");
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
+            // A link there is refused, not followed.
             crate::sys::private::ensure_private_dir(&state_dir).map_err(|source| {
-                ConfigError::Read {
+                ConfigError::Invalid {
                     path: state_dir.clone(),
-                    source,
+                    message: format!(
+                        "the profile's state folder could not be made private (mode 0700): \
+                         {source}"
+                    ),
                 }
             })?;
         }

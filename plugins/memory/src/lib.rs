@@ -4,7 +4,9 @@
 //!
 //! The notes are private: `memory.json` and its lock file are created 0600 (the notes by
 //! an exclusive, unpredictably named temporary file renamed into place), and existing
-//! ones that group or others can read are narrowed, with a line in the host's log.
+//! ones that group or others can read are narrowed (through the open file, never by
+//! path), with a line in the host's log. Neither is ever followed: both are opened with
+//! `O_NOFOLLOW`, and a link (or a FIFO) in their place is refused, naming it.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -60,30 +62,62 @@ struct Notes {
 /// processes and other loaded generations of this plugin).
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Narrows `path` to 0600 if group or others have any access to it; says so (for the
-/// host's log) when it did. A missing file is fine.
-#[cfg(unix)]
-fn tighten(path: &Path, said: &mut Vec<String>) -> Result<(), ToolError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o7777,
-        Ok(_) => return Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => {
-            return Err(ToolError::failed(format!(
-                "could not inspect {}: {e}",
+/// Opens `path` without following a link (`O_NOFOLLOW`) and without blocking on a FIFO
+/// (`O_NONBLOCK`), then refuses anything but a regular file by `fstat` of the opened file.
+/// A link is refused with a message naming it: a plugin worker may write into the state
+/// folder, and the host running this tool may be root.
+fn open_regular(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+) -> Result<std::fs::File, std::io::Error> {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        options,
+        libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+    );
+    let refusal = |what: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is {what}; toolhost never follows links or opens anything but regular \
+                 files in its state folders: remove it",
                 path.display()
-            )));
-        }
+            ),
+        )
     };
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
-            ToolError::failed(format!(
-                "{} can be read by other users (mode {mode:04o}) and could not be narrowed to \
-                 0600: {e}; fix its mode or owner",
-                path.display()
-            ))
+    let file = options
+        .open(path)
+        .map_err(|e| match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => refusal("a symbolic link"),
+            Ok(meta) if !meta.is_file() => refusal("not a regular file"),
+            _ => e,
         })?;
+    if !file.metadata()?.is_file() {
+        return Err(refusal("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Narrows the open `file` (at `path`) to 0600 if group or others have any access to it,
+/// through the handle (`fchmod`), never by path; says so (for the host's log) when it did.
+#[cfg(unix)]
+fn tighten(file: &std::fs::File, path: &Path, said: &mut Vec<String>) -> Result<(), ToolError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = file
+        .metadata()
+        .map_err(|e| ToolError::failed(format!("could not inspect {}: {e}", path.display())))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| {
+                ToolError::failed(format!(
+                    "{} can be read by other users (mode {mode:04o}) and could not be narrowed \
+                     to 0600: {e}; fix its mode or owner",
+                    path.display()
+                ))
+            })?;
         said.push(format!(
             "narrowed the mode of {} from {mode:04o} to 0600: it holds the agent's private \
              notes",
@@ -94,40 +128,48 @@ fn tighten(path: &Path, said: &mut Vec<String>) -> Result<(), ToolError> {
 }
 
 #[cfg(not(unix))]
-fn tighten(_path: &Path, _said: &mut Vec<String>) -> Result<(), ToolError> {
+fn tighten(_file: &std::fs::File, _path: &Path, _said: &mut Vec<String>) -> Result<(), ToolError> {
     Ok(())
 }
 
 /// Holds an exclusive lock on `memory.lock` next to the notes while it lives.
 fn lock_file(path: &Path, said: &mut Vec<String>) -> Result<std::fs::File, ToolError> {
     let lock_path = path.with_extension("lock");
-    tighten(&lock_path, said)?;
     let mut options = std::fs::OpenOptions::new();
     options.create(true).truncate(false).write(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options
-        .open(&lock_path)
+    let file = open_regular(&lock_path, &mut options)
         .map_err(|e| ToolError::failed(format!("could not open {}: {e}", lock_path.display())))?;
+    tighten(&file, &lock_path, said)?;
+    // flock waits for the lock whatever O_NONBLOCK says.
     file.lock()
         .map_err(|e| ToolError::failed(format!("could not lock {}: {e}", lock_path.display())))?;
     Ok(file)
 }
 
-fn load(path: &Path) -> Result<Notes, ToolError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| {
-            ToolError::failed(format!(
-                "the notes file {} is damaged ({e}); move it aside to start afresh",
-                path.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Notes::default()),
-        Err(e) => Err(ToolError::failed(format!(
+fn load(path: &Path, said: &mut Vec<String>) -> Result<Notes, ToolError> {
+    use std::io::Read as _;
+    let read_err = |e| {
+        ToolError::failed(format!(
             "could not read the notes file {}: {e}",
             path.display()
-        ))),
-    }
+        ))
+    };
+    let mut file = match open_regular(path, std::fs::OpenOptions::new().read(true)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Notes::default()),
+        Err(e) => return Err(read_err(e)),
+    };
+    tighten(&file, path, said)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(read_err)?;
+    serde_json::from_str(&text).map_err(|e| {
+        ToolError::failed(format!(
+            "the notes file {} is damaged ({e}); move it aside to start afresh",
+            path.display()
+        ))
+    })
 }
 
 /// Writes the notes by rename (synced first), so a crash never leaves half a file. The
@@ -169,8 +211,7 @@ fn run(path: &Path, args: MemoryArgs, said: &mut Vec<String>) -> Result<String, 
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let _file_lock = lock_file(path, said)?;
-    tighten(path, said)?;
-    let mut notes = load(path)?;
+    let mut notes = load(path, said)?;
     match args.action {
         Action::Add => {
             let text = args
@@ -467,5 +508,69 @@ mod tests {
         assert_eq!(logs.len(), 1, "{logs:?}");
         assert_eq!(logs[0].0, LogLevel::WARN);
         assert!(logs[0].1.contains("from 0644 to 0600"), "{}", logs[0].1);
+    }
+
+    /// Outside the state folder: a file (0644, "x") a planted link points at.
+    #[cfg(unix)]
+    fn victim() -> (tempfile::TempDir, std::path::PathBuf) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let outside = tempfile::tempdir().unwrap();
+        let file = outside.path().join("victim");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        (outside, file)
+    }
+
+    #[cfg(unix)]
+    fn untouched(file: &std::path::Path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::read_to_string(file).unwrap(), "x");
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o644, "the link's target was chmodded");
+    }
+
+    #[cfg(unix)]
+    fn refused_naming(host: &TestHost, args: Value, link: &std::path::Path) {
+        let out = host.call(&Memory, args);
+        let needle = format!("{} is a symbolic link", link.display());
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.contains(&needle) && m.contains("remove it")),
+            "{out:?}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_link_at_the_notes_is_refused_and_its_target_untouched() {
+        let host = TestHost::new();
+        let (_outside, target) = victim();
+        let link = host.state_dir().join("memory.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for args in [
+            json!({"action": "list"}),
+            json!({"action": "add", "text": "secret"}),
+        ] {
+            refused_naming(&host, args, &link);
+            untouched(&target);
+        }
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_link_at_the_lock_file_is_refused_and_its_target_untouched() {
+        let host = TestHost::new();
+        let (outside, target) = victim();
+        let link = host.state_dir().join("memory.lock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        refused_naming(&host, json!({"action": "add", "text": "secret"}), &link);
+        untouched(&target);
+        assert!(!host.state_dir().join("memory.json").exists());
+        // A dangling link: its target (think /etc/nologin) is not created.
+        std::fs::remove_file(&link).unwrap();
+        let created = outside.path().join("nologin");
+        std::os::unix::fs::symlink(&created, &link).unwrap();
+        refused_naming(&host, json!({"action": "list"}), &link);
+        assert!(!created.exists(), "the link's target was created");
     }
 }

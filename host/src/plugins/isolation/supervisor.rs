@@ -837,14 +837,16 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool) -> SandboxRul
     let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
     for dir in &policy.state_dirs {
         // A state folder the host would make on the plugin's first `state_dir()` must
-        // exist now for the sandbox to allow it (made 0700, as the host makes it).
-        if let Err(e) = crate::sys::private::ensure_private_dir(dir) {
-            tracing::warn!(
-                "could not create the state folder {} for plugin workers: {e}",
+        // exist now for the sandbox to allow it (made 0700, as the host makes it). One
+        // that was refused (a link: the sandbox would allow its target) is left out.
+        match crate::sys::private::ensure_private_dir(dir) {
+            Ok(()) => write.push(dir.clone()),
+            Err(e) => tracing::warn!(
+                "could not create the state folder {} for plugin workers, who will not be \
+                 able to write there: {e}",
                 dir.display()
-            );
+            ),
         }
-        write.push(dir.clone());
     }
     write.extend(policy.write_paths.iter().cloned());
     SandboxRules {
