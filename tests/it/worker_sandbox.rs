@@ -688,6 +688,59 @@ fn a_root_host_that_stops_takes_its_workers_processes_with_it() {
 }
 
 #[test]
+fn one_profiles_worker_cannot_read_or_write_anothers_state() {
+    if !sandbox_or_skip("one_profiles_worker_cannot_read_or_write_anothers_state") {
+        return;
+    }
+    let dir = PluginDir::with(&["fixture_hostile"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let profiles = work.path().join("profiles");
+    for name in ["a", "b"] {
+        std::fs::create_dir_all(profiles.join(name).join("state")).expect("profile");
+        std::fs::write(profiles.join(name).join("config.toml"), "").expect("profile");
+        std::fs::write(
+            profiles.join(name).join("state").join("memory.json"),
+            format!("secret of {name}"),
+        )
+        .expect("state");
+    }
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("profiles_dir = {:?}\n", profiles.display().to_string()),
+    )
+    .expect("config");
+    let read = |profile: &str, of: &str| {
+        let path = profiles.join(of).join("state").join("memory.json");
+        let out = toolhost_command()
+            .arg("--config")
+            .arg(&config)
+            .args(["call", "--isolate", "--yes", "--profile", profile, "--plugins"])
+            .arg(dir.path())
+            .args([
+                "attempt",
+                &json!({"action": "read", "path": path.display().to_string()}).to_string(),
+            ])
+            .output()
+            .expect("toolhost call");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let own = read("a", "a");
+    assert!(own.contains("ok secret of a"), "{own}");
+    let other = read("a", "b");
+    assert!(
+        other.contains("refused") && !other.contains("secret of b"),
+        "profile a's worker read profile b's state: {other}"
+    );
+    let other = read("b", "a");
+    assert!(other.contains("refused"), "{other}");
+}
+
+#[test]
 fn check_isolate_survives_a_hostile_constructor_and_leaves_nothing_behind() {
     if !sandbox_or_skip("check_isolate_survives_a_hostile_constructor_and_leaves_nothing_behind") {
         return;

@@ -175,33 +175,18 @@ impl LoadedConfig {
     }
 
     /// How plugins are isolated (`[isolation]`); `--isolate` then calls
-    /// [`crate::IsolationPolicy::isolate_all`]. Workers may write the state folders of the
-    /// profiles that exist now.
+    /// [`crate::IsolationPolicy::isolate_all`]. Each profile's workers may write that
+    /// profile's state folder.
     pub fn isolation_policy(&self) -> crate::IsolationPolicy {
         let c = &self.config.isolation;
-        let profiles = self.profiles_dir();
-        let mut state_dirs: Vec<std::path::PathBuf> = std::fs::read_dir(&profiles)
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .map(|e| e.path().join("state"))
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        // The default profile may have no folder yet; its state folder is made when a
-        // worker starts (a sandbox can only allow what exists).
-        let default_state = profiles.join(&self.config.default_profile).join("state");
-        if !state_dirs.contains(&default_state) {
-            state_dirs.push(default_state);
-        }
         crate::IsolationPolicy {
             default: c.default,
             plugins: c.plugins.clone(),
             sandbox: c.sandbox,
             read_paths: c.read_paths.clone(),
             write_paths: c.write_paths.clone(),
-            state_dirs,
+            profiles_dir: Some(self.profiles_dir()),
+            default_profile: self.config.default_profile.clone(),
             allow_network: c.allow_network,
             memory_limit_bytes: c.memory_limit_mb.saturating_mul(1 << 20),
             max_processes: c.max_processes,

@@ -50,9 +50,13 @@ pub struct IsolationPolicy {
     pub read_paths: Vec<PathBuf>,
     /// Paths workers may write (besides the profiles' state folders).
     pub write_paths: Vec<PathBuf>,
-    /// The profiles' state folders (`<profiles_dir>/*/state`, and the default profile's),
-    /// writable by workers; made when a worker starts if missing.
-    pub state_dirs: Vec<PathBuf>,
+    /// Where profiles live: a profile's worker may write `<profiles_dir>/<profile>/state`
+    /// (made when the worker starts if missing) and no other profile's. `None`: workers
+    /// write no state folder.
+    pub profiles_dir: Option<PathBuf>,
+    /// The profile whose worker is started when a plugin loads (others start on their
+    /// first call).
+    pub default_profile: String,
     /// TCP for every plugin; otherwise only plugins with a `network` tool get it.
     pub allow_network: bool,
     /// A worker's memory, bytes (0: none): its cgroup's limit for all of its processes
@@ -94,7 +98,8 @@ impl Default for IsolationPolicy {
             sandbox: SandboxMode::BestEffort,
             read_paths: Vec::new(),
             write_paths: Vec::new(),
-            state_dirs: Vec::new(),
+            profiles_dir: None,
+            default_profile: "default".to_owned(),
             allow_network: false,
             memory_limit_bytes: 1 << 30,
             max_processes: 256,
@@ -146,7 +151,7 @@ impl IsolationPolicy {
         self.sandbox = SandboxMode::Required;
         self.read_paths.clear();
         self.write_paths.clear();
-        self.state_dirs.clear();
+        self.profiles_dir = None;
         self.allow_network = false;
     }
 

@@ -6,7 +6,7 @@
 //! crashing. Dropping the last reference (a reload replaced the generation and its calls
 //! finished) ends the worker, which returns all of its memory.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt as _;
@@ -54,6 +54,10 @@ pub struct WorkerStatus {
     /// What confines it, protection by protection.
     #[serde(default)]
     pub confinement: Confinement,
+    /// The running worker of each profile that called the plugin (one worker per
+    /// profile; `""`: calls that name no profile), by process id.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, u32>,
 }
 
 /// What a call gets back from the connection: the tool's result, or why the worker
@@ -435,7 +439,9 @@ struct Started {
 
 #[derive(Default)]
 struct SupState {
-    conn: Option<Arc<Connection>>,
+    /// One worker per profile (`""`: calls that name none), each able to write only that
+    /// profile's state folder.
+    conns: BTreeMap<String, Arc<Connection>>,
     crashes: VecDeque<Instant>,
     restarts: u64,
     last_exit: Option<String>,
@@ -493,13 +499,14 @@ impl WorkerPlugin {
             network: policy.allow_network,
             unix_sockets: policy.allows_unix_sockets(None, file),
         };
-        let first = spawn(file, copy, sha256, &policy, &strict, None)?;
+        let profile = policy.default_profile.clone();
+        let first = spawn(file, copy, sha256, &policy, &strict, None, &profile)?;
         let wanted = launch_for(&first.hello, file, &policy);
         let started = if wanted == strict {
             first
         } else {
             first.conn.close();
-            let again = spawn(file, copy, sha256, &policy, &wanted, None)?;
+            let again = spawn(file, copy, sha256, &policy, &wanted, None, &profile)?;
             if tool_names(&again.hello.tools) != tool_names(&first.hello.tools) {
                 again.conn.close();
                 return Err("the plugin exported different tools when started again".to_owned());
@@ -516,7 +523,7 @@ impl WorkerPlugin {
             launch: wanted,
             tool_names: tool_names(&hello.tools),
             state: Mutex::new(SupState {
-                conn: Some(Arc::clone(&started.conn)),
+                conns: BTreeMap::from([(profile, Arc::clone(&started.conn))]),
                 ..SupState::default()
             }),
             starting: tokio::sync::Mutex::new(()),
@@ -567,7 +574,14 @@ impl WorkerPlugin {
     /// Status of its worker.
     pub(crate) fn status(&self) -> WorkerStatus {
         let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = st.conn.as_ref().filter(|c| c.alive());
+        let live: Vec<(&String, &Arc<Connection>)> =
+            st.conns.iter().filter(|(_, c)| c.alive()).collect();
+        // The default profile's worker first, else any.
+        let conn = live
+            .iter()
+            .find(|(p, _)| **p == self.policy.default_profile)
+            .or(live.first())
+            .map(|(_, c)| *c);
         let window_start = Instant::now().checked_sub(self.policy.crash_window);
         WorkerStatus {
             pid: conn.map(|c| c.pid),
@@ -589,16 +603,9 @@ impl WorkerPlugin {
             .unwrap_or(u32::MAX),
             last_exit: st.last_exit.clone(),
             quarantined: st.quarantined.clone(),
-            sandbox: st
-                .conn
-                .as_ref()
-                .map(|c| c.confinement.to_string())
-                .unwrap_or_default(),
-            confinement: st
-                .conn
-                .as_ref()
-                .map(|c| c.confinement.clone())
-                .unwrap_or_default(),
+            sandbox: conn.map(|c| c.confinement.to_string()).unwrap_or_default(),
+            confinement: conn.map(|c| c.confinement.clone()).unwrap_or_default(),
+            profiles: live.iter().map(|(p, c)| ((*p).clone(), c.pid)).collect(),
         }
     }
 
@@ -620,10 +627,8 @@ impl WorkerPlugin {
     fn crashed(&self, conn: Option<&Connection>, reason: &str) -> String {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(conn) = conn
-            && st.conn.as_ref().is_some_and(|c| std::ptr::eq(&**c, conn))
-        {
-            st.conn = None;
+        if let Some(conn) = conn {
+            st.conns.retain(|_, c| !std::ptr::eq(&**c, conn));
         }
         st.last_exit = Some(reason.to_owned());
         st.crashes.push_back(now);
@@ -663,12 +668,19 @@ impl WorkerPlugin {
         next
     }
 
-    /// The live connection, starting a worker if none runs.
-    async fn connection(self: &Arc<Self>) -> Result<Arc<Connection>, String> {
+    /// The live connection of `profile`'s worker, starting one if none runs.
+    async fn connection(self: &Arc<Self>, profile: &str) -> Result<Arc<Connection>, String> {
+        // A call that names no profile (a test, a control-socket call without
+        // --profile) runs in the default profile's worker.
+        let profile = if profile.is_empty() {
+            self.policy.default_profile.as_str()
+        } else {
+            worker_profile(profile)
+        };
         loop {
             let wait = {
                 let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if let Some(conn) = st.conn.as_ref().filter(|c| c.alive()) {
+                if let Some(conn) = st.conns.get(profile).filter(|c| c.alive()) {
                     return Ok(Arc::clone(conn));
                 }
                 if let Some(why) = &st.quarantined {
@@ -687,7 +699,8 @@ impl WorkerPlugin {
             let _one_at_a_time = self.starting.lock().await;
             {
                 let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if st.conn.as_ref().is_some_and(|c| c.alive()) || st.quarantined.is_some() {
+                if st.conns.get(profile).is_some_and(|c| c.alive()) || st.quarantined.is_some()
+                {
                     continue;
                 }
                 if st.not_before.is_some_and(|t| t > Instant::now()) {
@@ -695,14 +708,21 @@ impl WorkerPlugin {
                 }
             }
             let this = Arc::clone(self);
-            let started = tokio::task::spawn_blocking(move || this.restart())
+            let for_profile = profile.to_owned();
+            let started = tokio::task::spawn_blocking(move || this.restart(&for_profile))
                 .await
                 .unwrap_or_else(|e| Err(format!("starting the worker failed: {e}")));
             match started {
                 Ok(conn) => {
                     let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                    st.conn = Some(Arc::clone(&conn));
-                    st.restarts += 1;
+                    let fresh = st
+                        .conns
+                        .insert(profile.to_owned(), Arc::clone(&conn))
+                        .is_none();
+                    // A profile's first worker is a start, not a restart.
+                    if !fresh || st.last_exit.is_some() {
+                        st.restarts += 1;
+                    }
                     st.not_before = None;
                     tracing::info!(plugin = &*self.name, pid = conn.pid, "worker restarted");
                     return Ok(conn);
@@ -716,8 +736,9 @@ impl WorkerPlugin {
         }
     }
 
-    /// Starts a fresh worker (blocking) and checks it exports what the first did.
-    fn restart(self: &Arc<Self>) -> Result<Arc<Connection>, String> {
+    /// Starts a fresh worker for `profile` (blocking) and checks it exports what the
+    /// first did.
+    fn restart(self: &Arc<Self>, profile: &str) -> Result<Arc<Connection>, String> {
         let started = spawn(
             &self.file,
             &self.copy,
@@ -725,6 +746,7 @@ impl WorkerPlugin {
             &self.policy,
             &self.launch,
             Some(Arc::clone(&self.name)),
+            profile,
         )?;
         if tool_names(&started.hello.tools) != self.tool_names {
             started.conn.close();
@@ -741,13 +763,14 @@ impl WorkerPlugin {
 
 impl Drop for WorkerPlugin {
     fn drop(&mut self) {
-        let conn = self
-            .state
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .conn
-            .take();
-        if let Some(conn) = conn {
+        let conns = std::mem::take(
+            &mut self
+                .state
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .conns,
+        );
+        for conn in conns.into_values() {
             conn.close();
         }
         let _ = std::fs::remove_file(&self.copy);
@@ -829,13 +852,35 @@ fn launch_for(hello: &Hello, file: &Path, policy: &IsolationPolicy) -> Launch {
 }
 
 /// The sandbox rules of a worker for `copy`.
-fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool) -> SandboxRules {
+/// The profile whose worker serves a call for `profile`: itself, or `""` (no state
+/// folder) for a name that is not one plain folder name.
+fn worker_profile(profile: &str) -> &str {
+    // The rule profile names follow (`Profile::load`).
+    let plain = !profile.is_empty()
+        && !profile.starts_with('.')
+        && !profile.contains(['/', '\\', '\0']);
+    if plain { profile } else { "" }
+}
+
+/// The sandbox rules of `profile`'s worker for `copy`: it may write that profile's state
+/// folder (and the configured write paths), no other profile's.
+fn rules_for(
+    copy: &Path,
+    policy: &IsolationPolicy,
+    network: bool,
+    profile: &str,
+) -> SandboxRules {
     let mut read = sandbox::system_read_paths();
     read.push(copy.to_path_buf());
     read.extend(policy.read_paths.iter().cloned());
     // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
     let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
-    for dir in &policy.state_dirs {
+    let state = policy
+        .profiles_dir
+        .as_ref()
+        .filter(|_| !worker_profile(profile).is_empty())
+        .map(|dir| dir.join(profile).join("state"));
+    if let Some(dir) = &state {
         // A state folder the host would make on the plugin's first `state_dir()` must
         // exist now for the sandbox to allow it (made 0700, as the host makes it). One
         // that was refused (a link: the sandbox would allow its target) is left out.
@@ -864,6 +909,7 @@ fn spawn(
     policy: &IsolationPolicy,
     launch: &Launch,
     name: Option<Arc<str>>,
+    profile: &str,
 ) -> Result<Started, String> {
     let (host_end, worker_end) =
         UnixStream::pair().map_err(|e| format!("could not create a socketpair: {e}"))?;
@@ -969,7 +1015,7 @@ fn spawn(
             open_files: policy.open_files,
         },
         sandbox: policy.sandbox,
-        rules: rules_for(copy, policy, network),
+        rules: rules_for(copy, policy, network, profile),
         unix_sockets: launch.unix_sockets,
         containment: containment.kind(),
         log_filter: policy.log_filter.clone(),
@@ -1165,7 +1211,11 @@ impl DynTool for WorkerTool {
     async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
-        let conn = self.plugin.connection().await.map_err(ToolError::Failed)?;
+        let conn = self
+            .plugin
+            .connection(&ctx.turn.profile_id)
+            .await
+            .map_err(ToolError::Failed)?;
         let (tx, mut rx) = oneshot::channel();
         let begun = conn.begin(Pending {
             tx,
