@@ -257,7 +257,15 @@ impl Connection {
                              toolhost, please report it"
                         ))
                     });
-                    let _ = conn.send(&ToWorker::ServiceReply { id, answer });
+                    // An answer too large to send is refused, so the call waiting for
+                    // it hears so now.
+                    if let Err(why) = conn.send(&ToWorker::ServiceReply { id, answer }) {
+                        let answer = Err(ServiceError::Failed(format!(
+                            "the host's answer could not be sent to the worker: {why}"
+                        ))
+                        .to_wire());
+                        let _ = conn.send(&ToWorker::ServiceReply { id, answer });
+                    }
                 });
             }
             FromWorker::Hello(_) | FromWorker::LoadFailed { .. } => {
@@ -1121,8 +1129,19 @@ impl DynTool for WorkerTool {
             child_turns: ctx.services.child_turns.is_some(),
             requests: ctx.services.requests.is_some(),
         };
-        // A failed send kills the worker; the reader then fails this call with the reason.
-        let _ = conn.send(&ToWorker::Call(Box::new(frame)));
+        // A call whose frame is refused (too large to encode, or the write failed, which
+        // also kills the worker) fails now, not at its timeout.
+        if let Err(why) = conn.send(&ToWorker::Call(Box::new(frame))) {
+            in_flight.done = true;
+            conn.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            return Err(ToolError::Failed(format!(
+                "plugin '{}': the call to '{}' could not be sent to its worker: {why}",
+                self.plugin.name, self.name
+            )));
+        }
         // A quick tool answers within microseconds: look for it for a moment before
         // sleeping, which would cost a wake-up of this thread (tens of microseconds on a
         // small VM) on top of the worker's.
