@@ -648,7 +648,11 @@ impl WorkerPlugin {
                 )
             }
         };
-        tracing::warn!(plugin = &*self.name, "the plugin's worker {reason}{next}");
+        tracing::warn!(
+            plugin = &*self.name,
+            "the plugin's worker {}{next}",
+            crate::text::for_log(reason)
+        );
         next
     }
 
