@@ -4,6 +4,7 @@
 //! calls, crashes, restarts with backoff, quarantine, ending a generation's worker).
 
 pub(crate) mod protocol;
+mod log_limit;
 mod proxy;
 pub(crate) mod supervisor;
 pub(crate) mod worker;

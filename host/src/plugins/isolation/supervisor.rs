@@ -7,7 +7,6 @@
 //! finished) ends the worker, which returns all of its memory.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead as _, BufReader};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -23,6 +22,7 @@ use tokio::sync::oneshot;
 use toolhost_plugin_api::{HostRequest, HostRequestError, LogLevel, ServiceError};
 
 use super::IsolationPolicy;
+use super::log_limit;
 use super::protocol::{
     self, CallFrame, FrameReader, FromWorker, Hello, Init, Limits, PROTOCOL_VERSION, ServiceCall,
     ToWorker,
@@ -896,10 +896,29 @@ fn spawn(
             .spawn(move || {
                 // Dropped at the end of the pipe: `LastWords::after_exit` stops waiting.
                 let _closed = closed_tx;
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
+                let mut limit = log_limit::LogLimit::new(Instant::now());
+                let dropped = |plugin: &str, n: u64| {
+                    tracing::info!(
+                        target: "toolhost::worker",
+                        plugin,
+                        pid,
+                        "dropped {n} lines of the worker's output (more than {} at once or \
+                         {} a second)",
+                        log_limit::BURST,
+                        log_limit::PER_SECOND
+                    );
+                };
+                for line in log_limit::lines(stderr) {
                     let plugin = label.get().map_or(file_name.as_str(), |n| n);
-                    tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
+                    let admit = limit.admit(Instant::now());
+                    if let Some(n) = admit.report_dropped {
+                        dropped(plugin, n);
+                    }
+                    if admit.log {
+                        let line = log_limit::for_log(&line);
+                        let line = crate::text::for_log(&line);
+                        tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
+                    }
                     // Rust's hint under a panic or allocation failure says nothing
                     // about what happened: the line before it does.
                     if !line.trim().is_empty()
@@ -911,6 +930,9 @@ fn spawn(
                             .unwrap_or_else(PoisonError::into_inner) =
                             Some(line.chars().take(300).collect());
                     }
+                }
+                if let Some(n) = limit.finish() {
+                    dropped(label.get().map_or(file_name.as_str(), |n| n), n);
                 }
             });
     }
