@@ -51,11 +51,17 @@ fn terminals() -> (bool, bool) {
 }
 
 /// Writes `args` to `out`, with control characters escaped if `terminal`.
-fn write_args(out: &mut impl io::Write, args: fmt::Arguments<'_>, terminal: bool) -> io::Result<()> {
+fn write_args(
+    out: &mut impl io::Write,
+    args: fmt::Arguments<'_>,
+    terminal: bool,
+) -> io::Result<()> {
     if !terminal {
         return out.write_fmt(args);
     }
-    let text = args.as_str().map_or_else(|| fmt::format(args), str::to_owned);
+    let text = args
+        .as_str()
+        .map_or_else(|| fmt::format(args), str::to_owned);
     out.write_all(toolhost::escape_controls(&text).as_bytes())
 }
 

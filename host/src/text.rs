@@ -97,17 +97,23 @@ mod tests {
             escape_controls("plain\ttext\nhé ✓"),
             Cow::Borrowed("plain\ttext\nhé ✓")
         ));
-        assert_eq!(escape_controls("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
-        assert_eq!(escape_controls("a\rb\x07c\x00d\x08"), "a\\x0db\\x07c\\x00d\\x08");
+        assert_eq!(
+            escape_controls("\x1b[31mred\x1b[0m"),
+            "\\x1b[31mred\\x1b[0m"
+        );
+        assert_eq!(
+            escape_controls("a\rb\x07c\x00d\x08"),
+            "a\\x0db\\x07c\\x00d\\x08"
+        );
         assert_eq!(escape_controls("del\x7f"), "del\\x7f");
-        assert_eq!(escape_controls("csi\u{9b}2J\u{80}\u{9f}"), "csi\\u{9b}2J\\u{80}\\u{9f}");
+        assert_eq!(
+            escape_controls("csi\u{9b}2J\u{80}\u{9f}"),
+            "csi\\u{9b}2J\\u{80}\\u{9f}"
+        );
         // The first character past C1 is text.
         assert_eq!(escape_controls("\u{a0}"), "\u{a0}");
         // An OSC title change and a hyperlink, as a whole.
-        assert_eq!(
-            escape_controls("\x1b]0;owned\x07"),
-            "\\x1b]0;owned\\x07"
-        );
+        assert_eq!(escape_controls("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
     }
 
     #[test]

@@ -11,11 +11,11 @@ use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use async_ffi::BorrowingFfiFuture;
 
 use crate::context::ToolContext;
-use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_NAME_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
 use crate::ffi::{
     FfiCallContext, FfiCallResult, FfiMeta, FfiTool, FfiToolError, PluginRoot, PluginRoot_Ref,
     TableLayouts, ToolVTable, ToolVTable_Ref,
 };
+use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_NAME_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
 use crate::risk::RiskCode;
 use crate::tool::{Tool, ToolError};
 use crate::unwind::{CatchUnwind, dispose_payload, take_message};
@@ -436,7 +436,7 @@ pub fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

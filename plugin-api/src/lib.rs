@@ -169,8 +169,8 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        ToolMetadata, ToolsResult, call_root_module_loader, export_tools, grouped,
-        into_ffi_tool, lib_header, read_tool_metadata, root_module,
+        ToolMetadata, ToolsResult, call_root_module_loader, export_tools, grouped, into_ffi_tool,
+        lib_header, read_tool_metadata, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
     pub use abi_stable::library::{LibHeader, RootModuleResult};

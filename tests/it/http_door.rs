@@ -497,14 +497,26 @@ fn a_token_over_its_session_quota_ends_only_its_own_sessions() {
         assert_eq!(client.handshake().status, 200);
         opened.push(client);
     }
-    assert_eq!(kept.tools().0, 200, "token b's session was ended by token a's");
+    assert_eq!(
+        kept.tools().0,
+        200,
+        "token b's session was ended by token a's"
+    );
     let statuses: Vec<u16> = opened.iter().map(|c| c.tools().0).collect();
-    assert_eq!(statuses, [404, 404, 200, 200, 200], "a's own oldest end first");
+    assert_eq!(
+        statuses,
+        [404, 404, 200, 200, 200],
+        "a's own oldest end first"
+    );
     // The table is full (a: 3, b: 1): a third token's session ends one of a's, the token
     // holding the most, not b's.
     let mut third = host.client(Some(&c));
     assert_eq!(third.handshake().status, 200);
-    assert_eq!(kept.tools().0, 200, "token b's session was ended by token c's");
+    assert_eq!(
+        kept.tools().0,
+        200,
+        "token b's session was ended by token c's"
+    );
     assert_eq!(third.tools().0, 200);
     let live = opened.iter().filter(|c| c.tools().0 == 200).count();
     assert_eq!(live, 2, "one of a's sessions made room for c's");

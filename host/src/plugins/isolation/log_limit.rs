@@ -61,14 +61,13 @@ impl LogLimit {
         self.tokens = (self.tokens + elapsed * f64::from(PER_SECOND)).min(f64::from(BURST));
         self.refilled = now;
         let log = self.tokens >= 1.0;
-        let report_dropped = if self.dropped > 0
-            && now.saturating_duration_since(self.reported) >= REPORT_EVERY
-        {
-            self.reported = now;
-            Some(std::mem::take(&mut self.dropped))
-        } else {
-            None
-        };
+        let report_dropped =
+            if self.dropped > 0 && now.saturating_duration_since(self.reported) >= REPORT_EVERY {
+                self.reported = now;
+                Some(std::mem::take(&mut self.dropped))
+            } else {
+                None
+            };
         if log {
             self.tokens -= 1.0;
         } else {
@@ -148,15 +147,19 @@ mod tests {
     fn a_burst_passes_then_the_rate_and_drops_are_counted_and_reported() {
         let start = Instant::now();
         let mut limit = LogLimit::new(start);
-        let logged = (0..1_000)
-            .filter(|_| limit.admit(start).log)
-            .count();
+        let logged = (0..1_000).filter(|_| limit.admit(start).log).count();
         assert_eq!(logged, BURST as usize);
         // Half a second later: 25 more tokens; the first line reports nothing yet (less
         // than REPORT_EVERY since the start).
         let later = start + Duration::from_millis(500);
         let first = limit.admit(later);
-        assert_eq!(first, Admit { log: true, report_dropped: None });
+        assert_eq!(
+            first,
+            Admit {
+                log: true,
+                report_dropped: None
+            }
+        );
         // A second after the start the count is due, with the next line.
         let due = limit.admit(start + REPORT_EVERY);
         assert_eq!(due.report_dropped, Some(800));
@@ -173,9 +176,7 @@ mod tests {
         let start = Instant::now();
         let mut limit = LogLimit::new(start);
         let much_later = start + Duration::from_secs(3_600);
-        let logged = (0..1_000)
-            .filter(|_| limit.admit(much_later).log)
-            .count();
+        let logged = (0..1_000).filter(|_| limit.admit(much_later).log).count();
         assert_eq!(logged, BURST as usize);
     }
 
