@@ -63,7 +63,7 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-bad-payload",
             "-p",
-            "fixture-hostile",
+            "fixture-oversized",
             "-p",
             "fixture-many-tools",
             "-p",

@@ -1,4 +1,4 @@
-//! A plugin that pushes against the host's limits (`fixture-hostile`, `fixture-many-tools`):
+//! A plugin that pushes against the host's limits (`fixture-oversized`, `fixture-many-tools`):
 //! metadata over the caps is refused with the numbers before it costs the host memory, in
 //! process and in a worker; a result over the worker protocol's cap fails at once.
 
@@ -73,7 +73,7 @@ const MAX_RSS_KIB: u64 = 128 * 1024;
 
 #[test]
 fn metadata_over_the_caps_is_refused_with_numbers_in_process_and_in_a_worker() {
-    let dir = PluginDir::with(&["fixture_hostile", "fixture_many_tools"]);
+    let dir = PluginDir::with(&["fixture_oversized", "fixture_many_tools"]);
     for isolate in [false, true] {
         let mode = if isolate { "in a worker" } else { "in process" };
         let run = list(&dir.path(), isolate);
@@ -107,7 +107,7 @@ fn metadata_over_the_caps_is_refused_with_numbers_in_process_and_in_a_worker() {
 
 #[test]
 fn a_result_over_the_frame_cap_fails_at_once_with_the_sizes() {
-    let dir = PluginDir::with(&["fixture_hostile"]);
+    let dir = PluginDir::with(&["fixture_oversized"]);
     let started = Instant::now();
     let out = toolhost_command()
         .args(["call", "--isolate", "--yes", "--plugins"])
@@ -161,7 +161,7 @@ fn escape_sequences_from_a_plugin_are_shown_not_obeyed_on_a_terminal() {
         println!("skipped: no `script` (util-linux) to make a pseudo-terminal");
         return;
     }
-    let dir = PluginDir::with(&["fixture_hostile"]);
+    let dir = PluginDir::with(&["fixture_oversized"]);
     let mut list = toolhost_command();
     list.args(["list", "--plugins"]).arg(dir.path());
     let shown = under_terminal(&list);
@@ -198,7 +198,7 @@ fn escape_sequences_from_a_plugin_are_shown_not_obeyed_on_a_terminal() {
 
 #[test]
 fn a_flood_of_worker_output_is_rate_limited_in_the_log_and_last_words_survive() {
-    let dir = PluginDir::with(&["fixture_hostile"]);
+    let dir = PluginDir::with(&["fixture_oversized"]);
     let flood = |args: &str| {
         toolhost_command()
             .env("TOOLHOST_LOG", "info")
