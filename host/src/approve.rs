@@ -40,6 +40,8 @@ fn lines() -> &'static Mutex<UnboundedReceiver<String>> {
 pub(crate) async fn ask(question: &str) -> Option<String> {
     let mut lines = lines().lock().await;
     let mut err = std::io::stderr();
+    // A tool's question may carry terminal escape sequences: shown, not obeyed.
+    let question = toolhost::for_terminal(question, std::io::IsTerminal::is_terminal(&err));
     let _ = err.write_all(question.as_bytes());
     let _ = err.flush();
     lines.recv().await

@@ -136,4 +136,5 @@ pub use sys::private::{
 pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 pub use sys::workers::end_all as end_workers;
+pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};

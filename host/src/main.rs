@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use toolhost::LoadedConfig;
 
 use commands::{Failure, agent, call, check, control, list, new, serve, token, trust};
-use output::StdoutError;
+use output::{StdoutError, errln};
 
 /// Loads tools for LLM agents from compiled plugins and runs them.
 #[derive(Parser)]
@@ -155,7 +155,7 @@ fn report(error: &anyhow::Error) -> ExitCode {
     {
         return ExitCode::SUCCESS;
     }
-    eprintln!("error: {error}");
+    errln!("error: {error}");
     match error.downcast_ref::<Failure>() {
         Some(failure) => failure.exit_code(),
         None => ExitCode::FAILURE,

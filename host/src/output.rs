@@ -1,11 +1,14 @@
-//! The `toolhost` binary's standard output. Every command writes it through [`outln!`],
-//! which returns the write's error (a [`StdoutError`]) instead of panicking as `println!`
-//! does; commands pass it up with `?`, and `main` turns a closed pipe (`toolhost list |
-//! head -1`) into a quiet exit 0, as ripgrep does. Standard error stays `eprintln!`.
+//! The `toolhost` binary's standard output and error. Every command writes stdout
+//! through [`outln!`], which returns the write's error (a [`StdoutError`]) instead of
+//! panicking as `println!` does; commands pass it up with `?`, and `main` turns a closed
+//! pipe (`toolhost list | head -1`) into a quiet exit 0, as ripgrep does. Standard error
+//! is written with [`errln!`]. Both escape control characters (a plugin's description,
+//! output or error may carry terminal escape sequences) when they write to a terminal.
 //! Also here: the aligned tables and one-line summaries the commands print.
 
 use std::fmt;
-use std::io::{self, Write as _};
+use std::io::{self, IsTerminal as _, Write as _};
+use std::sync::OnceLock;
 
 /// Writes one line (formatted like `println!`) to stdout; `Err` if stdout is closed or
 /// failing. Use `?` to end the command.
@@ -19,6 +22,16 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// Writes one line (formatted like `eprintln!`) to stderr, escaping control characters
+/// when stderr is a terminal. A failing stderr is ignored (there is nowhere left to say
+/// so).
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::err_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use errln;
+
 /// Standard output could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("could not write to standard output: {0}")]
@@ -31,14 +44,41 @@ impl StdoutError {
     }
 }
 
+/// Whether stdout and stderr are terminals (asked once).
+fn terminals() -> (bool, bool) {
+    static TERMINALS: OnceLock<(bool, bool)> = OnceLock::new();
+    *TERMINALS.get_or_init(|| (io::stdout().is_terminal(), io::stderr().is_terminal()))
+}
+
+/// Writes `args` to `out`, with control characters escaped if `terminal`.
+fn write_args(
+    out: &mut impl io::Write,
+    args: fmt::Arguments<'_>,
+    terminal: bool,
+) -> io::Result<()> {
+    if !terminal {
+        return out.write_fmt(args);
+    }
+    let text = args
+        .as_str()
+        .map_or_else(|| fmt::format(args), str::to_owned);
+    out.write_all(toolhost::escape_controls(&text).as_bytes())
+}
+
 /// Writes `args` and a newline to stdout, and flushes it (so a closed pipe is noticed by
 /// the command that wrote, not ignored at exit).
 pub(crate) fn line(args: fmt::Arguments<'_>) -> Result<(), StdoutError> {
     let mut out = io::stdout().lock();
-    out.write_fmt(args)
+    write_args(&mut out, args, terminals().0)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush())
         .map_err(StdoutError)
+}
+
+/// Writes `args` and a newline to stderr.
+pub(crate) fn err_line(args: fmt::Arguments<'_>) {
+    let mut err = io::stderr().lock();
+    let _ = write_args(&mut err, args, terminals().1).and_then(|()| err.write_all(b"\n"));
 }
 
 /// Prints a table with aligned columns.

@@ -1,5 +1,11 @@
-//! Shortening text for messages and for what is sent on: cut at a character boundary,
-//! saying how much was left out.
+//! Text for messages and for what is sent on: shortening (cut at a character boundary,
+//! saying how much was left out), and escaping the control characters of text that came
+//! from a plugin before it reaches a terminal.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::sync::OnceLock;
 
 /// `text` cut to at most `max_chars` characters, with a note of how many more there were.
 pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
@@ -26,6 +32,53 @@ pub(crate) fn cap_bytes(text: &str, max_bytes: usize, note: impl Fn(usize) -> St
     format!("{}{}", &text[..cut], note(text.len() - cut))
 }
 
+/// Whether `c` is escaped by [`escape_controls`]: C0 controls but newline and tab (ESC
+/// included), DEL, and C1 controls (U+0080 to U+009F, which some terminals read as ESC
+/// sequences).
+fn is_escaped(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+}
+
+/// `text` with its control characters written out as escapes (`\x1b`, `\x7f`, `\u{9b}`),
+/// so a terminal shows them instead of obeying them (colours, clearing the screen,
+/// retitling the window, moving the cursor over earlier lines). Newlines and tabs stay.
+/// Borrowed when there is nothing to escape.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !is_escaped(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` as [`escape_controls`] makes it when `terminal` is true, else as it is.
+pub fn for_terminal(text: &str, terminal: bool) -> Cow<'_, str> {
+    if terminal {
+        escape_controls(text)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// Plugin-provided text for the host's log: escaped when the log goes to a terminal
+/// (standard error is one), as it is otherwise.
+pub(crate) fn for_log(text: &str) -> Cow<'_, str> {
+    static STDERR_IS_TERMINAL: OnceLock<bool> = OnceLock::new();
+    for_terminal(
+        text,
+        *STDERR_IS_TERMINAL.get_or_init(|| std::io::stderr().is_terminal()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +89,36 @@ mod tests {
         assert_eq!(shorten("héllo", 2), "hé … (3 more characters)");
         assert_eq!(cap_bytes("héllo", 2, |n| format!("+{n}")), "h+5");
         assert_eq!(cap_bytes("hi", 2, |n| format!("+{n}")), "hi");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_but_newlines_tabs_and_text_stay() {
+        assert!(matches!(
+            escape_controls("plain\ttext\nhé ✓"),
+            Cow::Borrowed("plain\ttext\nhé ✓")
+        ));
+        assert_eq!(
+            escape_controls("\x1b[31mred\x1b[0m"),
+            "\\x1b[31mred\\x1b[0m"
+        );
+        assert_eq!(
+            escape_controls("a\rb\x07c\x00d\x08"),
+            "a\\x0db\\x07c\\x00d\\x08"
+        );
+        assert_eq!(escape_controls("del\x7f"), "del\\x7f");
+        assert_eq!(
+            escape_controls("csi\u{9b}2J\u{80}\u{9f}"),
+            "csi\\u{9b}2J\\u{80}\\u{9f}"
+        );
+        // The first character past C1 is text.
+        assert_eq!(escape_controls("\u{a0}"), "\u{a0}");
+        // An OSC title change and a hyperlink, as a whole.
+        assert_eq!(escape_controls("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+    }
+
+    #[test]
+    fn only_terminals_get_escapes() {
+        assert_eq!(for_terminal("\x1b[2J", false), "\x1b[2J");
+        assert_eq!(for_terminal("\x1b[2J", true), "\\x1b[2J");
     }
 }

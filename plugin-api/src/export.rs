@@ -15,6 +15,7 @@ use crate::ffi::{
     FfiCallContext, FfiCallResult, FfiMeta, FfiTool, FfiToolError, PluginRoot, PluginRoot_Ref,
     TableLayouts, ToolVTable, ToolVTable_Ref,
 };
+use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_NAME_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
 use crate::risk::RiskCode;
 use crate::tool::{Tool, ToolError};
 use crate::unwind::{CatchUnwind, dispose_payload, take_message};
@@ -318,8 +319,9 @@ pub struct ToolMetadata {
 
 /// Reads a tool's metadata through its vtable, the one way hosts and the test harness
 /// do, so their messages are the same: `Err` says why a host leaves the tool out (a
-/// panicking getter, a schema or requirements that are not JSON), naming the tool by
-/// name, or as `tool #index` when its name cannot be read.
+/// panicking getter, a schema or requirements that are not JSON, a text over a cap of
+/// [`crate::limits`], measured before it is copied or parsed), naming the tool by name,
+/// or as `tool #index` when its name cannot be read.
 ///
 /// # Safety
 /// `tool` must be an object exported with its vtable (what [`into_ffi_tool`] and the
@@ -328,24 +330,63 @@ pub struct ToolMetadata {
 pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMetadata, String> {
     let (vt, this) = (tool.vtable, tool.this);
     let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
+    // Every text is measured as it crosses, before it is copied or parsed (see `limits`).
     // SAFETY (every vtable call below): the caller guarantees `this` is the live object
     // exported with `vt`.
     let name = unsafe { (vt.name())(this) }
         .into_result()
-        .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?
-        .into_string();
+        .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?;
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "tool #{index}: its name is {} bytes, more than the {} allowed; shorten it",
+            grouped(name.len()),
+            grouped(MAX_NAME_BYTES)
+        ));
+    }
+    let name = name.into_string();
     let in_tool = |e: String| format!("tool '{name}': {e}");
+    let too_long = |what: &str, len: usize, max: usize, fix: &str| {
+        in_tool(format!(
+            "its {what} is {} bytes, more than the {} allowed; {fix}",
+            grouped(len),
+            grouped(max)
+        ))
+    };
     // SAFETY: as above.
     let description = unsafe { (vt.description())(this) }
         .into_result()
-        .map_err(|m| in_tool(panicked("description", m)))?
-        .into_string();
+        .map_err(|m| in_tool(panicked("description", m)))?;
+    if description.len() > MAX_DESCRIPTION_BYTES {
+        return Err(too_long(
+            "description",
+            description.len(),
+            MAX_DESCRIPTION_BYTES,
+            "shorten it",
+        ));
+    }
+    let description = description.into_string();
     // SAFETY: as above.
     let schema_text = unsafe { (vt.schema())(this) }
         .into_result()
         .map_err(|m| in_tool(panicked("schema", m)))?;
+    if schema_text.len() > MAX_SCHEMA_BYTES {
+        return Err(too_long(
+            "schema",
+            schema_text.len(),
+            MAX_SCHEMA_BYTES,
+            "make it smaller (move long explanations into the description)",
+        ));
+    }
     let schema: serde_json::Value = serde_json::from_str(&schema_text)
         .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+    drop(schema_text);
+    let depth = crate::limits::nesting_depth(&schema, MAX_SCHEMA_DEPTH);
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(in_tool(format!(
+            "its schema nests deeper than the {MAX_SCHEMA_DEPTH} levels of arrays and objects \
+             allowed; flatten it"
+        )));
+    }
     // What models and MCP clients are served, and what calls are validated against: the
     // same schema with local `$ref`s inlined and enums of documented values as `enum`s,
     // so plugins built before schema_for did that read as well as new ones.
@@ -367,6 +408,14 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
             let text = unsafe { get(this) }
                 .into_result()
                 .map_err(|m| in_tool(panicked("requirements", m)))?;
+            if text.len() > MAX_SCHEMA_BYTES {
+                return Err(too_long(
+                    "requirements",
+                    text.len(),
+                    MAX_SCHEMA_BYTES,
+                    "declare fewer",
+                ));
+            }
             serde_json::from_str(&text)
                 .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
         }
@@ -379,4 +428,18 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
         interactive,
         requirements,
     })
+}
+
+/// `n` with its thousands grouped by commas (`1,048,576`), as the cap messages show it.
+#[doc(hidden)]
+pub fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -140,6 +140,7 @@ mod export;
 )]
 pub mod ffi;
 mod host_request;
+pub mod limits;
 mod risk;
 mod schema;
 #[cfg(feature = "testing")]
@@ -168,7 +169,7 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        ToolMetadata, ToolsResult, call_root_module_loader, export_tools, into_ffi_tool,
+        ToolMetadata, ToolsResult, call_root_module_loader, export_tools, grouped, into_ffi_tool,
         lib_header, read_tool_metadata, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;

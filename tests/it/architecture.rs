@@ -177,18 +177,23 @@ fn unsafe_code_lives_only_where_the_architecture_says() {
 }
 
 #[test]
-fn the_binary_prints_through_outln_only() {
+fn the_binary_prints_through_outln_and_errln_only() {
     for (file, text) in host_sources() {
         if is_binary(&file) {
-            let prints = ["println!(", "print!("].iter().any(|m| {
-                code(&text)
-                    .match_indices(m)
-                    .any(|(i, _)| !code(&text)[..i].ends_with('e'))
-            });
+            let prints = ["println!(", "print!(", "eprintln!(", "eprint!("]
+                .iter()
+                .any(|m| {
+                    code(&text).match_indices(m).any(|(i, _)| {
+                        let before = &code(&text)[..i];
+                        // `print!(` inside `eprint!(`/`println!(` is counted by its own pattern.
+                        !(m.starts_with('p') && before.ends_with('e'))
+                    })
+                });
             assert!(
                 !prints,
                 "{file}: stdout goes through outln! (a closed pipe must end the command \
-                 quietly)"
+                 quietly), stderr through errln! (both escape control characters for a \
+                 terminal)"
             );
         }
     }

@@ -483,6 +483,46 @@ fn oversized_bodies_and_too_many_sessions_are_bounded() {
 }
 
 #[test]
+fn a_token_over_its_session_quota_ends_only_its_own_sessions() {
+    let host = HttpHost::start("[mcp]\nmax_sessions = 4\nmax_sessions_per_token = 3\n", &[]);
+    let a = host.token(&["add", "a"]);
+    let b = host.token(&["add", "b"]);
+    let c = host.token(&["add", "c"]);
+    let mut kept = host.client(Some(&b));
+    assert_eq!(kept.handshake().status, 200);
+    // Token a opens more sessions than its quota: each one past it ends a's own oldest.
+    let mut opened = Vec::new();
+    for _ in 0..5 {
+        let mut client = host.client(Some(&a));
+        assert_eq!(client.handshake().status, 200);
+        opened.push(client);
+    }
+    assert_eq!(
+        kept.tools().0,
+        200,
+        "token b's session was ended by token a's"
+    );
+    let statuses: Vec<u16> = opened.iter().map(|c| c.tools().0).collect();
+    assert_eq!(
+        statuses,
+        [404, 404, 200, 200, 200],
+        "a's own oldest end first"
+    );
+    // The table is full (a: 3, b: 1): a third token's session ends one of a's, the token
+    // holding the most, not b's.
+    let mut third = host.client(Some(&c));
+    assert_eq!(third.handshake().status, 200);
+    assert_eq!(
+        kept.tools().0,
+        200,
+        "token b's session was ended by token c's"
+    );
+    assert_eq!(third.tools().0, 200);
+    let live = opened.iter().filter(|c| c.tools().0 == 200).count();
+    assert_eq!(live, 2, "one of a's sessions made room for c's");
+}
+
+#[test]
 fn two_thousand_half_open_connections_leave_the_host_answering() {
     // SAFETY: getrlimit/setrlimit on this process's open-file limit, with a struct on the stack.
     let room = unsafe {

@@ -10,6 +10,7 @@ mod dispatch;
 mod doors;
 mod ffi_boundary;
 mod fuzz;
+mod limits;
 mod http_door;
 mod isolation;
 mod loading;

@@ -15,7 +15,7 @@ use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
 use crate::approve;
-use crate::output::{outln, summary};
+use crate::output::{errln, outln, summary};
 
 /// What `run` and `chat` share.
 #[derive(clap::Args)]
@@ -59,7 +59,7 @@ fn indent(depth: u32) -> String {
 impl TurnObserver for Printer {
     fn tool_calls(&self, depth: u32, calls: &[ToolCall]) {
         for c in calls {
-            eprintln!(
+            errln!(
                 "{}-> {} {}",
                 indent(depth),
                 c.name,
@@ -70,7 +70,7 @@ impl TurnObserver for Printer {
 
     fn tool_result(&self, depth: u32, result: &ToolResult) {
         let mark = if result.is_error { "x" } else { "<-" };
-        eprintln!(
+        errln!(
             "{}{mark} {} ({:.1} s): {}",
             indent(depth),
             result.name,
@@ -81,7 +81,7 @@ impl TurnObserver for Printer {
 
     fn assistant_text(&self, depth: u32, text: &str) {
         if depth > 0 {
-            eprintln!("{}(helper) {}", indent(depth), summary(text, 300));
+            errln!("{}(helper) {}", indent(depth), summary(text, 300));
         }
     }
 }
@@ -180,7 +180,7 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
         let cancel = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("interrupted: stopping the turn");
+                errln!("interrupted: stopping the turn");
                 cancel.cancel();
             }
         })
@@ -213,7 +213,7 @@ impl RunArgs {
         runtime.shutdown_background();
         match outcome {
             Ok(answer) => {
-                eprintln!("(session {session})");
+                errln!("(session {session})");
                 outln!("{answer}")?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -228,7 +228,7 @@ impl ChatArgs {
     /// what was said).
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let (agent, session, runtime) = prepare(config, &self.agent)?;
-        eprintln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
+        errln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
         // Ctrl-C stops the turn running; at the prompt it ends the chat.
         let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
         {
@@ -242,11 +242,11 @@ impl ChatArgs {
                         .clone();
                     match running {
                         Some(turn) => {
-                            eprintln!("interrupted: stopping the turn");
+                            errln!("interrupted: stopping the turn");
                             turn.cancel();
                         }
                         None => {
-                            eprintln!("\n(session {ended}; continue it with --session {ended})");
+                            errln!("\n(session {ended}; continue it with --session {ended})");
                             std::process::exit(130);
                         }
                     }
@@ -270,14 +270,14 @@ impl ChatArgs {
             match outcome {
                 Ok(answer) => written = outln!("{answer}"),
                 // The chat goes on: the next prompt may fare better.
-                Err(e) => eprintln!("error: {e}"),
+                Err(e) => errln!("error: {e}"),
             }
             if written.is_err() {
                 break;
             }
         }
         runtime.shutdown_background();
-        eprintln!("(session {session}; continue it with --session {session})");
+        errln!("(session {session}; continue it with --session {session})");
         written?;
         Ok(ExitCode::SUCCESS)
     }

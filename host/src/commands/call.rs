@@ -12,7 +12,7 @@ use toolhost::{
 };
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
-use crate::output::outln;
+use crate::output::{errln, outln};
 
 /// `toolhost call`.
 #[derive(clap::Args)]
@@ -97,7 +97,7 @@ impl CallArgs {
             let cancel = turn.cancel.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted: cancelling the call");
+                    errln!("interrupted: cancelling the call");
                     cancel.cancel();
                 }
             });

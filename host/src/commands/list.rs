@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use toolhost::{Availability, LoadedConfig};
 
 use super::{Loaded, PluginDirs, new_loader, setup};
-use crate::output::{outln, print_table, summary};
+use crate::output::{errln, outln, print_table, summary};
 
 /// `toolhost list`.
 #[derive(clap::Args)]
@@ -31,7 +31,7 @@ impl ListArgs {
         } = setup(config, &loader, &dirs, profile)?;
         if report.plugins.is_empty() {
             let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            eprintln!("note: no plugins loaded from {}", shown.join(", "));
+            errln!("note: no plugins loaded from {}", shown.join(", "));
         }
         let availability = Availability::new(config.call_settings().availability_ttl);
         if self.json {

@@ -23,6 +23,7 @@ use toolhost::{
 };
 
 use crate::approve;
+use crate::output::errln;
 
 /// A failure that is more than one `error:` line and exit code 1.
 #[derive(Debug, thiserror::Error)]
@@ -136,11 +137,11 @@ pub(crate) fn new_loader_with(policy: LoadPolicy) -> anyhow::Result<PluginLoader
 fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
     let report = loader.load_dirs(dirs);
     for e in &report.errors {
-        eprintln!("warning: {e}");
+        errln!("warning: {e}");
     }
     let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
     for e in &problems {
-        eprintln!("warning: {e}");
+        errln!("warning: {e}");
     }
     (report, registry)
 }
@@ -173,7 +174,7 @@ pub(crate) fn setup(
         tracing::warn!("{line}");
     }
     for name in &outcome.unmatched {
-        eprintln!(
+        errln!(
             "warning: the config overrides the risk of tool '{name}', which no loaded plugin provides (a typo?)"
         );
     }

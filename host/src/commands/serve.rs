@@ -126,6 +126,7 @@ impl HttpArgs {
                 header_read_timeout: secs(m.header_read_timeout_secs),
                 idle_timeout: secs(m.idle_timeout_secs),
                 max_sessions: m.max_sessions,
+                max_sessions_per_token: m.max_sessions_per_token,
                 session_idle: secs(m.session_idle_secs),
                 max_body_bytes: m.max_body_bytes,
             },

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use toolhost::{LoadedConfig, TokenStore};
 
 use super::resolve_profile;
-use crate::output::{outln, print_table};
+use crate::output::{errln, outln, print_table};
 
 /// What to say when there is nowhere to keep tokens.
 pub(crate) const NO_STATE_DIR: &str = "there is no state directory for the token file: set \
@@ -72,7 +72,7 @@ fn add(
     }
     let made = store.add(name, profile)?;
     outln!("{}", made.token)?;
-    eprintln!(
+    errln!(
         "token '{}' made{}; it is shown only this once. Clients send it as the header\n  \
          Authorization: Bearer {}\n(kept as a hash in {})",
         made.record.name,

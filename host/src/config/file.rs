@@ -198,6 +198,9 @@ pub struct McpConfig {
     pub idle_timeout_secs: f64,
     /// Live MCP sessions (handshake clients); past it the oldest idle one is ended.
     pub max_sessions: usize,
+    /// Live MCP sessions of one token; past it that token's own oldest idle session is
+    /// ended, never another token's.
+    pub max_sessions_per_token: usize,
     /// Seconds a session without requests or open streams lives.
     pub session_idle_secs: f64,
     /// The largest request body accepted, in bytes.
@@ -215,6 +218,7 @@ impl Default for McpConfig {
             header_read_timeout_secs: 10.0,
             idle_timeout_secs: 60.0,
             max_sessions: 256,
+            max_sessions_per_token: 64,
             session_idle_secs: 1800.0,
             max_body_bytes: 4 * 1024 * 1024,
         }

@@ -112,6 +112,7 @@ impl LoadedConfig {
         for (key, n) in [
             ("mcp.max_connections", c.mcp.max_connections),
             ("mcp.max_sessions", c.mcp.max_sessions),
+            ("mcp.max_sessions_per_token", c.mcp.max_sessions_per_token),
             ("mcp.max_body_bytes", c.mcp.max_body_bytes),
         ] {
             if n == 0 {

@@ -178,7 +178,7 @@ impl PluginCatalog {
                             dir.display()
                         )
                     };
-                    tracing::warn!("{msg}");
+                    tracing::warn!("{}", crate::text::for_log(&msg));
                     for ((i, _), entry) in state.entries.iter_mut() {
                         if *i == index {
                             entry.last_error = Some(msg.clone());
@@ -412,7 +412,7 @@ impl PluginCatalog {
             tracing::info!("{line}");
         }
         for e in &state.registry_errors {
-            tracing::warn!("{e}");
+            tracing::warn!("{}", crate::text::for_log(e));
         }
         let new = Arc::new(new);
         let old = {
@@ -527,7 +527,7 @@ fn record_failure(
     msg: String,
     report: &mut RescanReport,
 ) {
-    tracing::warn!("{msg}");
+    tracing::warn!("{}", crate::text::for_log(&msg));
     report.errors.push(LoadErrorStatus {
         file: key.1.clone(),
         error: msg.clone(),

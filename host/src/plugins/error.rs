@@ -152,6 +152,19 @@ pub enum LoadErrorKind {
         /// What failed.
         reason: String,
     },
+    /// The plugin exports more tools than a plugin may
+    /// ([`toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN`]); none of their metadata
+    /// was read.
+    #[error(
+        "the plugin exports {count} tools, more than the {limit} a plugin may; split it \
+         into several plugins or export fewer tools"
+    )]
+    TooManyTools {
+        /// How many it exports, with thousands grouped.
+        count: String,
+        /// The cap, with thousands grouped.
+        limit: String,
+    },
     /// One tool of a plugin was left out (its other tools loaded).
     #[error("{reason}; the tool is left out, the plugin's other tools are loaded")]
     Tool {

@@ -28,7 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::library::{RawLibrary, lib_header_from_raw_library};
+use toolhost_plugin_api::__private::grouped;
 use toolhost_plugin_api::ffi::PluginRoot_Ref;
+use toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN;
 
 use crate::calls::tool::{DynTool, ToolOrigin};
 use crate::plugins::error::{LoadErrorKind, PluginLoadError};
@@ -502,6 +504,20 @@ pub(crate) fn load_library_tools(
         .map_err(|m| LoadErrorKind::Plugin {
             reason: m.into_string(),
         })?;
+    // Counted before any tool's metadata is read (that is where a plugin's size costs
+    // the host): too many and every object is dropped unread.
+    if ffi_tools.len() > MAX_TOOLS_PER_PLUGIN {
+        let count = ffi_tools.len();
+        for ffi in ffi_tools {
+            // SAFETY: each object is dropped once, with the vtable it was exported with,
+            // and never used again; the plugin's drop glue swallows panics.
+            unsafe { (ffi.vtable.drop())(ffi.this) };
+        }
+        return Err(LoadErrorKind::TooManyTools {
+            count: grouped(count),
+            limit: grouped(MAX_TOOLS_PER_PLUGIN),
+        });
+    }
     // Each tool object becomes a PluginTool or is dropped right away, so every one is
     // freed exactly once; a tool whose metadata fails is left out, the others stay.
     let mut plugin_tools: Vec<Arc<PluginTool>> = Vec::with_capacity(ffi_tools.len());

@@ -3,6 +3,7 @@
 //! host and worker, `worker` and `proxy` the worker's side, `supervisor` the host's (start,
 //! calls, crashes, restarts with backoff, quarantine, ending a generation's worker).
 
+mod log_limit;
 pub(crate) mod protocol;
 mod proxy;
 pub(crate) mod supervisor;

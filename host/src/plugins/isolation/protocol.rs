@@ -267,7 +267,10 @@ pub(crate) enum FrameError {
     #[error("the worker connection failed: {0}")]
     Io(#[from] io::Error),
     /// A frame longer than [`MAX_FRAME`].
-    #[error("a frame of {0} bytes is larger than the {MAX_FRAME}-byte limit")]
+    #[error(
+        "a message of {0} bytes, more than the {mib} MiB the worker protocol carries",
+        mib = MAX_FRAME >> 20
+    )]
     TooLarge(usize),
     /// A frame that is not a message of this protocol.
     #[error("a malformed message: {0}")]

@@ -7,7 +7,6 @@
 //! finished) ends the worker, which returns all of its memory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{BufRead as _, BufReader};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -23,6 +22,7 @@ use tokio::sync::oneshot;
 use toolhost_plugin_api::{HostRequest, HostRequestError, LogLevel, ServiceError};
 
 use super::IsolationPolicy;
+use super::log_limit;
 use super::protocol::{
     self, CallFrame, FrameReader, FromWorker, Hello, Init, Limits, PROTOCOL_VERSION, ServiceCall,
     ToWorker,
@@ -269,7 +269,15 @@ impl Connection {
                              toolhost, please report it"
                         ))
                     });
-                    let _ = conn.send(&ToWorker::ServiceReply { id, answer });
+                    // An answer too large to send is refused, so the call waiting for
+                    // it hears so now.
+                    if let Err(why) = conn.send(&ToWorker::ServiceReply { id, answer }) {
+                        let answer = Err(ServiceError::Failed(format!(
+                            "the host's answer could not be sent to the worker: {why}"
+                        ))
+                        .to_wire());
+                        let _ = conn.send(&ToWorker::ServiceReply { id, answer });
+                    }
                 });
             }
             FromWorker::Hello(_) | FromWorker::LoadFailed { .. } => {
@@ -664,7 +672,11 @@ impl WorkerPlugin {
                 )
             }
         };
-        tracing::warn!(plugin = &*self.name, "the plugin's worker {reason}{next}");
+        tracing::warn!(
+            plugin = &*self.name,
+            "the plugin's worker {}{next}",
+            crate::text::for_log(reason)
+        );
         next
     }
 
@@ -963,10 +975,29 @@ fn spawn(
             .spawn(move || {
                 // Dropped at the end of the pipe: `LastWords::after_exit` stops waiting.
                 let _closed = closed_tx;
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
+                let mut limit = log_limit::LogLimit::new(Instant::now());
+                let dropped = |plugin: &str, n: u64| {
+                    tracing::info!(
+                        target: "toolhost::worker",
+                        plugin,
+                        pid,
+                        "dropped {n} lines of the worker's output (more than {} at once or \
+                         {} a second)",
+                        log_limit::BURST,
+                        log_limit::PER_SECOND
+                    );
+                };
+                for line in log_limit::lines(stderr) {
                     let plugin = label.get().map_or(file_name.as_str(), |n| n);
-                    tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
+                    let admit = limit.admit(Instant::now());
+                    if let Some(n) = admit.report_dropped {
+                        dropped(plugin, n);
+                    }
+                    if admit.log {
+                        let line = log_limit::for_log(&line);
+                        let line = crate::text::for_log(&line);
+                        tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
+                    }
                     // Rust's hint under a panic or allocation failure says nothing
                     // about what happened: the line before it does.
                     if !line.trim().is_empty()
@@ -978,6 +1009,9 @@ fn spawn(
                             .unwrap_or_else(PoisonError::into_inner) =
                             Some(line.chars().take(300).collect());
                     }
+                }
+                if let Some(n) = limit.finish() {
+                    dropped(label.get().map_or(file_name.as_str(), |n| n), n);
                 }
             });
     }
@@ -1250,8 +1284,19 @@ impl DynTool for WorkerTool {
             child_turns: ctx.services.child_turns.is_some(),
             requests: ctx.services.requests.is_some(),
         };
-        // A failed send kills the worker; the reader then fails this call with the reason.
-        let _ = conn.send(&ToWorker::Call(Box::new(frame)));
+        // A call whose frame is refused (too large to encode, or the write failed, which
+        // also kills the worker) fails now, not at its timeout.
+        if let Err(why) = conn.send(&ToWorker::Call(Box::new(frame))) {
+            in_flight.done = true;
+            conn.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            return Err(ToolError::Failed(format!(
+                "plugin '{}': the call to '{}' could not be sent to its worker: {why}",
+                self.plugin.name, self.name
+            )));
+        }
         // A quick tool answers within microseconds: look for it for a moment before
         // sleeping, which would cost a wake-up of this thread (tens of microseconds on a
         // small VM) on top of the worker's.

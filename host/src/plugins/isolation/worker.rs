@@ -47,23 +47,63 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Sends `message`; a worker whose host is gone has nothing left to do and exits.
+    /// Sends `message`; a worker whose host is gone has nothing left to do and exits. A
+    /// reply the protocol cannot carry (over [`protocol::MAX_FRAME`]) becomes an error
+    /// reply for its call, so the host fails the call at once instead of at its timeout.
     pub(crate) fn send(&self, message: &FromWorker) {
-        let frame = match protocol::encode(message) {
-            Ok(frame) => frame,
-            Err(e) => {
-                tracing::error!("could not encode a message for the host: {e}");
-                return;
-            }
+        let Err(e) = self.try_send(message) else {
+            return;
         };
+        match message {
+            FromWorker::Reply { id, result } => {
+                let message = match e {
+                    protocol::FrameError::TooLarge(frame) => {
+                        let (what, len) = match result {
+                            Ok(output) => ("result", output.len()),
+                            Err(error) => ("error message", error.message.len()),
+                        };
+                        format!(
+                            "the {what} is {} bytes, more than the {} MiB a worker may send; \
+                             return less or write it to a file",
+                            toolhost_plugin_api::__private::grouped(if len > protocol::MAX_FRAME {
+                                len
+                            } else {
+                                frame
+                            }),
+                            protocol::MAX_FRAME >> 20
+                        )
+                    }
+                    other => format!("the worker could not send the result: {other}"),
+                };
+                let refusal = FromWorker::Reply {
+                    id: *id,
+                    result: Err(WireToolError {
+                        invalid_args: false,
+                        message,
+                    }),
+                };
+                if let Err(e) = self.try_send(&refusal) {
+                    tracing::error!("could not send the host a call's refusal: {e}");
+                }
+            }
+            _ => tracing::error!("could not encode a message for the host: {e}"),
+        }
+    }
+
+    /// Sends `message`: `Err` if it cannot be encoded (too large); a failed write means the
+    /// host is gone, and the worker exits.
+    fn try_send(&self, message: &FromWorker) -> Result<(), protocol::FrameError> {
+        let frame = protocol::encode(message)?;
         let stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
         if let Err(e) = protocol::write_frame(&stream, &frame) {
             tracing::debug!("the host is gone ({e}); the worker ends");
             exit_now(0);
         }
+        Ok(())
     }
 
-    /// Asks the host for a service on behalf of call `call` and waits for the answer.
+    /// Asks the host for a service on behalf of call `call` and waits for the answer. A
+    /// request too large to send fails at once.
     pub(crate) async fn service(&self, call: u64, request: ServiceCall) -> Result<Value, String> {
         let id = self
             .next_service
@@ -73,7 +113,16 @@ impl Link {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, tx);
-        self.send(&FromWorker::Service { id, call, request });
+        if let Err(e) = self.try_send(&FromWorker::Service { id, call, request }) {
+            self.services
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            return Err(toolhost_plugin_api::ServiceError::Failed(format!(
+                "the request could not be sent to the host: {e}"
+            ))
+            .to_wire());
+        }
         rx.await.unwrap_or_else(|_| {
             Err(toolhost_plugin_api::ServiceError::Unavailable(
                 "the host ended the worker before it answered".to_owned(),

@@ -94,7 +94,14 @@ impl Door {
             limits: options.limits.clone(),
             rmcp_config,
             connections: Connections::new(options.limits.max_connections),
-            sessions: Arc::new(SessionTable::new(options.limits.max_sessions)),
+            sessions: Arc::new(SessionTable::new(
+                options.limits.max_sessions,
+                match options.auth {
+                    // One anonymous client: the per-token quota would only lower the limit.
+                    HttpAuth::NoAuth => options.limits.max_sessions,
+                    HttpAuth::Tokens(_) => options.limits.max_sessions_per_token,
+                },
+            )),
             servers: Mutex::new(servers),
             services: Mutex::new(HashMap::new()),
             refusals: Mutex::new((None, 0)),

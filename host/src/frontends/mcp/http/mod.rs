@@ -42,8 +42,12 @@ pub struct HttpLimits {
     pub header_read_timeout: Duration,
     /// Time an idle keep-alive connection is kept.
     pub idle_timeout: Duration,
-    /// Live MCP sessions; past it the oldest idle one is ended.
+    /// Live MCP sessions; past it the oldest idle session of the token holding the most
+    /// is ended.
     pub max_sessions: usize,
+    /// Live MCP sessions of one token; past it that token's own oldest idle session is
+    /// ended. Without tokens (`--no-auth`) only `max_sessions` applies.
+    pub max_sessions_per_token: usize,
     /// Time a session with no requests and no open stream lives.
     pub session_idle: Duration,
     /// The largest request body, in bytes.
@@ -57,6 +61,7 @@ impl Default for HttpLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_sessions: 256,
+            max_sessions_per_token: 64,
             session_idle: Duration::from_secs(1800),
             max_body_bytes: 4 * 1024 * 1024,
         }

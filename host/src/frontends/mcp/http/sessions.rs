@@ -1,5 +1,8 @@
-//! The session table: at most `max_sessions` MCP sessions, the least recently used idle
-//! one ended first, idle expiry, and the session manager that keeps it up to date.
+//! The session table: at most `max_sessions` MCP sessions and `per_token` of each token,
+//! a token over its quota ending its own least recently used idle session (and a full
+//! table that of the token holding the most), idle expiry, and the session manager that
+//! keeps it up to date. One token can never end another's sessions by opening its own
+//! while the other stays within its fair share.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -18,6 +21,7 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 /// one ended first) and idle expiry.
 pub(super) struct SessionTable {
     max: usize,
+    per_token: usize,
     entries: Mutex<HashMap<SessionId, SessionEntry>>,
 }
 
@@ -28,9 +32,10 @@ pub(super) struct SessionEntry {
 }
 
 impl SessionTable {
-    pub(super) fn new(max: usize) -> SessionTable {
+    pub(super) fn new(max: usize, per_token: usize) -> SessionTable {
         SessionTable {
             max: max.max(1),
+            per_token: per_token.max(1),
             entries: Mutex::new(HashMap::new()),
         }
     }
@@ -45,15 +50,43 @@ impl SessionTable {
         }
     }
 
-    /// Makes room for one more session: the least recently used one without an open
-    /// stream (else the least recently used one) is taken out, to be closed.
-    fn make_room(&self) -> Option<(Arc<LocalSessionManager>, SessionId)> {
+    /// Makes room for one more session of the token whose sessions `manager` holds: at
+    /// its quota, its own least recently used session without an open stream (else its
+    /// least recently used one) is taken out, to be closed; else, with the table full,
+    /// the same one of the token holding the most sessions (which is this token when it
+    /// holds as many as any other).
+    fn make_room(
+        &self,
+        manager: &Arc<LocalSessionManager>,
+    ) -> Option<(Arc<LocalSessionManager>, SessionId)> {
         let mut entries = self.lock();
-        if entries.len() < self.max {
-            return None;
+        let mut held: Vec<(&Arc<LocalSessionManager>, usize)> = Vec::new();
+        for e in entries.values() {
+            match held.iter_mut().find(|(m, _)| Arc::ptr_eq(m, &e.manager)) {
+                Some((_, n)) => *n += 1,
+                None => held.push((&e.manager, 1)),
+            }
         }
+        let own = held
+            .iter()
+            .find(|(m, _)| Arc::ptr_eq(m, manager))
+            .map_or(0, |(_, n)| *n);
+        let owner = if own >= self.per_token {
+            Arc::clone(manager)
+        } else if entries.len() >= self.max {
+            let most = held.iter().map(|(_, n)| *n).max().unwrap_or(0);
+            if own == most {
+                Arc::clone(manager)
+            } else {
+                let (m, _) = held.iter().find(|(_, n)| *n == most)?;
+                Arc::clone(m)
+            }
+        } else {
+            return None;
+        };
         let victim = entries
             .iter()
+            .filter(|(_, e)| Arc::ptr_eq(&e.manager, &owner))
             .min_by_key(|(_, e)| (e.open_streams > 0, e.last_used))
             .map(|(id, _)| id.clone())?;
         entries.remove(&victim).map(|e| (e.manager, victim))
@@ -137,8 +170,12 @@ impl SessionManager for TrackedSessions {
     type Transport = WorkerTransport<LocalSessionWorker>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        if let Some((manager, id)) = self.table.make_room() {
-            tracing::info!(session = %id, "MCP session limit reached: ending the oldest idle session");
+        if let Some((manager, id)) = self.table.make_room(&self.inner) {
+            tracing::info!(
+                session = %id,
+                "MCP session limit reached: ending the oldest idle session of the token \
+                 holding the most"
+            );
             let _ = manager.close_session(&id).await;
         }
         let (id, transport) = self.inner.create_session().await?;
