@@ -448,7 +448,7 @@ impl WorkerCgroup {
         }
         write_file(&group.join("cgroup.subtree_control"), "+memory +pids")?;
         let dir = group.join(name);
-        fs::create_dir(&dir)?;
+        fs::create_dir_all(&dir)?;
         let mut cgroup = WorkerCgroup {
             dirs: vec![CgroupDir {
                 path: dir.clone(),
@@ -614,4 +614,85 @@ pub(crate) fn join_in_child(fds: &[RawFd]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// cgroup v2 cannot be exercised on a machine whose memory and pids controllers are
+    /// bound to v1 hierarchies (as on the machines the tests run on), so its steps are
+    /// checked against a folder laid out like a v2 cgroup.
+    #[test]
+    fn a_v2_worker_cgroup_gets_its_controllers_and_limits() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let group = root.path().join("toolhost-1");
+        fs::create_dir(&group).expect("group");
+        fs::write(group.join("cgroup.controllers"), "cpu io memory pids\n").expect("write");
+        // The kernel makes a cgroup's control files; here the test does.
+        fs::create_dir(group.join("worker-0")).expect("mkdir");
+        fs::write(group.join("worker-0").join("cgroup.procs"), "").expect("write");
+        let cgroup = WorkerCgroup::make_v2(&group, "worker-0", 64 << 20, 32).expect("v2");
+        let dir = group.join("worker-0");
+        let read = |name: &str| fs::read_to_string(dir.join(name)).expect(name);
+        assert_eq!(
+            fs::read_to_string(group.join("cgroup.subtree_control")).expect("subtree"),
+            "+memory +pids"
+        );
+        assert_eq!(read("memory.max"), (64u64 << 20).to_string());
+        assert_eq!(read("memory.swap.max"), "0");
+        assert_eq!(read("pids.max"), "32");
+        assert_eq!(cgroup.procs.len(), 1);
+        assert!(
+            cgroup.describe().starts_with("cgroup v2 "),
+            "{}",
+            cgroup.describe()
+        );
+        kill_members(&dir);
+        assert_eq!(read("cgroup.kill"), "1");
+        // A real cgroup folder is removed with its control files; this one is not.
+        std::mem::forget(cgroup);
+
+        let lacking = root.path().join("toolhost-2");
+        fs::create_dir(&lacking).expect("group");
+        fs::write(lacking.join("cgroup.controllers"), "cpu io\n").expect("write");
+        let error = WorkerCgroup::make_v2(&lacking, "worker-0", 0, 0).expect_err("no pids");
+        assert!(
+            error.to_string().contains("lacks the memory and pids"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn stale_cgroups_of_a_dead_host_are_swept_and_live_ones_kept() {
+        let root = tempfile::tempdir().expect("temp dir");
+        // pid 1 runs; a pid beyond pid_max never does.
+        let live = root.path().join("toolhost-1");
+        let dead = root.path().join("toolhost-4194399");
+        for dir in [&live, &dead] {
+            fs::create_dir_all(dir.join("worker-0")).expect("mkdir");
+        }
+        sweep_stale(root.path());
+        // What is in the dead host's cgroups is killed (the kernel would then let the
+        // empty folders go; a plain folder keeps the file written to it).
+        assert_eq!(
+            fs::read_to_string(dead.join("worker-0").join("cgroup.kill")).expect("killed"),
+            "1"
+        );
+        assert!(!live.join("worker-0").join("cgroup.kill").exists());
+    }
+
+    #[test]
+    fn the_containment_modes_read_as_kebab_case() {
+        for (text, mode) in [
+            ("auto", ContainmentMode::Auto),
+            ("cgroup", ContainmentMode::Cgroup),
+            ("pid-namespace", ContainmentMode::PidNamespace),
+            ("process-group", ContainmentMode::ProcessGroup),
+        ] {
+            let parsed: ContainmentMode =
+                serde_json::from_str(&format!("\"{text}\"")).expect("parse");
+            assert_eq!(parsed, mode);
+        }
+    }
 }

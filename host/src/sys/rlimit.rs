@@ -128,6 +128,12 @@ pub(crate) fn set_limit(resource: Resource, value: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether this process's real uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
+pub(crate) fn real_uid_is_root() -> bool {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() == 0 }
+}
+
 /// The address space this process maps now (`VmSize` of `/proc/self/status`), bytes.
 pub(crate) fn address_space_in_use() -> io::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;

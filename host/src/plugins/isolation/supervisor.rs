@@ -711,8 +711,7 @@ impl WorkerPlugin {
             let _one_at_a_time = self.starting.lock().await;
             {
                 let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if st.conns.get(profile).is_some_and(|c| c.alive()) || st.quarantined.is_some()
-                {
+                if st.conns.get(profile).is_some_and(|c| c.alive()) || st.quarantined.is_some() {
                     continue;
                 }
                 if st.not_before.is_some_and(|t| t > Instant::now()) {
@@ -868,20 +867,14 @@ fn launch_for(hello: &Hello, file: &Path, policy: &IsolationPolicy) -> Launch {
 /// folder) for a name that is not one plain folder name.
 fn worker_profile(profile: &str) -> &str {
     // The rule profile names follow (`Profile::load`).
-    let plain = !profile.is_empty()
-        && !profile.starts_with('.')
-        && !profile.contains(['/', '\\', '\0']);
+    let plain =
+        !profile.is_empty() && !profile.starts_with('.') && !profile.contains(['/', '\\', '\0']);
     if plain { profile } else { "" }
 }
 
 /// The sandbox rules of `profile`'s worker for `copy`: it may write that profile's state
 /// folder (and the configured write paths), no other profile's.
-fn rules_for(
-    copy: &Path,
-    policy: &IsolationPolicy,
-    network: bool,
-    profile: &str,
-) -> SandboxRules {
+fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str) -> SandboxRules {
     let mut read = sandbox::system_read_paths();
     read.push(copy.to_path_buf());
     read.extend(policy.read_paths.iter().cloned());

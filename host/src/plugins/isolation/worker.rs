@@ -299,8 +299,7 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
     if init.limits.open_files > 0 {
         rlimit::set_limit(Resource::OpenFiles, init.limits.open_files)?;
     }
-    // SAFETY: getuid has no preconditions.
-    let root = unsafe { libc::getuid() } == 0;
+    let root = rlimit::real_uid_is_root();
     match init.containment {
         ContainmentKind::PidNamespace if root => c.set(Protection::lacks(
             "processes",
