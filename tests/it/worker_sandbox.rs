@@ -9,7 +9,7 @@
 //! --isolate` leaves nothing behind; status says what is enforced.
 
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,8 +21,8 @@ use toolhost::{
 };
 
 use crate::support::{
-    OtherUser, PluginDir, WAIT_BOUND, call, dispatcher, eventually, process_policy, so,
-    toolhost_command, wait_exit, wait_for_socket, wait_until,
+    OtherUser, PluginDir, call, dispatcher, process_policy, so, toolhost_command, wait_exit,
+    wait_for_socket, wait_until,
 };
 
 /// Whether this kernel has what the sandbox tests need (Landlock); prints why not.
@@ -811,9 +811,4 @@ fn a_worker_inherits_no_descriptor_of_its_host() {
         "the worker got the host's descriptor: {text}"
     );
     drop(file);
-}
-
-#[allow(dead_code, reason = "kept for tests that wait on a path")]
-fn exists_eventually(path: &PathBuf) {
-    eventually(WAIT_BOUND, "a path", || path.exists().then_some(()));
 }
