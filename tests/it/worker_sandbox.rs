@@ -710,8 +710,7 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
         format!("profiles_dir = {:?}\n", profiles.display().to_string()),
     )
     .expect("config");
-    let read = |profile: &str, of: &str| {
-        let path = profiles.join(of).join("state").join("memory.json");
+    let attempt_as = |profile: &str, args: Value| {
         let out = toolhost_command()
             .arg("--config")
             .arg(&config)
@@ -724,16 +723,27 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
                 "--plugins",
             ])
             .arg(dir.path())
-            .args([
-                "attempt",
-                &json!({"action": "read", "path": path.display().to_string()}).to_string(),
-            ])
+            .args(["attempt", &args.to_string()])
             .output()
             .expect("toolhost call");
         format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let read = |profile: &str, of: &str| {
+        let path = profiles.join(of).join("state").join("memory.json");
+        attempt_as(
+            profile,
+            json!({"action": "read", "path": path.display().to_string()}),
+        )
+    };
+    let write = |profile: &str, of: &str| {
+        let path = profiles.join(of).join("state").join("planted");
+        attempt_as(
+            profile,
+            json!({"action": "write", "path": path.display().to_string(), "name": "x"}),
         )
     };
     let own = read("a", "a");
@@ -745,6 +755,11 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
     );
     let other = read("b", "a");
     assert!(other.contains("refused"), "{other}");
+    let own = write("a", "a");
+    assert!(own.contains("ok written"), "{own}");
+    let other = write("a", "b");
+    assert!(other.contains("refused"), "{other}");
+    assert!(!profiles.join("b").join("state").join("planted").exists());
 }
 
 #[test]
