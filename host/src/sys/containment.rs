@@ -165,8 +165,7 @@ pub(crate) fn make(
     memory_bytes: u64,
     max_processes: u64,
 ) -> Result<Containment, ContainmentError> {
-    become_subreaper();
-    match mode {
+    let made = match mode {
         ContainmentMode::Cgroup => WorkerCgroup::make(memory_bytes, max_processes)
             .map(Containment::Cgroup)
             .map_err(|e| ContainmentError::NoCgroup(e.to_string())),
@@ -186,7 +185,13 @@ pub(crate) fn make(
                 }
             }
         },
+    };
+    // Only a process group needs the host to inherit the worker's orphans (a cgroup and a
+    // PID namespace hold them); the host then reaps them too.
+    if matches!(made, Ok(Containment::ProcessGroup)) {
+        become_subreaper();
     }
+    made
 }
 
 /// Whether this host can make PID namespaces (in a user namespace): tried once, in a

@@ -682,13 +682,6 @@ impl WorkerPlugin {
 
     /// The live connection of `profile`'s worker, starting one if none runs.
     async fn connection(self: &Arc<Self>, profile: &str) -> Result<Arc<Connection>, String> {
-        // A call that names no profile (a test, a control-socket call without
-        // --profile) runs in the default profile's worker.
-        let profile = if profile.is_empty() {
-            self.policy.default_profile.as_str()
-        } else {
-            worker_profile(profile)
-        };
         loop {
             let wait = {
                 let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1238,9 +1231,18 @@ impl DynTool for WorkerTool {
     async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
+        // A call with a profile's state (the agent, MCP, `toolhost call --profile`) runs in
+        // that profile's worker; one without (a control-socket call, a test) in the
+        // default profile's.
+        let profile = match &ctx.services.requests {
+            Some(_) if !worker_profile(&ctx.turn.profile_id).is_empty() => {
+                ctx.turn.profile_id.as_str()
+            }
+            _ => self.plugin.policy.default_profile.as_str(),
+        };
         let conn = self
             .plugin
-            .connection(&ctx.turn.profile_id)
+            .connection(profile)
             .await
             .map_err(ToolError::Failed)?;
         let (tx, mut rx) = oneshot::channel();
