@@ -362,6 +362,7 @@ async fn a_child_holding_the_protocol_socket_does_not_hide_its_workers_death() {
         let started = Instant::now();
         let after = answer(&registry, json!({"action": "pid"})).await;
         let took = started.elapsed();
+        println!("{containment:?}: the call after the crash ran after {took:?}");
         // Before, the supervisor waited for end of file on the socket: until the child
         // holding it exited, every call timed out (120 s). A fixed bound here only
         // separates "at once" from "after the call timeout" on a loaded machine.
