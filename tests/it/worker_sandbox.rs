@@ -299,7 +299,7 @@ async fn processes_a_plugin_starts_end_with_its_worker_under_every_containment()
         assert!(crashed.is_error, "{}", crashed.output);
         wait_gone(&t, &format!("{containment:?}: a crash"));
 
-        // The worker is killed by the host (a reload ends the generation's worker).
+        // The worker is killed from outside (SIGKILL, as the OOM killer would).
         let t = tag();
         answer(&registry, json!({"action": "orphan", "tag": t})).await;
         assert_eq!(sleepers(&t).len(), 1);
