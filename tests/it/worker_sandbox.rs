@@ -443,8 +443,40 @@ async fn shared_memory_and_fork_bombs_stop_at_the_limits() {
     }
 }
 
+/// A host the test started: killed if the test ends before it stopped it.
+struct Host(Child);
+
+impl Host {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Asks it to stop (SIGTERM) and waits, bounded.
+    fn stop(&mut self) {
+        // SAFETY: kill takes integers.
+        unsafe {
+            libc::kill(
+                libc::pid_t::try_from(self.0.id()).expect("pid"),
+                libc::SIGTERM,
+            )
+        };
+        wait_exit(&mut self.0, "the host");
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.0.try_wait().expect("wait").is_none()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `toolhost serve` for the hostile plugin (in workers), with `config`.
-fn serve(config: &Path, plugins: &Path, socket: &Path, user: Option<&OtherUser>) -> Child {
+fn serve(config: &Path, plugins: &Path, socket: &Path, user: Option<&OtherUser>) -> Host {
     let exe = env!("CARGO_BIN_EXE_toolhost");
     let mut cmd = match user {
         Some(user) => {
@@ -468,7 +500,7 @@ fn serve(config: &Path, plugins: &Path, socket: &Path, user: Option<&OtherUser>)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    cmd.spawn().expect("serve")
+    Host(cmd.spawn().expect("serve"))
 }
 
 /// `toolhost call --control SOCKET attempt ARGS`, as `user` if given.
@@ -535,14 +567,7 @@ fn the_control_socket_refuses_workers_even_when_unix_sockets_are_allowed() {
     // The owner is still served.
     let said = call_via(&socket, json!({"action": "pid"}), None, work.path());
     assert!(said.contains("ok"), "{said}");
-    // SAFETY: kill takes integers.
-    unsafe {
-        libc::kill(
-            libc::pid_t::try_from(host.id()).expect("pid"),
-            libc::SIGTERM,
-        )
-    };
-    wait_exit(&mut host, "the host");
+    host.stop();
 }
 
 #[test]
@@ -584,10 +609,7 @@ fn an_unprivileged_host_keeps_its_workers_in_as_well() {
         );
         assert!(said.contains("refused"), "kill {pid}: {said}");
     }
-    assert!(
-        host.try_wait().expect("wait").is_none(),
-        "the host was killed"
-    );
+    assert!(host.is_running(), "the host was killed");
     assert!(
         other.try_wait().expect("wait").is_none(),
         "the sibling was killed"
@@ -631,14 +653,7 @@ fn an_unprivileged_host_keeps_its_workers_in_as_well() {
         String::from_utf8_lossy(&status.stderr)
     );
     // The host stops: what its worker started goes with it.
-    // SAFETY: kill takes integers.
-    unsafe {
-        libc::kill(
-            libc::pid_t::try_from(host.id()).expect("pid"),
-            libc::SIGTERM,
-        )
-    };
-    wait_exit(&mut host, "the host");
+    host.stop();
     wait_gone(&t, "the unprivileged host stopped");
     let _ = other.kill();
     let _ = other.wait();
@@ -676,14 +691,7 @@ fn a_root_host_that_stops_takes_its_workers_processes_with_it() {
         );
         assert!(said.contains("ok"), "{containment}: {said}");
         assert_eq!(sleepers(&t).len(), 1, "{containment}");
-        // SAFETY: kill takes integers.
-        unsafe {
-            libc::kill(
-                libc::pid_t::try_from(host.id()).expect("pid"),
-                libc::SIGTERM,
-            )
-        };
-        wait_exit(&mut host, "the host");
+        host.stop();
         wait_gone(&t, &format!("{containment}: the host stopped"));
     }
 }
