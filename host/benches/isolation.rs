@@ -4,8 +4,9 @@
 //! kernel places the threads and pinned to one core; (2) 50 reloads by rename with calls
 //! running, in-process and in process mode: time from the file in place to the new
 //! generation serving, and the RSS of host plus workers after each; (3) from a worker's
-//! crash to the next successful call on its restarted worker. Prints figures; asserts
-//! nothing.
+//! crash to the next successful call on its restarted worker. The worker round trip is
+//! also measured under each containment and without the sandbox, to show what each costs.
+//! Prints figures; asserts nothing.
 //!
 //! Run: `cargo bench -p toolhost --bench isolation`
 
@@ -23,8 +24,9 @@ use common::peer::Peer;
 use common::rss_of;
 use serde_json::json;
 use toolhost::{
-    CatalogConfig, DispatchConfig, Dispatcher, IsolationMode, IsolationPolicy, LoadPolicy,
-    PluginCatalog, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry, Turn, TurnIdentity,
+    CatalogConfig, ContainmentMode, DispatchConfig, Dispatcher, IsolationMode, IsolationPolicy,
+    LoadPolicy, PluginCatalog, PluginLoader, ReadOnlyPolicy, SandboxMode, ToolCall, ToolRegistry,
+    Turn, TurnIdentity,
 };
 
 const CALLS: usize = 20_000;
@@ -177,6 +179,50 @@ fn round_trips(echo: &Path) {
         };
         rows.push((label, percentiles(dispatch_round_trips(&rt, &registry))));
     }
+    // What each containment, and the sandbox itself, cost a call (the row above is the
+    // default: the strongest containment this host can make, sandbox best-effort).
+    let root = unsafe { libc::geteuid() } == 0;
+    let variants = [
+        (
+            "  worker in a cgroup",
+            ContainmentMode::Cgroup,
+            SandboxMode::BestEffort,
+        ),
+        (
+            "  worker in a PID namespace",
+            ContainmentMode::PidNamespace,
+            SandboxMode::BestEffort,
+        ),
+        (
+            "  worker, process group only",
+            ContainmentMode::ProcessGroup,
+            SandboxMode::BestEffort,
+        ),
+        (
+            "  worker, process group, no sandbox",
+            ContainmentMode::ProcessGroup,
+            SandboxMode::Off,
+        ),
+    ];
+    let mut extra = Vec::new();
+    for (label, containment, sandbox) in variants {
+        if containment == ContainmentMode::Cgroup && !root {
+            continue;
+        }
+        let loader = PluginLoader::with_policy(LoadPolicy {
+            isolation: Arc::new(IsolationPolicy {
+                containment,
+                sandbox,
+                ..worker_policy()
+            }),
+            ..LoadPolicy::default()
+        })
+        .expect("loader");
+        let report = loader.load_dirs(&[dir.path().to_path_buf()]);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let (registry, _) = ToolRegistry::from_plugins(&report.plugins);
+        extra.push((label, percentiles(dispatch_round_trips(&rt, &registry))));
+    }
     rows.push((
         "MCP stdio round trip, same tool",
         percentiles(mcp_round_trips(dir.path())),
@@ -192,7 +238,7 @@ fn round_trips(echo: &Path) {
     };
     println!("\necho round trip, {CALLS} calls each, {placement}:");
     println!("  {:<36} {:>10} {:>10}", "", "median us", "p99 us");
-    for (label, (median, p99)) in &rows {
+    for (label, (median, p99)) in rows.iter().chain(&extra) {
         println!("  {label:<36} {median:>10.1} {p99:>10.1}");
     }
     let isolated = rows[1].1.0;

@@ -145,8 +145,8 @@ impl Containment {
     }
 
     /// Kills every process of the worker with pid `pid` (a session and process group
-    /// leader) that is still alive: its cgroup, its process group, and the host's
-    /// reparented children that came from a worker.
+    /// leader) that is still alive: its cgroup, its process group, and (process group
+    /// only) the host's reparented children that came from a worker.
     pub(crate) fn kill_all(&self, pid: u32) {
         if let Containment::Cgroup(cgroup) = self {
             cgroup.kill_all();
@@ -155,7 +155,9 @@ impl Containment {
             // SAFETY: kill takes integers only; a negative pid names the process group.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         }
-        kill_escaped_orphans();
+        if matches!(self, Containment::ProcessGroup) {
+            kill_escaped_orphans();
+        }
     }
 }
 
@@ -499,22 +501,28 @@ impl WorkerCgroup {
 }
 
 /// Kills every process in the cgroup folder `dir` (`cgroup.kill` on v2, else one by one
-/// until none is left: a process forking meanwhile is bounded by `pids.max`).
+/// until a reading of the folder shows no process it has not killed: one that forked
+/// meanwhile is caught by the next reading, and forks are bounded by `pids.max`). It does
+/// not wait for the killed to finish exiting.
 pub(crate) fn kill_members(dir: &Path) {
     if fs::write(dir.join("cgroup.kill"), "1").is_ok() {
         return;
     }
+    let mut killed = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
-        let pids = members(dir);
-        if pids.is_empty() {
+        let fresh: Vec<libc::pid_t> = members(dir)
+            .into_iter()
+            .filter(|p| !killed.contains(p))
+            .collect();
+        if fresh.is_empty() {
             break;
         }
-        for pid in pids {
+        for pid in fresh {
             // SAFETY: kill takes integers only.
             unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed.insert(pid);
         }
-        std::thread::yield_now();
     }
 }
 
@@ -575,36 +583,44 @@ fn open_procs(dir: &Path) -> io::Result<File> {
 }
 
 impl Drop for WorkerCgroup {
+    /// Kills what is left and removes the folders, on a thread of its own: a process that
+    /// is still exiting keeps a cgroup busy for a moment, and a drop may happen on one of
+    /// the host's runtime threads.
     fn drop(&mut self) {
-        self.kill_all();
         self.procs.clear();
-        for dir in &self.dirs {
-            // Emptied above; a process still exiting keeps it busy for a moment.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            loop {
-                match fs::remove_dir(&dir.path) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                    Err(e) if Instant::now() >= deadline => {
-                        tracing::warn!(
-                            "could not remove the worker cgroup {}: {e}",
-                            dir.path.display()
-                        );
-                        break;
-                    }
-                    Err(_) => {
-                        for pid in members(&dir.path) {
-                            // SAFETY: kill takes integers only.
-                            unsafe { libc::kill(pid, libc::SIGKILL) };
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
+        let dirs: Vec<PathBuf> = self.dirs.drain(..).map(|d| d.path).collect();
+        let removed = std::thread::Builder::new()
+            .name("toolhost-cgroup-rm".to_owned())
+            .spawn(move || remove_cgroups(&dirs));
+        if let Err(e) = removed {
+            tracing::warn!("could not start a thread to remove a worker's cgroup: {e}");
+        }
+    }
+}
+
+/// Empties and removes a worker's cgroup folders (and the host's group folder once its
+/// last worker's is gone); a folder still busy after two seconds is left, with a warning.
+pub(crate) fn remove_cgroups(dirs: &[PathBuf]) {
+    for dir in dirs {
+        kill_members(dir);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match fs::remove_dir(dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if Instant::now() >= deadline => {
+                    tracing::warn!("could not remove the worker cgroup {}: {e}", dir.display());
+                    break;
+                }
+                Err(_) => {
+                    kill_members(dir);
+                    std::thread::sleep(Duration::from_millis(5));
                 }
             }
-            // The host's group folder, once its last worker is gone (busy otherwise).
-            if let Some(group) = dir.path.parent() {
-                let _ = fs::remove_dir(group);
-            }
+        }
+        if let Some(group) = dir.parent() {
+            // Busy while other workers' folders are in it.
+            let _ = fs::remove_dir(group);
         }
     }
 }

@@ -51,9 +51,8 @@ pub fn end_all() {
                 libc::kill(-raw, libc::SIGKILL);
             }
         }
-        for dir in cgroups {
-            crate::sys::containment::kill_members(&dir);
-        }
+        // Here, not on a thread of its own: the process is about to end.
+        crate::sys::containment::remove_cgroups(&cgroups);
     }
     crate::sys::containment::kill_escaped_orphans();
 }
