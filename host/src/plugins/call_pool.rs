@@ -38,6 +38,12 @@ pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
 /// How long an idle pool thread looks for the next call before it sleeps.
 const SPIN_FOR_WORK: Duration = Duration::from_micros(50);
 
+/// How long a caller looks for its call's output, on its first poll, before it registers
+/// its waker and yields its runtime thread. Most plugin calls answer within a few
+/// microseconds; waking a parked runtime thread costs more than that on a small machine.
+/// Bounded, so a plugin that spins or blocks holds a runtime thread for this long at most.
+const SPIN_FOR_RESULT: Duration = Duration::from_micros(50);
+
 /// How long a caller giving up waits for the plugin's future to be dropped on its thread.
 const DROP_WAIT: Duration = Duration::from_millis(100);
 
@@ -101,6 +107,7 @@ pub(crate) async fn run<T: Send + 'static>(
 ) -> Result<T, String> {
     let shared = Arc::new(JobShared {
         output: Mutex::new(None),
+        ready: AtomicBool::new(false),
         host_waker: Mutex::new(None),
         worker: Mutex::new(None),
         given_up: AtomicBool::new(false),
@@ -118,6 +125,7 @@ pub(crate) async fn run<T: Send + 'static>(
         shared,
         running,
         done: false,
+        spun: false,
     };
     (&mut waiting).await
 }
@@ -263,6 +271,8 @@ static POOL: LazyLock<Pool> = LazyLock::new(Pool::default);
 struct Pool {
     state: Mutex<PoolState>,
     work: Condvar,
+    /// Jobs in `state.jobs`, readable without the lock.
+    queued: std::sync::atomic::AtomicUsize,
     next_id: AtomicU64,
     /// Calls started and not yet finished on their thread.
     running: Mutex<BTreeMap<u64, Arc<Running>>>,
@@ -282,6 +292,7 @@ impl Pool {
     fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), String> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.jobs.push_back(job);
+        self.queued.fetch_add(1, Ordering::Release);
         // Each spinning or sleeping thread takes one queued job; a job beyond what they
         // will take needs a thread of its own (else it would wait behind a busy call).
         let queued = state.jobs.len();
@@ -305,7 +316,9 @@ impl Pool {
             state.threads -= 1;
             // The job stays queued if another thread will take it; else it is refused.
             if state.threads == 0 {
-                state.jobs.pop_back();
+                if state.jobs.pop_back().is_some() {
+                    self.queued.fetch_sub(1, Ordering::Release);
+                }
                 return Err(format!(
                     "could not start a thread for the plugin call: {e}; the process may be \
                      at its thread limit (ulimit -u)"
@@ -324,19 +337,8 @@ impl Pool {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .spinning += 1;
-            let spin_until = Instant::now() + SPIN_FOR_WORK;
-            while Instant::now() < spin_until {
-                if !self
-                    .state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .jobs
-                    .is_empty()
-                {
-                    break;
-                }
-                std::thread::yield_now();
-            }
+            // Watches a counter, not the lock, so the submitter never waits for it.
+            spin_until(SPIN_FOR_WORK, || self.queued.load(Ordering::Acquire) > 0);
             // No longer spinning: from here a new job wakes or spawns a thread, and this
             // one takes what is queued before it sleeps.
             self.state
@@ -347,6 +349,7 @@ impl Pool {
                 let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 loop {
                     if let Some(job) = state.jobs.pop_front() {
+                        self.queued.fetch_sub(1, Ordering::Release);
                         break job;
                     }
                     state.idle += 1;
@@ -379,6 +382,8 @@ struct Running {
 /// Shared by the waiting caller and the pool thread.
 struct JobShared<T> {
     output: Mutex<Option<Result<T, String>>>,
+    /// Set once `output` holds the result (what a spinning caller watches).
+    ready: AtomicBool,
     host_waker: Mutex<Option<Waker>>,
     /// The pool thread polling the call, once one took it.
     worker: Mutex<Option<Thread>>,
@@ -407,11 +412,16 @@ impl<T: Send> JobSignals<T> for JobShared<T> {
 
     fn ended(&self) {
         *self.ended.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.ended_changed.notify_all();
+        // Only a caller that gave up waits for this (it says so before it looks): a
+        // notification costs a system call, so the common case makes none.
+        if self.given_up.load(Ordering::SeqCst) {
+            self.ended_changed.notify_all();
+        }
     }
 
     fn finish(&self, output: Result<T, String>) {
         *self.output.lock().unwrap_or_else(PoisonError::into_inner) = Some(output);
+        self.ready.store(true, Ordering::Release);
         if let Some(waker) = self
             .host_waker
             .lock()
@@ -442,7 +452,7 @@ impl<T: Send + 'static> Job<T> {
         } = self;
         let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
         shared.set_worker(Some(std::thread::current()));
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let waker = THREAD_WAKER.with(Waker::clone);
         let mut cx = Context::from_waker(&waker);
         loop {
             if shared.given_up() {
@@ -481,6 +491,33 @@ impl<T: Send + 'static> Job<T> {
     }
 }
 
+/// Spins until `done` or `limit` passed: mostly on the CPU (a hand-off between cores
+/// takes well under a microsecond), yielding now and then so that on one core the thread
+/// being waited for gets to run. Returns whether `done` became true.
+fn spin_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut round: u32 = 0;
+    loop {
+        if done() {
+            return true;
+        }
+        round = round.wrapping_add(1);
+        if round % 64 == 0 {
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+thread_local! {
+    /// The waker that unparks this pool thread, made once per thread.
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+}
+
 struct Unpark(Thread);
 
 impl Wake for Unpark {
@@ -498,6 +535,8 @@ struct Waiting<T> {
     shared: Arc<JobShared<T>>,
     running: Arc<Running>,
     done: bool,
+    /// Whether it already looked for the output before yielding (first poll only).
+    spun: bool,
 }
 
 impl<T> Future for &mut Waiting<T> {
@@ -505,6 +544,13 @@ impl<T> Future for &mut Waiting<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, String>> {
         let this = self.get_mut();
+        if !this.spun {
+            // A quick call answers while the caller still runs: no wake-up either way.
+            this.spun = true;
+            spin_until(SPIN_FOR_RESULT, || {
+                this.shared.ready.load(Ordering::Acquire)
+            });
+        }
         // The waker first, then the output: a `finish` in between wakes this waker.
         *this
             .shared
@@ -537,7 +583,7 @@ impl<T> Drop for Waiting<T> {
             .abandoned
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        self.shared.given_up.store(true, Ordering::Release);
+        self.shared.given_up.store(true, Ordering::SeqCst);
         let worker = self
             .shared
             .worker
