@@ -235,7 +235,7 @@ async fn a_worker_can_signal_trace_and_connect_to_nothing_outside_itself() {
         let said = answer(&registry, json!({"action": "tcp", "port": port})).await;
         assert!(said.starts_with("refused"), "{containment:?}: tcp: {said}");
 
-        // Status says what holds, protection by protection.
+        // Status says what holds, protection by protection, and which containment.
         let status = catalog.status();
         let worker = status
             .plugins
@@ -243,6 +243,12 @@ async fn a_worker_can_signal_trace_and_connect_to_nothing_outside_itself() {
             .find(|p| p.name == "hostile")
             .and_then(|p| p.worker.clone())
             .expect("worker status");
+        let kind = match containment {
+            ContainmentMode::Cgroup => "cgroup v",
+            ContainmentMode::PidNamespace => "PID namespace",
+            _ => "process group",
+        };
+        assert!(worker.containment.starts_with(kind), "{worker:?}");
         for area in [
             "filesystem",
             "tcp",
@@ -648,7 +654,7 @@ fn an_unprivileged_host_keeps_its_workers_in_as_well() {
     let text = String::from_utf8_lossy(&status.stdout);
     // Unprivileged: a PID namespace (no cgroup), with the processes bounded.
     assert!(
-        text.contains("sandbox of hostile: fully enforced"),
+        text.contains("sandbox of hostile (PID namespace): fully enforced"),
         "{text}{}",
         String::from_utf8_lossy(&status.stderr)
     );

@@ -222,7 +222,9 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 .as_ref()
                 .filter(|w| !w.confinement.protections.is_empty())
             {
-                outln!("sandbox of {}: {}", p.name, w.confinement)?;
+                // The kind, without the cgroup's path (status --json has it).
+                let kind = w.containment.split(" /").next().unwrap_or_default();
+                outln!("sandbox of {} ({kind}): {}", p.name, w.confinement)?;
             }
         }
     }

@@ -128,6 +128,14 @@ impl Containment {
         }
     }
 
+    /// What it is, for status: `cgroup v1 PATH`, `PID namespace`, `process group`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Containment::Cgroup(c) => c.describe(),
+            other => other.kind().to_string(),
+        }
+    }
+
     /// The cgroup folders (none without a cgroup).
     pub(crate) fn cgroup_paths(&self) -> Vec<PathBuf> {
         match self {

@@ -54,6 +54,10 @@ pub struct WorkerStatus {
     /// What confines it, protection by protection.
     #[serde(default)]
     pub confinement: Confinement,
+    /// What keeps its processes together: `cgroup v1 PATH`, `cgroup v2 PATH`, `PID
+    /// namespace` or `process group`.
+    #[serde(default)]
+    pub containment: String,
     /// The running worker of each profile that called the plugin (one worker per
     /// profile; `""`: calls that name no profile), by process id.
     #[serde(default)]
@@ -614,6 +618,7 @@ impl WorkerPlugin {
             sandbox: conn.map(|c| c.confinement.to_string()).unwrap_or_default(),
             confinement: conn.map(|c| c.confinement.clone()).unwrap_or_default(),
             profiles: live.iter().map(|(p, c)| ((*p).clone(), c.pid)).collect(),
+            containment: conn.map(|c| c.containment.describe()).unwrap_or_default(),
         }
     }
 
