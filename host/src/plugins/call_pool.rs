@@ -43,7 +43,7 @@ pub const MAX_THREADS: usize = 512;
 pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
 
 /// How long an idle pool thread looks for the next call before it sleeps.
-const SPIN_FOR_WORK: Duration = Duration::from_micros(50);
+const SPIN_FOR_WORK: Duration = Duration::from_micros(150);
 
 /// How long a caller looks for its call's output, on its first poll, before it registers
 /// its waker and yields its runtime thread. Most plugin calls answer within a few
