@@ -509,7 +509,7 @@ fn spin_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
             return true;
         }
         round = round.wrapping_add(1);
-        if round % 64 == 0 {
+        if round.is_multiple_of(64) {
             if start.elapsed() >= limit {
                 return false;
             }
