@@ -338,7 +338,7 @@ pub struct IsolationConfig {
     pub sandbox: SandboxMode,
     /// Paths every worker may read, besides its plugin file and the system libraries.
     pub read_paths: Vec<PathBuf>,
-    /// Paths every worker may write, besides the profiles' state folders.
+    /// Paths every worker may write, besides its own profile's state folder.
     pub write_paths: Vec<PathBuf>,
     /// TCP for every worker; otherwise only plugins with a `network` tool get it.
     pub allow_network: bool,

@@ -49,7 +49,7 @@ pub struct IsolationPolicy {
     pub sandbox: SandboxMode,
     /// Extra paths workers may read.
     pub read_paths: Vec<PathBuf>,
-    /// Paths workers may write (besides the profiles' state folders).
+    /// Paths workers may write (besides their own profile's state folder).
     pub write_paths: Vec<PathBuf>,
     /// Where profiles live: a profile's worker may write `<profiles_dir>/<profile>/state`
     /// (made when the worker starts if missing) and no other profile's. `None`: workers
