@@ -140,6 +140,25 @@ impl Connection {
         })
     }
 
+    /// Whether the worker is dead or being killed (a reason to kill it was given).
+    fn dying(&self) -> bool {
+        !self.alive()
+            || self
+                .kill_reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+    }
+
+    /// Waits (up to 2 s) until the host has seen this worker end, so that the next
+    /// `connection()` starts a fresh one.
+    async fn wait_dead(&self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.alive() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Ends the worker with SIGKILL; `reason` goes into every error it causes.
     pub(crate) fn kill(&self, reason: &str) {
         {
@@ -1245,11 +1264,51 @@ impl DynTool for WorkerTool {
             }
             _ => self.plugin.policy.default_profile.as_str(),
         };
+        // A call that never reached its worker (it died as the call started, or the frame
+        // could not be written to it) is tried once more on a fresh worker: nothing of it
+        // ran, so nothing runs twice.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_call(ctx, profile, &args).await {
+                Err(NotSent::Retry(conn, why)) if attempt == 1 => {
+                    tracing::debug!(
+                        plugin = &*self.plugin.name,
+                        "a call did not reach its worker ({why}); trying a fresh worker"
+                    );
+                    conn.wait_dead().await;
+                }
+                Err(NotSent::Retry(_, why) | NotSent::Fail(why)) => {
+                    return Err(ToolError::Failed(why));
+                }
+                Ok(result) => return result,
+            }
+        }
+    }
+}
+
+/// Why a call did not reach its worker.
+enum NotSent {
+    /// The worker died before it could get the call: a fresh one may take it.
+    Retry(Arc<Connection>, String),
+    /// The call cannot be sent at all (too large, no worker can start).
+    Fail(String),
+}
+
+impl WorkerTool {
+    /// One try: the profile's worker, the call sent to it, its answer.
+    async fn try_call(
+        &self,
+        ctx: &CallContext,
+        profile: &str,
+        args: &str,
+    ) -> Result<Result<String, ToolError>, NotSent> {
+        let args = args.to_owned();
         let conn = self
             .plugin
             .connection(profile)
             .await
-            .map_err(ToolError::Failed)?;
+            .map_err(NotSent::Fail)?;
         let (tx, mut rx) = oneshot::channel();
         let begun = conn.begin(Pending {
             tx,
@@ -1260,11 +1319,14 @@ impl DynTool for WorkerTool {
             tool: Arc::clone(&self.name),
         });
         let Some(id) = begun else {
-            return Err(ToolError::Failed(format!(
-                "plugin '{}' lost its worker as the call started; the next call starts a \
-                 fresh one",
-                self.plugin.name
-            )));
+            return Err(NotSent::Retry(
+                Arc::clone(&conn),
+                format!(
+                    "plugin '{}' lost its worker as the call started; the next call starts \
+                     a fresh one",
+                    self.plugin.name
+                ),
+            ));
         };
         let mut in_flight = InFlight {
             conn: Arc::clone(&conn),
@@ -1292,10 +1354,16 @@ impl DynTool for WorkerTool {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            return Err(ToolError::Failed(format!(
+            let message = format!(
                 "plugin '{}': the call to '{}' could not be sent to its worker: {why}",
                 self.plugin.name, self.name
-            )));
+            );
+            // A write that failed killed the worker; a frame too large to encode did not.
+            return Err(if conn.dying() {
+                NotSent::Retry(Arc::clone(&conn), message)
+            } else {
+                NotSent::Fail(message)
+            });
         }
         // A quick tool answers within microseconds: look for it for a moment before
         // sleeping, which would cost a wake-up of this thread (tens of microseconds on a
@@ -1318,14 +1386,14 @@ impl DynTool for WorkerTool {
             self.wait(&conn, id, ctx, &mut rx).await
         };
         in_flight.done = true;
-        match outcome {
+        Ok(match outcome {
             Ok(Ok(result)) => result,
             Ok(Err(why)) => Err(ToolError::Failed(why)),
             Err(_) => Err(ToolError::Failed(format!(
                 "plugin '{}' lost its worker during the call",
                 self.plugin.name
             ))),
-        }
+        })
     }
 }
 
