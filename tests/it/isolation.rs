@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallErrorKind, CatalogConfig, DispatchConfig, IsolationPolicy, LoadPolicy, PluginCatalog,
-    PluginLoader, ToolRegistry, ToolResult, Turn, TurnIdentity,
+    CallErrorKind, DispatchConfig, IsolationPolicy, LoadPolicy, PluginCatalog, PluginLoader,
+    ToolRegistry, ToolResult, Turn, TurnIdentity,
 };
 
 use crate::support::{
     MODE_VAR, PluginDir, WAIT_BOUND, call, dispatcher, echo_build, eventually_async,
-    process_policy, so, toolhost_command,
+    process_policy, so, toolhost_command, worker_catalog,
 };
 
 /// A loader that runs every plugin in a worker with `policy`'s settings.
@@ -64,23 +64,6 @@ fn pid(result: &ToolResult) -> u32 {
 
 fn gone(pid: u32) -> bool {
     !Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// A catalog over `dir` with every plugin in a worker with `policy`'s settings.
-async fn worker_catalog(dir: &PluginDir, policy: IsolationPolicy) -> Arc<PluginCatalog> {
-    let catalog = Arc::new(
-        PluginCatalog::new(CatalogConfig {
-            dirs: vec![dir.path()],
-            loading: LoadPolicy {
-                isolation: Arc::new(policy),
-                ..LoadPolicy::default()
-            },
-            ..CatalogConfig::default()
-        })
-        .expect("catalog"),
-    );
-    crate::support::rescan(&catalog).await;
-    catalog
 }
 
 /// The pid of the worker of plugin `name`, if one runs.

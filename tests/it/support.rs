@@ -335,6 +335,27 @@ pub(crate) fn toolhost_command() -> Command {
     isolated(env!("CARGO_BIN_EXE_toolhost"))
 }
 
+/// A catalog of `dir` whose plugins load with `policy` (workers, for the isolation and
+/// sandbox tests), scanned once.
+pub(crate) async fn worker_catalog(
+    dir: &PluginDir,
+    policy: toolhost::IsolationPolicy,
+) -> Arc<toolhost::PluginCatalog> {
+    let catalog = Arc::new(
+        toolhost::PluginCatalog::new(toolhost::CatalogConfig {
+            dirs: vec![dir.path()],
+            loading: toolhost::LoadPolicy {
+                isolation: Arc::new(policy),
+                ..toolhost::LoadPolicy::default()
+            },
+            ..toolhost::CatalogConfig::default()
+        })
+        .expect("catalog"),
+    );
+    rescan(&catalog).await;
+    catalog
+}
+
 /// Rescans `catalog` on a blocking thread, as the host does.
 pub(crate) async fn rescan(catalog: &Arc<toolhost::PluginCatalog>) -> toolhost::RescanReport {
     let catalog = Arc::clone(catalog);

@@ -11,18 +11,17 @@
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CatalogConfig, ContainmentMode, DispatchConfig, IsolationPolicy, LoadPolicy, PluginCatalog,
-    ToolRegistry, ToolResult, Turn, TurnIdentity,
+    ContainmentMode, DispatchConfig, IsolationPolicy, PluginCatalog, ToolRegistry, ToolResult,
+    Turn, TurnIdentity,
 };
 
 use crate::support::{
     OtherUser, PluginDir, call, dispatcher, process_policy, so, toolhost_command, wait_exit,
-    wait_for_socket, wait_until,
+    wait_for_socket, wait_until, worker_catalog,
 };
 
 /// Whether this kernel has what the sandbox tests need (Landlock); prints why not.
@@ -50,22 +49,6 @@ fn containments() -> Vec<ContainmentMode> {
     modes.push(ContainmentMode::PidNamespace);
     modes.push(ContainmentMode::ProcessGroup);
     modes
-}
-
-async fn catalog(dir: &PluginDir, policy: IsolationPolicy) -> Arc<PluginCatalog> {
-    let catalog = Arc::new(
-        PluginCatalog::new(CatalogConfig {
-            dirs: vec![dir.path()],
-            loading: LoadPolicy {
-                isolation: Arc::new(policy),
-                ..LoadPolicy::default()
-            },
-            ..CatalogConfig::default()
-        })
-        .expect("catalog"),
-    );
-    crate::support::rescan(&catalog).await;
-    catalog
 }
 
 async fn attempt(registry: &ToolRegistry, args: Value) -> ToolResult {
@@ -161,7 +144,7 @@ async fn a_worker_can_signal_trace_and_connect_to_nothing_outside_itself() {
     }
     let dir = PluginDir::with(&["fixture_hostile"]);
     for containment in containments() {
-        let catalog = catalog(&dir, policy(containment)).await;
+        let catalog = worker_catalog(&dir, policy(containment)).await;
         let registry = catalog.registry();
         let mut other = sibling();
         let me = std::process::id();
@@ -287,7 +270,7 @@ async fn processes_a_plugin_starts_end_with_its_worker_under_every_containment()
     }
     let dir = PluginDir::with(&["fixture_hostile"]);
     for containment in containments() {
-        let catalog = catalog(
+        let catalog = worker_catalog(
             &dir,
             IsolationPolicy {
                 max_crashes: 2,
@@ -336,7 +319,7 @@ async fn a_child_holding_the_protocol_socket_does_not_hide_its_workers_death() {
     }
     let dir = PluginDir::with(&["fixture_hostile"]);
     for containment in containments() {
-        let catalog = catalog(
+        let catalog = worker_catalog(
             &dir,
             IsolationPolicy {
                 max_crashes: 100,
@@ -395,7 +378,7 @@ async fn shared_memory_and_fork_bombs_stop_at_the_limits() {
     }
     let dir = PluginDir::with(&["fixture_hostile"]);
     for containment in containments() {
-        let catalog = catalog(
+        let catalog = worker_catalog(
             &dir,
             IsolationPolicy {
                 memory_limit_bytes: 256 << 20,

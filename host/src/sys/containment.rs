@@ -262,7 +262,7 @@ pub(crate) fn kill_escaped_orphans() {
     let me = std::process::id();
     let live = crate::sys::workers::live_pids();
     for pid in host_children(me) {
-        if live.contains(&pid) || !crate::sys::workers::is_marked(pid) {
+        if live.contains(&pid) || !crate::sys::workers::carries_marks(pid) {
             continue;
         }
         if let Ok(raw) = libc::pid_t::try_from(pid) {

@@ -114,7 +114,7 @@ pub(crate) fn worker_origin(pid: u32) -> Option<String> {
 }
 
 /// No new privileges and a seccomp filter: what every process a worker starts inherits.
-fn carries_marks(pid: u32) -> bool {
+pub(crate) fn carries_marks(pid: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
@@ -126,11 +126,6 @@ fn carries_marks(pid: u32) -> bool {
             .map(str::to_owned)
     };
     field("NoNewPrivs:").as_deref() == Some("1") && field("Seccomp:").as_deref() == Some("2")
-}
-
-/// Whether `pid` carries a worker's marks (for the host's orphan sweep).
-pub(crate) fn is_marked(pid: u32) -> bool {
-    carries_marks(pid)
 }
 
 #[cfg(test)]
