@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolhost::{
     CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy, Risk, ToolCall,
-    ToolError, ToolOrigin, ToolRegistry, ToolSpec, Turn, TurnIdentity,
+    ToolError, ToolOrigin, ToolRegistry, ToolSpec, TurnIdentity,
 };
 
 const WARMUP: u32 = 20_000;
@@ -79,7 +79,7 @@ fn measure_plugin(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolR
 /// Median over rounds of the mean ns per call.
 fn measure(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
     let calls = calls_per_round();
-    let turn = Turn::new(TurnIdentity::default());
+    let turn = CallContext::new(TurnIdentity::default());
     let call = ToolCall {
         id: "1".to_owned(),
         name: "echo".to_owned(),

@@ -24,9 +24,9 @@ use common::peer::Peer;
 use common::rss_of;
 use serde_json::json;
 use toolhost::{
-    CatalogConfig, ContainmentMode, DispatchConfig, Dispatcher, IsolationMode, IsolationPolicy,
-    LoadPolicy, PluginCatalog, PluginLoader, ReadOnlyPolicy, SandboxMode, ToolCall, ToolRegistry,
-    Turn, TurnIdentity,
+    CallContext, CatalogConfig, ContainmentMode, DispatchConfig, Dispatcher, IsolationMode,
+    IsolationPolicy, LoadPolicy, PluginCatalog, PluginLoader, ReadOnlyPolicy, SandboxMode,
+    ToolCall, ToolRegistry, TurnIdentity,
 };
 
 const CALLS: usize = 20_000;
@@ -78,7 +78,7 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
 /// Microseconds per echo call through registry + dispatcher, each timed.
 fn dispatch_round_trips(rt: &tokio::runtime::Runtime, registry: &ToolRegistry) -> Vec<f64> {
     let d = dispatcher();
-    let turn = Turn::new(TurnIdentity::default());
+    let turn = CallContext::new(TurnIdentity::default());
     let call = ToolCall {
         id: "1".to_owned(),
         name: "echo".to_owned(),
@@ -285,7 +285,7 @@ fn reloads(mode: IsolationMode, builds: &[PathBuf; 2], rt: &tokio::runtime::Runt
                 (Arc::clone(&catalog), Arc::clone(&stop), Arc::clone(&failed));
             rt.spawn(async move {
                 let d = dispatcher();
-                let turn = Turn::new(TurnIdentity::default());
+                let turn = CallContext::new(TurnIdentity::default());
                 while !stop.load(Ordering::Relaxed) {
                     let call = ToolCall {
                         id: "1".to_owned(),
@@ -314,7 +314,7 @@ fn reloads(mode: IsolationMode, builds: &[PathBuf; 2], rt: &tokio::runtime::Runt
     let mut latencies = Vec::with_capacity(RELOADS);
     let mut rss = Vec::with_capacity(RELOADS);
     let d = dispatcher();
-    let turn = Turn::new(TurnIdentity::default());
+    let turn = CallContext::new(TurnIdentity::default());
     for i in 0..RELOADS {
         let (build, want) = if i % 2 == 0 {
             (&builds[1], "v2")
@@ -380,7 +380,7 @@ fn crash_to_next_call(crashy: &Path, rt: &tokio::runtime::Runtime) {
     let report = loader.load_dirs(&[dir.path().to_path_buf()]);
     let (registry, _) = ToolRegistry::from_plugins(&report.plugins);
     let d = dispatcher();
-    let turn = Turn::new(TurnIdentity::default());
+    let turn = CallContext::new(TurnIdentity::default());
     let call = |name: &str, args: serde_json::Value| ToolCall {
         id: "1".to_owned(),
         name: name.to_owned(),

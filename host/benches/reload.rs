@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::{
-    CatalogConfig, DispatchConfig, Dispatcher, PluginCatalog, PluginWatcher, ReadOnlyPolicy,
-    ToolCall, Turn, TurnIdentity, WatchConfig,
+    CallContext, CatalogConfig, DispatchConfig, Dispatcher, PluginCatalog, PluginWatcher,
+    ReadOnlyPolicy, ToolCall, TurnIdentity, WatchConfig,
 };
 
 const RELOADS: usize = 50;
@@ -63,7 +63,7 @@ fn main() {
         let _watcher =
             PluginWatcher::start(Arc::clone(&catalog), WatchConfig::default()).expect("watch");
         let d = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
-        let turn = Turn::new(TurnIdentity::default());
+        let turn = CallContext::new(TurnIdentity::default());
         let call = ToolCall {
             id: "1".to_owned(),
             name: "build_version".to_owned(),

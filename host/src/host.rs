@@ -1,20 +1,21 @@
-//! The running host's shared state: the plugin catalog, the profiles, the call pipeline
-//! (availability, approval policy, dispatcher with statistics) and what status shows.
-//! Frontends (control socket, MCP) reach tools only through it; it names none of their
-//! types (a frontend registers its connected clients as a [`ClientDirectory`]). How a host
+//! The running host's shared state: the plugin catalog, the profiles, the call door
+//! (every call of every frontend enters by it; statistics observe it) and what status
+//! shows. Frontends (control socket, MCP) reach tools only through it; it names none of
+//! their types (a frontend registers its connected clients as a [`ClientDirectory`]). How a host
 //! is started and stopped is in `serve.rs`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
-use crate::calls::availability::Availability;
-use crate::calls::dispatcher::{DispatchConfig, Dispatcher};
-use crate::calls::pipeline::{CallPipeline, CallSettings};
-use crate::calls::policy::{ApprovalPolicy, NobodyToAsk};
+use crate::calls::context::{HostRequests, ProfileRequests};
+use crate::calls::dispatcher::DispatchConfig;
+use crate::calls::door::{CallDoor, CallSettings, ProfileScope, Profiles, UnknownProfile};
+use crate::calls::policy::NobodyToAsk;
+use crate::calls::registry::ToolRegistry;
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
 use crate::plugins::call_pool::StuckCall;
@@ -47,30 +48,77 @@ pub struct ServeConfig {
     pub config_file: Option<PathBuf>,
 }
 
-/// A call or frontend asked for a profile the host does not have.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("this host has no profile '{name}'; its profiles are: {known}")]
-pub struct UnknownProfile {
-    /// The profile asked for.
-    pub name: String,
-    /// The profiles there are, comma-separated.
-    pub known: String,
-}
-
 /// A running host's state, shared by its frontends.
 pub struct Host {
     catalog: Arc<PluginCatalog>,
-    profiles: Vec<Profile>,
-    default_profile: String,
-    availability: Arc<Availability>,
-    policy: Arc<ApprovalPolicy>,
-    dispatcher: Dispatcher,
+    profiles: Arc<HostProfiles>,
+    door: CallDoor,
     client_directories: Mutex<Vec<Weak<dyn ClientDirectory>>>,
     stats: Arc<CallStats>,
     started: Instant,
     control_path: PathBuf,
     watching: bool,
-    calls: CancellationToken,
+}
+
+/// The host's profiles as the door sees them: each one's view of the catalog's current
+/// registry (rebuilt when the registry changes) and its state folder.
+struct HostProfiles {
+    catalog: Arc<PluginCatalog>,
+    profiles: Vec<(Profile, Arc<dyn HostRequests>)>,
+    default_profile: String,
+    /// Per profile name: the registry its view was made from, and the view.
+    views: Mutex<HashMap<String, (Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
+}
+
+impl HostProfiles {
+    fn profile(&self, name: &str) -> Option<&(Profile, Arc<dyn HostRequests>)> {
+        self.profiles.iter().find(|(p, _)| p.name == name)
+    }
+
+    /// `profile`'s view of the current registry (every tool for a default profile the
+    /// config has no entry for).
+    fn view(&self, name: &str, profile: Option<&Profile>) -> Arc<ToolRegistry> {
+        let full = self.catalog.registry();
+        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, view)) = views.get(name)
+            && Arc::ptr_eq(seen, &full)
+        {
+            return Arc::clone(view);
+        }
+        let view = match profile {
+            Some(profile) => Arc::new(profile.view(&full).registry),
+            None => Arc::clone(&full),
+        };
+        views.insert(name.to_owned(), (full, Arc::clone(&view)));
+        view
+    }
+}
+
+impl Profiles for HostProfiles {
+    fn scope(&self, requested: Option<&str>) -> Result<ProfileScope, UnknownProfile> {
+        let name = requested.unwrap_or(&self.default_profile);
+        match self.profile(name) {
+            Some((profile, requests)) => Ok(ProfileScope {
+                name: profile.name.clone(),
+                tools: self.view(name, Some(profile)),
+                requests: Some(Arc::clone(requests)),
+            }),
+            None if name == self.default_profile => Ok(ProfileScope {
+                name: name.to_owned(),
+                tools: self.view(name, None),
+                requests: None,
+            }),
+            None => Err(UnknownProfile {
+                name: name.to_owned(),
+                known: self
+                    .profiles
+                    .iter()
+                    .map(|(p, _)| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
 }
 
 /// What `toolhost status` shows.
@@ -151,34 +199,45 @@ impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
         let stats = Arc::new(CallStats::new());
-        // Control-socket clients cannot be asked yet: calls that need approval are refused.
-        let pipeline = CallPipeline::new(
+        let profiles = Arc::new(HostProfiles {
+            catalog: Arc::clone(&catalog),
+            profiles: config
+                .profiles
+                .iter()
+                .map(|p| {
+                    let requests: Arc<dyn HostRequests> =
+                        Arc::new(ProfileRequests::new(p.state_dir.clone()));
+                    (p.clone(), requests)
+                })
+                .collect(),
+            default_profile: config.default_profile.clone(),
+            views: Mutex::new(HashMap::new()),
+        });
+        // Control-socket clients cannot be asked: calls that need approval are refused
+        // unless a frontend's request brings an approver (an MCP client's).
+        let door = CallDoor::new(
             &CallSettings {
                 dispatch: config.dispatch,
                 availability_ttl: config.availability_ttl,
                 remember_approvals: config.remember_approvals,
             },
+            Arc::clone(&profiles) as Arc<dyn Profiles>,
             Arc::new(NobodyToAsk {
                 hint: "the control socket cannot ask a person; run it with `toolhost call --yes` \
                        or lower the tool's risk in the config (with allow_lower)"
                     .to_owned(),
             }),
-        );
+        )
+        .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>);
         Host {
-            dispatcher: pipeline
-                .dispatcher
-                .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>),
-            profiles: config.profiles.clone(),
-            default_profile: config.default_profile.clone(),
-            availability: pipeline.availability,
-            policy: pipeline.policy,
+            door,
+            profiles,
             client_directories: Mutex::new(Vec::new()),
             catalog,
             stats,
             started: Instant::now(),
             control_path: config.control_path.clone(),
             watching: config.watch.is_some(),
-            calls: CancellationToken::new(),
         }
     }
 
@@ -187,64 +246,19 @@ impl Host {
         &self.catalog
     }
 
-    /// The dispatcher (with per-tool statistics) every frontend calls through.
-    pub fn dispatcher(&self) -> &Dispatcher {
-        &self.dispatcher
+    /// The door every frontend's calls enter by (statistics observe it).
+    pub fn door(&self) -> &CallDoor {
+        &self.door
     }
 
-    /// The approval policy; frontends that can ask their user derive theirs from it
-    /// ([`ApprovalPolicy::with_approver`]) so session approvals are shared.
-    pub fn policy(&self) -> &ApprovalPolicy {
-        &self.policy
-    }
-
-    /// A cancel token for a frontend's call: cancelled when the host shuts down (after
-    /// its grace period), so tools see their cancel signal instead of being dropped.
-    pub fn call_token(&self) -> CancellationToken {
-        self.calls.child_token()
-    }
-
-    /// Cancels every call made with a [`Host::call_token`] (at the end of shutdown).
+    /// Cancels every call whose request the door made (at the end of shutdown).
     pub(crate) fn cancel_calls(&self) {
-        self.calls.cancel();
-    }
-
-    /// The availability checks (cached).
-    pub fn availability(&self) -> &Availability {
-        &self.availability
+        self.door.cancel_all();
     }
 
     /// The profile calls use when they name none.
     pub fn default_profile(&self) -> &str {
-        &self.default_profile
-    }
-
-    /// A profile by name.
-    pub fn profile(&self, name: &str) -> Option<&Profile> {
-        self.profiles.iter().find(|p| p.name == name)
-    }
-
-    /// The profiles' names.
-    pub fn profile_names(&self) -> Vec<&str> {
-        self.profiles.iter().map(|p| p.name.as_str()).collect()
-    }
-
-    /// The profile a call runs as: `requested`, else the default profile. `None` when it
-    /// is the default profile and the host has no entry for it (it then sees every tool);
-    /// an error naming the host's profiles when `requested` is one it does not have.
-    pub fn resolve_profile(
-        &self,
-        requested: Option<&str>,
-    ) -> Result<Option<&Profile>, UnknownProfile> {
-        let name = requested.unwrap_or(&self.default_profile);
-        match self.profile(name) {
-            Some(profile) => Ok(Some(profile)),
-            None if requested.is_none() || name == self.default_profile => Ok(None),
-            None => Err(UnknownProfile {
-                name: name.to_owned(),
-                known: self.profile_names().join(", "),
-            }),
-        }
+        &self.profiles.default_profile
     }
 
     /// Shows the clients in `directory` in status for as long as it lives (a frontend
@@ -283,12 +297,13 @@ impl Host {
             tools: self.stats.snapshot(),
             profiles: self
                 .profiles
+                .profiles
                 .iter()
-                .map(|p| {
+                .map(|(p, _)| {
                     let view = p.view(&registry);
                     ProfileStatus {
                         name: p.name.clone(),
-                        tools: self.availability.visible_specs(&view.registry).len(),
+                        tools: self.door.visible(&view.registry).len(),
                         missing_tools: view.missing,
                     }
                 })
@@ -296,7 +311,8 @@ impl Host {
             unavailable: registry
                 .iter()
                 .filter_map(|t| {
-                    self.availability
+                    self.door
+                        .availability()
                         .check(t.spec())
                         .err()
                         .map(|reason| UnavailableTool {

@@ -71,13 +71,16 @@ mod text;
 
 pub use calls::availability::Availability;
 pub use calls::context::{
-    CallContext, CallerChannel, ChildTurnService, HostRequests, ProfileRequests, Turn,
+    CallContext, Caller, CallerChannel, ChildTurnService, Frontend, HostRequests, ProfileRequests,
     TurnIdentity, TurnServices,
 };
 pub use calls::dispatcher::{
     CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
 };
-pub use calls::pipeline::{CallPipeline, CallSettings};
+pub use calls::door::{
+    CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
+    fixed_profile,
+};
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
@@ -106,8 +109,7 @@ pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig,
-    UnavailableTool, UnknownProfile,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig, UnavailableTool,
 };
 pub use plugins::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
@@ -128,6 +130,7 @@ pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
+pub use sys::containment::end_all_workers as end_workers;
 pub use sys::permissions::PermissionProblem;
 pub use sys::private::{
     effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
@@ -135,6 +138,5 @@ pub use sys::private::{
 };
 pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
-pub use sys::workers::end_all as end_workers;
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{ModelProvider, OpenAiClient, OpenAiConfig};
 use toolhost::agent::{Agent, AgentConfig, AgentError, AgentParts, ChildConfig};
-use toolhost::{ApprovalPolicy, AutoApprove, Availability, DispatchConfig, Dispatcher};
+use toolhost::{AutoApprove, CallDoor, CallSettings, DispatchConfig, fixed_profile};
 
 use crate::support::model::{
     ModelServer, Reply, ScriptedModel, ToolAnswer, calls, text, wire_tool_messages,
@@ -59,19 +59,20 @@ impl Setup {
         let (report, registry, _) = load(&self.plugins);
         // (The basic fixture's bad_metadata tool is left out, by design.)
         assert_eq!(report.plugins.len(), self.libs, "{:?}", report.errors);
-        let registry = Arc::new(registry);
-        let availability = Arc::new(Availability::new(Duration::from_secs(30)));
-        let policy = ApprovalPolicy::new(Arc::new(AutoApprove), Arc::clone(&availability), true);
+        let profile = state
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("p")
+            .to_owned();
+        let settings = CallSettings {
+            dispatch: self.dispatch,
+            ..CallSettings::default()
+        };
+        let tools = fixed_profile(&profile, Arc::new(registry), None);
         Agent::new(AgentParts {
-            profile: state
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("p")
-                .to_owned(),
+            profile,
             state_dir: state.to_path_buf(),
-            registry: Arc::new(move || Arc::clone(&registry)),
-            availability,
-            dispatcher: Dispatcher::new(self.dispatch, Arc::new(policy)),
+            door: CallDoor::new(&settings, tools, Arc::new(AutoApprove)),
             model,
             config: self.config.clone(),
             caller: None,

@@ -198,3 +198,367 @@ fn the_binary_prints_through_outln_and_errln_only() {
         }
     }
 }
+
+/// Where calls are made from: the frontends, the binary's commands, the agent and the
+/// composition root. None of them builds the call machinery itself.
+fn makes_calls(file: &str) -> bool {
+    file.starts_with("frontends/")
+        || file.starts_with("agent/")
+        || is_binary(file)
+        || ["serve.rs", "host.rs"].contains(&file)
+}
+
+#[test]
+fn every_call_enters_by_the_door() {
+    // The door alone wires policy, approver, dispatcher and cancellation; a frontend that
+    // built its own would skip whatever observes the door (statistics, audit).
+    let machinery = [
+        "Dispatcher",
+        "ApprovalPolicy",
+        "CallPolicy",
+        "ReadOnlyPolicy",
+        "with_approver(",
+    ];
+    let mut found = Vec::new();
+    for (file, text) in host_sources() {
+        if !makes_calls(&file) {
+            continue;
+        }
+        for what in machinery {
+            if code(&text).contains(what) {
+                found.push(format!("{file} names {what}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "frontends build requests for the CallDoor (calls/door.rs) and render its results; \
+         they build no dispatcher or policy: {found:#?}"
+    );
+    // And the places that run calls do so through the door.
+    for file in [
+        "commands/call.rs",
+        "frontends/control/host_handler.rs",
+        "frontends/mcp/session.rs",
+        "agent/turn.rs",
+    ] {
+        let text = std::fs::read_to_string(root().join("host/src").join(file))
+            .unwrap_or_else(|e| panic!("read {file}: {e}"));
+        assert!(
+            text.contains("door.call(") || text.contains("door.dispatch("),
+            "{file} runs no call through the door"
+        );
+    }
+}
+
+/// The files a source file depends on: its `use` declarations (re-exports, `pub use`,
+/// excepted: they are a module's surface, not what it needs) and the `crate::`/`super::`
+/// paths in its code, resolved to files through `mod.rs` re-exports.
+struct ModuleGraph {
+    /// (file, module path) of every file.
+    files: Vec<(String, Vec<String>)>,
+    /// Per file: name re-exported by a `pub use` -> the path it re-exports.
+    reexports: std::collections::HashMap<String, std::collections::HashMap<String, String>>,
+}
+
+impl ModuleGraph {
+    fn new(sources: &[(String, String)]) -> ModuleGraph {
+        let mut files = Vec::new();
+        let mut reexports = std::collections::HashMap::new();
+        for (file, text) in sources {
+            let mut path: Vec<String> = file
+                .trim_end_matches(".rs")
+                .split('/')
+                .map(str::to_owned)
+                .collect();
+            if matches!(
+                path.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                path.pop();
+            }
+            files.push((file.clone(), path));
+            let mut names = std::collections::HashMap::new();
+            for (public, body) in use_declarations(code(text)) {
+                if !public {
+                    continue;
+                }
+                for full in expand_use(&body) {
+                    let (target, alias) = match full.split_once(" as ") {
+                        Some((t, a)) => (t.trim().to_owned(), a.trim().to_owned()),
+                        None => {
+                            let last = full.rsplit("::").next().unwrap_or("").to_owned();
+                            (full.clone(), last)
+                        }
+                    };
+                    names.insert(alias, target);
+                }
+            }
+            reexports.insert(file.clone(), names);
+        }
+        ModuleGraph { files, reexports }
+    }
+
+    fn file_of(&self, module: &[String]) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|(_, p)| p.as_slice() == module)
+            .map(|(f, _)| f.as_str())
+    }
+
+    /// The file `path` (as written in `from`'s module `here`) names, if any.
+    fn resolve(&self, here: &[String], path: &str, depth: u32) -> Option<String> {
+        let segs: Vec<&str> = path.split("::").map(str::trim).collect();
+        let (mut base, rest): (Vec<String>, &[&str]) = match segs.first() {
+            Some(&"crate") => (Vec::new(), &segs[1..]),
+            Some(&"self") => (here.to_vec(), &segs[1..]),
+            Some(&"super") => {
+                let mut base = here.to_vec();
+                let mut i = 0;
+                while segs.get(i) == Some(&"super") {
+                    base.pop();
+                    i += 1;
+                }
+                (base, &segs[i..])
+            }
+            _ => return None,
+        };
+        let mut best = self.file_of(&base).map(|f| (f.to_owned(), 0));
+        for (i, seg) in rest.iter().enumerate() {
+            base.push((*seg).to_owned());
+            if let Some(f) = self.file_of(&base) {
+                best = Some((f.to_owned(), i + 1));
+            }
+        }
+        let (file, used) = best?;
+        // A name a module re-exports is the file it comes from.
+        if depth < 4
+            && let Some(next) = rest.get(used)
+            && let Some(target) = self.reexports.get(&file).and_then(|r| r.get(*next))
+        {
+            let module = self
+                .files
+                .iter()
+                .find(|(f, _)| *f == file)
+                .map(|(_, p)| p.clone())
+                .unwrap_or_default();
+            let target = if target.starts_with("crate::")
+                || target.starts_with("super::")
+                || target.starts_with("self::")
+            {
+                target.clone()
+            } else {
+                format!("self::{target}")
+            };
+            let mut full = target;
+            for seg in &rest[used + 1..] {
+                full.push_str("::");
+                full.push_str(seg);
+            }
+            if let Some(found) = self.resolve(&module, &full, depth + 1) {
+                return Some(found);
+            }
+        }
+        Some(file)
+    }
+
+    /// Every edge file -> file.
+    fn edges(&self, sources: &[(String, String)]) -> Vec<(String, String)> {
+        let mut edges = std::collections::BTreeSet::new();
+        for ((file, text), (_, here)) in sources.iter().zip(&self.files) {
+            let code = strip_comments(code(text));
+            let mut paths = Vec::new();
+            for (public, body) in use_declarations(&code) {
+                if !public {
+                    paths.extend(expand_use(&body));
+                }
+            }
+            // Paths in code: `crate::a::b`, `super::x` (not `$crate::`, which macros
+            // expand in their users' crates).
+            for start in ["crate::", "super::"] {
+                for (i, _) in code.match_indices(start) {
+                    let before = code[..i].chars().next_back();
+                    if before
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+                    {
+                        continue;
+                    }
+                    let path: String = code[i..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                        .collect();
+                    paths.push(path.trim_end_matches(':').to_owned());
+                }
+            }
+            for path in paths {
+                let path = path.split(" as ").next().unwrap_or("").trim().to_owned();
+                if let Some(target) = self.resolve(here, &path, 0)
+                    && target != *file
+                {
+                    edges.insert((file.clone(), target));
+                }
+            }
+        }
+        edges.into_iter().collect()
+    }
+}
+
+/// The text without `//` comments (doc comments name paths without depending on them).
+fn strip_comments(code: &str) -> String {
+    code.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `use ...;` of `code`: whether it is a re-export (`pub use`), and its body.
+fn use_declarations(code: &str) -> Vec<(bool, String)> {
+    let code = strip_comments(code);
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("use ") {
+        let line_start = rest[..i].rfind('\n').map_or(0, |n| n + 1);
+        let prefix = rest[line_start..i].trim();
+        let at_start = prefix.is_empty() || prefix.starts_with("pub");
+        let word_start = i == 0 || !rest[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        let after = &rest[i + 4..];
+        let Some(end) = after.find(';') else { break };
+        if at_start && word_start && (prefix.is_empty() || prefix.starts_with("pub")) {
+            out.push((
+                prefix.starts_with("pub"),
+                after[..end]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ));
+            rest = &after[end + 1..];
+        } else {
+            rest = after;
+        }
+    }
+    out
+}
+
+/// `a::{b, c::{d, e}}` as `a::b`, `a::c::d`, `a::c::e` (`a::{self}` as `a`).
+fn expand_use(body: &str) -> Vec<String> {
+    let body = body.trim();
+    let Some(open) = body.find('{') else {
+        return vec![body.to_owned()];
+    };
+    let prefix = body[..open].trim_end_matches("::").trim();
+    let inner = body[open + 1..].trim_end().trim_end_matches('}');
+    let mut parts = Vec::new();
+    let (mut depth, mut current) = (0, String::new());
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current);
+    let mut out = Vec::new();
+    for part in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        for e in expand_use(part) {
+            out.push(if e == "self" {
+                prefix.to_owned()
+            } else if prefix.is_empty() {
+                e
+            } else {
+                format!("{prefix}::{e}")
+            });
+        }
+    }
+    out
+}
+
+/// The groups of files that depend on each other in a ring (strongly connected
+/// components of more than one file).
+fn circles(dir: &Path) -> Vec<Vec<String>> {
+    let sources = sources(dir);
+    let graph = ModuleGraph::new(&sources);
+    let edges = graph.edges(&sources);
+    let reaches = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(f) = stack.pop() {
+            for (a, b) in &edges {
+                if *a == f && seen.insert(b.clone()) {
+                    stack.push(b.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reach: std::collections::BTreeMap<String, _> = sources
+        .iter()
+        .map(|(f, _)| (f.clone(), reaches(f)))
+        .collect();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for (file, from) in &reach {
+        if groups.iter().any(|g| g.contains(file)) {
+            continue;
+        }
+        let group: Vec<String> = from
+            .iter()
+            .filter(|other| reach.get(*other).is_some_and(|r| r.contains(file)))
+            .cloned()
+            .collect();
+        if group.len() > 1 || (group.len() == 1 && group[0] != *file) {
+            let mut group = group;
+            if !group.contains(file) {
+                group.push(file.clone());
+            }
+            group.sort();
+            groups.push(group);
+        }
+    }
+    groups
+}
+
+#[test]
+fn no_files_import_each_other_in_a_ring() {
+    // A ring makes a group of files one unit: none can be read, tested or moved alone.
+    // Shared state goes in a module the others depend on (a star, not a ring).
+    let root = root();
+    let mut found = Vec::new();
+    for dir in ["host/src", "plugin-api/src"] {
+        for group in circles(&root.join(dir)) {
+            found.push(format!("{dir}: {}", group.join(" <-> ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles: {found:#?}");
+}
+
+#[test]
+fn the_ring_check_sees_a_ring() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.path().join(name), text).expect("write");
+    };
+    write(
+        "lib.rs",
+        "//! root\nmod a;\nmod b;\nmod c;\npub use a::A;\n",
+    );
+    write("a.rs", "//! a\nuse crate::b::B;\npub struct A;\n");
+    write("b.rs", "//! b\nuse crate::{c::C};\npub struct B;\n");
+    write("c.rs", "//! c\npub struct C(crate::A);\n");
+    assert_eq!(
+        circles(dir.path()),
+        vec![vec![
+            "a.rs".to_owned(),
+            "b.rs".to_owned(),
+            "c.rs".to_owned()
+        ]]
+    );
+    write("c.rs", "//! c\npub struct C;\n");
+    assert!(circles(dir.path()).is_empty());
+}

@@ -14,7 +14,7 @@ async fn a_plugin_built_against_a_newer_api_loads_and_sees_newer_services_as_una
     let r = dispatcher(toolhost::DispatchConfig::default())
         .call(
             &registry,
-            &toolhost::Turn::new(toolhost::TurnIdentity::default()),
+            &toolhost::CallContext::new(toolhost::TurnIdentity::default()),
             call("1", "probe_newer_service", json!({})),
         )
         .await;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallErrorKind, ChildTurnService, DispatchConfig, ToolRegistry, Turn, TurnIdentity, TurnServices,
+    CallContext, CallErrorKind, ChildTurnService, DispatchConfig, ToolRegistry, TurnIdentity,
+    TurnServices,
 };
 
 use crate::support::{PluginDir, call, dispatcher, load, marker};
@@ -17,8 +18,8 @@ fn basic() -> (PluginDir, ToolRegistry) {
     (dir, registry)
 }
 
-fn turn() -> Turn {
-    Turn::new(TurnIdentity {
+fn turn() -> CallContext {
+    CallContext::new(TurnIdentity {
         profile_id: "p1".into(),
         session_id: "s1".into(),
         model: "m1".into(),

@@ -9,7 +9,7 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::{CallErrorKind, DispatchConfig, Turn, TurnIdentity};
+use toolhost::{CallContext, CallErrorKind, DispatchConfig, TurnIdentity};
 
 use crate::support::{
     PluginDir, call, dispatcher, eventually_async, load, serve_command, toolhost_command,
@@ -22,8 +22,8 @@ fn edges() -> PluginDir {
     PluginDir::with(&["fixture_ffi_edges"])
 }
 
-fn turn() -> Turn {
-    Turn::new(TurnIdentity {
+fn turn() -> CallContext {
+    CallContext::new(TurnIdentity {
         profile_id: "p1".into(),
         session_id: "s1".into(),
         model: "m1".into(),

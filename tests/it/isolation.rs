@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallErrorKind, DispatchConfig, IsolationPolicy, LoadPolicy, PluginCatalog, PluginLoader,
-    ToolRegistry, ToolResult, Turn, TurnIdentity,
+    CallContext, CallErrorKind, DispatchConfig, IsolationPolicy, LoadPolicy, PluginCatalog,
+    PluginLoader, ToolRegistry, ToolResult, TurnIdentity,
 };
 
 use crate::support::{
@@ -51,7 +51,7 @@ async fn run(registry: &ToolRegistry, tool: &str, args: Value) -> ToolResult {
     dispatcher(DispatchConfig::default())
         .call(
             registry,
-            &Turn::new(TurnIdentity::default()),
+            &CallContext::new(TurnIdentity::default()),
             call("1", tool, args),
         )
         .await
@@ -164,7 +164,7 @@ async fn a_call_that_ignores_cancellation_gets_its_worker_killed_and_the_caller_
     let r = d
         .call(
             &registry,
-            &Turn::new(TurnIdentity::default()),
+            &CallContext::new(TurnIdentity::default()),
             call("1", "ignore_cancel", json!({"ms": 30_000})),
         )
         .await;
@@ -243,7 +243,7 @@ async fn a_reload_under_load_fails_no_call_and_ends_the_old_worker() {
         );
         tasks.push(tokio::spawn(async move {
             let d = dispatcher(DispatchConfig::default());
-            let turn = Turn::new(TurnIdentity::default());
+            let turn = CallContext::new(TurnIdentity::default());
             let mut seen: Vec<String> = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 let r = d

@@ -236,7 +236,7 @@ async fn loading_the_same_file_twice_gives_two_independent_generations() {
     // `slow` counts the calls in flight in a static of its library: two separate copies of
     // the library each see only their own call, one shared (cached) library would see two.
     let d = crate::support::dispatcher(toolhost::DispatchConfig::default());
-    let turn = toolhost::Turn::new(toolhost::TurnIdentity::default());
+    let turn = toolhost::CallContext::new(toolhost::TurnIdentity::default());
     let slow = || crate::support::call("1", "slow", serde_json::json!({"ms": 300}));
     let (x, y) = tokio::join!(d.call(&ra, &turn, slow()), d.call(&rb, &turn, slow()));
     for r in [x, y] {

@@ -2,7 +2,7 @@
 //! real loader, registry and dispatcher.
 
 use serde_json::{Value, json};
-use toolhost::{CallErrorKind, DispatchConfig, ToolRegistry, Turn, TurnIdentity};
+use toolhost::{CallContext, CallErrorKind, DispatchConfig, ToolRegistry, TurnIdentity};
 
 use crate::support::{PluginDir, call, dispatcher, load};
 
@@ -21,7 +21,7 @@ async fn run(registry: &ToolRegistry, tool: &str, args: Value) -> toolhost::Tool
     dispatcher(DispatchConfig::default())
         .call(
             registry,
-            &Turn::new(TurnIdentity::default()),
+            &CallContext::new(TurnIdentity::default()),
             call("1", tool, args),
         )
         .await
@@ -107,7 +107,7 @@ async fn example_plugin_typed_arguments_and_cancellation() {
     let r = dispatcher(config)
         .call(
             &registry,
-            &Turn::new(TurnIdentity::default()),
+            &CallContext::new(TurnIdentity::default()),
             call("1", "countdown", json!({"from": 100, "step_ms": 30})),
         )
         .await;

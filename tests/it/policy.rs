@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 use toolhost::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, Availability,
-    CallErrorKind, CatalogConfig, DispatchConfig, Dispatcher, NobodyToAsk, PluginCatalog, Risk,
-    RiskOverride, ToolRegistry, Turn, TurnIdentity, apply_risk_overrides,
+    CallContext, CallErrorKind, CatalogConfig, DispatchConfig, Dispatcher, NobodyToAsk,
+    PluginCatalog, Risk, RiskOverride, ToolRegistry, TurnIdentity, apply_risk_overrides,
 };
 
 use crate::support::{PluginDir, call, echo_build, load, marker};
@@ -30,8 +30,8 @@ fn nobody() -> Arc<dyn Approver> {
     })
 }
 
-fn turn(session: &str) -> Turn {
-    Turn::new(TurnIdentity {
+fn turn(session: &str) -> CallContext {
+    CallContext::new(TurnIdentity {
         profile_id: "p".into(),
         session_id: session.into(),
         model: "m".into(),

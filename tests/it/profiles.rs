@@ -547,7 +547,7 @@ async fn without_remember_for_session_every_call_asks() {
         false,
     );
     let d = toolhost::Dispatcher::new(DispatchConfig::default(), Arc::new(policy));
-    let turn = toolhost::Turn::new(toolhost::TurnIdentity::default());
+    let turn = toolhost::CallContext::new(toolhost::TurnIdentity::default());
     let (_m, path) = crate::support::marker();
     for _ in 0..2 {
         let r = d

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::broadcast;
 use toolhost::{
-    CallErrorKind, CatalogConfig, DispatchConfig, PluginCatalog, PluginWatcher, RegistryEvent,
-    Turn, TurnIdentity, WatchConfig,
+    CallContext, CallErrorKind, CatalogConfig, DispatchConfig, PluginCatalog, PluginWatcher,
+    RegistryEvent, TurnIdentity, WatchConfig,
 };
 
 use crate::support::{PluginDir, call, dispatcher, echo_build, eventually_async, so};
@@ -78,7 +78,7 @@ impl Live {
         dispatcher(DispatchConfig::default())
             .call(
                 &self.catalog.registry(),
-                &Turn::new(TurnIdentity::default()),
+                &CallContext::new(TurnIdentity::default()),
                 call("1", tool, json!({})),
             )
             .await
@@ -118,7 +118,7 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
         );
         tasks.push(tokio::spawn(async move {
             let d = dispatcher(DispatchConfig::default());
-            let turn = Turn::new(TurnIdentity::default());
+            let turn = CallContext::new(TurnIdentity::default());
             let mut seen: Vec<String> = Vec::new();
             let mut counted_v2 = false;
             while !stop.load(Ordering::SeqCst) {
@@ -155,7 +155,7 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
             dispatcher(DispatchConfig::default())
                 .call(
                     &registry,
-                    &Turn::new(TurnIdentity::default()),
+                    &CallContext::new(TurnIdentity::default()),
                     call("slow", "slow_version", json!({"ms": 3000})),
                 )
                 .await

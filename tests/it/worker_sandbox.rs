@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    ContainmentMode, DispatchConfig, IsolationPolicy, PluginCatalog, ToolRegistry, ToolResult,
-    Turn, TurnIdentity,
+    CallContext, ContainmentMode, DispatchConfig, IsolationPolicy, PluginCatalog, ToolRegistry,
+    ToolResult, TurnIdentity,
 };
 
 use crate::support::{
@@ -55,7 +55,7 @@ async fn attempt(registry: &ToolRegistry, args: Value) -> ToolResult {
     dispatcher(DispatchConfig::default())
         .call(
             registry,
-            &Turn::new(TurnIdentity::default()),
+            &CallContext::new(TurnIdentity::default()),
             call("1", "attempt", args),
         )
         .await

@@ -10,13 +10,13 @@ use toolhost_plugin_api::ChildTurnRequest;
 
 use super::{AgentInner, blocking};
 use crate::calls::context::{ChildTurnService, TurnIdentity};
-use crate::calls::registry::ToolRegistry;
 
 /// Child turns for the calls of one turn: on the same agent, with the parent's tools
 /// minus the excluded ones, one level deeper.
 pub(super) struct ChildTurns {
     pub(super) agent: Arc<AgentInner>,
-    pub(super) registry: Arc<ToolRegistry>,
+    /// The tools the parent's turn went without.
+    pub(super) without: Arc<[String]>,
     pub(super) depth: u32,
 }
 
@@ -48,7 +48,12 @@ impl ChildTurnService for ChildTurns {
                 .map_err(|_| "the agent is shutting down".to_owned())?,
             () = call_cancel.cancelled() => return Err("cancelled".to_owned()),
         };
-        let registry = Arc::new(self.registry.without(&limits.exclude));
+        let without: Arc<[String]> = self
+            .without
+            .iter()
+            .chain(&limits.exclude)
+            .cloned()
+            .collect();
         let store = Arc::clone(&self.agent.store);
         let parent_session = parent.session_id.clone();
         let session = blocking(move || store.create(Some(&parent_session)))
@@ -57,14 +62,14 @@ impl ChildTurnService for ChildTurns {
         // The child stops with the calling tool (its cancel, its timeout) and its turn.
         let cancel = call_cancel.child_token();
         let mut child =
-            Arc::clone(&self.agent).turn(registry, session, prompt, cancel.clone(), self.depth + 1);
+            Arc::clone(&self.agent).turn(without, session, prompt, cancel.clone(), self.depth + 1);
         match tokio::time::timeout(limits.timeout, &mut child).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(format!("the child turn failed: {e}")),
             Err(_) => {
-                // Tell it to stop, and give its tools the dispatcher's grace to do so.
+                // Tell it to stop, and give its tools the door's grace to do so.
                 cancel.cancel();
-                let grace = self.agent.dispatcher.config().cancel_grace;
+                let grace = self.agent.door.limits().cancel_grace;
                 let _ = tokio::time::timeout(grace, child).await;
                 Err(format!(
                     "the child turn took longer than {:?} and was stopped",

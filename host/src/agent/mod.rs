@@ -21,10 +21,8 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::availability::Availability;
 use crate::calls::context::{CallerChannel, ProfileRequests};
-use crate::calls::dispatcher::Dispatcher;
-use crate::calls::registry::ToolRegistry;
+use crate::calls::door::{CallDoor, UnknownProfile};
 use model::{ModelError, ModelProvider};
 use sessions::{SessionError, SessionStore};
 
@@ -49,11 +47,10 @@ pub enum AgentError {
     /// The profile's state folder could not be made.
     #[error("{0}")]
     StateDir(String),
+    /// The door has no such profile.
+    #[error(transparent)]
+    Profile(#[from] UnknownProfile),
 }
-
-/// Where the agent gets the tools of its profile (the catalog's current view, or a fixed
-/// registry for one-shot commands).
-pub type RegistrySource = Arc<dyn Fn() -> Arc<ToolRegistry> + Send + Sync>;
 
 /// Runs turns for one profile.
 #[derive(Clone)]
@@ -63,9 +60,7 @@ pub struct Agent {
 
 struct AgentInner {
     profile: String,
-    registry: RegistrySource,
-    availability: Arc<Availability>,
-    dispatcher: Dispatcher,
+    door: CallDoor,
     model: Arc<dyn ModelProvider>,
     store: Arc<SessionStore>,
     profile_requests: ProfileRequests,
@@ -83,12 +78,9 @@ pub struct AgentParts {
     pub profile: String,
     /// Its state folder (the sessions database lives there).
     pub state_dir: PathBuf,
-    /// Its tools.
-    pub registry: RegistrySource,
-    /// Availability checks (shared with the host).
-    pub availability: Arc<Availability>,
-    /// The dispatcher (with the policy that asks for approvals).
-    pub dispatcher: Dispatcher,
+    /// The door its calls enter by (which finds the profile's tools, and asks for
+    /// approvals).
+    pub door: CallDoor,
     /// The model.
     pub model: Arc<dyn ModelProvider>,
     /// Settings.
@@ -108,15 +100,13 @@ impl Agent {
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
         let store = SessionStore::open(&parts.state_dir.join("sessions.sqlite3"))?;
         // Delegators (delegate_task) wait for child turns, which have their own limit.
-        let dispatcher = parts
-            .dispatcher
+        let door = parts
+            .door
             .with_tool_timeouts(parts.config.children.delegator_timeouts());
         Ok(Agent {
             inner: Arc::new(AgentInner {
                 profile: parts.profile,
-                registry: parts.registry,
-                availability: parts.availability,
-                dispatcher,
+                door,
                 model: parts.model,
                 store: Arc::new(store),
                 profile_requests: requests,
@@ -148,9 +138,14 @@ impl Agent {
         prompt: &str,
         cancel: CancellationToken,
     ) -> Result<String, AgentError> {
-        let registry = (self.inner.registry)();
         Arc::clone(&self.inner)
-            .turn(registry, session.to_owned(), prompt.to_owned(), cancel, 0)
+            .turn(
+                Arc::from([]),
+                session.to_owned(),
+                prompt.to_owned(),
+                cancel,
+                0,
+            )
             .await
     }
 }

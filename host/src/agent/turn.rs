@@ -1,5 +1,5 @@
 //! One turn: the model is offered the profile's tools, its tool calls go through the
-//! dispatcher, the results go back, until it answers without tool calls, the iteration
+//! call door, the results go back, until it answers without tool calls, the iteration
 //! limit is reached or the turn is cancelled. Every message is stored as it comes.
 
 use std::sync::Arc;
@@ -13,9 +13,8 @@ use super::model::{Message, Role};
 use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
 use super::{AgentError, AgentInner, blocking};
-use crate::calls::context::{Turn, TurnIdentity, TurnServices};
+use crate::calls::context::{Caller, Frontend};
 use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
-use crate::calls::registry::ToolRegistry;
 
 /// What a person watching a turn sees happen (the chat shows each as it comes).
 pub trait TurnObserver: Send + Sync {
@@ -30,7 +29,7 @@ pub trait TurnObserver: Send + Sync {
 impl AgentInner {
     pub(super) fn turn(
         self: Arc<Self>,
-        registry: Arc<ToolRegistry>,
+        without: Arc<[String]>,
         session: String,
         prompt: String,
         cancel: CancellationToken,
@@ -51,27 +50,36 @@ impl AgentInner {
             self.append(&session, vec![user.clone()]).await?;
             messages.push(user);
 
-            let turn = Turn {
-                info: Arc::new(TurnIdentity {
-                    profile_id: self.profile.clone(),
-                    session_id: session.clone(),
-                    model: self.model.model().to_owned(),
-                }),
-                cancel: cancel.clone(),
-                services: TurnServices {
-                    child_turns: Some(Arc::new(ChildTurns {
-                        agent: Arc::clone(&self),
-                        registry: Arc::clone(&registry),
-                        depth,
-                    })),
-                    caller: self.caller.clone(),
-                    requests: Some(Arc::new(AgentRequests {
-                        agent: Arc::clone(&self),
-                    })),
-                },
+            // Every call of the turn enters by the door, as this profile's agent (or a
+            // child turn of it), with the person at the terminal to approve.
+            let frontend = if depth == 0 {
+                Frontend::Agent
+            } else {
+                Frontend::ChildTurn
+            };
+            let mut request = self.door.request(Caller::this_process(frontend));
+            request.profile = Some(self.profile.clone());
+            request.session = session.clone();
+            request.model = self.model.model().to_owned();
+            request.cancel = cancel.clone();
+            request.channel = self.caller.clone();
+            request.without = Arc::clone(&without);
+            request.child_turns = Some(Arc::new(ChildTurns {
+                agent: Arc::clone(&self),
+                without: Arc::clone(&without),
+                depth,
+            }));
+            request.requests = Some(Arc::new(AgentRequests {
+                agent: Arc::clone(&self),
+            }));
+            let scope = self.door.scope(Some(&self.profile))?;
+            let registry = if without.is_empty() {
+                scope.tools
+            } else {
+                Arc::new(scope.tools.without(&without))
             };
             for _ in 0..self.config.max_iterations {
-                let specs = self.availability.visible_specs(&registry);
+                let specs = self.door.visible(&registry);
                 let reply = self.model.complete(&messages, &specs, &cancel).await?;
                 self.append(&session, vec![reply.clone()]).await?;
                 if let (Some(observer), Some(text)) = (&self.observer, &reply.content)
@@ -82,7 +90,7 @@ impl AgentInner {
                 if reply.tool_calls.is_empty() {
                     return Ok(reply.content.unwrap_or_default());
                 }
-                // Calls whose arguments are not JSON never reach the dispatcher: their
+                // Calls whose arguments are not JSON never reach the door: their
                 // error goes back in their place, so the model can correct them.
                 let mut calls = Vec::new();
                 let mut slots: Vec<Option<ToolResult>> = Vec::new();
@@ -113,11 +121,7 @@ impl AgentInner {
                 if let Some(observer) = &self.observer {
                     observer.tool_calls(depth, &calls);
                 }
-                let mut dispatched = self
-                    .dispatcher
-                    .dispatch(&registry, &turn, calls)
-                    .await
-                    .into_iter();
+                let mut dispatched = self.door.dispatch(&request, calls).await.into_iter();
                 let results: Vec<ToolResult> = slots
                     .into_iter()
                     .filter_map(|slot| slot.or_else(|| dispatched.next()))

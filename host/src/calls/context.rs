@@ -1,10 +1,12 @@
-//! The context a call runs in: the turn it belongs to (profile, session, model), its
-//! cancel token, and the host services a tool may use (child turns; progress, questions
+//! The context a call runs in: the turn it belongs to (profile, session, model), who is
+//! calling (frontend, uid, token, client), its cancel token, and the host services a tool may use (child turns; progress, questions
 //! for the person and completions from the caller's model, through a [`CallerChannel`]).
 
+use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
     AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
@@ -20,6 +22,71 @@ pub struct TurnIdentity {
     pub session_id: String,
     /// The model that asked for the calls.
     pub model: String,
+}
+
+/// Which way a call came in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Frontend {
+    /// A program using the library directly.
+    #[default]
+    Library,
+    /// `toolhost call` in this process.
+    Cli,
+    /// The control socket (`toolhost call --control`).
+    Control,
+    /// An MCP client (stdio or HTTP).
+    Mcp,
+    /// The host's own agent (`toolhost run`, `chat`).
+    Agent,
+    /// A child turn of the agent (`delegate_task`).
+    ChildTurn,
+}
+
+impl fmt::Display for Frontend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Frontend::Library => "library",
+            Frontend::Cli => "cli",
+            Frontend::Control => "control",
+            Frontend::Mcp => "mcp",
+            Frontend::Agent => "agent",
+            Frontend::ChildTurn => "child_turn",
+        })
+    }
+}
+
+/// Who is calling: the frontend and what it knows of the caller. Observers (statistics,
+/// later an audit log) see it with every call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// The way in.
+    pub frontend: Frontend,
+    /// The calling process's uid, where the frontend knows it (CLI, control socket, stdio).
+    pub uid: Option<u32>,
+    /// The name of the bearer token it authenticated with (MCP over HTTP).
+    pub token: Option<String>,
+    /// The client's name and version, as it gave them (MCP).
+    pub client: Option<(String, String)>,
+}
+
+impl Caller {
+    /// A caller of `frontend` that said nothing more about itself.
+    pub fn new(frontend: Frontend) -> Caller {
+        Caller {
+            frontend,
+            ..Caller::default()
+        }
+    }
+
+    /// This process's user calling through `frontend` (the CLI, the agent).
+    pub fn this_process(frontend: Frontend) -> Caller {
+        Caller {
+            frontend,
+            uid: Some(crate::sys::private::effective_uid()),
+            ..Caller::default()
+        }
+    }
 }
 
 /// Runs child turns for tools such as `delegate_task`. The agent runtime provides it.
@@ -146,35 +213,53 @@ pub struct TurnServices {
     pub requests: Option<Arc<dyn HostRequests>>,
 }
 
-/// A turn as the dispatcher sees it: who it is for, how to stop it, what services it has.
+/// The context calls run in: who they work for, how to stop them, what services they
+/// have. The dispatcher runs a batch in one and gives each call its own copy with a child
+/// cancel token (cancelled when the batch's is, or when the call times out).
 #[derive(Clone, Default)]
-pub struct Turn {
+pub struct CallContext {
     /// Profile, session and model.
-    pub info: Arc<TurnIdentity>,
-    /// Cancelling it cancels every call of the turn.
+    pub turn: Arc<TurnIdentity>,
+    /// Who is calling (frontend, uid, token, client).
+    pub caller: Arc<Caller>,
+    /// Fires when the turn is stopped (or, in a call's own copy, when it times out).
     pub cancel: CancellationToken,
-    /// Services the calls may use.
+    /// Host services.
     pub services: TurnServices,
 }
 
-impl Turn {
-    /// A turn with these details, a fresh cancel token and no services.
-    pub fn new(info: TurnIdentity) -> Self {
-        Turn {
-            info: Arc::new(info),
+impl CallContext {
+    /// A context with these details, a fresh cancel token and no services.
+    pub fn new(turn: TurnIdentity) -> Self {
+        CallContext {
+            turn: Arc::new(turn),
+            caller: Arc::default(),
             cancel: CancellationToken::new(),
             services: TurnServices::default(),
         }
     }
+
+    /// The context of one call of this batch: the same identity and services, and a
+    /// cancel token of its own that the batch's cancels.
+    pub(crate) fn for_call(&self) -> CallContext {
+        CallContext {
+            turn: Arc::clone(&self.turn),
+            caller: Arc::clone(&self.caller),
+            cancel: self.cancel.child_token(),
+            services: self.services.clone(),
+        }
+    }
 }
 
-/// What one call gets: the turn, its own cancel token (cancelled when the turn is, or
-/// when the call times out) and the services.
-pub struct CallContext {
-    /// The turn the call belongs to.
-    pub turn: Arc<TurnIdentity>,
-    /// Fires when the turn is stopped or the call times out.
-    pub cancel: CancellationToken,
-    /// Host services.
-    pub services: TurnServices,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontends_print_as_their_config_names() {
+        assert_eq!(Frontend::ChildTurn.to_string(), "child_turn");
+        assert_eq!(Caller::new(Frontend::Mcp).frontend, Frontend::Mcp);
+        let call = CallContext::new(TurnIdentity::default()).for_call();
+        assert_eq!(call.caller.frontend, Frontend::Library);
+    }
 }

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, take_message};
 
-use crate::calls::context::{CallContext, Turn};
+use crate::calls::context::CallContext;
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
 use crate::calls::registry::{RegisteredTool, ToolRegistry};
 use crate::calls::tool::{Risk, ToolError};
@@ -77,10 +77,12 @@ pub enum CallErrorKind {
     Cancelled,
 }
 
-/// Sees every call result a dispatcher produces (e.g. [`CallStats`](crate::CallStats)).
+/// Sees every call a dispatcher (and so the [`CallDoor`](crate::CallDoor)) runs, with
+/// who called and how it ended (e.g. [`CallStats`](crate::CallStats)).
 pub trait CallObserver: Send + Sync {
-    /// Called once per call, after it ended.
-    fn record(&self, result: &ToolResult);
+    /// Called once per call, after it ended; `ctx` is the context it ran in (profile,
+    /// session, caller).
+    fn record(&self, ctx: &CallContext, result: &ToolResult);
 }
 
 /// Dispatcher settings.
@@ -110,7 +112,7 @@ impl Default for DispatchConfig {
 pub struct Dispatcher {
     config: DispatchConfig,
     policy: Arc<dyn CallPolicy>,
-    observer: Option<Arc<dyn CallObserver>>,
+    observers: Arc<[Arc<dyn CallObserver>]>,
     /// Per-tool limits that replace `config`'s (for a tool that waits on others, such as
     /// delegate_task, whose limit the agent sizes to its child turns).
     tool_timeouts: Arc<std::collections::HashMap<String, Duration>>,
@@ -122,7 +124,7 @@ impl Dispatcher {
         Dispatcher {
             config,
             policy,
-            observer: None,
+            observers: Arc::from([]),
             tool_timeouts: Arc::default(),
         }
     }
@@ -138,9 +140,12 @@ impl Dispatcher {
         self
     }
 
-    /// The same dispatcher, reporting every call result to `observer` (e.g. [`CallStats`](crate::CallStats)).
+    /// The same dispatcher, reporting every call to `observer` too (e.g.
+    /// [`CallStats`](crate::CallStats)).
     pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
-        self.observer = Some(observer);
+        let mut all = self.observers.to_vec();
+        all.push(observer);
+        self.observers = Arc::from(all);
         self
     }
 
@@ -171,7 +176,7 @@ impl Dispatcher {
     pub async fn dispatch(
         &self,
         registry: &ToolRegistry,
-        turn: &Turn,
+        turn: &CallContext,
         calls: Vec<ToolCall>,
     ) -> Vec<ToolResult> {
         let sequential = calls.len() < 2
@@ -223,7 +228,12 @@ impl Dispatcher {
     }
 
     /// Runs one call.
-    pub async fn call(&self, registry: &ToolRegistry, turn: &Turn, call: ToolCall) -> ToolResult {
+    pub async fn call(
+        &self,
+        registry: &ToolRegistry,
+        turn: &CallContext,
+        call: ToolCall,
+    ) -> ToolResult {
         let entry = registry
             .get(&call.name)
             .ok_or_else(|| unknown_tool_message(&call.name, registry));
@@ -233,7 +243,7 @@ impl Dispatcher {
     fn job<'a>(
         &'a self,
         entry: Result<&'a RegisteredTool, String>,
-        turn: &'a Turn,
+        turn: &'a CallContext,
         call: ToolCall,
     ) -> CallJob<'a> {
         CallJob {
@@ -241,7 +251,7 @@ impl Dispatcher {
             call,
             turn,
             policy: self.policy.as_ref(),
-            observer: self.observer.as_deref(),
+            observers: &self.observers,
             config: self.config,
             tool_timeouts: &self.tool_timeouts,
         }
@@ -286,9 +296,9 @@ fn unknown_tool_message(name: &str, registry: &ToolRegistry) -> String {
 struct CallJob<'a> {
     entry: Result<&'a RegisteredTool, String>,
     call: ToolCall,
-    turn: &'a Turn,
+    turn: &'a CallContext,
     policy: &'a dyn CallPolicy,
-    observer: Option<&'a dyn CallObserver>,
+    observers: &'a [Arc<dyn CallObserver>],
     config: DispatchConfig,
     tool_timeouts: &'a std::collections::HashMap<String, Duration>,
 }
@@ -333,8 +343,8 @@ impl<'a> CallJob<'a> {
             error,
             elapsed: start.elapsed(),
         };
-        if let Some(o) = self.observer {
-            o.record(&result);
+        for o in self.observers {
+            o.record(self.turn, &result);
         }
         result
     }
@@ -386,7 +396,7 @@ impl<'a> CallJob<'a> {
             // The check first: most finish at once, and the cancel branch is then never
             // polled (polling it registers a waiter on the token).
             biased;
-            checked = CatchUnwind::new(self.policy.check(entry.tool().as_ref(), arguments, &self.turn.info)) => checked,
+            checked = CatchUnwind::new(self.policy.check(entry.tool().as_ref(), arguments, &self.turn.turn)) => checked,
             () = self.turn.cancel.cancelled() => {
                 return Err(CallFailure::new(
                     format!("tool '{name}' was cancelled while waiting for approval"),
@@ -425,12 +435,8 @@ impl<'a> CallJob<'a> {
             None => self.config.timeout,
         };
         let turn = self.turn;
-        let cancel = turn.cancel.child_token();
-        let ctx = CallContext {
-            turn: Arc::clone(&turn.info),
-            cancel: cancel.clone(),
-            services: turn.services.clone(),
-        };
+        let ctx = turn.for_call();
+        let cancel = ctx.cancel.clone();
         let running = Instant::now();
         let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
         let stop = tokio::select! {

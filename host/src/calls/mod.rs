@@ -1,12 +1,12 @@
 //! Calls: what a tool is to the host, the registry of tools, the context a call runs in,
-//! the approval policy and availability checks that admit a call, the dispatcher that
-//! runs it, and the statistics it leaves behind. Nothing here knows where a tool came from
+//! the door every call enters by, the approval policy and availability checks that admit
+//! a call, the dispatcher that runs it, and the statistics it leaves behind. Nothing here knows where a tool came from
 //! (plugin or native) or who asked (MCP, control socket, agent).
 
 pub(crate) mod availability;
 pub(crate) mod context;
 pub(crate) mod dispatcher;
-pub(crate) mod pipeline;
+pub(crate) mod door;
 pub(crate) mod policy;
 pub(crate) mod registry;
 pub(crate) mod stats;

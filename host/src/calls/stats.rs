@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::calls::context::CallContext;
 use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
 
 const WINDOW: usize = 1024;
@@ -80,7 +81,7 @@ impl CallStats {
 }
 
 impl CallObserver for CallStats {
-    fn record(&self, result: &ToolResult) {
+    fn record(&self, _ctx: &CallContext, result: &ToolResult) {
         // Names that are not tools would grow the table without bound.
         if result.error == Some(CallErrorKind::ToolNotFound) {
             return;

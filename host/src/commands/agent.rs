@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{OpenAiClient, OpenAiConfig};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
-use toolhost::{CallPipeline, CallerChannel, LoadedConfig, ToolCall, ToolResult};
+use toolhost::{
+    CallDoor, CallerChannel, LoadedConfig, ProfileRequests, ToolCall, ToolResult, fixed_profile,
+};
 use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
@@ -135,17 +137,16 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         a.profile.as_deref(),
     )?;
     let terminal = std::io::stdin().is_terminal();
-    let pipeline = CallPipeline::new(
+    let requests = Arc::new(ProfileRequests::new(profile.state_dir.clone()));
+    let door = CallDoor::new(
         &config.call_settings(),
+        fixed_profile(&profile.name, Arc::new(registry), Some(requests)),
         terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
-    let registry = Arc::new(registry);
     let agent = Agent::new(AgentParts {
         profile: profile.name.clone(),
         state_dir: profile.state_dir.clone(),
-        registry: Arc::new(move || Arc::clone(&registry)),
-        availability: pipeline.availability,
-        dispatcher: pipeline.dispatcher,
+        door,
         model: Arc::new(model),
         config: config.agent(&profile).into(),
         caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use toolhost::{
-    CallPipeline, DispatchConfig, LoadedConfig, ProfileRequests, ToolCall, Turn, TurnIdentity,
+    CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ProfileRequests, ToolCall,
+    fixed_profile,
 };
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
@@ -78,30 +79,29 @@ impl CallArgs {
             },
             ..limits
         };
-        let dispatcher = CallPipeline::new(&settings, approver).dispatcher;
-        let mut turn = Turn::new(TurnIdentity {
-            profile_id: profile.name.clone(),
-            session_id: format!("cli-{}", std::process::id()),
-            model: "none".to_owned(),
-        });
         // Tools that keep per-profile state (memory) find the profile's folder.
-        turn.services.requests = Some(std::sync::Arc::new(ProfileRequests::new(
-            profile.state_dir.clone(),
-        )));
+        let requests = std::sync::Arc::new(ProfileRequests::new(profile.state_dir.clone()));
+        let door = CallDoor::new(
+            &settings,
+            fixed_profile(&profile.name, std::sync::Arc::new(registry), Some(requests)),
+            approver,
+        );
+        let mut request = door.request(Caller::this_process(Frontend::Cli));
+        request.session = format!("cli-{}", std::process::id());
         let call = ToolCall {
             id: "cli-1".to_owned(),
             name: self.tool,
             arguments,
         };
         let result = runtime.block_on(async {
-            let cancel = turn.cancel.clone();
+            let cancel = request.cancel.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     errln!("interrupted: cancelling the call");
                     cancel.cancel();
                 }
             });
-            dispatcher.call(&registry, &turn, call).await
+            door.call(&request, call).await
         });
         if result.is_error {
             return Err(anyhow::Error::msg(result.output));

@@ -173,11 +173,7 @@ impl PluginTool {
         runtime: Option<tokio::runtime::Handle>,
     ) -> call_pool::PoolFuture<FfiCallResult> {
         let state = CallState {
-            ctx: CallContext {
-                turn: Arc::clone(&ctx.turn),
-                cancel: ctx.cancel.clone(),
-                services: ctx.services.clone(),
-            },
+            ctx: ctx.clone(),
             tool: Arc::clone(&self.name),
             plugin: Arc::clone(&self.plugin),
             runtime,

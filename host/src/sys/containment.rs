@@ -254,6 +254,24 @@ fn become_subreaper() {
     });
 }
 
+/// Ends every live worker and everything it started (its process group, its cgroup,
+/// the orphans the host inherited): what a host does on its way out, so no plugin's
+/// process outlives it.
+pub fn end_all_workers() {
+    for (pid, cgroups) in crate::sys::workers::take_all() {
+        if let Ok(raw) = libc::pid_t::try_from(pid) {
+            // SAFETY: kill takes integers; a negative pid names the process group.
+            unsafe {
+                libc::kill(raw, libc::SIGKILL);
+                libc::kill(-raw, libc::SIGKILL);
+            }
+        }
+        // Here, not on a thread of its own: the process is about to end.
+        remove_cgroups(&cgroups);
+    }
+    kill_escaped_orphans();
+}
+
 /// Kills and reaps the host's children that carry a worker's marks (no new privileges
 /// and a seccomp filter, which nothing the host starts itself has) and are not live
 /// workers: processes a plugin started that left their worker's process group and were

@@ -35,26 +35,12 @@ pub(crate) fn live_pids() -> BTreeSet<u32> {
         .collect()
 }
 
-/// Ends every live worker and everything it started (its process group, its cgroup,
-/// the orphans the host inherited): what a host does on its way out, so no plugin's
-/// process outlives it.
-pub fn end_all() {
-    let live: Vec<(u32, Vec<PathBuf>)> =
-        std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner))
-            .into_iter()
-            .collect();
-    for (pid, cgroups) in live {
-        if let Ok(raw) = libc::pid_t::try_from(pid) {
-            // SAFETY: kill takes integers; a negative pid names the process group.
-            unsafe {
-                libc::kill(raw, libc::SIGKILL);
-                libc::kill(-raw, libc::SIGKILL);
-            }
-        }
-        // Here, not on a thread of its own: the process is about to end.
-        crate::sys::containment::remove_cgroups(&cgroups);
-    }
-    crate::sys::containment::kill_escaped_orphans();
+/// Every live worker, taken out of the registry (the host is ending them all): pid and
+/// cgroup folders.
+pub(crate) fn take_all() -> Vec<(u32, Vec<PathBuf>)> {
+    std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner))
+        .into_iter()
+        .collect()
 }
 
 /// Fields of `/proc/PID/stat` after the command name: (state, ppid, pgrp, session).

@@ -3,11 +3,10 @@
 //! token the host's shutdown fires.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest, ControlResult};
-use crate::calls::context::{Turn, TurnIdentity};
-use crate::calls::dispatcher::{DispatchConfig, ToolCall};
+use crate::calls::context::{Caller, Frontend};
+use crate::calls::dispatcher::ToolCall;
 use crate::host::Host;
 use crate::plugins::status::RescanReport;
 
@@ -41,51 +40,23 @@ async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
     })
 }
 
-/// `call`: one call through the host's dispatcher, as the named (else default) profile.
+/// `call`: one call through the host's door, as the named (else default) profile.
 async fn call(host: &Host, params: CallParams) -> Result<CallReply, ControlFault> {
-    let turn = Turn {
-        info: Arc::new(TurnIdentity {
-            profile_id: "control".to_owned(),
-            session_id: "control".to_owned(),
-            model: "none".to_owned(),
-        }),
-        cancel: host.call_token(),
-        services: Default::default(),
-    };
-    let full = host.catalog().registry();
-    let registry = match host.resolve_profile(params.profile.as_deref()) {
-        Ok(Some(profile)) => profile.view(&full).registry,
-        Ok(None) => full.as_ref().clone(),
-        Err(e) => {
-            return Err(ControlFault::new(
-                ControlFault::UNKNOWN_PROFILE,
-                e.to_string(),
-            ));
-        }
-    };
+    let door = host.door();
+    // An unknown profile is the request's fault, not a call result.
+    door.scope(params.profile.as_deref())
+        .map_err(|e| ControlFault::new(ControlFault::UNKNOWN_PROFILE, e.to_string()))?;
+    let mut request = door.request(Caller::new(Frontend::Control));
+    request.profile = params.profile;
+    request.session = "control".to_owned();
+    // A caller may ask for a shorter limit than the host's, never a longer one.
+    request.timeout_cap = params
+        .timeout_secs
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
     let call = ToolCall {
         id: "control".to_owned(),
         name: params.tool,
         arguments: params.arguments,
     };
-    // A caller may ask for a shorter limit than the host's, never a longer one.
-    let dispatcher = host.dispatcher();
-    let requested = params
-        .timeout_secs
-        .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let result = match requested {
-        Some(limit) if limit < dispatcher.config().timeout => {
-            let config = DispatchConfig {
-                timeout: limit,
-                interactive_timeout: limit.min(dispatcher.config().interactive_timeout),
-                ..dispatcher.config()
-            };
-            dispatcher
-                .with_config(config)
-                .call(&registry, &turn, call)
-                .await
-        }
-        _ => dispatcher.call(&registry, &turn, call).await,
-    };
-    Ok(CallReply::from(result))
+    Ok(CallReply::from(door.call(&request, call).await))
 }

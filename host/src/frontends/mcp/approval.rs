@@ -2,22 +2,19 @@
 //! 2026-07-28 client with an input-required result it answers by retrying (single-use,
 //! bound to a fingerprint of the call), or applying `[mcp] without_elicitation`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rmcp::model::{
-    CallToolRequestParams, ElicitRequest, ElicitRequestParams, InputRequest, InputRequiredResult,
-};
+use rmcp::model::{CallToolRequestParams, ElicitRequest, InputRequest, InputRequiredResult};
 use rmcp::{Peer, RoleServer};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 use toolhost_plugin_api::AskAnswer;
 
-use super::server::Shared;
-use super::session::{ClientFacts, SessionState};
+use super::caller::elicit_params;
+use super::state::{APPROVAL_TTL, ClientFacts, SessionState, Shared};
 use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::calls::registry::RegisteredTool;
 use crate::calls::tool::{Risk, ToolSpec};
@@ -26,56 +23,6 @@ use crate::text::shorten;
 
 /// The key of the approval question in an input-required result.
 const APPROVAL_KEY: &str = "toolhost_approval";
-/// How long a 2026-07-28 client has to answer an approval question.
-pub(super) const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
-
-/// An approval question a 2026-07-28 client was sent and has not answered yet. The answer
-/// counts only for the same call of the same code: tool, arguments, plugin file, risk and
-/// schema (a reload in between asks again).
-struct PendingApproval {
-    call: [u8; 32],
-    asked: Instant,
-}
-
-/// At most this many approval questions wait for answers; past it the oldest is dropped
-/// (its client is asked again when it retries).
-const MAX_PENDING: usize = 1024;
-
-/// The approval questions sessionless clients have not answered yet, by request state.
-#[derive(Default)]
-pub(super) struct PendingApprovals(Mutex<HashMap<String, PendingApproval>>);
-
-impl PendingApprovals {
-    /// Whether `state` names a question asked, unexpired, for exactly this call; it is
-    /// used up either way.
-    pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
-        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
-        pending.remove(state).is_some_and(|p| &p.call == call)
-    }
-
-    pub(super) fn add(&self, call: [u8; 32]) -> String {
-        let state = uuid::Uuid::new_v4().simple().to_string();
-        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
-        if pending.len() >= MAX_PENDING
-            && let Some(oldest) = pending
-                .iter()
-                .min_by_key(|(_, p)| p.asked)
-                .map(|(k, _)| k.clone())
-        {
-            pending.remove(&oldest);
-        }
-        pending.insert(
-            state.clone(),
-            PendingApproval {
-                call,
-                asked: Instant::now(),
-            },
-        );
-        state
-    }
-}
 
 /// What identifies one call of one tool's code, for binding approvals to it.
 fn call_fingerprint(spec: &ToolSpec, sha256: &str, arguments: &Value) -> [u8; 32] {
@@ -149,8 +96,8 @@ impl McpApprover {
             }
             _ => ApproverMode::Configured(shared.options.without_elicitation),
         };
-        let offer_remember =
-            shared.host.policy().remembers() && !(session.transport == "http" && facts.sessionless);
+        let offer_remember = shared.host.door().remembers_approvals()
+            && !(session.transport == "http" && facts.sessionless);
         McpApprover {
             mode,
             needs_input: AtomicBool::new(false),
@@ -217,15 +164,6 @@ fn approval_schema(offer_remember: bool) -> Value {
 fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, String> {
     let params = elicit_params(message, schema)?;
     Ok(ElicitRequest::new(params))
-}
-
-pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, String> {
-    serde_json::from_value(json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": schema,
-    }))
-    .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
 }
 
 /// The approval form's fields (see [`approval_schema`]); anything unreadable is "no".

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    ServerNotification,
+    ElicitRequestParams, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -22,7 +22,6 @@ use toolhost_plugin_api::{
     AskAnswer, AskRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError,
 };
 
-use super::approval::elicit_params;
 use crate::calls::context::CallerChannel;
 
 /// Routes a call's progress, log lines, questions and sampling to the MCP client.
@@ -86,6 +85,16 @@ impl McpCaller {
     }
 }
 
+pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, String> {
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": schema,
+    }))
+    .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
+}
+
+/// The rank of an MCP log level (debug lowest), for comparing levels.
 pub(super) fn level_rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,

@@ -19,6 +19,7 @@ mod clients;
 pub(crate) mod http;
 mod server;
 mod session;
+mod state;
 mod stdio;
 pub(crate) mod tokens;
 

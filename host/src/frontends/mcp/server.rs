@@ -8,56 +8,19 @@
 )]
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::model::LoggingLevel;
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::registry::ToolRegistry;
-use crate::config::Profile;
 use crate::host::{ClientDirectory, Host};
 
-use super::approval::PendingApprovals;
 use super::caller::level_rank;
 use super::clients::McpClients;
-use super::session::{McpSession, SessionState};
+use super::session::McpSession;
+use super::state::{PendingApprovals, SessionState, Shared};
 use super::stdio::ClientStdio;
 use super::{McpOptions, McpServeError};
-
-/// What all sessions of one MCP frontend share.
-pub(super) struct Shared {
-    pub(super) host: Arc<Host>,
-    /// The clients connected through this server, registered with the host for status.
-    pub(super) clients: Arc<McpClients>,
-    pub(super) profile: Option<Profile>,
-    pub(super) profile_name: String,
-    pub(super) options: McpOptions,
-    /// The profile's view of the registry, rebuilt when the registry changes.
-    pub(super) view: Mutex<Option<(Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
-    pub(super) pending: PendingApprovals,
-    pub(super) sessions: AtomicU64,
-    /// Plugins' host requests (the profile's state folder), when the profile has one.
-    pub(super) requests: Option<Arc<dyn crate::calls::context::HostRequests>>,
-}
-
-impl Shared {
-    /// The tools this frontend serves (the profile's view of the current registry).
-    pub(super) fn view(&self) -> Arc<ToolRegistry> {
-        let full = self.host.catalog().registry();
-        let mut cache = self.view.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((seen, view)) = cache.as_ref()
-            && Arc::ptr_eq(seen, &full)
-        {
-            return Arc::clone(view);
-        }
-        let view = Arc::new(match &self.profile {
-            Some(profile) => profile.view(&full).registry,
-            None => full.as_ref().clone(),
-        });
-        *cache = Some((full, Arc::clone(&view)));
-        view
-    }
-}
 
 /// Serves a host's tools over MCP. Cheap to clone; every connection gets a session.
 #[derive(Clone)]
@@ -68,35 +31,23 @@ pub struct McpServer {
 impl McpServer {
     /// A frontend for `host` serving the profile in `options` (default profile if none).
     pub fn new(host: Arc<Host>, options: McpOptions) -> Result<McpServer, McpServeError> {
-        let name = options
-            .profile
-            .clone()
-            .unwrap_or_else(|| host.default_profile().to_owned());
-        // The default profile may have no directory: it sees every tool.
-        let profile = host
-            .resolve_profile(options.profile.as_deref())
-            .map_err(|e| McpServeError::UnknownProfile {
+        // The default profile may have no entry in the config: it sees every tool.
+        let scope = host.door().scope(options.profile.as_deref()).map_err(|e| {
+            McpServeError::UnknownProfile {
                 name: e.name,
                 known: e.known,
-            })?
-            .cloned();
+            }
+        })?;
         let clients = Arc::new(McpClients::default());
         host.register_clients(Arc::downgrade(&clients) as Weak<dyn ClientDirectory>);
         Ok(McpServer {
             shared: Arc::new(Shared {
                 host,
                 clients,
-                profile: profile.clone(),
-                profile_name: name,
+                profile_name: scope.name,
                 options,
-                view: Mutex::new(None),
                 pending: PendingApprovals::default(),
                 sessions: AtomicU64::new(0),
-                requests: profile.as_ref().map(|p| {
-                    Arc::new(crate::calls::context::ProfileRequests::new(
-                        p.state_dir.clone(),
-                    )) as Arc<dyn crate::calls::context::HostRequests>
-                }),
             }),
         })
     }

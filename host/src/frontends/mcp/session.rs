@@ -8,28 +8,25 @@
               clients today) still use them"
 )]
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
-    MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
+    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::parse_content_output;
 
 use super::approval::McpApprover;
 use super::caller::{McpCaller, level_rank};
-use super::clients::ClientEntry;
-use super::server::Shared;
-use crate::calls::context::{CallerChannel, Turn, TurnIdentity, TurnServices};
+use super::state::SessionState;
+use crate::calls::context::CallerChannel;
 use crate::calls::dispatcher::{CallErrorKind, ToolCall};
 use crate::calls::policy::Approver;
 use crate::calls::tool::{Risk, ToolSpec};
@@ -41,105 +38,6 @@ const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 #[derive(Clone)]
 pub struct McpSession {
     pub(super) state: Arc<SessionState>,
-}
-
-pub(super) struct SessionState {
-    pub(super) shared: Arc<Shared>,
-    pub(super) transport: &'static str,
-    /// The name of the bearer token the client authenticated with.
-    pub(super) token: Option<String>,
-    pub(super) session_id: String,
-    pub(super) client: Mutex<Option<u64>>,
-    pub(super) registered: AtomicBool,
-    /// The lowest level of log notifications the client wants (`logging/setLevel`).
-    pub(super) log_level: AtomicU8,
-    /// Stops this session's list_changed forwarding.
-    pub(super) stop: CancellationToken,
-    /// What the client said about itself, read at its first call.
-    pub(super) facts: std::sync::OnceLock<Arc<ClientFacts>>,
-    /// Registry events since `initialize`, until `initialized` starts forwarding them.
-    pub(super) events:
-        Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::status::RegistryEvent>>>,
-}
-
-/// What a client can do, and the turn its calls run in.
-pub(super) struct ClientFacts {
-    pub(super) can_elicit: bool,
-    pub(super) can_sample: bool,
-    /// A 2026-07-28 client: no server requests, input-required results instead.
-    pub(super) sessionless: bool,
-    pub(super) turn: Arc<TurnIdentity>,
-}
-
-impl Drop for SessionState {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        self.shared
-            .host
-            .policy()
-            .forget_session(&self.shared.profile_name, &self.session_id);
-        if let Some(id) = *self
-            .client
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            self.shared.clients.remove(id);
-        }
-    }
-}
-
-impl SessionState {
-    /// Shows the client in `toolhost status` from its first request on.
-    fn register(&self, protocol: Option<&ProtocolVersion>, client: Option<&Implementation>) {
-        if self.registered.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let id = self.shared.clients.add(ClientEntry {
-            transport: self.transport,
-            token: self.token.clone(),
-            protocol_version: protocol.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
-            client_name: client.map_or_else(|| "unknown".to_owned(), |c| c.name.clone()),
-            client_version: client.map_or_else(String::new, |c| c.version.clone()),
-            since: Instant::now(),
-        });
-        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
-    }
-
-    /// The client's capabilities and turn, read once per session (a connection, or one
-    /// sessionless HTTP request).
-    fn client_facts(&self, context: &RequestContext<RoleServer>) -> Arc<ClientFacts> {
-        let facts = self.facts.get_or_init(|| {
-            let capabilities = context.client_capabilities();
-            Arc::new(ClientFacts {
-                can_elicit: capabilities
-                    .as_ref()
-                    .is_some_and(|c| c.elicitation.is_some()),
-                can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
-                sessionless: is_sessionless(context.protocol_version().as_ref()),
-                turn: Arc::new(TurnIdentity {
-                    profile_id: self.shared.profile_name.clone(),
-                    session_id: self.session_id.clone(),
-                    model: context
-                        .client_info()
-                        .map_or_else(|| "mcp-client".to_owned(), |c| c.name),
-                }),
-            })
-        });
-        Arc::clone(facts)
-    }
-
-    fn register_from(&self, context: &RequestContext<RoleServer>) {
-        if !self.registered.load(Ordering::Acquire) {
-            self.register(
-                context.protocol_version().as_ref(),
-                context.client_info().as_ref(),
-            );
-        }
-    }
-}
-
-fn is_sessionless(protocol: Option<&ProtocolVersion>) -> bool {
-    protocol.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// The annotations MCP clients read (hints; the host enforces the risk itself).
@@ -293,8 +191,8 @@ impl ServerHandler for McpSession {
             .state
             .shared
             .host
-            .availability()
-            .visible_specs(&view)
+            .door()
+            .visible(&view)
             .into_iter()
             .map(mcp_tool)
             .collect();
@@ -377,35 +275,25 @@ impl McpSession {
             sender: Mutex::new(None),
         });
         // The call stops when the client cancels the request, or when the host shuts down.
-        let cancel = shared.host.call_token();
-        let turn = Turn {
-            info: Arc::clone(&facts.turn),
-            cancel: cancel.clone(),
-            services: TurnServices {
-                child_turns: None,
-                caller: Some(Arc::clone(&caller) as Arc<dyn CallerChannel>),
-                requests: shared.requests.clone(),
-            },
-        };
+        let door = shared.host.door();
+        let mut call_request = door.request(Arc::clone(&facts.caller));
+        call_request.profile = Some(shared.profile_name.clone());
+        call_request.session = self.state.session_id.clone();
+        call_request.model = facts.model.clone();
+        call_request.approver = approver
+            .as_ref()
+            .map(|a| Arc::clone(a) as Arc<dyn Approver>);
+        call_request.channel = Some(Arc::clone(&caller) as Arc<dyn CallerChannel>);
+        let cancel = call_request.cancel.clone();
         let call = ToolCall {
-            // Only echoed in the dispatcher's result, which MCP does not return.
+            // Only echoed in the door's result, which MCP does not return.
             id: String::new(),
             name: tool.spec().name.clone(),
             arguments,
         };
-        let dispatcher = match &approver {
-            None => shared.host.dispatcher().clone(),
-            Some(approver) => {
-                let policy = shared
-                    .host
-                    .policy()
-                    .with_approver(Arc::clone(approver) as Arc<dyn Approver>);
-                shared.host.dispatcher().with_policy(Arc::new(policy))
-            }
-        };
-        // The dispatcher's future is large; boxed, the state rmcp moves into a task and
-        // polls stays small (measured: ~850 fewer instructions per call).
-        let mut dispatch = Box::pin(dispatcher.call(&view, &turn, call));
+        // The door's future is large; boxed, the state rmcp moves into a task and polls
+        // stays small (measured: ~850 fewer instructions per call).
+        let mut dispatch = Box::pin(door.call(&call_request, call));
         let result = tokio::select! {
             biased;
             result = &mut dispatch => result,

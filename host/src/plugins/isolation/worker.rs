@@ -598,6 +598,7 @@ fn start_call(
             session_id: frame.session_id,
             model: frame.model,
         }),
+        caller: Arc::default(),
         cancel: cancel.clone(),
         services,
     };

@@ -1,0 +1,338 @@
+//! The call door: the one way every call enters, whichever frontend it came from (CLI,
+//! control socket, MCP, the agent and its child turns). A frontend describes a call in a
+//! [`CallRequest`] (who is calling, as which profile, who can be asked, the channel back,
+//! a timeout cap) and renders the [`ToolResult`] it gets back; the door resolves the
+//! profile's tools, the approval policy with that approver, the dispatcher and the cancel
+//! token, and every [`CallObserver`] registered on it sees every call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::calls::availability::Availability;
+use crate::calls::context::{
+    CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
+};
+use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+use crate::calls::policy::{ApprovalPolicy, Approver};
+use crate::calls::registry::ToolRegistry;
+use crate::calls::tool::ToolSpec;
+
+/// A profile's part in a call: its name, the tools it sees now, and the host requests
+/// its calls can make (its state folder).
+#[derive(Clone)]
+pub struct ProfileScope {
+    /// The profile's name.
+    pub name: String,
+    /// The tools it sees now.
+    pub tools: Arc<ToolRegistry>,
+    /// Host requests its calls can make, if it has any.
+    pub requests: Option<Arc<dyn HostRequests>>,
+}
+
+/// A call asked for a profile the door does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this host has no profile '{name}'; its profiles are: {known}")]
+pub struct UnknownProfile {
+    /// The profile asked for.
+    pub name: String,
+    /// The profiles there are, comma-separated.
+    pub known: String,
+}
+
+/// Where the door finds the profiles calls run as (a running host's catalog and config,
+/// or the fixed registry of a one-shot command).
+pub trait Profiles: Send + Sync {
+    /// The profile a call runs as: `requested`, else the default. An error names the
+    /// profiles there are.
+    fn scope(&self, requested: Option<&str>) -> Result<ProfileScope, UnknownProfile>;
+}
+
+/// One profile with a fixed set of tools (`toolhost call`, `run`, `chat`, library users).
+pub struct FixedProfile(pub ProfileScope);
+
+impl Profiles for FixedProfile {
+    fn scope(&self, requested: Option<&str>) -> Result<ProfileScope, UnknownProfile> {
+        match requested {
+            Some(name) if name != self.0.name => Err(UnknownProfile {
+                name: name.to_owned(),
+                known: self.0.name.clone(),
+            }),
+            _ => Ok(self.0.clone()),
+        }
+    }
+}
+
+/// What a door is built from: plain settings (the config turns into these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSettings {
+    /// Call time limits.
+    pub dispatch: DispatchConfig,
+    /// How long availability answers are cached.
+    pub availability_ttl: Duration,
+    /// Whether "approve for this session" answers are remembered.
+    pub remember_approvals: bool,
+}
+
+impl Default for CallSettings {
+    fn default() -> Self {
+        CallSettings {
+            dispatch: DispatchConfig::default(),
+            availability_ttl: Duration::from_secs(30),
+            remember_approvals: true,
+        }
+    }
+}
+
+/// One call, or one model response's batch of calls, as a frontend describes it.
+pub struct CallRequest {
+    /// Who is calling.
+    pub caller: Arc<Caller>,
+    /// The profile to run as (`None`: the default).
+    pub profile: Option<String>,
+    /// Session and model the calls work for (the profile's name is filled in by the door).
+    pub session: String,
+    /// The model that asked for the calls (`none` for a person's call).
+    pub model: String,
+    /// Who is asked to approve calls that need it (`None`: the door's own approver, which
+    /// for a running host is nobody).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The channel back to the caller (progress, log lines, questions, sampling).
+    pub channel: Option<Arc<dyn CallerChannel>>,
+    /// A limit shorter than the door's own (interactive calls too); a longer one is
+    /// ignored.
+    pub timeout_cap: Option<Duration>,
+    /// Cancels the calls (a client's cancel, Ctrl-C, a stopped turn). The door's
+    /// [`CallDoor::request`] makes one the host's shutdown cancels.
+    pub cancel: CancellationToken,
+    /// Child turns, for tools such as `delegate_task` (the agent's).
+    pub child_turns: Option<Arc<dyn ChildTurnService>>,
+    /// Host requests answered by the caller instead of the profile (the agent answers
+    /// session searches too).
+    pub requests: Option<Arc<dyn HostRequests>>,
+    /// Tools left out of the profile's for these calls (a child turn's exclusions).
+    pub without: Arc<[String]>,
+}
+
+/// The door every call enters by. Cheap to clone.
+#[derive(Clone)]
+pub struct CallDoor {
+    profiles: Arc<dyn Profiles>,
+    availability: Arc<Availability>,
+    policy: Arc<ApprovalPolicy>,
+    dispatcher: Dispatcher,
+    /// Cancelled when the host shuts down (after its grace period).
+    shutdown: CancellationToken,
+}
+
+impl CallDoor {
+    /// A door over `profiles`, asking `approver` when a request names none.
+    pub fn new(
+        settings: &CallSettings,
+        profiles: Arc<dyn Profiles>,
+        approver: Arc<dyn Approver>,
+    ) -> CallDoor {
+        let availability = Arc::new(Availability::new(settings.availability_ttl));
+        let policy = Arc::new(ApprovalPolicy::new(
+            approver,
+            Arc::clone(&availability),
+            settings.remember_approvals,
+        ));
+        CallDoor {
+            dispatcher: Dispatcher::new(settings.dispatch, Arc::clone(&policy) as _),
+            profiles,
+            availability,
+            policy,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The same door, with `observer` seeing every call from now on.
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> CallDoor {
+        self.dispatcher = self.dispatcher.with_observer(observer);
+        self
+    }
+
+    /// The same door, with these tools' calls limited to their own durations (a tool that
+    /// waits on others, such as delegate_task, whose limit is sized to its child turns).
+    pub fn with_tool_timeouts(
+        mut self,
+        timeouts: impl IntoIterator<Item = (String, Duration)>,
+    ) -> CallDoor {
+        self.dispatcher = self.dispatcher.with_tool_timeouts(timeouts);
+        self
+    }
+
+    /// A request from `caller` with everything else at its default: the default profile,
+    /// the door's approver, no channel, and a cancel token the host's shutdown fires.
+    pub fn request(&self, caller: impl Into<Arc<Caller>>) -> CallRequest {
+        CallRequest {
+            caller: caller.into(),
+            profile: None,
+            session: String::new(),
+            model: "none".to_owned(),
+            approver: None,
+            channel: None,
+            timeout_cap: None,
+            cancel: self.shutdown.child_token(),
+            child_turns: None,
+            requests: None,
+            without: Arc::from([]),
+        }
+    }
+
+    /// The profile a request would run as, with the tools it sees now.
+    pub fn scope(&self, profile: Option<&str>) -> Result<ProfileScope, UnknownProfile> {
+        self.profiles.scope(profile)
+    }
+
+    /// The tools a model of `scope` should see: those whose requirements are met.
+    pub fn visible<'a>(&self, tools: &'a ToolRegistry) -> Vec<&'a ToolSpec> {
+        self.availability.visible_specs(tools)
+    }
+
+    /// The availability checks (cached).
+    pub fn availability(&self) -> &Availability {
+        &self.availability
+    }
+
+    /// Call time limits.
+    pub fn limits(&self) -> DispatchConfig {
+        self.dispatcher.config()
+    }
+
+    /// Whether "approve for this session" answers are remembered.
+    pub fn remembers_approvals(&self) -> bool {
+        self.policy.remembers()
+    }
+
+    /// Forgets what was approved for a session that ended.
+    pub fn forget_session(&self, profile: &str, session: &str) {
+        self.policy.forget_session(profile, session);
+    }
+
+    /// Cancels every call whose request came from [`CallDoor::request`] (at the end of a
+    /// host's shutdown).
+    pub fn cancel_all(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Runs one call.
+    pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
+        match self.admit(request) {
+            Ok((dispatcher, scope, ctx)) => dispatcher.call(&scope, &ctx, call).await,
+            Err(e) => refused(call, &e),
+        }
+    }
+
+    /// Runs the calls of one model response; one result per call, in order (see
+    /// [`Dispatcher::dispatch`]).
+    pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
+        match self.admit(request) {
+            Ok((dispatcher, scope, ctx)) => dispatcher.dispatch(&scope, &ctx, calls).await,
+            Err(e) => calls.into_iter().map(|c| refused(c, &e)).collect(),
+        }
+    }
+
+    /// What a request runs with: the dispatcher (under the request's approver and
+    /// timeout cap), the tools and the calls' context.
+    fn admit(
+        &self,
+        request: &CallRequest,
+    ) -> Result<
+        (
+            std::borrow::Cow<'_, Dispatcher>,
+            Arc<ToolRegistry>,
+            CallContext,
+        ),
+        UnknownProfile,
+    > {
+        let scope = self.profiles.scope(request.profile.as_deref())?;
+        let tools = if request.without.is_empty() {
+            scope.tools
+        } else {
+            Arc::new(scope.tools.without(&request.without))
+        };
+        let mut dispatcher = std::borrow::Cow::Borrowed(&self.dispatcher);
+        if let Some(approver) = &request.approver {
+            let policy = self.policy.with_approver(Arc::clone(approver));
+            dispatcher = std::borrow::Cow::Owned(dispatcher.with_policy(Arc::new(policy)));
+        }
+        if let Some(cap) = request.timeout_cap {
+            let limits = dispatcher.config();
+            if cap < limits.timeout || cap < limits.interactive_timeout {
+                let capped = DispatchConfig {
+                    timeout: cap.min(limits.timeout),
+                    interactive_timeout: cap.min(limits.interactive_timeout),
+                    ..limits
+                };
+                dispatcher = std::borrow::Cow::Owned(dispatcher.with_config(capped));
+            }
+        }
+        let ctx = CallContext {
+            turn: Arc::new(TurnIdentity {
+                profile_id: scope.name,
+                session_id: request.session.clone(),
+                model: request.model.clone(),
+            }),
+            cancel: request.cancel.clone(),
+            caller: Arc::clone(&request.caller),
+            services: TurnServices {
+                child_turns: request.child_turns.clone(),
+                caller: request.channel.clone(),
+                requests: request.requests.clone().or(scope.requests),
+            },
+        };
+        Ok((dispatcher, tools, ctx))
+    }
+}
+
+/// The result of a call whose request named a profile the door does not have.
+fn refused(call: ToolCall, e: &UnknownProfile) -> ToolResult {
+    ToolResult {
+        call_id: call.id,
+        name: call.name,
+        output: e.to_string(),
+        is_error: true,
+        error: Some(crate::calls::dispatcher::CallErrorKind::ToolNotFound),
+        elapsed: Duration::ZERO,
+    }
+}
+
+/// The tools of `registry` as a single profile named `name` (one-shot commands).
+pub fn fixed_profile(
+    name: &str,
+    tools: Arc<ToolRegistry>,
+    requests: Option<Arc<dyn HostRequests>>,
+) -> Arc<dyn Profiles> {
+    Arc::new(FixedProfile(ProfileScope {
+        name: name.to_owned(),
+        tools,
+        requests,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_profile_answers_its_name_and_the_default() {
+        let profiles = FixedProfile(ProfileScope {
+            name: "dev".to_owned(),
+            tools: Arc::new(ToolRegistry::default()),
+            requests: None,
+        });
+        assert_eq!(
+            profiles.scope(None).map(|s| s.name).ok(),
+            Some("dev".into())
+        );
+        assert!(profiles.scope(Some("dev")).is_ok());
+        let e = profiles.scope(Some("ops")).err();
+        assert_eq!(
+            e.map(|e| e.to_string()),
+            Some("this host has no profile 'ops'; its profiles are: dev".to_owned())
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! What the MCP frontend's parts share: the server's state all sessions see ([`Shared`]),
+//! one session's state ([`SessionState`], [`ClientFacts`]) and the approval questions
+//! sessionless clients have yet to answer. Server, session, approval and caller depend on
+//! this module; it depends on none of them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rmcp::RoleServer;
+use rmcp::model::{Implementation, ProtocolVersion};
+use rmcp::service::RequestContext;
+use tokio_util::sync::CancellationToken;
+
+use super::McpOptions;
+use super::clients::{ClientEntry, McpClients};
+use crate::calls::context::{Caller, Frontend};
+use crate::calls::registry::ToolRegistry;
+use crate::host::Host;
+
+/// How long a 2026-07-28 client has to answer an approval question.
+pub(super) const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// What all sessions of one MCP frontend share.
+pub(super) struct Shared {
+    pub(super) host: Arc<Host>,
+    /// The clients connected through this server, registered with the host for status.
+    pub(super) clients: Arc<McpClients>,
+    /// The profile served (checked with the host's door when the server was made).
+    pub(super) profile_name: String,
+    pub(super) options: McpOptions,
+    pub(super) pending: PendingApprovals,
+    pub(super) sessions: AtomicU64,
+}
+
+impl Shared {
+    /// The tools this frontend serves (the profile's view of the current registry).
+    pub(super) fn view(&self) -> Arc<ToolRegistry> {
+        // The profile was found when the server was made, and a host's profiles do not
+        // change; were it gone, the client would see no tools rather than another's.
+        self.host
+            .door()
+            .scope(Some(&self.profile_name))
+            .map(|scope| scope.tools)
+            .unwrap_or_default()
+    }
+}
+
+/// An approval question a 2026-07-28 client was sent and has not answered yet. The answer
+/// counts only for the same call of the same code: tool, arguments, plugin file, risk and
+/// schema (a reload in between asks again).
+struct PendingApproval {
+    call: [u8; 32],
+    asked: Instant,
+}
+
+/// At most this many approval questions wait for answers; past it the oldest is dropped
+/// (its client is asked again when it retries).
+const MAX_PENDING: usize = 1024;
+
+/// The approval questions sessionless clients have not answered yet, by request state.
+#[derive(Default)]
+pub(super) struct PendingApprovals(Mutex<HashMap<String, PendingApproval>>);
+
+impl PendingApprovals {
+    /// Whether `state` names a question asked, unexpired, for exactly this call; it is
+    /// used up either way.
+    pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        pending.remove(state).is_some_and(|p| &p.call == call)
+    }
+
+    pub(super) fn add(&self, call: [u8; 32]) -> String {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        if pending.len() >= MAX_PENDING
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, p)| p.asked)
+                .map(|(k, _)| k.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            PendingApproval {
+                call,
+                asked: Instant::now(),
+            },
+        );
+        state
+    }
+}
+
+/// One session's state (a connection, or one sessionless HTTP request).
+pub(super) struct SessionState {
+    pub(super) shared: Arc<Shared>,
+    pub(super) transport: &'static str,
+    /// The name of the bearer token the client authenticated with.
+    pub(super) token: Option<String>,
+    pub(super) session_id: String,
+    pub(super) client: Mutex<Option<u64>>,
+    pub(super) registered: AtomicBool,
+    /// The lowest level of log notifications the client wants (`logging/setLevel`).
+    pub(super) log_level: AtomicU8,
+    /// Stops this session's list_changed forwarding.
+    pub(super) stop: CancellationToken,
+    /// What the client said about itself, read at its first call.
+    pub(super) facts: std::sync::OnceLock<Arc<ClientFacts>>,
+    /// Registry events since `initialize`, until `initialized` starts forwarding them.
+    pub(super) events:
+        Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::status::RegistryEvent>>>,
+}
+
+/// What a client can do, and who it is to the call door.
+pub(super) struct ClientFacts {
+    pub(super) can_elicit: bool,
+    pub(super) can_sample: bool,
+    /// A 2026-07-28 client: no server requests, input-required results instead.
+    pub(super) sessionless: bool,
+    /// The caller its calls come from (transport, token, client name and version).
+    pub(super) caller: Arc<Caller>,
+    /// The model its calls are reported for: the client's name.
+    pub(super) model: String,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.shared
+            .host
+            .door()
+            .forget_session(&self.shared.profile_name, &self.session_id);
+        if let Some(id) = *self
+            .client
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            self.shared.clients.remove(id);
+        }
+    }
+}
+
+impl SessionState {
+    /// Shows the client in `toolhost status` from its first request on.
+    pub(super) fn register(
+        &self,
+        protocol: Option<&ProtocolVersion>,
+        client: Option<&Implementation>,
+    ) {
+        if self.registered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let id = self.shared.clients.add(ClientEntry {
+            transport: self.transport,
+            token: self.token.clone(),
+            protocol_version: protocol.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+            client_name: client.map_or_else(|| "unknown".to_owned(), |c| c.name.clone()),
+            client_version: client.map_or_else(String::new, |c| c.version.clone()),
+            since: Instant::now(),
+        });
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    /// The client's capabilities and turn, read once per session (a connection, or one
+    /// sessionless HTTP request).
+    pub(super) fn client_facts(&self, context: &RequestContext<RoleServer>) -> Arc<ClientFacts> {
+        let facts = self.facts.get_or_init(|| {
+            let capabilities = context.client_capabilities();
+            Arc::new(ClientFacts {
+                can_elicit: capabilities
+                    .as_ref()
+                    .is_some_and(|c| c.elicitation.is_some()),
+                can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+                sessionless: is_sessionless(context.protocol_version().as_ref()),
+                caller: Arc::new(Caller {
+                    frontend: Frontend::Mcp,
+                    // A stdio client is a process this user started.
+                    uid: (self.transport == "stdio").then(crate::sys::private::effective_uid),
+                    token: self.token.clone(),
+                    client: context.client_info().map(|c| (c.name, c.version)),
+                }),
+                model: context
+                    .client_info()
+                    .map_or_else(|| "mcp-client".to_owned(), |c| c.name),
+            })
+        });
+        Arc::clone(facts)
+    }
+
+    pub(super) fn register_from(&self, context: &RequestContext<RoleServer>) {
+        if !self.registered.load(Ordering::Acquire) {
+            self.register(
+                context.protocol_version().as_ref(),
+                context.client_info().as_ref(),
+            );
+        }
+    }
+}
+
+fn is_sessionless(protocol: Option<&ProtocolVersion>) -> bool {
+    protocol.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
