@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolhost::{
-    CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy, Risk, ToolCall,
-    ToolError, ToolOrigin, ToolRegistry, ToolSpec, TurnIdentity,
+    Arguments, CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy,
+    Risk, ToolCall, ToolError, ToolOrigin, ToolRegistry, ToolSpec, TurnIdentity,
 };
 
 const WARMUP: u32 = 20_000;
@@ -41,8 +41,8 @@ impl DynTool for NativeEcho {
     fn origin(&self) -> &ToolOrigin {
         &ToolOrigin::Native
     }
-    async fn call(&self, _ctx: &CallContext, args: Value) -> Result<String, ToolError> {
-        match args.get("text").and_then(Value::as_str) {
+    async fn call(&self, _ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+        match args.value().get("text").and_then(Value::as_str) {
             Some(t) => Ok(t.to_owned()),
             None => Err(ToolError::InvalidArgs("`text` must be a string".to_owned())),
         }
@@ -80,11 +80,12 @@ fn measure_plugin(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolR
 fn measure(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
     let calls = calls_per_round();
     let turn = CallContext::new(TurnIdentity::default());
-    let call = ToolCall {
-        id: "1".to_owned(),
-        name: "echo".to_owned(),
-        arguments: json!({"text": "hello"}),
-    };
+    // As a model or the command line sends them: JSON text, parsed once by the host.
+    let call = ToolCall::new(
+        "1",
+        "echo",
+        Arguments::parse(r#"{"text": "hello"}"#).expect("valid JSON"),
+    );
     rt.block_on(async {
         for _ in 0..WARMUP {
             let r = d.call(registry, &turn, call.clone()).await;

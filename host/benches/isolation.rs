@@ -82,7 +82,7 @@ fn dispatch_round_trips(rt: &tokio::runtime::Runtime, registry: &ToolRegistry) -
     let call = ToolCall {
         id: "1".to_owned(),
         name: "echo".to_owned(),
-        arguments: json!({"text": "hello"}),
+        arguments: json!({"text": "hello"}).into(),
     };
     rt.block_on(async {
         for _ in 0..WARMUP {
@@ -290,7 +290,7 @@ fn reloads(mode: IsolationMode, builds: &[PathBuf; 2], rt: &tokio::runtime::Runt
                     let call = ToolCall {
                         id: "1".to_owned(),
                         name: "build_version".to_owned(),
-                        arguments: json!({}),
+                        arguments: json!({}).into(),
                     };
                     if d.call(&catalog.registry(), &turn, call).await.is_error {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -331,7 +331,7 @@ fn reloads(mode: IsolationMode, builds: &[PathBuf; 2], rt: &tokio::runtime::Runt
         let call = ToolCall {
             id: "1".to_owned(),
             name: "build_version".to_owned(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         };
         let answer = rt.block_on(d.call(&catalog.registry(), &turn, call));
         assert_eq!(answer.output, want, "{answer:?}");
@@ -384,7 +384,7 @@ fn crash_to_next_call(crashy: &Path, rt: &tokio::runtime::Runtime) {
     let call = |name: &str, args: serde_json::Value| ToolCall {
         id: "1".to_owned(),
         name: name.to_owned(),
-        arguments: args,
+        arguments: args.into(),
     };
     let mut times = Vec::with_capacity(CRASHES);
     for _ in 0..CRASHES {

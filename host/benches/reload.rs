@@ -67,7 +67,7 @@ fn main() {
         let call = ToolCall {
             id: "1".to_owned(),
             name: "build_version".to_owned(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         };
         let rss_before = rss_bytes();
         let (mut latencies, mut calls, mut failed) = (Vec::new(), 0u64, 0u64);

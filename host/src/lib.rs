@@ -87,7 +87,7 @@ pub use calls::policy::{
 };
 pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name};
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
-pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
+pub use calls::tool::{Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
     AgentSettings, AgentSetup, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildLimits,
     ChildSettings, ConfigError, HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig,

@@ -130,7 +130,7 @@ impl toolhost::DynTool for Fixed {
     async fn call(
         &self,
         _ctx: &toolhost::CallContext,
-        _args: serde_json::Value,
+        _args: toolhost::Arguments,
     ) -> Result<String, toolhost::ToolError> {
         Ok(String::new())
     }

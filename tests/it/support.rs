@@ -300,7 +300,7 @@ pub(crate) fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCa
     ToolCall {
         id: id.to_owned(),
         name: name.to_owned(),
-        arguments,
+        arguments: arguments.into(),
     }
 }
 

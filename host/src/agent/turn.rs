@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::children::ChildTurns;
@@ -15,6 +14,7 @@ use super::sessions::{self, SessionError};
 use super::{AgentError, AgentInner, blocking};
 use crate::calls::context::{Caller, Frontend};
 use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
+use crate::calls::tool::Arguments;
 
 /// What a person watching a turn sees happen (the chat shows each as it comes).
 pub trait TurnObserver: Send + Sync {
@@ -95,7 +95,8 @@ impl AgentInner {
                 let mut calls = Vec::new();
                 let mut slots: Vec<Option<ToolResult>> = Vec::new();
                 for c in &reply.tool_calls {
-                    match serde_json::from_str::<Value>(&c.arguments) {
+                    // Parsed once: the text crosses to the plugin as the model wrote it.
+                    match Arguments::parse(c.arguments.as_str()) {
                         Ok(arguments) => {
                             calls.push(ToolCall {
                                 id: c.id.clone(),

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, take_message};
@@ -18,7 +17,7 @@ use toolhost_plugin_api::{CatchUnwind, take_message};
 use crate::calls::context::CallContext;
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
 use crate::calls::registry::{RegisteredTool, ToolRegistry};
-use crate::calls::tool::{Risk, ToolError};
+use crate::calls::tool::{Arguments, Risk, ToolError};
 
 /// One call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +26,23 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments object.
-    pub arguments: Value,
+    /// The arguments object (and the caller's JSON text of it, if it sent text).
+    pub arguments: Arguments,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments` (a JSON value, or [`Arguments::parse`]d text).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arguments>,
+    ) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
 }
 
 /// The outcome of one call, as it goes back to the model.
@@ -372,7 +386,7 @@ impl<'a> CallJob<'a> {
                 CallErrorKind::Denied,
             ));
         }
-        let arguments = &self.call.arguments;
+        let arguments = self.call.arguments.value();
         match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(arguments))) {
             Ok(Ok(())) => {}
             Ok(Err(problems)) => {
@@ -426,7 +440,7 @@ impl<'a> CallJob<'a> {
     async fn execute(
         &self,
         entry: &RegisteredTool,
-        arguments: Value,
+        arguments: Arguments,
     ) -> Result<String, CallFailure> {
         let name = &self.call.name;
         let limit = match self.tool_timeouts.get(name) {

@@ -77,6 +77,66 @@ impl fmt::Display for ToolOrigin {
     }
 }
 
+/// A call's arguments: the JSON value the host validates and, when the caller sent JSON
+/// text (the model, the command line), that text. The text is what crosses to a plugin,
+/// so arguments are parsed once on the way in and never written out again; a caller that
+/// had only a value (an MCP client's, parsed by the protocol layer) has it written once.
+#[derive(Debug, Clone)]
+pub struct Arguments {
+    value: Value,
+    text: Option<String>,
+}
+
+impl Arguments {
+    /// Arguments from the caller's JSON text (parsed here, once).
+    pub fn parse(text: impl Into<String>) -> Result<Arguments, serde_json::Error> {
+        let text = text.into();
+        let value = serde_json::from_str(&text)?;
+        Ok(Arguments {
+            value,
+            text: Some(text),
+        })
+    }
+
+    /// The value (what the schema is checked against).
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The value, for a tool that takes it.
+    pub fn into_value(self) -> Value {
+        self.value
+    }
+
+    /// The JSON text: the caller's, or the value written out.
+    pub fn into_text(self) -> String {
+        match self.text {
+            Some(text) => text,
+            // serde_json's writer, not `Display`: it skips the formatting machinery.
+            None => serde_json::to_string(&self.value).unwrap_or_else(|_| "{}".to_owned()),
+        }
+    }
+}
+
+impl From<Value> for Arguments {
+    fn from(value: Value) -> Arguments {
+        Arguments { value, text: None }
+    }
+}
+
+impl PartialEq for Arguments {
+    /// Arguments are equal when their values are (however the text was spaced).
+    fn eq(&self, other: &Arguments) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Default for Arguments {
+    fn default() -> Arguments {
+        Arguments::from(Value::Object(serde_json::Map::new()))
+    }
+}
+
 /// A tool the host can call.
 #[async_trait]
 pub trait DynTool: Send + Sync {
@@ -85,10 +145,28 @@ pub trait DynTool: Send + Sync {
     /// Where the tool comes from.
     fn origin(&self) -> &ToolOrigin;
     /// Runs the tool with arguments the dispatcher already validated against the schema.
-    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError>;
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError>;
 
     /// Whether its code runs in a process of its own (a plugin worker), not the host's.
     fn isolated(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_keep_the_callers_text_and_write_a_value_once() {
+        let text = r#"{ "b": 1.50, "a": [1, 2] }"#;
+        let parsed = Arguments::parse(text).expect("valid JSON");
+        assert_eq!(parsed.value()["b"], serde_json::json!(1.5));
+        // The text crosses as the caller wrote it: spacing, key order and number form.
+        assert_eq!(parsed.clone().into_text(), text);
+        let from_value = Arguments::from(serde_json::json!({"b": 1.5, "a": [1, 2]}));
+        assert_eq!(parsed, from_value);
+        assert_eq!(from_value.into_text(), r#"{"a":[1,2],"b":1.5}"#);
+        assert!(Arguments::parse("{not json").is_err());
     }
 }

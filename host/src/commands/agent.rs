@@ -65,7 +65,7 @@ impl TurnObserver for Printer {
                 "{}-> {} {}",
                 indent(depth),
                 c.name,
-                summary(&c.arguments.to_string(), 200)
+                summary(&c.arguments.value().to_string(), 200)
             );
         }
     }

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::Value;
 use toolhost::{
-    CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ProfileRequests, ToolCall,
+    Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ProfileRequests, ToolCall,
     fixed_profile,
 };
 
@@ -54,7 +53,13 @@ impl CallArgs {
                 ));
             }
             let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
-            return super::control::call(socket, self.tool, arguments, timeout, self.profile);
+            return super::control::call(
+                socket,
+                self.tool,
+                arguments.into_value(),
+                timeout,
+                self.profile,
+            );
         }
         let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
         let loader = new_loader(config, self.plugins.isolate)?;
@@ -112,9 +117,9 @@ impl CallArgs {
 }
 
 /// The arguments JSON and the timeout, or a usage error (exit code 2).
-fn parse_call_args(args: &str, timeout: f64) -> anyhow::Result<(Value, Duration)> {
-    let arguments: Value = match serde_json::from_str(args) {
-        Ok(v @ Value::Object(_)) => v,
+fn parse_call_args(args: &str, timeout: f64) -> anyhow::Result<(Arguments, Duration)> {
+    let arguments = match Arguments::parse(args) {
+        Ok(a) if a.value().is_object() => a,
         Ok(_) => {
             return Err(usage(
                 "the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'",

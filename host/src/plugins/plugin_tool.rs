@@ -15,7 +15,6 @@ use std::task::{Context, Poll};
 use abi_stable::std_types::{RResult, RStr};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
-use serde_json::Value;
 use toolhost_plugin_api::ToolError;
 use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolError};
 
@@ -25,7 +24,7 @@ use super::isolation::IsolationMode;
 use super::isolation::supervisor::WorkerPlugin;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
-use crate::calls::tool::{DynTool, ToolOrigin, ToolSpec};
+use crate::calls::tool::{Arguments, DynTool, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -146,10 +145,9 @@ impl DynTool for PluginTool {
         &self.origin
     }
 
-    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
-        // serde_json's writer, not `Display`: it skips the formatting machinery.
-        let args = serde_json::to_string(&args)
-            .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+        // The caller's text crosses as it came (written out only if there was none).
+        let args = args.into_text();
         let runtime = tokio::runtime::Handle::try_current().ok();
         let call = self.prepare(ctx, args, runtime.clone());
         let outcome = call_pool::run(

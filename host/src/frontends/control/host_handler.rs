@@ -56,7 +56,7 @@ async fn call(host: &Host, params: CallParams) -> Result<CallReply, ControlFault
     let call = ToolCall {
         id: "control".to_owned(),
         name: params.tool,
-        arguments: params.arguments,
+        arguments: params.arguments.into(),
     };
     Ok(CallReply::from(door.call(&request, call).await))
 }

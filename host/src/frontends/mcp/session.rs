@@ -289,7 +289,7 @@ impl McpSession {
             // Only echoed in the door's result, which MCP does not return.
             id: String::new(),
             name: tool.spec().name.clone(),
-            arguments,
+            arguments: arguments.into(),
         };
         // The door's future is large; boxed, the state rmcp moves into a task and polls
         // stays small (measured: ~850 fewer instructions per call).

@@ -28,7 +28,7 @@ use super::protocol::{
     ToWorker,
 };
 use crate::calls::context::{CallContext, TurnServices};
-use crate::calls::tool::{DynTool, Risk, ToolError, ToolOrigin, ToolSpec};
+use crate::calls::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolSpec};
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::{self, Containment};
 use crate::sys::sandbox::{self, SandboxMode, SandboxRules};
@@ -1252,9 +1252,9 @@ impl DynTool for WorkerTool {
         true
     }
 
-    async fn call(&self, ctx: &CallContext, args: Value) -> Result<String, ToolError> {
-        let args = serde_json::to_string(&args)
-            .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+        // The caller's text crosses as it came (written out only if there was none).
+        let args = args.into_text();
         // A call with a profile's state (the agent, MCP, `toolhost call --profile`) runs in
         // that profile's worker; one without (a control-socket call, a test) in the
         // default profile's.
