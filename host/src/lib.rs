@@ -17,15 +17,21 @@
 //! - **Registry**: [`ToolRegistry`] holds tools by name with their compiled argument
 //!   validators; `only` and `without` make the filtered copies profiles and child agents
 //!   use.
+//! - **Door**: [`CallDoor`] is the one way every call enters, whichever frontend it came
+//!   from. A frontend fills a [`CallRequest`] (the [`Caller`], the profile, who can be
+//!   asked, the channel back, a timeout cap, a cancel token) and renders the
+//!   [`ToolResult`]; the door resolves the profile's tools ([`Profiles`]), the approval
+//!   policy with that approver and the dispatcher, and every [`CallObserver`] registered on
+//!   it (statistics) sees every call with its context.
 //! - **Dispatcher**: [`Dispatcher`] runs the [`ToolCall`]s of one model response,
 //!   concurrently or one at a time when any is interactive. Each call is first admitted
-//!   (exists, not `deny`, valid arguments, allowed by the [`CallPolicy`]) and then executed
-//!   under a time limit and the [`Turn`]'s cancel token; every outcome is a [`ToolResult`]
-//!   in request order. [`CallPipeline`] builds availability, policy and dispatcher in one go.
+//!   (exists, not `deny`, valid [`Arguments`], allowed by the [`CallPolicy`]) and then
+//!   executed under a time limit and the [`CallContext`]'s cancel token; every outcome is a
+//!   [`ToolResult`] in request order.
 //! - **Policy**: [`ApprovalPolicy`] runs `read` tools and asks an [`Approver`] for the
 //!   others; operators override declared risks ([`RiskOverride`]).
 //! - **Context**: each call gets a [`CallContext`]: the [`TurnIdentity`] (profile, session,
-//!   model), its cancel token and the [`TurnServices`] (the [`CallerChannel`] back to
+//!   model), the [`Caller`], its cancel token and the [`TurnServices`] (the [`CallerChannel`] back to
 //!   whoever asked, child turns, typed host requests). Plugins see it through the stable
 //!   ABI as data plus a table of host services.
 //! - **Profile**: a [`Profile`] names the tools its agent sees and owns a private state
@@ -37,8 +43,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use toolhost::{DispatchConfig, Dispatcher, PluginLoader, ReadOnlyPolicy, ToolCall,
-//!                ToolRegistry, Turn, TurnIdentity};
+//! use toolhost::{AutoApprove, CallDoor, CallSettings, Caller, Frontend, PluginLoader,
+//!                ToolCall, ToolRegistry, fixed_profile};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let loader = PluginLoader::new()?;
@@ -47,15 +53,12 @@
 //!     eprintln!("{e}");
 //! }
 //! let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
-//! let dispatcher = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
-//! let turn = Turn::new(TurnIdentity::default());
-//! let call = ToolCall {
-//!     id: "1".into(),
-//!     name: "time_now".into(),
-//!     arguments: serde_json::json!({"timezone": "UTC"}),
-//! };
-//! let results = dispatcher.dispatch(&registry, &turn, vec![call]).await;
-//! println!("{}", results[0].output);
+//! let tools = fixed_profile("default", Arc::new(registry), None);
+//! let door = CallDoor::new(&CallSettings::default(), tools, Arc::new(AutoApprove));
+//! let request = door.request(Caller::new(Frontend::Library));
+//! let call = ToolCall::new("1", "time_now", serde_json::json!({"timezone": "UTC"}));
+//! let result = door.call(&request, call).await;
+//! println!("{}", result.output);
 //! # Ok(()) }
 //! ```
 
