@@ -7,6 +7,7 @@ mod blocking;
 mod cli;
 mod compat;
 mod dispatch;
+mod door;
 mod doors;
 mod ffi_boundary;
 mod fuzz;

@@ -1,0 +1,212 @@
+//! The call door with real plugin tools: a request's caller, profile, session and model
+//! reach the tool and the door's observers; its approver is asked (and the door's own when
+//! it names none); its timeout cap shortens the door's limit and never lengthens it; a
+//! request's exclusions and an unknown profile are refused as such.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost::{
+    AutoApprove, CallContext, CallDoor, CallErrorKind, CallObserver, CallSettings, Caller,
+    Frontend, NobodyToAsk, ToolResult, fixed_profile,
+};
+
+use crate::support::{PluginDir, call, load, marker, short_timeout};
+
+/// Every call an observer saw: (frontend, client, profile, session, tool, error kind).
+type Seen = (
+    Frontend,
+    Option<(String, String)>,
+    String,
+    String,
+    String,
+    Option<CallErrorKind>,
+);
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Seen>>);
+
+impl CallObserver for Recorder {
+    fn record(&self, ctx: &CallContext, result: &ToolResult) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push((
+            ctx.caller.frontend,
+            ctx.caller.client.clone(),
+            ctx.turn.profile_id.clone(),
+            ctx.turn.session_id.clone(),
+            result.name.clone(),
+            result.error,
+        ));
+    }
+}
+
+/// A door over the basic fixture's tools as profile `dev`, asking nobody by default.
+fn door(settings: CallSettings) -> (PluginDir, CallDoor, Arc<Recorder>) {
+    let dir = PluginDir::with(&["fixture_basic"]);
+    let (_, registry, _) = load(&dir);
+    let recorder = Arc::new(Recorder::default());
+    let door = CallDoor::new(
+        &settings,
+        fixed_profile("dev", Arc::new(registry), None),
+        Arc::new(NobodyToAsk {
+            hint: "nobody here".to_owned(),
+        }),
+    )
+    .with_observer(Arc::clone(&recorder) as Arc<dyn CallObserver>);
+    (dir, door, recorder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_reaches_the_tool_and_every_observer_as_its_caller() {
+    let (_dir, door, recorder) = door(CallSettings::default());
+    let mut request = door.request(Caller {
+        frontend: Frontend::Mcp,
+        client: Some(("inspector".to_owned(), "1.2".to_owned())),
+        ..Caller::default()
+    });
+    request.session = "s-7".to_owned();
+    request.model = "inspector".to_owned();
+    let result = door
+        .call(&request, call("1", "context_info", json!({})))
+        .await;
+    assert!(!result.is_error, "{result:?}");
+    let seen: Value = serde_json::from_str(&result.output).expect("JSON");
+    assert_eq!(seen["profile_id"], "dev", "the door filled in the profile");
+    assert_eq!(seen["session_id"], "s-7");
+    assert_eq!(seen["model"], "inspector");
+
+    let control = door.request(Caller::new(Frontend::Control));
+    let batch = door
+        .dispatch(
+            &control,
+            vec![
+                call("a", "echo", json!({"text": "x"})),
+                call("b", "no_such_tool", json!({})),
+            ],
+        )
+        .await;
+    assert_eq!(batch.len(), 2);
+    assert_eq!(batch[1].error, Some(CallErrorKind::ToolNotFound));
+
+    let seen = recorder
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(seen.len(), 3, "one record per call: {seen:?}");
+    assert_eq!(
+        seen[0],
+        (
+            Frontend::Mcp,
+            Some(("inspector".to_owned(), "1.2".to_owned())),
+            "dev".to_owned(),
+            "s-7".to_owned(),
+            "context_info".to_owned(),
+            None
+        )
+    );
+    let mut rest: Vec<_> = seen[1..].iter().map(|s| (s.0, s.4.clone(), s.5)).collect();
+    rest.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(
+        rest,
+        vec![
+            (Frontend::Control, "echo".to_owned(), None),
+            (
+                Frontend::Control,
+                "no_such_tool".to_owned(),
+                Some(CallErrorKind::ToolNotFound)
+            ),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_approver_is_asked_and_without_one_the_doors() {
+    let (_dir, door, _) = door(CallSettings::default());
+    let (_marker_dir, marker) = marker();
+    let args = json!({"marker": marker.to_str().expect("utf-8")});
+    let nobody = door.request(Caller::new(Frontend::Control));
+    let refused = door
+        .call(&nobody, call("1", "risky_write", args.clone()))
+        .await;
+    assert_eq!(
+        refused.error,
+        Some(CallErrorKind::NotApproved),
+        "{refused:?}"
+    );
+    assert!(refused.output.contains("nobody here"), "{}", refused.output);
+    assert!(!marker.exists(), "a refused call never runs");
+
+    let mut asked = door.request(Caller::new(Frontend::Cli));
+    asked.approver = Some(Arc::new(AutoApprove));
+    let approved = door.call(&asked, call("2", "risky_write", args)).await;
+    assert!(!approved.is_error, "{approved:?}");
+    assert!(marker.exists(), "the approved call ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_cap_shortens_the_limit_and_never_lengthens_it() {
+    let (_dir, door, _) = door(CallSettings {
+        dispatch: short_timeout(400),
+        ..CallSettings::default()
+    });
+    let slow = || call("1", "slow", json!({"ms": 20_000, "label": "x"}));
+
+    let mut shorter = door.request(Caller::new(Frontend::Control));
+    shorter.timeout_cap = Some(Duration::from_millis(100));
+    let r = door.call(&shorter, slow()).await;
+    assert_eq!(r.error, Some(CallErrorKind::TimedOut), "{r:?}");
+    assert!(r.output.contains("the limit is 0.1 s"), "{}", r.output);
+
+    let mut longer = door.request(Caller::new(Frontend::Control));
+    longer.timeout_cap = Some(Duration::from_secs(3600));
+    let r = door.call(&longer, slow()).await;
+    assert_eq!(r.error, Some(CallErrorKind::TimedOut), "{r:?}");
+    assert!(r.output.contains("the limit is 0.4 s"), "{}", r.output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_exclusions_and_an_unknown_profile_are_refused() {
+    let (_dir, door, _) = door(CallSettings::default());
+    let mut child = door.request(Caller::new(Frontend::ChildTurn));
+    child.without = Arc::from(["echo".to_owned()]);
+    let r = door
+        .call(&child, call("1", "echo", json!({"text": "x"})))
+        .await;
+    assert_eq!(r.error, Some(CallErrorKind::ToolNotFound), "{r:?}");
+
+    let mut elsewhere = door.request(Caller::new(Frontend::Control));
+    elsewhere.profile = Some("ops".to_owned());
+    let r = door
+        .call(&elsewhere, call("1", "echo", json!({"text": "x"})))
+        .await;
+    assert!(r.is_error);
+    assert_eq!(
+        r.output,
+        "this host has no profile 'ops'; its profiles are: dev"
+    );
+    assert!(door.scope(Some("ops")).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_request_cancels_its_calls() {
+    let (_dir, door, _) = door(CallSettings::default());
+    let request = door.request(Caller::new(Frontend::Mcp));
+    let cancel = request.cancel.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    let r = door
+        .call(
+            &request,
+            call("1", "slow", json!({"ms": 20_000, "label": "x"})),
+        )
+        .await;
+    canceller.await.expect("canceller");
+    assert_eq!(r.error, Some(CallErrorKind::Cancelled), "{r:?}");
+    // The door's cancel_all reaches requests it made.
+    let later = door.request(Caller::new(Frontend::Mcp));
+    door.cancel_all();
+    assert!(later.cancel.is_cancelled());
+}
