@@ -67,8 +67,12 @@ struct HostProfiles {
     profiles: Vec<(Profile, Arc<dyn HostRequests>)>,
     default_profile: String,
     /// Per profile name: the registry its view was made from, and the view.
-    views: Mutex<HashMap<String, (Arc<ToolRegistry>, Arc<ToolRegistry>)>>,
+    views: Mutex<HashMap<String, CachedView>>,
 }
+
+/// A profile's view, and the registry it was made from (a view of an older registry is
+/// made again).
+type CachedView = (Arc<ToolRegistry>, Arc<ToolRegistry>);
 
 impl HostProfiles {
     fn profile(&self, name: &str) -> Option<&(Profile, Arc<dyn HostRequests>)> {
