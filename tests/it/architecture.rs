@@ -138,7 +138,7 @@ fn each_heavy_dependency_is_known_to_one_place() {
         ("rmcp::", &["frontends/mcp/"]),
         ("hyper", &["frontends/mcp/"]),
         ("toml::", &["config/"]),
-        ("notify::", &["plugins/watch.rs"]),
+        ("notify::", &["plugins/catalog/watch.rs"]),
         ("rusqlite", &["agent/sessions.rs"]),
         ("reqwest", &["agent/model.rs"]),
         ("abi_stable", &["plugins/"]),
@@ -158,9 +158,9 @@ fn each_heavy_dependency_is_known_to_one_place() {
 #[test]
 fn unsafe_code_lives_only_where_the_architecture_says() {
     let allowed = [
-        "plugins/loader.rs",
-        "plugins/plugin_tool.rs",
-        "plugins/host_services.rs",
+        "plugins/load/loader.rs",
+        "plugins/run/plugin_tool.rs",
+        "plugins/run/host_services.rs",
         "frontends/mcp/stdio.rs",
         "sys/",
     ];

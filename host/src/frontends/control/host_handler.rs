@@ -9,7 +9,7 @@ use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest,
 use crate::calls::context::{Turn, TurnIdentity};
 use crate::calls::dispatcher::{DispatchConfig, ToolCall};
 use crate::host::Host;
-use crate::plugins::status::RescanReport;
+use crate::plugins::catalog::RescanReport;
 
 impl ControlHandler for Host {
     async fn handle(&self, request: ControlRequest) -> Result<ControlResult, ControlFault> {

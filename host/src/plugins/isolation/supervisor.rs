@@ -242,7 +242,7 @@ impl Connection {
                 let Some((caller, runtime, tool)) = found else {
                     return;
                 };
-                crate::plugins::host_services::log_tool_line(
+                crate::plugins::run::host_services::log_tool_line(
                     LogLevel(level),
                     &self.plugin,
                     &tool,

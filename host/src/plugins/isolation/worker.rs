@@ -24,10 +24,10 @@ use super::protocol::{
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
 use crate::calls::tool::ToolError;
-use crate::plugins::call_pool;
-use crate::plugins::error::PluginLoadError;
-use crate::plugins::loader;
-use crate::plugins::plugin_tool::PluginTool;
+use crate::plugins::load::error::PluginLoadError;
+use crate::plugins::load::loader;
+use crate::plugins::run::call_pool;
+use crate::plugins::run::plugin_tool::PluginTool;
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};

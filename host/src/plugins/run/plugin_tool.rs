@@ -21,11 +21,11 @@ use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolEr
 
 use super::call_pool;
 use super::host_services::CallState;
-use super::isolation::IsolationMode;
-use super::isolation::supervisor::WorkerPlugin;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
 use crate::calls::tool::{DynTool, ToolOrigin, ToolSpec};
+use crate::plugins::isolation::IsolationMode;
+use crate::plugins::isolation::supervisor::WorkerPlugin;
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
