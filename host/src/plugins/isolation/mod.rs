@@ -1,8 +1,10 @@
 //! Out-of-process plugins: the same `.so` run in a supervised, sandboxed worker process
 //! instead of the host, chosen per plugin by the operator. `protocol` is the wire between
-//! host and worker, `worker` and `proxy` the worker's side, `supervisor` the host's (start,
-//! calls, crashes, restarts with backoff, quarantine, ending a generation's worker).
+//! host and worker; `worker`, `link` (its end of the connection) and `proxy` (the host
+//! services inside it) the worker's side; `supervisor` the host's (start, calls, crashes,
+//! restarts with backoff, quarantine, ending a generation's worker).
 
+mod link;
 mod log_limit;
 pub(crate) mod protocol;
 mod proxy;

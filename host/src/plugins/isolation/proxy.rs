@@ -14,8 +14,8 @@ use toolhost_plugin_api::{
     SampleRequest, ServiceError, SessionsSearchAnswer, StateDirAnswer,
 };
 
+use super::link::Link;
 use super::protocol::{FromWorker, ServiceCall};
-use super::worker::Link;
 use crate::calls::context::{
     CallerChannel, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
 };
