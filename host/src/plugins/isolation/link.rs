@@ -10,14 +10,15 @@ use std::sync::{Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::protocol::{self, FromWorker, ServiceCall, WireToolError};
+use super::protocol::{self, FromWorker, ServiceCall, WireServiceError, WireToolError};
 use crate::sys::process::exit_now;
+use toolhost_plugin_api::ServiceError;
 
 /// The worker's end of the connection: frames out, and the service requests waiting for
 /// the host's answer.
 pub(crate) struct Link {
     stream: Mutex<UnixStream>,
-    services: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
+    services: Mutex<HashMap<u64, oneshot::Sender<Result<Value, WireServiceError>>>>,
     next_service: std::sync::atomic::AtomicU64,
 }
 
@@ -32,7 +33,7 @@ impl Link {
     }
 
     /// The host answered service request `id`: the call waiting for it goes on.
-    pub(crate) fn answered(&self, id: u64, answer: Result<Value, String>) {
+    pub(crate) fn answered(&self, id: u64, answer: Result<Value, WireServiceError>) {
         let waiting = self
             .services
             .lock()
@@ -100,7 +101,11 @@ impl Link {
 
     /// Asks the host for a service on behalf of call `call` and waits for the answer. A
     /// request too large to send fails at once.
-    pub(crate) async fn service(&self, call: u64, request: ServiceCall) -> Result<Value, String> {
+    pub(crate) async fn service(
+        &self,
+        call: u64,
+        request: ServiceCall,
+    ) -> Result<Value, WireServiceError> {
         let id = self
             .next_service
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -114,16 +119,16 @@ impl Link {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            return Err(toolhost_plugin_api::ServiceError::Failed(format!(
+            return Err(ServiceError::Failed(format!(
                 "the request could not be sent to the host: {e}"
             ))
-            .to_wire());
+            .into());
         }
         rx.await.unwrap_or_else(|_| {
-            Err(toolhost_plugin_api::ServiceError::Unavailable(
+            Err(ServiceError::Unavailable(
                 "the host ended the worker before it answered".to_owned(),
             )
-            .to_wire())
+            .into())
         })
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest};
+use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest, ServiceError};
 
 use crate::calls::tool::ToolSpec;
 use crate::sys::confinement::Confinement;
@@ -61,9 +61,30 @@ pub(crate) enum ToWorker {
     ServiceReply {
         /// The service request.
         id: u64,
-        /// The answer as JSON, or the error in `ServiceError::to_wire` form.
-        answer: Result<Value, String>,
+        /// The answer as JSON, or the error.
+        answer: Result<Value, WireServiceError>,
     },
+}
+
+/// A host service's failure as it crosses the socket: the text of
+/// `ServiceError::to_wire` (a child turn's error: its message as it is), serialized as
+/// that text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(transparent)]
+#[error("{0}")]
+pub(crate) struct WireServiceError(pub(crate) String);
+
+impl From<ServiceError> for WireServiceError {
+    fn from(e: ServiceError) -> Self {
+        WireServiceError(e.to_wire())
+    }
+}
+
+impl WireServiceError {
+    /// The service error it stands for.
+    pub(crate) fn into_service_error(self) -> ServiceError {
+        ServiceError::from_wire(self.0)
+    }
 }
 
 /// What to load and how.

@@ -394,7 +394,9 @@ impl PluginLoader {
                 Ok(started) => started,
                 Err(reason) => {
                     let _ = fs::remove_file(&copy);
-                    return Err(LoadErrorKind::InWorker { reason });
+                    return Err(LoadErrorKind::InWorker {
+                        reason: reason.to_string(),
+                    });
                 }
             };
         let tools = started.plugin.tools(started.tools);
