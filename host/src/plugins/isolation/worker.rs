@@ -23,7 +23,7 @@ use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
 use crate::calls::tool::ToolError;
 use crate::plugins::load::error::PluginLoadError;
 use crate::plugins::load::loader;
-use crate::plugins::run::call_pool;
+use crate::plugins::run::call_pool::{self, PoolError};
 use crate::plugins::run::plugin_tool::PluginTool;
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
@@ -504,14 +504,14 @@ fn start_call(
     let (name, plugin) = tool.names();
     let on_done = {
         let (link, calls) = (Arc::clone(link), Arc::clone(calls));
-        Box::new(move |outcome: Result<FfiCallResult, String>| {
+        Box::new(move |outcome: Result<FfiCallResult, PoolError>| {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
             let result = match outcome {
                 Ok(outcome) => tool.outcome(outcome),
-                Err(e) => Err(ToolError::Failed(e)),
+                Err(e) => Err(ToolError::Failed(e.to_string())),
             };
             link.send(&FromWorker::Reply {
                 id,
@@ -529,7 +529,7 @@ fn start_call(
                 running.detached = Some(detached);
             }
         }
-        Err(message) => {
+        Err(e) => {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -538,7 +538,7 @@ fn start_call(
                 id,
                 result: Err(WireToolError {
                     invalid_args: false,
-                    message,
+                    message: e.to_string(),
                 }),
             });
         }

@@ -527,7 +527,7 @@ pub(crate) fn load_library_tools(
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
         match PluginTool::new(ffi, origin.clone(), index) {
             Ok(t) => plugin_tools.push(Arc::new(t)),
-            Err(e) => skipped_tools.push(e),
+            Err(e) => skipped_tools.push(e.to_string()),
         }
     }
     let tools: Vec<Arc<dyn DynTool>> = plugin_tools
