@@ -76,7 +76,7 @@ impl LastWords {
 }
 
 /// One running worker process and its socket.
-pub(crate) struct Connection {
+pub(super) struct Connection {
     stream: Mutex<UnixStream>,
     pending: Mutex<HashMap<u64, Pending>>,
     next_id: AtomicU64,

@@ -130,9 +130,9 @@ pub(crate) enum SendError {
 #[error("plugin '{plugin}' stopped during the call to '{tool}': {what}")]
 pub(crate) struct WorkerStopped {
     /// The plugin.
-    pub(crate) plugin: Arc<str>,
+    pub(super) plugin: Arc<str>,
     /// The tool called.
-    pub(crate) tool: Arc<str>,
+    pub(super) tool: Arc<str>,
     /// How the worker ended and what happens next.
-    pub(crate) what: String,
+    pub(super) what: String,
 }

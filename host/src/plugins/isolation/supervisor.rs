@@ -208,7 +208,7 @@ impl WorkerPlugin {
     /// A worker of this plugin died with `reason` (`conn` is `None` for a worker that
     /// failed to start, which counts too): the lifecycle decides what happens next, for
     /// the callers' errors.
-    fn crashed(&self, conn: Option<&Connection>, reason: &str) -> AfterCrash {
+    fn count_crash(&self, conn: Option<&Connection>, reason: &str) -> AfterCrash {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(conn) = conn {
@@ -275,7 +275,7 @@ impl WorkerPlugin {
                 }
                 Err(source) => {
                     let reason = format!("could not be started again: {source}");
-                    let next = self.crashed(None, &reason);
+                    let next = self.count_crash(None, &reason);
                     return Err(WorkerUnavailable::NotStarted {
                         plugin: Arc::clone(&self.name),
                         source,
@@ -312,7 +312,7 @@ impl WorkerPlugin {
 
 impl WorkerOwner for WorkerPlugin {
     fn crashed(&self, conn: &Connection, reason: &str) -> AfterCrash {
-        WorkerPlugin::crashed(self, Some(conn), reason)
+        self.count_crash(Some(conn), reason)
     }
 }
 
