@@ -447,6 +447,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_service_error_crosses_as_the_same_text_as_before() {
+        let reply = ToWorker::ServiceReply {
+            id: 7,
+            answer: Err(ServiceError::Unavailable("no person to ask".to_owned()).into()),
+        };
+        let json = serde_json::to_value(&reply).expect("encode");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "t": "service_reply",
+                "id": 7,
+                "answer": {"Err": "unavailable: no person to ask"},
+            })
+        );
+        let back: ToWorker = serde_json::from_value(json).expect("decode");
+        let ToWorker::ServiceReply {
+            answer: Err(wire), ..
+        } = back
+        else {
+            panic!("not an error reply");
+        };
+        assert_eq!(
+            wire.into_service_error(),
+            ServiceError::Unavailable("no person to ask".to_owned())
+        );
+    }
+
+    #[test]
     fn frames_round_trip_in_pieces_and_end_cleanly() {
         let (a, b) = UnixStream::pair().expect("pair");
         a.set_nonblocking(true).expect("nonblocking");

@@ -43,7 +43,7 @@ impl WorkerPlugin {
 }
 
 /// A tool of a plugin that runs in workers.
-pub(crate) struct WorkerTool {
+struct WorkerTool {
     plugin: Arc<WorkerPlugin>,
     index: u32,
     name: Arc<str>,
