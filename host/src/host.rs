@@ -18,10 +18,10 @@ use crate::calls::policy::NobodyToAsk;
 use crate::calls::registry::ToolRegistry;
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
-use crate::plugins::call_pool::StuckCall;
+use crate::plugins::catalog::CatalogStatus;
+use crate::plugins::catalog::watch::WatchConfig;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
-use crate::plugins::status::CatalogStatus;
-use crate::plugins::watch::WatchConfig;
+use crate::plugins::run::call_pool::StuckCall;
 
 /// How to run a host.
 #[derive(Debug, Clone)]
@@ -325,7 +325,7 @@ impl Host {
                         })
                 })
                 .collect(),
-            stuck_calls: crate::plugins::call_pool::stuck_calls(),
+            stuck_calls: crate::plugins::run::call_pool::stuck_calls(),
             clients: self.connected_clients(),
         }
     }

@@ -114,22 +114,22 @@ pub use frontends::mcp::{
 pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig, UnavailableTool,
 };
-pub use plugins::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
-pub use plugins::catalog::{CatalogConfig, PluginCatalog};
-pub use plugins::error::{LoadErrorKind, PluginLoadError};
-pub use plugins::isolation::supervisor::WorkerStatus;
-pub use plugins::isolation::{IsolationMode, IsolationPolicy, worker::run as run_worker};
-pub use plugins::loader::{
-    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
-};
-pub use plugins::plugin_tool::LoadedPlugin;
-pub use plugins::status::{
+pub use plugins::catalog::status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
 };
-pub use plugins::trust::{
+pub use plugins::catalog::watch::{PluginWatcher, WatchConfig, WatchError};
+pub use plugins::catalog::{CatalogConfig, PluginCatalog};
+pub use plugins::isolation::supervisor::WorkerStatus;
+pub use plugins::isolation::{IsolationMode, IsolationPolicy, worker::run as run_worker};
+pub use plugins::load::error::{LoadErrorKind, PluginLoadError};
+pub use plugins::load::loader::{
+    DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
+};
+pub use plugins::load::trust::{
     Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
 };
-pub use plugins::watch::{PluginWatcher, WatchConfig, WatchError};
+pub use plugins::run::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
+pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;

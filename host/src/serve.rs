@@ -15,7 +15,7 @@ use crate::config::ConfigError;
 use crate::frontends::control::{ControlError, ControlSocket};
 use crate::host::{Host, ServeConfig};
 use crate::plugins::catalog::PluginCatalog;
-use crate::plugins::watch::{PluginWatcher, WatchError};
+use crate::plugins::catalog::watch::{PluginWatcher, WatchError};
 
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]

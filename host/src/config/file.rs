@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use crate::calls::tool::Risk;
 use crate::plugins::isolation::IsolationMode;
-use crate::plugins::loader::DEFAULT_MAX_FILE_SIZE;
-use crate::plugins::trust::{PublisherEntry, TrustMode};
+use crate::plugins::load::loader::DEFAULT_MAX_FILE_SIZE;
+use crate::plugins::load::trust::{PublisherEntry, TrustMode};
 use crate::sys::sandbox::SandboxMode;
 
 /// The host's configuration.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::{AgentSetup, ConfigError, HostConfig, MAX_CONFIG_FILE_SIZE, ModelSettings, Profile};
 use crate::calls::policy::RiskOverride;
-use crate::plugins::loader::LoadPolicy;
-use crate::plugins::trust::TrustPolicy;
+use crate::plugins::load::loader::LoadPolicy;
+use crate::plugins::load::trust::TrustPolicy;
 
 /// Where the config file is looked for when `--config` is not given:
 /// `$XDG_CONFIG_HOME/toolhost/config.toml`, else `~/.config/toolhost/config.toml`.
@@ -156,7 +156,7 @@ impl LoadedConfig {
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
     /// (`[trust] file`, else `trust.json` in [`crate::state_dir`]).
-    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::plugins::trust::TrustError> {
+    pub fn trust_policy(&self) -> Result<TrustPolicy, crate::plugins::load::trust::TrustError> {
         let t = &self.config.trust;
         let file = t
             .file
@@ -166,7 +166,7 @@ impl LoadedConfig {
     }
 
     /// Which plugin files may load: `[plugins]` and `[trust]`.
-    pub fn load_policy(&self) -> Result<LoadPolicy, crate::plugins::trust::TrustError> {
+    pub fn load_policy(&self) -> Result<LoadPolicy, crate::plugins::load::trust::TrustError> {
         Ok(LoadPolicy {
             strict_permissions: self.config.plugins.strict_permissions,
             max_file_size: self.config.plugins.max_file_size,

@@ -1,19 +1,11 @@
-//! Plugins: finding, checking, trusting and loading plugin files (`loader`, `trust`), the
-//! tools a loaded library exports (`plugin_tool`), the catalog of plugin generations that
-//! a rescan updates (`catalog`) and the watcher that triggers rescans (`watch`). This is
-//! the only part of the host that knows about dlopen, ELF and abi_stable.
+//! Plugins, by concern: `load` finds, checks, trusts and loads plugin files; `run` turns a
+//! loaded library's exports into host tools and runs their calls on plugin threads with
+//! the host's services; `catalog` keeps the running set (one generation per file, the
+//! registry built from them, its status) and the watcher that triggers rescans;
+//! `isolation` runs a plugin in supervised worker processes instead. This is the only part
+//! of the host that knows about dlopen, ELF and abi_stable.
 
-mod abi_check;
-pub(crate) mod call_pool;
 pub(crate) mod catalog;
-mod elf;
-pub(crate) mod error;
-mod host_services;
 pub(crate) mod isolation;
-pub(crate) mod loader;
-pub(crate) mod plugin_tool;
-pub(crate) mod private_copy;
-pub(crate) mod status;
-mod timers;
-pub(crate) mod trust;
-pub(crate) mod watch;
+pub(crate) mod load;
+pub(crate) mod run;

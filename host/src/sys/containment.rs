@@ -84,7 +84,7 @@ pub(crate) enum ContainmentError {
          (`sysctl kernel.unprivileged_userns_clone=1`, or the AppArmor \
          `userns` rule), or set `containment = \"auto\"`"
     )]
-    NoPidNamespace(String),
+    NoPidNamespace(&'static NoPidNamespaces),
 }
 
 /// One controller directory of a worker's cgroup.
@@ -181,7 +181,7 @@ pub(crate) fn make(
             .map_err(|e| ContainmentError::NoCgroup(e.to_string())),
         ContainmentMode::PidNamespace => match pid_namespaces() {
             Ok(()) => Ok(Containment::PidNamespace),
-            Err(e) => Err(ContainmentError::NoPidNamespace(e.clone())),
+            Err(e) => Err(ContainmentError::NoPidNamespace(e)),
         },
         ContainmentMode::ProcessGroup => Ok(Containment::ProcessGroup),
         ContainmentMode::Auto => match WorkerCgroup::make(memory_bytes, max_processes) {
@@ -204,16 +204,28 @@ pub(crate) fn make(
     made
 }
 
+/// Why this host cannot make PID namespaces (see [`ContainmentError::NoPidNamespace`] for
+/// what to do).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoPidNamespaces {
+    /// The probe's child process could not be started.
+    #[error("fork failed: {0}")]
+    Fork(#[source] io::Error),
+    /// The kernel refused (unprivileged user namespaces are off, or AppArmor denies them).
+    #[error("the kernel refuses unshare(CLONE_NEWUSER | CLONE_NEWPID) to this user")]
+    Refused,
+}
+
 /// Whether this host can make PID namespaces (in a user namespace): tried once, in a
 /// child process that does nothing else.
-pub(crate) fn pid_namespaces() -> Result<(), &'static String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+pub(crate) fn pid_namespaces() -> Result<(), &'static NoPidNamespaces> {
+    static PROBE: OnceLock<Result<(), NoPidNamespaces>> = OnceLock::new();
     PROBE
         .get_or_init(|| {
             // SAFETY: the child only calls unshare and _exit (async-signal-safe).
             let pid = unsafe { libc::fork() };
             if pid < 0 {
-                return Err(format!("fork failed: {}", io::Error::last_os_error()));
+                return Err(NoPidNamespaces::Fork(io::Error::last_os_error()));
             }
             if pid == 0 {
                 // SAFETY: unshare takes an integer; _exit never returns.
@@ -228,10 +240,7 @@ pub(crate) fn pid_namespaces() -> Result<(), &'static String> {
             if r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
                 Ok(())
             } else {
-                Err(
-                    "the kernel refuses unshare(CLONE_NEWUSER | CLONE_NEWPID) to this user"
-                        .to_owned(),
-                )
+                Err(NoPidNamespaces::Refused)
             }
         })
         .as_ref()

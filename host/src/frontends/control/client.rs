@@ -16,7 +16,7 @@ use super::{
     is_socket, trusted_uid,
 };
 use crate::host::HostStatus;
-use crate::plugins::status::RescanReport;
+use crate::plugins::catalog::RescanReport;
 
 /// The socket file must be owned by this user or root.
 #[cfg(unix)]

@@ -8,7 +8,7 @@ use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest,
 use crate::calls::context::{Caller, Frontend};
 use crate::calls::dispatcher::ToolCall;
 use crate::host::Host;
-use crate::plugins::status::RescanReport;
+use crate::plugins::catalog::RescanReport;
 
 impl ControlHandler for Host {
     async fn handle(&self, request: ControlRequest) -> Result<ControlResult, ControlFault> {

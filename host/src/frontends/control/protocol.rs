@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::legacy_error_line;
 use crate::calls::dispatcher::{CallErrorKind, ToolResult};
 use crate::host::HostStatus;
-use crate::plugins::status::RescanReport;
+use crate::plugins::catalog::RescanReport;
 
 /// What a client asks the host, by method. Its JSON form is the `method` and `params` of a
 /// request line.

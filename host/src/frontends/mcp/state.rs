@@ -112,7 +112,7 @@ pub(super) struct SessionState {
     pub(super) facts: std::sync::OnceLock<Arc<ClientFacts>>,
     /// Registry events since `initialize`, until `initialized` starts forwarding them.
     pub(super) events:
-        Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::status::RegistryEvent>>>,
+        Mutex<Option<tokio::sync::broadcast::Receiver<crate::plugins::catalog::RegistryEvent>>>,
 }
 
 /// What a client can do, and who it is to the call door.

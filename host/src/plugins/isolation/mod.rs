@@ -1,13 +1,20 @@
 //! Out-of-process plugins: the same `.so` run in a supervised, sandboxed worker process
 //! instead of the host, chosen per plugin by the operator. `protocol` is the wire between
-//! host and worker, `worker` and `proxy` the worker's side, `supervisor` the host's (start,
-//! calls, crashes, restarts with backoff, quarantine, ending a generation's worker).
+//! host and worker; `worker`, `link` (its end of the connection) and `proxy` (the host
+//! services inside it) the worker's side; `supervisor` the host's (start, calls, crashes,
+//! restarts with backoff, quarantine, ending a generation's worker).
 
+mod connection;
+mod error;
+mod lifecycle;
+mod link;
 mod log_limit;
 pub(crate) mod protocol;
 mod proxy;
+mod spawn;
 pub(crate) mod supervisor;
 pub(crate) mod worker;
+mod worker_tool;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -185,4 +192,13 @@ impl IsolationPolicy {
     pub(crate) fn mode_for_name(&self, name: &str) -> IsolationMode {
         self.plugins.get(name).copied().unwrap_or(self.default)
     }
+}
+
+/// The profile whose worker serves a call for `profile`: itself, or `""` (no state
+/// folder) for a name that is not one plain folder name.
+fn worker_profile(profile: &str) -> &str {
+    // The rule profile names follow (`Profile::load`).
+    let plain =
+        !profile.is_empty() && !profile.starts_with('.') && !profile.contains(['/', '\\', '\0']);
+    if plain { profile } else { "" }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest};
+use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest, ServiceError};
 
 use crate::calls::tool::ToolSpec;
 use crate::sys::confinement::Confinement;
@@ -61,9 +61,30 @@ pub(crate) enum ToWorker {
     ServiceReply {
         /// The service request.
         id: u64,
-        /// The answer as JSON, or the error in `ServiceError::to_wire` form.
-        answer: Result<Value, String>,
+        /// The answer as JSON, or the error.
+        answer: Result<Value, WireServiceError>,
     },
+}
+
+/// A host service's failure as it crosses the socket: the text of
+/// `ServiceError::to_wire` (a child turn's error: its message as it is), serialized as
+/// that text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(transparent)]
+#[error("{0}")]
+pub(crate) struct WireServiceError(pub(crate) String);
+
+impl From<ServiceError> for WireServiceError {
+    fn from(e: ServiceError) -> Self {
+        WireServiceError(e.to_wire())
+    }
+}
+
+impl WireServiceError {
+    /// The service error it stands for.
+    pub(crate) fn into_service_error(self) -> ServiceError {
+        ServiceError::from_wire(self.0)
+    }
 }
 
 /// What to load and how.
@@ -424,6 +445,34 @@ impl FrameReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_error_crosses_as_the_same_text_as_before() {
+        let reply = ToWorker::ServiceReply {
+            id: 7,
+            answer: Err(ServiceError::Unavailable("no person to ask".to_owned()).into()),
+        };
+        let json = serde_json::to_value(&reply).expect("encode");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "t": "service_reply",
+                "id": 7,
+                "answer": {"Err": "unavailable: no person to ask"},
+            })
+        );
+        let back: ToWorker = serde_json::from_value(json).expect("decode");
+        let ToWorker::ServiceReply {
+            answer: Err(wire), ..
+        } = back
+        else {
+            panic!("not an error reply");
+        };
+        assert_eq!(
+            wire.into_service_error(),
+            ServiceError::Unavailable("no person to ask".to_owned())
+        );
+    }
 
     #[test]
     fn frames_round_trip_in_pieces_and_end_cleanly() {

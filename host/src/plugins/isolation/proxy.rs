@@ -14,18 +14,18 @@ use toolhost_plugin_api::{
     SampleRequest, ServiceError, SessionsSearchAnswer, StateDirAnswer,
 };
 
-use super::protocol::{FromWorker, ServiceCall};
-use super::worker::Link;
+use super::link::Link;
+use super::protocol::{FromWorker, ServiceCall, WireServiceError};
 use crate::calls::context::{
     CallerChannel, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
 };
 
-/// Reads a service's answer: JSON of `T`, or an error in `ServiceError::to_wire` form.
-fn decode<T: DeserializeOwned>(answer: Result<Value, String>) -> Result<T, ServiceError> {
+/// Reads a service's answer: JSON of `T`, or the service's error.
+fn decode<T: DeserializeOwned>(answer: Result<Value, WireServiceError>) -> Result<T, ServiceError> {
     match answer {
         Ok(value) => serde_json::from_value(value)
             .map_err(|e| ServiceError::Failed(format!("the host's answer could not be read: {e}"))),
-        Err(wire) => Err(ServiceError::from_wire(wire)),
+        Err(wire) => Err(wire.into_service_error()),
     }
 }
 
@@ -105,7 +105,7 @@ impl ChildTurnService for ProxyChildTurns {
         {
             Ok(Value::String(answer)) => Ok(answer),
             Ok(other) => Err(format!("the host's child-turn answer is not text: {other}")),
-            Err(message) => Err(message),
+            Err(WireServiceError(message)) => Err(message),
         }
     }
 }

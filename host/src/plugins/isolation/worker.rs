@@ -9,25 +9,22 @@
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
-use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::link::Link;
 use super::protocol::{
-    self, CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ServiceCall, ToWorker,
-    WireToolError,
+    CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ToWorker, WireToolError,
 };
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
 use crate::calls::tool::ToolError;
-use crate::plugins::call_pool;
-use crate::plugins::error::PluginLoadError;
-use crate::plugins::loader;
-use crate::plugins::plugin_tool::PluginTool;
+use crate::plugins::load::error::PluginLoadError;
+use crate::plugins::load::loader;
+use crate::plugins::run::call_pool::{self, PoolError};
+use crate::plugins::run::plugin_tool::PluginTool;
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};
@@ -37,100 +34,6 @@ use toolhost_plugin_api::ffi::FfiCallResult;
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The worker's end of the connection: frames out, and the service requests waiting for
-/// the host's answer.
-pub(crate) struct Link {
-    stream: Mutex<UnixStream>,
-    services: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
-    next_service: std::sync::atomic::AtomicU64,
-}
-
-impl Link {
-    /// Sends `message`; a worker whose host is gone has nothing left to do and exits. A
-    /// reply the protocol cannot carry (over [`protocol::MAX_FRAME`]) becomes an error
-    /// reply for its call, so the host fails the call at once instead of at its timeout.
-    pub(crate) fn send(&self, message: &FromWorker) {
-        let Err(e) = self.try_send(message) else {
-            return;
-        };
-        match message {
-            FromWorker::Reply { id, result } => {
-                let message = match e {
-                    protocol::FrameError::TooLarge(frame) => {
-                        let (what, len) = match result {
-                            Ok(output) => ("result", output.len()),
-                            Err(error) => ("error message", error.message.len()),
-                        };
-                        format!(
-                            "the {what} is {} bytes, more than the {} MiB a worker may send; \
-                             return less or write it to a file",
-                            toolhost_plugin_api::__private::grouped(if len > protocol::MAX_FRAME {
-                                len
-                            } else {
-                                frame
-                            }),
-                            protocol::MAX_FRAME >> 20
-                        )
-                    }
-                    other => format!("the worker could not send the result: {other}"),
-                };
-                let refusal = FromWorker::Reply {
-                    id: *id,
-                    result: Err(WireToolError {
-                        invalid_args: false,
-                        message,
-                    }),
-                };
-                if let Err(e) = self.try_send(&refusal) {
-                    tracing::error!("could not send the host a call's refusal: {e}");
-                }
-            }
-            _ => tracing::error!("could not encode a message for the host: {e}"),
-        }
-    }
-
-    /// Sends `message`: `Err` if it cannot be encoded (too large); a failed write means the
-    /// host is gone, and the worker exits.
-    fn try_send(&self, message: &FromWorker) -> Result<(), protocol::FrameError> {
-        let frame = protocol::encode(message)?;
-        let stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(e) = protocol::write_frame(&stream, &frame) {
-            tracing::debug!("the host is gone ({e}); the worker ends");
-            exit_now(0);
-        }
-        Ok(())
-    }
-
-    /// Asks the host for a service on behalf of call `call` and waits for the answer. A
-    /// request too large to send fails at once.
-    pub(crate) async fn service(&self, call: u64, request: ServiceCall) -> Result<Value, String> {
-        let id = self
-            .next_service
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.services
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, tx);
-        if let Err(e) = self.try_send(&FromWorker::Service { id, call, request }) {
-            self.services
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-            return Err(toolhost_plugin_api::ServiceError::Failed(format!(
-                "the request could not be sent to the host: {e}"
-            ))
-            .to_wire());
-        }
-        rx.await.unwrap_or_else(|_| {
-            Err(toolhost_plugin_api::ServiceError::Unavailable(
-                "the host ended the worker before it answered".to_owned(),
-            )
-            .to_wire())
-        })
-    }
-}
 
 use crate::sys::process::exit_now;
 
@@ -162,11 +65,7 @@ pub fn run(fd: RawFd) -> i32 {
             return 2;
         }
     };
-    let link = Arc::new(Link {
-        stream: Mutex::new(stream),
-        services: Mutex::new(HashMap::new()),
-        next_service: std::sync::atomic::AtomicU64::new(0),
-    });
+    let link = Arc::new(Link::new(stream));
     let mut reader = FrameReader::new(reader_stream);
     let init: Init = match reader.next(Some(INIT_TIMEOUT)) {
         Ok(Some(ToWorker::Init(init))) => *init,
@@ -475,7 +374,7 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
 /// The worker's log goes to its stderr, which the host reads into its own log with the
 /// plugin's name. Tool log lines travel as messages instead (the host logs those).
 fn init_logging(filter: &str) {
-    let filter = format!("{filter},toolhost::plugins::host_services=off");
+    let filter = format!("{filter},toolhost::plugins::run::host_services=off");
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -516,16 +415,7 @@ fn serve(
                     abandon(running);
                 }
             }
-            Ok(Some(ToWorker::ServiceReply { id, answer })) => {
-                let waiting = link
-                    .services
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&id);
-                if let Some(tx) = waiting {
-                    let _ = tx.send(answer);
-                }
-            }
+            Ok(Some(ToWorker::ServiceReply { id, answer })) => link.answered(id, answer),
             Ok(Some(ToWorker::Init(_))) => {
                 tracing::error!("a second init from the host; the worker ends");
                 exit_now(2);
@@ -615,14 +505,14 @@ fn start_call(
     let (name, plugin) = tool.names();
     let on_done = {
         let (link, calls) = (Arc::clone(link), Arc::clone(calls));
-        Box::new(move |outcome: Result<FfiCallResult, String>| {
+        Box::new(move |outcome: Result<FfiCallResult, PoolError>| {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
             let result = match outcome {
                 Ok(outcome) => tool.outcome(outcome),
-                Err(e) => Err(ToolError::Failed(e)),
+                Err(e) => Err(ToolError::Failed(e.to_string())),
             };
             link.send(&FromWorker::Reply {
                 id,
@@ -640,7 +530,7 @@ fn start_call(
                 running.detached = Some(detached);
             }
         }
-        Err(message) => {
+        Err(e) => {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -649,7 +539,7 @@ fn start_call(
                 id,
                 result: Err(WireToolError {
                     invalid_args: false,
-                    message,
+                    message: e.to_string(),
                 }),
             });
         }

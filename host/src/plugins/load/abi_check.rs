@@ -7,7 +7,7 @@ use abi_stable::type_layout::TypeLayout;
 use toolhost_plugin_api::ABI_VERSION;
 use toolhost_plugin_api::ffi::TableLayouts;
 
-use crate::plugins::error::LoadErrorKind;
+use crate::plugins::load::error::LoadErrorKind;
 
 /// Checks the growable tables (opaque to the root-module check) in whichever direction
 /// fits: a plugin built against a newer API may have appended fields (abi_stable's own

@@ -33,19 +33,19 @@ use toolhost_plugin_api::ffi::PluginRoot_Ref;
 use toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN;
 
 use crate::calls::tool::{DynTool, ToolOrigin};
-use crate::plugins::error::{LoadErrorKind, PluginLoadError};
-use crate::plugins::plugin_tool::{LoadedPlugin, PluginTool};
-use crate::plugins::trust::{TrustPolicy, TrustRefusal};
+use crate::plugins::load::error::{LoadErrorKind, PluginLoadError};
+use crate::plugins::load::trust::{TrustPolicy, TrustRefusal};
+use crate::plugins::run::plugin_tool::{LoadedPlugin, PluginTool};
 use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
 use super::abi_check::{check_tables, library_error, root_error};
 use super::elf::check_elf_header;
-use super::isolation::supervisor::WorkerPlugin;
-use super::isolation::{Decision, IsolationMode, IsolationPolicy};
 use super::private_copy::{
     check_unchanged, copy_and_hash, create_private_dir, hash_copy, sweep_dead_private_dirs,
 };
+use crate::plugins::isolation::supervisor::WorkerPlugin;
+use crate::plugins::isolation::{Decision, IsolationMode, IsolationPolicy};
 
 /// The file extension of shared libraries on this platform (`so` on Linux).
 pub const LIBRARY_EXTENSION: &str = std::env::consts::DLL_EXTENSION;
@@ -394,7 +394,9 @@ impl PluginLoader {
                 Ok(started) => started,
                 Err(reason) => {
                     let _ = fs::remove_file(&copy);
-                    return Err(LoadErrorKind::InWorker { reason });
+                    return Err(LoadErrorKind::InWorker {
+                        reason: reason.to_string(),
+                    });
                 }
             };
         let tools = started.plugin.tools(started.tools);
@@ -525,7 +527,7 @@ pub(crate) fn load_library_tools(
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
         match PluginTool::new(ffi, origin.clone(), index) {
             Ok(t) => plugin_tools.push(Arc::new(t)),
-            Err(e) => skipped_tools.push(e),
+            Err(e) => skipped_tools.push(e.to_string()),
         }
     }
     let tools: Vec<Arc<dyn DynTool>> = plugin_tools

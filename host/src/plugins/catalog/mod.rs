@@ -17,6 +17,12 @@
 //! Weak spot: a file that is still being written is recognised by its ELF headers
 //! describing more bytes than it has, plus a recent mtime; such a file is left pending
 //! and looked at again, never loaded half-written.
+//!
+//! `status` is what the catalog reports (plain data), `watch` the watcher whose file
+//! events trigger its rescans.
+
+pub(crate) mod status;
+pub(crate) mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,13 +35,15 @@ use tokio::sync::broadcast;
 
 use crate::calls::policy::{RiskOverride, apply_risk_overrides};
 use crate::calls::registry::ToolRegistry;
-use crate::plugins::error::LoadErrorKind;
 use crate::plugins::isolation::supervisor::WorkerPlugin;
-use crate::plugins::loader::{LoadPolicy, PluginLoader};
-use crate::plugins::plugin_tool::LoadedPlugin;
+use crate::plugins::load::error::LoadErrorKind;
+use crate::plugins::load::loader::{LoadPolicy, PluginLoader};
+use crate::plugins::run::plugin_tool::LoadedPlugin;
 use crate::sys::safe_open::{Fingerprint, fingerprint};
 
-use super::status::{CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport};
+pub(crate) use status::{
+    CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
+};
 
 /// How a catalog finds and keeps plugins.
 #[derive(Debug, Clone)]
@@ -309,7 +317,7 @@ impl PluginCatalog {
                     other => io::Error::other(other.to_string()),
                 })
                 .and_then(|(f, _)| {
-                    crate::plugins::private_copy::sha256_hex(io::Read::take(f, limit))
+                    crate::plugins::load::private_copy::sha256_hex(io::Read::take(f, limit))
                 });
             match hashed {
                 Ok(sha256) if sha256 == entry.plugin.sha256 => {

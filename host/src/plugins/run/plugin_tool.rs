@@ -20,11 +20,11 @@ use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolEr
 
 use super::call_pool;
 use super::host_services::CallState;
-use super::isolation::IsolationMode;
-use super::isolation::supervisor::WorkerPlugin;
 use crate::calls::context::CallContext;
 use crate::calls::registry::{RegistryError, ToolRegistry};
 use crate::calls::tool::{Arguments, DynTool, ToolOrigin, ToolSpec};
+use crate::plugins::isolation::IsolationMode;
+use crate::plugins::isolation::supervisor::WorkerPlugin;
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -74,6 +74,14 @@ impl std::fmt::Debug for LoadedPlugin {
     }
 }
 
+/// A tool left out of its plugin because its metadata could not be read (a panic in its
+/// `name`, `description`, ... or values past the limits). The message names the tool
+/// (by name, or by index when its name is what failed) and what was wrong; the plugin's
+/// other tools still load.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UnreadableTool(String);
+
 /// A tool exported by a plugin.
 pub(crate) struct PluginTool {
     object: Arc<ToolObject>,
@@ -103,7 +111,7 @@ impl PluginTool {
         ffi: FfiTool,
         origin: ToolOrigin,
         index: usize,
-    ) -> Result<PluginTool, String> {
+    ) -> Result<PluginTool, UnreadableTool> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
             Ok(spec) => Ok(PluginTool {
@@ -121,9 +129,10 @@ impl PluginTool {
         }
     }
 
-    fn read_spec(ffi: &FfiTool, index: usize) -> Result<ToolSpec, String> {
+    fn read_spec(ffi: &FfiTool, index: usize) -> Result<ToolSpec, UnreadableTool> {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
-        let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }?;
+        let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }
+            .map_err(UnreadableTool)?;
         Ok(ToolSpec {
             name: meta.name,
             description: meta.description,
@@ -157,7 +166,7 @@ impl DynTool for PluginTool {
             call,
         )
         .await
-        .map_err(ToolError::Failed)?;
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
         self.outcome(outcome)
     }
 }

@@ -133,7 +133,7 @@ unsafe extern "C" fn host_log(ctx: &FfiCallContext<'_>, level: LogLevel, message
 
 /// A tool's log line in the host's log, at its level, with the plugin and tool named (for
 /// plugins in the host and in workers alike).
-pub(super) fn log_tool_line(level: LogLevel, plugin: &str, tool: &str, message: &str) {
+pub(in crate::plugins) fn log_tool_line(level: LogLevel, plugin: &str, tool: &str, message: &str) {
     let message = crate::text::for_log(message);
     match level {
         LogLevel::ERROR => tracing::error!(plugin, tool, "{message}"),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use minisign_verify::{PublicKey, Signature, StreamVerifier};
 use serde::{Deserialize, Serialize};
 
-use crate::sys::safe_open::read_capped_text;
+use crate::sys::safe_open::{OpenError, read_capped_text};
 
 /// `[trust] mode`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -307,38 +307,76 @@ impl TrustPolicy {
     }
 
     /// The signature beside the file and the publisher key that made it.
-    fn signature(&self, path: &Path) -> Result<(Signature, Publisher), String> {
+    fn signature(&self, path: &Path) -> Result<(Signature, Publisher), SignatureProblem> {
         let text = match read_capped_text(path, SIGNATURE_LIMIT) {
             Ok(t) => t,
-            Err(crate::sys::safe_open::OpenError::Io(e))
-                if e.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Err(format!("there is no signature {}", path.display()));
+            Err(OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SignatureProblem::Missing(path.to_path_buf()));
             }
-            Err(e) => return Err(format!("could not read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(SignatureProblem::Unreadable {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
-        let signature = Signature::decode(&text)
-            .map_err(|e| format!("{} is not a minisign signature ({e})", path.display()))?;
+        let signature =
+            Signature::decode(&text).map_err(|source| SignatureProblem::NotMinisign {
+                path: path.to_path_buf(),
+                source,
+            })?;
         for publisher in &self.publishers {
             let usable = publisher.key.verify_stream(&signature).map(|_| ());
             match usable {
                 Ok(()) => return Ok((signature, publisher.clone())),
                 Err(minisign_verify::Error::UnexpectedKeyId) => continue,
                 Err(minisign_verify::Error::UnsupportedLegacyMode) => {
-                    return Err(format!(
-                        "{} is a legacy minisign signature; ask the publisher to sign with a \
-                         current minisign (prehashed signatures are the default)",
-                        path.display()
-                    ));
+                    return Err(SignatureProblem::Legacy(path.to_path_buf()));
                 }
-                Err(e) => return Err(format!("{} cannot be used: {e}", path.display())),
+                Err(source) => {
+                    return Err(SignatureProblem::Unusable {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
             }
         }
-        Err(format!(
-            "{} was made by a key that is not in [trust] publishers",
-            path.display()
-        ))
+        Err(SignatureProblem::UnknownKey(path.to_path_buf()))
     }
+}
+
+/// Why the signature beside a file cannot vouch for it (the reason of a
+/// [`TrustRefusal::NotSigned`]).
+#[derive(Debug, thiserror::Error)]
+enum SignatureProblem {
+    /// No `FILE.minisig`.
+    #[error("there is no signature {}", .0.display())]
+    Missing(PathBuf),
+    /// It could not be read (a link, too large, an I/O error).
+    #[error("could not read {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: OpenError },
+    /// It is not a minisign signature.
+    #[error("{} is not a minisign signature ({source})", path.display())]
+    NotMinisign {
+        path: PathBuf,
+        source: minisign_verify::Error,
+    },
+    /// A legacy (not prehashed) signature, which is refused.
+    #[error(
+        "{} is a legacy minisign signature; ask the publisher to sign with a current \
+         minisign (prehashed signatures are the default)",
+        .0.display()
+    )]
+    Legacy(PathBuf),
+    /// A publisher's key made it, and it still cannot be checked.
+    #[error("{} cannot be used: {source}", path.display())]
+    Unusable {
+        path: PathBuf,
+        source: minisign_verify::Error,
+    },
+    /// No key of `[trust] publishers` made it.
+    #[error("{} was made by a key that is not in [trust] publishers", .0.display())]
+    UnknownKey(PathBuf),
 }
 
 /// What must hold of one file's bytes (see [`TrustPolicy::expect`]).
@@ -348,7 +386,7 @@ pub(crate) struct Expectation {
     pins: BTreeSet<String>,
     store: PathBuf,
     signature_path: PathBuf,
-    signature: Option<Result<(Signature, Publisher), String>>,
+    signature: Option<Result<(Signature, Publisher), SignatureProblem>>,
 }
 
 impl Expectation {
@@ -384,7 +422,7 @@ impl Expectation {
                 };
                 let publisher = match &self.signature {
                     Some(Ok((_, publisher))) => publisher,
-                    Some(Err(reason)) => return Err(refuse(reason.clone())),
+                    Some(Err(problem)) => return Err(refuse(problem.to_string())),
                     None => return Err(refuse("no signature was looked for".to_owned())),
                 };
                 let Some(mut verifier) = verifier else {

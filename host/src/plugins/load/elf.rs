@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 
-use crate::plugins::error::LoadErrorKind;
+use crate::plugins::load::error::LoadErrorKind;
 
 /// Refuses files that cannot be (complete) shared libraries before the dynamic loader
 /// sees them: no ELF header, or an ELF file shorter than its own headers say. The dynamic

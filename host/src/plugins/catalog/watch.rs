@@ -98,7 +98,7 @@ fn is_relevant(event: &notify::Event) -> bool {
         || event
             .paths
             .iter()
-            .any(|p| crate::plugins::loader::is_plugin_candidate(p))
+            .any(|p| crate::plugins::load::loader::is_plugin_candidate(p))
 }
 
 impl PluginWatcher {

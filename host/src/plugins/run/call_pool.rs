@@ -54,6 +54,24 @@ const SPIN_FOR_RESULT: Duration = Duration::from_micros(50);
 /// How long a caller giving up waits for the plugin's future to be dropped on its thread.
 const DROP_WAIT: Duration = Duration::from_millis(100);
 
+/// Why the pool gave no output for a call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PoolError {
+    /// No thread could be started for the call (and none was free).
+    #[error(
+        "could not start a thread for the plugin call: {0}; the process may be at its thread \
+         limit (ulimit -u)"
+    )]
+    NoThread(#[source] std::io::Error),
+    /// The call's `poll` panicked on its plugin thread (the FFI edge catches plugin
+    /// panics; this is the host's last line).
+    #[error("the call panicked on its plugin thread: {0}")]
+    Panicked(String),
+    /// The call was given up ([`Detached::give_up`]) and its future dropped.
+    #[error("the call was given up")]
+    GivenUp,
+}
+
 /// A plugin call that its caller gave up on and whose plugin code has not returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StuckCall {
@@ -111,7 +129,7 @@ pub(crate) async fn run<T: Send + 'static>(
     plugin: Arc<str>,
     runtime: Option<tokio::runtime::Handle>,
     future: PoolFuture<T>,
-) -> Result<T, String> {
+) -> Result<T, PoolError> {
     let shared = Arc::new(JobShared {
         output: Mutex::new(None),
         ready: AtomicBool::new(false),
@@ -167,7 +185,7 @@ pub(crate) fn start<T: Send + 'static>(
     runtime: Option<tokio::runtime::Handle>,
     future: PoolFuture<T>,
     on_done: OnDone<T>,
-) -> Result<Detached, String> {
+) -> Result<Detached, PoolError> {
     let shared = Arc::new(DetachedShared {
         on_done: Mutex::new(Some(on_done)),
         worker: Mutex::new(None),
@@ -184,7 +202,7 @@ pub(crate) fn start<T: Send + 'static>(
 }
 
 /// What runs on the plugin thread with a detached call's outcome.
-pub(crate) type OnDone<T> = Box<dyn FnOnce(Result<T, String>) + Send>;
+pub(crate) type OnDone<T> = Box<dyn FnOnce(Result<T, PoolError>) + Send>;
 
 struct DetachedShared<T> {
     on_done: Mutex<Option<OnDone<T>>>,
@@ -219,7 +237,7 @@ impl<T: Send> JobSignals<T> for DetachedShared<T> {
         *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = thread;
     }
 
-    fn finish(&self, output: Result<T, String>) {
+    fn finish(&self, output: Result<T, PoolError>) {
         let done = self
             .on_done
             .lock()
@@ -232,7 +250,7 @@ impl<T: Send> JobSignals<T> for DetachedShared<T> {
 
     fn ended(&self) {
         // Given up: the future is gone now; say so once.
-        self.finish(Err("the call was given up".to_owned()));
+        self.finish(Err(PoolError::GivenUp));
     }
 }
 
@@ -243,7 +261,7 @@ fn submit<T: Send + 'static>(
     runtime: Option<tokio::runtime::Handle>,
     future: PoolFuture<T>,
     shared: Arc<dyn JobSignals<T>>,
-) -> Result<Arc<Running>, String> {
+) -> Result<Arc<Running>, PoolError> {
     let id = POOL.next_id.fetch_add(1, Ordering::Relaxed);
     let running = Arc::new(Running {
         tool,
@@ -296,7 +314,7 @@ struct PoolState {
 }
 
 impl Pool {
-    fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), String> {
+    fn submit(&'static self, job: Box<dyn FnOnce() + Send>) -> Result<(), PoolError> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.jobs.push_back(job);
         self.queued.fetch_add(1, Ordering::Release);
@@ -326,10 +344,7 @@ impl Pool {
                 if state.jobs.pop_back().is_some() {
                     self.queued.fetch_sub(1, Ordering::Release);
                 }
-                return Err(format!(
-                    "could not start a thread for the plugin call: {e}; the process may be \
-                     at its thread limit (ulimit -u)"
-                ));
+                return Err(PoolError::NoThread(e));
             }
         }
         Ok(())
@@ -388,7 +403,7 @@ struct Running {
 
 /// Shared by the waiting caller and the pool thread.
 struct JobShared<T> {
-    output: Mutex<Option<Result<T, String>>>,
+    output: Mutex<Option<Result<T, PoolError>>>,
     /// Set once `output` holds the result (what a spinning caller watches).
     ready: AtomicBool,
     host_waker: Mutex<Option<Waker>>,
@@ -404,7 +419,7 @@ struct JobShared<T> {
 trait JobSignals<T>: Send + Sync {
     fn given_up(&self) -> bool;
     fn set_worker(&self, thread: Option<Thread>);
-    fn finish(&self, output: Result<T, String>);
+    fn finish(&self, output: Result<T, PoolError>);
     fn ended(&self);
 }
 
@@ -426,7 +441,7 @@ impl<T: Send> JobSignals<T> for JobShared<T> {
         }
     }
 
-    fn finish(&self, output: Result<T, String>) {
+    fn finish(&self, output: Result<T, PoolError>) {
         *self.output.lock().unwrap_or_else(PoisonError::into_inner) = Some(output);
         self.ready.store(true, Ordering::Release);
         if let Some(waker) = self
@@ -472,10 +487,7 @@ impl<T: Send + 'static> Job<T> {
                 }
                 Ok(Poll::Pending) => std::thread::park(),
                 Err(panic) => {
-                    shared.finish(Err(format!(
-                        "the call panicked on its plugin thread: {}",
-                        take_message(panic)
-                    )));
+                    shared.finish(Err(PoolError::Panicked(take_message(panic))));
                     break;
                 }
             }
@@ -547,9 +559,9 @@ struct Waiting<T> {
 }
 
 impl<T> Future for &mut Waiting<T> {
-    type Output = Result<T, String>;
+    type Output = Result<T, PoolError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, String>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, PoolError>> {
         let this = self.get_mut();
         if !this.spun {
             // A quick call answers while the caller still runs: no wake-up either way.
@@ -689,7 +701,9 @@ mod tests {
         assert_ne!(ran_on, here, "polled on a pool thread");
         let panicked = run::<()>(tool, plugin, None, Box::pin(async { panic!("boom") })).await;
         assert!(
-            panicked.as_ref().is_err_and(|e| e.contains("boom")),
+            panicked
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("boom")),
             "{panicked:?}"
         );
     }

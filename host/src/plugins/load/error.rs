@@ -1,4 +1,4 @@
-//! The host library's errors. Each variant says what went wrong, names the thing (file,
+//! The errors of loading a plugin file. Each variant says what went wrong, names the thing (file,
 //! plugin, tool) and, where an operator can act, what to do.
 
 use std::io;
@@ -54,7 +54,7 @@ pub enum LoadErrorKind {
     Permissions(Box<crate::sys::permissions::PermissionProblem>),
     /// The trust mode refuses it (not pinned, not signed by a listed publisher).
     #[error(transparent)]
-    Untrusted(Box<crate::plugins::trust::TrustRefusal>),
+    Untrusted(Box<crate::plugins::load::trust::TrustRefusal>),
     /// The file does not start like a shared library.
     #[error(
         "not a shared library (no ELF header, {size} bytes); if it is still being copied, \
@@ -186,8 +186,8 @@ pub enum LoadErrorKind {
     },
 }
 
-impl From<crate::plugins::trust::TrustRefusal> for LoadErrorKind {
-    fn from(refusal: crate::plugins::trust::TrustRefusal) -> Self {
+impl From<crate::plugins::load::trust::TrustRefusal> for LoadErrorKind {
+    fn from(refusal: crate::plugins::load::trust::TrustRefusal) -> Self {
         LoadErrorKind::Untrusted(Box::new(refusal))
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use sha2::Digest as _;
 
-use crate::plugins::error::LoadErrorKind;
+use crate::plugins::load::error::LoadErrorKind;
 
 /// Copies the opened `src` (its `fstat` was `before`) to `copy`, at most `limit` bytes,
 /// hashing what it copies and showing every chunk to `observe`, and checks that the file

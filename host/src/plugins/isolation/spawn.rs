@@ -1,0 +1,429 @@
+//! Starting one worker process, step by step: the socketpair and the containment
+//! (`prepare`), the process itself with nothing but its socket and the environment its
+//! tools need (`launch_process`), the thread that logs its stderr and keeps its last words
+//! (`log_stderr`), its orders (`send_orders`: what to load, how to confine itself, which
+//! paths its sandbox allows), its hello (`read_hello`), what confines it (`confinement`)
+//! and the threads that follow it (`Connection::start_reading`). Blocking; a worker that
+//! fails at any step is killed and reaped with whatever it started.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock, PoisonError};
+use std::time::Instant;
+
+use super::connection::{self, Connection, LastWords};
+use super::error::WorkerStartError;
+use super::log_limit;
+use super::protocol::{
+    self, FrameReader, FromWorker, Hello, Init, Limits, PROTOCOL_VERSION, ToWorker,
+};
+use super::{IsolationPolicy, worker_profile};
+use crate::calls::tool::Risk;
+use crate::sys::confinement::{Confinement, Protection};
+use crate::sys::containment::{self, Containment};
+use crate::sys::sandbox::{self, SandboxMode, SandboxRules};
+
+/// How a worker is started: its environment and whether it may use TCP. Derived from the
+/// plugin's declared tools after the first start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Launch {
+    pub(super) env: Vec<(String, String)>,
+    pub(super) network: bool,
+    /// Unix-domain sockets allowed (`[isolation] unix_sockets` names the plugin).
+    pub(super) unix_sockets: bool,
+}
+
+impl Launch {
+    /// The most restrictive start, before the plugin's tools are known: no environment,
+    /// TCP and Unix-domain sockets only if the configuration gives them to every plugin or
+    /// to this file.
+    pub(super) fn strict(file: &Path, policy: &IsolationPolicy) -> Launch {
+        Launch {
+            env: Vec::new(),
+            network: policy.allow_network,
+            unix_sockets: policy.allows_unix_sockets(None, file),
+        }
+    }
+
+    /// The environment and network a plugin's declared tools need: the variables their
+    /// requirements name (where the host has them), `PATH` if they need programs, TCP if
+    /// one is a `network` tool or the config allows it for all.
+    pub(super) fn for_tools(hello: &Hello, file: &Path, policy: &IsolationPolicy) -> Launch {
+        if policy.inspect {
+            return Launch {
+                env: Vec::new(),
+                network: false,
+                unix_sockets: false,
+            };
+        }
+        let tools = &hello.tools;
+        let mut names: Vec<&str> = tools
+            .iter()
+            .flat_map(|t| t.requirements.env.iter().map(String::as_str))
+            .collect();
+        if tools.iter().any(|t| !t.requirements.programs.is_empty()) {
+            names.push("PATH");
+        }
+        names.sort_unstable();
+        names.dedup();
+        let env = names
+            .into_iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_owned(), v)))
+            .collect();
+        Launch {
+            env,
+            network: policy.allow_network || tools.iter().any(|t| t.risk == Risk::Network),
+            unix_sockets: policy.allows_unix_sockets(Some(&hello.name), file),
+        }
+    }
+}
+
+/// What a fresh worker said.
+pub(super) struct Started {
+    pub(super) conn: Arc<Connection>,
+    pub(super) hello: Hello,
+}
+
+/// The plugin file a worker loads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WorkerFile<'a> {
+    /// The operator's path (for messages).
+    pub(super) file: &'a Path,
+    /// The host's verified private copy: what the worker maps.
+    pub(super) copy: &'a Path,
+    /// sha256 of the copy.
+    pub(super) sha256: &'a str,
+}
+
+/// Starts a worker for `profile` and reads its hello. `name`: the plugin's name, once
+/// known (it labels the worker's log lines). Blocking.
+pub(super) fn spawn(
+    plugin: WorkerFile<'_>,
+    policy: &IsolationPolicy,
+    launch: &Launch,
+    name: Option<Arc<str>>,
+    profile: &str,
+) -> Result<Started, WorkerStartError> {
+    let (host_end, worker_end, containment) = prepare(policy)?;
+    let child = launch_process(policy, launch, &containment, &worker_end)?;
+    drop(worker_end);
+    let pid = child.id();
+    crate::sys::workers::register(pid, containment.cgroup_paths());
+    let label: Arc<OnceLock<Arc<str>>> = Arc::new(OnceLock::new());
+    if let Some(name) = name {
+        let _ = label.set(name);
+    }
+    let mut unready = Unready {
+        child,
+        pid,
+        containment,
+    };
+    let last_words = log_stderr(&mut unready.child, plugin.file, pid, Arc::clone(&label));
+    if let Err(e) = host_end.set_nonblocking(true) {
+        return Err(unready.fail(WorkerStartError::Socket(e)));
+    }
+    let reader_end = match host_end.try_clone() {
+        Ok(s) => s,
+        Err(e) => return Err(unready.fail(WorkerStartError::Socket(e))),
+    };
+    let rules = rules_for(plugin.copy, policy, launch.network, profile);
+    if let Err(e) = send_orders(
+        &host_end,
+        plugin,
+        policy,
+        launch,
+        rules,
+        &unready.containment,
+    ) {
+        return Err(unready.fail(WorkerStartError::Orders(e)));
+    }
+    let mut reader = FrameReader::new(reader_end);
+    let (
+        hello,
+        Unready {
+            child,
+            pid,
+            containment,
+        },
+    ) = read_hello(&mut reader, policy, unready, &last_words)?;
+    let confinement = confinement(&hello, &containment);
+    if policy.sandbox != SandboxMode::Off {
+        tracing::debug!(plugin = %hello.name, pid, "{confinement}");
+    }
+    let plugin_name: Arc<str> = Arc::from(hello.name.as_str());
+    let _ = label.set(Arc::clone(&plugin_name));
+    let conn = Arc::new(Connection::new(
+        host_end,
+        pid,
+        Some(child),
+        plugin_name,
+        last_words,
+        confinement,
+        containment,
+    ));
+    conn.start_reading(reader)
+        .map_err(WorkerStartError::ReaderThread)?;
+    Ok(Started { conn, hello })
+}
+
+/// A worker process that has not said hello yet: killed and reaped with whatever it
+/// started if it fails.
+struct Unready {
+    child: Child,
+    pid: u32,
+    containment: Containment,
+}
+
+impl Unready {
+    /// Kills the worker and everything it started; returns `error`.
+    fn fail(mut self, error: WorkerStartError) -> WorkerStartError {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.containment.kill_all(self.pid);
+        crate::sys::workers::unregister(self.pid);
+        error
+    }
+
+    /// The worker ended by itself before its hello: reaps it and says how it ended.
+    fn crashed_loading(mut self, last_words: &LastWords) -> WorkerStartError {
+        let status = self
+            .child
+            .wait()
+            .map(connection::describe)
+            .unwrap_or_default();
+        self.containment.kill_all(self.pid);
+        crate::sys::workers::unregister(self.pid);
+        WorkerStartError::CrashedLoading {
+            status,
+            last_words: last_words.after_exit(),
+        }
+    }
+}
+
+/// Step 1: the socketpair (host's end, worker's end) and the containment that will hold
+/// the worker's processes.
+fn prepare(
+    policy: &IsolationPolicy,
+) -> Result<(UnixStream, UnixStream, Containment), WorkerStartError> {
+    let (host_end, worker_end) = UnixStream::pair().map_err(WorkerStartError::Socketpair)?;
+    let containment = containment::make(
+        policy.containment,
+        policy.memory_limit_bytes,
+        policy.max_processes,
+    )?;
+    Ok((host_end, worker_end, containment))
+}
+
+/// Step 2: the worker process (`toolhost __worker --fd 3`), with an empty environment
+/// but what its tools need, its socket as descriptor 3 and stderr piped to the host's
+/// log; whatever plugin code prints never reaches the host's stdout (the MCP stdio
+/// protocol).
+fn launch_process(
+    policy: &IsolationPolicy,
+    launch: &Launch,
+    containment: &Containment,
+    worker_end: &UnixStream,
+) -> Result<Child, WorkerStartError> {
+    let mut command = Command::new(&policy.worker_exe);
+    command
+        .arg("__worker")
+        .arg("--fd")
+        .arg("3")
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    crate::sys::process::pass_socket(&mut command, worker_end, 3, containment.procs_fds());
+    crate::sys::process::spawn_from_keeper(command).map_err(|source| WorkerStartError::Exec {
+        exe: policy.worker_exe.clone(),
+        source,
+    })
+}
+
+/// Step 3: a thread that logs the worker's stderr (rate-limited, labelled with the
+/// plugin's name once known, else the file's) and keeps its last line, a crash's own
+/// explanation.
+fn log_stderr(
+    child: &mut Child,
+    file: &Path,
+    pid: u32,
+    label: Arc<OnceLock<Arc<str>>>,
+) -> Arc<LastWords> {
+    let last_words: Arc<LastWords> = Arc::default();
+    let Some(stderr) = child.stderr.take() else {
+        return last_words;
+    };
+    let kept = Arc::clone(&last_words);
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
+    *kept.closed.lock().unwrap_or_else(PoisonError::into_inner) = Some(closed_rx);
+    let file_name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let _ = std::thread::Builder::new()
+        .name("toolhost-worker-log".to_owned())
+        .spawn(move || {
+            // Dropped at the end of the pipe: `LastWords::after_exit` stops waiting.
+            let _closed = closed_tx;
+            let mut limit = log_limit::LogLimit::new(Instant::now());
+            let dropped = |plugin: &str, n: u64| {
+                tracing::info!(
+                    target: "toolhost::worker",
+                    plugin,
+                    pid,
+                    "dropped {n} lines of the worker's output (more than {} at once or \
+                     {} a second)",
+                    log_limit::BURST,
+                    log_limit::PER_SECOND
+                );
+            };
+            for line in log_limit::lines(stderr) {
+                let plugin = label.get().map_or(file_name.as_str(), |n| n);
+                let admit = limit.admit(Instant::now());
+                if let Some(n) = admit.report_dropped {
+                    dropped(plugin, n);
+                }
+                if admit.log {
+                    let line = log_limit::for_log(&line);
+                    let line = crate::text::for_log(&line);
+                    tracing::info!(target: "toolhost::worker", plugin, pid, "{line}");
+                }
+                // Rust's hint under a panic or allocation failure says nothing
+                // about what happened: the line before it does.
+                if !line.trim().is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE") {
+                    *kept.line.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(line.chars().take(300).collect());
+                }
+            }
+            if let Some(n) = limit.finish() {
+                dropped(label.get().map_or(file_name.as_str(), |n| n), n);
+            }
+        });
+    last_words
+}
+
+/// Step 4: the worker's orders: what to load, its limits, its sandbox and how its
+/// processes are contained.
+fn send_orders(
+    host_end: &UnixStream,
+    plugin: WorkerFile<'_>,
+    policy: &IsolationPolicy,
+    launch: &Launch,
+    rules: SandboxRules,
+    containment: &Containment,
+) -> Result<(), protocol::FrameError> {
+    let init = ToWorker::Init(Box::new(Init {
+        protocol: PROTOCOL_VERSION,
+        file: plugin.file.to_path_buf(),
+        copy: plugin.copy.to_path_buf(),
+        sha256: plugin.sha256.to_owned(),
+        limits: Limits {
+            memory_bytes: policy.memory_limit_bytes,
+            max_processes: policy.max_processes,
+            open_files: policy.open_files,
+        },
+        sandbox: policy.sandbox,
+        rules,
+        unix_sockets: launch.unix_sockets,
+        containment: containment.kind(),
+        log_filter: policy.log_filter.clone(),
+    }));
+    protocol::encode(&init).and_then(|f| protocol::write_frame(host_end, &f))
+}
+
+/// Step 5: the worker's hello (within `start_timeout`), in this host's protocol. Anything
+/// else kills it; a worker that ended by itself crashed while it loaded the plugin.
+fn read_hello(
+    reader: &mut FrameReader,
+    policy: &IsolationPolicy,
+    unready: Unready,
+    last_words: &LastWords,
+) -> Result<(Hello, Unready), WorkerStartError> {
+    let hello = match reader.next::<FromWorker>(Some(policy.start_timeout)) {
+        Ok(Some(FromWorker::Hello(hello))) => *hello,
+        Ok(Some(FromWorker::LoadFailed { message, .. })) => {
+            return Err(unready.fail(WorkerStartError::LoadFailed(message)));
+        }
+        Ok(Some(other)) => {
+            return Err(unready.fail(WorkerStartError::BeforeHello(format!("{other:?}"))));
+        }
+        Ok(None) => return Err(unready.crashed_loading(last_words)),
+        Err(source) => {
+            return Err(unready.fail(WorkerStartError::NoHello {
+                timeout_secs: policy.start_timeout.as_secs(),
+                source,
+            }));
+        }
+    };
+    if hello.protocol != PROTOCOL_VERSION {
+        return Err(unready.fail(WorkerStartError::Protocol {
+            worker: hello.protocol,
+        }));
+    }
+    Ok((hello, unready))
+}
+
+/// Step 6: what confines the worker: what it reported, and what its cgroup holds, which
+/// the host made and the worker cannot see.
+fn confinement(hello: &Hello, containment: &Containment) -> Confinement {
+    let mut confinement = hello.confinement.clone();
+    if let Containment::Cgroup(cgroup) = containment {
+        let where_ = cgroup.describe();
+        if cgroup.memory_bytes > 0 {
+            confinement.set(Protection::holds(
+                "memory",
+                format!(
+                    "{where_}: {} MiB for all its processes, and RLIMIT_AS per process",
+                    cgroup.memory_bytes >> 20
+                ),
+            ));
+        }
+        if cgroup.max_processes > 0 {
+            confinement.set(Protection::holds(
+                "processes",
+                format!("{where_}: pids.max {}", cgroup.max_processes),
+            ));
+        }
+        confinement.set(Protection::holds(
+            "cleanup",
+            format!("{where_}: every process in it is killed with the worker"),
+        ));
+    }
+    confinement
+}
+
+/// The sandbox rules of `profile`'s worker for `copy`: it may write that profile's state
+/// folder (and the configured write paths), no other profile's.
+fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str) -> SandboxRules {
+    let mut read = sandbox::system_read_paths();
+    read.push(copy.to_path_buf());
+    read.extend(policy.read_paths.iter().cloned());
+    // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
+    let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
+    let state = policy
+        .profiles_dir
+        .as_ref()
+        .filter(|_| !worker_profile(profile).is_empty())
+        .map(|dir| dir.join(profile).join("state"));
+    if let Some(dir) = &state {
+        // A state folder the host would make on the plugin's first `state_dir()` must
+        // exist now for the sandbox to allow it (made 0700, as the host makes it). One
+        // that was refused (a link: the sandbox would allow its target) is left out.
+        match crate::sys::private::ensure_private_dir(dir) {
+            Ok(()) => write.push(dir.clone()),
+            Err(e) => tracing::warn!(
+                "could not create the state folder {} for plugin workers, who will not be \
+                 able to write there: {e}",
+                dir.display()
+            ),
+        }
+    }
+    write.extend(policy.write_paths.iter().cloned());
+    SandboxRules {
+        read,
+        write,
+        network,
+    }
+}
