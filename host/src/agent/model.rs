@@ -1,77 +1,15 @@
-//! What the agent says to a model and hears back: the conversation's messages, the
-//! `ModelProvider` trait, and its OpenAI-compatible Chat Completions client (whose wire
-//! format is in `wire.rs`).
+//! How the agent talks to a model: the `ModelProvider` trait and its OpenAI-compatible
+//! Chat Completions client (whose wire format is in `wire.rs`; the conversation's messages
+//! are in `messages.rs`, re-exported here).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use super::messages::{Message, ModelToolCall, Role};
 use super::wire::{ChatRequest, ChatResponse};
 use crate::calls::tool::ToolSpec;
-
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Instructions for the model.
-    System,
-    /// The person.
-    User,
-    /// The model.
-    Assistant,
-    /// A tool's result.
-    Tool,
-}
-
-/// A tool call the model asked for, as it came (arguments as the model wrote them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelToolCall {
-    /// The model's id for the call.
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// The arguments, JSON text (possibly malformed: the model wrote it).
-    pub arguments: String,
-}
-
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    /// Who said it.
-    pub role: Role,
-    /// The text (an assistant message that only calls tools may have none).
-    pub content: Option<String>,
-    /// The tool calls an assistant message asks for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ModelToolCall>,
-    /// For a tool message: the call it answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-impl Message {
-    /// A message with text only.
-    pub fn text(role: Role, content: impl Into<String>) -> Message {
-        Message {
-            role,
-            content: Some(content.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
-    }
-
-    /// A tool's result for call `id`.
-    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Message {
-        Message {
-            role: Role::Tool,
-            content: Some(content.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(id.into()),
-        }
-    }
-}
 
 /// Why the model did not answer.
 #[derive(Debug, thiserror::Error)]
