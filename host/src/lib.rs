@@ -86,10 +86,11 @@ pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
-    AgentSettings, AgentSetup, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildLimits,
-    ChildSettings, ConfigError, HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig,
-    ModelConfig, ModelSettings, PluginsConfig, Profile, ProfileView, ReloadConfig, ToolSettings,
-    TrustConfig, WithoutElicitation, default_config_path,
+    AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
+    MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, RawAgent, RawApproval,
+    RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp, RawModel, RawPlugins,
+    RawProfile, RawReload, RawTool, RawTrust, SecondsError, WithoutElicitation,
+    default_config_path, positive_seconds, seconds_or_zero,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,

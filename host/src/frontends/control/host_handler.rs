@@ -3,7 +3,6 @@
 //! token the host's shutdown fires.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest, ControlResult};
 use crate::calls::context::{Turn, TurnIdentity};
@@ -70,10 +69,7 @@ async fn call(host: &Host, params: CallParams) -> Result<CallReply, ControlFault
     };
     // A caller may ask for a shorter limit than the host's, never a longer one.
     let dispatcher = host.dispatcher();
-    let requested = params
-        .timeout_secs
-        .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let result = match requested {
+    let result = match params.timeout {
         Some(limit) if limit < dispatcher.config().timeout => {
             let config = DispatchConfig {
                 timeout: limit,
