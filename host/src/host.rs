@@ -301,7 +301,7 @@ impl Host {
                         .err()
                         .map(|reason| UnavailableTool {
                             tool: t.spec().name.clone(),
-                            reason,
+                            reason: reason.to_string(),
                         })
                 })
                 .collect(),

@@ -69,10 +69,10 @@ mod serve;
 mod sys;
 mod text;
 
-pub use calls::availability::Availability;
+pub use calls::availability::{Availability, Unavailable};
 pub use calls::context::{
-    CallContext, CallerChannel, ChildTurnService, HostRequests, ProfileRequests, Turn,
-    TurnIdentity, TurnServices,
+    CallContext, CallerChannel, ChildTurnError, ChildTurnService, HostRequests, ProfileRequests,
+    Turn, TurnIdentity, TurnServices,
 };
 pub use calls::dispatcher::{
     CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
@@ -82,7 +82,9 @@ pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
-pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name};
+pub use calls::registry::{
+    InvalidArguments, RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name,
+};
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
@@ -101,7 +103,8 @@ pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
 };
 pub use frontends::mcp::tokens::{
-    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
+    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenFileError, TokenIdentity,
+    TokenRecord, TokenStore,
 };
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,

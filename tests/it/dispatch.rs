@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallErrorKind, ChildTurnService, DispatchConfig, ToolRegistry, Turn, TurnIdentity, TurnServices,
+    CallErrorKind, ChildTurnError, ChildTurnService, DispatchConfig, ToolRegistry, Turn,
+    TurnIdentity, TurnServices,
 };
 
 use crate::support::{PluginDir, call, dispatcher, load, marker};
@@ -367,7 +368,7 @@ impl ChildTurnService for ScriptedChild {
         parent: &TurnIdentity,
         request: toolhost_plugin_api::ChildTurnRequest,
         _cancel: tokio_util::sync::CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, ChildTurnError> {
         Ok(format!(
             "child of {} answered {}",
             parent.session_id,

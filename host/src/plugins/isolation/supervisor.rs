@@ -434,7 +434,8 @@ async fn answer_service(
             Some(children) => children
                 .run_child_turn(&turn, request, cancel)
                 .await
-                .map(Value::String),
+                .map(Value::String)
+                .map_err(|e| e.to_string()),
             None => missing("a child turn"),
         },
         ServiceCall::Host { method, params } => {
