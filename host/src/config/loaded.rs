@@ -304,7 +304,7 @@ impl LoadedConfig {
 
     /// What the call pipeline (availability, approval policy, dispatcher) is built from.
     pub fn call_settings(&self) -> CallSettings {
-        self.resolved.calls.clone()
+        self.resolved.calls
     }
 
     /// The MCP frontend's settings (`[mcp]`).
