@@ -321,7 +321,7 @@ impl Host {
                         .err()
                         .map(|reason| UnavailableTool {
                             tool: t.spec().name.clone(),
-                            reason,
+                            reason: reason.to_string(),
                         })
                 })
                 .collect(),

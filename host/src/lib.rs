@@ -72,10 +72,10 @@ mod serve;
 mod sys;
 mod text;
 
-pub use calls::availability::Availability;
+pub use calls::availability::{Availability, Unavailable};
 pub use calls::context::{
-    CallContext, Caller, CallerChannel, ChildTurnService, Frontend, HostRequests, ProfileRequests,
-    TurnIdentity, TurnServices,
+    CallContext, Caller, CallerChannel, ChildTurnError, ChildTurnService, Frontend, HostRequests,
+    ProfileRequests, TurnIdentity, TurnServices,
 };
 pub use calls::dispatcher::{
     CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
@@ -88,14 +88,17 @@ pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
-pub use calls::registry::{RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name};
+pub use calls::registry::{
+    InvalidArguments, RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name,
+};
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
-    AgentSettings, AgentSetup, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildLimits,
-    ChildSettings, ConfigError, HostConfig, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpConfig,
-    ModelConfig, ModelSettings, PluginsConfig, Profile, ProfileView, ReloadConfig, ToolSettings,
-    TrustConfig, WithoutElicitation, default_config_path,
+    AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
+    MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, RawAgent, RawApproval,
+    RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp, RawModel, RawPlugins,
+    RawProfile, RawReload, RawTool, RawTrust, SecondsError, WithoutElicitation,
+    default_config_path, positive_seconds, seconds_or_zero,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
@@ -106,7 +109,8 @@ pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
 };
 pub use frontends::mcp::tokens::{
-    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenIdentity, TokenRecord, TokenStore,
+    AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenFileError, TokenIdentity,
+    TokenRecord, TokenStore,
 };
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,

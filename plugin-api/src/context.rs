@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
-use crate::host_request::{HostRequest, NoParams, SessionsSearchAnswer, StateDirAnswer};
+use crate::host_request::{
+    HostRequest, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, StateDirAnswer,
+};
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
 /// plus the host's services. Borrowed for the duration of one call.
@@ -149,7 +151,7 @@ pub struct ChildTurnRequest {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient::text_or_none"
+        deserialize_with = "crate::lenient::text_or_none"
     )]
     pub context: Option<String>,
 }
@@ -185,7 +187,7 @@ pub struct AskRequest {
     /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
     /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
     /// An empty object schema asks for a plain yes or no.
-    #[serde(default = "lenient::empty_object_schema")]
+    #[serde(default = "crate::lenient::empty_object_schema")]
     pub schema: Value,
 }
 
@@ -240,55 +242,6 @@ pub enum AskAnswer {
     Cancel,
 }
 
-/// A search of past conversations (see [`ToolContext::search_sessions`]). Read leniently,
-/// as hosts always have: a missing or mistyped field takes its default (no words, 5 hits,
-/// leave out the current conversation).
-///
-/// ```
-/// use toolhost_plugin_api::SessionQuery;
-///
-/// let query = SessionQuery { query: "deploy staging".into(), limit: 10, exclude_current: true };
-/// # let _ = query;
-/// let defaults: SessionQuery = serde_json::from_str(r#"{"query": "tea"}"#).unwrap();
-/// assert_eq!((defaults.limit, defaults.exclude_current), (5, true));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionQuery {
-    /// Words to look for (all of them must appear).
-    #[serde(default, deserialize_with = "lenient::text")]
-    pub query: String,
-    /// The most hits to return.
-    #[serde(default = "lenient::five", deserialize_with = "lenient::count_or_five")]
-    pub limit: u32,
-    /// Leave out the conversation this call belongs to.
-    #[serde(default = "lenient::yes", deserialize_with = "lenient::flag_or_yes")]
-    pub exclude_current: bool,
-}
-
-/// One message that matched a [`SessionQuery`].
-///
-/// ```
-/// use toolhost_plugin_api::SessionHit;
-///
-/// fn line(hit: &SessionHit) -> String {
-///     format!("{} {} ({}): {}", hit.time, hit.role, hit.session, hit.snippet)
-/// }
-/// # let hit = SessionHit { session: "s-1".into(), time: "2026-11-30T09:00:00Z".into(),
-/// #     role: "user".into(), snippet: "a cup of [tea]".into() };
-/// # assert_eq!(line(&hit), "2026-11-30T09:00:00Z user (s-1): a cup of [tea]");
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct SessionHit {
-    /// The conversation it is from.
-    pub session: String,
-    /// When it was said (RFC 3339, UTC).
-    pub time: String,
-    /// Who said it (`user`, `assistant`, `tool`).
-    pub role: String,
-    /// The matching text around the words found, which are marked `[like this]`.
-    pub snippet: String,
-}
-
 /// A completion asked of the caller's model (see [`ToolContext::sample`]):
 /// `{"prompt", "system", "max_tokens"}`.
 ///
@@ -313,7 +266,7 @@ pub struct SampleRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     /// The most tokens the answer may have.
-    #[serde(default = "lenient::thousand")]
+    #[serde(default = "crate::lenient::thousand")]
     pub max_tokens: u32,
 }
 
@@ -827,53 +780,5 @@ impl ServiceError {
             Some(rest) => ServiceError::Unavailable(rest.to_owned()),
             None => ServiceError::Failed(message),
         }
-    }
-}
-
-/// Lenient readers for fields that hosts have always read with defaults.
-mod lenient {
-    use serde::{Deserialize, Deserializer};
-    use serde_json::Value;
-
-    pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        Ok(match Value::deserialize(d)? {
-            Value::String(s) => s,
-            _ => String::new(),
-        })
-    }
-
-    pub(super) fn text_or_none<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<String>, D::Error> {
-        Ok(match Value::deserialize(d)? {
-            Value::String(s) => Some(s),
-            _ => None,
-        })
-    }
-
-    pub(super) fn count_or_five<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-        Ok(Value::deserialize(d)?
-            .as_u64()
-            .map_or(5, |n| u32::try_from(n).unwrap_or(u32::MAX)))
-    }
-
-    pub(super) fn flag_or_yes<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        Ok(Value::deserialize(d)?.as_bool().unwrap_or(true))
-    }
-
-    pub(super) fn five() -> u32 {
-        5
-    }
-
-    pub(super) fn yes() -> bool {
-        true
-    }
-
-    pub(super) fn thousand() -> u32 {
-        1000
-    }
-
-    pub(super) fn empty_object_schema() -> Value {
-        serde_json::json!({"type": "object", "properties": {}})
     }
 }

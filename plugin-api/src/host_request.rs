@@ -6,8 +6,6 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::{SessionHit, SessionQuery};
-
 /// A request to the host. Its JSON form (`{"method": ..., "params": ...}`, of which the
 /// method and the parameters cross the ABI as two strings) is what
 /// [`ToolContext::host_request`](crate::ToolContext::host_request) sends, so plugins built
@@ -240,6 +238,61 @@ impl From<SessionsSearchAnswer> for HostAnswer {
     fn from(answer: SessionsSearchAnswer) -> Self {
         HostAnswer::SessionsSearch(answer)
     }
+}
+
+/// A search of past conversations (see [`ToolContext::search_sessions`](crate::ToolContext::search_sessions)). Read leniently,
+/// as hosts always have: a missing or mistyped field takes its default (no words, 5 hits,
+/// leave out the current conversation).
+///
+/// ```
+/// use toolhost_plugin_api::SessionQuery;
+///
+/// let query = SessionQuery { query: "deploy staging".into(), limit: 10, exclude_current: true };
+/// # let _ = query;
+/// let defaults: SessionQuery = serde_json::from_str(r#"{"query": "tea"}"#).unwrap();
+/// assert_eq!((defaults.limit, defaults.exclude_current), (5, true));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionQuery {
+    /// Words to look for (all of them must appear).
+    #[serde(default, deserialize_with = "crate::lenient::text")]
+    pub query: String,
+    /// The most hits to return.
+    #[serde(
+        default = "crate::lenient::five",
+        deserialize_with = "crate::lenient::count_or_five"
+    )]
+    pub limit: u32,
+    /// Leave out the conversation this call belongs to.
+    #[serde(
+        default = "crate::lenient::yes",
+        deserialize_with = "crate::lenient::flag_or_yes"
+    )]
+    pub exclude_current: bool,
+}
+
+/// One message that matched a [`SessionQuery`].
+///
+/// ```
+/// use toolhost_plugin_api::SessionHit;
+///
+/// fn line(hit: &SessionHit) -> String {
+///     format!("{} {} ({}): {}", hit.time, hit.role, hit.session, hit.snippet)
+/// }
+/// # let hit = SessionHit { session: "s-1".into(), time: "2026-11-30T09:00:00Z".into(),
+/// #     role: "user".into(), snippet: "a cup of [tea]".into() };
+/// # assert_eq!(line(&hit), "2026-11-30T09:00:00Z user (s-1): a cup of [tea]");
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SessionHit {
+    /// The conversation it is from.
+    pub session: String,
+    /// When it was said (RFC 3339, UTC).
+    pub time: String,
+    /// Who said it (`user`, `assistant`, `tool`).
+    pub role: String,
+    /// The matching text around the words found, which are marked `[like this]`.
+    pub snippet: String,
 }
 
 #[cfg(test)]

@@ -140,6 +140,7 @@ mod export;
 )]
 pub mod ffi;
 mod host_request;
+mod lenient;
 pub mod limits;
 mod risk;
 mod schema;
@@ -153,11 +154,12 @@ pub use blocking::{CancelFlag, blocking};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
     AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
-    SessionHit, SessionQuery, ToolContext,
+    ToolContext,
 };
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
-    HostAnswer, HostRequest, HostRequestError, NoParams, SessionsSearchAnswer, StateDirAnswer,
+    HostAnswer, HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery,
+    SessionsSearchAnswer, StateDirAnswer,
 };
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, tidy_schema};

@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolhost::agent::model::{ModelProvider, OpenAiClient, OpenAiConfig};
-use toolhost::agent::{Agent, AgentConfig, AgentError, AgentParts, ChildConfig};
-use toolhost::{AutoApprove, CallDoor, CallSettings, DispatchConfig, fixed_profile};
+use toolhost::agent::model::{ModelProvider, OpenAiClient};
+use toolhost::agent::{Agent, AgentError, AgentParts};
+use toolhost::{
+    AgentSettings, AutoApprove, CallDoor, CallSettings, ChildSettings, DispatchConfig,
+    ModelSettings, fixed_profile,
+};
 
 use crate::support::model::{
     ModelServer, Reply, ScriptedModel, ToolAnswer, calls, text, wire_tool_messages,
@@ -23,7 +26,7 @@ struct Setup {
     plugins: PluginDir,
     libs: usize,
     dispatch: DispatchConfig,
-    config: AgentConfig,
+    config: AgentSettings,
 }
 
 impl Setup {
@@ -32,7 +35,7 @@ impl Setup {
             plugins: PluginDir::with(libs),
             libs: libs.len(),
             dispatch: DispatchConfig::default(),
-            config: AgentConfig::default(),
+            config: AgentSettings::default(),
         }
     }
 
@@ -43,7 +46,7 @@ impl Setup {
 
     /// An agent of this setup talking to `server` through the real HTTP client.
     fn agent_over_http(&self, server: &ModelServer, state: &Path) -> Agent {
-        let model = OpenAiClient::new(OpenAiConfig {
+        let model = OpenAiClient::new(ModelSettings {
             base_url: server.url.clone(),
             model: "scripted".to_owned(),
             api_key: Some("test-key".to_owned()),
@@ -286,10 +289,10 @@ async fn delegate_task_runs_a_child_turn_without_delegate_task_and_the_depth_lim
         None => calls(&[("delegate_task", json!({"task": "go deeper"}))]),
     });
     let mut setup = Setup::new(&["toolhost_delegate_task"]);
-    setup.config.children = ChildConfig {
+    setup.config.children = ChildSettings {
         max_depth: 1,
         exclude: Vec::new(),
-        ..ChildConfig::default()
+        ..ChildSettings::default()
     };
     let agent = setup.agent(&model, &state(&work, "p"));
     let session = agent.new_session().expect("session");

@@ -131,8 +131,8 @@ fn config_converts_to_plain_settings_and_names_no_agent_type() {
         if file.starts_with("config/") {
             assert!(
                 !code(&text).contains("crate::agent"),
-                "{file} names the agent's types; config gives plain settings the agent \
-                 turns into its own"
+                "{file} names the agent's types; config resolves plain settings (`*Settings`) \
+                 that the agent uses as they are"
             );
         }
     }

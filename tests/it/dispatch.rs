@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{
-    CallContext, CallErrorKind, ChildTurnService, DispatchConfig, ToolRegistry, TurnIdentity,
-    TurnServices,
+    CallContext, CallErrorKind, ChildTurnError, ChildTurnService, DispatchConfig, ToolRegistry,
+    TurnIdentity, TurnServices,
 };
 
 use crate::support::{PluginDir, call, dispatcher, load, marker};
@@ -368,7 +368,7 @@ impl ChildTurnService for ScriptedChild {
         parent: &TurnIdentity,
         request: toolhost_plugin_api::ChildTurnRequest,
         _cancel: tokio_util::sync::CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, ChildTurnError> {
         Ok(format!(
             "child of {} answered {}",
             parent.session_id,

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::ChildTurnRequest;
 
 use super::{AgentInner, blocking};
-use crate::calls::context::{ChildTurnService, TurnIdentity};
+use crate::calls::context::{ChildTurnError, ChildTurnService, TurnIdentity};
 
 /// Child turns for the calls of one turn: on the same agent, with the parent's tools
 /// minus the excluded ones, one level deeper.
@@ -27,14 +27,12 @@ impl ChildTurnService for ChildTurns {
         parent: &TurnIdentity,
         request: ChildTurnRequest,
         call_cancel: CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, ChildTurnError> {
         let limits = &self.agent.config.children;
         if self.depth >= limits.max_depth {
-            return Err(format!(
-                "child turns may nest {} deep and this turn is at that depth; do the task \
-                 yourself",
-                limits.max_depth
-            ));
+            return Err(ChildTurnError::TooDeep {
+                max_depth: limits.max_depth,
+            });
         }
         let ChildTurnRequest { prompt, context } = request;
         let prompt = match context {
@@ -45,8 +43,8 @@ impl ChildTurnService for ChildTurns {
         let slots = &self.agent.children[self.depth as usize];
         let _permit = tokio::select! {
             permit = slots.acquire() => permit
-                .map_err(|_| "the agent is shutting down".to_owned())?,
-            () = call_cancel.cancelled() => return Err("cancelled".to_owned()),
+                .map_err(|_| ChildTurnError::ShuttingDown)?,
+            () = call_cancel.cancelled() => return Err(ChildTurnError::Cancelled),
         };
         let without: Arc<[String]> = self
             .without
@@ -58,23 +56,20 @@ impl ChildTurnService for ChildTurns {
         let parent_session = parent.session_id.clone();
         let session = blocking(move || store.create(Some(&parent_session)))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ChildTurnError::Session(Box::new(e)))?;
         // The child stops with the calling tool (its cancel, its timeout) and its turn.
         let cancel = call_cancel.child_token();
         let mut child =
             Arc::clone(&self.agent).turn(without, session, prompt, cancel.clone(), self.depth + 1);
         match tokio::time::timeout(limits.timeout, &mut child).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(format!("the child turn failed: {e}")),
+            Ok(Err(e)) => Err(ChildTurnError::Failed(Box::new(e))),
             Err(_) => {
                 // Tell it to stop, and give its tools the door's grace to do so.
                 cancel.cancel();
                 let grace = self.agent.door.limits().cancel_grace;
                 let _ = tokio::time::timeout(grace, child).await;
-                Err(format!(
-                    "the child turn took longer than {:?} and was stopped",
-                    limits.timeout
-                ))
+                Err(ChildTurnError::TimedOut(limits.timeout))
             }
         }
     }

@@ -1,18 +1,18 @@
 //! The agent runtime: runs turns for a profile. This is its facade (the `Agent`, what it
 //! is made of, how a turn fails); the turn loop is in `turn.rs`, child turns in
-//! `children.rs`, the host requests it answers in `requests.rs`, its settings in
-//! `settings.rs`, the model and its wire format in `model.rs` and `wire.rs`, the sessions
-//! in `sessions.rs`.
+//! `children.rs`, the host requests it answers in `requests.rs`, the conversation's
+//! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`, the
+//! sessions in `sessions.rs`. Its settings are the configuration's resolved ones
+//! ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they are.
 
 mod children;
+mod messages;
 pub mod model;
 mod requests;
 pub mod sessions;
-mod settings;
 mod turn;
 mod wire;
 
-pub use settings::{AgentConfig, ChildConfig, DEFAULT_SYSTEM_PROMPT};
 pub use turn::TurnObserver;
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::calls::context::{CallerChannel, ProfileRequests};
 use crate::calls::door::{CallDoor, UnknownProfile};
+use crate::config::AgentSettings;
 use model::{ModelError, ModelProvider};
 use sessions::{SessionError, SessionStore};
 
@@ -64,7 +65,7 @@ struct AgentInner {
     model: Arc<dyn ModelProvider>,
     store: Arc<SessionStore>,
     profile_requests: ProfileRequests,
-    config: AgentConfig,
+    config: AgentSettings,
     /// One semaphore per depth that may start children (`max_concurrent` each): a child
     /// waiting for its own children never holds the permit they need.
     children: Vec<Semaphore>,
@@ -84,7 +85,7 @@ pub struct AgentParts {
     /// The model.
     pub model: Arc<dyn ModelProvider>,
     /// Settings.
-    pub config: AgentConfig,
+    pub config: AgentSettings,
     /// Whoever is at the other end (the chat terminal), if anyone.
     pub caller: Option<Arc<dyn CallerChannel>>,
     /// Who watches turns, if anyone.

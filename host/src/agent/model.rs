@@ -1,77 +1,16 @@
-//! What the agent says to a model and hears back: the conversation's messages, the
-//! `ModelProvider` trait, and its OpenAI-compatible Chat Completions client (whose wire
-//! format is in `wire.rs`).
+//! How the agent talks to a model: the `ModelProvider` trait and its OpenAI-compatible
+//! Chat Completions client (whose wire format is in `wire.rs`; the conversation's messages
+//! are in `messages.rs`, re-exported here).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use super::messages::{Message, ModelToolCall, Role};
 use super::wire::{ChatRequest, ChatResponse};
 use crate::calls::tool::ToolSpec;
-
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Instructions for the model.
-    System,
-    /// The person.
-    User,
-    /// The model.
-    Assistant,
-    /// A tool's result.
-    Tool,
-}
-
-/// A tool call the model asked for, as it came (arguments as the model wrote them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelToolCall {
-    /// The model's id for the call.
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// The arguments, JSON text (possibly malformed: the model wrote it).
-    pub arguments: String,
-}
-
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    /// Who said it.
-    pub role: Role,
-    /// The text (an assistant message that only calls tools may have none).
-    pub content: Option<String>,
-    /// The tool calls an assistant message asks for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ModelToolCall>,
-    /// For a tool message: the call it answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-impl Message {
-    /// A message with text only.
-    pub fn text(role: Role, content: impl Into<String>) -> Message {
-        Message {
-            role,
-            content: Some(content.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
-    }
-
-    /// A tool's result for call `id`.
-    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Message {
-        Message {
-            role: Role::Tool,
-            content: Some(content.into()),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(id.into()),
-        }
-    }
-}
+use crate::config::ModelSettings;
 
 /// Why the model did not answer.
 #[derive(Debug, thiserror::Error)]
@@ -150,46 +89,10 @@ pub trait ModelProvider: Send + Sync {
     ) -> Result<Message, ModelError>;
 }
 
-/// Settings of an OpenAI-compatible server.
-#[derive(Debug, Clone)]
-pub struct OpenAiConfig {
-    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
-    pub base_url: String,
-    /// The model name.
-    pub model: String,
-    /// Sent as a bearer token, if set.
-    pub api_key: Option<String>,
-    /// One request's limit.
-    pub timeout: Duration,
-    /// How many times a 429, a 5xx or a connection failure is retried.
-    pub max_retries: u32,
-    /// The first retry's wait; it doubles each time (capped at 30 s).
-    pub backoff: Duration,
-}
-
-impl TryFrom<crate::config::ModelSettings> for OpenAiConfig {
-    type Error = ModelError;
-
-    /// The client's settings; without a base URL and a model there is none.
-    fn try_from(m: crate::config::ModelSettings) -> Result<Self, ModelError> {
-        let (Some(base_url), Some(model)) = (m.base_url, m.model) else {
-            return Err(ModelError::NotConfigured);
-        };
-        Ok(OpenAiConfig {
-            base_url,
-            model,
-            api_key: m.api_key,
-            timeout: m.timeout,
-            max_retries: m.max_retries,
-            backoff: Duration::from_millis(500),
-        })
-    }
-}
-
 /// The Chat Completions client.
 pub struct OpenAiClient {
     http: reqwest::Client,
-    config: OpenAiConfig,
+    settings: ModelSettings,
     url: String,
 }
 
@@ -199,29 +102,36 @@ fn excerpt(text: &str) -> String {
 }
 
 impl OpenAiClient {
-    /// A client for `config`.
-    pub fn new(config: OpenAiConfig) -> Result<OpenAiClient, ModelError> {
+    /// A client for the server `settings` name.
+    pub fn new(settings: ModelSettings) -> Result<OpenAiClient, ModelError> {
         // rustls needs one process-wide crypto provider; a second install is a no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
         let http = reqwest::Client::builder()
-            .timeout(config.timeout)
+            .timeout(settings.timeout)
             .build()
             .map_err(|e| ModelError::Unreachable {
                 url: url.clone(),
                 detail: format!("could not set up the HTTP client: {e}"),
             })?;
-        Ok(OpenAiClient { http, config, url })
+        Ok(OpenAiClient {
+            http,
+            settings,
+            url,
+        })
     }
 
     async fn once(&self, body: &ChatRequest<'_>) -> Result<Message, Attempt> {
         let mut request = self.http.post(&self.url).json(body);
-        if let Some(key) = &self.config.api_key {
+        if let Some(key) = &self.settings.api_key {
             request = request.bearer_auth(key);
         }
         let response = request.send().await.map_err(|e| {
             if e.is_timeout() {
-                Attempt::Retry(ModelError::Timeout(self.config.timeout), None)
+                Attempt::Retry(ModelError::Timeout(self.settings.timeout), None)
             } else {
                 Attempt::Retry(
                     ModelError::Unreachable {
@@ -289,7 +199,7 @@ pub fn parse_completion(text: &str) -> Result<Message, ModelError> {
 #[async_trait]
 impl ModelProvider for OpenAiClient {
     fn model(&self) -> &str {
-        &self.config.model
+        &self.settings.model
     }
 
     async fn complete(
@@ -298,8 +208,8 @@ impl ModelProvider for OpenAiClient {
         tools: &[&ToolSpec],
         cancel: &CancellationToken,
     ) -> Result<Message, ModelError> {
-        let body = ChatRequest::new(&self.config.model, messages, tools);
-        let mut wait = self.config.backoff;
+        let body = ChatRequest::new(&self.settings.model, messages, tools);
+        let mut wait = self.settings.backoff;
         let mut attempt = 0;
         loop {
             let outcome = tokio::select! {
@@ -309,13 +219,13 @@ impl ModelProvider for OpenAiClient {
             match outcome {
                 Ok(message) => return Ok(message),
                 Err(Attempt::Fail(e)) => return Err(e),
-                Err(Attempt::Retry(e, _)) if attempt >= self.config.max_retries => return Err(e),
+                Err(Attempt::Retry(e, _)) if attempt >= self.settings.max_retries => return Err(e),
                 Err(Attempt::Retry(e, retry_after)) => {
                     attempt += 1;
                     let pause = retry_after.unwrap_or(wait).min(Duration::from_secs(30));
                     tracing::warn!(
                         "model request failed ({e}); retry {attempt} of {} in {pause:?}",
-                        self.config.max_retries
+                        self.settings.max_retries
                     );
                     tokio::select! {
                         () = cancel.cancelled() => return Err(ModelError::Cancelled),

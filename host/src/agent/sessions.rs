@@ -10,7 +10,7 @@ use serde::Deserialize as _;
 use serde::de::IntoDeserializer as _;
 use toolhost_plugin_api::SessionHit;
 
-use super::model::{Message, ModelToolCall, Role};
+use super::messages::{Message, ModelToolCall, Role};
 
 /// Why the session store failed.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::children::ChildTurns;
-use super::model::{Message, Role};
+use super::messages::{Message, Role};
 use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
 use super::{AgentError, AgentInner, blocking};

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::model::{Message, ModelToolCall, Role};
+use super::messages::{Message, ModelToolCall, Role};
 use crate::calls::tool::ToolSpec;
 
 /// A `POST /chat/completions` body.

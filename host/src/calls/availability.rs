@@ -16,7 +16,64 @@ pub struct Availability {
 }
 
 /// A cached answer: when it was found, for which requirements, and what it was.
-type Answer = (Instant, Requirements, Result<(), String>);
+type Answer = (Instant, Requirements, Result<(), Unavailable>);
+
+/// A tool whose requirements the host's environment does not meet: what is missing, and
+/// in its message (which it also reads as, `Deref<Target = str>`), for the model and the
+/// operator, what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unavailable {
+    /// The tool.
+    pub tool: String,
+    /// Environment variables that are not set (or empty).
+    pub missing_env: Vec<String>,
+    /// Programs that are not on `PATH` (or not executable).
+    pub missing_programs: Vec<String>,
+    message: String,
+}
+
+impl Unavailable {
+    fn new(tool: &str, missing_env: Vec<String>, missing_programs: Vec<String>) -> Unavailable {
+        let message = format!(
+            "tool '{tool}' is unavailable: {}; set them in the host's environment and it \
+             becomes available",
+            reasons(&missing_env, &missing_programs)
+        );
+        Unavailable {
+            tool: tool.to_owned(),
+            missing_env,
+            missing_programs,
+            message,
+        }
+    }
+}
+
+impl std::ops::Deref for Unavailable {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+/// What is missing, in words.
+fn reasons(missing_env: &[String], missing_programs: &[String]) -> String {
+    let mut reasons = Vec::new();
+    if !missing_env.is_empty() {
+        reasons.push(format!(
+            "the environment variable(s) {} are not set",
+            missing_env.join(", ")
+        ));
+    }
+    if !missing_programs.is_empty() {
+        reasons.push(format!(
+            "the program(s) {} are not on PATH",
+            missing_programs.join(", ")
+        ));
+    }
+    reasons.join(" and ")
+}
 
 impl Availability {
     /// Answers are cached this long.
@@ -27,9 +84,8 @@ impl Availability {
         }
     }
 
-    /// `Ok` when every requirement of `spec` is met, else the reason, for the model and
-    /// the operator.
-    pub fn check(&self, spec: &ToolSpec) -> Result<(), String> {
+    /// `Ok` when every requirement of `spec` is met, else what is missing.
+    pub fn check(&self, spec: &ToolSpec) -> Result<(), Unavailable> {
         if spec.requirements == Requirements::default() {
             return Ok(());
         }
@@ -66,39 +122,23 @@ impl Availability {
     }
 }
 
-fn evaluate(tool: &str, req: &Requirements) -> Result<(), String> {
-    let missing_env: Vec<&str> = req
+fn evaluate(tool: &str, req: &Requirements) -> Result<(), Unavailable> {
+    let missing_env: Vec<String> = req
         .env
         .iter()
         .filter(|v| std::env::var_os(v).is_none_or(|x| x.is_empty()))
-        .map(String::as_str)
+        .cloned()
         .collect();
-    let missing_programs: Vec<&str> = req
+    let missing_programs: Vec<String> = req
         .programs
         .iter()
         .filter(|p| !on_path(p))
-        .map(String::as_str)
+        .cloned()
         .collect();
-    let mut reasons = Vec::new();
-    if !missing_env.is_empty() {
-        reasons.push(format!(
-            "the environment variable(s) {} are not set",
-            missing_env.join(", ")
-        ));
-    }
-    if !missing_programs.is_empty() {
-        reasons.push(format!(
-            "the program(s) {} are not on PATH",
-            missing_programs.join(", ")
-        ));
-    }
-    if reasons.is_empty() {
+    if missing_env.is_empty() && missing_programs.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "tool '{tool}' is unavailable: {}; set them in the host's environment and it becomes available",
-            reasons.join(" and ")
-        ))
+        Err(Unavailable::new(tool, missing_env, missing_programs))
     }
 }
 

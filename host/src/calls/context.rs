@@ -93,14 +93,49 @@ impl Caller {
 #[async_trait]
 pub trait ChildTurnService: Send + Sync {
     /// Runs one child turn for `parent` with `request` and returns the child's final
-    /// answer, or an error message for the model. `cancel` is the calling tool's: when the
-    /// call is cancelled or times out, so is the child.
+    /// answer, or why there is none (its text is what the calling tool and its model
+    /// read). `cancel` is the calling tool's: when the call is cancelled or times out, so
+    /// is the child.
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
         request: ChildTurnRequest,
         cancel: CancellationToken,
-    ) -> Result<String, String>;
+    ) -> Result<String, ChildTurnError>;
+}
+
+/// Why a child turn gave no answer. Its text reaches the calling tool and the model, so it
+/// says what to do where the model can do something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChildTurnError {
+    /// The calling turn is as deep as turns may nest.
+    #[error(
+        "child turns may nest {max_depth} deep and this turn is at that depth; do the task \
+         yourself"
+    )]
+    TooDeep {
+        /// `[agent.children] max_depth`.
+        max_depth: u32,
+    },
+    /// The agent is shutting down.
+    #[error("the agent is shutting down")]
+    ShuttingDown,
+    /// The calling tool's call was cancelled while the child waited for its turn.
+    #[error("cancelled")]
+    Cancelled,
+    /// The child's conversation could not be started.
+    #[error("{0}")]
+    Session(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The child's turn ended without an answer.
+    #[error("the child turn failed: {0}")]
+    Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The child's turn took longer than `[agent.children] timeout_secs` and was stopped.
+    #[error("the child turn took longer than {0:?} and was stopped")]
+    TimedOut(std::time::Duration),
+    /// What the host answered a worker's child-turn request, as it said it.
+    #[error("{0}")]
+    Relayed(String),
 }
 
 /// Whoever asked for the calls of a turn (an MCP client, the chat terminal): tools report

@@ -202,7 +202,7 @@ impl CallPolicy for ApprovalPolicy {
         let spec = tool.spec();
         self.availability
             .check(spec)
-            .map_err(Refusal::Unavailable)?;
+            .map_err(|e| Refusal::Unavailable(e.to_string()))?;
         if spec.risk == Risk::Read {
             return Ok(());
         }

@@ -85,7 +85,7 @@ impl RegisteredTool {
 
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
     /// model can act on (at most five, each with the JSON path it concerns).
-    pub fn validate(&self, args: &Value) -> Result<(), String> {
+    pub fn validate(&self, args: &Value) -> Result<(), InvalidArguments> {
         if self.validator.is_valid(args) {
             return Ok(());
         }
@@ -113,7 +113,26 @@ impl RegisteredTool {
         if problems.is_empty() {
             problems.push("the arguments do not match the tool's schema".to_owned());
         }
-        Err(problems.join("; "))
+        Err(InvalidArguments {
+            text: problems.join("; "),
+        })
+    }
+}
+
+/// Arguments a tool's schema refuses. Its text (also what it derefs to) lists the problems
+/// in a form the model can act on: at most five, each with the JSON path it concerns,
+/// separated by `; `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text}")]
+pub struct InvalidArguments {
+    text: String,
+}
+
+impl std::ops::Deref for InvalidArguments {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
     }
 }
 

@@ -1,4 +1,4 @@
-//! The config file's schema: [`HostConfig`] and one struct per section, each key with
+//! The config file's schema: [`RawConfig`] and one struct per section, each key with
 //! its default; serde refuses unknown keys and wrong types (with the line).
 
 use std::collections::BTreeMap;
@@ -12,10 +12,10 @@ use crate::plugins::load::loader::DEFAULT_MAX_FILE_SIZE;
 use crate::plugins::load::trust::{PublisherEntry, TrustMode};
 use crate::sys::sandbox::SandboxMode;
 
-/// The host's configuration.
+/// The host's config file as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HostConfig {
+pub struct RawConfig {
     /// Plugin directories, in load order.
     #[serde(default)]
     pub plugin_dirs: Vec<PathBuf>,
@@ -28,46 +28,46 @@ pub struct HostConfig {
     pub control_socket: Option<PathBuf>,
     /// Call time limits.
     #[serde(default)]
-    pub calls: CallsConfig,
+    pub calls: RawCalls,
     /// Approval settings.
     #[serde(default)]
-    pub approval: ApprovalConfig,
+    pub approval: RawApproval,
     /// Availability checks.
     #[serde(default)]
-    pub availability: AvailabilityConfig,
+    pub availability: RawAvailability,
     /// Hot reload.
     #[serde(default)]
-    pub reload: ReloadConfig,
+    pub reload: RawReload,
     /// Which plugin files are considered at all.
     #[serde(default)]
-    pub plugins: PluginsConfig,
+    pub plugins: RawPlugins,
     /// Trust modes: pinned or signed plugin files only.
     #[serde(default)]
-    pub trust: TrustConfig,
+    pub trust: RawTrust,
     /// Which plugins run in worker processes, and how workers are confined.
     #[serde(default)]
-    pub isolation: IsolationConfig,
+    pub isolation: RawIsolation,
     /// Named tool lists, used in profiles as `"@name"`.
     #[serde(default)]
     pub toolsets: BTreeMap<String, Vec<String>>,
     /// Per-tool settings: risk overrides.
     #[serde(default)]
-    pub tools: BTreeMap<String, ToolSettings>,
+    pub tools: BTreeMap<String, RawTool>,
     /// The MCP frontend (`toolhost serve --mcp`).
     #[serde(default)]
-    pub mcp: McpConfig,
+    pub mcp: RawMcp,
     /// The model the agent talks to (`toolhost chat` / `run`).
     #[serde(default)]
-    pub model: ModelConfig,
+    pub model: RawModel,
     /// The agent's limits.
     #[serde(default)]
-    pub agent: AgentSettings,
+    pub agent: RawAgent,
 }
 
 /// `[model]`: an OpenAI-compatible Chat Completions server.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ModelConfig {
+pub struct RawModel {
     /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`
     /// (`TOOLHOST_MODEL_BASE_URL` overrides it).
     pub base_url: Option<String>,
@@ -81,9 +81,9 @@ pub struct ModelConfig {
     pub max_retries: u32,
 }
 
-impl Default for ModelConfig {
+impl Default for RawModel {
     fn default() -> Self {
-        ModelConfig {
+        RawModel {
             base_url: None,
             model: None,
             api_key_env: "OPENAI_API_KEY".to_owned(),
@@ -96,26 +96,29 @@ impl Default for ModelConfig {
 /// `[agent]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AgentSettings {
+pub struct RawAgent {
     /// The most model calls in one turn.
     pub max_iterations: u32,
     /// Child turns (`delegate_task`).
-    pub children: ChildSettings,
+    pub children: RawChildren,
 }
 
-impl Default for AgentSettings {
+impl Default for RawAgent {
     fn default() -> Self {
-        AgentSettings {
+        RawAgent {
             max_iterations: 20,
-            children: ChildSettings::default(),
+            children: RawChildren::default(),
         }
     }
 }
 
+/// `[agent.children] timeout_secs` when the file does not set it.
+pub(super) const DEFAULT_CHILD_TIMEOUT_SECS: u64 = 300;
+
 /// `[agent.children]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ChildSettings {
+pub struct RawChildren {
     /// How deep turns may nest.
     pub max_depth: u32,
     /// How many child turns run at once.
@@ -130,12 +133,12 @@ pub struct ChildSettings {
     pub delegators: BTreeMap<String, u32>,
 }
 
-impl Default for ChildSettings {
+impl Default for RawChildren {
     fn default() -> Self {
-        ChildSettings {
+        RawChildren {
             max_depth: 2,
             max_concurrent: 3,
-            timeout_secs: 300.0,
+            timeout_secs: DEFAULT_CHILD_TIMEOUT_SECS as f64,
             exclude: ["delegate_task", "clarify", "memory"]
                 .map(str::to_owned)
                 .to_vec(),
@@ -150,25 +153,25 @@ fn default_profile_name() -> String {
     "default".to_owned()
 }
 
-impl Default for HostConfig {
+impl Default for RawConfig {
     fn default() -> Self {
-        HostConfig {
+        RawConfig {
             plugin_dirs: Vec::new(),
             profiles_dir: None,
             default_profile: default_profile_name(),
             control_socket: None,
-            calls: CallsConfig::default(),
-            approval: ApprovalConfig::default(),
-            availability: AvailabilityConfig::default(),
-            reload: ReloadConfig::default(),
-            plugins: PluginsConfig::default(),
-            trust: TrustConfig::default(),
-            isolation: IsolationConfig::default(),
+            calls: RawCalls::default(),
+            approval: RawApproval::default(),
+            availability: RawAvailability::default(),
+            reload: RawReload::default(),
+            plugins: RawPlugins::default(),
+            trust: RawTrust::default(),
+            isolation: RawIsolation::default(),
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
-            mcp: McpConfig::default(),
-            model: ModelConfig::default(),
-            agent: AgentSettings::default(),
+            mcp: RawMcp::default(),
+            model: RawModel::default(),
+            agent: RawAgent::default(),
         }
     }
 }
@@ -176,7 +179,7 @@ impl Default for HostConfig {
 /// `[mcp]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct McpConfig {
+pub struct RawMcp {
     /// What happens to a call that needs approval when the MCP client cannot be asked
     /// (it does not support elicitation).
     pub without_elicitation: WithoutElicitation,
@@ -207,9 +210,9 @@ pub struct McpConfig {
     pub max_body_bytes: usize,
 }
 
-impl Default for McpConfig {
+impl Default for RawMcp {
     fn default() -> Self {
-        McpConfig {
+        RawMcp {
             without_elicitation: WithoutElicitation::default(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -240,16 +243,16 @@ pub enum WithoutElicitation {
 /// `[calls]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct CallsConfig {
+pub struct RawCalls {
     /// Seconds one call may run.
     pub timeout_secs: f64,
     /// Seconds an interactive call may run.
     pub interactive_timeout_secs: f64,
 }
 
-impl Default for CallsConfig {
+impl Default for RawCalls {
     fn default() -> Self {
-        CallsConfig {
+        RawCalls {
             timeout_secs: 60.0,
             interactive_timeout_secs: 900.0,
         }
@@ -259,14 +262,14 @@ impl Default for CallsConfig {
 /// `[approval]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ApprovalConfig {
+pub struct RawApproval {
     /// Whether a person may approve a tool for the rest of the session.
     pub remember_for_session: bool,
 }
 
-impl Default for ApprovalConfig {
+impl Default for RawApproval {
     fn default() -> Self {
-        ApprovalConfig {
+        RawApproval {
             remember_for_session: true,
         }
     }
@@ -275,30 +278,30 @@ impl Default for ApprovalConfig {
 /// `[availability]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AvailabilityConfig {
+pub struct RawAvailability {
     /// How long an availability answer is cached, in seconds.
     pub cache_secs: f64,
 }
 
-impl Default for AvailabilityConfig {
+impl Default for RawAvailability {
     fn default() -> Self {
-        AvailabilityConfig { cache_secs: 30.0 }
+        RawAvailability { cache_secs: 30.0 }
     }
 }
 
 /// `[reload]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ReloadConfig {
+pub struct RawReload {
     /// Watch the plugin directories (`toolhost serve`).
     pub watch: bool,
     /// Reloads after which status recommends a restart.
     pub max_generations: u64,
 }
 
-impl Default for ReloadConfig {
+impl Default for RawReload {
     fn default() -> Self {
-        ReloadConfig {
+        RawReload {
             watch: true,
             max_generations: 64,
         }
@@ -308,7 +311,7 @@ impl Default for ReloadConfig {
 /// `[plugins]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct PluginsConfig {
+pub struct RawPlugins {
     /// Refuse plugin files (and their directories, and symlink targets) that a user
     /// other than the host's or root could change. `false` is for development only and is
     /// logged as a warning.
@@ -317,9 +320,9 @@ pub struct PluginsConfig {
     pub max_file_size: u64,
 }
 
-impl Default for PluginsConfig {
+impl Default for RawPlugins {
     fn default() -> Self {
-        PluginsConfig {
+        RawPlugins {
             strict_permissions: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
         }
@@ -329,7 +332,7 @@ impl Default for PluginsConfig {
 /// `[isolation]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct IsolationConfig {
+pub struct RawIsolation {
     /// `in-process` (default) or `process`: where plugins not named below run.
     pub default: IsolationMode,
     /// Per plugin name (or file name): `process` or `in-process`.
@@ -364,9 +367,9 @@ pub struct IsolationConfig {
     pub start_timeout_secs: u64,
 }
 
-impl Default for IsolationConfig {
+impl Default for RawIsolation {
     fn default() -> Self {
-        IsolationConfig {
+        RawIsolation {
             default: IsolationMode::InProcess,
             plugins: BTreeMap::new(),
             sandbox: SandboxMode::BestEffort,
@@ -389,7 +392,7 @@ impl Default for IsolationConfig {
 /// `[trust]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TrustConfig {
+pub struct RawTrust {
     /// `any` (default), `pinned` or `signed`.
     pub mode: TrustMode,
     /// Minisign public keys whose signatures `signed` mode accepts.
@@ -402,7 +405,7 @@ pub struct TrustConfig {
 /// `[tools.NAME]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolSettings {
+pub struct RawTool {
     /// The risk to use instead of the declared one: read, write, destructive, network
     /// or deny.
     #[serde(default)]
@@ -410,4 +413,16 @@ pub struct ToolSettings {
     /// Must be `true` to lower a tool below its declared risk.
     #[serde(default)]
     pub allow_lower: bool,
+}
+
+/// A profile's `config.toml` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// The tools its agent gets (`@toolset` entries allowed); none: every tool.
+    pub tools: Option<Vec<String>>,
+    /// Its agent's system prompt.
+    pub system_prompt: Option<String>,
+    /// Documentation for people; not used by the host.
+    pub description: Option<String>,
 }

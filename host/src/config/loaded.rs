@@ -1,12 +1,18 @@
-//! A loaded configuration: reading the file the careful way, resolving paths, and turning
-//! sections into what the other modules take (`LoadPolicy`, `CallSettings`, dispatch
-//! settings, the agent's plain settings).
+//! A loaded configuration: reading the file the careful way, resolving paths, checking
+//! every value once (durations become `Duration`s here) and turning sections into what
+//! the other modules take (`LoadPolicy`, `CallSettings`, the `*Settings` of
+//! `settings.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{AgentSetup, ConfigError, HostConfig, MAX_CONFIG_FILE_SIZE, ModelSettings, Profile};
+use super::settings::MODEL_RETRY_BACKOFF;
+use super::{
+    AgentSettings, ConfigError, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile,
+    RawConfig, SecondsError, positive_seconds, seconds_or_zero,
+};
+use crate::calls::door::CallSettings;
 use crate::calls::policy::RiskOverride;
 use crate::plugins::load::loader::LoadPolicy;
 use crate::plugins::load::trust::TrustPolicy;
@@ -26,10 +32,67 @@ pub fn default_config_path() -> PathBuf {
 /// A loaded configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
-    /// The settings.
-    pub config: HostConfig,
+    /// The file as written (its relative paths made relative to its directory).
+    pub config: RawConfig,
     /// The file, if one was read.
     pub file: Option<PathBuf>,
+    /// What loading resolved from it.
+    resolved: Resolved,
+}
+
+/// The sections loading checks and resolves once, durations as `Duration`s.
+#[derive(Debug, Clone)]
+struct Resolved {
+    calls: CallSettings,
+    model_timeout: Duration,
+    agent: AgentSettings,
+    mcp: McpSettings,
+}
+
+impl Resolved {
+    /// Resolves `c`, or names the first key whose seconds are not a usable number.
+    fn new(c: &RawConfig) -> Result<Resolved, (&'static str, SecondsError)> {
+        let positive = |key: &'static str, secs: f64| positive_seconds(secs).map_err(|e| (key, e));
+        let calls = crate::calls::dispatcher::DispatchConfig {
+            timeout: positive("calls.timeout_secs", c.calls.timeout_secs)?,
+            interactive_timeout: positive(
+                "calls.interactive_timeout_secs",
+                c.calls.interactive_timeout_secs,
+            )?,
+            ..crate::calls::dispatcher::DispatchConfig::default()
+        };
+        // Zero: availability answers are not cached.
+        let availability_ttl = seconds_or_zero(c.availability.cache_secs)
+            .map_err(|e| ("availability.cache_secs", e))?;
+        let model_timeout = positive("model.timeout_secs", c.model.timeout_secs)?;
+        let child_timeout = positive("agent.children.timeout_secs", c.agent.children.timeout_secs)?;
+        let m = &c.mcp;
+        let mcp = McpSettings {
+            without_elicitation: m.without_elicitation,
+            allowed_hosts: m.allowed_hosts.clone(),
+            allowed_origins: m.allowed_origins.clone(),
+            max_connections: m.max_connections,
+            header_read_timeout: positive(
+                "mcp.header_read_timeout_secs",
+                m.header_read_timeout_secs,
+            )?,
+            idle_timeout: positive("mcp.idle_timeout_secs", m.idle_timeout_secs)?,
+            max_sessions: m.max_sessions,
+            max_sessions_per_token: m.max_sessions_per_token,
+            session_idle: positive("mcp.session_idle_secs", m.session_idle_secs)?,
+            max_body_bytes: m.max_body_bytes,
+        };
+        Ok(Resolved {
+            calls: CallSettings {
+                dispatch: calls,
+                availability_ttl,
+                remember_approvals: c.approval.remember_for_session,
+            },
+            model_timeout,
+            agent: AgentSettings::new(&c.agent, child_timeout),
+            mcp,
+        })
+    }
 }
 
 impl LoadedConfig {
@@ -45,14 +108,11 @@ impl LoadedConfig {
             Err(ConfigError::Read { source, .. })
                 if !required && source.kind() == std::io::ErrorKind::NotFound =>
             {
-                return Ok(LoadedConfig {
-                    config: HostConfig::default(),
-                    file: None,
-                });
+                return LoadedConfig::resolve(RawConfig::default(), None);
             }
             Err(e) => return Err(e),
         };
-        let mut config: HostConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        let mut config: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.clone(),
             message: e.to_string().trim_end().to_owned(),
         })?;
@@ -71,12 +131,23 @@ impl LoadedConfig {
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
-        let loaded = LoadedConfig {
-            config,
-            file: Some(path),
-        };
+        let loaded = LoadedConfig::resolve(config, Some(path))?;
         loaded.validate()?;
         Ok(loaded)
+    }
+
+    /// `config` (read from `file`) with its sections resolved.
+    fn resolve(config: RawConfig, file: Option<PathBuf>) -> Result<LoadedConfig, ConfigError> {
+        let resolved = Resolved::new(&config).map_err(|(key, source)| ConfigError::Seconds {
+            path: file.clone().unwrap_or_default(),
+            key,
+            source,
+        })?;
+        Ok(LoadedConfig {
+            config,
+            file,
+            resolved,
+        })
     }
 
     fn invalid(&self, message: String) -> ConfigError {
@@ -86,29 +157,9 @@ impl LoadedConfig {
         }
     }
 
+    /// The checks besides the durations (which resolving made).
     fn validate(&self) -> Result<(), ConfigError> {
         let c = &self.config;
-        for (key, secs) in [
-            ("calls.timeout_secs", c.calls.timeout_secs),
-            (
-                "calls.interactive_timeout_secs",
-                c.calls.interactive_timeout_secs,
-            ),
-            ("availability.cache_secs", c.availability.cache_secs),
-            ("model.timeout_secs", c.model.timeout_secs),
-            ("agent.children.timeout_secs", c.agent.children.timeout_secs),
-            (
-                "mcp.header_read_timeout_secs",
-                c.mcp.header_read_timeout_secs,
-            ),
-            ("mcp.idle_timeout_secs", c.mcp.idle_timeout_secs),
-            ("mcp.session_idle_secs", c.mcp.session_idle_secs),
-        ] {
-            let fits = Duration::try_from_secs_f64(secs).is_ok();
-            if !fits || (!key.starts_with("availability") && secs == 0.0) {
-                return Err(self.invalid(format!("`{key}` must be a positive number of seconds")));
-            }
-        }
         for (key, n) in [
             ("mcp.max_connections", c.mcp.max_connections),
             ("mcp.max_sessions", c.mcp.max_sessions),
@@ -221,47 +272,44 @@ impl LoadedConfig {
             .collect()
     }
 
-    /// The model settings, with the environment's overrides (`TOOLHOST_MODEL_BASE_URL`,
-    /// `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable `api_key_env` names).
-    pub fn model(&self) -> ModelSettings {
+    /// The model server: `[model]` with the environment's overrides
+    /// (`TOOLHOST_MODEL_BASE_URL`, `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable
+    /// `api_key_env` names); `None` unless both a base URL and a model are set somewhere.
+    pub fn model(&self) -> Option<ModelSettings> {
         let m = &self.config.model;
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        ModelSettings {
-            base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone()),
-            model: var("TOOLHOST_MODEL").or_else(|| m.model.clone()),
+        Some(ModelSettings {
+            base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone())?,
+            model: var("TOOLHOST_MODEL").or_else(|| m.model.clone())?,
             api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
-            timeout: Duration::try_from_secs_f64(m.timeout_secs)
-                .unwrap_or(Duration::from_secs(120)),
+            timeout: self.resolved.model_timeout,
             max_retries: m.max_retries,
-        }
+            backoff: MODEL_RETRY_BACKOFF,
+        })
     }
 
     /// The agent settings for `profile`: `[agent]` and the profile's system prompt.
-    pub fn agent(&self, profile: &Profile) -> AgentSetup {
-        AgentSetup {
-            system_prompt: profile.system_prompt.clone(),
-            ..AgentSetup::from(&self.config.agent)
+    pub fn agent(&self, profile: &Profile) -> AgentSettings {
+        let mut settings = self.resolved.agent.clone();
+        if let Some(prompt) = &profile.system_prompt {
+            settings.system_prompt.clone_from(prompt);
         }
+        settings
     }
 
     /// Call time limits as a dispatcher config.
     pub fn dispatch(&self) -> crate::DispatchConfig {
-        crate::DispatchConfig {
-            timeout: Duration::from_secs_f64(self.config.calls.timeout_secs),
-            interactive_timeout: Duration::from_secs_f64(
-                self.config.calls.interactive_timeout_secs,
-            ),
-            ..crate::DispatchConfig::default()
-        }
+        self.resolved.calls.dispatch
     }
 
     /// What the call pipeline (availability, approval policy, dispatcher) is built from.
-    pub fn call_settings(&self) -> crate::CallSettings {
-        crate::CallSettings {
-            dispatch: self.dispatch(),
-            availability_ttl: Duration::from_secs_f64(self.config.availability.cache_secs),
-            remember_approvals: self.config.approval.remember_for_session,
-        }
+    pub fn call_settings(&self) -> CallSettings {
+        self.resolved.calls
+    }
+
+    /// The MCP frontend's settings (`[mcp]`).
+    pub fn mcp(&self) -> &McpSettings {
+        &self.resolved.mcp
     }
 
     /// The profiles directory: the configured one, else `profiles/` next to the config

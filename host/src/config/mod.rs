@@ -38,22 +38,30 @@
 //!
 //! Config files are read the careful way (`safe_open.rs`): a regular file of at most
 //! 1 MiB, so a config path that is `/dev/zero` or a FIFO fails at once with its name.
+//!
+//! Two layers: `file.rs` is the files' schema as written (`Raw*`), `settings.rs` what
+//! loading resolves it into (`*Settings`, durations as `Duration`s), which is all the other
+//! modules see. `seconds.rs` is the one check of a number of seconds, for the files and the
+//! command line alike.
 
 mod file;
 mod loaded;
 mod profile;
+mod seconds;
 mod settings;
 
 use std::path::PathBuf;
 
 pub use file::{
-    AgentSettings, ApprovalConfig, AvailabilityConfig, CallsConfig, ChildSettings, HostConfig,
-    McpConfig, ModelConfig, PluginsConfig, ReloadConfig, ToolSettings, TrustConfig,
-    WithoutElicitation,
+    RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
+    RawModel, RawPlugins, RawProfile, RawReload, RawTool, RawTrust, WithoutElicitation,
 };
 pub use loaded::{LoadedConfig, default_config_path};
 pub use profile::{Profile, ProfileView};
-pub use settings::{AgentSetup, ChildLimits, ModelSettings};
+pub use seconds::{SecondsError, positive_seconds, seconds_or_zero};
+pub use settings::{
+    AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, McpSettings, ModelSettings,
+};
 
 /// The largest config file (host or profile) read.
 pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;
@@ -91,6 +99,29 @@ pub enum ConfigError {
         path: PathBuf,
         /// What is wrong, where.
         message: String,
+    },
+    /// A number of seconds that is not one (negative, not a number, too large; zero where
+    /// zero means nothing).
+    #[error("{}: `{key}` {source}", path.display())]
+    Seconds {
+        /// The file.
+        path: PathBuf,
+        /// The key, with its section (`calls.timeout_secs`).
+        key: &'static str,
+        /// What is wrong.
+        source: SecondsError,
+    },
+    /// A toolset a profile uses is not defined.
+    #[error(
+        "{}: `tools` uses toolset '@{toolset}', which the host config does not define (add \
+         [toolsets] {toolset} = [...])",
+        path.display()
+    )]
+    NoToolset {
+        /// The profile's config file.
+        path: PathBuf,
+        /// The toolset's name (without the `@`).
+        toolset: String,
     },
     /// A value does not fit with the rest.
     #[error("{}: {message}", path.display())]

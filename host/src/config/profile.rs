@@ -2,12 +2,10 @@
 //! toolsets it expands, and the view of the registry its agent sees.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 use super::loaded::read_config_text;
-use super::{ConfigError, LoadedConfig};
+use super::{ConfigError, LoadedConfig, RawProfile};
 use crate::calls::registry::ToolRegistry;
 
 /// A profile: `<profiles_dir>/<name>/config.toml` and its own state folder.
@@ -26,15 +24,6 @@ pub struct Profile {
     pub file: PathBuf,
     /// Its agent's system prompt, if it sets one.
     pub system_prompt: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProfileFile {
-    tools: Option<Vec<String>>,
-    system_prompt: Option<String>,
-    #[allow(dead_code, reason = "documentation for people; not used by the host")]
-    description: Option<String>,
 }
 
 /// What a profile's agent sees now, and what it lists that is missing.
@@ -75,24 +64,15 @@ impl Profile {
             Err(e) => return Err(e),
         };
         let parsed = match text {
-            Some(t) => toml::from_str::<ProfileFile>(&t).map_err(|e| ConfigError::Parse {
+            Some(t) => toml::from_str::<RawProfile>(&t).map_err(|e| ConfigError::Parse {
                 path: file.clone(),
                 message: e.to_string().trim_end().to_owned(),
             })?,
-            None => ProfileFile {
-                tools: None,
-                system_prompt: None,
-                description: None,
-            },
+            None => RawProfile::default(),
         };
         let tools = match parsed.tools {
             None => None,
-            Some(list) => Some(expand(&list, &config.config.toolsets).map_err(|message| {
-                ConfigError::Invalid {
-                    path: file.clone(),
-                    message,
-                }
-            })?),
+            Some(list) => Some(expand(&list, &config.config.toolsets, &file)?),
         };
         let state_dir = dir.join("state");
         if dir.exists() {
@@ -159,19 +139,23 @@ impl Profile {
     }
 }
 
-/// Expands `@toolset` entries; unknown toolsets are an error naming them.
+/// Expands the `@toolset` entries of the profile `file`; an unknown toolset is an error
+/// naming it.
 fn expand(
     list: &[String],
     toolsets: &BTreeMap<String, Vec<String>>,
-) -> Result<Vec<String>, String> {
+    file: &Path,
+) -> Result<Vec<String>, ConfigError> {
     let mut out: Vec<String> = Vec::new();
     for entry in list {
         let names: Vec<String> = match entry.strip_prefix('@') {
-            Some(set) => toolsets.get(set).cloned().ok_or_else(|| {
-                format!(
-                    "`tools` uses toolset '@{set}', which the host config does not define (add [toolsets] {set} = [...])"
-                )
-            })?,
+            Some(set) => toolsets
+                .get(set)
+                .cloned()
+                .ok_or_else(|| ConfigError::NoToolset {
+                    path: file.to_path_buf(),
+                    toolset: set.to_owned(),
+                })?,
             None => vec![entry.clone()],
         };
         for name in names {

@@ -1,74 +1,168 @@
-//! Plain settings the configuration resolves for the modules that own their own types:
-//! the model server ([`ModelSettings`]) and a profile's agent ([`AgentSetup`],
-//! [`ChildLimits`]). The agent turns them into its types; config names none of them.
+//! The resolved layer: what the config files say once checked, with durations as
+//! [`Duration`]s, defaults filled in and the environment's overrides applied. Every module
+//! outside `config/` takes these (or its own settings made from them): the model server
+//! ([`ModelSettings`]), a profile's agent ([`AgentSettings`], [`ChildSettings`]) and the
+//! MCP frontend ([`McpSettings`]). They name no agent or frontend type: those modules
+//! use them as they are.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::AgentSettings;
+use super::file::DEFAULT_CHILD_TIMEOUT_SECS;
+use super::{RawAgent, WithoutElicitation};
 
-/// The model settings as the environment and `[model]` resolve them; the agent turns them
-/// into its client's configuration.
+/// An OpenAI-compatible Chat Completions server: `[model]` with the environment's
+/// overrides, when both a base URL and a model are set somewhere.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSettings {
-    /// The server's base URL, if set anywhere.
-    pub base_url: Option<String>,
-    /// The model name, if set anywhere.
-    pub model: Option<String>,
-    /// The API key, if one is set.
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// Sent as a bearer token, if set.
     pub api_key: Option<String>,
     /// One request's limit.
     pub timeout: Duration,
-    /// Retries of a 429, a 5xx or a connection failure.
+    /// How many times a 429, a 5xx or a connection failure is retried.
     pub max_retries: u32,
+    /// The first retry's wait; it doubles each time (capped at 30 s).
+    pub backoff: Duration,
 }
 
-/// What one profile's agent is configured with; the agent turns it into its own settings.
+/// The first retry's wait of a model request (not in the config file).
+pub(super) const MODEL_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The system prompt when the profile sets none.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools you are \
+    given when they help; when a tool returns an error, read it and correct the call.";
+
+/// How one profile's agent runs turns: `[agent]` and the profile's system prompt.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentSetup {
+pub struct AgentSettings {
     /// The most model calls in one turn (at least 1).
     pub max_iterations: u32,
-    /// The profile's system prompt, if it sets one.
-    pub system_prompt: Option<String>,
+    /// The system prompt (the profile's, or [`DEFAULT_SYSTEM_PROMPT`]).
+    pub system_prompt: String,
     /// Child turns.
-    pub children: ChildLimits,
+    pub children: ChildSettings,
 }
 
-/// `[agent.children]` with its values checked.
+impl Default for AgentSettings {
+    /// The settings of a config file without `[agent]` and a profile without a prompt.
+    fn default() -> Self {
+        AgentSettings::new(
+            &RawAgent::default(),
+            Duration::from_secs(DEFAULT_CHILD_TIMEOUT_SECS),
+        )
+    }
+}
+
+/// Limits of child turns (`[agent.children]`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChildLimits {
-    /// How deep turns may nest.
+pub struct ChildSettings {
+    /// How deep turns may nest: a turn at this depth cannot start a child.
     pub max_depth: u32,
-    /// How many child turns run at once (at least 1).
+    /// How many child turns run at once across the agent (at least 1).
     pub max_concurrent: usize,
     /// How long one child turn may take.
     pub timeout: Duration,
     /// Tools a child never gets.
     pub exclude: Vec<String>,
-    /// Tools whose calls wait for child turns, with the most children one call starts.
+    /// Tools whose calls wait for child turns, each with the most children one call
+    /// starts (delegate_task: 5); their calls may last as long as that many children.
     pub delegators: BTreeMap<String, u32>,
 }
 
-impl Default for ChildLimits {
+impl Default for ChildSettings {
     fn default() -> Self {
-        AgentSetup::from(&AgentSettings::default()).children
+        AgentSettings::default().children
     }
 }
 
-impl From<&AgentSettings> for AgentSetup {
-    /// The settings of a profile without a system prompt of its own.
-    fn from(a: &AgentSettings) -> Self {
-        AgentSetup {
+impl ChildSettings {
+    /// The time limit of each delegator's calls: a call waits for its children, which
+    /// have their own limit, so it may last as long as a full batch of them
+    /// (`max_concurrent` at a time), plus half a minute.
+    pub fn delegator_timeouts(&self) -> impl Iterator<Item = (String, Duration)> + '_ {
+        let at_once = u32::try_from(self.max_concurrent.max(1)).unwrap_or(u32::MAX);
+        self.delegators.iter().map(move |(tool, &batch)| {
+            let rounds = batch.max(1).div_ceil(at_once);
+            (
+                tool.clone(),
+                self.timeout * rounds + Duration::from_secs(30),
+            )
+        })
+    }
+}
+
+impl AgentSettings {
+    /// `[agent]` with its children's limit as loading checked it, for a profile without
+    /// a system prompt of its own.
+    pub(super) fn new(a: &RawAgent, child_timeout: Duration) -> Self {
+        AgentSettings {
             max_iterations: a.max_iterations.max(1),
-            system_prompt: None,
-            children: ChildLimits {
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
+            children: ChildSettings {
                 max_depth: a.children.max_depth,
                 max_concurrent: a.children.max_concurrent.max(1),
-                timeout: Duration::try_from_secs_f64(a.children.timeout_secs)
-                    .unwrap_or(Duration::from_secs(300)),
+                timeout: child_timeout,
                 exclude: a.children.exclude.clone(),
                 delegators: a.children.delegators.clone(),
             },
         }
+    }
+}
+
+/// The MCP frontend (`[mcp]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpSettings {
+    /// What happens to a call that needs approval when the client cannot be asked.
+    pub without_elicitation: WithoutElicitation,
+    /// Host names (or `host:port`) HTTP requests may name besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call besides the server's own.
+    pub allowed_origins: Vec<String>,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Time a new connection has to send its first request's headers (and a TLS
+    /// handshake), and a request to send its body.
+    pub header_read_timeout: Duration,
+    /// Time an idle keep-alive connection is kept open.
+    pub idle_timeout: Duration,
+    /// Live MCP sessions.
+    pub max_sessions: usize,
+    /// Live MCP sessions of one token.
+    pub max_sessions_per_token: usize,
+    /// Time a session without requests or open streams lives.
+    pub session_idle: Duration,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_the_config_files() {
+        let settings = AgentSettings::default();
+        assert_eq!(settings.max_iterations, 20);
+        assert_eq!(settings.system_prompt, DEFAULT_SYSTEM_PROMPT);
+        assert_eq!(settings.children.timeout, Duration::from_secs(300));
+        assert_eq!(
+            settings.children.exclude,
+            ["delegate_task", "clarify", "memory"]
+        );
+    }
+
+    #[test]
+    fn a_delegators_limit_covers_its_batch_of_children() {
+        let children = ChildSettings::default();
+        // delegate_task: 5 children, 3 at a time, 300 s each: two rounds.
+        let limits: Vec<_> = children.delegator_timeouts().collect();
+        assert_eq!(
+            limits,
+            [("delegate_task".to_owned(), Duration::from_secs(630))]
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolhost::agent::model::{OpenAiClient, OpenAiConfig};
+use toolhost::agent::model::{ModelError, OpenAiClient};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{
     CallDoor, CallerChannel, LoadedConfig, ProfileRequests, ToolCall, ToolResult, fixed_profile,
@@ -126,7 +126,7 @@ impl CallerChannel for TerminalCaller {
 
 /// The profile's agent, with a terminal for approvals and questions when there is one.
 fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
-    let model = OpenAiConfig::try_from(config.model()).and_then(OpenAiClient::new)?;
+    let model = OpenAiClient::new(config.model().ok_or(ModelError::NotConfigured)?)?;
     let loader = new_loader(config, a.plugins.isolate)?;
     let Loaded {
         registry, profile, ..
@@ -148,7 +148,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         state_dir: profile.state_dir.clone(),
         door,
         model: Arc::new(model),
-        config: config.agent(&profile).into(),
+        config: config.agent(&profile),
         caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
     })?;

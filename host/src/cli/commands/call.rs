@@ -26,8 +26,8 @@ pub(crate) struct CallArgs {
     plugins: PluginDirs,
     /// Seconds the call may run before it is cancelled (interactive tools too).
     /// Default: the config's `calls.timeout_secs`, else 60.
-    #[arg(long)]
-    timeout: Option<f64>,
+    #[arg(long, value_parser = super::seconds)]
+    timeout: Option<Duration>,
     /// Run the call in the host listening on this control socket instead of loading
     /// the plugins here.
     #[arg(long, value_name = "PATH")]
@@ -44,7 +44,7 @@ pub(crate) struct CallArgs {
 impl CallArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let limits = config.dispatch();
-        let timeout = self.timeout.unwrap_or(limits.timeout.as_secs_f64());
+        let timeout = self.timeout.unwrap_or(limits.timeout);
         if let Some(socket) = &self.control {
             if !self.plugins.dirs.is_empty() || self.yes {
                 return Err(usage(
@@ -52,7 +52,7 @@ impl CallArgs {
                      and approval policy are used (the control socket cannot approve calls)",
                 ));
             }
-            let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
+            let arguments = parse_call_args(&self.args)?;
             return super::control::call(
                 socket,
                 self.tool,
@@ -61,7 +61,7 @@ impl CallArgs {
                 self.profile,
             );
         }
-        let (arguments, timeout) = parse_call_args(&self.args, timeout)?;
+        let arguments = parse_call_args(&self.args)?;
         let loader = new_loader(config, self.plugins.isolate)?;
         let Loaded {
             registry, profile, ..
@@ -116,23 +116,16 @@ impl CallArgs {
     }
 }
 
-/// The arguments JSON and the timeout, or a usage error (exit code 2).
-fn parse_call_args(args: &str, timeout: f64) -> anyhow::Result<(Arguments, Duration)> {
-    let arguments = match Arguments::parse(args) {
-        Ok(a) if a.value().is_object() => a,
-        Ok(_) => {
-            return Err(usage(
-                "the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'",
-            ));
-        }
-        Err(e) => {
-            return Err(usage(format!(
-                "the arguments are not valid JSON ({e}); pass one JSON object in single quotes"
-            )));
-        }
-    };
-    match Duration::try_from_secs_f64(timeout) {
-        Ok(t) if !t.is_zero() => Ok((arguments, t)),
-        _ => Err(usage("--timeout must be a positive number of seconds")),
+/// The arguments JSON (parsed once; its text is what the plugin gets), or a usage error
+/// (exit code 2).
+fn parse_call_args(args: &str) -> anyhow::Result<Arguments> {
+    match Arguments::parse(args) {
+        Ok(a) if a.value().is_object() => Ok(a),
+        Ok(_) => Err(usage(
+            "the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'",
+        )),
+        Err(e) => Err(usage(format!(
+            "the arguments are not valid JSON ({e}); pass one JSON object in single quotes"
+        ))),
     }
 }

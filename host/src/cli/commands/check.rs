@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use toolhost::{LoadedConfig, ToolRegistry};
+use toolhost::{LoadErrorKind, LoadedConfig, PluginLoadError, ToolRegistry};
 
 use super::{Failure, new_loader};
 use crate::output::{outln, summary};
@@ -140,8 +140,8 @@ impl CheckArgs {
             "tools": [],
             "problems": [],
         });
-        let outcome = (|| -> Result<bool, String> {
-            let facts = loader.inspect(file).map_err(|e| e.to_string())?;
+        let outcome = (|| -> Result<bool, PluginLoadError> {
+            let facts = loader.inspect(file)?;
             let policy = loader.policy();
             report["static"] = serde_json::json!({
                 "size": facts.size,
@@ -152,13 +152,16 @@ impl CheckArgs {
                 "permissions_checked": policy.strict_permissions,
                 "trust": policy.trust.mode(),
             });
-            if let Some(refusal) = &facts.untrusted {
-                return Err(format!("{}: {refusal}", file.display()));
+            if let Some(refusal) = facts.untrusted {
+                return Err(PluginLoadError {
+                    file: file.to_path_buf(),
+                    kind: LoadErrorKind::Untrusted(Box::new(refusal)),
+                });
             }
             if self.no_load {
                 return Ok(true);
             }
-            let plugin = loader.load_file(file).map_err(|e| e.to_string())?;
+            let plugin = loader.load_file(file)?;
             report["loaded"] = true.into();
             report["plugin"] = serde_json::json!({
                 "name": plugin.name,
@@ -198,7 +201,7 @@ impl CheckArgs {
         let ok = match outcome {
             Ok(clean) => clean,
             Err(error) => {
-                report["error"] = error.into();
+                report["error"] = error.to_string().into();
                 false
             }
         };

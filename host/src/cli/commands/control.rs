@@ -337,7 +337,7 @@ pub(crate) fn call(
         tool,
         arguments,
         profile,
-        timeout_secs: Some(timeout.as_secs_f64()),
+        timeout: Some(timeout),
     }))?;
     if reply.is_error {
         return Err(anyhow::Error::msg(reply.output));

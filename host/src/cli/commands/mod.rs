@@ -17,6 +17,7 @@ pub(crate) mod trust;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toolhost::{
     ConfigError, LoadPolicy, LoadReport, LoadedConfig, PluginLoader, Profile, ToolRegistry,
@@ -49,6 +50,14 @@ impl Failure {
 /// A usage error (exit code 2) saying `message`.
 pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     Failure::Usage(message.into()).into()
+}
+
+/// The value parser of flags that take seconds (`--timeout 0.5`): the config file's
+/// check and message, so a flag and a key accept the same numbers.
+pub(crate) fn seconds(text: &str) -> Result<Duration, toolhost::SecondsError> {
+    text.parse::<f64>()
+        .map_err(|_| toolhost::SecondsError)
+        .and_then(toolhost::positive_seconds)
 }
 
 /// `--plugins`, shared by the commands that load plugins.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolhost::{
     CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpLimits,
-    HttpOptions, LoadedConfig, McpOptions, McpServer, ServeConfig, ServeError, TlsFiles,
-    TokenAuthenticator, TokenStore, WatchConfig,
+    HttpOptions, LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError,
+    TlsFiles, TokenAuthenticator, TokenStore, WatchConfig,
 };
 
 use super::{PluginDirs, control_socket, runtime, usage};
@@ -32,8 +32,8 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     max_generations: Option<u64>,
     /// Seconds one call may run before it is cancelled. Default: the config's, else 60.
-    #[arg(long)]
-    timeout: Option<f64>,
+    #[arg(long, value_parser = super::seconds)]
+    timeout: Option<Duration>,
     /// Also serve the tools over MCP: `stdio` (for clients that start toolhost
     /// themselves) or `http` (streamable HTTP at http://ADDR/mcp, see --listen).
     #[arg(long, value_enum, value_name = "TRANSPORT")]
@@ -79,6 +79,30 @@ enum McpMode {
     Http(HttpArgs),
 }
 
+/// The MCP door: over stdio (`S`: `()` until the client's stdin and stdout are taken,
+/// then [`ClientStdio`]), or over HTTP with its checked options.
+enum McpDoor<S> {
+    Stdio(S),
+    Http(HttpOptions),
+}
+
+/// Why `toolhost serve` could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+enum ServeFailure {
+    /// SIGINT and SIGTERM could not be caught.
+    #[error("could not install the SIGINT/SIGTERM handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    /// MCP over stdio could not take the process's stdin and stdout.
+    #[error("could not set up stdin/stdout for MCP: {0}")]
+    Stdio(#[source] std::io::Error),
+    /// The host: its plugins or its control socket.
+    #[error(transparent)]
+    Host(#[from] ServeError),
+    /// The MCP frontend.
+    #[error(transparent)]
+    Mcp(#[from] McpServeError),
+}
+
 /// `serve --mcp http` and its door options.
 #[derive(Debug, Clone)]
 struct HttpArgs {
@@ -91,13 +115,8 @@ struct HttpArgs {
 impl HttpArgs {
     /// The door's options: auth, TLS and the config's limits, the connection limit sized
     /// to leave descriptors for everything else under `nofile`.
-    fn options(
-        &self,
-        config: &LoadedConfig,
-        nofile: Option<u64>,
-    ) -> Result<HttpOptions, &'static str> {
-        let m = &config.config.mcp;
-        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(10));
+    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> anyhow::Result<HttpOptions> {
+        let m = config.mcp();
         let max_connections = match nofile {
             Some(n) => toolhost::connections_within(m.max_connections, n),
             None => m.max_connections,
@@ -112,7 +131,9 @@ impl HttpArgs {
         let auth = if self.no_auth {
             HttpAuth::NoAuth
         } else {
-            let file = config.tokens_file().ok_or(super::token::NO_STATE_DIR)?;
+            let file = config
+                .tokens_file()
+                .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
             HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
         };
         Ok(HttpOptions {
@@ -123,11 +144,11 @@ impl HttpArgs {
             allowed_origins: m.allowed_origins.clone(),
             limits: HttpLimits {
                 max_connections,
-                header_read_timeout: secs(m.header_read_timeout_secs),
-                idle_timeout: secs(m.idle_timeout_secs),
+                header_read_timeout: m.header_read_timeout,
+                idle_timeout: m.idle_timeout,
                 max_sessions: m.max_sessions,
                 max_sessions_per_token: m.max_sessions_per_token,
-                session_idle: secs(m.session_idle_secs),
+                session_idle: m.session_idle,
                 max_body_bytes: m.max_body_bytes,
             },
         })
@@ -199,18 +220,14 @@ struct Serve {
     /// per-process one for MCP over stdio).
     control_explicit: bool,
     max_generations: u64,
-    timeout: Option<f64>,
+    timeout: Option<Duration>,
     mcp: Option<McpMode>,
     profile: Option<String>,
 }
 
 fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let limits = host_config.dispatch();
-    let timeout = match args.timeout.map(Duration::try_from_secs_f64) {
-        None => limits.timeout,
-        Some(Ok(t)) if !t.is_zero() => t,
-        Some(_) => return Err(usage("--timeout must be a positive number of seconds")),
-    };
+    let timeout = args.timeout.unwrap_or(limits.timeout);
     let profiles = host_config.profiles()?;
     // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a host.
     let nofile = match toolhost::raise_open_file_limit() {
@@ -220,17 +237,16 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             None
         }
     };
-    let http = match &args.mcp {
+    let door = match &args.mcp {
+        None => None,
+        Some(McpMode::Stdio) => Some(McpDoor::Stdio(())),
         Some(McpMode::Http(http)) => {
-            let options = http
-                .options(host_config, nofile)
-                .map_err(anyhow::Error::msg)?;
+            let options = http.options(host_config, nofile)?;
             toolhost::check_http_options(&options).map_err(|e| usage(e.to_string()))?;
-            Some(options)
+            Some(McpDoor::Http(options))
         }
-        _ => None,
     };
-    if args.mcp.is_none() && args.profile.is_some() {
+    if door.is_none() && args.profile.is_some() {
         return Err(usage(
             "--profile goes with --mcp (the control socket names its profile per call)",
         ));
@@ -258,26 +274,20 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let runtime = runtime()?;
     let mcp_options = McpOptions {
         profile: args.profile,
-        without_elicitation: host_config.config.mcp.without_elicitation,
-        allowed_hosts: host_config.config.mcp.allowed_hosts.clone(),
+        without_elicitation: host_config.mcp().without_elicitation,
+        allowed_hosts: host_config.mcp().allowed_hosts.clone(),
     };
     let outcome = runtime.block_on(async {
-        let signals = shutdown_signal()
-            .map_err(|e| format!("could not install the SIGINT/SIGTERM handlers: {e}"))?;
-        let Some(mode) = args.mcp else {
-            return toolhost::serve(config, signals)
-                .await
-                .map_err(|e| e.to_string());
+        let signals = shutdown_signal().map_err(ServeFailure::Signals)?;
+        let door = match door {
+            None => return Ok(toolhost::serve(config, signals).await?),
+            // Before any plugin loads: only the protocol may reach the client's stdout.
+            Some(McpDoor::Stdio(())) => {
+                McpDoor::Stdio(ClientStdio::take().map_err(ServeFailure::Stdio)?)
+            }
+            Some(McpDoor::Http(options)) => McpDoor::Http(options),
         };
-        // Before any plugin loads: only the protocol may reach the client's stdout.
-        let stdio = match &mode {
-            McpMode::Stdio => Some(
-                ClientStdio::take()
-                    .map_err(|e| format!("could not set up stdin/stdout for MCP: {e}"))?,
-            ),
-            McpMode::Http(_) => None,
-        };
-        let is_stdio = matches!(mode, McpMode::Stdio);
+        let is_stdio = matches!(door, McpDoor::Stdio(_));
         let running = match Host::start(config.clone()).await {
             // Clients start one stdio server per window: a second one gets its own socket.
             Err(ServeError::Control(ControlError::InUse { .. }))
@@ -295,14 +305,11 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 Host::start(config).await
             }
             other => other,
-        }
-        .map_err(|e| e.to_string())?;
-        let server =
-            McpServer::new(Arc::clone(running.host()), mcp_options).map_err(|e| e.to_string())?;
+        }?;
+        let server = McpServer::new(Arc::clone(running.host()), mcp_options)?;
         let stop = CancellationToken::new();
-        match mode {
-            McpMode::Stdio => {
-                let stdio = stdio.ok_or("stdin/stdout were not set up for MCP")?;
+        match door {
+            McpDoor::Stdio(stdio) => {
                 let session = server.serve_stdio(stdio, stop.clone());
                 let until = async move {
                     tokio::select! {
@@ -318,16 +325,13 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 running.run(until).await;
                 stop.cancel();
             }
-            McpMode::Http(_) => {
-                let options = http.ok_or("the HTTP options were not set up")?;
+            McpDoor::Http(options) => {
                 let scheme = if options.tls.is_some() {
                     "https"
                 } else {
                     "http"
                 };
-                let (bound, serving) = toolhost::bind_http(&server, options, stop.clone())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let (bound, serving) = toolhost::bind_http(&server, options, stop.clone()).await?;
                 tracing::info!("serving MCP over streamable HTTP at {scheme}://{bound}/mcp");
                 let serving = tokio::spawn(serving);
                 running.run(signals).await;
@@ -335,10 +339,10 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
             }
         }
-        Ok(())
+        Ok::<(), ServeFailure>(())
     });
     // A rescan still running on a blocking thread must not hold the exit up for long.
     runtime.shutdown_timeout(Duration::from_secs(2));
-    outcome.map_err(anyhow::Error::msg)?;
+    outcome?;
     Ok(ExitCode::SUCCESS)
 }

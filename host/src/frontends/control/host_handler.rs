@@ -50,9 +50,7 @@ async fn call(host: &Host, params: CallParams) -> Result<CallReply, ControlFault
     request.profile = params.profile;
     request.session = "control".to_owned();
     // A caller may ask for a shorter limit than the host's, never a longer one.
-    request.timeout_cap = params
-        .timeout_secs
-        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
+    request.timeout_cap = params.timeout;
     let call = ToolCall {
         id: "control".to_owned(),
         name: params.tool,

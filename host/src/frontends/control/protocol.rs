@@ -3,6 +3,8 @@
 //! code, JSON-RPC 2.0 shaped. The server (`server.rs`) and the client (`client.rs`) both
 //! speak through these types.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -74,13 +76,43 @@ pub struct CallParams {
     /// The profile whose agent makes the call (default: the host's default profile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
-    /// A limit shorter than the host's call timeout (a longer one is ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_secs: Option<f64>,
+    /// A limit shorter than the host's call timeout (a longer one is ignored). On the wire
+    /// it is `timeout_secs`, a number of seconds; one no `Duration` can hold (negative, not
+    /// a number) is no limit.
+    #[serde(
+        default,
+        rename = "timeout_secs",
+        with = "wire_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
 }
 
 fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())
+}
+
+/// `timeout_secs` on the wire: seconds as a JSON number, a [`Duration`] everywhere else.
+mod wire_seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        limit: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match limit {
+            Some(d) => s.serialize_f64(d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+    }
 }
 
 /// The answer to [`ControlRequest::Call`]: the call's result as the dispatcher returned it,
@@ -326,7 +358,7 @@ mod tests {
                 tool: "echo".to_owned(),
                 arguments: json!({}),
                 profile: Some("p".to_owned()),
-                timeout_secs: Some(2.0),
+                timeout: Some(Duration::from_secs(2)),
             })
         );
     }
@@ -398,7 +430,7 @@ mod tests {
             tool: "echo".to_owned(),
             arguments: json!({"text": "hi"}),
             profile: None,
-            timeout_secs: None,
+            timeout: None,
         });
         let line = serde_json::to_value(Outgoing {
             jsonrpc: JSONRPC,

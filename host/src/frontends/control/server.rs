@@ -132,12 +132,43 @@ impl Drop for ControlSocket {
     }
 }
 
+/// Why a connection to the control socket is refused; its text is the client's answer.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    /// The peer is one of this host's plugin workers, or a process one started.
+    #[error(
+        "permission denied: plugin workers and the processes they start may not use the \
+         control socket ({why})"
+    )]
+    Worker {
+        /// How it descends from a worker.
+        why: String,
+    },
+    /// The peer's credentials could not be read.
+    #[error(
+        "permission denied: this toolhost serves only uid {me} and root, and could not tell \
+         who you are ({source})"
+    )]
+    UnknownPeer {
+        /// This host's effective uid.
+        me: u32,
+        /// Why SO_PEERCRED failed.
+        source: io::Error,
+    },
+    /// The peer runs as another user.
+    #[error("permission denied: this toolhost serves only uid {me} and root")]
+    OtherUser {
+        /// This host's effective uid.
+        me: u32,
+    },
+}
+
 /// Whether the peer of a new connection may use the socket: a process running as this
 /// host's effective uid or root, and neither one of this host's plugin workers nor a
 /// process one started (a worker runs as the host's uid; it must not drive the host).
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
-fn admit(stream: &UnixStream) -> Result<(), String> {
+fn admit(stream: &UnixStream) -> Result<(), Refusal> {
     let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
@@ -150,10 +181,7 @@ fn admit(stream: &UnixStream) -> Result<(), String> {
                     pid = cred.pid(),
                     "refused a control connection from a plugin worker: {why}"
                 );
-                return Err(format!(
-                    "permission denied: plugin workers and the processes they start may not \
-                     use the control socket ({why})"
-                ));
+                return Err(Refusal::Worker { why });
             }
             if trusted_uid(cred.uid()) {
                 return Ok(());
@@ -162,17 +190,14 @@ fn admit(stream: &UnixStream) -> Result<(), String> {
         }
         Err(e) => {
             tracing::warn!("refused a control connection whose peer is unknown: {e}");
-            Err(format!(
-                "permission denied: this toolhost serves only uid {me} and root, and could \
-                 not tell who you are ({e})"
-            ))
+            Err(Refusal::UnknownPeer { me, source: e })
         }
     }
 }
 
 /// The refusal of a peer of another uid.
 #[cfg(unix)]
-fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), String> {
+fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), Refusal> {
     tracing::warn!(
         uid = cred.uid(),
         pid = cred.pid(),
@@ -182,13 +207,11 @@ fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), String> {
         cred.pid()
             .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
     );
-    Err(format!(
-        "permission denied: this toolhost serves only uid {me} and root"
-    ))
+    Err(Refusal::OtherUser { me })
 }
 
 #[cfg(not(unix))]
-fn admit(_stream: &UnixStream) -> Result<(), String> {
+fn admit(_stream: &UnixStream) -> Result<(), Refusal> {
     Ok(())
 }
 
@@ -198,9 +221,9 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 /// Answers a refused connection with one error line, then closes it. What the client sent
 /// meanwhile is read and dropped unparsed (a little of it, for a short while), so its
 /// request does not fail with a broken pipe before it reads why.
-async fn refuse(stream: UnixStream, reason: String) {
+async fn refuse(stream: UnixStream, reason: Refusal) {
     let (mut read, mut write) = stream.into_split();
-    let mut line = legacy_error_line(&reason);
+    let mut line = legacy_error_line(&reason.to_string());
     line.push('\n');
     let answered = tokio::time::timeout(REFUSAL_LINGER, async {
         write.write_all(line.as_bytes()).await?;

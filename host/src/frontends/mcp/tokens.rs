@@ -11,7 +11,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
@@ -298,12 +298,35 @@ pub enum AuthFailure {
     StoreUnreadable,
 }
 
+/// Why the token file cannot be used now: nobody is let in until it can.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenFileError {
+    /// Not read yet.
+    #[error("not read yet")]
+    NotReadYet,
+    /// The file could not be looked at.
+    #[error("{0}")]
+    Stat(Arc<io::Error>),
+    /// Reading it failed, or it is damaged.
+    #[error(transparent)]
+    Store(Arc<TokenError>),
+}
+
+impl PartialEq for TokenFileError {
+    /// The same problem: the same kind, saying the same.
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
 /// What the file said when it was last read.
 struct Snapshot {
     /// The file as read; `None`: it was missing.
     version: Option<Fingerprint>,
     tokens: Vec<([u8; 32], TokenIdentity)>,
-    error: Option<String>,
+    error: Option<TokenFileError>,
 }
 
 /// Checks tokens against the store, re-reading the file whenever it changed (one `stat`
@@ -321,7 +344,7 @@ impl TokenAuthenticator {
             snapshot: Mutex::new(Snapshot {
                 version: None,
                 tokens: Vec::new(),
-                error: Some("not read yet".to_owned()),
+                error: Some(TokenFileError::NotReadYet),
             }),
         }
     }
@@ -332,7 +355,7 @@ impl TokenAuthenticator {
     }
 
     /// How many tokens are valid now, or why the file cannot be read.
-    pub fn count(&self) -> Result<usize, String> {
+    pub fn count(&self) -> Result<usize, TokenFileError> {
         let snapshot = self.refresh();
         match &snapshot.error {
             Some(e) => Err(e.clone()),
@@ -341,7 +364,7 @@ impl TokenAuthenticator {
     }
 
     /// Who holds a valid token now, or why the file cannot be read.
-    pub fn identities(&self) -> Result<Vec<TokenIdentity>, String> {
+    pub fn identities(&self) -> Result<Vec<TokenIdentity>, TokenFileError> {
         let snapshot = self.refresh();
         match &snapshot.error {
             Some(e) => Err(e.clone()),
@@ -375,7 +398,7 @@ impl TokenAuthenticator {
             Ok(f) => Some(f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => {
-                snapshot.error = Some(e.to_string());
+                snapshot.error = Some(TokenFileError::Stat(Arc::new(e)));
                 return snapshot;
             }
         };
@@ -403,7 +426,7 @@ impl TokenAuthenticator {
             Err(e) => {
                 tracing::error!("MCP over HTTP: {e}; every request is refused until it is fixed");
                 snapshot.tokens.clear();
-                snapshot.error = Some(e.to_string());
+                snapshot.error = Some(TokenFileError::Store(Arc::new(e)));
                 snapshot.version = None;
             }
         }

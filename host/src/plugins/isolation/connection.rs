@@ -464,7 +464,7 @@ async fn answer_service(
                 .run_child_turn(&turn, request, cancel)
                 .await
                 .map(Value::String)
-                .map_err(WireServiceError),
+                .map_err(|e| WireServiceError(e.to_string())),
             None => missing("a child turn"),
         },
         ServiceCall::Host { method, params } => {

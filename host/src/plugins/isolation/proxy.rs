@@ -17,7 +17,7 @@ use toolhost_plugin_api::{
 use super::link::Link;
 use super::protocol::{FromWorker, ServiceCall, WireServiceError};
 use crate::calls::context::{
-    CallerChannel, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
+    CallerChannel, ChildTurnError, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
 };
 
 /// Reads a service's answer: JSON of `T`, or the service's error.
@@ -97,15 +97,17 @@ impl ChildTurnService for ProxyChildTurns {
         _parent: &TurnIdentity,
         request: ChildTurnRequest,
         _cancel: CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, ChildTurnError> {
         match self
             .link
             .service(self.call, ServiceCall::ChildTurn(request))
             .await
         {
             Ok(Value::String(answer)) => Ok(answer),
-            Ok(other) => Err(format!("the host's child-turn answer is not text: {other}")),
-            Err(WireServiceError(message)) => Err(message),
+            Ok(other) => Err(ChildTurnError::Relayed(format!(
+                "the host's child-turn answer is not text: {other}"
+            ))),
+            Err(WireServiceError(message)) => Err(ChildTurnError::Relayed(message)),
         }
     }
 }

@@ -411,7 +411,7 @@ unsafe extern "C" fn host_child_turn(
                 .run_child_turn(&turn, request, cancel)
                 .await
                 .map(RString::from)
-                .map_err(RString::from)
+                .map_err(|e| RString::from(e.to_string()))
                 .into()
         },
         service_panicked,

@@ -1,0 +1,67 @@
+//! The conversation's messages, as the agent keeps them and the model reads them: who
+//! said what, and the tool calls an assistant message asks for. The model client, its wire
+//! format and the session store all build on these.
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+/// A tool call the model asked for, as it came (arguments as the model wrote them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    /// The model's id for the call.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The arguments, JSON text (possibly malformed: the model wrote it).
+    pub arguments: String,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who said it.
+    pub role: Role,
+    /// The text (an assistant message that only calls tools may have none).
+    pub content: Option<String>,
+    /// The tool calls an assistant message asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ModelToolCall>,
+    /// For a tool message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A message with text only.
+    pub fn text(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool's result for call `id`.
+    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.into()),
+        }
+    }
+}
