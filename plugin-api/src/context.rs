@@ -93,12 +93,6 @@ impl std::fmt::Display for ServiceError {
 
 impl std::error::Error for ServiceError {}
 
-impl From<ServiceError> for crate::ToolError {
-    fn from(e: ServiceError) -> Self {
-        crate::ToolError::Failed(e.to_string())
-    }
-}
-
 /// The call was cancelled: the turn was stopped, or the call ran past its timeout.
 ///
 /// `?` turns it into `ToolError::Failed("cancelled")`; nobody reads a cancelled call's
@@ -120,12 +114,6 @@ impl std::fmt::Display for Cancelled {
 }
 
 impl std::error::Error for Cancelled {}
-
-impl From<Cancelled> for crate::ToolError {
-    fn from(_: Cancelled) -> Self {
-        crate::ToolError::Failed("cancelled".to_owned())
-    }
-}
 
 /// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
 ///

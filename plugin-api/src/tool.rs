@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::context::ToolContext;
+use crate::context::{Cancelled, ServiceError, ToolContext};
 use crate::risk::Risk;
 
 /// Why a tool call did not produce an output. It goes back to the model as a result with
@@ -304,5 +304,19 @@ impl Requirements {
     pub fn programs(mut self, names: &[&str]) -> Self {
         self.programs.extend(names.iter().map(|s| (*s).to_owned()));
         self
+    }
+}
+
+// A host service's error and a cancellation become a tool failure with `?` (their types
+// live with the context; the conversions live here, with `ToolError`).
+impl From<ServiceError> for ToolError {
+    fn from(e: ServiceError) -> Self {
+        ToolError::Failed(e.to_string())
+    }
+}
+
+impl From<Cancelled> for ToolError {
+    fn from(_: Cancelled) -> Self {
+        ToolError::Failed("cancelled".to_owned())
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::settings::MODEL_RETRY_BACKOFF;
 use super::{
     AgentSettings, ConfigError, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile,
-    RawConfig, SecondsError, positive_seconds, seconds_or_zero,
+    RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
 };
 use crate::calls::door::CallSettings;
 use crate::calls::policy::RiskOverride;
@@ -327,6 +327,74 @@ impl LoadedConfig {
                         .unwrap_or_default()
                 })
                 .join("profiles")
+        })
+    }
+}
+
+impl Profile {
+    /// Loads profile `name`. The default profile may have no directory: it then gets
+    /// every tool. Its state folder is created.
+    pub fn load(config: &LoadedConfig, name: &str) -> Result<Profile, ConfigError> {
+        let invalid_name = name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']);
+        let dir = config.profiles_dir().join(name);
+        let file = dir.join("config.toml");
+        if invalid_name {
+            return Err(ConfigError::NoProfile {
+                profile: name.to_owned(),
+                file,
+            });
+        }
+        let text = match read_config_text(&file) {
+            Ok(t) => Some(t),
+            Err(ConfigError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                if name != config.config.default_profile {
+                    return Err(ConfigError::NoProfile {
+                        profile: name.to_owned(),
+                        file,
+                    });
+                }
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let parsed = match text {
+            Some(t) => toml::from_str::<RawProfile>(&t).map_err(|e| ConfigError::Parse {
+                path: file.clone(),
+                message: e.to_string().trim_end().to_owned(),
+            })?,
+            None => RawProfile::default(),
+        };
+        let tools = match parsed.tools {
+            None => None,
+            Some(list) => Some(super::profile::expand(
+                &list,
+                &config.config.toolsets,
+                &file,
+            )?),
+        };
+        let state_dir = dir.join("state");
+        if dir.exists() {
+            // Notes and conversations: private to the host's user (0700, tightened).
+            // A link there is refused, not followed.
+            crate::sys::private::ensure_private_dir(&state_dir).map_err(|source| {
+                ConfigError::Invalid {
+                    path: state_dir.clone(),
+                    message: format!(
+                        "the profile's state folder could not be made private (mode 0700): \
+                         {source}"
+                    ),
+                }
+            })?;
+        }
+        Ok(Profile {
+            name: name.to_owned(),
+            dir,
+            state_dir,
+            tools,
+            file,
+            system_prompt: parsed.system_prompt,
         })
     }
 }

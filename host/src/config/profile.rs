@@ -1,11 +1,11 @@
 //! Profiles: `<profiles_dir>/<name>/config.toml`, each with its own state folder, the
-//! toolsets it expands, and the view of the registry its agent sees.
+//! toolsets it expands, and the view of the registry its agent sees. (Reading one from
+//! the config's profiles folder, `Profile::load`, is with the loaded config.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::loaded::read_config_text;
-use super::{ConfigError, LoadedConfig, RawProfile};
+use super::ConfigError;
 use crate::calls::registry::ToolRegistry;
 
 /// A profile: `<profiles_dir>/<name>/config.toml` and its own state folder.
@@ -36,68 +36,6 @@ pub struct ProfileView {
 }
 
 impl Profile {
-    /// Loads profile `name`. The default profile may have no directory: it then gets
-    /// every tool. Its state folder is created.
-    pub fn load(config: &LoadedConfig, name: &str) -> Result<Profile, ConfigError> {
-        let invalid_name = name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']);
-        let dir = config.profiles_dir().join(name);
-        let file = dir.join("config.toml");
-        if invalid_name {
-            return Err(ConfigError::NoProfile {
-                profile: name.to_owned(),
-                file,
-            });
-        }
-        let text = match read_config_text(&file) {
-            Ok(t) => Some(t),
-            Err(ConfigError::Read { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                if name != config.config.default_profile {
-                    return Err(ConfigError::NoProfile {
-                        profile: name.to_owned(),
-                        file,
-                    });
-                }
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        let parsed = match text {
-            Some(t) => toml::from_str::<RawProfile>(&t).map_err(|e| ConfigError::Parse {
-                path: file.clone(),
-                message: e.to_string().trim_end().to_owned(),
-            })?,
-            None => RawProfile::default(),
-        };
-        let tools = match parsed.tools {
-            None => None,
-            Some(list) => Some(expand(&list, &config.config.toolsets, &file)?),
-        };
-        let state_dir = dir.join("state");
-        if dir.exists() {
-            // Notes and conversations: private to the host's user (0700, tightened).
-            // A link there is refused, not followed.
-            crate::sys::private::ensure_private_dir(&state_dir).map_err(|source| {
-                ConfigError::Invalid {
-                    path: state_dir.clone(),
-                    message: format!(
-                        "the profile's state folder could not be made private (mode 0700): \
-                         {source}"
-                    ),
-                }
-            })?;
-        }
-        Ok(Profile {
-            name: name.to_owned(),
-            dir,
-            state_dir,
-            tools,
-            file,
-            system_prompt: parsed.system_prompt,
-        })
-    }
-
     /// What the profile's agent gets from `full`: its listed tools (or all). Listed tools
     /// that are missing are reported, not fatal (hot reload).
     pub fn view(&self, full: &ToolRegistry) -> ProfileView {
@@ -141,7 +79,7 @@ impl Profile {
 
 /// Expands the `@toolset` entries of the profile `file`; an unknown toolset is an error
 /// naming it.
-fn expand(
+pub(super) fn expand(
     list: &[String],
     toolsets: &BTreeMap<String, Vec<String>>,
     file: &Path,
