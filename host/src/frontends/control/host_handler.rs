@@ -5,18 +5,22 @@
 use std::sync::Arc;
 
 use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest, ControlResult};
-use crate::calls::context::{Caller, Frontend};
+use crate::calls::context::Caller;
 use crate::calls::dispatcher::ToolCall;
 use crate::host::Host;
 use crate::plugins::catalog::RescanReport;
 
 impl ControlHandler for Host {
-    async fn handle(&self, request: ControlRequest) -> Result<ControlResult, ControlFault> {
+    async fn handle(
+        &self,
+        request: ControlRequest,
+        peer: &Caller,
+    ) -> Result<ControlResult, ControlFault> {
         Ok(match request {
             ControlRequest::Reload => ControlResult::Reload(rescan(self).await?),
             ControlRequest::Status => ControlResult::Status(Box::new(self.status())),
             ControlRequest::List => ControlResult::List(self.catalog().registry().listing()),
-            ControlRequest::Call(params) => ControlResult::Call(call(self, params).await?),
+            ControlRequest::Call(params) => ControlResult::Call(call(self, params, peer).await?),
         })
     }
 }
@@ -41,12 +45,12 @@ async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
 }
 
 /// `call`: one call through the host's door, as the named (else default) profile.
-async fn call(host: &Host, params: CallParams) -> Result<CallReply, ControlFault> {
+async fn call(host: &Host, params: CallParams, peer: &Caller) -> Result<CallReply, ControlFault> {
     let door = host.door();
     // An unknown profile is the request's fault, not a call result.
     door.scope(params.profile.as_deref())
         .map_err(|e| ControlFault::new(ControlFault::UNKNOWN_PROFILE, e.to_string()))?;
-    let mut request = door.request(Caller::new(Frontend::Control));
+    let mut request = door.request(peer.clone());
     request.profile = params.profile;
     request.session = "control".to_owned();
     // A caller may ask for a shorter limit than the host's, never a longer one.

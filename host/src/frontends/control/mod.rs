@@ -29,6 +29,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::calls::context::Caller;
+
 pub use client::ControlClient;
 pub use protocol::*;
 pub use server::ControlSocket;
@@ -50,10 +52,12 @@ pub fn default_control_path() -> PathBuf {
 
 /// What answers control requests (the [`Host`](crate::Host) does).
 pub trait ControlHandler: Send + Sync + 'static {
-    /// Answers one request: the result, or why there is none.
+    /// Answers one request of `peer` (the connection's process: the control frontend and
+    /// its uid): the result, or why there is none.
     fn handle(
         &self,
         request: ControlRequest,
+        peer: &Caller,
     ) -> impl Future<Output = Result<ControlResult, ControlFault>> + Send;
 }
 

@@ -12,6 +12,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::calls::context::{Caller, Frontend};
+
 use super::default_control_path;
 use super::protocol::decode;
 use super::{
@@ -102,9 +104,10 @@ impl ControlSocket {
                 () = stop.cancelled() => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, _)) => match admit(&stream) {
-                        Ok(()) => {
+                        Ok(peer) => {
                             connections.spawn(serve_connection(
                                 stream,
+                                peer,
                                 Arc::clone(&handler),
                                 stop.clone(),
                             ));
@@ -168,7 +171,7 @@ enum Refusal {
 /// process one started (a worker runs as the host's uid; it must not drive the host).
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
-fn admit(stream: &UnixStream) -> Result<(), Refusal> {
+fn admit(stream: &UnixStream) -> Result<Caller, Refusal> {
     let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
@@ -184,7 +187,10 @@ fn admit(stream: &UnixStream) -> Result<(), Refusal> {
                 return Err(Refusal::Worker { why });
             }
             if trusted_uid(cred.uid()) {
-                return Ok(());
+                return Ok(Caller {
+                    uid: Some(cred.uid()),
+                    ..Caller::new(Frontend::Control)
+                });
             }
             untrusted(me, &cred)
         }
@@ -197,7 +203,7 @@ fn admit(stream: &UnixStream) -> Result<(), Refusal> {
 
 /// The refusal of a peer of another uid.
 #[cfg(unix)]
-fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), Refusal> {
+fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<Caller, Refusal> {
     tracing::warn!(
         uid = cred.uid(),
         pid = cred.pid(),
@@ -211,8 +217,8 @@ fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(), Refusal> {
 }
 
 #[cfg(not(unix))]
-fn admit(_stream: &UnixStream) -> Result<(), Refusal> {
-    Ok(())
+fn admit(_stream: &UnixStream) -> Result<Caller, Refusal> {
+    Ok(Caller::new(Frontend::Control))
 }
 
 /// How long a refused client gets to read its answer before the connection is closed.
@@ -246,6 +252,7 @@ async fn refuse(stream: UnixStream, reason: Refusal) {
 
 async fn serve_connection<H: ControlHandler>(
     stream: UnixStream,
+    peer: Caller,
     handler: Arc<H>,
     stop: CancellationToken,
 ) {
@@ -276,7 +283,7 @@ async fn serve_connection<H: ControlHandler>(
                 )),
             )
         } else {
-            answer(&*handler, &line).await
+            answer(&*handler, &peer, &line).await
         };
         let mut text = response.to_line();
         text.push('\n');
@@ -286,12 +293,12 @@ async fn serve_connection<H: ControlHandler>(
     }
 }
 
-async fn answer<H: ControlHandler>(handler: &H, line: &[u8]) -> ControlResponse {
+async fn answer<H: ControlHandler>(handler: &H, peer: &Caller, line: &[u8]) -> ControlResponse {
     let (id, request) = match decode(line) {
         Ok(decoded) => decoded,
         Err((id, fault)) => return ControlResponse::new(id, ControlOutcome::Error(fault)),
     };
-    let outcome = match handler.handle(request).await {
+    let outcome = match handler.handle(request, peer).await {
         Ok(result) => match serde_json::to_value(result) {
             Ok(value) => ControlOutcome::Result(value),
             Err(e) => ControlOutcome::Error(ControlFault::new(

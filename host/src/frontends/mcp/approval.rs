@@ -13,7 +13,7 @@ use serde::Deserialize as _;
 use serde_json::{Value, json};
 use toolhost_plugin_api::AskAnswer;
 
-use super::caller::elicit_params;
+use super::caller::{NotAForm, elicit_params};
 use super::state::{APPROVAL_TTL, ClientFacts, SessionState, Shared};
 use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::calls::registry::RegisteredTool;
@@ -161,7 +161,7 @@ fn approval_schema(offer_remember: bool) -> Value {
     json!({"type": "object", "properties": properties})
 }
 
-fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, String> {
+fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, NotAForm> {
     let params = elicit_params(message, schema)?;
     Ok(ElicitRequest::new(params))
 }
@@ -201,7 +201,7 @@ impl Approver for McpApprover {
                 let question = approval_question(&request.tool, request.risk, &request.arguments);
                 let params = match elicit_params(&question, approval_schema(self.offer_remember)) {
                     Ok(p) => p,
-                    Err(e) => return ApprovalAnswer::Decline(e),
+                    Err(e) => return ApprovalAnswer::Decline(e.to_string()),
                 };
                 match peer
                     .create_elicitation_with_timeout(params, Some(APPROVAL_TTL))

@@ -85,13 +85,19 @@ impl McpCaller {
     }
 }
 
-pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, String> {
-    serde_json::from_value(json!({
+/// A question whose schema MCP's form elicitation cannot show (its properties must be
+/// flat: strings, numbers, booleans, enums).
+#[derive(Debug, thiserror::Error)]
+#[error("the question's schema cannot be shown as a form: {0}")]
+pub(super) struct NotAForm(#[from] serde_json::Error);
+
+/// The `elicitation/create` form asking `message` with the fields of `schema`.
+pub(super) fn elicit_params(message: &str, schema: Value) -> Result<ElicitRequestParams, NotAForm> {
+    Ok(serde_json::from_value(json!({
         "mode": "form",
         "message": message,
         "requestedSchema": schema,
-    }))
-    .map_err(|e| format!("the question's schema cannot be shown as a form: {e}"))
+    }))?)
 }
 
 /// The rank of an MCP log level (debug lowest), for comparing levels.
@@ -151,8 +157,8 @@ impl CallerChannel for McpCaller {
                     .to_owned(),
             ));
         }
-        let params =
-            elicit_params(&request.message, request.schema).map_err(ServiceError::Failed)?;
+        let params = elicit_params(&request.message, request.schema)
+            .map_err(|e| ServiceError::Failed(e.to_string()))?;
         let result = self
             .peer
             .create_elicitation(params)
