@@ -40,6 +40,15 @@
 //!   [`serve`] / [`Host::start`] run one with its control socket ([`ControlSocket`],
 //!   typed [`ControlRequest`]s); [`McpServer`] serves a profile's tools to MCP clients;
 //!   [`agent`] runs the host's own agent turns.
+//! - **Isolation hooks**: a program that runs plugins in workers ([`IsolationPolicy`])
+//!   calls [`run_worker`] when it is started as one (the `toolhost` binary's `__worker`
+//!   mode) and [`end_workers`] on its way out.
+//!
+//! That is the whole surface: the nouns above, their settings and their errors, plus
+//! [`escape_controls`] for anyone printing plugin text to a terminal. The OS helpers
+//! (private state files, resource limits, sandbox and containment internals) stay inside
+//! the crate, and the `toolhost` binary (`src/cli/`) uses nothing but this surface. The
+//! config file's schema as read is in [`raw`].
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -95,10 +104,8 @@ pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
-    MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, RawAgent, RawApproval,
-    RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp, RawModel, RawPlugins,
-    RawProfile, RawReload, RawTool, RawTrust, SecondsError, WithoutElicitation,
-    default_config_path, positive_seconds, seconds_or_zero,
+    MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, SecondsError,
+    WithoutElicitation, default_config_path, positive_seconds,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
@@ -132,18 +139,22 @@ pub use plugins::load::loader::{
 pub use plugins::load::trust::{
     Pin, PublisherEntry, TrustError, TrustMode, TrustPolicy, TrustRefusal, TrustStore,
 };
-pub use plugins::run::call_pool::{IDLE_LIFETIME, MAX_THREADS, StuckCall, stuck_calls};
+pub use plugins::run::call_pool::StuckCall;
 pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
 pub use sys::containment::end_all_workers as end_workers;
 pub use sys::permissions::PermissionProblem;
-pub use sys::private::{
-    effective_uid, ensure_private_dir, is_private, open_private_file, state_dir, tighten_existing,
-    write_private_file,
-};
-pub use sys::rlimit::{RESERVED_DESCRIPTORS, connections_within, raise_open_file_limit};
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
+
+/// The config file's schema as read ([`LoadedConfig::config`]), before it is checked and
+/// resolved into the settings everything else uses.
+pub mod raw {
+    pub use crate::config::{
+        RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation,
+        RawMcp, RawModel, RawPlugins, RawProfile, RawReload, RawTool, RawTrust,
+    };
+}

@@ -52,6 +52,11 @@ impl Host {
     /// Binds the control socket, loads the plugins and starts watching (unless
     /// `config.watch` is `None`).
     pub async fn start(config: ServeConfig) -> Result<RunningHost, ServeError> {
+        // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a
+        // host that keeps plugin files, workers and client connections open.
+        if let Err(e) = crate::sys::rlimit::raise_open_file_limit() {
+            tracing::warn!("could not read or raise the open-file limit: {e}");
+        }
         let catalog =
             Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
         let host = Arc::new(Host::new(Arc::clone(&catalog), &config));

@@ -206,7 +206,7 @@ impl LoadedConfig {
     }
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
-    /// (`[trust] file`, else `trust.json` in [`crate::state_dir`]).
+    /// (`[trust] file`, else `trust.json` in the state folder (`$XDG_STATE_HOME/toolhost`)).
     pub fn trust_policy(&self) -> Result<TrustPolicy, crate::plugins::load::trust::TrustError> {
         let t = &self.config.trust;
         let file = t

@@ -58,7 +58,8 @@ pub use file::{
 };
 pub use loaded::{LoadedConfig, default_config_path};
 pub use profile::{Profile, ProfileView};
-pub use seconds::{SecondsError, positive_seconds, seconds_or_zero};
+pub(crate) use seconds::seconds_or_zero;
+pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
     AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, McpSettings, ModelSettings,
 };

@@ -30,7 +30,7 @@ pub fn positive_seconds(secs: f64) -> Result<Duration, SecondsError> {
 }
 
 /// Like [`positive_seconds`], where zero has a meaning (a cache that keeps nothing).
-pub fn seconds_or_zero(secs: f64) -> Result<Duration, SecondsError> {
+pub(crate) fn seconds_or_zero(secs: f64) -> Result<Duration, SecondsError> {
     Duration::try_from_secs_f64(secs).map_err(|_| SecondsError)
 }
 

@@ -19,11 +19,10 @@ use std::io::{self, Write as _};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 /// The effective uid of this process: the user whose files and sockets it trusts.
-pub fn effective_uid() -> u32 {
+pub(crate) fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -277,7 +276,7 @@ fn set_blocking(fd: &OwnedFd) -> io::Result<()> {
 /// Creates `dir` (and missing parents) with mode 0700; an existing `dir` that group or
 /// others can reach is narrowed to 0700 with a log line. Parents that already exist are
 /// left alone. `dir` itself must be a folder, not a link to one: a link is refused.
-pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     let fd = make_folder(dir, false)?;
     let st = stat_fd(&fd)?;
     tighten_fd(&fd, &st, 0o700, dir)
@@ -346,7 +345,7 @@ fn open_folder_following(path: &Path) -> io::Result<OwnedFd> {
 /// Narrows an existing file to 0600 (or a folder to 0700) if group or others have any
 /// access, saying so in the log. A missing path is fine; a link (or a FIFO, device or
 /// socket) is refused, and nothing is changed through it.
-pub fn tighten_existing(path: &Path) -> io::Result<()> {
+pub(crate) fn tighten_existing(path: &Path) -> io::Result<()> {
     tighten_existing_as(path, Accept::FileOrFolder)
 }
 
@@ -378,7 +377,7 @@ fn tighten_existing_as(path: &Path, accept: Accept) -> io::Result<()> {
 /// Opens `path` for reading and writing, creating it with mode 0600 if it is missing; an
 /// existing file that is wider is narrowed (by `fchmod` on the opened file). A link, or
 /// anything but a regular file, at `path` or at its folder is refused.
-pub fn open_private_file(path: &Path) -> io::Result<fs::File> {
+pub(crate) fn open_private_file(path: &Path) -> io::Result<fs::File> {
     let (parent, name) = split(path)?;
     let dir = open_folder(parent)?;
     let c = c_name(name, path)?;
@@ -393,7 +392,7 @@ pub fn open_private_file(path: &Path) -> io::Result<fs::File> {
 /// sees the old contents or the new, never half a file. The folder is opened once (a link
 /// at it is refused) and both steps happen relative to it; a link at `path` is replaced,
 /// not followed.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (parent, name) = split(path)?;
     let dir = open_folder(parent)?;
     let target = c_name(name, path)?;
@@ -439,7 +438,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// `~/.local/state/toolhost`; `None` when neither variable is set. Trust pins
 /// (`trust.json`) and tokens (`tokens.json`) live here. Not created here: callers that
 /// write into it create it with [`ensure_private_dir`] (mode 0700).
-pub fn state_dir() -> Option<std::path::PathBuf> {
+pub(crate) fn state_dir() -> Option<std::path::PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
@@ -452,13 +451,17 @@ pub fn state_dir() -> Option<std::path::PathBuf> {
     Some(base.join("toolhost"))
 }
 
-/// Whether `path` is private: not readable, writable or searchable by group or others.
-pub fn is_private(path: &Path) -> io::Result<bool> {
+/// Whether `path` is private: not readable, writable or searchable by group or others
+/// (what the tests of every state file check).
+#[cfg(test)]
+pub(crate) fn is_private(path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
     Ok(fs::symlink_metadata(path)?.mode() & 0o077 == 0)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt as _;
     use std::os::unix::fs::PermissionsExt as _;
     use std::path::PathBuf;
     use std::sync::mpsc;

@@ -11,10 +11,10 @@
 use std::io;
 
 /// Descriptors kept back from HTTP connections for everything else the host opens.
-pub const RESERVED_DESCRIPTORS: u64 = 256;
+pub(crate) const RESERVED_DESCRIPTORS: u64 = 256;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit now in force.
-pub fn raise_open_file_limit() -> io::Result<u64> {
+pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -39,7 +39,7 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
 
 /// The HTTP connection limit that leaves [`RESERVED_DESCRIPTORS`] free under a soft
 /// open-file limit of `nofile` (at least 16 connections).
-pub fn connections_within(configured: usize, nofile: u64) -> usize {
+pub(crate) fn connections_within(configured: usize, nofile: u64) -> usize {
     let room = nofile.saturating_sub(RESERVED_DESCRIPTORS).max(16);
     configured.min(usize::try_from(room).unwrap_or(usize::MAX))
 }

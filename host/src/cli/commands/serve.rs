@@ -113,21 +113,11 @@ struct HttpArgs {
 }
 
 impl HttpArgs {
-    /// The door's options: auth, TLS and the config's limits, the connection limit sized
-    /// to leave descriptors for everything else under `nofile`.
-    fn options(&self, config: &LoadedConfig, nofile: Option<u64>) -> anyhow::Result<HttpOptions> {
+    /// The door's options: auth, TLS and the config's limits (the door lowers the
+    /// connection limit to what the open-file limit leaves room for).
+    fn options(&self, config: &LoadedConfig) -> anyhow::Result<HttpOptions> {
         let m = config.mcp();
-        let max_connections = match nofile {
-            Some(n) => toolhost::connections_within(m.max_connections, n),
-            None => m.max_connections,
-        };
-        if max_connections < m.max_connections {
-            tracing::warn!(
-                "[mcp] max_connections lowered from {} to {max_connections}: the open-file \
-                 limit leaves room for no more (raise it with `ulimit -n`)",
-                m.max_connections
-            );
-        }
+        let max_connections = m.max_connections;
         let auth = if self.no_auth {
             HttpAuth::NoAuth
         } else {
@@ -229,19 +219,11 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let limits = host_config.dispatch();
     let timeout = args.timeout.unwrap_or(limits.timeout);
     let profiles = host_config.profiles()?;
-    // As servers do: a desktop's soft limit of 1,024 descriptors is no limit for a host.
-    let nofile = match toolhost::raise_open_file_limit() {
-        Ok(n) => Some(n),
-        Err(e) => {
-            tracing::warn!("could not read or raise the open-file limit: {e}");
-            None
-        }
-    };
     let door = match &args.mcp {
         None => None,
         Some(McpMode::Stdio) => Some(McpDoor::Stdio(())),
         Some(McpMode::Http(http)) => {
-            let options = http.options(host_config, nofile)?;
+            let options = http.options(host_config)?;
             toolhost::check_http_options(&options).map_err(|e| usage(e.to_string()))?;
             Some(McpDoor::Http(options))
         }

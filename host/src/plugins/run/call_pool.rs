@@ -37,10 +37,10 @@ use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::take_message;
 
 /// The most pool threads at once; past it, new calls wait for a thread.
-pub const MAX_THREADS: usize = 512;
+pub(crate) const MAX_THREADS: usize = 512;
 
 /// How long an idle pool thread waits for work before it ends.
-pub const IDLE_LIFETIME: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_LIFETIME: Duration = Duration::from_secs(30);
 
 /// How long an idle pool thread looks for the next call before it sleeps.
 const SPIN_FOR_WORK: Duration = Duration::from_micros(150);
@@ -88,7 +88,7 @@ pub struct StuckCall {
 }
 
 /// The calls of the whole process that are stuck now (see the module docs).
-pub fn stuck_calls() -> Vec<StuckCall> {
+pub(crate) fn stuck_calls() -> Vec<StuckCall> {
     let now = Instant::now();
     POOL.running
         .lock()

@@ -116,6 +116,25 @@ pub fn check_http_options(options: &HttpOptions) -> Result<(), McpServeError> {
     Ok(())
 }
 
+/// The connection limit that leaves descriptors for everything else the host opens,
+/// under the open-file limit (raised to its hard limit first, as servers do).
+fn fit_connections(configured: usize) -> usize {
+    let fitted = match crate::sys::rlimit::raise_open_file_limit() {
+        Ok(nofile) => crate::sys::rlimit::connections_within(configured, nofile),
+        Err(e) => {
+            tracing::warn!("could not read or raise the open-file limit: {e}");
+            configured
+        }
+    };
+    if fitted < configured {
+        tracing::warn!(
+            "[mcp] max_connections lowered from {configured} to {fitted}: the open-file \
+             limit leaves room for no more (raise it with `ulimit -n`)"
+        );
+    }
+    fitted
+}
+
 /// Binds the HTTP door for `server`'s host. Returns the bound address (port 0 picks a
 /// free one) and the future that serves until `stop` is cancelled.
 pub async fn bind_http(
@@ -124,6 +143,8 @@ pub async fn bind_http(
     stop: CancellationToken,
 ) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), McpServeError> {
     check_http_options(&options)?;
+    let mut options = options;
+    options.limits.max_connections = fit_connections(options.limits.max_connections);
     let tls = match &options.tls {
         Some(files) => Some(tls_acceptor(files)?),
         None => None,
