@@ -220,7 +220,7 @@ impl CallDoor {
 
     /// Runs one call.
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
-        match self.admit(request) {
+        match self.prepare(request) {
             Ok((dispatcher, scope, ctx)) => dispatcher.call(&scope, &ctx, call).await,
             Err(e) => refused(call, &e),
         }
@@ -229,7 +229,7 @@ impl CallDoor {
     /// Runs the calls of one model response; one result per call, in order (see
     /// [`Dispatcher::dispatch`]).
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
-        match self.admit(request) {
+        match self.prepare(request) {
             Ok((dispatcher, scope, ctx)) => dispatcher.dispatch(&scope, &ctx, calls).await,
             Err(e) => calls.into_iter().map(|c| refused(c, &e)).collect(),
         }
@@ -237,7 +237,7 @@ impl CallDoor {
 
     /// What a request runs with: the dispatcher (under the request's approver and
     /// timeout cap), the tools and the calls' context.
-    fn admit(
+    fn prepare(
         &self,
         request: &CallRequest,
     ) -> Result<
