@@ -40,9 +40,9 @@
 //!   [`serve`] / [`Host::start`] run one with its control socket ([`ControlSocket`],
 //!   typed [`ControlRequest`]s); [`McpServer`] serves a profile's tools to MCP clients;
 //!   [`agent`] runs the host's own agent turns.
-//! - **Isolation hooks**: a program that runs plugins in workers ([`IsolationPolicy`])
-//!   calls [`run_worker`] when it is started as one (the `toolhost` binary's `__worker`
-//!   mode) and [`end_workers`] on its way out.
+//! - **Isolation hooks** ([`worker`]): a program that runs plugins in workers
+//!   ([`IsolationPolicy`]) calls [`worker::run`] when it is started as one (the `toolhost`
+//!   binary's `__worker` mode) and [`worker::end_all`] on its way out.
 //!
 //! That is the whole surface: the nouns above, their settings and their errors, plus
 //! [`escape_controls`] for anyone printing plugin text to a terminal. The OS helpers
@@ -131,7 +131,7 @@ pub use plugins::catalog::status::{
 pub use plugins::catalog::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::isolation::supervisor::WorkerStatus;
-pub use plugins::isolation::{IsolationMode, IsolationPolicy, worker::run as run_worker};
+pub use plugins::isolation::{IsolationMode, IsolationPolicy};
 pub use plugins::load::error::{LoadErrorKind, PluginLoadError};
 pub use plugins::load::loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,
@@ -144,11 +144,20 @@ pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
-pub use sys::containment::end_all_workers as end_workers;
 pub use sys::permissions::PermissionProblem;
 pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
+
+/// The two process hooks of a program that runs plugins in worker processes.
+pub mod worker {
+    /// Serves as a plugin worker on the socket `fd` (what `toolhost __worker` runs; the
+    /// host starts workers by running its own executable so).
+    pub use crate::plugins::isolation::worker::run;
+    /// Ends every plugin worker this process started and everything they started: call
+    /// it on the way out.
+    pub use crate::sys::containment::end_all_workers as end_all;
+}
 
 /// The config file's schema as read ([`LoadedConfig::config`]), before it is checked and
 /// resolved into the settings everything else uses.

@@ -209,18 +209,17 @@ impl Dispatcher {
             .map(|c| (c.id.clone(), c.name.clone()))
             .collect();
         let tasks = calls.into_iter().map(|call| {
-            let entry = registry.get(&call.name).cloned();
-            let missing = entry
-                .is_none()
-                .then(|| unknown_tool_message(&call.name, registry));
+            let entry = registry
+                .get(&call.name)
+                .cloned()
+                .ok_or_else(|| UnknownTool::new(&call.name, registry));
             let turn = turn.clone();
             let this = self.clone();
             tokio::spawn(async move {
-                let entry = match (&entry, missing) {
-                    (Some(e), _) => Ok(e),
-                    (None, m) => Err(m.unwrap_or_default()),
-                };
-                this.job(entry, &turn, call).run().await
+                match entry {
+                    Ok(e) => this.job(Ok(&e), &turn, call).run().await,
+                    Err(unknown) => this.job(Err(unknown), &turn, call).run().await,
+                }
             })
         });
         let mut handles = TaskGroup(tasks.collect());
@@ -250,13 +249,13 @@ impl Dispatcher {
     ) -> ToolResult {
         let entry = registry
             .get(&call.name)
-            .ok_or_else(|| unknown_tool_message(&call.name, registry));
+            .ok_or_else(|| UnknownTool::new(&call.name, registry));
         self.job(entry, turn, call).run().await
     }
 
     fn job<'a>(
         &'a self,
-        entry: Result<&'a RegisteredTool, String>,
+        entry: Result<&'a RegisteredTool, UnknownTool>,
         turn: &'a CallContext,
         call: ToolCall,
     ) -> CallJob<'a> {
@@ -280,6 +279,17 @@ impl Drop for TaskGroup {
         for h in &self.0 {
             h.abort();
         }
+    }
+}
+
+/// A call of a tool the registry does not have; says which tools it has.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UnknownTool(String);
+
+impl UnknownTool {
+    fn new(name: &str, registry: &ToolRegistry) -> UnknownTool {
+        UnknownTool(unknown_tool_message(name, registry))
     }
 }
 
@@ -308,7 +318,7 @@ fn unknown_tool_message(name: &str, registry: &ToolRegistry) -> String {
 /// One call, borrowing what it needs from the dispatcher and the turn (no clones on the
 /// one-call path).
 struct CallJob<'a> {
-    entry: Result<&'a RegisteredTool, String>,
+    entry: Result<&'a RegisteredTool, UnknownTool>,
     call: ToolCall,
     turn: &'a CallContext,
     policy: &'a dyn CallPolicy,
@@ -377,7 +387,12 @@ impl<'a> CallJob<'a> {
         }
         let entry = match &self.entry {
             Ok(e) => *e,
-            Err(msg) => return Err(CallFailure::new(msg.clone(), CallErrorKind::ToolNotFound)),
+            Err(unknown) => {
+                return Err(CallFailure::new(
+                    unknown.to_string(),
+                    CallErrorKind::ToolNotFound,
+                ));
+            }
         };
         // A tool switched off is refused before anything else, whatever its arguments.
         if entry.spec().risk == Risk::Deny {

@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A worker reads no config and sets up its own log, before anything else runs.
     if let Command::Worker { fd } = cli.command {
-        let code = toolhost::run_worker(fd);
+        let code = toolhost::worker::run(fd);
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     init_logging(&cli.command);
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
         Err(error) => report(&error),
     };
     // No plugin's process outlives the host.
-    toolhost::end_workers();
+    toolhost::worker::end_all();
     code
 }
 
