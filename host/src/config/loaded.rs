@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::settings::MODEL_RETRY_BACKOFF;
 use super::{
-    AgentSettings, ConfigError, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile,
-    RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
+    AgentSettings, ConfigError, HttpLimits, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings,
+    Profile, RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
 };
 use crate::calls::door::CallSettings;
 use crate::calls::policy::RiskOverride;
@@ -71,16 +71,18 @@ impl Resolved {
             without_elicitation: m.without_elicitation,
             allowed_hosts: m.allowed_hosts.clone(),
             allowed_origins: m.allowed_origins.clone(),
-            max_connections: m.max_connections,
-            header_read_timeout: positive(
-                "mcp.header_read_timeout_secs",
-                m.header_read_timeout_secs,
-            )?,
-            idle_timeout: positive("mcp.idle_timeout_secs", m.idle_timeout_secs)?,
-            max_sessions: m.max_sessions,
-            max_sessions_per_token: m.max_sessions_per_token,
-            session_idle: positive("mcp.session_idle_secs", m.session_idle_secs)?,
-            max_body_bytes: m.max_body_bytes,
+            limits: HttpLimits {
+                max_connections: m.max_connections,
+                header_read_timeout: positive(
+                    "mcp.header_read_timeout_secs",
+                    m.header_read_timeout_secs,
+                )?,
+                idle_timeout: positive("mcp.idle_timeout_secs", m.idle_timeout_secs)?,
+                max_sessions: m.max_sessions,
+                max_sessions_per_token: m.max_sessions_per_token,
+                session_idle: positive("mcp.session_idle_secs", m.session_idle_secs)?,
+                max_body_bytes: m.max_body_bytes,
+            },
         };
         Ok(Resolved {
             calls: CallSettings {

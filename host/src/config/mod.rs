@@ -61,7 +61,7 @@ pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, McpSettings, ModelSettings,
+    AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, HttpLimits, McpSettings, ModelSettings,
 };
 
 /// The largest config file (host or profile) read.

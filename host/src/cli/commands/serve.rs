@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use toolhost::{
-    CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpLimits,
-    HttpOptions, LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError,
-    TlsFiles, TokenAuthenticator, TokenStore, WatchConfig,
+    CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpOptions,
+    LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError, TlsFiles,
+    TokenAuthenticator, TokenStore, WatchConfig,
 };
 
 use super::{PluginDirs, control_socket, runtime, usage};
@@ -117,7 +117,6 @@ impl HttpArgs {
     /// connection limit to what the open-file limit leaves room for).
     fn options(&self, config: &LoadedConfig) -> anyhow::Result<HttpOptions> {
         let m = config.mcp();
-        let max_connections = m.max_connections;
         let auth = if self.no_auth {
             HttpAuth::NoAuth
         } else {
@@ -132,15 +131,7 @@ impl HttpArgs {
             tls: self.tls.clone().map(|(cert, key)| TlsFiles { cert, key }),
             insecure_http: self.insecure_http,
             allowed_origins: m.allowed_origins.clone(),
-            limits: HttpLimits {
-                max_connections,
-                header_read_timeout: m.header_read_timeout,
-                idle_timeout: m.idle_timeout,
-                max_sessions: m.max_sessions,
-                max_sessions_per_token: m.max_sessions_per_token,
-                session_idle: m.session_idle,
-                max_body_bytes: m.max_body_bytes,
-            },
+            limits: m.limits.clone(),
         })
     }
 }
