@@ -1,7 +1,7 @@
 //! The call door with real plugin tools: a request's caller, profile, session and model
 //! reach the tool and the door's observers; its approver is asked (and the door's own when
 //! it names none); its timeout cap shortens the door's limit and never lengthens it; a
-//! request's exclusions and an unknown profile are refused as such.
+//! request's exclusions and an unknown profile are refused as such (and observed).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -12,7 +12,7 @@ use toolhost::{
     Frontend, NobodyToAsk, ToolResult, fixed_profile,
 };
 
-use crate::support::{PluginDir, call, load, marker, short_timeout};
+use crate::support::{PluginDir, call, eventually_async, load, marker, short_timeout};
 
 /// Every call an observer saw: (frontend, client, profile, session, tool, error kind).
 type Seen = (
@@ -189,21 +189,45 @@ async fn a_requests_exclusions_and_an_unknown_profile_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_for_its_profile_is_observed_too() {
+    let (_dir, door, recorder) = door(CallSettings::default());
+    let mut request = door.request(Caller::new(Frontend::Control));
+    request.profile = Some("ops".to_owned());
+    door.call(&request, call("1", "echo", json!({"text": "x"})))
+        .await;
+    let seen = recorder
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, Frontend::Control);
+    assert_eq!(seen[0].2, "ops");
+    assert_eq!(seen[0].5, Some(CallErrorKind::ToolNotFound));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_request_cancels_its_calls() {
     let (_dir, door, _) = door(CallSettings::default());
+    let (markers, marker) = marker();
+    let started = markers.path().join("started");
     let request = door.request(Caller::new(Frontend::Mcp));
     let cancel = request.cancel.clone();
-    let canceller = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        cancel.cancel();
+    let args = json!({
+        "marker": marker.to_str().expect("utf-8"),
+        "started": started.to_str().expect("utf-8"),
     });
-    let r = door
-        .call(
-            &request,
-            call("1", "slow", json!({"ms": 20_000, "label": "x"})),
-        )
-        .await;
-    canceller.await.expect("canceller");
+    let running = {
+        let door = door.clone();
+        tokio::spawn(async move { door.call(&request, call("1", "wait_cancel", args)).await })
+    };
+    // Cancelled once the tool runs, not after a guess at how long that takes.
+    eventually_async(Duration::from_secs(10), "the call starting", || {
+        started.exists()
+    })
+    .await;
+    cancel.cancel();
+    let r = running.await.expect("the call's task");
     assert_eq!(r.error, Some(CallErrorKind::Cancelled), "{r:?}");
     // The door's cancel_all reaches requests it made.
     let later = door.request(Caller::new(Frontend::Mcp));

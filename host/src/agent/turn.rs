@@ -72,12 +72,8 @@ impl AgentInner {
             request.requests = Some(Arc::new(AgentRequests {
                 agent: Arc::clone(&self),
             }));
-            let scope = self.door.scope(Some(&self.profile))?;
-            let registry = if without.is_empty() {
-                scope.tools
-            } else {
-                Arc::new(scope.tools.without(&without))
-            };
+            // The tools the model is offered: those its calls may use.
+            let registry = self.door.tools(&request)?;
             for _ in 0..self.config.max_iterations {
                 let specs = self.door.visible(&registry);
                 let reply = self.model.complete(&messages, &specs, &cancel).await?;

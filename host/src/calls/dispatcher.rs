@@ -179,6 +179,14 @@ impl Dispatcher {
         }
     }
 
+    /// Reports a call that ended before it reached the dispatcher (a refused request) to
+    /// the observers, as every call is.
+    pub(crate) fn observe(&self, ctx: &CallContext, result: &ToolResult) {
+        for o in self.observers.iter() {
+            o.record(ctx, result);
+        }
+    }
+
     /// The settings.
     pub fn config(&self) -> DispatchConfig {
         self.config

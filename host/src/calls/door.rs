@@ -221,8 +221,8 @@ impl CallDoor {
     /// Runs one call.
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
         match self.prepare(request) {
-            Ok((dispatcher, scope, ctx)) => dispatcher.call(&scope, &ctx, call).await,
-            Err(e) => refused(call, &e),
+            Ok((dispatcher, tools, ctx)) => dispatcher.call(&tools, &ctx, call).await,
+            Err(e) => self.refused(request, call, &e),
         }
     }
 
@@ -230,8 +230,57 @@ impl CallDoor {
     /// [`Dispatcher::dispatch`]).
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         match self.prepare(request) {
-            Ok((dispatcher, scope, ctx)) => dispatcher.dispatch(&scope, &ctx, calls).await,
-            Err(e) => calls.into_iter().map(|c| refused(c, &e)).collect(),
+            Ok((dispatcher, tools, ctx)) => dispatcher.dispatch(&tools, &ctx, calls).await,
+            Err(e) => calls
+                .into_iter()
+                .map(|c| self.refused(request, c, &e))
+                .collect(),
+        }
+    }
+
+    /// The tools a request's calls may use: its profile's now, without the request's
+    /// exclusions.
+    pub fn tools(&self, request: &CallRequest) -> Result<Arc<ToolRegistry>, UnknownProfile> {
+        let scope = self.profiles.scope(request.profile.as_deref())?;
+        Ok(without(&scope, request))
+    }
+
+    /// The result of a call whose request named a profile the door does not have, seen
+    /// by the observers like every other call.
+    fn refused(&self, request: &CallRequest, call: ToolCall, e: &UnknownProfile) -> ToolResult {
+        let result = ToolResult {
+            call_id: call.id,
+            name: call.name,
+            output: e.to_string(),
+            is_error: true,
+            error: Some(crate::calls::dispatcher::CallErrorKind::ToolNotFound),
+            elapsed: Duration::ZERO,
+        };
+        let ctx = self.context(request, e.name.clone(), None);
+        self.dispatcher.observe(&ctx, &result);
+        result
+    }
+
+    /// The context a request's calls run in, as profile `profile`.
+    fn context(
+        &self,
+        request: &CallRequest,
+        profile: String,
+        requests: Option<Arc<dyn HostRequests>>,
+    ) -> CallContext {
+        CallContext {
+            turn: Arc::new(TurnIdentity {
+                profile_id: profile,
+                session_id: request.session.clone(),
+                model: request.model.clone(),
+            }),
+            cancel: request.cancel.clone(),
+            caller: Arc::clone(&request.caller),
+            services: TurnServices {
+                child_turns: request.child_turns.clone(),
+                caller: request.channel.clone(),
+                requests: request.requests.clone().or(requests),
+            },
         }
     }
 
@@ -249,11 +298,7 @@ impl CallDoor {
         UnknownProfile,
     > {
         let scope = self.profiles.scope(request.profile.as_deref())?;
-        let tools = if request.without.is_empty() {
-            scope.tools
-        } else {
-            Arc::new(scope.tools.without(&request.without))
-        };
+        let tools = without(&scope, request);
         let mut dispatcher = std::borrow::Cow::Borrowed(&self.dispatcher);
         if let Some(approver) = &request.approver {
             let policy = self.policy.with_approver(Arc::clone(approver));
@@ -270,33 +315,17 @@ impl CallDoor {
                 dispatcher = std::borrow::Cow::Owned(dispatcher.with_config(capped));
             }
         }
-        let ctx = CallContext {
-            turn: Arc::new(TurnIdentity {
-                profile_id: scope.name,
-                session_id: request.session.clone(),
-                model: request.model.clone(),
-            }),
-            cancel: request.cancel.clone(),
-            caller: Arc::clone(&request.caller),
-            services: TurnServices {
-                child_turns: request.child_turns.clone(),
-                caller: request.channel.clone(),
-                requests: request.requests.clone().or(scope.requests),
-            },
-        };
+        let ctx = self.context(request, scope.name, scope.requests);
         Ok((dispatcher, tools, ctx))
     }
 }
 
-/// The result of a call whose request named a profile the door does not have.
-fn refused(call: ToolCall, e: &UnknownProfile) -> ToolResult {
-    ToolResult {
-        call_id: call.id,
-        name: call.name,
-        output: e.to_string(),
-        is_error: true,
-        error: Some(crate::calls::dispatcher::CallErrorKind::ToolNotFound),
-        elapsed: Duration::ZERO,
+/// `scope`'s tools without `request`'s exclusions.
+fn without(scope: &ProfileScope, request: &CallRequest) -> Arc<ToolRegistry> {
+    if request.without.is_empty() {
+        Arc::clone(&scope.tools)
+    } else {
+        Arc::new(scope.tools.without(&request.without))
     }
 }
 
