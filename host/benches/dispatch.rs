@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use toolhost::{
     Arguments, CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy,
-    Risk, ToolCall, ToolError, ToolOrigin, ToolRegistry, ToolSpec, TurnIdentity,
+    Risk, ToolCall, ToolError, ToolOrigin, ToolOutput, ToolRegistry, ToolSpec, TurnIdentity,
 };
 
 const WARMUP: u32 = 20_000;
@@ -41,9 +41,9 @@ impl DynTool for NativeEcho {
     fn origin(&self) -> &ToolOrigin {
         &ToolOrigin::Native
     }
-    async fn call(&self, _ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+    async fn call(&self, _ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
         match args.value().get("text").and_then(Value::as_str) {
-            Some(t) => Ok(t.to_owned()),
+            Some(t) => Ok(t.to_owned().into()),
             None => Err(ToolError::InvalidArgs("`text` must be a string".to_owned())),
         }
     }

@@ -101,7 +101,9 @@ pub use calls::registry::{
     InvalidArguments, RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name,
 };
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
-pub use calls::tool::{Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolSpec};
+pub use calls::tool::{
+    Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
+};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
     MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, SecondsError,

@@ -12,10 +12,11 @@ use async_ffi::BorrowingFfiFuture;
 
 use crate::context::ToolContext;
 use crate::ffi::{
-    FfiCallContext, FfiCallResult, FfiMeta, FfiTool, FfiToolError, PluginRoot, PluginRoot_Ref,
-    TableLayouts, ToolVTable, ToolVTable_Ref,
+    FfiCallContext, FfiCallResult, FfiMeta, FfiOutcome, FfiOutcomeResult, FfiTool, FfiToolError,
+    PluginRoot, PluginRoot_Ref, TableLayouts, ToolVTable, ToolVTable_Ref,
 };
 use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_NAME_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
+use crate::outcome::ToolOutput;
 use crate::risk::RiskCode;
 use crate::tool::{Tool, ToolError};
 use crate::unwind::{CatchUnwind, dispose_payload, take_message};
@@ -166,6 +167,8 @@ impl<T: Tool> VTableFor<T> {
         interactive: tool_interactive::<T>,
         call: call_tool::<T>,
         requirements: tool_requirements::<T>,
+        output_schema: tool_output_schema::<T>,
+        call_outcome: call_tool_outcome::<T>,
         #[cfg(feature = "__test_newer_api")]
         newer_method,
     });
@@ -226,6 +229,14 @@ unsafe extern "C" fn tool_requirements<T: Tool>(this: *const c_void) -> FfiMeta<
     })
 }
 
+unsafe extern "C" fn tool_output_schema<T: Tool>(this: *const c_void) -> FfiMeta<RString> {
+    // SAFETY: as above.
+    guarded(|| match unsafe { tool_ref::<T>(this) }.output_schema() {
+        Some(schema) => RString::from(schema.to_string()),
+        None => RString::new(),
+    })
+}
+
 unsafe extern "C" fn tool_interactive<T: Tool>(this: *const c_void) -> FfiMeta<bool> {
     // SAFETY: as above.
     guarded(|| unsafe { tool_ref::<T>(this) }.interactive())
@@ -243,33 +254,68 @@ unsafe extern "C" fn call_tool<'a, T: Tool>(
 ) -> BorrowingFfiFuture<'a, FfiCallResult> {
     // SAFETY: as above; the tool outlives every call (the host drops it last).
     let tool = unsafe { tool_ref::<T>(this) };
-    // The tool's future lives inside `CatchUnwind`, which catches panics in `poll` and drops
-    // the future under `catch_unwind`: whether it completes, or the host drops this FFI
-    // future early (timeout, cancel, shutdown), no panic from the tool's destructors
-    // reaches async-ffi's drop (which would abort the host). Everything else this async
-    // block holds is a reference.
+    // What a host that predates `call_outcome` gets: the outcome's degraded text.
     BorrowingFfiFuture::new(async move {
-        let outcome = CatchUnwind::new(async move {
-            let ctx = ToolContext::from_ffi(ctx);
-            tool.call_json(&ctx, args.as_str()).await
-        })
-        .await;
-        match outcome {
-            Ok(Ok(output)) => RResult::ROk(RString::from(output)),
-            Ok(Err(ToolError::InvalidArgs(m))) => RResult::RErr(FfiToolError {
-                kind: FfiToolError::INVALID_ARGS,
-                message: m.into(),
-            }),
-            Ok(Err(ToolError::Failed(m))) => RResult::RErr(FfiToolError {
-                kind: FfiToolError::FAILED,
-                message: m.into(),
-            }),
-            Err(panic) => RResult::RErr(FfiToolError {
-                kind: FfiToolError::PANICKED,
-                message: panic.into(),
-            }),
+        match run_guarded(tool, ctx, args).await {
+            Ok(output) => RResult::ROk(RString::from(output.into_degraded_text())),
+            Err(e) => RResult::RErr(e),
         }
     })
+}
+
+unsafe extern "C" fn call_tool_outcome<'a, T: Tool>(
+    this: *const c_void,
+    ctx: &'a FfiCallContext<'a>,
+    args: RStr<'a>,
+) -> BorrowingFfiFuture<'a, FfiOutcomeResult> {
+    // SAFETY: as above; the tool outlives every call (the host drops it last).
+    let tool = unsafe { tool_ref::<T>(this) };
+    BorrowingFfiFuture::new(async move {
+        match run_guarded(tool, ctx, args).await {
+            Ok(output) => {
+                let (text, extra) = crate::outcome::outcome_to_ffi(output);
+                RResult::ROk(FfiOutcome {
+                    text: RString::from(text),
+                    extra: RString::from(extra),
+                })
+            }
+            Err(e) => RResult::RErr(e),
+        }
+    })
+}
+
+/// Runs one call of `tool`, its panics caught.
+///
+/// The tool's future lives inside `CatchUnwind`, which catches panics in `poll` and drops
+/// the future under `catch_unwind`: whether it completes, or the host drops the FFI future
+/// early (timeout, cancel, shutdown), no panic from the tool's destructors reaches
+/// async-ffi's drop (which would abort the host). Everything else this holds is a
+/// reference.
+async fn run_guarded<'a, T: Tool>(
+    tool: &'a T,
+    ctx: &'a FfiCallContext<'a>,
+    args: RStr<'a>,
+) -> Result<ToolOutput, FfiToolError> {
+    let outcome = CatchUnwind::new(async move {
+        let ctx = ToolContext::from_ffi(ctx);
+        tool.call_json_output(&ctx, args.as_str()).await
+    })
+    .await;
+    match outcome {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(ToolError::InvalidArgs(m))) => Err(FfiToolError {
+            kind: FfiToolError::INVALID_ARGS,
+            message: m.into(),
+        }),
+        Ok(Err(ToolError::Failed(m))) => Err(FfiToolError {
+            kind: FfiToolError::FAILED,
+            message: m.into(),
+        }),
+        Err(panic) => Err(FfiToolError {
+            kind: FfiToolError::PANICKED,
+            message: panic.into(),
+        }),
+    }
 }
 
 /// The abi_stable header wrapping the root-module constructor.
@@ -315,6 +361,9 @@ pub struct ToolMetadata {
     pub interactive: bool,
     /// What it needs to be available (none for plugins built before 0.1.1).
     pub requirements: crate::Requirements,
+    /// The schema of its structured result, after [`crate::tidy_schema`], if it declares
+    /// one (none for plugins built before 0.1.4).
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Reads a tool's metadata through its vtable, the one way hosts and the test harness
@@ -420,6 +469,37 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
                 .map_err(|e| in_tool(format!("its requirements are not valid JSON: {e}")))?
         }
     };
+    // Optional: plugins built before 0.1.4 declare no output schema; "" declares none.
+    let output_schema = match vt.output_schema() {
+        None => None,
+        Some(get) => {
+            // SAFETY: as above.
+            let text = unsafe { get(this) }
+                .into_result()
+                .map_err(|m| in_tool(panicked("output schema", m)))?;
+            if text.len() > MAX_SCHEMA_BYTES {
+                return Err(too_long(
+                    "output schema",
+                    text.len(),
+                    MAX_SCHEMA_BYTES,
+                    "make it smaller",
+                ));
+            }
+            if text.trim().is_empty() {
+                None
+            } else {
+                let schema: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| in_tool(format!("its output schema is not valid JSON: {e}")))?;
+                if crate::limits::nesting_depth(&schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH {
+                    return Err(in_tool(format!(
+                        "its output schema nests deeper than the {MAX_SCHEMA_DEPTH} levels of \
+                         arrays and objects allowed; flatten it"
+                    )));
+                }
+                Some(crate::schema::tidy_schema(schema))
+            }
+        }
+    };
     Ok(ToolMetadata {
         name,
         description,
@@ -427,6 +507,7 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
         risk,
         interactive,
         requirements,
+        output_schema,
     })
 }
 

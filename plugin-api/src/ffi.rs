@@ -172,7 +172,7 @@ pub const API_VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
 /// assert!(numbers(ABI_VERSION) <= numbers(API_VERSION));
 /// ```
 #[cfg(not(feature = "__test_newer_api"))]
-pub const ABI_VERSION: &str = "0.1.3";
+pub const ABI_VERSION: &str = "0.1.4";
 
 /// The ABI version the test-only newer API pretends to have.
 #[cfg(feature = "__test_newer_api")]
@@ -331,6 +331,39 @@ unsafe impl Sync for FfiTool {}
 /// ```
 pub type FfiCallResult = RResult<RString, FfiToolError>;
 
+/// The whole outcome of one successful call as it crosses (ABI 0.1.4): the text the model
+/// reads, raw (a 10 MB text is never escaped), and everything else as one JSON object,
+/// `""` when there is nothing else: `{"structured": ..., "details": {...}, "content": [...]}`.
+/// Hosts ignore keys they do not know, so later additions are new keys, not a new layout.
+/// A fixed layout: it can never change.
+///
+/// ```
+/// use toolhost_plugin_api::ffi::FfiOutcome;
+///
+/// let outcome = FfiOutcome { text: "21 °C".into(), extra: r#"{"structured":{"c":21}}"#.into() };
+/// let extra: serde_json::Value = serde_json::from_str(&outcome.extra).expect("JSON");
+/// assert_eq!(extra["structured"]["c"], 21);
+/// ```
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct FfiOutcome {
+    /// What the model reads.
+    pub text: RString,
+    /// The rest, as a JSON object's text, or `""`.
+    pub extra: RString,
+}
+
+/// What one call through [`ToolVTable::call_outcome`] returns.
+///
+/// ```
+/// use abi_stable::std_types::RResult;
+/// use toolhost_plugin_api::ffi::{FfiOutcome, FfiOutcomeResult};
+///
+/// let ok: FfiOutcomeResult = RResult::ROk(FfiOutcome { text: "ok".into(), extra: "".into() });
+/// assert!(ok.is_ok());
+/// ```
+pub type FfiOutcomeResult = RResult<FfiOutcome, FfiToolError>;
+
 /// The metadata getters return the value, or `Err` with the message of a panic.
 ///
 /// ```
@@ -393,6 +426,17 @@ pub struct ToolVTable {
     /// Appended after the prefix: hosts read it as `Option`, so plugins built before it
     /// existed keep loading and have no requirements.
     pub requirements: unsafe extern "C" fn(this: *const c_void) -> FfiMeta<RString>,
+    /// (ABI 0.1.4) The JSON Schema of the tool's structured result, as JSON text; `""`
+    /// when the tool declares none. Hosts read it as `Option`: older plugins declare none.
+    pub output_schema: unsafe extern "C" fn(this: *const c_void) -> FfiMeta<RString>,
+    /// (ABI 0.1.4) Runs the tool and returns its whole outcome ([`FfiOutcome`]). A host
+    /// that has it calls it instead of `call`; hosts that predate it call `call`, which
+    /// returns the outcome's degraded text (see `ToolOutput::degraded_text`).
+    pub call_outcome: for<'a> unsafe extern "C" fn(
+        this: *const c_void,
+        ctx: &'a FfiCallContext<'a>,
+        args: RStr<'a>,
+    ) -> BorrowingFfiFuture<'a, FfiOutcomeResult>,
     /// Test-only stand-in for a method a later API version appends.
     #[cfg(feature = "__test_newer_api")]
     #[doc(hidden)]

@@ -142,6 +142,7 @@ pub mod ffi;
 mod host_request;
 mod lenient;
 pub mod limits;
+mod outcome;
 mod risk;
 mod schema;
 #[cfg(feature = "testing")]
@@ -161,9 +162,10 @@ pub use host_request::{
     HostAnswer, HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery,
     SessionsSearchAnswer, StateDirAnswer,
 };
+pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, tidy_schema};
-pub use tool::{Requirements, Tool, ToolError, TypedTool};
+pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Used by the host and by `export_plugin!`; not part of the stable interface.
@@ -175,6 +177,7 @@ pub mod __private {
         lib_header, read_tool_metadata, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
+    pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};
     pub use abi_stable::library::{LibHeader, RootModuleResult};
 }
 
@@ -237,7 +240,7 @@ mod tests {
         let ctx = "&'a  FfiCallContext<'a> ";
         let this = "unsafe fn(this,: *const c_void )";
         let expected = (
-            "0.1.3",
+            "0.1.4",
             vec![
                 "name: RStr<'a>".to_owned(),
                 "version: RStr<'a>".to_owned(),
@@ -258,6 +261,11 @@ mod tests {
                      param_2: RStr<'a>)->BorrowingFfiFuture<'a>"
                 ),
                 format!("requirements: {this}->RResult"),
+                format!("output_schema: {this}->RResult"),
+                format!(
+                    "call_outcome: unsafe fn(this,ctx,args,: *const c_void , param_1: {ctx}, \
+                     param_2: RStr<'a>)->BorrowingFfiFuture<'a>"
+                ),
             ],
             vec![
                 format!("profile_id: unsafe fn(ctx,: {ctx})->RStr<'a>"),

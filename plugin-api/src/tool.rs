@@ -5,10 +5,12 @@ use std::fmt;
 use std::future::Future;
 
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{Cancelled, ServiceError, ToolContext};
+use crate::outcome::{Details, ToolOutput};
 use crate::risk::Risk;
 
 /// Why a tool call did not produce an output. It goes back to the model as a result with
@@ -174,6 +176,68 @@ pub trait Tool: Send + Sync + 'static {
             .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")));
         async move { self.call(ctx, parsed?).await }
     }
+
+    /// The JSON Schema of the tool's structured result ([`ToolOutput::structured`]), if
+    /// it declares one: MCP clients are served it as the tool's `outputSchema`, and the
+    /// host checks every structured result against it (a result that does not match is an
+    /// error result naming the mismatch). Its top level must be an object. `None` (the
+    /// default) declares none; a typed tool derives it from its output type (see
+    /// [`TypedOutputTool`]).
+    ///
+    /// ```
+    /// use serde_json::{json, Value};
+    /// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError, ToolOutput};
+    ///
+    /// struct Forecast;
+    /// impl Tool for Forecast {
+    ///     fn name(&self) -> &str { "forecast" }
+    ///     fn description(&self) -> &str { "Tomorrow's temperature." }
+    ///     fn schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     fn output_schema(&self) -> Option<Value> {
+    ///         Some(json!({"type": "object", "properties": {"celsius": {"type": "number"}},
+    ///                     "required": ["celsius"]}))
+    ///     }
+    ///     async fn call_output(&self, _: &ToolContext<'_>, _: Value) -> Result<ToolOutput, ToolError> {
+    ///         Ok(ToolOutput::structured(json!({"celsius": 21.5})))
+    ///     }
+    ///     // What `call_output` returns, as text (only a host that predates 0.1.4 calls it).
+    ///     async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
+    ///         Ok(self.call_output(ctx, args).await?.degraded_text())
+    ///     }
+    /// }
+    /// # let out = toolhost_plugin_api::testing::TestHost::new().call_output(&Forecast, json!({}));
+    /// # assert_eq!(out.expect("ok").structured, Some(json!({"celsius": 21.5})));
+    /// ```
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+
+    /// Runs the tool and returns its whole outcome: the text, and a structured value,
+    /// details and content blocks (see [`ToolOutput`]). Hosts since plugin-api 0.1.4 call
+    /// this; the default returns [`Tool::call`]'s text. A tool that returns more than text
+    /// overrides it (and makes `call` return its [`ToolOutput::degraded_text`], see
+    /// [`Tool::output_schema`]'s example).
+    fn call_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        async move { self.call(ctx, args).await.map(ToolOutput::from) }
+    }
+
+    /// [`Tool::call_output`] with the arguments as JSON text, as they cross the plugin
+    /// boundary: what the glue calls. The default parses them into a `Value`; typed tools
+    /// deserialize straight into their argument type. Rarely worth overriding by hand.
+    fn call_json_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let parsed = serde_json::from_str::<Value>(args)
+            .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")));
+        async move { self.call_output(ctx, parsed?).await }
+    }
 }
 
 /// A tool whose arguments are a Rust type: the schema is derived from it and `run`
@@ -225,6 +289,51 @@ pub trait TypedTool: Send + Sync + 'static {
         ctx: &ToolContext<'_>,
         args: Self::Args,
     ) -> impl Future<Output = Result<String, ToolError>> + Send;
+
+    /// The JSON Schema of the structured result, if the tool declares one (see
+    /// [`Tool::output_schema`]). [`TypedOutputTool`]s derive it from their output type;
+    /// the default declares none.
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+
+    /// Runs the tool and returns its whole outcome (see [`Tool::call_output`]). The
+    /// default returns [`TypedTool::run`]'s text; override it to add details, content
+    /// blocks or a structured value to a text tool:
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Diagnostic, Risk, ToolContext, ToolError, ToolOutput, TypedTool};
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct LintArgs { path: String }
+    ///
+    /// struct Lint;
+    /// impl TypedTool for Lint {
+    ///     type Args = LintArgs;
+    ///     fn name(&self) -> &str { "lint" }
+    ///     fn description(&self) -> &str { "Lints a file." }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     async fn run(&self, ctx: &ToolContext<'_>, a: LintArgs) -> Result<String, ToolError> {
+    ///         Ok(self.run_output(ctx, a).await?.text)
+    ///     }
+    ///     async fn run_output(&self, _: &ToolContext<'_>, a: LintArgs) -> Result<ToolOutput, ToolError> {
+    ///         let found = vec![Diagnostic::new("warning", "line too long").at(&a.path, 3, 101)];
+    ///         Ok(ToolOutput::text(format!("{}:3:101: warning: line too long", a.path))
+    ///             .with_diagnostics(found))
+    ///     }
+    /// }
+    /// let out = toolhost_plugin_api::testing::TestHost::new()
+    ///     .call_output(&Lint, serde_json::json!({"path": "a.rs"}))
+    ///     .expect("lints");
+    /// assert_eq!(out.details["diagnostics"][0]["column"], 101);
+    /// ```
+    fn run_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        async move { self.run(ctx, args).await.map(ToolOutput::from) }
+    }
 }
 
 impl<T: TypedTool> Tool for T {
@@ -259,6 +368,149 @@ impl<T: TypedTool> Tool for T {
         // Straight from the text into the argument type: no intermediate `Value`.
         let parsed = serde_json::from_str::<T::Args>(args).map_err(ToolError::invalid_args);
         async move { self.run(ctx, parsed?).await }
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        TypedTool::output_schema(self)
+    }
+
+    async fn call_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let args = serde_json::from_value(args).map_err(ToolError::invalid_args)?;
+        self.run_output(ctx, args).await
+    }
+
+    fn call_json_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        let parsed = serde_json::from_str::<T::Args>(args).map_err(ToolError::invalid_args);
+        async move { self.run_output(ctx, parsed?).await }
+    }
+}
+
+/// A tool whose arguments and result are Rust types: the argument schema and the output
+/// schema are derived from them, `run` receives the arguments deserialized and returns the
+/// result, which reaches clients as a structured value (MCP `structuredContent`, checked
+/// against the output schema) and the model as its JSON text (or [`TypedOutputTool::text`]).
+/// Every `TypedOutputTool` is a [`TypedTool`] and so a [`Tool`].
+///
+/// MCP asks for an object at the top of an output schema: make `Output` a struct (or a
+/// map), not a list or a number.
+///
+/// ```
+/// use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedOutputTool};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct WeatherArgs { city: String }
+///
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Weather { city: String, celsius: f64 }
+///
+/// struct Forecast;
+/// impl TypedOutputTool for Forecast {
+///     type Args = WeatherArgs;
+///     type Output = Weather;
+///     fn name(&self) -> &str { "forecast" }
+///     fn description(&self) -> &str { "Tomorrow's temperature in a city." }
+///     fn risk(&self) -> Risk { Risk::Read }
+///     async fn run(&self, _: &ToolContext<'_>, a: WeatherArgs) -> Result<Weather, ToolError> {
+///         Ok(Weather { city: a.city, celsius: 21.5 })
+///     }
+///     fn text(&self, w: &Weather) -> String { format!("{}: {} °C", w.city, w.celsius) }
+/// }
+///
+/// let host = toolhost_plugin_api::testing::TestHost::new();
+/// let out = host.call_output(&Forecast, serde_json::json!({"city": "Oslo"})).expect("runs");
+/// assert_eq!(out.text, "Oslo: 21.5 °C");
+/// assert_eq!(out.structured, Some(serde_json::json!({"city": "Oslo", "celsius": 21.5})));
+/// assert!(host.describe(&Forecast).output_schema.is_some());
+/// ```
+pub trait TypedOutputTool: Send + Sync + 'static {
+    /// The arguments, deserialized from the model's JSON; their schema is derived.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// The result; its schema is the tool's output schema.
+    type Output: Serialize + JsonSchema + Send;
+    /// See [`Tool::name`].
+    fn name(&self) -> &str;
+    /// See [`Tool::description`].
+    fn description(&self) -> &str;
+    /// See [`Tool::risk`].
+    fn risk(&self) -> Risk;
+    /// See [`Tool::interactive`].
+    fn interactive(&self) -> bool {
+        false
+    }
+    /// See [`Tool::requirements`].
+    fn requirements(&self) -> Requirements {
+        Requirements::default()
+    }
+    /// Runs the tool (see [`Tool::call`] on runtimes and blocking work).
+    fn run(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+    /// The text the model reads for a result: its JSON by default (what MCP asks for, for
+    /// clients that predate structured results). Keep it faithful to the value.
+    fn text(&self, output: &Self::Output) -> String {
+        serde_json::to_string(output)
+            .unwrap_or_else(|e| format!("(could not encode the result: {e})"))
+    }
+    /// Details for the session store and clients (never the model) for a result; none by
+    /// default. See [`ToolOutput::details`].
+    fn details(&self, output: &Self::Output) -> Details {
+        let _ = output;
+        Details::new()
+    }
+}
+
+impl<T: TypedOutputTool> TypedTool for T {
+    type Args = <T as TypedOutputTool>::Args;
+    fn name(&self) -> &str {
+        TypedOutputTool::name(self)
+    }
+    fn description(&self) -> &str {
+        TypedOutputTool::description(self)
+    }
+    fn risk(&self) -> Risk {
+        TypedOutputTool::risk(self)
+    }
+    fn interactive(&self) -> bool {
+        TypedOutputTool::interactive(self)
+    }
+    fn requirements(&self) -> Requirements {
+        TypedOutputTool::requirements(self)
+    }
+    fn output_schema(&self) -> Option<Value> {
+        Some(crate::schema::schema_for::<T::Output>())
+    }
+    async fn run(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: <T as TypedOutputTool>::Args,
+    ) -> Result<String, ToolError> {
+        let value = TypedOutputTool::run(self, ctx, args).await?;
+        Ok(self.text(&value))
+    }
+    async fn run_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: <T as TypedOutputTool>::Args,
+    ) -> Result<ToolOutput, ToolError> {
+        let value = TypedOutputTool::run(self, ctx, args).await?;
+        let structured = serde_json::to_value(&value)
+            .map_err(|e| ToolError::failed(format!("could not encode the tool's result: {e}")))?;
+        Ok(ToolOutput {
+            text: self.text(&value),
+            structured: Some(structured),
+            details: self.details(&value),
+            content: Vec::new(),
+        })
     }
 }
 

@@ -50,7 +50,7 @@ fn python() -> &'static Path {
 /// The plugins the checks need: the basic fixture (echo, risky_write, wait_cancel, ...)
 /// and the echo fixture at v1 (build_version).
 fn plugins() -> PluginDir {
-    let dir = PluginDir::with(&["fixture_basic"]);
+    let dir = PluginDir::with(&["fixture_basic", "fixture_outcomes"]);
     let tmp = dir.path().join(".libfixture_echo.so.tmp");
     std::fs::copy(echo_build("v1"), &tmp).expect("copy echo v1");
     std::fs::rename(&tmp, dir.path().join("libfixture_echo.so")).expect("install echo v1");
@@ -149,6 +149,10 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
     );
     assert!(
         stdout.contains("a new plugin's tool is listed and callable"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("structured results, outputSchema, details in _meta"),
         "{stdout}"
     );
     assert!(

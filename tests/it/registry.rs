@@ -101,6 +101,7 @@ fn a_one_of_of_fixed_values_of_mixed_types_is_told_the_allowed_values() {
         risk: toolhost::Risk::Read,
         interactive: false,
         requirements: Default::default(),
+        output_schema: None,
     });
     registry
         .register(std::sync::Arc::new(tool))
@@ -131,8 +132,8 @@ impl toolhost::DynTool for Fixed {
         &self,
         _ctx: &toolhost::CallContext,
         _args: toolhost::Arguments,
-    ) -> Result<String, toolhost::ToolError> {
-        Ok(String::new())
+    ) -> Result<toolhost::ToolOutput, toolhost::ToolError> {
+        Ok(toolhost::ToolOutput::default())
     }
 }
 
@@ -152,6 +153,7 @@ fn a_tool_whose_schema_is_not_an_object_schema_is_refused_with_why() {
             risk: toolhost::Risk::Read,
             interactive: false,
             requirements: toolhost::Requirements::default(),
+            output_schema: None,
         });
         let err = registry
             .register(std::sync::Arc::new(tool))

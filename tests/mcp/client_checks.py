@@ -106,6 +106,7 @@ class Checks:
             self.note(f"connected, protocol {version}")
             await self.list_tools(client)
             await self.call_echo(client)
+            await self.outcomes(client)
             await self.errors(client)
             await self.approval(client)
             await self.without_elicitation()
@@ -145,6 +146,42 @@ class Checks:
         if result.is_error or text_of(result) != "hello over MCP":
             fail(f"echo returned {result}")
         self.note("tools/call echo")
+
+    async def outcomes(self, client: Client) -> None:
+        """Structured results (the SDK validates them against the listed outputSchema),
+        details under _meta, content blocks, and a result that breaks its schema."""
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        weather = tools.get("weather")
+        if weather is None or not weather.output_schema:
+            fail(f"weather should list an outputSchema: {weather}")
+        props = weather.output_schema.get("properties", {})
+        if weather.output_schema.get("type") != "object" or "celsius" not in props:
+            fail(f"weather's outputSchema: {weather.output_schema}")
+        if tools["echo"].output_schema is not None:
+            fail(f"echo declares no output schema: {tools['echo'].output_schema}")
+        result = await client.call_tool("weather", {"city": "Oslo"})
+        expected = {"city": "Oslo", "celsius": 21.5, "conditions": "sunny"}
+        if result.is_error or result.structured_content != expected:
+            fail(f"weather's structuredContent: {result}")
+        if json.loads(text_of(result)) != expected:
+            fail(f"weather's text should be the JSON of its structured result: {result}")
+        result = await client.call_tool("bad_weather", {})
+        if not result.is_error or "/celsius" not in text_of(result):
+            fail(f"a result that breaks its outputSchema should be an error naming the field: {result}")
+        if result.structured_content is not None:
+            fail(f"an error result carries no structuredContent: {result}")
+        result = await client.call_tool("diagnose", {"file": "src/lib.rs"})
+        details = (result.meta or {}).get("toolhost/details") or {}
+        diagnostics = details.get("diagnostics") or [{}]
+        if result.is_error or diagnostics[0].get("code") != "E0308":
+            fail(f"diagnose's details should be under _meta['toolhost/details']: {result}")
+        if "detail-marker" in text_of(result):
+            fail(f"details must not be in the content: {result}")
+        result = await client.call_tool("chart", {})
+        kinds = [block.type for block in result.content]
+        if kinds != ["text", "image"]:
+            fail(f"chart's content blocks: {kinds}: {result}")
+        self.note("structured results, outputSchema, details in _meta, content blocks")
 
     async def errors(self, client: Client) -> None:
         result = await client.call_tool("panic_in_call", {})

@@ -3,7 +3,6 @@
 //! limit is reached or the turn is cancelled. Every message is stored as it comes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -101,17 +100,15 @@ impl AgentInner {
                             });
                             slots.push(None);
                         }
-                        Err(e) => slots.push(Some(ToolResult {
-                            call_id: c.id.clone(),
-                            name: c.name.clone(),
-                            output: format!(
+                        Err(e) => slots.push(Some(ToolResult::refused(
+                            c.id.clone(),
+                            c.name.clone(),
+                            format!(
                                 "invalid arguments: not valid JSON ({e}); send the arguments \
                                  as one JSON object"
                             ),
-                            is_error: true,
-                            error: Some(CallErrorKind::InvalidArgs),
-                            elapsed: Duration::ZERO,
-                        })),
+                            CallErrorKind::InvalidArgs,
+                        ))),
                     }
                 }
                 messages.push(reply);

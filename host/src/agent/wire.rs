@@ -301,6 +301,7 @@ mod tests {
             risk: toolhost_plugin_api::Risk::Read,
             interactive: false,
             requirements: toolhost_plugin_api::Requirements::default(),
+            output_schema: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! Every failure (unknown tool, refused by policy, invalid arguments, tool error, panic,
 //! timeout, cancellation) is a result with `is_error: true`, never an early return.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -10,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use toolhost_plugin_api::{CatchUnwind, take_message};
+use toolhost_plugin_api::{CatchUnwind, Content, ToolOutput, take_message};
 
 use crate::calls::context::CallContext;
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
@@ -61,6 +63,36 @@ pub struct ToolResult {
     /// How long the call took, policy and validation included.
     #[serde(serialize_with = "serialize_secs")]
     pub elapsed: Duration,
+    /// The tool's structured result, checked against its output schema when it declares
+    /// one (MCP `structuredContent`); never on an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// Structured data about the call for the session store, status and clients, never
+    /// the model's text, by kind (see `toolhost_plugin_api::Details`). The host adds
+    /// `toolhost/...` kinds (say, where a cut output's full text is kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub details: BTreeMap<String, Value>,
+    /// Content blocks for clients that show them (MCP); the model reads `output`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<Content>,
+}
+
+impl ToolResult {
+    /// An error result for a call that never ran (refused before it reached a
+    /// dispatcher: an unknown profile, a model's unparseable arguments, ...).
+    pub fn refused(call_id: String, name: String, message: String, kind: CallErrorKind) -> Self {
+        ToolResult {
+            call_id,
+            name,
+            output: message,
+            is_error: true,
+            error: Some(kind),
+            elapsed: Duration::ZERO,
+            structured: None,
+            details: BTreeMap::new(),
+            content: Vec::new(),
+        }
+    }
 }
 
 fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -83,6 +115,9 @@ pub enum CallErrorKind {
     InvalidArgs,
     /// The tool ran and failed.
     Failed,
+    /// The tool returned a structured result that does not match its output schema (or
+    /// none, although it declares one).
+    InvalidOutput,
     /// Host-side tool code panicked (plugin panics are caught in the plugin: `Failed`).
     Panicked,
     /// The call ran past its timeout.
@@ -235,14 +270,12 @@ impl Dispatcher {
         for (handle, (call_id, name)) in handles.0.iter_mut().zip(names) {
             results.push(match handle.await {
                 Ok(r) => r,
-                Err(e) => ToolResult {
-                    output: format!("the call of tool '{name}' ended abnormally in the host: {e}"),
+                Err(e) => ToolResult::refused(
                     call_id,
+                    format!("the call of tool '{name}' ended abnormally in the host: {e}"),
                     name,
-                    is_error: true,
-                    error: Some(CallErrorKind::Panicked),
-                    elapsed: Duration::ZERO,
-                },
+                    CallErrorKind::Panicked,
+                ),
             });
         }
         results
@@ -363,17 +396,22 @@ impl<'a> CallJob<'a> {
             }
             Err(refused) => Err(refused),
         };
-        let (output, error) = match outcome {
-            Ok(output) => (output, None),
-            Err(failure) => (failure.message, Some(failure.kind)),
-        };
-        let result = ToolResult {
-            call_id: self.call.id,
-            name: self.call.name,
-            is_error: error.is_some(),
-            output,
-            error,
-            elapsed: start.elapsed(),
+        let result = match outcome {
+            Ok(out) => ToolResult {
+                call_id: self.call.id,
+                name: self.call.name,
+                is_error: false,
+                output: out.text,
+                error: None,
+                elapsed: start.elapsed(),
+                structured: out.structured,
+                details: out.details,
+                content: out.content,
+            },
+            Err(failure) => ToolResult {
+                elapsed: start.elapsed(),
+                ..ToolResult::refused(self.call.id, self.call.name, failure.message, failure.kind)
+            },
         };
         for o in self.observers {
             o.record(self.turn, &result);
@@ -464,7 +502,7 @@ impl<'a> CallJob<'a> {
         &self,
         entry: &RegisteredTool,
         arguments: Arguments,
-    ) -> Result<String, CallFailure> {
+    ) -> Result<ToolOutput, CallFailure> {
         let name = &self.call.name;
         let limit = match self.tool_timeouts.get(name) {
             Some(limit) => *limit,
@@ -480,7 +518,21 @@ impl<'a> CallJob<'a> {
             biased;
             outcome = &mut future => {
                 return match outcome {
-                    Ok(Ok(output)) => Ok(output),
+                    Ok(Ok(mut output)) => match entry.check_output(&output) {
+                        Ok(()) => {
+                            // A structured result with no text: the model reads its JSON.
+                            if output.text.is_empty()
+                                && let Some(value) = &output.structured
+                            {
+                                output.text = value.to_string();
+                            }
+                            Ok(output)
+                        }
+                        Err(problem) => Err(CallFailure::new(
+                            format!("tool '{name}' {problem}"),
+                            CallErrorKind::InvalidOutput,
+                        )),
+                    },
                     Ok(Err(ToolError::InvalidArgs(m))) => Err(CallFailure::new(
                         format!("invalid arguments: {m}"),
                         CallErrorKind::InvalidArgs,

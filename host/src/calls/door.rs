@@ -248,14 +248,12 @@ impl CallDoor {
     /// The result of a call whose request named a profile the door does not have, seen
     /// by the observers like every other call.
     fn refused(&self, request: &CallRequest, call: ToolCall, e: &UnknownProfile) -> ToolResult {
-        let result = ToolResult {
-            call_id: call.id,
-            name: call.name,
-            output: e.to_string(),
-            is_error: true,
-            error: Some(crate::calls::dispatcher::CallErrorKind::ToolNotFound),
-            elapsed: Duration::ZERO,
-        };
+        let result = ToolResult::refused(
+            call.id,
+            call.name,
+            e.to_string(),
+            crate::calls::dispatcher::CallErrorKind::ToolNotFound,
+        );
         let ctx = self.context(request, e.name.clone(), None);
         self.dispatcher.observe(&ctx, &result);
         result

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::calls::availability::Availability;
 use crate::calls::context::{CallContext, TurnIdentity};
 use crate::calls::registry::ToolRegistry;
-use crate::calls::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolSpec};
+use crate::calls::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 /// Decides whether a call may run. A refusal is a message for the model.
 #[async_trait]
@@ -327,7 +327,7 @@ impl DynTool for Overridden {
     fn origin(&self) -> &ToolOrigin {
         self.inner.origin()
     }
-    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
         self.inner.call(ctx, args).await
     }
 }

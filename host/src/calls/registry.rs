@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::calls::tool::{DynTool, ToolOrigin, ToolSpec};
+use crate::calls::tool::{DynTool, ToolOrigin, ToolOutput, ToolSpec};
 
 /// A tool the registry refused.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +70,8 @@ pub struct ToolRegistry {
 pub struct RegisteredTool {
     tool: Arc<dyn DynTool>,
     validator: Arc<jsonschema::Validator>,
+    /// The output schema's validator, when the tool declares one.
+    output_validator: Option<Arc<jsonschema::Validator>>,
 }
 
 impl RegisteredTool {
@@ -83,15 +85,47 @@ impl RegisteredTool {
         self.tool.spec()
     }
 
+    /// Checks a successful outcome against the tool's output schema, when it declares
+    /// one: the structured value must be there and match. `Err` completes "tool 'x' ...".
+    pub fn check_output(&self, output: &ToolOutput) -> Result<(), String> {
+        let Some(validator) = &self.output_validator else {
+            return Ok(());
+        };
+        match &output.structured {
+            None => Err(
+                "declares an output schema but returned no structured result; return one \
+                 that matches it"
+                    .to_owned(),
+            ),
+            Some(value) => match problems(validator, value) {
+                None => Ok(()),
+                Some(problems) => Err(format!(
+                    "returned a structured result that does not match its output schema: \
+                     {problems}"
+                )),
+            },
+        }
+    }
+
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
     /// model can act on (at most five, each with the JSON path it concerns).
     pub fn validate(&self, args: &Value) -> Result<(), InvalidArguments> {
-        if self.validator.is_valid(args) {
-            return Ok(());
+        match problems(&self.validator, args) {
+            None => Ok(()),
+            Some(text) => Err(InvalidArguments { text }),
         }
-        let mut problems: Vec<String> = self
-            .validator
-            .iter_errors(args)
+    }
+}
+
+/// What is wrong with `value` against `validator`, in a form a model can act on (at most
+/// five problems, each with the JSON path it concerns), or `None` when it is valid.
+fn problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
+    {
+        if validator.is_valid(value) {
+            return None;
+        }
+        let mut problems: Vec<String> = validator
+            .iter_errors(value)
             .take(5)
             .map(|e| {
                 let path = e.instance_path().to_string();
@@ -111,11 +145,9 @@ impl RegisteredTool {
             })
             .collect();
         if problems.is_empty() {
-            problems.push("the arguments do not match the tool's schema".to_owned());
+            problems.push("the value does not match the schema".to_owned());
         }
-        Err(InvalidArguments {
-            text: problems.join("; "),
-        })
+        Some(problems.join("; "))
     }
 }
 
@@ -244,12 +276,34 @@ impl ToolRegistry {
                 origin: tool.origin().clone(),
                 reason: e.to_string(),
             })?;
+        let output_validator = match &spec.output_schema {
+            None => None,
+            Some(schema) => {
+                let invalid = |reason: String| RegistryError::InvalidSchema {
+                    tool: spec.name.clone(),
+                    origin: tool.origin().clone(),
+                    reason: format!("its output schema: {reason}"),
+                };
+                if !schema.get("type").is_none_or(|t| t == "object") || !schema.is_object() {
+                    return Err(invalid(format!(
+                        "its top level must be an object schema (MCP serves it as the tool's \
+                         outputSchema, which is always an object), not `{}`; make the result a \
+                         struct or a map",
+                        schema.get("type").unwrap_or(schema)
+                    )));
+                }
+                let validator =
+                    jsonschema::validator_for(schema).map_err(|e| invalid(e.to_string()))?;
+                Some(Arc::new(validator))
+            }
+        };
         let name = spec.name.clone();
         self.tools.insert(
             name,
             RegisteredTool {
                 tool,
                 validator: Arc::new(validator),
+                output_validator,
             },
         );
         Ok(())
@@ -293,6 +347,7 @@ impl ToolRegistry {
                     RegisteredTool {
                         tool,
                         validator: Arc::clone(&entry.validator),
+                        output_validator: entry.output_validator.clone(),
                     },
                 )
             })

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
-pub use toolhost_plugin_api::{Requirements, Risk, ToolError};
+pub use toolhost_plugin_api::{Requirements, Risk, ToolError, ToolOutput};
 
 use crate::calls::context::CallContext;
 
@@ -29,6 +29,9 @@ pub struct ToolSpec {
     pub interactive: bool,
     /// What it needs to be available (environment variables, programs on `PATH`).
     pub requirements: Requirements,
+    /// JSON Schema of its structured result, if it declares one (MCP `outputSchema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// Where a tool comes from.
@@ -145,7 +148,9 @@ pub trait DynTool: Send + Sync {
     /// Where the tool comes from.
     fn origin(&self) -> &ToolOrigin;
     /// Runs the tool with arguments the dispatcher already validated against the schema.
-    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError>;
+    /// Its outcome's structured value is checked against [`ToolSpec::output_schema`] by
+    /// the dispatcher (a `String` converts into a text-only outcome with `.into()`).
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError>;
 
     /// Whether its code runs in a process of its own (a plugin worker), not the host's.
     fn isolated(&self) -> bool {

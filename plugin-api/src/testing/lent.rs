@@ -5,13 +5,14 @@
 use std::future::Future;
 use std::marker::PhantomData;
 
-use abi_stable::std_types::RStr;
+use abi_stable::std_types::{RResult, RStr};
 use serde_json::Value;
 
 use super::ToolInfo;
 use crate::context::ToolContext;
 use crate::export::into_ffi_tool;
-use crate::ffi::{FfiCallContext, FfiCallResult, FfiTool};
+use crate::ffi::{FfiCallContext, FfiOutcomeResult, FfiTool, FfiToolError};
+use crate::outcome::ToolOutput;
 use crate::tool::{Requirements, Tool, ToolError};
 
 /// A `&T` the export glue can own: `into_ffi_tool` takes a `'static` tool by value, and
@@ -70,6 +71,23 @@ impl<T: Tool> Tool for Lent<T> {
     ) -> impl Future<Output = Result<String, ToolError>> + Send {
         self.get().call_json(ctx, args)
     }
+    fn output_schema(&self) -> Option<Value> {
+        self.get().output_schema()
+    }
+    fn call_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: Value,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        self.get().call_output(ctx, args)
+    }
+    fn call_json_output(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: &str,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        self.get().call_json_output(ctx, args)
+    }
 }
 
 /// A borrowed tool as a plugin exports it; dropped through its vtable, as hosts do.
@@ -101,14 +119,23 @@ impl<'t> Exported<'t> {
             risk: meta.risk,
             interactive: meta.interactive,
             requirements: meta.requirements,
+            output_schema: meta.output_schema,
         })
     }
 
     /// Calls the tool through its vtable with `ctx` and the arguments as JSON text.
-    pub(super) async fn call(&self, ctx: &FfiCallContext<'_>, args: &str) -> FfiCallResult {
+    /// Calls the tool through `call_outcome`, as hosts since ABI 0.1.4 do.
+    pub(super) async fn call(&self, ctx: &FfiCallContext<'_>, args: &str) -> FfiOutcomeResult {
+        let Some(call) = self.ffi.vtable.call_outcome() else {
+            // This crate's own glue always has it.
+            return RResult::RErr(FfiToolError {
+                kind: FfiToolError::FAILED,
+                message: "the tool's table has no call_outcome".into(),
+            });
+        };
         // SAFETY: `this` belongs to this vtable and lives as long as `self`, which the
         // returned future borrows (as it does `ctx` and `args`).
-        let future = unsafe { (self.ffi.vtable.call())(self.ffi.this, ctx, RStr::from_str(args)) };
+        let future = unsafe { call(self.ffi.this, ctx, RStr::from_str(args)) };
         future.await
     }
 }

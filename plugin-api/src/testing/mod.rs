@@ -98,7 +98,8 @@ use serde_json::Value;
 use crate::context::{
     AskAnswer, AskRequest, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
 };
-use crate::ffi::{FfiToolError, LogLevel};
+use crate::ffi::{FfiOutcome, FfiToolError, LogLevel};
+use crate::outcome::ToolOutput;
 use crate::risk::Risk;
 use crate::tool::{Requirements, Tool, ToolError};
 
@@ -503,12 +504,80 @@ impl TestHost {
     /// # Panics
     /// As [`TestHost::call`].
     pub async fn call_async<T: Tool>(&self, tool: &T, args: Value) -> Result<String, ToolError> {
+        self.call_output_async(tool, args).await.map(|out| out.text)
+    }
+
+    /// Calls `tool` as [`TestHost::call`] does and returns its whole outcome: the text, the
+    /// structured value, the details and the content blocks, as a host gets them (see
+    /// [`ToolOutput`]). A structured value is checked against the tool's output schema as
+    /// the host checks it: one that does not match is `Err(Failed)` naming the mismatch.
+    /// An outcome whose text is a content envelope ([`crate::content_output`]) has its
+    /// blocks in `content`, as in the host.
+    ///
+    /// ```
+    /// use serde_json::{json, Value};
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError, ToolOutput};
+    ///
+    /// struct Count;
+    /// impl Tool for Count {
+    ///     fn name(&self) -> &str { "count" }
+    ///     fn description(&self) -> &str { "Counts." }
+    ///     fn schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     async fn call(&self, ctx: &ToolContext<'_>, a: Value) -> Result<String, ToolError> {
+    ///         Ok(self.call_output(ctx, a).await?.degraded_text())
+    ///     }
+    ///     async fn call_output(&self, _: &ToolContext<'_>, _: Value) -> Result<ToolOutput, ToolError> {
+    ///         Ok(ToolOutput::text("3 items").with_detail("timings", json!({"ms": 2})))
+    ///     }
+    /// }
+    ///
+    /// let out = TestHost::new().call_output(&Count, json!({})).expect("counts");
+    /// assert_eq!(out.text, "3 items");
+    /// assert_eq!(out.details["timings"]["ms"], 2);
+    /// ```
+    ///
+    /// # Panics
+    /// As [`TestHost::call`].
+    pub fn call_output<T: Tool>(&self, tool: &T, args: Value) -> Result<ToolOutput, ToolError> {
+        signal::block_on(self.call_output_async(tool, args))
+    }
+
+    /// [`TestHost::call_output`] as a future (see [`TestHost::call_async`]).
+    ///
+    /// ```
+    /// # use serde_json::json;
+    /// # use toolhost_plugin_api::testing::TestHost;
+    /// # use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+    /// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct A {}
+    /// # struct T;
+    /// # impl TypedTool for T {
+    /// #     type Args = A;
+    /// #     fn name(&self) -> &str { "t" }
+    /// #     fn description(&self) -> &str { "T." }
+    /// #     fn risk(&self) -> Risk { Risk::Read }
+    /// #     async fn run(&self, _: &ToolContext<'_>, _: A) -> Result<String, ToolError> { Ok("ok".into()) }
+    /// # }
+    /// async fn check(host: &TestHost) {
+    ///     assert_eq!(host.call_output_async(&T, json!({})).await.map(|o| o.text), Ok("ok".into()));
+    /// }
+    /// # assert_eq!(TestHost::new().call(&T, json!({})), Ok("ok".to_owned()));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`TestHost::call`].
+    pub async fn call_output_async<T: Tool>(
+        &self,
+        tool: &T,
+        args: Value,
+    ) -> Result<ToolOutput, ToolError> {
         let exported = Exported::new(tool);
         // A host reads the metadata at load and leaves a tool whose metadata fails out.
-        let name = exported
+        let info = exported
             .info()
-            .map_err(|e| ToolError::Failed(format!("a host would not load this tool: {e}")))?
-            .name;
+            .map_err(|e| ToolError::Failed(format!("a host would not load this tool: {e}")))?;
+        let name = info.name.clone();
         // serde_json's writer, as the host encodes them.
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
@@ -520,7 +589,12 @@ impl TestHost {
         }
         // What the host makes of the plugin's answer.
         match outcome {
-            RResult::ROk(output) => Ok(output.into_string()),
+            RResult::ROk(FfiOutcome { text, extra }) => {
+                let out = crate::outcome::outcome_from_ffi(text.into_string(), &extra)
+                    .map_err(|e| ToolError::Failed(format!("tool '{name}': {e}")))?;
+                check_structured(&info, &out)?;
+                Ok(out)
+            }
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
                 FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
                 FfiToolError::PANICKED => {
@@ -858,4 +932,53 @@ pub struct ToolInfo {
     pub interactive: bool,
     /// What it needs to be available.
     pub requirements: Requirements,
+    /// The JSON Schema of its structured result, if it declares one (after
+    /// [`crate::tidy_schema`]).
+    pub output_schema: Option<Value>,
+}
+
+/// What is wrong with `value` against `schema`, as the host words it (each problem as
+/// `path: message`, at most five), or `None` when it matches.
+fn output_problems(schema: &Value, value: &Value) -> Option<String> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("the output schema is not a valid JSON Schema: {e}")),
+    };
+    if validator.is_valid(value) {
+        return None;
+    }
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    Some(problems.join("; "))
+}
+
+/// The host's check of a structured result against the tool's output schema.
+fn check_structured(info: &ToolInfo, out: &ToolOutput) -> Result<(), ToolError> {
+    let Some(schema) = &info.output_schema else {
+        return Ok(());
+    };
+    match &out.structured {
+        None => Err(ToolError::Failed(format!(
+            "tool '{}' declares an output schema but returned no structured result",
+            info.name
+        ))),
+        Some(value) => match output_problems(schema, value) {
+            None => Ok(()),
+            Some(problem) => Err(ToolError::Failed(format!(
+                "tool '{}' returned a structured result that does not match its output \
+                 schema: {problem}",
+                info.name
+            ))),
+        },
+    }
 }

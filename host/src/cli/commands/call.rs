@@ -39,6 +39,11 @@ pub(crate) struct CallArgs {
     /// terminal is asked; with no terminal such calls are refused.
     #[arg(long)]
     yes: bool,
+    /// Print the whole result as JSON: the text (`output`), `is_error` and the error's
+    /// kind, and what the tool returned besides its text (`structured`, `details`,
+    /// `content`). The exit status is 1 for an error result, as without it.
+    #[arg(long)]
+    json: bool,
 }
 
 impl CallArgs {
@@ -59,6 +64,7 @@ impl CallArgs {
                 arguments.into_value(),
                 timeout,
                 self.profile,
+                self.json,
             );
         }
         let arguments = parse_call_args(&self.args)?;
@@ -108,6 +114,14 @@ impl CallArgs {
             });
             door.call(&request, call).await
         });
+        if self.json {
+            outln!("{}", serde_json::to_string_pretty(&result)?)?;
+            return Ok(if result.is_error {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
         if result.is_error {
             return Err(anyhow::Error::msg(result.output));
         }

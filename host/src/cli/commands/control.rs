@@ -330,6 +330,7 @@ pub(crate) fn call(
     arguments: Value,
     timeout: Duration,
     profile: Option<String>,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     // The host's own cancel grace comes on top of the call's timeout.
     let (runtime, mut client) = connect(socket, timeout + Duration::from_secs(10))?;
@@ -339,6 +340,14 @@ pub(crate) fn call(
         profile,
         timeout: Some(timeout),
     }))?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&reply)?)?;
+        return Ok(if reply.is_error {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
     if reply.is_error {
         return Err(anyhow::Error::msg(reply.output));
     }

@@ -134,6 +134,15 @@ pub struct CallReply {
     pub code: i32,
     /// Seconds the call took, policy and validation included.
     pub elapsed: f64,
+    /// The tool's structured result, if it returned one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// The call's details, by kind (never the model's text).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub details: std::collections::BTreeMap<String, Value>,
+    /// Content blocks, if the tool returned any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<toolhost_plugin_api::Content>,
 }
 
 impl From<ToolResult> for CallReply {
@@ -151,6 +160,9 @@ impl From<ToolResult> for CallReply {
             is_error: r.is_error,
             error: r.error,
             elapsed: r.elapsed.as_secs_f64(),
+            structured: r.structured,
+            details: r.details,
+            content: r.content,
         }
     }
 }
@@ -168,6 +180,7 @@ pub fn call_error_code(kind: CallErrorKind) -> i32 {
         CallErrorKind::Panicked => 7,
         CallErrorKind::TimedOut => 8,
         CallErrorKind::Cancelled => 9,
+        CallErrorKind::InvalidOutput => 10,
     }
 }
 

@@ -21,13 +21,12 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
-use toolhost_plugin_api::parse_content_output;
 
 use super::approval::McpApprover;
 use super::caller::{McpCaller, level_rank};
 use super::state::SessionState;
 use crate::calls::context::CallerChannel;
-use crate::calls::dispatcher::{CallErrorKind, ToolCall};
+use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
 use crate::calls::policy::Approver;
 use crate::calls::tool::{Risk, ToolSpec};
 
@@ -63,13 +62,17 @@ fn mcp_tool(spec: &ToolSpec) -> rmcp::model::Tool {
     if spec.interactive {
         meta.insert("toolhost/interactive".to_owned(), json!(true));
     }
-    rmcp::model::Tool::new(
+    let tool = rmcp::model::Tool::new(
         spec.name.clone(),
         spec.description.clone(),
         Arc::new(schema),
     )
     .with_annotations(annotations(spec.risk))
-    .with_meta(meta)
+    .with_meta(meta);
+    match &spec.output_schema {
+        Some(Value::Object(o)) => tool.with_raw_output_schema(Arc::new(o.clone())),
+        _ => tool,
+    }
 }
 
 impl ServerHandler for McpSession {
@@ -313,31 +316,58 @@ impl McpSession {
         {
             return Ok(question.into());
         }
-        if result.is_error {
-            let mut message = result.output;
-            if result.error == Some(CallErrorKind::InvalidArgs) {
-                message = format!(
-                    "{message} (check the arguments against the inputSchema of '{}')",
-                    request.name
-                );
-            }
-            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-        }
-        let content = match parse_content_output(&result.output) {
-            Some(blocks) => blocks
-                .into_iter()
-                .map(|b| {
-                    serde_json::to_value(&b)
-                        .and_then(serde_json::from_value::<ContentBlock>)
-                        .unwrap_or_else(|e| {
-                            ContentBlock::text(format!("(content block not representable: {e})"))
-                        })
-                })
-                .collect(),
-            None => vec![ContentBlock::text(result.output)],
-        };
-        Ok(CallToolResult::success(content).into())
+        Ok(call_result(result, &request.name).into())
     }
+}
+
+/// A call's result as MCP has it: the content blocks (the tool's own, or its text); a
+/// structured result as `structuredContent` with its JSON text among the blocks too (for
+/// clients that predate structured results, as the spec asks); the details under
+/// `_meta["toolhost/details"]`; an error as `isError` with its message.
+fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
+    let meta = (!result.details.is_empty()).then(|| {
+        let mut meta = MetaObject::new();
+        meta.insert(
+            "toolhost/details".to_owned(),
+            Value::Object(result.details.into_iter().collect()),
+        );
+        meta
+    });
+    let mut out = if result.is_error {
+        let mut message = result.output;
+        if result.error == Some(CallErrorKind::InvalidArgs) {
+            message =
+                format!("{message} (check the arguments against the inputSchema of '{tool}')");
+        }
+        CallToolResult::error(vec![ContentBlock::text(message)])
+    } else {
+        let mut content: Vec<ContentBlock> = if result.content.is_empty() {
+            vec![ContentBlock::text(result.output)]
+        } else {
+            result.content.iter().map(content_block).collect()
+        };
+        if let Some(value) = &result.structured {
+            let json = value.to_string();
+            let has_json = content
+                .iter()
+                .any(|b| b.as_text().is_some_and(|t| t.text == json));
+            if !has_json {
+                content.push(ContentBlock::text(json));
+            }
+        }
+        let mut out = CallToolResult::success(content);
+        out.structured_content = result.structured;
+        out
+    };
+    out.meta = meta;
+    out
+}
+
+/// One of the tool's content blocks as MCP's.
+fn content_block(block: &toolhost_plugin_api::Content) -> ContentBlock {
+    serde_json::to_value(block)
+        .and_then(serde_json::from_value::<ContentBlock>)
+        .unwrap_or_else(|e| ContentBlock::text(format!("(content block not representable: {e})")))
 }
 
 #[cfg(test)]

@@ -22,13 +22,13 @@ use super::error::{SendError, WorkerStopped};
 use super::lifecycle::AfterCrash;
 use super::protocol::{self, FrameReader, FromWorker, ServiceCall, ToWorker, WireServiceError};
 use crate::calls::context::{TurnIdentity, TurnServices};
-use crate::calls::tool::ToolError;
+use crate::calls::tool::{ToolError, ToolOutput};
 use crate::sys::confinement::Confinement;
 use crate::sys::containment::Containment;
 
 /// What a call gets back from the connection: the tool's result, or why the worker
 /// could not give one.
-pub(super) type Outcome = Result<Result<String, ToolError>, WorkerStopped>;
+pub(super) type Outcome = Result<Result<ToolOutput, ToolError>, WorkerStopped>;
 
 /// A call in flight: where its answer goes and the services its plugin code may ask for.
 pub(super) struct Pending {
@@ -251,7 +251,8 @@ impl Connection {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
                 if let Some(p) = waiting {
-                    let _ = p.tx.send(Ok(result.map_err(ToolError::from)));
+                    let _ =
+                        p.tx.send(Ok(result.map(ToolOutput::from).map_err(ToolError::from)));
                 }
             }
             FromWorker::Log {

@@ -56,7 +56,14 @@ impl Link {
                 let message = match e {
                     protocol::FrameError::TooLarge(frame) => {
                         let (what, len) = match result {
-                            Ok(output) => ("result", output.len()),
+                            Ok(output) => (
+                                "result",
+                                output.text.len()
+                                    + output
+                                        .structured
+                                        .as_ref()
+                                        .map_or(0, |v| v.to_string().len()),
+                            ),
                             Err(error) => ("error message", error.message.len()),
                         };
                         format!(

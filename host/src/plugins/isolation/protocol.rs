@@ -26,7 +26,7 @@ use crate::sys::containment::ContainmentKind;
 use crate::sys::sandbox::{SandboxMode, SandboxRules};
 
 /// Bumped whenever a message changes; both sides refuse another version.
-pub(crate) const PROTOCOL_VERSION: u32 = 2;
+pub(crate) const PROTOCOL_VERSION: u32 = 3;
 
 /// The largest frame either side accepts (a tool's output or arguments included).
 pub(crate) const MAX_FRAME: usize = 64 << 20;
@@ -168,8 +168,8 @@ pub(crate) enum FromWorker {
     Reply {
         /// The call.
         id: u64,
-        /// The output, or the tool's error.
-        result: Result<String, WireToolError>,
+        /// The outcome, or the tool's error.
+        result: Result<WireOutcome, WireToolError>,
     },
     /// A log line of a call's tool.
     Log {
@@ -225,6 +225,44 @@ pub(crate) struct Hello {
     pub(crate) confinement: Confinement,
     /// The worker's process id.
     pub(crate) pid: u32,
+}
+
+/// A tool's outcome as it crosses (the parts it has).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct WireOutcome {
+    /// What the model reads.
+    pub(crate) text: String,
+    /// The structured value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) structured: Option<serde_json::Value>,
+    /// Details, by kind.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) details: toolhost_plugin_api::Details,
+    /// Content blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) content: Vec<toolhost_plugin_api::Content>,
+}
+
+impl From<crate::calls::tool::ToolOutput> for WireOutcome {
+    fn from(o: crate::calls::tool::ToolOutput) -> Self {
+        WireOutcome {
+            text: o.text,
+            structured: o.structured,
+            details: o.details,
+            content: o.content,
+        }
+    }
+}
+
+impl From<WireOutcome> for crate::calls::tool::ToolOutput {
+    fn from(o: WireOutcome) -> Self {
+        crate::calls::tool::ToolOutput {
+            text: o.text,
+            structured: o.structured,
+            details: o.details,
+            content: o.content,
+        }
+    }
 }
 
 /// A tool's error as it crosses.

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::link::Link;
 use super::protocol::{
-    CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ToWorker, WireToolError,
+    CallFrame, FrameReader, FromWorker, Hello, Init, PROTOCOL_VERSION, ToWorker, WireOutcome,
+    WireToolError,
 };
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
@@ -24,13 +25,12 @@ use crate::calls::tool::ToolError;
 use crate::plugins::load::error::PluginLoadError;
 use crate::plugins::load::loader;
 use crate::plugins::run::call_pool::{self, PoolError};
-use crate::plugins::run::plugin_tool::PluginTool;
+use crate::plugins::run::plugin_tool::{PluginAnswer, PluginTool};
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};
 use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
 use crate::sys::{caps, pid_namespace, seccomp};
-use toolhost_plugin_api::ffi::FfiCallResult;
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -505,7 +505,7 @@ fn start_call(
     let (name, plugin) = tool.names();
     let on_done = {
         let (link, calls) = (Arc::clone(link), Arc::clone(calls));
-        Box::new(move |outcome: Result<FfiCallResult, PoolError>| {
+        Box::new(move |outcome: Result<PluginAnswer, PoolError>| {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -516,7 +516,7 @@ fn start_call(
             };
             link.send(&FromWorker::Reply {
                 id,
-                result: result.map_err(WireToolError::from),
+                result: result.map(WireOutcome::from).map_err(WireToolError::from),
             });
         })
     };

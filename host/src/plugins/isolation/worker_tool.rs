@@ -15,7 +15,7 @@ use super::protocol::{self, CallFrame, ToWorker};
 use super::supervisor::WorkerPlugin;
 use super::worker_profile;
 use crate::calls::context::CallContext;
-use crate::calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolSpec};
+use crate::calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 impl WorkerPlugin {
     /// The plugin's tools as host tools.
@@ -101,7 +101,7 @@ impl DynTool for WorkerTool {
         true
     }
 
-    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
         // The caller's text crosses as it came (written out only if there was none).
         let args = args.into_text();
         // A call with a profile's state (the agent, MCP, `toolhost call --profile`) runs in
@@ -151,7 +151,7 @@ impl WorkerTool {
         ctx: &CallContext,
         profile: &str,
         args: &str,
-    ) -> Result<Result<String, ToolError>, NotSent> {
+    ) -> Result<Result<ToolOutput, ToolError>, NotSent> {
         let args = args.to_owned();
         let conn = self
             .plugin

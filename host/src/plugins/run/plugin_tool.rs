@@ -12,11 +12,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use abi_stable::std_types::{RResult, RStr};
+use abi_stable::std_types::{RResult, RStr, RString};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
-use toolhost_plugin_api::ToolError;
-use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiTool, FfiToolError};
+use toolhost_plugin_api::__private::outcome_from_ffi;
+use toolhost_plugin_api::ffi::{
+    FfiCallContext, FfiCallResult, FfiOutcome, FfiOutcomeResult, FfiTool, FfiToolError,
+};
+use toolhost_plugin_api::{ToolError, ToolOutput};
 
 use super::call_pool;
 use super::host_services::CallState;
@@ -140,6 +143,7 @@ impl PluginTool {
             risk: meta.risk,
             interactive: meta.interactive,
             requirements: meta.requirements,
+            output_schema: meta.output_schema,
         })
     }
 }
@@ -154,7 +158,7 @@ impl DynTool for PluginTool {
         &self.origin
     }
 
-    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<String, ToolError> {
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
         // The caller's text crosses as it came (written out only if there was none).
         let args = args.into_text();
         let runtime = tokio::runtime::Handle::try_current().ok();
@@ -178,7 +182,7 @@ impl PluginTool {
         ctx: &CallContext,
         args: String,
         runtime: Option<tokio::runtime::Handle>,
-    ) -> call_pool::PoolFuture<FfiCallResult> {
+    ) -> call_pool::PoolFuture<PluginAnswer> {
         let state = CallState {
             ctx: ctx.clone(),
             tool: Arc::clone(&self.name),
@@ -188,18 +192,26 @@ impl PluginTool {
         Box::pin(PluginCall::new(Arc::clone(&self.object), state, args))
     }
 
-    /// What the plugin's answer means for the host.
-    pub(crate) fn outcome(&self, outcome: FfiCallResult) -> Result<String, ToolError> {
-        match outcome {
-            RResult::ROk(output) => Ok(output.into_string()),
-            RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
-                FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-                FfiToolError::PANICKED => {
-                    ToolError::Failed(format!("tool '{}' panicked: {message}", self.spec.name))
-                }
-                _ => ToolError::Failed(message.into_string()),
-            }),
-        }
+    /// What the plugin's answer means for the host. A plugin built before ABI 0.1.4
+    /// answers with text (a content envelope in it becomes blocks); a newer one with its
+    /// whole outcome.
+    pub(crate) fn outcome(&self, answer: PluginAnswer) -> Result<ToolOutput, ToolError> {
+        let failed = |FfiToolError { kind, message }: FfiToolError| match kind {
+            FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
+            FfiToolError::PANICKED => {
+                ToolError::Failed(format!("tool '{}' panicked: {message}", self.spec.name))
+            }
+            _ => ToolError::Failed(message.into_string()),
+        };
+        let (text, extra) = match answer {
+            PluginAnswer::Text(RResult::ROk(text)) => (text, RString::new()),
+            PluginAnswer::Outcome(RResult::ROk(FfiOutcome { text, extra })) => (text, extra),
+            PluginAnswer::Text(RResult::RErr(e)) | PluginAnswer::Outcome(RResult::RErr(e)) => {
+                return Err(failed(e));
+            }
+        };
+        outcome_from_ffi(text.into_string(), &extra)
+            .map_err(|e| ToolError::Failed(format!("tool '{}': {e}", self.spec.name)))
     }
 
     /// The tool's and its plugin's names.
@@ -214,11 +226,26 @@ impl PluginTool {
 /// future. Fields drop in declaration order: the plugin's future first, then the context,
 /// the state and the arguments it borrowed, then the tool object.
 struct PluginCall {
-    future: Option<BorrowingFfiFuture<'static, FfiCallResult>>,
+    future: Option<PluginFuture>,
     ffi_ctx: Box<FfiCallContext<'static>>,
     _state: Box<CallState>,
     args: String,
     object: Arc<ToolObject>,
+}
+
+/// The plugin's future: its `call_outcome` (ABI 0.1.4 and later) or, for a plugin built
+/// before it, its `call`.
+enum PluginFuture {
+    Text(BorrowingFfiFuture<'static, FfiCallResult>),
+    Outcome(BorrowingFfiFuture<'static, FfiOutcomeResult>),
+}
+
+/// What a plugin call answered, through either entry point.
+pub(crate) enum PluginAnswer {
+    /// From `call` (a plugin built before ABI 0.1.4).
+    Text(FfiCallResult),
+    /// From `call_outcome`.
+    Outcome(FfiOutcomeResult),
 }
 
 impl PluginCall {
@@ -238,9 +265,9 @@ impl PluginCall {
 }
 
 impl Future for PluginCall {
-    type Output = FfiCallResult;
+    type Output = PluginAnswer;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<FfiCallResult> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<PluginAnswer> {
         let this = &mut *self;
         let future = match &mut this.future {
             Some(future) => future,
@@ -252,13 +279,23 @@ impl Future for PluginCall {
                     unsafe { &*std::ptr::from_ref(&*this.ffi_ctx) };
                 let args: &'static str = unsafe { &*std::ptr::from_ref(this.args.as_str()) };
                 let (vtable, object) = (this.object.0.vtable, this.object.0.this);
-                // SAFETY: `object` belongs to this vtable and lives as long as `this.object`,
-                // which outlives the future.
-                let made = unsafe { (vtable.call())(object, ctx, RStr::from_str(args)) };
+                // SAFETY (both): `object` belongs to this vtable and lives as long as
+                // `this.object`, which outlives the future.
+                let made = match vtable.call_outcome() {
+                    Some(call) => {
+                        PluginFuture::Outcome(unsafe { call(object, ctx, RStr::from_str(args)) })
+                    }
+                    None => PluginFuture::Text(unsafe {
+                        (vtable.call())(object, ctx, RStr::from_str(args))
+                    }),
+                };
                 this.future.insert(made)
             }
         };
-        Pin::new(future).poll(cx)
+        match future {
+            PluginFuture::Text(f) => Pin::new(f).poll(cx).map(PluginAnswer::Text),
+            PluginFuture::Outcome(f) => Pin::new(f).poll(cx).map(PluginAnswer::Outcome),
+        }
     }
 }
 
