@@ -237,9 +237,9 @@ impl ToolOutput {
     }
 
     /// What a host that predates 0.1.4 gets from this outcome through the older entry
-    /// point: the text if there is one; otherwise the content blocks' envelope (which
-    /// hosts since 0.1.2 show as blocks); otherwise the structured value's JSON. Details
-    /// are dropped.
+    /// point: the content blocks' envelope when there are blocks other than text (hosts
+    /// since 0.1.2 show it as blocks, so an image survives); otherwise the text if there
+    /// is one; otherwise the structured value's JSON. Details are dropped.
     ///
     /// ```
     /// use toolhost_plugin_api::ToolOutput;
@@ -249,10 +249,10 @@ impl ToolOutput {
     /// assert_eq!(out.degraded_text(), "two numbers");
     /// ```
     pub fn degraded_text(&self) -> String {
-        if !self.text.is_empty() {
-            self.text.clone()
-        } else if !self.content.is_empty() {
+        if self.has_media() || (self.text.is_empty() && !self.content.is_empty()) {
             content_output(&self.content)
+        } else if !self.text.is_empty() {
+            self.text.clone()
         } else if let Some(value) = &self.structured {
             value.to_string()
         } else {
@@ -262,11 +262,18 @@ impl ToolOutput {
 
     /// [`degraded_text`](Self::degraded_text), without copying the text.
     pub(crate) fn into_degraded_text(self) -> String {
-        if self.text.is_empty() && (!self.content.is_empty() || self.structured.is_some()) {
+        if self.text.is_empty() || self.has_media() {
             self.degraded_text()
         } else {
             self.text
         }
+    }
+
+    /// Whether a content block is something other than text.
+    fn has_media(&self) -> bool {
+        self.content
+            .iter()
+            .any(|c| !matches!(c, Content::Text { .. }))
     }
 
     /// Whether there is anything besides the text.

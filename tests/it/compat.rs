@@ -271,3 +271,50 @@ fn a_plugin_built_against_the_pre_release_0_1_0_is_refused_with_who_must_rebuild
     // The other plugin in the folder is served.
     assert!(registry.get("compat_convert").is_some());
 }
+
+/// The other direction: a plugin built against today's API (ABI 0.1.4: `call_outcome`
+/// and `output_schema` appended to the tool table) loads in a host of ABI 0.1.3, which
+/// calls the older `call` entry point and gets each outcome's degraded text. The host is
+/// `old-host-probe`, built against the kept 0.1.3 sources, which loads and calls a plugin
+/// the way a 0.1.3 host does.
+#[test]
+fn a_plugin_built_against_todays_api_answers_with_its_text_in_a_host_that_predates_it() {
+    let probe = crate::support::built().join("debug").join("old-host-probe");
+    let out = std::process::Command::new(&probe)
+        .arg(crate::support::so("fixture_outcomes"))
+        .args([
+            r#"weather={"city":"Oslo"}"#,
+            r#"diagnose={"file":"src/lib.rs"}"#,
+            "chart",
+            "numbers",
+            "bad_weather",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", probe.display()));
+    assert!(
+        out.status.success(),
+        "a 0.1.3 host refused today's plugin: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(seen["abi"], toolhost_plugin_api::ABI_VERSION);
+    let calls = &seen["calls"];
+    // A structured result: its JSON text.
+    let weather: Value =
+        serde_json::from_str(calls["weather"]["ok"].as_str().expect("weather answered"))
+            .expect("JSON text");
+    assert_eq!(
+        weather,
+        json!({"city": "Oslo", "celsius": 21.5, "conditions": "sunny"})
+    );
+    // Text with details: the text (details stay behind).
+    assert_eq!(calls["diagnose"]["ok"], "src/lib.rs: 1 error, 1 warning");
+    // Blocks with an image: the 0.1.2 envelope, which such hosts show as blocks.
+    let chart = calls["chart"]["ok"].as_str().expect("chart answered");
+    let blocks = toolhost_plugin_api::parse_content_output(chart).expect("an envelope");
+    assert_eq!(blocks.len(), 2, "{chart}");
+    // Structured only: its JSON.
+    assert_eq!(calls["numbers"]["ok"], r#"{"numbers":[1,2,3]}"#);
+    // An older host cannot check the output schema it never reads.
+    assert_eq!(calls["bad_weather"]["ok"], r#"{"celsius":"hot"}"#);
+}

@@ -347,12 +347,15 @@ fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
             result.content.iter().map(content_block).collect()
         };
         if let Some(value) = &result.structured {
-            let json = value.to_string();
-            let has_json = content
-                .iter()
-                .any(|b| b.as_text().is_some_and(|t| t.text == json));
+            // The tool's text is usually that JSON already (in its own key order).
+            let has_json = content.iter().any(|b| {
+                b.as_text().is_some_and(|t| {
+                    t.text.trim_start().starts_with(['{', '['])
+                        && serde_json::from_str::<Value>(&t.text).is_ok_and(|v| v == *value)
+                })
+            });
             if !has_json {
-                content.push(ContentBlock::text(json));
+                content.push(ContentBlock::text(value.to_string()));
             }
         }
         let mut out = CallToolResult::success(content);
