@@ -1,5 +1,6 @@
 //! Per-tool call statistics for status: calls, errors, mean and p99 latency (over the
-//! last 1024 calls), last error. Fed by the dispatcher through [`CallObserver`].
+//! last 1024 calls), last error, and how many results carried details of each kind. Fed
+//! by the dispatcher through [`CallObserver`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -11,6 +12,9 @@ use crate::calls::context::CallContext;
 use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
 
 const WINDOW: usize = 1024;
+/// The detail kinds counted per tool; a tool that invents more is counted under the
+/// first ones only.
+const MAX_DETAIL_KINDS: usize = 32;
 
 #[derive(Default)]
 struct Counters {
@@ -19,6 +23,7 @@ struct Counters {
     total: Duration,
     recent: VecDeque<Duration>,
     last_error: Option<String>,
+    details: BTreeMap<String, u64>,
 }
 
 /// Statistics of the calls of each tool.
@@ -42,6 +47,9 @@ pub struct ToolStatsSnapshot {
     pub p99_ms: f64,
     /// The last error message.
     pub last_error: Option<String>,
+    /// How many results carried details of each kind (`diagnostics`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub details: BTreeMap<String, u64>,
 }
 
 impl CallStats {
@@ -74,6 +82,7 @@ impl CallStats {
                     mean_ms: mean,
                     p99_ms: p99.as_secs_f64() * 1e3,
                     last_error: c.last_error.clone(),
+                    details: c.details.clone(),
                 }
             })
             .collect()
@@ -97,6 +106,13 @@ impl CallObserver for CallStats {
         if result.is_error {
             c.errors += 1;
             c.last_error = Some(result.output.clone());
+        }
+        for kind in result.details.keys() {
+            if let Some(n) = c.details.get_mut(kind) {
+                *n += 1;
+            } else if c.details.len() < MAX_DETAIL_KINDS {
+                c.details.insert(kind.clone(), 1);
+            }
         }
     }
 }

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::{
-    Content, Risk, SessionQuery, ToolContext, TypedTool, content_output, parse_content_output,
+    Content, Risk, SessionQuery, ToolContext, ToolOutput, TypedTool, content_output,
+    parse_content_output,
 };
 
 type Run = for<'c> fn(
@@ -591,5 +592,114 @@ fn call_async_is_send_and_runs_on_any_executor() {
     assert_eq!(
         host.call(&Greet, json!({"name": "Bo"})),
         Ok("Hello, Bo! default".to_owned())
+    );
+}
+
+/// A tool declaring an output schema by hand; returns what it is given as `value`.
+struct Shaped;
+
+impl Tool for Shaped {
+    fn name(&self) -> &str {
+        "shaped"
+    }
+    fn description(&self) -> &str {
+        "Returns its `value` argument as its structured result."
+    }
+    fn schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    fn output_schema(&self) -> Option<Value> {
+        Some(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
+    }
+    async fn call_output(&self, _: &ToolContext<'_>, a: Value) -> Result<ToolOutput, ToolError> {
+        Ok(match a.get("value") {
+            Some(v) => ToolOutput::structured(v.clone()),
+            None => ToolOutput::text("no value"),
+        })
+    }
+    async fn call(&self, ctx: &ToolContext<'_>, a: Value) -> Result<String, ToolError> {
+        Ok(self.call_output(ctx, a).await?.degraded_text())
+    }
+}
+
+#[test]
+fn structured_results_are_checked_against_the_output_schema_as_the_host_checks_them() {
+    let host = TestHost::new();
+    assert_eq!(
+        host.describe(&Shaped).output_schema.unwrap()["required"],
+        json!(["n"])
+    );
+    let ok = host
+        .call_output(&Shaped, json!({"value": {"n": 2}}))
+        .unwrap();
+    assert_eq!(ok.structured, Some(json!({"n": 2})));
+    assert_eq!(ok.text, r#"{"n":2}"#);
+    let Err(ToolError::Failed(wrong)) = host.call_output(&Shaped, json!({"value": {"n": "two"}}))
+    else {
+        panic!("a value that breaks the schema is an error");
+    };
+    assert!(
+        wrong.contains("does not match its output schema") && wrong.contains("/n"),
+        "{wrong}"
+    );
+    let Err(ToolError::Failed(missing)) = host.call_output(&Shaped, json!({})) else {
+        panic!("no structured result is an error");
+    };
+    assert!(
+        missing.contains("returned no structured result"),
+        "{missing}"
+    );
+    // `call` gives the text of the same outcome.
+    assert_eq!(
+        host.call(&Shaped, json!({"value": {"n": 5}})),
+        Ok(r#"{"n":5}"#.to_owned())
+    );
+}
+
+#[test]
+fn details_and_blocks_cross_the_boundary_and_an_old_envelope_becomes_blocks() {
+    struct Rich;
+    impl Tool for Rich {
+        fn name(&self) -> &str {
+            "rich"
+        }
+        fn description(&self) -> &str {
+            "Returns details and blocks, or the 0.1.2 envelope."
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::Read
+        }
+        async fn call_output(
+            &self,
+            _: &ToolContext<'_>,
+            a: Value,
+        ) -> Result<ToolOutput, ToolError> {
+            if a.get("envelope").is_some() {
+                return Ok(ToolOutput::text(content_output(&[Content::text("old")])));
+            }
+            Ok(ToolOutput::text("done")
+                .with_diagnostics(vec![crate::Diagnostic::new("note", "n").at("f", 1, 1)])
+                .with_content(vec![Content::text("done")]))
+        }
+        async fn call(&self, ctx: &ToolContext<'_>, a: Value) -> Result<String, ToolError> {
+            Ok(self.call_output(ctx, a).await?.degraded_text())
+        }
+    }
+    let host = TestHost::new();
+    let out = host.call_output(&Rich, json!({})).unwrap();
+    assert_eq!(out.text, "done");
+    assert_eq!(out.details["diagnostics"][0]["file"], "f");
+    assert_eq!(out.content, vec![Content::text("done")]);
+    let old = host.call_output(&Rich, json!({"envelope": true})).unwrap();
+    assert_eq!(old.content, vec![Content::text("old")]);
+    assert_eq!(
+        parse_content_output(&old.text),
+        Some(vec![Content::text("old")])
     );
 }

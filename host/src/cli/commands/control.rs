@@ -251,7 +251,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
         };
         outln!("profile {}: {} tools{note}", p.name, p.tools)?;
     }
-    let tools: Vec<[String; 6]> = status
+    let tools: Vec<[String; 7]> = status
         .tools
         .iter()
         .map(|t| {
@@ -261,6 +261,11 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 t.errors.to_string(),
                 format!("{:.2}", t.mean_ms),
                 format!("{:.2}", t.p99_ms),
+                t.details
+                    .iter()
+                    .map(|(kind, n)| format!("{kind}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 t.last_error
                     .as_deref()
                     .map(|e| summary(e, 60))
@@ -271,7 +276,15 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
     if !tools.is_empty() {
         outln!()?;
         print_table(
-            &["TOOL", "CALLS", "ERRORS", "MEAN MS", "P99 MS", "LAST ERROR"],
+            &[
+                "TOOL",
+                "CALLS",
+                "ERRORS",
+                "MEAN MS",
+                "P99 MS",
+                "DETAILS",
+                "LAST ERROR",
+            ],
             &tools,
         )?;
     }
