@@ -10,6 +10,8 @@
 //!
 //! `cargo bench -p toolhost --bench mcp` (run `bash tests/mcp/setup.sh` first for the
 //! Python and Node servers; without them those rows are skipped). Printed figures only.
+//! `TOOLHOST_BENCH_BASELINE=/path/to/toolhost` adds another build of toolhost (main before
+//! a change, say) to the stdio rows, serving the same plugin.
 
 mod common;
 
@@ -512,6 +514,21 @@ fn main() {
             hello(),
         ),
     ];
+    // Another build of toolhost (say, main before a change), serving the same plugin in the
+    // same run: `TOOLHOST_BENCH_BASELINE=/path/to/toolhost`.
+    if let Some(other) = std::env::var_os("TOOLHOST_BENCH_BASELINE") {
+        let other = PathBuf::from(other);
+        subjects.push(Subject::new(
+            "baseline toolhost binary (TOOLHOST_BENCH_BASELINE)",
+            toolhost_command(
+                &other,
+                dir.path(),
+                &dir.path().join("control-baseline.sock"),
+            ),
+            "echo",
+            hello(),
+        ));
+    }
     let tools = root.join("target").join("mcp-tools");
     let python = tools.join("venv").join("bin").join("python");
     if python.exists() {
