@@ -109,7 +109,7 @@ impl AgentInner {
                                  as one JSON object"
                             ),
                             is_error: true,
-                            error: Some(CallErrorKind::InvalidArgs),
+                            error: Some(CallErrorKind::SchemaViolation),
                             elapsed: Duration::ZERO,
                         })),
                     }

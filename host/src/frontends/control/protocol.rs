@@ -168,6 +168,7 @@ pub fn call_error_code(kind: CallErrorKind) -> i32 {
         CallErrorKind::Panicked => 7,
         CallErrorKind::TimedOut => 8,
         CallErrorKind::Cancelled => 9,
+        CallErrorKind::SchemaViolation => 10,
     }
 }
 
@@ -457,6 +458,7 @@ mod tests {
             CallErrorKind::Panicked,
             CallErrorKind::TimedOut,
             CallErrorKind::Cancelled,
+            CallErrorKind::SchemaViolation,
         ];
         let codes: std::collections::BTreeSet<i32> =
             kinds.iter().map(|k| call_error_code(*k)).collect();
