@@ -71,6 +71,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-many-tools",
             "-p",
+            "fixture-stumbles",
+            "-p",
             "toolhost-utils",
             "-p",
             "hello-tools",

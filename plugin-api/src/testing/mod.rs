@@ -82,6 +82,7 @@
 //!   same `TestHost` starts cancelled. Make a new `TestHost` for a fresh start.
 
 mod lent;
+mod plugin;
 mod services;
 mod signal;
 mod temp;
@@ -103,6 +104,7 @@ use crate::risk::Risk;
 use crate::tool::{Requirements, Tool, ToolError};
 
 use lent::Exported;
+pub use plugin::check_plugin;
 use signal::Signal;
 use temp::TempDir;
 
@@ -523,9 +525,10 @@ impl TestHost {
             RResult::ROk(output) => Ok(output.into_string()),
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
                 FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-                FfiToolError::PANICKED => {
-                    ToolError::Failed(format!("tool '{name}' panicked: {message}"))
-                }
+                FfiToolError::PANICKED => ToolError::Failed(format!(
+                    "tool '{name}' panicked: {message}{}",
+                    crate::unwind::panic_hint(&message)
+                )),
                 _ => ToolError::Failed(message.into_string()),
             }),
         }
@@ -562,8 +565,11 @@ impl TestHost {
     /// ```
     ///
     /// # Panics
-    /// When a host would not load the tool: a metadata method panicked, or the schema or
-    /// requirements are not valid JSON. The message is the host's.
+    /// When a host would not load the tool: a metadata method panicked, the schema or
+    /// requirements are not valid JSON, the name is not one models accept, or the schema
+    /// is not an object schema or does not compile (the message names the bad keyword's
+    /// JSON pointer). The message is the host's. [`check_plugin`] checks a plugin's whole
+    /// export list, two tools of one name included.
     pub fn describe<T: Tool>(&self, tool: &T) -> ToolInfo {
         match Exported::new(tool).info() {
             Ok(info) => info,

@@ -140,7 +140,7 @@ fn a_tool_a_host_would_not_load_fails_its_call_and_describe() {
     assert_eq!(
         call(&BadName, json!({})),
         Err(ToolError::Failed(
-            "a host would not load this tool: tool #0: reading its name panicked: no name today"
+            "a host would not load this tool: tool #1: reading its name panicked: no name today"
                 .to_owned()
         ))
     );
@@ -156,6 +156,29 @@ fn a_panicking_tool_gives_the_hosts_error() {
         call(&tool, json!({})),
         Err(ToolError::Failed(
             "tool 'boom' panicked: kaboom 7".to_owned()
+        ))
+    );
+}
+
+/// tokio's timer inside a tool panics (a plugin has no reactor); the message says what
+/// to use instead, as a host's does.
+#[test]
+fn a_tokio_panic_gets_the_hint_towards_the_context_services() {
+    let tool = Script("tokio_sleep", |_, _| {
+        Box::pin(async {
+            panic!(
+                "there is no reactor running, must be called from the context of a Tokio 1.x \
+                 runtime"
+            )
+        })
+    });
+    assert_eq!(
+        call(&tool, json!({})),
+        Err(ToolError::Failed(
+            "tool 'tokio_sleep' panicked: there is no reactor running, must be called from \
+             the context of a Tokio 1.x runtime (a plugin has no tokio runtime: use ctx.sleep \
+             for timers and ctx.blocking for blocking work)"
+                .to_owned()
         ))
     );
 }
@@ -591,5 +614,135 @@ fn call_async_is_send_and_runs_on_any_executor() {
     assert_eq!(
         host.call(&Greet, json!({"name": "Bo"})),
         Ok("Hello, Bo! default".to_owned())
+    );
+}
+
+/// A tool with the name and argument schema a test gives it.
+struct Shaped(String, Value);
+
+impl Tool for Shaped {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn description(&self) -> &str {
+        "a tool a host may refuse"
+    }
+    fn schema(&self) -> Value {
+        self.1.clone()
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    async fn call(&self, _: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+        Ok("ran".to_owned())
+    }
+}
+
+/// What a third-party author's `cargo test` passed and `toolhost check` refused: each is
+/// refused by `describe` and `call` now, with the message a host gives (the same shared
+/// check; tests/it/cli.rs compares them with the host's).
+#[test]
+fn the_harness_refuses_the_tools_a_host_refuses_with_its_messages() {
+    let object = json!({"type": "object"});
+    let cases = [
+        (
+            Shaped("Search Notes".into(), object.clone()),
+            "tool 'Search Notes': it has an invalid name: ' ' is not allowed in it; \
+             use 1-64 characters of A-Z, a-z, 0-9, _ and -",
+        ),
+        (
+            Shaped(String::new(), object.clone()),
+            "tool '': it has an invalid name: it is empty; use 1-64 characters of A-Z, \
+             a-z, 0-9, _ and -",
+        ),
+        (
+            Shaped("n".repeat(77), object.clone()),
+            "it has an invalid name: it is 77 characters long; use 1-64 characters",
+        ),
+        (
+            Shaped(
+                "search".into(),
+                json!({"type": "object", "properties": {"query": {"type": "strnig"}}}),
+            ),
+            "tool 'search': its argument schema is not a valid JSON Schema: at \
+             /properties/query/type: \"strnig\" is not valid",
+        ),
+        (
+            Shaped("listy".into(), json!({"type": "array", "items": {}})),
+            "tool 'listy': its argument schema's top level is of type \"array\", but tool \
+             arguments are always a JSON object, so no call could pass it",
+        ),
+    ];
+    for (tool, expected) in &cases {
+        let described = std::panic::catch_unwind(|| TestHost::new().describe(tool));
+        let message = crate::take_message(described.expect_err("describe panics"));
+        assert!(
+            message.starts_with("a host would not load this tool: ") && message.contains(expected),
+            "{message}\nexpected: {expected}"
+        );
+        match call(tool, json!({})) {
+            Err(ToolError::Failed(m)) => assert!(m.contains(expected), "{m}"),
+            other => panic!("a refused tool ran: {other:?}"),
+        }
+    }
+    // At the limits, it passes.
+    assert_eq!(
+        TestHost::new()
+            .describe(&Shaped("n".repeat(64), object))
+            .name
+            .len(),
+        64
+    );
+}
+
+/// A tool whose constructor panics in `export_plugin!`.
+struct Explodes;
+
+impl Explodes {
+    #[allow(
+        clippy::new_ret_no_self,
+        reason = "as an author writes it: a constructor that panics"
+    )]
+    fn new() -> Shaped {
+        panic!("no index file")
+    }
+}
+
+/// The plugin `check_plugin` reads (the one root module this test binary exports).
+mod exported {
+    #![allow(
+        unreachable_pub,
+        reason = "the macro exports a public static, as in a plugin"
+    )]
+    use super::{Explodes, Shaped, json};
+    crate::export_plugin! {
+    name: "notes",
+    version: "0.0.1",
+    tools: [
+        Shaped("search_notes".into(), json!({"type": "object"})),
+        Shaped("add_note".into(), json!({"type": "object"})),
+        Explodes::new(),
+        Shaped("Search Notes".into(), json!({"type": "object"})),
+        Shaped("search_notes".into(), json!({"type": "object"})),
+    ],
+    }
+}
+
+/// `check_plugin` reads the export list as a host does: the tools a host refuses, each
+/// with its message, two of one name ("rename one", numbered as written), and a tool whose
+/// creation panicked named by its position and expression, while the others are read.
+#[test]
+fn check_plugin_refuses_what_a_host_refuses_in_the_whole_export_list() {
+    let problems = check_plugin(&exported::__TOOLHOST_PLUGIN_ROOT).expect_err("refused");
+    assert_eq!(
+        problems,
+        [
+            "creating tool #3 (`Explodes::new()`) panicked: no index file".to_owned(),
+            "tool 'Search Notes': it has an invalid name: ' ' is not allowed in it; use \
+             1-64 characters of A-Z, a-z, 0-9, _ and -"
+                .to_owned(),
+            "plugin 'notes' exports two tools named 'search_notes' (#1 and #5); rename one"
+                .to_owned(),
+        ]
     );
 }

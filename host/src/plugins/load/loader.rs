@@ -28,9 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::library::{RawLibrary, lib_header_from_raw_library};
-use toolhost_plugin_api::__private::grouped;
+use toolhost_plugin_api::__private::{check_tool_count, duplicate_tools};
 use toolhost_plugin_api::ffi::PluginRoot_Ref;
-use toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN;
 
 use crate::calls::tool::{DynTool, ToolOrigin};
 use crate::plugins::load::error::{LoadErrorKind, PluginLoadError};
@@ -508,28 +507,37 @@ pub(crate) fn load_library_tools(
         })?;
     // Counted before any tool's metadata is read (that is where a plugin's size costs
     // the host): too many and every object is dropped unread.
-    if ffi_tools.len() > MAX_TOOLS_PER_PLUGIN {
-        let count = ffi_tools.len();
+    if let Err(reason) = check_tool_count(ffi_tools.len()) {
         for ffi in ffi_tools {
             // SAFETY: each object is dropped once, with the vtable it was exported with,
             // and never used again; the plugin's drop glue swallows panics.
             unsafe { (ffi.vtable.drop())(ffi.this) };
         }
-        return Err(LoadErrorKind::TooManyTools {
-            count: grouped(count),
-            limit: grouped(MAX_TOOLS_PER_PLUGIN),
-        });
+        return Err(LoadErrorKind::TooManyTools { reason });
     }
     // Each tool object becomes a PluginTool or is dropped right away, so every one is
     // freed exactly once; a tool whose metadata fails is left out, the others stay.
-    let mut plugin_tools: Vec<Arc<PluginTool>> = Vec::with_capacity(ffi_tools.len());
+    let mut read: Vec<(usize, PluginTool)> = Vec::with_capacity(ffi_tools.len());
     let mut skipped_tools = Vec::new();
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
         match PluginTool::new(ffi, origin.clone(), index) {
-            Ok(t) => plugin_tools.push(Arc::new(t)),
+            Ok(t) => read.push((index, t)),
             Err(e) => skipped_tools.push(e.to_string()),
         }
     }
+    // Two tools of one name in one plugin: the first keeps it (the shared check, which
+    // the plugin's own tests run too).
+    let duplicates = duplicate_tools(
+        &name,
+        read.iter()
+            .map(|(index, t)| (*index, t.spec().name.as_str())),
+    );
+    skipped_tools.extend(duplicates.iter().map(|(_, message)| message.clone()));
+    let plugin_tools: Vec<Arc<PluginTool>> = read
+        .into_iter()
+        .filter(|(index, _)| !duplicates.iter().any(|(d, _)| d == index))
+        .map(|(_, t)| Arc::new(t))
+        .collect();
     let tools: Vec<Arc<dyn DynTool>> = plugin_tools
         .iter()
         .map(|t| Arc::clone(t) as Arc<dyn DynTool>)

@@ -133,6 +133,9 @@ impl PluginTool {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
         let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }
             .map_err(UnreadableTool)?;
+        // What the registry checks again (native tools pass only there); here, so a tool
+        // a host refuses is left out at load, in a worker too, and `check` says why.
+        toolhost_plugin_api::__private::check_tool(&meta).map_err(UnreadableTool)?;
         Ok(ToolSpec {
             name: meta.name,
             description: meta.description,
@@ -194,9 +197,12 @@ impl PluginTool {
             RResult::ROk(output) => Ok(output.into_string()),
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
                 FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-                FfiToolError::PANICKED => {
-                    ToolError::Failed(format!("tool '{}' panicked: {message}", self.spec.name))
-                }
+                FfiToolError::PANICKED => ToolError::Failed(format!(
+                    "tool '{}' panicked: {message}{}",
+                    self.spec.name,
+                    // Here, not in the plugin, so plugins built before the hint get it.
+                    toolhost_plugin_api::__private::panic_hint(&message)
+                )),
                 _ => ToolError::Failed(message.into_string()),
             }),
         }
