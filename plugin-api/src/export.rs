@@ -135,7 +135,9 @@ fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
             }
         }));
     });
-    let was = QUIET.with(|q| q.replace(true));
+    // Built with panic = "abort", a panic here ends the process (a worker) uncaught: the
+    // hook must print it, so the host can give the worker's last words.
+    let was = QUIET.with(|q| q.replace(cfg!(panic = "unwind")));
     let result = catch_unwind(AssertUnwindSafe(f));
     QUIET.with(|q| q.set(was));
     result

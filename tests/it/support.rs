@@ -155,6 +155,8 @@ pub(crate) fn built() -> &'static Path {
             t,
             "-p",
             "fixture-abort",
+            "-p",
+            "fixture-abort-at-load",
             "--profile",
             "abort",
         ]);
@@ -207,7 +209,7 @@ pub(crate) fn echo_build(version: &str) -> PathBuf {
 
 /// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).
 pub(crate) fn so(lib: &str) -> PathBuf {
-    let profile = if lib == "fixture_abort" {
+    let profile = if lib == "fixture_abort" || lib == "fixture_abort_at_load" {
         "abort"
     } else {
         "debug"
