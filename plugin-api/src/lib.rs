@@ -35,7 +35,9 @@
 //!   [`progress`](ToolContext::progress), [`ask_user`](ToolContext::ask_user),
 //!   [`sample`](ToolContext::sample) (the caller's model),
 //!   [`child_turn`](ToolContext::child_turn), [`state_dir`](ToolContext::state_dir) (a
-//!   folder per profile) and [`search_sessions`](ToolContext::search_sessions).
+//!   folder per profile), [`search_sessions`](ToolContext::search_sessions) and
+//!   [`settings`](ToolContext::settings) (the plugin's `[plugins.NAME.settings]` table
+//!   from the host's config, beside its [`Requirements`]).
 //! - [`ToolContext::blocking`] and [`blocking()`] for blocking work, [`Requirements`] for
 //!   what a tool needs on the machine, [`Content`] for output that is more than text.
 //! - [`schema_for`] and [`tidy_schema`] for argument schemas models read well.
@@ -165,7 +167,7 @@ pub use context::{
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
     HostAnswer, HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery,
-    SessionsSearchAnswer, StateDirAnswer,
+    SessionsSearchAnswer, SettingsAnswer, StateDirAnswer,
 };
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, tidy_schema};

@@ -288,6 +288,7 @@ fn check_refuses_what_the_harness_refuses_with_the_same_messages() {
     let tools = report["tools"].as_array().expect("tools");
     let refused: Vec<&str> = tools.iter().filter_map(|t| t["refused"].as_str()).collect();
     assert_eq!(refused.len(), 7, "{tools:?}");
+    assert_eq!(tools.len(), 10, "{tools:?}");
     let served = tools
         .iter()
         .find(|t| t["name"] == "search_notes")
@@ -301,7 +302,7 @@ fn check_refuses_what_the_harness_refuses_with_the_same_messages() {
     let out = toolhost(&["check", file.to_str().expect("utf-8")]);
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("tools:       9 (7 refused)")
+        stdout.contains("tools:       10 (7 refused)")
             && stdout
                 .contains("  refused: plugin 'stumbles' exports two tools named 'search_notes'")
             && stdout.contains("    arguments: {\"type\":\"object\"}")
@@ -333,4 +334,67 @@ fn a_tool_using_tokio_gets_the_hint_towards_the_context_services_in_any_mode() {
             "{mode:?}: {all}"
         );
     }
+}
+
+/// `[plugins.NAME.settings]` (any TOML) reaches the plugin's `ctx.settings()`, in process
+/// and in a worker; a plugin without the table gets `{}`; a call with no profile gets them
+/// too (they are the plugin's, not the profile's).
+#[test]
+fn plugin_settings_from_the_config_reach_the_plugin_in_process_and_in_a_worker() {
+    let dir = PluginDir::with(&["fixture_stumbles"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    let work = tempfile::tempdir().expect("temp dir");
+    let with = work.path().join("with.toml");
+    std::fs::write(
+        &with,
+        "[plugins.stumbles.settings]\nunits = \"metric\"\nretries = 3\n\
+         [plugins.stumbles.settings.api]\nurls = [\"a\", \"b\"]\n\
+         [plugins.other.settings]\nsecret = \"not for stumbles\"\n",
+    )
+    .expect("write config");
+    let without = work.path().join("without.toml");
+    std::fs::write(&without, "").expect("write config");
+    for mode in [&[][..], &["--isolate"][..]] {
+        for (config, expected) in [
+            (
+                &with,
+                serde_json::json!({"units": "metric", "retries": 3, "api": {"urls": ["a", "b"]}}),
+            ),
+            (&without, serde_json::json!({})),
+        ] {
+            let config = config.to_str().expect("utf-8");
+            let mut args = vec![
+                "--config",
+                config,
+                "call",
+                "settings_echo",
+                "{}",
+                "--yes",
+                "--plugins",
+                d,
+            ];
+            args.extend_from_slice(mode);
+            let out = toolhost(&args);
+            assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
+            let got: Value = serde_json::from_str(text(&out.stdout).trim()).expect("json");
+            assert_eq!(got, expected, "{mode:?}");
+        }
+    }
+    // A key that is not a plugin's settings table is named.
+    let bad = work.path().join("bad.toml");
+    std::fs::write(&bad, "[plugins.stumbles]\nsetings = {}\n").expect("write config");
+    let out = toolhost(&[
+        "--config",
+        bad.to_str().expect("utf-8"),
+        "list",
+        "--plugins",
+        d,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown key `plugins.stumbles.setings`"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -204,6 +204,8 @@ pub struct TestHost {
     session: String,
     model: String,
     scripts: Scripts,
+    /// The plugin's settings (`ctx.settings()`), `{}` unless set.
+    settings: Value,
     records: Mutex<Records>,
     signal: Arc<Signal>,
     /// Created at first use; removed on drop.
@@ -223,6 +225,7 @@ impl Default for TestHost {
             session: "test-session".to_owned(),
             model: "test-model".to_owned(),
             scripts: Scripts::default(),
+            settings: Value::Object(serde_json::Map::new()),
             records: Mutex::default(),
             signal: Arc::default(),
             state_dir: OnceLock::new(),
@@ -269,6 +272,39 @@ impl TestHost {
     #[must_use]
     pub fn new() -> Self {
         TestHost::default()
+    }
+
+    /// The plugin's settings, what [`ToolContext::settings`](crate::ToolContext::settings)
+    /// reads: in a host, the config's `[plugins.NAME.settings]` table (as JSON). Without
+    /// this, `{}`, as for a host config without the table.
+    ///
+    /// ```
+    /// use serde_json::{json, Value};
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Settings { units: String }
+    ///
+    /// struct Temperature;
+    /// impl Tool for Temperature {
+    ///     fn name(&self) -> &str { "temperature" }
+    ///     fn description(&self) -> &str { "Says the temperature." }
+    ///     fn schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     async fn call(&self, ctx: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+    ///         let settings: Settings = ctx.settings().await?;
+    ///         Ok(format!("21 degrees ({})", settings.units))
+    ///     }
+    /// }
+    ///
+    /// let host = TestHost::new().settings(json!({"units": "celsius"}));
+    /// assert_eq!(host.call(&Temperature, json!({})), Ok("21 degrees (celsius)".into()));
+    /// ```
+    #[must_use]
+    pub fn settings(mut self, settings: Value) -> Self {
+        self.settings = settings;
+        self
     }
 
     /// The profile calls work for ([`ToolContext::profile_id`](crate::ToolContext::profile_id)).

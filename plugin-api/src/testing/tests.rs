@@ -746,3 +746,46 @@ fn check_plugin_refuses_what_a_host_refuses_in_the_whole_export_list() {
         ]
     );
 }
+
+/// `ctx.settings()` reads what `TestHost::settings` set, typed; `{}` without it (a `T`
+/// with defaults reads them); a table that does not fit says so and where to fix it.
+#[test]
+fn settings_reach_the_tool_typed_and_default_to_an_empty_table() {
+    #[derive(serde::Deserialize)]
+    #[serde(default)]
+    struct Settings {
+        units: String,
+        retries: u32,
+    }
+    impl Default for Settings {
+        fn default() -> Self {
+            Settings {
+                units: "kelvin".to_owned(),
+                retries: 1,
+            }
+        }
+    }
+    let tool = Script("units", |ctx, _| {
+        Box::pin(async move {
+            let s: Settings = ctx.settings().await?;
+            Ok(format!("{} x{}", s.units, s.retries))
+        })
+    });
+    let host = TestHost::new().settings(json!({"units": "metric", "retries": 3}));
+    assert_eq!(host.call(&tool, json!({})), Ok("metric x3".to_owned()));
+    assert_eq!(
+        host.host_requests(),
+        [("plugin.settings".to_owned(), json!({}))]
+    );
+    assert_eq!(call(&tool, json!({})), Ok("kelvin x1".to_owned()));
+    let wrong = TestHost::new().settings(json!({"retries": "three"}));
+    match wrong.call(&tool, json!({})) {
+        Err(ToolError::Failed(m)) => assert!(
+            m.contains("the plugin's settings do not fit")
+                && m.contains("invalid type")
+                && m.contains("[plugins.NAME.settings]"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -35,6 +35,7 @@ use crate::calls::tool::{DynTool, ToolOrigin};
 use crate::plugins::load::error::{LoadErrorKind, PluginLoadError};
 use crate::plugins::load::trust::{TrustPolicy, TrustRefusal};
 use crate::plugins::run::plugin_tool::{LoadedPlugin, PluginTool};
+use crate::plugins::settings::PluginSettings;
 use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
@@ -75,6 +76,8 @@ pub struct LoadPolicy {
     pub trust: TrustPolicy,
     /// Which plugins run in worker processes, and how those are confined.
     pub isolation: Arc<IsolationPolicy>,
+    /// What each plugin's `ctx.settings()` reads (`[plugins.NAME.settings]`).
+    pub settings: PluginSettings,
 }
 
 impl Default for LoadPolicy {
@@ -84,6 +87,7 @@ impl Default for LoadPolicy {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             trust: TrustPolicy::default(),
             isolation: Arc::default(),
+            settings: PluginSettings::default(),
         }
     }
 }
@@ -398,7 +402,8 @@ impl PluginLoader {
                     });
                 }
             };
-        let tools = started.plugin.tools(started.tools);
+        let settings = self.policy.settings.of(&started.name);
+        let tools = started.plugin.tools(started.tools, settings);
         Ok(LoadedPlugin {
             name: started.name,
             version: started.version,
@@ -420,32 +425,33 @@ impl PluginLoader {
         copy: &Path,
         sha256: &str,
     ) -> Result<LoadedPlugin, LoadErrorKind> {
-        load_library(file, copy, sha256, false, true)
+        load_library(file, copy, sha256, &self.policy.settings)
     }
 }
 
-/// Maps the private copy `copy` of `file` and reads its plugin: abi_stable's checks, the
-/// host's, then the tools. `in_worker`: a plugin built with panic = "abort" is fine (an
-/// abort ends only the worker) and the copy stays (the host owns it); in the host the
-/// copy is unlinked as soon as dlopen returns.
+/// Maps the private copy `copy` of `file` into this process and reads its plugin:
+/// abi_stable's checks, the host's, then the tools, whose calls get the plugin's
+/// `settings`. The copy is unlinked as soon as dlopen returns.
 pub(crate) fn load_library(
     file: &Path,
     copy: &Path,
     sha256: &str,
-    in_worker: bool,
-    unlink_copy: bool,
+    settings: &PluginSettings,
 ) -> Result<LoadedPlugin, LoadErrorKind> {
-    load_library_tools(file, copy, sha256, in_worker, unlink_copy).map(|(plugin, _)| plugin)
+    load_library_tools(file, copy, sha256, false, true, Some(settings)).map(|(plugin, _)| plugin)
 }
 
 /// [`load_library`], with the plugin's tools as [`PluginTool`]s too (a worker runs them
-/// straight on its plugin threads).
+/// straight on its plugin threads). `in_worker`: a plugin built with panic = "abort" is
+/// fine (an abort ends only the worker). `settings`: `None` in a worker, whose plugin's
+/// settings requests go to the host like its other services.
 pub(crate) fn load_library_tools(
     file: &Path,
     copy: &Path,
     sha256: &str,
     in_worker: bool,
     unlink_copy: bool,
+    settings: Option<&PluginSettings>,
 ) -> Result<(LoadedPlugin, Vec<Arc<PluginTool>>), LoadErrorKind> {
     let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
         action: "read the private copy",
@@ -517,10 +523,11 @@ pub(crate) fn load_library_tools(
     }
     // Each tool object becomes a PluginTool or is dropped right away, so every one is
     // freed exactly once; a tool whose metadata fails is left out, the others stay.
+    let plugin_settings = settings.map(|all| all.of(&name));
     let mut read: Vec<(usize, PluginTool)> = Vec::with_capacity(ffi_tools.len());
     let mut skipped_tools = Vec::new();
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
-        match PluginTool::new(ffi, origin.clone(), index) {
+        match PluginTool::new(ffi, origin.clone(), index, plugin_settings.clone()) {
             Ok(t) => read.push((index, t)),
             Err(e) => skipped_tools.push(e.to_string()),
         }

@@ -90,6 +90,9 @@ pub(crate) struct PluginTool {
     name: Arc<str>,
     plugin: Arc<str>,
     origin: ToolOrigin,
+    /// The plugin's settings, answered to its `plugin.settings` requests; `None` in a
+    /// worker, which asks the host.
+    settings: Option<Arc<serde_json::Value>>,
 }
 
 /// The plugin's tool object, shared by the tool and its calls in flight: a call still
@@ -111,6 +114,7 @@ impl PluginTool {
         ffi: FfiTool,
         origin: ToolOrigin,
         index: usize,
+        settings: Option<Arc<serde_json::Value>>,
     ) -> Result<PluginTool, UnreadableTool> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
@@ -120,6 +124,7 @@ impl PluginTool {
                 plugin: Arc::from(origin.plugin_name()),
                 spec,
                 origin,
+                settings,
             }),
             Err(e) => {
                 // SAFETY: the tool is not used again; the plugin's drop swallows panics.
@@ -186,6 +191,7 @@ impl PluginTool {
             ctx: ctx.clone(),
             tool: Arc::clone(&self.name),
             plugin: Arc::clone(&self.plugin),
+            settings: self.settings.clone(),
             runtime,
         };
         Box::pin(PluginCall::new(Arc::clone(&self.object), state, args))
