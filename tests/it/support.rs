@@ -94,6 +94,15 @@ pub(crate) fn built() -> &'static Path {
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
         ]);
+        // Its own workspace: today's API sources versioned 0.2.0 (another crate series).
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "--manifest-path",
+            "tests/fixtures/series-0.2/Cargo.toml",
+        ]);
         // The compatibility fixtures: each in its own workspace beside the verbatim sources
         // of the plugin-api it was built against (tests/compat/api-*/).
         for manifest in compat_manifests() {
