@@ -28,12 +28,16 @@ pub struct CheckedTool {
 pub enum SchemaRole {
     /// The argument schema (`schema()`): calls are validated against it.
     Arguments,
+    /// An output schema (MCP's `outputSchema`): structured results are validated against
+    /// it, and MCP requires an object schema.
+    Output,
 }
 
 impl SchemaRole {
     fn what(self) -> &'static str {
         match self {
             SchemaRole::Arguments => "argument schema",
+            SchemaRole::Output => "output schema",
         }
     }
 
@@ -42,6 +46,7 @@ impl SchemaRole {
             SchemaRole::Arguments => {
                 "tool arguments are always a JSON object, so no call could pass it"
             }
+            SchemaRole::Output => "MCP requires an object schema for structured results",
         }
     }
 
@@ -49,6 +54,9 @@ impl SchemaRole {
         match self {
             SchemaRole::Arguments => {
                 "fix the tool's `schema()` (or the argument type it is derived from)"
+            }
+            SchemaRole::Output => {
+                "fix the tool's `output_schema()` (or the output type it is derived from)"
             }
         }
     }
@@ -77,7 +85,8 @@ pub fn check_tool(meta: &ToolMetadata) -> Result<CheckedTool, String> {
     let schema = |role: SchemaRole, schema: &Value| {
         check_schema(role, schema).map_err(|e| format!("tool '{name}': {e}"))
     };
-    // One line per schema a tool declares.
+    // One line per schema a tool declares (and its field in `CheckedTool`); an optional
+    // one reads `meta.x.as_ref().map(|s| schema(SchemaRole::Output, s)).transpose()?`.
     let arguments = schema(SchemaRole::Arguments, &meta.schema)?;
     Ok(CheckedTool { arguments })
 }
@@ -277,8 +286,14 @@ mod tests {
             serde_json::json!({"type": "array"}),
             serde_json::json!(true),
         ] {
-            let err = check_tool(&meta("listy", schema)).expect_err("refused");
+            let err = check_tool(&meta("listy", schema.clone())).expect_err("refused");
             assert!(err.contains("always a JSON object"), "{err}");
+            let err = check_schema(SchemaRole::Output, &schema).expect_err("refused");
+            assert!(
+                err.starts_with("its output schema's top level is ")
+                    && err.contains("MCP requires an object schema"),
+                "{err}"
+            );
         }
     }
 
