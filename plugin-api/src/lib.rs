@@ -133,6 +133,12 @@
 //! built against an *older* minor one than its own (0.1.x plugins on a 0.2 host). A
 //! plugin built against a newer patch or minor version passes the version check and is
 //! then judged by the layout checks.
+//!
+//! The layout checks also compare the crate's series: every layout abi_stable derives
+//! carries this crate's version, and layouts of another `0.minor` (major after 1.0) are
+//! refused even where unchanged ("incompatible package versions"). So the crate's series
+//! always equals the ABI's (a unit test keeps them together): a crate 0.2.0 comes with
+//! ABI 0.2.0, and hosts name both numbers when they refuse a plugin.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
