@@ -143,6 +143,7 @@ pub use plugins::load::trust::{
 };
 pub use plugins::run::call_pool::StuckCall;
 pub use plugins::run::plugin_tool::LoadedPlugin;
+pub use plugins::settings::PluginSettings;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;

@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
-    HostRequest, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, StateDirAnswer,
+    HostRequest, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, SettingsAnswer,
+    StateDirAnswer,
 };
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -653,6 +654,41 @@ impl ToolContext<'_> {
         let request = HostRequest::SessionsSearch(query.clone());
         let answer: SessionsSearchAnswer = self.request(&request).await?;
         Ok(answer.hits)
+    }
+
+    /// This plugin's settings: the `[plugins.NAME.settings]` table of the host's config
+    /// (any TOML, `NAME` being the plugin's name in `export_plugin!`), read into `T`. A
+    /// config without the table gives `{}`, so a `T` whose fields all have defaults
+    /// (`#[serde(default)]`) reads its defaults. In tests, `TestHost::settings` sets it.
+    ///
+    /// Fails with [`ServiceError::Unavailable`] on a host older than plugin-api 0.1.4
+    /// ("this host does not know the request 'plugin.settings'"), and with
+    /// [`ServiceError::Failed`] when the table does not fit `T` (the message says which
+    /// key, and where to fix it).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// #[derive(serde::Deserialize, Default)]
+    /// #[serde(default)]
+    /// struct Settings {
+    ///     units: Option<String>,
+    /// }
+    ///
+    /// async fn units(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     let settings: Settings = ctx.settings().await?;
+    ///     Ok(settings.units.unwrap_or_else(|| "metric".into()))
+    /// }
+    /// ```
+    pub async fn settings<T: DeserializeOwned>(&self) -> Result<T, ServiceError> {
+        let answer: SettingsAnswer = self.request(&HostRequest::PluginSettings(NoParams)).await?;
+        serde_json::from_value(answer.settings).map_err(|e| {
+            ServiceError::Failed(format!(
+                "the plugin's settings do not fit {}: {e}; fix [plugins.NAME.settings] in the \
+                 host's config",
+                std::any::type_name::<T>()
+            ))
+        })
     }
 
     /// Sends a typed request to the host and reads its typed answer (see [`HostRequest`]

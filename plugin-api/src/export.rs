@@ -53,8 +53,9 @@ macro_rules! __root_module_symbol {
 /// ```
 ///
 /// `tools` are expressions of types implementing [`Tool`] (or [`crate::TypedTool`]). They
-/// are created when the host loads the plugin; a panic there fails the load with the panic
-/// message instead of crashing the host.
+/// are created when the host loads the plugin, each on its own: one whose expression
+/// panics is left out with a message naming it (`creating tool #2 (`Search::new()`)
+/// panicked: ...`) instead of crashing the host, and the others load.
 #[macro_export]
 macro_rules! export_plugin {
     (name: $name:expr, version: $version:expr, tools: [$($tool:expr),* $(,)?] $(,)?) => {
@@ -62,7 +63,16 @@ macro_rules! export_plugin {
         #[unsafe(export_name = $crate::__root_module_symbol!())]
         pub static __TOOLHOST_PLUGIN_ROOT: $crate::__private::LibHeader = {
             fn __toolhost_tools() -> ::std::vec::Vec<$crate::ffi::FfiTool> {
-                ::std::vec![$($crate::__private::into_ffi_tool($tool)),*]
+                // Each tool is created on its own: one that panics is left out, named.
+                let mut tools = ::std::vec::Vec::new();
+                $(
+                    tools.push($crate::__private::create_tool(
+                        tools.len() + 1,
+                        ::core::stringify!($tool),
+                        || $tool,
+                    ));
+                )*
+                tools
             }
             extern "C" fn __toolhost_export_tools() -> $crate::__private::ToolsResult {
                 $crate::__private::export_tools(__toolhost_tools)
@@ -126,7 +136,9 @@ fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
             }
         }));
     });
-    let was = QUIET.with(|q| q.replace(true));
+    // Built with panic = "abort", a panic here ends the process (a worker) uncaught: the
+    // hook must print it, so the host can give the worker's last words.
+    let was = QUIET.with(|q| q.replace(cfg!(panic = "unwind")));
     let result = catch_unwind(AssertUnwindSafe(f));
     QUIET.with(|q| q.set(was));
     result
@@ -141,6 +153,52 @@ pub fn export_tools(make: fn() -> Vec<FfiTool>) -> ToolsResult {
             "creating the tools panicked: {}",
             take_message(payload)
         ))),
+    }
+}
+
+/// The start of the message of a tool whose creation panicked (see [`create_tool`]):
+/// hosts show that message as it is.
+#[doc(hidden)]
+pub const CREATING_TOOL: &str = "creating tool #";
+
+/// Creates one tool of `export_plugin!`'s list, catching a panic: the tool that panicked
+/// becomes a [`FailedTool`], which every host (old ones too) leaves out with the message,
+/// and the plugin's other tools still load.
+#[doc(hidden)]
+pub fn create_tool<T: Tool>(position: usize, expr: &str, make: impl FnOnce() -> T) -> FfiTool {
+    match quietly(make) {
+        Ok(tool) => into_ffi_tool(tool),
+        Err(payload) => into_ffi_tool(FailedTool(format!(
+            "{CREATING_TOOL}{position} (`{expr}`) panicked: {}",
+            take_message(payload)
+        ))),
+    }
+}
+
+/// A tool whose creation panicked, exported in its place. Reading its name fails with
+/// the message (a host's metadata reader turns a panicking getter into an error, so every
+/// host, including those that predate this, leaves it out with that message); it cannot
+/// be called.
+#[doc(hidden)]
+pub struct FailedTool(String);
+
+impl Tool for FailedTool {
+    fn name(&self) -> &str {
+        // The one way a 0.1.x tool table says "leave me out, because ...": a getter that
+        // fails. `guarded` catches it quietly and hands the message to the host.
+        std::panic::panic_any(self.0.clone())
+    }
+    fn description(&self) -> &str {
+        &self.0
+    }
+    fn schema(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn risk(&self) -> crate::Risk {
+        crate::Risk::Deny
+    }
+    async fn call(&self, _: &ToolContext<'_>, _: serde_json::Value) -> Result<String, ToolError> {
+        Err(ToolError::Failed(self.0.clone()))
     }
 }
 
@@ -370,7 +428,7 @@ pub struct ToolMetadata {
 /// do, so their messages are the same: `Err` says why a host leaves the tool out (a
 /// panicking getter, a schema or requirements that are not JSON, a text over a cap of
 /// [`crate::limits`], measured before it is copied or parsed), naming the tool by name,
-/// or as `tool #index` when its name cannot be read.
+/// or as `tool #N` (numbered from 1, as in `export_plugin!`) when its name cannot be read.
 ///
 /// # Safety
 /// `tool` must be an object exported with its vtable (what [`into_ffi_tool`] and the
@@ -382,12 +440,19 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
     // Every text is measured as it crosses, before it is copied or parsed (see `limits`).
     // SAFETY (every vtable call below): the caller guarantees `this` is the live object
     // exported with `vt`.
-    let name = unsafe { (vt.name())(this) }
-        .into_result()
-        .map_err(|m| format!("tool #{index}: {}", panicked("name", m)))?;
+    // Tools are numbered from 1, as they are written in `export_plugin!`.
+    let position = index + 1;
+    let name = unsafe { (vt.name())(this) }.into_result().map_err(|m| {
+        if m.starts_with(CREATING_TOOL) {
+            // A tool whose creation panicked (`create_tool`): the message names it.
+            m.into_string()
+        } else {
+            format!("tool #{position}: {}", panicked("name", m))
+        }
+    })?;
     if name.len() > MAX_NAME_BYTES {
         return Err(format!(
-            "tool #{index}: its name is {} bytes, more than the {} allowed; shorten it",
+            "tool #{position}: its name is {} bytes, more than the {} allowed; shorten it",
             grouped(name.len()),
             grouped(MAX_NAME_BYTES)
         ));

@@ -174,6 +174,39 @@ pub const API_VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
 #[cfg(not(feature = "__test_newer_api"))]
 pub const ABI_VERSION: &str = "0.1.4";
 
+/// Which releases of this crate carry each ABI version, oldest first, as messages name
+/// them ("rebuild it against toolhost-plugin-api 0.1.4 (ABI 0.1.4)"). The ABI
+/// record test (`the_abi_version_names_exactly_these_fields`) keeps it: the last entry is
+/// [`ABI_VERSION`] and lists [`API_VERSION`]. A release adds its version to its ABI's
+/// entry, or one line for a new ABI.
+#[doc(hidden)]
+pub const ABI_RELEASES: &[(&str, &[&str])] = &[
+    ("0.1.0", &["0.1.0"]),
+    ("0.1.1", &["0.1.1"]),
+    ("0.1.2", &["0.1.2"]),
+    ("0.1.3", &["0.1.3"]),
+    ("0.1.4", &["0.1.4"]),
+];
+
+/// The crate releases that carry `abi`, with the ABI, as messages name them:
+/// `toolhost-plugin-api 0.1.4 (ABI 0.1.4)`; for an ABI of no release,
+/// `toolhost-plugin-api with ABI 0.1.99`.
+///
+/// ```
+/// use toolhost_plugin_api::ffi::abi_with_crates;
+/// assert_eq!(abi_with_crates("0.1.1"), "toolhost-plugin-api 0.1.1 (ABI 0.1.1)");
+/// assert_eq!(abi_with_crates("9.9.9"), "toolhost-plugin-api with ABI 9.9.9");
+/// ```
+#[doc(hidden)]
+pub fn abi_with_crates(abi: &str) -> String {
+    match ABI_RELEASES.iter().find(|(a, _)| *a == abi) {
+        Some((_, crates)) => {
+            format!("toolhost-plugin-api {} (ABI {abi})", crates.join(" or "))
+        }
+        None => format!("toolhost-plugin-api with ABI {abi}"),
+    }
+}
+
 /// The ABI version the test-only newer API pretends to have.
 #[cfg(feature = "__test_newer_api")]
 pub const ABI_VERSION: &str = "0.1.99";

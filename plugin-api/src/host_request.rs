@@ -39,6 +39,11 @@ pub enum HostRequest {
     /// Answered with [`SessionsSearchAnswer`].
     #[serde(rename = "sessions.search")]
     SessionsSearch(SessionQuery),
+    /// `plugin.settings` (0.1.4): the calling plugin's settings, the host config's
+    /// `[plugins.NAME.settings]` table. Takes no parameters. Answered with
+    /// [`SettingsAnswer`].
+    #[serde(rename = "plugin.settings")]
+    PluginSettings(NoParams),
 }
 
 /// The parameters of a request that takes none: sent as `{}`, anything accepted.
@@ -128,7 +133,8 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 2] = ["profile.state_dir", "sessions.search"];
+    pub const METHODS: [&'static str; 3] =
+        ["profile.state_dir", "sessions.search", "plugin.settings"];
 
     /// The method name and the parameters, as they cross the ABI.
     ///
@@ -210,6 +216,21 @@ pub struct SessionsSearchAnswer {
     pub hits: Vec<SessionHit>,
 }
 
+/// The answer to [`HostRequest::PluginSettings`]: `{"settings": {...}}`, the plugin's
+/// `[plugins.NAME.settings]` table as JSON (`{}` when the config has none).
+///
+/// ```
+/// use toolhost_plugin_api::SettingsAnswer;
+///
+/// let answer: SettingsAnswer = serde_json::from_str(r#"{"settings": {"units": "metric"}}"#).unwrap();
+/// assert_eq!(answer.settings["units"], "metric");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingsAnswer {
+    /// The settings table.
+    pub settings: Value,
+}
+
 /// Any answer of the host's, as it crosses the ABI (its JSON is the inner answer's).
 ///
 /// ```
@@ -226,6 +247,14 @@ pub enum HostAnswer {
     StateDir(StateDirAnswer),
     /// To [`HostRequest::SessionsSearch`].
     SessionsSearch(SessionsSearchAnswer),
+    /// To [`HostRequest::PluginSettings`].
+    Settings(SettingsAnswer),
+}
+
+impl From<SettingsAnswer> for HostAnswer {
+    fn from(answer: SettingsAnswer) -> Self {
+        HostAnswer::Settings(answer)
+    }
 }
 
 impl From<StateDirAnswer> for HostAnswer {

@@ -35,7 +35,9 @@
 //!   [`progress`](ToolContext::progress), [`ask_user`](ToolContext::ask_user),
 //!   [`sample`](ToolContext::sample) (the caller's model),
 //!   [`child_turn`](ToolContext::child_turn), [`state_dir`](ToolContext::state_dir) (a
-//!   folder per profile) and [`search_sessions`](ToolContext::search_sessions).
+//!   folder per profile), [`search_sessions`](ToolContext::search_sessions) and
+//!   [`settings`](ToolContext::settings) (the plugin's `[plugins.NAME.settings]` table
+//!   from the host's config, beside its [`Requirements`]).
 //! - [`ToolContext::blocking`] and [`blocking()`] for blocking work, [`Requirements`] for
 //!   what a tool needs on the machine, [`Content`] for output that is more than text.
 //! - [`schema_for`] and [`tidy_schema`] for argument schemas models read well.
@@ -47,7 +49,10 @@
 //!
 //! # Crate features
 //! - `testing`: the module `toolhost_plugin_api::testing` (above); enable it in
-//!   `[dev-dependencies]` only.
+//!   `[dev-dependencies]` only. It enables `check`.
+//! - `check`: the metadata check hosts run before they take a tool (name, schemas, the
+//!   export list), which the harness runs too; it pulls in jsonschema, the schema
+//!   compiler hosts use. Hosts enable it; a plugin's own build never needs it.
 //! - `__test_newer_api`: for this repository's compatibility tests only; never enable it.
 //!
 //! # Rules a plugin lives by
@@ -78,8 +83,9 @@
 //! - Watch [`ToolContext::is_cancelled`] or [`ToolContext::until_cancelled`] in anything
 //!   long: the host cancels calls when a turn is stopped or a call times out.
 //!
-//! This crate does no I/O and depends on none of the host's runtime crates (tokio, notify,
-//! toml, jsonschema, ...); the workspace's CI checks that with `cargo tree`. One
+//! This crate does no I/O and its default build depends on none of the host's runtime
+//! crates (tokio, notify, toml, jsonschema, ...); the workspace's CI checks that with
+//! `cargo tree`. (The `check` feature, and `testing` with it, add jsonschema.) One
 //! exception cannot be avoided: abi_stable itself links libloading 0.7 (for hosts that
 //! load libraries); plugins never call it, and this crate adds no dependency on it.
 //!
@@ -127,10 +133,18 @@
 //! built against an *older* minor one than its own (0.1.x plugins on a 0.2 host). A
 //! plugin built against a newer patch or minor version passes the version check and is
 //! then judged by the layout checks.
+//!
+//! The layout checks also compare the crate's series: every layout abi_stable derives
+//! carries this crate's version, and layouts of another `0.minor` (major after 1.0) are
+//! refused even where unchanged ("incompatible package versions"). So the crate's series
+//! always equals the ABI's (a unit test keeps them together): a crate 0.2.0 comes with
+//! ABI 0.2.0, and hosts name both numbers when they refuse a plugin.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod blocking;
+#[cfg(feature = "check")]
+mod check;
 mod content;
 mod context;
 mod export;
@@ -160,7 +174,7 @@ pub use context::{
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
     HostAnswer, HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery,
-    SessionsSearchAnswer, StateDirAnswer,
+    SessionsSearchAnswer, SettingsAnswer, StateDirAnswer,
 };
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};
@@ -171,13 +185,19 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 /// Used by the host and by `export_plugin!`; not part of the stable interface.
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(feature = "check")]
+    pub use crate::check::{
+        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_schema, check_tool,
+        check_tool_count, duplicate_tools,
+    };
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        ToolMetadata, ToolsResult, call_root_module_loader, export_tools, grouped, into_ffi_tool,
-        lib_header, read_tool_metadata, root_module,
+        CREATING_TOOL, FailedTool, ToolMetadata, ToolsResult, call_root_module_loader, create_tool,
+        export_tools, grouped, into_ffi_tool, lib_header, read_tool_metadata, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};
+    pub use crate::unwind::panic_hint;
     pub use abi_stable::library::{LibHeader, RootModuleResult};
 }
 
@@ -302,6 +322,16 @@ mod tests {
                 ),
             ],
         );
+        // The table of releases names this crate's version under this ABI.
+        assert!(
+            crate::ffi::ABI_RELEASES
+                .last()
+                .is_some_and(|(abi, crates)| *abi == crate::ABI_VERSION
+                    && crates.contains(&crate::API_VERSION)),
+            "add {} to ABI {} in ffi::ABI_RELEASES",
+            crate::API_VERSION,
+            crate::ABI_VERSION
+        );
         assert_eq!(
             (
                 crate::ABI_VERSION,
@@ -310,6 +340,32 @@ mod tests {
                 fields_of(host, "HostVTable"),
             ),
             expected
+        );
+    }
+
+    /// abi_stable refuses layouts from another series of this crate (`0.minor`, `major`
+    /// after 1.0: "incompatible package versions") even when they are unchanged, and
+    /// loaders check the ABI version: the two agree only if the crate's series is the
+    /// ABI's. A crate bumped to 0.2.0 must bump ABI_VERSION to 0.2.0 too.
+    #[test]
+    #[cfg(not(feature = "__test_newer_api"))]
+    fn the_crate_series_is_the_abi_series() {
+        fn series(v: &str) -> (&str, &str) {
+            let mut parts = v.split('.');
+            let major = parts.next().unwrap_or_default();
+            let minor = parts.next().unwrap_or_default();
+            if major == "0" {
+                (major, minor)
+            } else {
+                (major, "")
+            }
+        }
+        assert_eq!(
+            series(crate::API_VERSION),
+            series(crate::ABI_VERSION),
+            "crate {} and ABI {} are of different series",
+            crate::API_VERSION,
+            crate::ABI_VERSION
         );
     }
 

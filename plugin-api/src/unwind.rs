@@ -144,6 +144,31 @@ pub fn dispose_payload(payload: Box<dyn Any + Send>) {
     }
 }
 
+/// What hosts and the test harness append to a tool's panic message when it shows a
+/// runtime used inside a plugin (tokio's "there is no reactor running", "must be called
+/// from the context of a Tokio 1.x runtime"): a plugin has no runtime of its own, and the
+/// context's services are the way out. Empty for any other panic.
+///
+/// ```
+/// use toolhost_plugin_api::__private::panic_hint;
+/// assert!(panic_hint("there is no reactor running, must be called from the context of \
+///     a Tokio 1.x runtime").contains("ctx.sleep"));
+/// assert_eq!(panic_hint("index out of bounds"), "");
+/// ```
+#[doc(hidden)]
+pub fn panic_hint(message: &str) -> &'static str {
+    const RUNTIME_PANICS: [&str; 2] = [
+        "there is no reactor running",
+        "must be called from the context of a Tokio",
+    ];
+    if RUNTIME_PANICS.iter().any(|p| message.contains(p)) {
+        " (a plugin has no tokio runtime: use ctx.sleep for timers and ctx.blocking for \
+         blocking work)"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,3 +202,199 @@ fn every_command_has_help() {
         assert!(text(&out.stdout).contains("Usage"));
     }
 }
+
+/// A tool with a name and schema of the test's choosing, as `fixture-stumbles` exports.
+struct Shaped(String, Value);
+
+impl toolhost_plugin_api::Tool for Shaped {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn description(&self) -> &str {
+        "A tool with a name and schema of the test's choosing."
+    }
+    fn schema(&self) -> Value {
+        self.1.clone()
+    }
+    fn risk(&self) -> toolhost_plugin_api::Risk {
+        toolhost_plugin_api::Risk::Read
+    }
+    async fn call(
+        &self,
+        _ctx: &toolhost_plugin_api::ToolContext<'_>,
+        _args: Value,
+    ) -> Result<String, toolhost_plugin_api::ToolError> {
+        Ok(String::new())
+    }
+}
+
+/// What a third-party author's `cargo test` passed and `toolhost check` refused: the host
+/// refuses each of fixture-stumbles' bad tools with the message the plugin test harness
+/// gives for the same tool (one shared check), marks it `refused:`, and serves the rest
+/// with their requirements and argument schema.
+#[test]
+fn check_refuses_what_the_harness_refuses_with_the_same_messages() {
+    let file = so("fixture_stumbles");
+    let out = toolhost(&["check", "--json", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let problems: Vec<&str> = report["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let object = serde_json::json!({"type": "object"});
+    let harness_refuses = [
+        Shaped("Search Notes".into(), object.clone()),
+        Shaped(String::new(), object.clone()),
+        Shaped("n".repeat(77), object.clone()),
+        Shaped(
+            "strnig".into(),
+            serde_json::json!({"type": "object", "properties": {"query": {"type": "strnig"}}}),
+        ),
+        Shaped(
+            "listy".into(),
+            serde_json::json!({"type": "array", "items": {}}),
+        ),
+    ];
+    let mut expected: Vec<String> = harness_refuses
+        .iter()
+        .map(|tool| {
+            let host = toolhost_plugin_api::testing::TestHost::new();
+            let refused = std::panic::catch_unwind(|| host.describe(tool));
+            let message = toolhost_plugin_api::take_message(refused.expect_err("refused"));
+            message
+                .strip_prefix("a host would not load this tool: ")
+                .unwrap_or_else(|| panic!("{message}"))
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        expected[3].contains("at /properties/query/type: "),
+        "{}",
+        expected[3]
+    );
+    // What `testing::check_plugin` says of the export list as a whole.
+    expected.push("creating tool #8 (`Search::new()`) panicked: the index file is missing".into());
+    expected.push(
+        "plugin 'stumbles' exports two tools named 'search_notes' (#1 and #7); rename one".into(),
+    );
+    let expected: Vec<String> = expected
+        .into_iter()
+        .map(|m| format!("{m}; the tool would be left out"))
+        .collect();
+    assert_eq!(problems, expected);
+    let tools = report["tools"].as_array().expect("tools");
+    let refused: Vec<&str> = tools.iter().filter_map(|t| t["refused"].as_str()).collect();
+    assert_eq!(refused.len(), 7, "{tools:?}");
+    assert_eq!(tools.len(), 10, "{tools:?}");
+    let served = tools
+        .iter()
+        .find(|t| t["name"] == "search_notes")
+        .expect("search_notes is served");
+    assert_eq!(served["schema"], object);
+    assert_eq!(
+        served["requirements"],
+        serde_json::json!({"env": [], "programs": []})
+    );
+
+    let out = toolhost(&["check", file.to_str().expect("utf-8")]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("tools:       10 (7 refused)")
+            && stdout
+                .contains("  refused: plugin 'stumbles' exports two tools named 'search_notes'")
+            && stdout.contains("    arguments: {\"type\":\"object\"}")
+            && stdout.contains("    requires:  nothing"),
+        "{stdout}"
+    );
+}
+
+/// tokio's timer used inside a plugin panics ("there is no reactor running"); the host
+/// says what to use instead, in process and in a worker (`--isolate`).
+#[test]
+fn a_tool_using_tokio_gets_the_hint_towards_the_context_services_in_any_mode() {
+    let dir = PluginDir::with(&["fixture_stumbles"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    for mode in [&[][..], &["--isolate"][..]] {
+        let mut args = vec!["call", "tokio_sleep", "{}", "--yes", "--plugins", d];
+        args.extend_from_slice(mode);
+        let out = toolhost(&args);
+        assert_eq!(out.status.code(), Some(1), "{mode:?}");
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            all.contains("tool 'tokio_sleep' panicked: ")
+                && all.contains("there is no reactor running")
+                && all.contains(
+                    "(a plugin has no tokio runtime: use ctx.sleep for timers and \
+                     ctx.blocking for blocking work)"
+                ),
+            "{mode:?}: {all}"
+        );
+    }
+}
+
+/// `[plugins.NAME.settings]` (any TOML) reaches the plugin's `ctx.settings()`, in process
+/// and in a worker; a plugin without the table gets `{}`; a call with no profile gets them
+/// too (they are the plugin's, not the profile's).
+#[test]
+fn plugin_settings_from_the_config_reach_the_plugin_in_process_and_in_a_worker() {
+    let dir = PluginDir::with(&["fixture_stumbles"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    let work = tempfile::tempdir().expect("temp dir");
+    let with = work.path().join("with.toml");
+    std::fs::write(
+        &with,
+        "[plugins.stumbles.settings]\nunits = \"metric\"\nretries = 3\n\
+         [plugins.stumbles.settings.api]\nurls = [\"a\", \"b\"]\n\
+         [plugins.other.settings]\nsecret = \"not for stumbles\"\n",
+    )
+    .expect("write config");
+    let without = work.path().join("without.toml");
+    std::fs::write(&without, "").expect("write config");
+    for mode in [&[][..], &["--isolate"][..]] {
+        for (config, expected) in [
+            (
+                &with,
+                serde_json::json!({"units": "metric", "retries": 3, "api": {"urls": ["a", "b"]}}),
+            ),
+            (&without, serde_json::json!({})),
+        ] {
+            let config = config.to_str().expect("utf-8");
+            let mut args = vec![
+                "--config",
+                config,
+                "call",
+                "settings_echo",
+                "{}",
+                "--yes",
+                "--plugins",
+                d,
+            ];
+            args.extend_from_slice(mode);
+            let out = toolhost(&args);
+            assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
+            let got: Value = serde_json::from_str(text(&out.stdout).trim()).expect("json");
+            assert_eq!(got, expected, "{mode:?}");
+        }
+    }
+    // A key that is not a plugin's settings table is named.
+    let bad = work.path().join("bad.toml");
+    std::fs::write(&bad, "[plugins.stumbles]\nsetings = {}\n").expect("write config");
+    let out = toolhost(&[
+        "--config",
+        bad.to_str().expect("utf-8"),
+        "list",
+        "--plugins",
+        d,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown key `plugins.stumbles.setings`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

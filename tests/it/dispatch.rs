@@ -149,7 +149,11 @@ async fn arguments_that_violate_the_schema_never_reach_the_plugin() {
         let r = d
             .call(&registry, &turn(), call("1", "record_args", bad.clone()))
             .await;
-        assert_eq!(r.error, Some(CallErrorKind::InvalidArgs), "{bad}: {r:?}");
+        assert_eq!(
+            r.error,
+            Some(CallErrorKind::SchemaViolation),
+            "{bad}: {r:?}"
+        );
         assert!(r.output.starts_with("invalid arguments: "), "{}", r.output);
         assert!(!path.exists(), "the plugin ran with {bad}");
     }

@@ -513,3 +513,27 @@ async fn status_and_listing_show_each_plugins_mode() {
     assert_eq!(of("echo"), Some(json!("process")));
     assert_eq!(of("greet"), Some(json!("in-process")));
 }
+
+/// A plugin built with panic = "abort" whose tool's constructor panics aborts its worker
+/// while loading; the error gives the worker's last words (the panic message), as a crash
+/// during a call does.
+#[test]
+fn a_worker_that_aborts_while_loading_gives_its_last_words() {
+    let dir = PluginDir::with(&[]);
+    std::fs::copy(
+        so("fixture_abort_at_load"),
+        dir.path().join("libfixture_abort_at_load.so"),
+    )
+    .expect("install");
+    let out = toolhost_command()
+        .args(["list", "--isolate", "--plugins"])
+        .arg(dir.path())
+        .output()
+        .expect("list --isolate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("while loading it (its last words: ")
+            && err.contains("the index file /nowhere/notes.idx is missing"),
+        "{err}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use toolhost::LoadErrorKind;
 
-use crate::support::{PluginDir, load, loader};
+use crate::support::{PluginDir, built, load, loader};
 
 fn error_for<'a>(report: &'a toolhost::LoadReport, file: &str) -> &'a toolhost::PluginLoadError {
     report
@@ -81,6 +81,38 @@ fn broken_files_each_get_their_own_error_and_good_plugins_still_load() {
         "names both versions and the side to change: {text}"
     );
     assert!(!text.contains("modified"), "{text}");
+}
+
+/// A plugin built against today's API sources versioned 0.2.0 (layouts and ABI
+/// unchanged) is refused by abi_stable's check of the crate's series; the host says so,
+/// naming both crate versions and what to rebuild against, instead of a layout diff.
+#[test]
+fn a_plugin_of_another_crate_series_is_refused_naming_both_crate_versions() {
+    let dir = PluginDir::with(&[]);
+    std::fs::copy(
+        built().join("debug").join("libfixture_series_0_2.so"),
+        dir.path().join("libfixture_series_0_2.so"),
+    )
+    .expect("install");
+    let (report, _, _) = load(&dir);
+    let refused = error_for(&report, "libfixture_series_0_2.so");
+    let LoadErrorKind::OtherCrateSeries {
+        plugin_crate,
+        host_crate,
+    } = &refused.kind
+    else {
+        panic!("expected the crate-series refusal, got {refused}");
+    };
+    assert_eq!(
+        (plugin_crate.as_str(), host_crate.as_str()),
+        ("0.2.0", toolhost::API_VERSION)
+    );
+    let text = refused.to_string();
+    assert!(
+        text.contains("built against toolhost-plugin-api 0.2.0, another series than this host's")
+            && text.contains(&format!("(ABI {})", toolhost::ABI_VERSION)),
+        "{text}"
+    );
 }
 
 #[test]

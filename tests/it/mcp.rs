@@ -472,3 +472,43 @@ fn over_stdio_a_program_a_plugin_starts_cannot_touch_the_protocol_stream() {
         client.garbage.lock().expect("lock")
     );
 }
+
+/// The hint "(check the arguments against the inputSchema ...)" goes only with arguments
+/// the schema refused (`SchemaViolation`); a tool's own "invalid arguments" (hello's
+/// unknown language) is not a schema problem, and the hint would mislead the model.
+#[test]
+fn the_input_schema_hint_is_given_only_for_schema_violations() {
+    let plugins = PluginDir::with(&["hello_tools"]);
+    let state = tempfile::tempdir().expect("temp dir");
+    let mut cmd = toolhost_command();
+    cmd.args(["serve", "--mcp", "stdio", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(state.path().join("c.sock"));
+    let mut client = RawClient::start(cmd);
+    let call = |client: &mut RawClient, arguments: serde_json::Value| {
+        let reply = client.request(
+            "tools/call",
+            serde_json::json!({"name": "greet", "arguments": arguments}),
+        );
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text")
+            .to_owned()
+    };
+    let hint = "(check the arguments against the inputSchema of 'greet')";
+    let schema = call(&mut client, serde_json::json!({"name": 42}));
+    assert!(
+        schema.starts_with("invalid arguments: ") && schema.ends_with(hint),
+        "{schema}"
+    );
+    let own = call(
+        &mut client,
+        serde_json::json!({"name": "Ada", "language": "xx"}),
+    );
+    assert!(
+        own.starts_with("invalid arguments: language 'xx'") && !own.contains("inputSchema"),
+        "{own}"
+    );
+}

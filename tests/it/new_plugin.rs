@@ -81,7 +81,7 @@ fn a_new_plugin_tests_builds_checks_installs_and_answers() {
 
     let test = cargo(&dir, &["test", "--offline", "--quiet"]);
     assert!(test.status.success(), "cargo test: {}", text(&test));
-    assert!(text(&test).contains("5 passed"), "{}", text(&test));
+    assert!(text(&test).contains("6 passed"), "{}", text(&test));
 
     let release = cargo(&dir, &["build", "--release", "--offline", "--quiet"]);
     assert!(release.status.success(), "cargo build: {}", text(&release));

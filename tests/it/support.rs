@@ -73,6 +73,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-outcomes",
             "-p",
+            "fixture-stumbles",
+            "-p",
             "toolhost-utils",
             "-p",
             "hello-tools",
@@ -93,6 +95,15 @@ pub(crate) fn built() -> &'static Path {
             t,
             "--manifest-path",
             "tests/fixtures/incompatible/Cargo.toml",
+        ]);
+        // Its own workspace: today's API sources versioned 0.2.0 (another crate series).
+        cargo(&[
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "--manifest-path",
+            "tests/fixtures/series-0.2/Cargo.toml",
         ]);
         // The compatibility fixtures: each in its own workspace beside the verbatim sources
         // of the plugin-api it was built against (tests/compat/api-*/).
@@ -155,6 +166,8 @@ pub(crate) fn built() -> &'static Path {
             t,
             "-p",
             "fixture-abort",
+            "-p",
+            "fixture-abort-at-load",
             "--profile",
             "abort",
         ]);
@@ -207,7 +220,7 @@ pub(crate) fn echo_build(version: &str) -> PathBuf {
 
 /// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).
 pub(crate) fn so(lib: &str) -> PathBuf {
-    let profile = if lib == "fixture_abort" {
+    let profile = if lib == "fixture_abort" || lib == "fixture_abort_at_load" {
         "abort"
     } else {
         "debug"

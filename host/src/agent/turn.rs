@@ -107,7 +107,7 @@ impl AgentInner {
                                 "invalid arguments: not valid JSON ({e}); send the arguments \
                                  as one JSON object"
                             ),
-                            CallErrorKind::InvalidArgs,
+                            CallErrorKind::SchemaViolation,
                         ))),
                     }
                 }

@@ -111,8 +111,12 @@ pub enum CallErrorKind {
     NotApproved,
     /// The tool's requirements (environment, programs) are not met.
     Unavailable,
-    /// The arguments violated the schema, or the tool said they made no sense.
+    /// The tool said the arguments made no sense (its own `InvalidArgs`: a value out of
+    /// range, an unknown time zone).
     InvalidArgs,
+    /// The arguments do not match the tool's argument schema (or are not JSON): the host
+    /// refused them before the tool ran.
+    SchemaViolation,
     /// The tool ran and failed.
     Failed,
     /// The tool returned a structured result that does not match its output schema (or
@@ -453,7 +457,7 @@ impl<'a> CallJob<'a> {
             Ok(Err(problems)) => {
                 return Err(CallFailure::new(
                     format!("invalid arguments: {problems}"),
-                    CallErrorKind::InvalidArgs,
+                    CallErrorKind::SchemaViolation,
                 ));
             }
             Err(panic) => {

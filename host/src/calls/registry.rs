@@ -26,27 +26,17 @@ pub enum RegistryError {
         /// The tool that was refused.
         rejected: ToolOrigin,
     },
-    /// A name models do not accept.
-    #[error(
-        "tool '{tool}' from {origin} has an invalid name: use 1-64 characters of A-Z, a-z, 0-9, _ and -"
-    )]
-    InvalidName {
+    /// The tool's metadata fails the check every host (and the plugin test harness)
+    /// runs: a name models do not accept, or a schema that is not an object schema or
+    /// does not compile.
+    #[error("{origin}: {reason}; the tool is not registered")]
+    Invalid {
         /// The name.
         tool: String,
         /// Where it came from.
         origin: ToolOrigin,
-    },
-    /// The argument schema is not a valid JSON Schema.
-    #[error(
-        "tool '{tool}' from {origin} has an invalid argument schema: {reason}; fix the tool's \
-         `schema()` (or the argument type it is derived from); the tool is not registered"
-    )]
-    InvalidSchema {
-        /// The tool.
-        tool: String,
-        /// Where it came from.
-        origin: ToolOrigin,
-        /// The schema compiler's message.
+        /// What is wrong (`tool 'x': ...`), as `toolhost_plugin_api::__private::check_tool`
+        /// words it.
         reason: String,
     },
     /// `only` was asked for a tool the registry does not have.
@@ -201,27 +191,6 @@ fn allowed_values(e: &jsonschema::ValidationError<'_>) -> Option<Vec<String>> {
     Some(values)
 }
 
-/// Why `schema` cannot be a tool's argument schema, if it cannot: arguments are always a
-/// JSON object, so a top level that is not an object schema refuses every call.
-fn not_an_object_schema(schema: &Value) -> Option<String> {
-    let why = |what: String| {
-        Some(format!(
-            "its argument schema's top level is {what}, but tool arguments are always a JSON \
-             object, so no call could pass it; make it an object schema \
-             ({{\"type\": \"object\", \"properties\": {{...}}}})"
-        ))
-    };
-    let Value::Object(map) = schema else {
-        return why(format!("`{schema}`"));
-    };
-    match map.get("type") {
-        None => None,
-        Some(Value::String(t)) if t == "object" => None,
-        Some(Value::Array(types)) if types.iter().any(|t| t == "object") => None,
-        Some(other) => why(format!("of type {other}")),
-    }
-}
-
 impl fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegisteredTool")
@@ -233,10 +202,7 @@ impl fmt::Debug for RegisteredTool {
 
 /// Tool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
 pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    toolhost_plugin_api::__private::check_name(name).is_ok()
 }
 
 impl ToolRegistry {
@@ -250,12 +216,6 @@ impl ToolRegistry {
     /// compile.
     pub fn register(&mut self, tool: Arc<dyn DynTool>) -> Result<(), RegistryError> {
         let spec = tool.spec();
-        if !is_valid_tool_name(&spec.name) {
-            return Err(RegistryError::InvalidName {
-                tool: spec.name.clone(),
-                origin: tool.origin().clone(),
-            });
-        }
         if let Some(existing) = self.tools.get(&spec.name) {
             return Err(RegistryError::Duplicate {
                 tool: spec.name.clone(),
@@ -263,40 +223,17 @@ impl ToolRegistry {
                 rejected: tool.origin().clone(),
             });
         }
-        if let Some(reason) = not_an_object_schema(&spec.schema) {
-            return Err(RegistryError::InvalidSchema {
-                tool: spec.name.clone(),
-                origin: tool.origin().clone(),
-                reason,
-            });
-        }
-        let validator =
-            jsonschema::validator_for(&spec.schema).map_err(|e| RegistryError::InvalidSchema {
-                tool: spec.name.clone(),
-                origin: tool.origin().clone(),
-                reason: e.to_string(),
-            })?;
-        let output_validator = match &spec.output_schema {
-            None => None,
-            Some(schema) => {
-                let invalid = |reason: String| RegistryError::InvalidSchema {
+        // The check plugins' tests run too (`testing::check_plugin`): one verdict.
+        let checked =
+            toolhost_plugin_api::__private::check_tool(&spec.metadata()).map_err(|reason| {
+                RegistryError::Invalid {
                     tool: spec.name.clone(),
                     origin: tool.origin().clone(),
-                    reason: format!("its output schema: {reason}"),
-                };
-                if !schema.get("type").is_none_or(|t| t == "object") || !schema.is_object() {
-                    return Err(invalid(format!(
-                        "its top level must be an object schema (MCP serves it as the tool's \
-                         outputSchema, which is always an object), not `{}`; make the result a \
-                         struct or a map",
-                        schema.get("type").unwrap_or(schema)
-                    )));
+                    reason,
                 }
-                let validator =
-                    jsonschema::validator_for(schema).map_err(|e| invalid(e.to_string()))?;
-                Some(Arc::new(validator))
-            }
-        };
+            })?;
+        let validator = checked.arguments;
+        let output_validator = checked.output.map(Arc::new);
         let name = spec.name.clone();
         self.tools.insert(
             name,

@@ -34,6 +34,21 @@ pub struct ToolSpec {
     pub output_schema: Option<Value>,
 }
 
+impl ToolSpec {
+    /// The spec as plugin-api's metadata, which the shared check reads.
+    pub(crate) fn metadata(&self) -> toolhost_plugin_api::__private::ToolMetadata {
+        toolhost_plugin_api::__private::ToolMetadata {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            schema: self.schema.clone(),
+            risk: self.risk,
+            interactive: self.interactive,
+            requirements: self.requirements.clone(),
+            output_schema: self.output_schema.clone(),
+        }
+    }
+}
+
 /// Where a tool comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolOrigin {

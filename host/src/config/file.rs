@@ -308,9 +308,10 @@ impl Default for RawReload {
     }
 }
 
-/// `[plugins]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// `[plugins]`: its own keys, and one `[plugins.NAME.settings]` table per plugin. Read by
+/// hand (serde cannot refuse unknown keys and take a map of the rest at once): every key
+/// that is not one of its own must be a plugin's table with only `settings`.
+#[derive(Debug, Clone)]
 pub struct RawPlugins {
     /// Refuse plugin files (and their directories, and symlink targets) that a user
     /// other than the host's or root could change. `false` is for development only and is
@@ -318,6 +319,8 @@ pub struct RawPlugins {
     pub strict_permissions: bool,
     /// Plugin files larger than this (bytes) are refused before they are read.
     pub max_file_size: u64,
+    /// `[plugins.NAME.settings]`, by plugin name, as JSON: what `ctx.settings()` reads.
+    pub settings: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for RawPlugins {
@@ -325,7 +328,31 @@ impl Default for RawPlugins {
         RawPlugins {
             strict_permissions: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            settings: BTreeMap::new(),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawPlugins {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let table = toml::Table::deserialize(deserializer)?;
+        let mut plugins = RawPlugins::default();
+        for (key, value) in table {
+            let wrong = |e: toml::de::Error| D::Error::custom(format!("`plugins.{key}`: {e}"));
+            match key.as_str() {
+                "strict_permissions" => {
+                    plugins.strict_permissions = value.try_into().map_err(wrong)?
+                }
+                "max_file_size" => plugins.max_file_size = value.try_into().map_err(wrong)?,
+                _ => {
+                    let settings =
+                        super::plugin_settings::from_toml(&key, value).map_err(D::Error::custom)?;
+                    plugins.settings.insert(key, settings);
+                }
+            }
+        }
+        Ok(plugins)
     }
 }
 

@@ -225,6 +225,7 @@ impl LoadedConfig {
             max_file_size: self.config.plugins.max_file_size,
             trust: self.trust_policy()?,
             isolation: std::sync::Arc::new(self.isolation_policy()),
+            settings: crate::PluginSettings::new(self.config.plugins.settings.clone()),
         })
     }
 

@@ -46,6 +46,7 @@
 
 mod file;
 mod loaded;
+mod plugin_settings;
 mod profile;
 mod seconds;
 mod settings;

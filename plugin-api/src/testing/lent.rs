@@ -112,15 +112,9 @@ impl<'t> Exported<'t> {
         // SAFETY: `self.ffi` is the object exported with its vtable, alive until `self`
         // drops.
         let meta = unsafe { crate::export::read_tool_metadata(&self.ffi, 0) }?;
-        Ok(ToolInfo {
-            name: meta.name,
-            description: meta.description,
-            schema: meta.schema,
-            risk: meta.risk,
-            interactive: meta.interactive,
-            requirements: meta.requirements,
-            output_schema: meta.output_schema,
-        })
+        // What a host checks next, with the host's messages.
+        crate::check::check_tool(&meta)?;
+        Ok(tool_info(meta))
     }
 
     /// Calls the tool through its vtable with `ctx` and the arguments as JSON text.
@@ -137,6 +131,19 @@ impl<'t> Exported<'t> {
         // returned future borrows (as it does `ctx` and `args`).
         let future = unsafe { call(self.ffi.this, ctx, RStr::from_str(args)) };
         future.await
+    }
+}
+
+/// What the harness shows of metadata a host would take.
+pub(super) fn tool_info(meta: crate::export::ToolMetadata) -> ToolInfo {
+    ToolInfo {
+        name: meta.name,
+        description: meta.description,
+        schema: meta.schema,
+        risk: meta.risk,
+        interactive: meta.interactive,
+        requirements: meta.requirements,
+        output_schema: meta.output_schema,
     }
 }
 

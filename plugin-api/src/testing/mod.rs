@@ -82,6 +82,7 @@
 //!   same `TestHost` starts cancelled. Make a new `TestHost` for a fresh start.
 
 mod lent;
+mod plugin;
 mod services;
 mod signal;
 mod temp;
@@ -104,6 +105,7 @@ use crate::risk::Risk;
 use crate::tool::{Requirements, Tool, ToolError};
 
 use lent::Exported;
+pub use plugin::check_plugin;
 use signal::Signal;
 use temp::TempDir;
 
@@ -203,6 +205,8 @@ pub struct TestHost {
     session: String,
     model: String,
     scripts: Scripts,
+    /// The plugin's settings (`ctx.settings()`), `{}` unless set.
+    settings: Value,
     records: Mutex<Records>,
     signal: Arc<Signal>,
     /// Created at first use; removed on drop.
@@ -222,6 +226,7 @@ impl Default for TestHost {
             session: "test-session".to_owned(),
             model: "test-model".to_owned(),
             scripts: Scripts::default(),
+            settings: Value::Object(serde_json::Map::new()),
             records: Mutex::default(),
             signal: Arc::default(),
             state_dir: OnceLock::new(),
@@ -268,6 +273,39 @@ impl TestHost {
     #[must_use]
     pub fn new() -> Self {
         TestHost::default()
+    }
+
+    /// The plugin's settings, what [`ToolContext::settings`](crate::ToolContext::settings)
+    /// reads: in a host, the config's `[plugins.NAME.settings]` table (as JSON). Without
+    /// this, `{}`, as for a host config without the table.
+    ///
+    /// ```
+    /// use serde_json::{json, Value};
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::{Risk, Tool, ToolContext, ToolError};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Settings { units: String }
+    ///
+    /// struct Temperature;
+    /// impl Tool for Temperature {
+    ///     fn name(&self) -> &str { "temperature" }
+    ///     fn description(&self) -> &str { "Says the temperature." }
+    ///     fn schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn risk(&self) -> Risk { Risk::Read }
+    ///     async fn call(&self, ctx: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+    ///         let settings: Settings = ctx.settings().await?;
+    ///         Ok(format!("21 degrees ({})", settings.units))
+    ///     }
+    /// }
+    ///
+    /// let host = TestHost::new().settings(json!({"units": "celsius"}));
+    /// assert_eq!(host.call(&Temperature, json!({})), Ok("21 degrees (celsius)".into()));
+    /// ```
+    #[must_use]
+    pub fn settings(mut self, settings: Value) -> Self {
+        self.settings = settings;
+        self
     }
 
     /// The profile calls work for ([`ToolContext::profile_id`](crate::ToolContext::profile_id)).
@@ -597,9 +635,10 @@ impl TestHost {
             }
             RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
                 FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-                FfiToolError::PANICKED => {
-                    ToolError::Failed(format!("tool '{name}' panicked: {message}"))
-                }
+                FfiToolError::PANICKED => ToolError::Failed(format!(
+                    "tool '{name}' panicked: {message}{}",
+                    crate::unwind::panic_hint(&message)
+                )),
                 _ => ToolError::Failed(message.into_string()),
             }),
         }
@@ -636,8 +675,11 @@ impl TestHost {
     /// ```
     ///
     /// # Panics
-    /// When a host would not load the tool: a metadata method panicked, or the schema or
-    /// requirements are not valid JSON. The message is the host's.
+    /// When a host would not load the tool: a metadata method panicked, the schema or
+    /// requirements are not valid JSON, the name is not one models accept, or the schema
+    /// is not an object schema or does not compile (the message names the bad keyword's
+    /// JSON pointer). The message is the host's. [`check_plugin`] checks a plugin's whole
+    /// export list, two tools of one name included.
     pub fn describe<T: Tool>(&self, tool: &T) -> ToolInfo {
         match Exported::new(tool).info() {
             Ok(info) => info,

@@ -20,7 +20,7 @@ use super::signal::{Sleep, WhenCancelled};
 use super::{Progress, TestHost};
 use crate::context::{AskRequest, ChildTurnRequest, SampleRequest, ServiceError};
 use crate::ffi::{FfiCallContext, HostVTable, HostVTable_Ref, LogLevel};
-use crate::host_request::{HostRequest, HostRequestError, StateDirAnswer};
+use crate::host_request::{HostRequest, HostRequestError, SettingsAnswer, StateDirAnswer};
 
 // The tool may use the context from any thread (`FfiCallContext` is `Send + Sync`).
 const _: () = {
@@ -142,6 +142,12 @@ impl TestHost {
                 })?;
                 return encode(&StateDirAnswer {
                     path: path.to_owned(),
+                });
+            }
+            // The plugin's settings are the host's own too: `TestHost::settings`.
+            Ok(HostRequest::PluginSettings(_)) => {
+                return encode(&SettingsAnswer {
+                    settings: self.settings.clone(),
                 });
             }
             Err(e @ HostRequestError::Malformed { .. }) => {

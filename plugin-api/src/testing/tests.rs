@@ -141,7 +141,7 @@ fn a_tool_a_host_would_not_load_fails_its_call_and_describe() {
     assert_eq!(
         call(&BadName, json!({})),
         Err(ToolError::Failed(
-            "a host would not load this tool: tool #0: reading its name panicked: no name today"
+            "a host would not load this tool: tool #1: reading its name panicked: no name today"
                 .to_owned()
         ))
     );
@@ -157,6 +157,29 @@ fn a_panicking_tool_gives_the_hosts_error() {
         call(&tool, json!({})),
         Err(ToolError::Failed(
             "tool 'boom' panicked: kaboom 7".to_owned()
+        ))
+    );
+}
+
+/// tokio's timer inside a tool panics (a plugin has no reactor); the message says what
+/// to use instead, as a host's does.
+#[test]
+fn a_tokio_panic_gets_the_hint_towards_the_context_services() {
+    let tool = Script("tokio_sleep", |_, _| {
+        Box::pin(async {
+            panic!(
+                "there is no reactor running, must be called from the context of a Tokio 1.x \
+                 runtime"
+            )
+        })
+    });
+    assert_eq!(
+        call(&tool, json!({})),
+        Err(ToolError::Failed(
+            "tool 'tokio_sleep' panicked: there is no reactor running, must be called from \
+             the context of a Tokio 1.x runtime (a plugin has no tokio runtime: use ctx.sleep \
+             for timers and ctx.blocking for blocking work)"
+                .to_owned()
         ))
     );
 }
@@ -595,10 +618,183 @@ fn call_async_is_send_and_runs_on_any_executor() {
     );
 }
 
-/// A tool declaring an output schema by hand; returns what it is given as `value`.
-struct Shaped;
+/// A tool with the name and argument schema a test gives it.
+struct Shaped(String, Value);
 
 impl Tool for Shaped {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn description(&self) -> &str {
+        "a tool a host may refuse"
+    }
+    fn schema(&self) -> Value {
+        self.1.clone()
+    }
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+    async fn call(&self, _: &ToolContext<'_>, _: Value) -> Result<String, ToolError> {
+        Ok("ran".to_owned())
+    }
+}
+
+/// What a third-party author's `cargo test` passed and `toolhost check` refused: each is
+/// refused by `describe` and `call` now, with the message a host gives (the same shared
+/// check; tests/it/cli.rs compares them with the host's).
+#[test]
+fn the_harness_refuses_the_tools_a_host_refuses_with_its_messages() {
+    let object = json!({"type": "object"});
+    let cases = [
+        (
+            Shaped("Search Notes".into(), object.clone()),
+            "tool 'Search Notes': it has an invalid name: ' ' is not allowed in it; \
+             use 1-64 characters of A-Z, a-z, 0-9, _ and -",
+        ),
+        (
+            Shaped(String::new(), object.clone()),
+            "tool '': it has an invalid name: it is empty; use 1-64 characters of A-Z, \
+             a-z, 0-9, _ and -",
+        ),
+        (
+            Shaped("n".repeat(77), object.clone()),
+            "it has an invalid name: it is 77 characters long; use 1-64 characters",
+        ),
+        (
+            Shaped(
+                "search".into(),
+                json!({"type": "object", "properties": {"query": {"type": "strnig"}}}),
+            ),
+            "tool 'search': its argument schema is not a valid JSON Schema: at \
+             /properties/query/type: \"strnig\" is not valid",
+        ),
+        (
+            Shaped("listy".into(), json!({"type": "array", "items": {}})),
+            "tool 'listy': its argument schema's top level is of type \"array\", but tool \
+             arguments are always a JSON object, so no call could pass it",
+        ),
+    ];
+    for (tool, expected) in &cases {
+        let described = std::panic::catch_unwind(|| TestHost::new().describe(tool));
+        let message = crate::take_message(described.expect_err("describe panics"));
+        assert!(
+            message.starts_with("a host would not load this tool: ") && message.contains(expected),
+            "{message}\nexpected: {expected}"
+        );
+        match call(tool, json!({})) {
+            Err(ToolError::Failed(m)) => assert!(m.contains(expected), "{m}"),
+            other => panic!("a refused tool ran: {other:?}"),
+        }
+    }
+    // At the limits, it passes.
+    assert_eq!(
+        TestHost::new()
+            .describe(&Shaped("n".repeat(64), object))
+            .name
+            .len(),
+        64
+    );
+}
+
+/// A tool whose constructor panics in `export_plugin!`.
+struct Explodes;
+
+impl Explodes {
+    #[allow(
+        clippy::new_ret_no_self,
+        reason = "as an author writes it: a constructor that panics"
+    )]
+    fn new() -> Shaped {
+        panic!("no index file")
+    }
+}
+
+/// The plugin `check_plugin` reads (the one root module this test binary exports).
+mod exported {
+    #![allow(
+        unreachable_pub,
+        reason = "the macro exports a public static, as in a plugin"
+    )]
+    use super::{Explodes, Shaped, json};
+    crate::export_plugin! {
+    name: "notes",
+    version: "0.0.1",
+    tools: [
+        Shaped("search_notes".into(), json!({"type": "object"})),
+        Shaped("add_note".into(), json!({"type": "object"})),
+        Explodes::new(),
+        Shaped("Search Notes".into(), json!({"type": "object"})),
+        Shaped("search_notes".into(), json!({"type": "object"})),
+    ],
+    }
+}
+
+/// `check_plugin` reads the export list as a host does: the tools a host refuses, each
+/// with its message, two of one name ("rename one", numbered as written), and a tool whose
+/// creation panicked named by its position and expression, while the others are read.
+#[test]
+fn check_plugin_refuses_what_a_host_refuses_in_the_whole_export_list() {
+    let problems = check_plugin(&exported::__TOOLHOST_PLUGIN_ROOT).expect_err("refused");
+    assert_eq!(
+        problems,
+        [
+            "creating tool #3 (`Explodes::new()`) panicked: no index file".to_owned(),
+            "tool 'Search Notes': it has an invalid name: ' ' is not allowed in it; use \
+             1-64 characters of A-Z, a-z, 0-9, _ and -"
+                .to_owned(),
+            "plugin 'notes' exports two tools named 'search_notes' (#1 and #5); rename one"
+                .to_owned(),
+        ]
+    );
+}
+
+/// `ctx.settings()` reads what `TestHost::settings` set, typed; `{}` without it (a `T`
+/// with defaults reads them); a table that does not fit says so and where to fix it.
+#[test]
+fn settings_reach_the_tool_typed_and_default_to_an_empty_table() {
+    #[derive(serde::Deserialize)]
+    #[serde(default)]
+    struct Settings {
+        units: String,
+        retries: u32,
+    }
+    impl Default for Settings {
+        fn default() -> Self {
+            Settings {
+                units: "kelvin".to_owned(),
+                retries: 1,
+            }
+        }
+    }
+    let tool = Script("units", |ctx, _| {
+        Box::pin(async move {
+            let s: Settings = ctx.settings().await?;
+            Ok(format!("{} x{}", s.units, s.retries))
+        })
+    });
+    let host = TestHost::new().settings(json!({"units": "metric", "retries": 3}));
+    assert_eq!(host.call(&tool, json!({})), Ok("metric x3".to_owned()));
+    assert_eq!(
+        host.host_requests(),
+        [("plugin.settings".to_owned(), json!({}))]
+    );
+    assert_eq!(call(&tool, json!({})), Ok("kelvin x1".to_owned()));
+    let wrong = TestHost::new().settings(json!({"retries": "three"}));
+    match wrong.call(&tool, json!({})) {
+        Err(ToolError::Failed(m)) => assert!(
+            m.contains("the plugin's settings do not fit")
+                && m.contains("invalid type")
+                && m.contains("[plugins.NAME.settings]"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A tool declaring an output schema by hand; returns what it is given as `value`.
+struct OutputShaped;
+
+impl Tool for OutputShaped {
     fn name(&self) -> &str {
         "shaped"
     }
@@ -629,15 +825,16 @@ impl Tool for Shaped {
 fn structured_results_are_checked_against_the_output_schema_as_the_host_checks_them() {
     let host = TestHost::new();
     assert_eq!(
-        host.describe(&Shaped).output_schema.unwrap()["required"],
+        host.describe(&OutputShaped).output_schema.unwrap()["required"],
         json!(["n"])
     );
     let ok = host
-        .call_output(&Shaped, json!({"value": {"n": 2}}))
+        .call_output(&OutputShaped, json!({"value": {"n": 2}}))
         .unwrap();
     assert_eq!(ok.structured, Some(json!({"n": 2})));
     assert_eq!(ok.text, r#"{"n":2}"#);
-    let Err(ToolError::Failed(wrong)) = host.call_output(&Shaped, json!({"value": {"n": "two"}}))
+    let Err(ToolError::Failed(wrong)) =
+        host.call_output(&OutputShaped, json!({"value": {"n": "two"}}))
     else {
         panic!("a value that breaks the schema is an error");
     };
@@ -645,7 +842,7 @@ fn structured_results_are_checked_against_the_output_schema_as_the_host_checks_t
         wrong.contains("does not match its output schema") && wrong.contains("/n"),
         "{wrong}"
     );
-    let Err(ToolError::Failed(missing)) = host.call_output(&Shaped, json!({})) else {
+    let Err(ToolError::Failed(missing)) = host.call_output(&OutputShaped, json!({})) else {
         panic!("no structured result is an error");
     };
     assert!(
@@ -654,7 +851,7 @@ fn structured_results_are_checked_against_the_output_schema_as_the_host_checks_t
     );
     // `call` gives the text of the same outcome.
     assert_eq!(
-        host.call(&Shaped, json!({"value": {"n": 5}})),
+        host.call(&OutputShaped, json!({"value": {"n": 5}})),
         Ok(r#"{"n":5}"#.to_owned())
     );
 }

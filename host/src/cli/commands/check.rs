@@ -97,8 +97,14 @@ impl CheckArgs {
             plugin.api_version,
             toolhost::ABI_VERSION
         )?;
-        outln!("tools:       {}", plugin.tools.len())?;
+        // Registered into a scratch registry, as a host would: what it refuses is marked.
         let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+        let refused = refusals(&plugin, &problems);
+        outln!(
+            "tools:       {} ({} refused)",
+            plugin.tools.len() + plugin.skipped_tools.len(),
+            refused.len()
+        )?;
         for t in &plugin.tools {
             let spec = t.spec();
             let flag = if spec.interactive {
@@ -112,6 +118,18 @@ impl CheckArgs {
                 spec.risk,
                 summary(&spec.description, 72)
             )?;
+            if let Some((_, reason)) = refused
+                .iter()
+                .find(|(n, _)| n.as_deref() == Some(&spec.name))
+            {
+                outln!("    refused: {reason}")?;
+                continue;
+            }
+            outln!("    requires:  {}", requirements_text(&spec.requirements))?;
+            outln!("    arguments: {}", summary(&spec.schema.to_string(), 100))?;
+        }
+        for (_, reason) in refused.iter().filter(|(name, _)| name.is_none()) {
+            outln!("  refused: {reason}")?;
         }
         let failures: Vec<String> = plugin
             .skipped_tools
@@ -174,20 +192,37 @@ impl CheckArgs {
                 "host_api_version": toolhost::API_VERSION,
                 "mode": plugin.mode,
             });
-            report["tools"] = plugin
+            let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            let refused = refusals(&plugin, &problems);
+            let mut tools: Vec<serde_json::Value> = plugin
                 .tools
                 .iter()
                 .map(|t| {
                     let spec = t.spec();
-                    serde_json::json!({
+                    let mut tool = serde_json::json!({
                         "name": spec.name,
                         "risk": spec.risk,
                         "interactive": spec.interactive,
                         "description": spec.description,
-                    })
+                        "requirements": spec.requirements,
+                        "schema": spec.schema,
+                    });
+                    if let Some((_, reason)) = refused
+                        .iter()
+                        .find(|(n, _)| n.as_deref() == Some(&spec.name))
+                    {
+                        tool["refused"] = reason.clone().into();
+                    }
+                    tool
                 })
                 .collect();
-            let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            tools.extend(
+                refused
+                    .iter()
+                    .filter(|(name, _)| name.is_none())
+                    .map(|(_, reason)| serde_json::json!({"refused": reason})),
+            );
+            report["tools"] = tools.into();
             let problems: Vec<String> = plugin
                 .skipped_tools
                 .iter()
@@ -214,5 +249,43 @@ impl CheckArgs {
         } else {
             ExitCode::FAILURE
         })
+    }
+}
+
+/// Why each refused tool is left out: `(Some(name), why)` for a tool the plugin exported
+/// that the scratch registry refused, `(None, why)` for one left out at load (its metadata
+/// failed the shared check; its name may be what failed).
+fn refusals(
+    plugin: &toolhost::LoadedPlugin,
+    problems: &[toolhost::RegistryError],
+) -> Vec<(Option<String>, String)> {
+    let at_load = plugin
+        .skipped_tools
+        .iter()
+        .map(|reason| (None, reason.clone()));
+    let at_registration = problems.iter().map(|e| {
+        let name = match e {
+            toolhost::RegistryError::Duplicate { tool, .. }
+            | toolhost::RegistryError::Invalid { tool, .. } => Some(tool.clone()),
+            _ => None,
+        };
+        (name, e.to_string())
+    });
+    at_load.chain(at_registration).collect()
+}
+
+/// A tool's requirements on one line.
+fn requirements_text(req: &toolhost::Requirements) -> String {
+    let mut parts = Vec::new();
+    if !req.env.is_empty() {
+        parts.push(format!("env {}", req.env.join(", ")));
+    }
+    if !req.programs.is_empty() {
+        parts.push(format!("programs {}", req.programs.join(", ")));
+    }
+    if parts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        parts.join("; ")
     }
 }

@@ -340,6 +340,14 @@ mod tests {
     }
 
     #[test]
+    fn a_host_takes_every_tool_the_plugin_exports() {
+        // What `toolhost check` refuses (names, schemas, two tools of one name, a
+        // constructor that panics), refused here first, with the host's messages.
+        let tools = toolhost_plugin_api::testing::check_plugin(&__TOOLHOST_PLUGIN_ROOT);
+        assert_eq!(tools.map(|t| t.len()), Ok(1));
+    }
+
+    #[test]
     fn the_schema_the_model_sees_lists_the_styles() {
         let info = TestHost::new().describe(&Greet);
         assert_eq!(info.name, "{{lib}}_greet");

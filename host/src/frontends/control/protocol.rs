@@ -180,7 +180,8 @@ pub fn call_error_code(kind: CallErrorKind) -> i32 {
         CallErrorKind::Panicked => 7,
         CallErrorKind::TimedOut => 8,
         CallErrorKind::Cancelled => 9,
-        CallErrorKind::InvalidOutput => 10,
+        CallErrorKind::SchemaViolation => 10,
+        CallErrorKind::InvalidOutput => 11,
     }
 }
 
@@ -470,6 +471,7 @@ mod tests {
             CallErrorKind::Panicked,
             CallErrorKind::TimedOut,
             CallErrorKind::Cancelled,
+            CallErrorKind::SchemaViolation,
         ];
         let codes: std::collections::BTreeSet<i32> =
             kinds.iter().map(|k| call_error_code(*k)).collect();

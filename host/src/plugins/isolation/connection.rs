@@ -38,6 +38,8 @@ pub(super) struct Pending {
     pub(super) cancel: tokio_util::sync::CancellationToken,
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) tool: Arc<str>,
+    /// The plugin's settings, for its `plugin.settings` requests.
+    pub(super) settings: Arc<Value>,
 }
 
 /// Who is told when a worker ends unexpectedly (the supervisor): it counts the crash and
@@ -301,9 +303,10 @@ impl Connection {
                         Arc::clone(&p.turn),
                         p.cancel.clone(),
                         p.runtime.clone(),
+                        Arc::clone(&p.settings),
                     )
                 });
-                let Some((services, turn, cancel, runtime)) = found else {
+                let Some((services, turn, cancel, runtime, settings)) = found else {
                     let answer = Err(ServiceError::Unavailable(
                         "the call this request belongs to has ended".to_owned(),
                     )
@@ -313,7 +316,8 @@ impl Connection {
                 };
                 let conn = Arc::clone(self);
                 runtime.spawn(async move {
-                    let inner = tokio::spawn(answer_service(request, services, turn, cancel));
+                    let inner =
+                        tokio::spawn(answer_service(request, services, turn, cancel, settings));
                     let answer = inner.await.unwrap_or_else(|e| {
                         Err(WireServiceError(format!(
                             "the host service failed inside the host ({e}); this is a bug in \
@@ -438,6 +442,7 @@ async fn answer_service(
     services: TurnServices,
     turn: Arc<TurnIdentity>,
     cancel: tokio_util::sync::CancellationToken,
+    settings: Arc<Value>,
 ) -> Result<Value, WireServiceError> {
     fn encode<A: Serialize>(answer: Result<A, ServiceError>) -> Result<Value, WireServiceError> {
         answer
@@ -468,6 +473,12 @@ async fn answer_service(
                 .map_err(|e| WireServiceError(e.to_string())),
             None => missing("a child turn"),
         },
+        // The plugin's own settings need no profile, as in process.
+        ServiceCall::Host { method, .. } if method == "plugin.settings" => {
+            encode(Ok::<_, ServiceError>(crate::plugins::settings::answer(
+                &settings,
+            )))
+        }
         ServiceCall::Host { method, params } => {
             let Some(requests) = services.requests else {
                 return missing(&format!("'{method}'"));

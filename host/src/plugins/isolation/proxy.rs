@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
     AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
-    SampleRequest, ServiceError, SessionsSearchAnswer, StateDirAnswer,
+    SampleRequest, ServiceError, SessionsSearchAnswer, SettingsAnswer, StateDirAnswer,
 };
 
 use super::link::Link;
@@ -112,15 +112,22 @@ impl ChildTurnService for ProxyChildTurns {
     }
 }
 
-/// Host requests (state folder, session search) of one call.
+/// Host requests (state folder, session search, the plugin's settings) of one call.
+/// Every call has one, for the plugin's settings; only a call with a profile
+/// (`with_profile`) sends the profile's requests on to the host.
 pub(crate) struct ProxyRequests {
     link: Arc<Link>,
     call: u64,
+    with_profile: bool,
 }
 
 impl ProxyRequests {
-    pub(crate) fn new(link: Arc<Link>, call: u64) -> ProxyRequests {
-        ProxyRequests { link, call }
+    pub(crate) fn new(link: Arc<Link>, call: u64, with_profile: bool) -> ProxyRequests {
+        ProxyRequests {
+            link,
+            call,
+            with_profile,
+        }
     }
 }
 
@@ -134,6 +141,9 @@ impl HostRequests for ProxyRequests {
         let (method, params) = request.to_wire().map_err(|e| {
             ServiceError::Failed(format!("could not encode the request for the host: {e}"))
         })?;
+        if !self.with_profile && !matches!(request, HostRequest::PluginSettings(_)) {
+            return Err(crate::plugins::run::host_services::no_profile(&method));
+        }
         let ask = || {
             self.link
                 .service(self.call, ServiceCall::Host { method, params })
@@ -144,6 +154,9 @@ impl HostRequests for ProxyRequests {
             }
             HostRequest::SessionsSearch(_) => {
                 decode::<SessionsSearchAnswer>(ask().await).map(HostAnswer::from)
+            }
+            HostRequest::PluginSettings(_) => {
+                decode::<SettingsAnswer>(ask().await).map(HostAnswer::from)
             }
             other => Err(unknown_request(&other)),
         }

@@ -109,7 +109,7 @@ pub fn run(fd: RawFd) -> i32 {
         tracing::warn!(file = %init.file.display(), "{confinement}");
     }
     let (plugin, tools) =
-        match loader::load_library_tools(&init.file, &init.copy, &init.sha256, true, false) {
+        match loader::load_library_tools(&init.file, &init.copy, &init.sha256, true, false, None) {
             Ok(loaded) => loaded,
             Err(kind) => {
                 let error = PluginLoadError {
@@ -477,10 +477,11 @@ fn start_call(
             Arc::new(ProxyChildTurns::new(Arc::clone(link), id))
                 as Arc<dyn crate::calls::context::ChildTurnService>
         }),
-        requests: frame.requests.then(|| {
-            Arc::new(ProxyRequests::new(Arc::clone(link), id))
-                as Arc<dyn crate::calls::context::HostRequests>
-        }),
+        // Always one, for the plugin's settings; the profile's requests only with a profile.
+        requests: Some(
+            Arc::new(ProxyRequests::new(Arc::clone(link), id, frame.requests))
+                as Arc<dyn crate::calls::context::HostRequests>,
+        ),
     };
     let ctx = CallContext {
         turn: Arc::new(TurnIdentity {

@@ -18,8 +18,13 @@ use crate::calls::context::CallContext;
 use crate::calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 impl WorkerPlugin {
-    /// The plugin's tools as host tools.
-    pub(crate) fn tools(self: &Arc<Self>, specs: Vec<ToolSpec>) -> Vec<Arc<dyn DynTool>> {
+    /// The plugin's tools as host tools, whose plugin's settings requests are answered
+    /// with `settings`.
+    pub(crate) fn tools(
+        self: &Arc<Self>,
+        specs: Vec<ToolSpec>,
+        settings: Arc<serde_json::Value>,
+    ) -> Vec<Arc<dyn DynTool>> {
         let origin = ToolOrigin::Plugin {
             plugin: Arc::clone(&self.name),
             file: Arc::new(self.file.clone()),
@@ -35,6 +40,7 @@ impl WorkerPlugin {
                     name: Arc::from(spec.name.as_str()),
                     spec,
                     origin: origin.clone(),
+                    settings: Arc::clone(&settings),
                 }) as Arc<dyn DynTool>
             })
             .collect()
@@ -48,6 +54,8 @@ struct WorkerTool {
     name: Arc<str>,
     spec: ToolSpec,
     origin: ToolOrigin,
+    /// The plugin's settings, answered to its calls' `plugin.settings` requests.
+    settings: Arc<serde_json::Value>,
 }
 
 /// Tells the worker to drop a call whose future the host dropped while the worker still
@@ -166,6 +174,7 @@ impl WorkerTool {
             cancel: ctx.cancel.clone(),
             runtime: tokio::runtime::Handle::current(),
             tool: Arc::clone(&self.name),
+            settings: Arc::clone(&self.settings),
         });
         let Some(id) = begun else {
             return Err(NotSent::Retry(

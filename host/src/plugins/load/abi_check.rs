@@ -58,7 +58,39 @@ pub(super) fn root_error(
             host_api: ABI_VERSION.to_owned(),
         };
     }
+    if let LibraryError::AbiInstability(report) = &e
+        && let Some(refused) = other_crate_series(&report.to_string(), layout)
+    {
+        return refused;
+    }
     library_error(e, Some(plugin_api))
+}
+
+/// abi_stable's refusal of layouts from another series of the API crate ("incompatible
+/// package versions", from the crate version every derived layout carries), named as
+/// such with both crate versions: the plugin's is read from its root module's layout.
+fn other_crate_series(report: &str, layout: Option<&'static TypeLayout>) -> Option<LoadErrorKind> {
+    if !report.contains("incompatible package versions") {
+        return None;
+    }
+    // The prefix reference's own layout is abi_stable's; the struct it points to is
+    // the plugin-api crate's, and carries its version.
+    let plugin_crate = layout
+        .and_then(|l| {
+            l.shared_vars()
+                .type_layouts()
+                .iter()
+                .map(|get| get())
+                .find(|t| t.name() == "PluginRoot")
+        })
+        .map_or_else(
+            || "of another series".to_owned(),
+            |root| root.package_and_version().1.to_string(),
+        );
+    Some(LoadErrorKind::OtherCrateSeries {
+        plugin_crate,
+        host_crate: toolhost_plugin_api::API_VERSION.to_owned(),
+    })
 }
 
 /// The root module's layout is that of its prefix reference (`PluginRoot_Ref`, no fields
@@ -183,6 +215,36 @@ mod tests {
 
     use super::*;
     use abi_stable::StableAbi;
+
+    /// A crate bumped to another series (0.2.0) with its layouts unchanged is refused by
+    /// abi_stable as "incompatible package versions"; the host says so, naming both crate
+    /// versions and what to rebuild against, instead of a layout diff.
+    #[test]
+    fn a_plugin_of_another_crate_series_is_refused_naming_both_versions() {
+        let report = "Error:incompatible package versions\nExpected:0.1.4\nFound:0.2.0";
+        let layout = <toolhost_plugin_api::ffi::PluginRoot_Ref as StableAbi>::LAYOUT;
+        let refused = other_crate_series(report, Some(layout)).expect("recognised");
+        let LoadErrorKind::OtherCrateSeries {
+            plugin_crate,
+            host_crate,
+        } = &refused
+        else {
+            panic!("{refused:?}");
+        };
+        // The layout here is this build's, so its crate version is this host's.
+        assert_eq!(plugin_crate, toolhost_plugin_api::API_VERSION);
+        assert_eq!(host_crate, toolhost_plugin_api::API_VERSION);
+        let message = refused.to_string();
+        assert!(
+            message.contains("another series")
+                && message.contains(&format!(
+                    "rebuild the plugin against {}",
+                    toolhost_plugin_api::ffi::abi_with_crates(ABI_VERSION)
+                )),
+            "{message}"
+        );
+        assert!(other_crate_series("Error:unexpected field", Some(layout)).is_none());
+    }
 
     #[test]
     fn tables_as_compiled_pass_and_a_changed_table_is_refused() {

@@ -3,6 +3,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use toolhost_plugin_api::ffi::abi_with_crates;
 
 /// A plugin file that could not be loaded. The loader collects one per bad file and goes
 /// on with the others.
@@ -137,6 +138,20 @@ pub enum LoadErrorKind {
         /// The host's ABI version.
         host_api: String,
     },
+    /// Built against a release of another series of the API crate (`0.minor`) whose
+    /// layouts abi_stable refuses ("incompatible package versions"), whatever its ABI.
+    #[error(
+        "built against toolhost-plugin-api {plugin_crate}, another series than this host's \
+         {host_crate}: the crate's 0.minor always equals the ABI's, and types from another \
+         series are refused even where unchanged; rebuild the plugin against {}",
+        abi_with_crates(toolhost_plugin_api::ABI_VERSION)
+    )]
+    OtherCrateSeries {
+        /// The crate version the plugin was built with (from its layouts).
+        plugin_crate: String,
+        /// This host's crate version.
+        host_crate: String,
+    },
     /// Built with `panic = "abort"`.
     #[error(
         "built with panic = \"abort\": a panic in it would kill the host, so it is refused \
@@ -155,15 +170,10 @@ pub enum LoadErrorKind {
     /// The plugin exports more tools than a plugin may
     /// ([`toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN`]); none of their metadata
     /// was read.
-    #[error(
-        "the plugin exports {count} tools, more than the {limit} a plugin may; split it \
-         into several plugins or export fewer tools"
-    )]
+    #[error("{reason}")]
     TooManyTools {
-        /// How many it exports, with thousands grouped.
-        count: String,
-        /// The cap, with thousands grouped.
-        limit: String,
+        /// The shared check's message (`check_tool_count`): how many, and the cap.
+        reason: String,
     },
     /// One tool of a plugin was left out (its other tools loaded).
     #[error("{reason}; the tool is left out, the plugin's other tools are loaded")]
@@ -256,17 +266,19 @@ fn which_side(plugin_api: &str, host_api: &str) -> String {
         (Some(p), Some(h)) if p > h => format!(
             "the plugin is newer than this host: upgrade toolhost to a release with \
              plugin-api ABI {plugin_api} or later, or ask the plugin's vendor for a build \
-             against ABI {host_api}"
+             against {}",
+            abi_with_crates(host_api)
         ),
         (Some(p), Some(h)) if p < h => format!(
-            "the plugin is older than this host: its vendor must rebuild it against \
-             toolhost-plugin-api with ABI {host_api}"
+            "the plugin is older than this host: its vendor must rebuild it against {}",
+            abi_with_crates(host_api)
         ),
         (Some(_), Some(_)) => format!(
             "the same ABI version with other types means the plugin was built from an \
              unreleased or changed copy of the API, not a release: rebuild it against a \
-             released toolhost-plugin-api with ABI {host_api}"
+             release, {}",
+            abi_with_crates(host_api)
         ),
-        _ => format!("rebuild the plugin against toolhost-plugin-api with ABI {host_api}"),
+        _ => format!("rebuild the plugin against {}", abi_with_crates(host_api)),
     }
 }

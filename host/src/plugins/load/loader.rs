@@ -28,14 +28,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::library::{RawLibrary, lib_header_from_raw_library};
-use toolhost_plugin_api::__private::grouped;
+use toolhost_plugin_api::__private::{check_tool_count, duplicate_tools};
 use toolhost_plugin_api::ffi::PluginRoot_Ref;
-use toolhost_plugin_api::limits::MAX_TOOLS_PER_PLUGIN;
 
 use crate::calls::tool::{DynTool, ToolOrigin};
 use crate::plugins::load::error::{LoadErrorKind, PluginLoadError};
 use crate::plugins::load::trust::{TrustPolicy, TrustRefusal};
 use crate::plugins::run::plugin_tool::{LoadedPlugin, PluginTool};
+use crate::plugins::settings::PluginSettings;
 use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
 
@@ -76,6 +76,8 @@ pub struct LoadPolicy {
     pub trust: TrustPolicy,
     /// Which plugins run in worker processes, and how those are confined.
     pub isolation: Arc<IsolationPolicy>,
+    /// What each plugin's `ctx.settings()` reads (`[plugins.NAME.settings]`).
+    pub settings: PluginSettings,
 }
 
 impl Default for LoadPolicy {
@@ -85,6 +87,7 @@ impl Default for LoadPolicy {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             trust: TrustPolicy::default(),
             isolation: Arc::default(),
+            settings: PluginSettings::default(),
         }
     }
 }
@@ -399,7 +402,8 @@ impl PluginLoader {
                     });
                 }
             };
-        let tools = started.plugin.tools(started.tools);
+        let settings = self.policy.settings.of(&started.name);
+        let tools = started.plugin.tools(started.tools, settings);
         Ok(LoadedPlugin {
             name: started.name,
             version: started.version,
@@ -421,32 +425,33 @@ impl PluginLoader {
         copy: &Path,
         sha256: &str,
     ) -> Result<LoadedPlugin, LoadErrorKind> {
-        load_library(file, copy, sha256, false, true)
+        load_library(file, copy, sha256, &self.policy.settings)
     }
 }
 
-/// Maps the private copy `copy` of `file` and reads its plugin: abi_stable's checks, the
-/// host's, then the tools. `in_worker`: a plugin built with panic = "abort" is fine (an
-/// abort ends only the worker) and the copy stays (the host owns it); in the host the
-/// copy is unlinked as soon as dlopen returns.
+/// Maps the private copy `copy` of `file` into this process and reads its plugin:
+/// abi_stable's checks, the host's, then the tools, whose calls get the plugin's
+/// `settings`. The copy is unlinked as soon as dlopen returns.
 pub(crate) fn load_library(
     file: &Path,
     copy: &Path,
     sha256: &str,
-    in_worker: bool,
-    unlink_copy: bool,
+    settings: &PluginSettings,
 ) -> Result<LoadedPlugin, LoadErrorKind> {
-    load_library_tools(file, copy, sha256, in_worker, unlink_copy).map(|(plugin, _)| plugin)
+    load_library_tools(file, copy, sha256, false, true, Some(settings)).map(|(plugin, _)| plugin)
 }
 
 /// [`load_library`], with the plugin's tools as [`PluginTool`]s too (a worker runs them
-/// straight on its plugin threads).
+/// straight on its plugin threads). `in_worker`: a plugin built with panic = "abort" is
+/// fine (an abort ends only the worker). `settings`: `None` in a worker, whose plugin's
+/// settings requests go to the host like its other services.
 pub(crate) fn load_library_tools(
     file: &Path,
     copy: &Path,
     sha256: &str,
     in_worker: bool,
     unlink_copy: bool,
+    settings: Option<&PluginSettings>,
 ) -> Result<(LoadedPlugin, Vec<Arc<PluginTool>>), LoadErrorKind> {
     let copied = fs::File::open(copy).map_err(|source| LoadErrorKind::Io {
         action: "read the private copy",
@@ -508,28 +513,38 @@ pub(crate) fn load_library_tools(
         })?;
     // Counted before any tool's metadata is read (that is where a plugin's size costs
     // the host): too many and every object is dropped unread.
-    if ffi_tools.len() > MAX_TOOLS_PER_PLUGIN {
-        let count = ffi_tools.len();
+    if let Err(reason) = check_tool_count(ffi_tools.len()) {
         for ffi in ffi_tools {
             // SAFETY: each object is dropped once, with the vtable it was exported with,
             // and never used again; the plugin's drop glue swallows panics.
             unsafe { (ffi.vtable.drop())(ffi.this) };
         }
-        return Err(LoadErrorKind::TooManyTools {
-            count: grouped(count),
-            limit: grouped(MAX_TOOLS_PER_PLUGIN),
-        });
+        return Err(LoadErrorKind::TooManyTools { reason });
     }
     // Each tool object becomes a PluginTool or is dropped right away, so every one is
     // freed exactly once; a tool whose metadata fails is left out, the others stay.
-    let mut plugin_tools: Vec<Arc<PluginTool>> = Vec::with_capacity(ffi_tools.len());
+    let plugin_settings = settings.map(|all| all.of(&name));
+    let mut read: Vec<(usize, PluginTool)> = Vec::with_capacity(ffi_tools.len());
     let mut skipped_tools = Vec::new();
     for (index, ffi) in ffi_tools.into_iter().enumerate() {
-        match PluginTool::new(ffi, origin.clone(), index) {
-            Ok(t) => plugin_tools.push(Arc::new(t)),
+        match PluginTool::new(ffi, origin.clone(), index, plugin_settings.clone()) {
+            Ok(t) => read.push((index, t)),
             Err(e) => skipped_tools.push(e.to_string()),
         }
     }
+    // Two tools of one name in one plugin: the first keeps it (the shared check, which
+    // the plugin's own tests run too).
+    let duplicates = duplicate_tools(
+        &name,
+        read.iter()
+            .map(|(index, t)| (*index, t.spec().name.as_str())),
+    );
+    skipped_tools.extend(duplicates.iter().map(|(_, message)| message.clone()));
+    let plugin_tools: Vec<Arc<PluginTool>> = read
+        .into_iter()
+        .filter(|(index, _)| !duplicates.iter().any(|(d, _)| d == index))
+        .map(|(_, t)| Arc::new(t))
+        .collect();
     let tools: Vec<Arc<dyn DynTool>> = plugin_tools
         .iter()
         .map(|t| Arc::clone(t) as Arc<dyn DynTool>)

@@ -35,6 +35,9 @@ pub(super) struct CallState {
     pub(super) ctx: CallContext,
     pub(super) tool: Arc<str>,
     pub(super) plugin: Arc<str>,
+    /// The plugin's settings (`plugin.settings`); `None` in a worker, where the request
+    /// goes to the host with the other services.
+    pub(super) settings: Option<Arc<Value>>,
     /// The runtime the call started on; service futures enter it on every poll.
     pub(super) runtime: Option<tokio::runtime::Handle>,
 }
@@ -206,6 +209,13 @@ unsafe extern "C" fn host_host_request(
 ) -> FfiFuture<RResult<RString, RString>> {
     // SAFETY: as above.
     let s = unsafe { state(ctx) };
+    // The plugin's own settings need no profile: answered here, for every caller.
+    if method.as_str() == "plugin.settings"
+        && let Some(settings) = &s.settings
+    {
+        let answer = crate::plugins::settings::answer(settings);
+        return FfiFuture::new(async move { to_ffi(Ok(answer)) });
+    }
     let service = s.ctx.services.requests.clone();
     let turn = Arc::clone(&s.ctx.turn);
     let method = method.as_str().to_owned();
@@ -215,10 +225,7 @@ unsafe extern "C" fn host_host_request(
         runtime,
         async move {
             let Some(service) = service else {
-                return to_ffi::<HostAnswer>(Err(ServiceError::Unavailable(format!(
-                    "'{method}' is not available: this call has no profile (it came from a \
-                     client that names none)"
-                ))));
+                return to_ffi::<HostAnswer>(Err(no_profile(&method)));
             };
             let params = match params {
                 Ok(p) => p,
@@ -239,6 +246,15 @@ unsafe extern "C" fn host_host_request(
         },
         service_panicked,
     )
+}
+
+/// The answer to a request that needs a profile, in a call that has none (in process, and
+/// in a worker's proxy).
+pub(crate) fn no_profile(method: &str) -> ServiceError {
+    ServiceError::Unavailable(format!(
+        "'{method}' is not available: this call has no profile (it came from a client that \
+         names none)"
+    ))
 }
 
 /// A service's answer as it crosses to the plugin: JSON text, or the error in the form

@@ -5,6 +5,6 @@
 //! plugin with the same code.
 
 pub(crate) mod call_pool;
-pub(super) mod host_services;
+pub(crate) mod host_services;
 pub(crate) mod plugin_tool;
 mod timers;

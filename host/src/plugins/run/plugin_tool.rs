@@ -93,6 +93,9 @@ pub(crate) struct PluginTool {
     name: Arc<str>,
     plugin: Arc<str>,
     origin: ToolOrigin,
+    /// The plugin's settings, answered to its `plugin.settings` requests; `None` in a
+    /// worker, which asks the host.
+    settings: Option<Arc<serde_json::Value>>,
 }
 
 /// The plugin's tool object, shared by the tool and its calls in flight: a call still
@@ -114,6 +117,7 @@ impl PluginTool {
         ffi: FfiTool,
         origin: ToolOrigin,
         index: usize,
+        settings: Option<Arc<serde_json::Value>>,
     ) -> Result<PluginTool, UnreadableTool> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
@@ -123,6 +127,7 @@ impl PluginTool {
                 plugin: Arc::from(origin.plugin_name()),
                 spec,
                 origin,
+                settings,
             }),
             Err(e) => {
                 // SAFETY: the tool is not used again; the plugin's drop swallows panics.
@@ -136,6 +141,9 @@ impl PluginTool {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
         let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }
             .map_err(UnreadableTool)?;
+        // What the registry checks again (native tools pass only there); here, so a tool
+        // a host refuses is left out at load, in a worker too, and `check` says why.
+        toolhost_plugin_api::__private::check_tool(&meta).map_err(UnreadableTool)?;
         Ok(ToolSpec {
             name: meta.name,
             description: meta.description,
@@ -187,6 +195,7 @@ impl PluginTool {
             ctx: ctx.clone(),
             tool: Arc::clone(&self.name),
             plugin: Arc::clone(&self.plugin),
+            settings: self.settings.clone(),
             runtime,
         };
         Box::pin(PluginCall::new(Arc::clone(&self.object), state, args))
@@ -198,9 +207,12 @@ impl PluginTool {
     pub(crate) fn outcome(&self, answer: PluginAnswer) -> Result<ToolOutput, ToolError> {
         let failed = |FfiToolError { kind, message }: FfiToolError| match kind {
             FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-            FfiToolError::PANICKED => {
-                ToolError::Failed(format!("tool '{}' panicked: {message}", self.spec.name))
-            }
+            FfiToolError::PANICKED => ToolError::Failed(format!(
+                "tool '{}' panicked: {message}{}",
+                self.spec.name,
+                // Here, not in the plugin, so plugins built before the hint get it.
+                toolhost_plugin_api::__private::panic_hint(&message)
+            )),
             _ => ToolError::Failed(message.into_string()),
         };
         let (text, extra) = match answer {

@@ -1,0 +1,325 @@
+//! The one check of a tool's metadata that decides whether a host takes the tool: its
+//! name, its schemas (an object at the top, and a schema that compiles), and a plugin's
+//! export list as a whole (no two tools of one name, not too many tools). Hosts run it at
+//! load and registration, and the test harness runs it in `describe`, `call` and
+//! `check_plugin`, so `cargo test` refuses exactly what a host refuses, with the same
+//! messages. It needs the `check` feature (jsonschema, the schema compiler hosts use: one
+//! version, one verdict); `testing` enables it, and a plugin's own build never needs it.
+
+use serde_json::Value;
+
+use crate::export::ToolMetadata;
+use crate::limits::MAX_TOOLS_PER_PLUGIN;
+
+/// The longest tool name every model API accepts.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// What a tool that passed [`check_tool`] keeps: its schemas, compiled, so a host
+/// validates calls with what was checked instead of compiling them again.
+#[derive(Debug)]
+pub struct CheckedTool {
+    /// The argument schema, compiled.
+    pub arguments: jsonschema::Validator,
+    /// The output schema, compiled, if the tool declares one.
+    pub output: Option<jsonschema::Validator>,
+}
+
+/// The schemas a tool declares, by role. Each role says how messages name it and why
+/// its top level must be an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaRole {
+    /// The argument schema (`schema()`): calls are validated against it.
+    Arguments,
+    /// An output schema (MCP's `outputSchema`): structured results are validated against
+    /// it, and MCP requires an object schema.
+    Output,
+}
+
+impl SchemaRole {
+    fn what(self) -> &'static str {
+        match self {
+            SchemaRole::Arguments => "argument schema",
+            SchemaRole::Output => "output schema",
+        }
+    }
+
+    fn why_object(self) -> &'static str {
+        match self {
+            SchemaRole::Arguments => {
+                "tool arguments are always a JSON object, so no call could pass it"
+            }
+            SchemaRole::Output => "MCP requires an object schema for structured results",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            SchemaRole::Arguments => {
+                "fix the tool's `schema()` (or the argument type it is derived from)"
+            }
+            SchemaRole::Output => {
+                "fix the tool's `output_schema()` (or the output type it is derived from)"
+            }
+        }
+    }
+}
+
+/// Checks one tool's metadata as every host does before it takes the tool: `Err` is the
+/// message a host logs when it leaves the tool out (`tool 'x': ...`).
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::{ToolMetadata, check_tool};
+/// let meta = ToolMetadata {
+///     name: "Search Notes".into(),
+///     description: "Searches.".into(),
+///     schema: serde_json::json!({"type": "object"}),
+///     risk: toolhost_plugin_api::Risk::Read,
+///     interactive: false,
+///     requirements: Default::default(),
+///     output_schema: None,
+/// };
+/// assert!(check_tool(&meta).unwrap_err().contains("invalid name"));
+/// # }
+/// ```
+pub fn check_tool(meta: &ToolMetadata) -> Result<CheckedTool, String> {
+    let name = meta.name.as_str();
+    check_name(name).map_err(|e| format!("tool '{name}': {e}"))?;
+    let schema = |role: SchemaRole, schema: &Value| {
+        check_schema(role, schema).map_err(|e| format!("tool '{name}': {e}"))
+    };
+    // One line per schema a tool declares (and its field in `CheckedTool`).
+    let arguments = schema(SchemaRole::Arguments, &meta.schema)?;
+    let output = meta
+        .output_schema
+        .as_ref()
+        .map(|s| schema(SchemaRole::Output, s))
+        .transpose()?;
+    Ok(CheckedTool { arguments, output })
+}
+
+/// Why `name` is not a name every model API accepts (1-64 of `A-Z a-z 0-9 _ -`), if it
+/// is not.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::check_name;
+/// assert!(check_name("search_notes").is_ok());
+/// assert!(check_name("Search Notes").unwrap_err().contains("' '"));
+/// # }
+/// ```
+pub fn check_name(name: &str) -> Result<(), String> {
+    let rule = "use 1-64 characters of A-Z, a-z, 0-9, _ and -";
+    if name.is_empty() {
+        return Err(format!("it has an invalid name: it is empty; {rule}"));
+    }
+    let chars = name.chars().count();
+    if chars > MAX_TOOL_NAME_CHARS {
+        return Err(format!(
+            "it has an invalid name: it is {chars} characters long; {rule}"
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "it has an invalid name: {bad:?} is not allowed in it; {rule}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one schema a tool declares: an object schema at the top level, and a valid JSON
+/// Schema (for an invalid keyword, the message names its JSON pointer in the schema, as
+/// in `at /properties/query/type: ...`). Returns it compiled.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::{SchemaRole, check_schema};
+/// let bad = serde_json::json!({"type": "object", "properties": {"q": {"type": "strnig"}}});
+/// let why = check_schema(SchemaRole::Arguments, &bad).unwrap_err();
+/// assert!(why.contains("at /properties/q/type"), "{why}");
+/// # }
+/// ```
+pub fn check_schema(role: SchemaRole, schema: &Value) -> Result<jsonschema::Validator, String> {
+    if let Some(what) = not_an_object_schema(schema) {
+        return Err(format!(
+            "its {}'s top level is {what}, but {}; make it an object schema \
+             ({{\"type\": \"object\", \"properties\": {{...}}}})",
+            role.what(),
+            role.why_object()
+        ));
+    }
+    jsonschema::validator_for(schema).map_err(|e| {
+        let at = e.instance_path().to_string();
+        let at = if at.is_empty() { "/".to_owned() } else { at };
+        format!(
+            "its {} is not a valid JSON Schema: at {at}: {e}; {}",
+            role.what(),
+            role.fix()
+        )
+    })
+}
+
+/// What the top level of `schema` is, when it is not an object schema.
+fn not_an_object_schema(schema: &Value) -> Option<String> {
+    let Value::Object(map) = schema else {
+        return Some(format!("`{schema}`"));
+    };
+    match map.get("type") {
+        None => None,
+        Some(Value::String(t)) if t == "object" => None,
+        Some(Value::Array(types)) if types.iter().any(|t| t == "object") => None,
+        Some(other) => Some(format!("of type {other}")),
+    }
+}
+
+/// Why a plugin that exports `count` tools is refused whole, if it is (more than
+/// [`MAX_TOOLS_PER_PLUGIN`]). Hosts count before reading any tool's metadata.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::check_tool_count;
+/// assert!(check_tool_count(3).is_ok());
+/// assert!(check_tool_count(1_001).is_err());
+/// # }
+/// ```
+pub fn check_tool_count(count: usize) -> Result<(), String> {
+    if count > MAX_TOOLS_PER_PLUGIN {
+        return Err(format!(
+            "the plugin exports {} tools, more than the {} a plugin may; split it into \
+             several plugins or export fewer tools",
+            crate::export::grouped(count),
+            crate::export::grouped(MAX_TOOLS_PER_PLUGIN)
+        ));
+    }
+    Ok(())
+}
+
+/// The tools of one plugin's export list that a host leaves out because an earlier one
+/// has their name: `(index, message)` for each, where `index` is the position (from 0)
+/// in the plugin's `tools` list and the message numbers tools from 1 as they are written
+/// there. The first of a name keeps it.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::duplicate_tools;
+/// let refused = duplicate_tools("notes", [(0, "a"), (1, "b"), (4, "a")]);
+/// assert_eq!(refused, vec![(
+///     4,
+///     "plugin 'notes' exports two tools named 'a' (#1 and #5); rename one".to_owned(),
+/// )]);
+/// # }
+/// ```
+pub fn duplicate_tools<'a>(
+    plugin: &str,
+    tools: impl IntoIterator<Item = (usize, &'a str)>,
+) -> Vec<(usize, String)> {
+    let mut first: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut refused = Vec::new();
+    for (index, name) in tools {
+        match first.get(name) {
+            Some(&kept) => refused.push((
+                index,
+                format!(
+                    "plugin '{plugin}' exports two tools named '{name}' (#{} and #{}); rename one",
+                    kept + 1,
+                    index + 1
+                ),
+            )),
+            None => {
+                first.insert(name, index);
+            }
+        }
+    }
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(name: &str, schema: Value) -> ToolMetadata {
+        ToolMetadata {
+            name: name.to_owned(),
+            description: "d".to_owned(),
+            schema,
+            risk: crate::Risk::Read,
+            interactive: false,
+            requirements: crate::Requirements::default(),
+            output_schema: None,
+        }
+    }
+
+    #[test]
+    fn names_models_refuse_are_refused_with_what_is_wrong() {
+        let object = serde_json::json!({"type": "object"});
+        let long = "a".repeat(77);
+        for (name, why) in [
+            ("Search Notes", "' ' is not allowed"),
+            ("", "it is empty"),
+            (long.as_str(), "it is 77 characters long"),
+            ("café", "'é' is not allowed"),
+        ] {
+            let err = check_tool(&meta(name, object.clone())).expect_err(name);
+            assert!(
+                err.starts_with(&format!("tool '{name}': it has an invalid name: {why}")),
+                "{err}"
+            );
+        }
+        assert!(check_tool(&meta(&"a".repeat(64), object)).is_ok());
+    }
+
+    #[test]
+    fn an_invalid_keyword_is_reported_at_its_json_pointer() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"query": {"type": "strnig"}}
+        });
+        let err = check_tool(&meta("search", schema)).expect_err("refused");
+        assert!(
+            err.starts_with(
+                "tool 'search': its argument schema is not a valid JSON Schema: at \
+                 /properties/query/type: "
+            ),
+            "{err}"
+        );
+        assert!(err.contains("strnig"), "{err}");
+    }
+
+    #[test]
+    fn a_schema_whose_top_level_is_not_an_object_is_refused() {
+        for schema in [
+            serde_json::json!({"type": "array"}),
+            serde_json::json!(true),
+        ] {
+            let err = check_tool(&meta("listy", schema.clone())).expect_err("refused");
+            assert!(err.contains("always a JSON object"), "{err}");
+            let err = check_schema(SchemaRole::Output, &schema).expect_err("refused");
+            assert!(
+                err.starts_with("its output schema's top level is ")
+                    && err.contains("MCP requires an object schema"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_second_tool_of_a_name_is_refused_naming_both_positions() {
+        let refused = duplicate_tools("p", [(0, "x"), (1, "x"), (2, "y"), (3, "x")]);
+        assert_eq!(
+            refused,
+            vec![
+                (
+                    1,
+                    "plugin 'p' exports two tools named 'x' (#1 and #2); rename one".to_owned()
+                ),
+                (
+                    3,
+                    "plugin 'p' exports two tools named 'x' (#1 and #4); rename one".to_owned()
+                ),
+            ]
+        );
+    }
+}
