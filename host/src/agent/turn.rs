@@ -110,6 +110,7 @@ impl AgentInner {
                             ),
                             is_error: true,
                             error: Some(CallErrorKind::InvalidArgs),
+                            details: Default::default(),
                             elapsed: Duration::ZERO,
                         })),
                     }

@@ -3,6 +3,7 @@
 //! Every failure (unknown tool, refused by policy, invalid arguments, tool error, panic,
 //! timeout, cancellation) is a result with `is_error: true`, never an early return.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -58,6 +59,10 @@ pub struct ToolResult {
     pub is_error: bool,
     /// What kind of error, if any.
     pub error: Option<CallErrorKind>,
+    /// Structured data about the result for the session store, status and clients, never
+    /// the model's text, keyed by kind (`toolhost/full_output` when the text was cut).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub details: BTreeMap<String, serde_json::Value>,
     /// How long the call took, policy and validation included.
     #[serde(serialize_with = "serialize_secs")]
     pub elapsed: Duration,
@@ -241,6 +246,7 @@ impl Dispatcher {
                     name,
                     is_error: true,
                     error: Some(CallErrorKind::Panicked),
+                    details: BTreeMap::new(),
                     elapsed: Duration::ZERO,
                 },
             });
@@ -373,6 +379,7 @@ impl<'a> CallJob<'a> {
             is_error: error.is_some(),
             output,
             error,
+            details: BTreeMap::new(),
             elapsed: start.elapsed(),
         };
         for o in self.observers {

@@ -15,12 +15,14 @@ use crate::calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
 use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+use crate::calls::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
 use crate::calls::policy::{ApprovalPolicy, Approver};
 use crate::calls::registry::ToolRegistry;
 use crate::calls::tool::ToolSpec;
 
-/// A profile's part in a call: its name, the tools it sees now, and the host requests
-/// its calls can make (its state folder).
+/// A profile's part in a call: its name, the tools it sees now, the host requests its
+/// calls can make (its state folder), and the output budget with the store where cut
+/// outputs are kept.
 #[derive(Clone)]
 pub struct ProfileScope {
     /// The profile's name.
@@ -29,6 +31,40 @@ pub struct ProfileScope {
     pub tools: Arc<ToolRegistry>,
     /// Host requests its calls can make, if it has any.
     pub requests: Option<Arc<dyn HostRequests>>,
+    /// Where cut outputs are kept (`None`: results are still cut, and the marker says the
+    /// full output was not kept).
+    pub outputs: Option<Arc<OutputStore>>,
+    /// The output budget and its limits.
+    pub output: OutputSettings,
+}
+
+impl ProfileScope {
+    /// A scope with the default budget and no output store.
+    pub fn new(
+        name: impl Into<String>,
+        tools: Arc<ToolRegistry>,
+        requests: Option<Arc<dyn HostRequests>>,
+    ) -> ProfileScope {
+        ProfileScope {
+            name: name.into(),
+            tools,
+            requests,
+            outputs: None,
+            output: OutputSettings::default(),
+        }
+    }
+
+    /// The same scope keeping cut outputs in `store` under `settings`; its tools gain
+    /// `read_output` unless `settings` leave it out (a plugin tool of that name is then
+    /// left out, with a warning).
+    pub fn with_outputs(mut self, store: Arc<OutputStore>, settings: OutputSettings) -> Self {
+        if settings.read_output {
+            self.tools = Arc::new(crate::calls::read_output::with_read_output(&self.tools));
+        }
+        self.outputs = Some(store);
+        self.output = settings;
+        self
+    }
 }
 
 /// A call asked for a profile the door does not have.
@@ -113,6 +149,10 @@ pub struct CallRequest {
     pub requests: Option<Arc<dyn HostRequests>>,
     /// Tools left out of the profile's for these calls (a child turn's exclusions).
     pub without: Arc<[String]>,
+    /// The most characters the caller takes in one result (an MCP client's
+    /// `_meta["anthropic/maxResultSizeChars"]`), held within the profile's ceiling;
+    /// `None`: the profile's budget.
+    pub max_chars: Option<usize>,
 }
 
 /// The door every call enters by. Cheap to clone.
@@ -179,6 +219,7 @@ impl CallDoor {
             child_turns: None,
             requests: None,
             without: Arc::from([]),
+            max_chars: None,
         }
     }
 
@@ -218,19 +259,30 @@ impl CallDoor {
         self.shutdown.cancel();
     }
 
-    /// Runs one call.
+    /// Runs one call. Its result is held to the output budget (see
+    /// [`OutputSettings`]).
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx)) => dispatcher.call(&tools, &ctx, call).await,
+            Ok((dispatcher, tools, ctx, budgeting)) => {
+                let result = dispatcher.call(&tools, &ctx, call).await;
+                budgeting.apply(result).await
+            }
             Err(e) => self.refused(request, call, &e),
         }
     }
 
     /// Runs the calls of one model response; one result per call, in order (see
-    /// [`Dispatcher::dispatch`]).
+    /// [`Dispatcher::dispatch`]), each held to the output budget.
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx)) => dispatcher.dispatch(&tools, &ctx, calls).await,
+            Ok((dispatcher, tools, ctx, budgeting)) => {
+                let results = dispatcher.dispatch(&tools, &ctx, calls).await;
+                let mut out = Vec::with_capacity(results.len());
+                for result in results {
+                    out.push(budgeting.apply(result).await);
+                }
+                out
+            }
             Err(e) => calls
                 .into_iter()
                 .map(|c| self.refused(request, c, &e))
@@ -254,9 +306,10 @@ impl CallDoor {
             output: e.to_string(),
             is_error: true,
             error: Some(crate::calls::dispatcher::CallErrorKind::ToolNotFound),
+            details: Default::default(),
             elapsed: Duration::ZERO,
         };
-        let ctx = self.context(request, e.name.clone(), None);
+        let ctx = self.context(request, e.name.clone(), None, None);
         self.dispatcher.observe(&ctx, &result);
         result
     }
@@ -267,6 +320,7 @@ impl CallDoor {
         request: &CallRequest,
         profile: String,
         requests: Option<Arc<dyn HostRequests>>,
+        budgeting: Option<&Budgeting>,
     ) -> CallContext {
         CallContext {
             turn: Arc::new(TurnIdentity {
@@ -280,12 +334,14 @@ impl CallDoor {
                 child_turns: request.child_turns.clone(),
                 caller: request.channel.clone(),
                 requests: request.requests.clone().or(requests),
+                outputs: budgeting.and_then(|b| b.store.clone()),
+                budget: budgeting.map(|b| b.budget).unwrap_or_default(),
             },
         }
     }
 
     /// What a request runs with: the dispatcher (under the request's approver and
-    /// timeout cap), the tools and the calls' context.
+    /// timeout cap), the tools, the calls' context and the output budget.
     fn prepare(
         &self,
         request: &CallRequest,
@@ -294,6 +350,7 @@ impl CallDoor {
             std::borrow::Cow<'_, Dispatcher>,
             Arc<ToolRegistry>,
             CallContext,
+            Budgeting,
         ),
         UnknownProfile,
     > {
@@ -315,8 +372,16 @@ impl CallDoor {
                 dispatcher = std::borrow::Cow::Owned(dispatcher.with_config(capped));
             }
         }
-        let ctx = self.context(request, scope.name, scope.requests);
-        Ok((dispatcher, tools, ctx))
+        let budgeting = Budgeting {
+            budget: scope.output.budget_for(request.max_chars),
+            store: scope.outputs.clone(),
+            owner: Owner {
+                profile: scope.name.clone(),
+                token: request.caller.token.clone(),
+            },
+        };
+        let ctx = self.context(request, scope.name, scope.requests, Some(&budgeting));
+        Ok((dispatcher, tools, ctx, budgeting))
     }
 }
 
@@ -335,11 +400,7 @@ pub fn fixed_profile(
     tools: Arc<ToolRegistry>,
     requests: Option<Arc<dyn HostRequests>>,
 ) -> Arc<dyn Profiles> {
-    Arc::new(FixedProfile(ProfileScope {
-        name: name.to_owned(),
-        tools,
-        requests,
-    }))
+    Arc::new(FixedProfile(ProfileScope::new(name, tools, requests)))
 }
 
 #[cfg(test)]
@@ -348,11 +409,11 @@ mod tests {
 
     #[test]
     fn a_fixed_profile_answers_its_name_and_the_default() {
-        let profiles = FixedProfile(ProfileScope {
-            name: "dev".to_owned(),
-            tools: Arc::new(ToolRegistry::default()),
-            requests: None,
-        });
+        let profiles = FixedProfile(ProfileScope::new(
+            "dev",
+            Arc::new(ToolRegistry::default()),
+            None,
+        ));
         assert_eq!(
             profiles.scope(None).map(|s| s.name).ok(),
             Some("dev".into())

@@ -7,6 +7,8 @@ pub(crate) mod availability;
 pub(crate) mod context;
 pub(crate) mod dispatcher;
 pub(crate) mod door;
+pub(crate) mod outputs;
+pub(crate) mod read_output;
 pub(crate) mod policy;
 pub(crate) mod registry;
 pub(crate) mod stats;

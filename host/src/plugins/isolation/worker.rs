@@ -481,6 +481,7 @@ fn start_call(
             Arc::new(ProxyRequests::new(Arc::clone(link), id))
                 as Arc<dyn crate::calls::context::HostRequests>
         }),
+        ..TurnServices::default()
     };
     let ctx = CallContext {
         turn: Arc::new(TurnIdentity {
