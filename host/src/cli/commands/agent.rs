@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{ModelError, OpenAiClient};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{
-    CallDoor, CallerChannel, LoadedConfig, ProfileRequests, ToolCall, ToolResult, fixed_profile,
+    CallDoor, CallerChannel, LoadedConfig, ToolCall, ToolResult,
 };
 use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
@@ -137,10 +137,9 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         a.profile.as_deref(),
     )?;
     let terminal = std::io::stdin().is_terminal();
-    let requests = Arc::new(ProfileRequests::new(profile.state_dir.clone()));
     let door = CallDoor::new(
         &config.call_settings(),
-        fixed_profile(&profile.name, Arc::new(registry), Some(requests)),
+        super::profile_door_scope(&profile, registry),
         terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
     let agent = Agent::new(AgentParts {

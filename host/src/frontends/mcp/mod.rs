@@ -16,6 +16,7 @@
 mod approval;
 mod caller;
 mod clients;
+mod outputs;
 pub(crate) mod http;
 mod server;
 mod session;

@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
-    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, ToolAnnotations,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -25,6 +26,7 @@ use toolhost_plugin_api::parse_content_output;
 
 use super::approval::McpApprover;
 use super::caller::{McpCaller, level_rank};
+use super::outputs;
 use super::state::SessionState;
 use crate::calls::context::CallerChannel;
 use crate::calls::dispatcher::{CallErrorKind, ToolCall};
@@ -79,6 +81,8 @@ impl ServerHandler for McpSession {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                // Only for reading back cut outputs (toolhost://output/ID).
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -211,6 +215,50 @@ impl ServerHandler for McpSession {
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        // Kept outputs are read by the link a cut result carries, never listed.
+        self.state.register_from(&context);
+        Ok(ListResourcesResult::with_all_items(Vec::new()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.state.register_from(&context);
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            outputs::resource_template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.state.register_from(&context);
+        let facts = self.state.client_facts(&context);
+        let shared = &self.state.shared;
+        let store = shared
+            .host
+            .door()
+            .scope(Some(&shared.profile_name))
+            .ok()
+            .and_then(|s| s.outputs);
+        let owner = crate::calls::outputs::Owner {
+            profile: shared.profile_name.clone(),
+            token: facts.caller.token.clone(),
+        };
+        outputs::read(store, owner, request.uri)
+            .await
+            .map(ReadResourceResponse::from)
+    }
 }
 
 impl McpSession {
@@ -284,6 +332,7 @@ impl McpSession {
             .as_ref()
             .map(|a| Arc::clone(a) as Arc<dyn Approver>);
         call_request.channel = Some(Arc::clone(&caller) as Arc<dyn CallerChannel>);
+        call_request.max_chars = outputs::max_result_chars(request.meta.as_deref(), &context.meta);
         let cancel = call_request.cancel.clone();
         let call = ToolCall {
             // Only echoed in the door's result, which MCP does not return.
@@ -313,6 +362,7 @@ impl McpSession {
         {
             return Ok(question.into());
         }
+        let link = outputs::link(&result);
         if result.is_error {
             let mut message = result.output;
             if result.error == Some(CallErrorKind::InvalidArgs) {
@@ -321,7 +371,8 @@ impl McpSession {
                     request.name
                 );
             }
-            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            let result = CallToolResult::error(vec![ContentBlock::text(message)]);
+            return Ok(outputs::with_link(result, link).into());
         }
         let content = match parse_content_output(&result.output) {
             Some(blocks) => blocks
@@ -336,7 +387,7 @@ impl McpSession {
                 .collect(),
             None => vec![ContentBlock::text(result.output)],
         };
-        Ok(CallToolResult::success(content).into())
+        Ok(outputs::with_link(CallToolResult::success(content), link).into())
     }
 }
 
