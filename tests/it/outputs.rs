@@ -115,14 +115,24 @@ fn check_cut(cut: &str, full: &str, max_chars: usize, max_lines: usize) -> Strin
         cut.chars().count()
     );
     if max_lines > 0 {
-        assert!(cut.lines().count() <= max_lines, "{} lines", cut.lines().count());
+        assert!(
+            cut.lines().count() <= max_lines,
+            "{} lines",
+            cut.lines().count()
+        );
     }
-    let markers: Vec<&str> = cut.lines().filter(|l| l.starts_with("[toolhost:")).collect();
+    let markers: Vec<&str> = cut
+        .lines()
+        .filter(|l| l.starts_with("[toolhost:"))
+        .collect();
     assert_eq!(markers.len(), 1, "one marker line");
     let (head, tail) = cut.split_once(markers[0]).expect("marker");
     assert!(head.starts_with("line 000001 "), "{:?}", &head[..40]);
     assert!(full.starts_with(head), "the head is the text's own");
-    assert!(full.ends_with(tail.trim_start_matches('\n')), "the tail is the text's own");
+    assert!(
+        full.ends_with(tail.trim_start_matches('\n')),
+        "the tail is the text's own"
+    );
     assert!(markers[0].contains("characters in"), "{}", markers[0]);
     assert!(markers[0].contains("read_output"), "{}", markers[0]);
     let id = markers[0]
@@ -141,7 +151,10 @@ fn check_cut(cut: &str, full: &str, max_chars: usize, max_lines: usize) -> Strin
 fn check_read_back(work: &Work, id: &str, full: &str) {
     let all = work.output(id, &[]);
     assert!(all.status.success(), "{}", text(&all.stderr));
-    assert!(all.stdout == full.as_bytes(), "the full text, byte for byte");
+    assert!(
+        all.stdout == full.as_bytes(),
+        "the full text, byte for byte"
+    );
     let from_one = work.output(id, &["--lines", "1:"]);
     assert!(from_one.stdout == full.as_bytes());
     let range = work.output(id, &["--lines", &format!("{}:{}", NEEDLE - 1, NEEDLE + 1)]);
@@ -159,9 +172,21 @@ fn check_read_back(work: &Work, id: &str, full: &str) {
     let foreign = work.output(id, &["--profile", "other"]);
     assert!(!foreign.status.success());
     let unknown = work.output(&format!("o{}", "0".repeat(32)), &[]);
-    let shown = |o: &Output| text(&o.stderr).replace(id, "ID").replace(&format!("o{}", "0".repeat(32)), "ID");
-    assert_eq!(shown(&foreign), shown(&unknown), "the same answer as an unknown id");
-    assert!(text(&foreign.stderr).contains("no output"), "{}", text(&foreign.stderr));
+    let shown = |o: &Output| {
+        text(&o.stderr)
+            .replace(id, "ID")
+            .replace(&format!("o{}", "0".repeat(32)), "ID")
+    };
+    assert_eq!(
+        shown(&foreign),
+        shown(&unknown),
+        "the same answer as an unknown id"
+    );
+    assert!(
+        text(&foreign.stderr).contains("no output"),
+        "{}",
+        text(&foreign.stderr)
+    );
     let folder = work.outputs("default");
     assert_eq!(mode(&folder), 0o700);
     assert_eq!(mode(&folder.join(format!("{id}.txt"))), 0o600);
@@ -174,7 +199,12 @@ fn a_two_mb_output_of_toolhost_call_is_cut_and_read_back_whole() {
     let full = big_text(BIG, NEEDLE);
     let out = work
         .command()
-        .args(["call", "big_output", &big_args(false).to_string(), "--plugins"])
+        .args([
+            "call",
+            "big_output",
+            &big_args(false).to_string(),
+            "--plugins",
+        ])
         .arg(work.plugins.path())
         .output()
         .expect("run toolhost call");
@@ -191,7 +221,12 @@ fn an_error_result_of_two_mb_is_cut_and_stays_an_error() {
     let full = big_text(BIG, NEEDLE);
     let out = work
         .command()
-        .args(["call", "big_output", &big_args(true).to_string(), "--plugins"])
+        .args([
+            "call",
+            "big_output",
+            &big_args(true).to_string(),
+            "--plugins",
+        ])
         .arg(work.plugins.path())
         .output()
         .expect("run toolhost call");
@@ -223,31 +258,57 @@ fn a_limit_of_zero_is_off_and_a_custom_budget_holds() {
     let work = Work::new("[output]\nmax_chars = 0\nmax_lines = 0\n");
     let out = work
         .command()
-        .args(["call", "big_output", &json!({"bytes": 300_000}).to_string(), "--plugins"])
+        .args([
+            "call",
+            "big_output",
+            &json!({"bytes": 300_000}).to_string(),
+            "--plugins",
+        ])
         .arg(work.plugins.path())
         .output()
         .expect("run toolhost call");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), format!("{}\n", big_text(300_000, 0)));
-    assert!(!work.outputs("default").exists(), "nothing cut, nothing kept");
+    assert!(
+        !work.outputs("default").exists(),
+        "nothing cut, nothing kept"
+    );
 
     let narrow = Work::new("[output]\nmax_chars = 5000\nmax_lines = 0\n");
     let out = narrow
         .command()
-        .args(["call", "big_output", &json!({"bytes": 300_000}).to_string(), "--plugins"])
+        .args([
+            "call",
+            "big_output",
+            &json!({"bytes": 300_000}).to_string(),
+            "--plugins",
+        ])
         .arg(narrow.plugins.path())
         .output()
         .expect("run toolhost call");
     let printed = text(&out.stdout);
-    check_cut(printed.trim_end_matches('\n'), &big_text(300_000, 0), 5000, 0);
+    check_cut(
+        printed.strip_suffix('\n').unwrap_or(&printed),
+        &big_text(300_000, 0),
+        5000,
+        0,
+    );
 
     let bad = Work::new("[output]\nmax_chars = 10\n");
     let out = bad.command().args(["list"]).output().expect("run");
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("output.max_chars"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("output.max_chars"),
+        "{}",
+        text(&out.stderr)
+    );
     let unknown = Work::new("[output]\nmax_char = 10\n");
     let out = unknown.command().args(["list"]).output().expect("run");
-    assert!(text(&out.stderr).contains("unknown field `max_char`"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("unknown field `max_char`"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// A host serving the control socket of `work`, killed at the end.
@@ -280,21 +341,40 @@ fn the_control_socket_cuts_and_state_dir_works_for_the_default_profile() {
     let out = call("big_output", &big_args(false), "default");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let printed = text(&out.stdout);
-    let id = check_cut(printed.trim_end_matches('\n'), &full, MAX_CHARS, MAX_LINES);
+    let id = check_cut(
+        printed.strip_suffix('\n').unwrap_or(&printed),
+        &full,
+        MAX_CHARS,
+        MAX_LINES,
+    );
     check_read_back(&work, &id, &full);
     // read_output through the host, as the same profile and as another.
-    let piece = call("read_output", &json!({"id": id, "offset": NEEDLE, "limit": 2}), "default");
+    let piece = call(
+        "read_output",
+        &json!({"id": id, "offset": NEEDLE, "limit": 2}),
+        "default",
+    );
     assert!(piece.status.success(), "{}", text(&piece.stderr));
-    let expected: String = full.split_inclusive('\n').skip(NEEDLE - 1).take(2).collect();
+    let expected: String = full
+        .split_inclusive('\n')
+        .skip(NEEDLE - 1)
+        .take(2)
+        .collect();
     assert_eq!(text(&piece.stdout), format!("{expected}\n"));
     let foreign = call("read_output", &json!({"id": id}), "other");
     assert!(!foreign.status.success());
-    assert!(text(&foreign.stderr).contains("no output"), "{}", text(&foreign.stderr));
+    assert!(
+        text(&foreign.stderr).contains("no output"),
+        "{}",
+        text(&foreign.stderr)
+    );
     // The stumble: a tool using ctx.state_dir() over the control socket.
     let state = call("state_path", &json!({}), "default");
     assert!(state.status.success(), "{}", text(&state.stderr));
     assert!(
-        text(&state.stdout).trim().ends_with("profiles/default/state"),
+        text(&state.stdout)
+            .trim()
+            .ends_with("profiles/default/state"),
         "{}",
         text(&state.stdout)
     );
@@ -341,9 +421,16 @@ impl Stdio_ {
             json!({"protocolVersion": "2025-06-18", "capabilities": {},
                    "clientInfo": {"name": "outputs-test", "version": "1"}}),
         );
-        assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
-        writeln!(s.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .expect("send");
+        assert!(
+            init["result"]["capabilities"]["resources"].is_object(),
+            "{init}"
+        );
+        writeln!(
+            s.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .expect("send");
         s
     }
 
@@ -390,7 +477,10 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
     let work = Work::new("");
     let full = big_text(BIG, NEEDLE);
     let mut mcp = Stdio_::start(&work);
-    let called = mcp.request("tools/call", json!({"name": "big_output", "arguments": big_args(false)}));
+    let called = mcp.request(
+        "tools/call",
+        json!({"name": "big_output", "arguments": big_args(false)}),
+    );
     let result = &called["result"];
     assert_ne!(result["isError"], json!(true));
     let id = check_mcp_cut(result, &full, MAX_CHARS, MAX_LINES);
@@ -405,11 +495,25 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
     };
     assert!(read(&mut mcp, &uri) == full, "the full text, exactly");
     let range = read(&mut mcp, &format!("{uri}?lines=3:4"));
-    assert_eq!(range, full.split_inclusive('\n').skip(2).take(2).collect::<String>());
+    assert_eq!(
+        range,
+        full.split_inclusive('\n')
+            .skip(2)
+            .take(2)
+            .collect::<String>()
+    );
     let grep = read(&mut mcp, &format!("{uri}?grep=NEEDLE&context=0"));
     assert_eq!(grep, format!("{NEEDLE}:line {NEEDLE:06} NEEDLE here é\n"));
-    let missing = mcp.request("resources/read", json!({"uri": format!("toolhost://output/o{}", "1".repeat(32))}));
-    assert!(missing["error"]["message"].as_str().is_some_and(|m| m.contains("no resource")), "{missing}");
+    let missing = mcp.request(
+        "resources/read",
+        json!({"uri": format!("toolhost://output/o{}", "1".repeat(32))}),
+    );
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no resource")),
+        "{missing}"
+    );
     let listed = mcp.request("resources/list", json!({}));
     assert_eq!(listed["result"]["resources"], json!([]));
     let templates = mcp.request("resources/templates/list", json!({}));
@@ -428,7 +532,10 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
             "tools/call",
             json!({"name": "read_output", "arguments": {"id": id, "offset": offset, "limit": 400}}),
         );
-        let t = piece["result"]["content"][0]["text"].as_str().expect("text").to_owned();
+        let t = piece["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text")
+            .to_owned();
         if t.starts_with("(no lines there") {
             break;
         }
@@ -445,11 +552,19 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
                "_meta": {"anthropic/maxResultSizeChars": 100_000}}),
     );
     check_mcp_cut(&raised["result"], &full, 100_000, 0);
-    let raised_text = raised["result"]["content"][0]["text"].as_str().expect("text");
-    assert!(raised_text.chars().count() > MAX_CHARS, "the client's limit was used");
+    let raised_text = raised["result"]["content"][0]["text"]
+        .as_str()
+        .expect("text");
+    assert!(
+        raised_text.chars().count() > MAX_CHARS,
+        "the client's limit was used"
+    );
 
     // An error result is cut the same way and stays an error.
-    let failed = mcp.request("tools/call", json!({"name": "big_output", "arguments": big_args(true)}));
+    let failed = mcp.request(
+        "tools/call",
+        json!({"name": "big_output", "arguments": big_args(true)}),
+    );
     assert_eq!(failed["result"]["isError"], json!(true));
     check_mcp_cut(&failed["result"], &full, MAX_CHARS, MAX_LINES);
 }
@@ -469,26 +584,40 @@ fn over_http_another_token_gets_not_found() {
     let id = check_mcp_cut(&called.message()["result"], &full, MAX_CHARS, MAX_LINES);
     let uri = format!("toolhost://output/{id}");
     let read = |c: &crate::http_door::Client| {
-        c.post(&json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"uri": uri}}))
-            .message()
+        c.post(
+            &json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"uri": uri}}),
+        )
+        .message()
     };
     let mine = read(&alice);
     assert!(mine["result"]["contents"][0]["text"].as_str() == Some(full.as_str()));
     let theirs = read(&bob);
     let unknown = bob
-        .post(&json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
-                      "params": {"uri": format!("toolhost://output/o{}", "2".repeat(32))}}))
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
+                      "params": {"uri": format!("toolhost://output/o{}", "2".repeat(32))}}),
+        )
         .message();
     assert!(theirs["error"].is_object(), "{theirs}");
     assert_eq!(
-        theirs["error"]["message"].as_str().map(|m| m.replace(&id, "ID")),
-        unknown["error"]["message"].as_str().map(|m| m.replace(&format!("o{}", "2".repeat(32)), "ID")),
+        theirs["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(&id, "ID")),
+        unknown["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(&format!("o{}", "2".repeat(32)), "ID")),
         "the same answer as an unknown id"
     );
-    let tool = bob.post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "read_output", "arguments": {"id": id}}})).message();
+    let tool = bob
+        .post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "read_output", "arguments": {"id": id}}}))
+        .message();
     assert_eq!(tool["result"]["isError"], json!(true), "{tool}");
-    assert!(tool["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("no output")));
+    assert!(
+        tool["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("no output"))
+    );
     // The owner reads it from the command line with its token's name.
     let out = toolhost_command()
         .arg("--config")
@@ -496,7 +625,10 @@ fn over_http_another_token_gets_not_found() {
         .args(["output", &id, "--token", "alice", "--lines", "1:2"])
         .output()
         .expect("toolhost output");
-    assert_eq!(text(&out.stdout), full.split_inclusive('\n').take(2).collect::<String>());
+    assert_eq!(
+        text(&out.stdout),
+        full.split_inclusive('\n').take(2).collect::<String>()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,10 +658,16 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
     let id = check_cut(&answers[0].1, &full, MAX_CHARS, MAX_LINES);
     for n in 0..server.count() {
         let sent = server.request(n).to_string();
-        assert!(!sent.contains("toolhost/full_output"), "details never reach the model");
+        assert!(
+            !sent.contains("toolhost/full_output"),
+            "details never reach the model"
+        );
         assert!(!sent.contains("line 010000"), "nor the text that was cut");
     }
-    let db = work.dir.path().join("profiles/default/state/sessions.sqlite3");
+    let db = work
+        .dir
+        .path()
+        .join("profiles/default/state/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let (content, details, full_text): (String, String, String) = conn
         .query_row(
@@ -538,7 +676,10 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .expect("the tool message");
-    assert_eq!(content, answers[0].1, "the session replays what the model saw");
+    assert_eq!(
+        content, answers[0].1,
+        "the session replays what the model saw"
+    );
     assert!(full_text == full, "the session keeps the full text");
     let details: Value = serde_json::from_str(&details).expect("details");
     assert_eq!(details["toolhost/full_output"]["id"], json!(id));
@@ -552,13 +693,18 @@ fn pruning_removes_the_oldest_first_by_age_then_by_size_and_logs() {
     std::fs::create_dir_all(&folder).expect("folder");
     let now = std::time::SystemTime::now();
     let hour = std::time::Duration::from_secs(3600);
-    let ids: Vec<String> = (0..4).map(|i| format!("o{}", format!("{i}").repeat(32))).collect();
+    let ids: Vec<String> = (0..4)
+        .map(|i| format!("o{}", format!("{i}").repeat(32)))
+        .collect();
     // ids[0]: ten days old; then 3, 2 and 1 hours old, 0.9 MiB each.
     for (id, age) in ids.iter().zip([240 * hour, 3 * hour, 2 * hour, hour]) {
         for (ext, bytes) in [("txt", 900 * 1024), ("json", 10)] {
             let path = folder.join(format!("{id}.{ext}"));
             std::fs::write(&path, vec![b'x'; bytes]).expect("write");
-            let f = std::fs::File::options().write(true).open(&path).expect("open");
+            let f = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open");
             f.set_modified(now - age).expect("age it");
         }
     }

@@ -111,7 +111,8 @@ impl OutputSettings {
     pub fn budget_for(&self, asked: Option<usize>) -> Budget {
         match asked {
             Some(chars) if self.mcp_max_chars_ceiling > 0 => Budget {
-                max_chars: chars.clamp(MIN_MAX_CHARS, self.mcp_max_chars_ceiling.max(MIN_MAX_CHARS)),
+                max_chars: chars
+                    .clamp(MIN_MAX_CHARS, self.mcp_max_chars_ceiling.max(MIN_MAX_CHARS)),
                 max_lines: 0,
             },
             _ => self.budget,
@@ -228,7 +229,7 @@ pub fn cut(text: &str, max_chars: usize, max_lines: usize, rest: Rest<'_>) -> Op
 
     // The head: at most half the lines and half the characters.
     let (head_chars_room, head_lines_room) = (char_room / 2, line_room / 2);
-    let (mut head_end, mut head_chars, mut head_nl) = (0, 0, 0);
+    let (mut head_end, mut head_chars, mut head_nl) = (0, 0, 0usize);
     for (i, c) in text.char_indices() {
         if head_chars == head_chars_room || head_nl == head_lines_room {
             break;
@@ -238,6 +239,13 @@ pub fn cut(text: &str, max_chars: usize, max_lines: usize, rest: Rest<'_>) -> Op
         if c == '\n' {
             head_nl += 1;
         }
+    }
+    // Whole lines where at least one fits: the partial last line goes to the middle.
+    if let Some(nl) = text[..head_end].rfind('\n')
+        && nl + 1 < head_end
+    {
+        head_chars -= text[nl + 1..head_end].chars().count();
+        head_end = nl + 1;
     }
     let head = &text[..head_end];
     let head_partial = !head.is_empty() && !head.ends_with('\n');
@@ -259,6 +267,15 @@ pub fn cut(text: &str, max_chars: usize, max_lines: usize, rest: Rest<'_>) -> Op
         tail_start = i;
         tail_chars += 1;
         tail_nl = nl;
+    }
+    // Likewise the tail starts at a line's start where a whole line fits.
+    let starts_line = tail_start == 0 || rest_text[..tail_start].ends_with('\n');
+    if !starts_line
+        && let Some(nl) = rest_text[tail_start..].find('\n')
+        && tail_start + nl + 1 < rest_text.len()
+    {
+        tail_chars -= rest_text[tail_start..=tail_start + nl].chars().count();
+        tail_start += nl + 1;
     }
     let tail = &rest_text[tail_start..];
     let middle = &rest_text[..tail_start];
@@ -728,7 +745,11 @@ fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
             None => from,
         };
         for (i, line) in lines.iter().enumerate().take(to + 1).skip(start) {
-            let sep = if hits.binary_search(&i).is_ok() { ':' } else { '-' };
+            let sep = if hits.binary_search(&i).is_ok() {
+                ':'
+            } else {
+                '-'
+            };
             let _ = writeln!(out, "{}{sep}{line}", i + 1);
         }
         shown_to = Some(shown_to.map_or(to, |last| last.max(to)));
@@ -894,7 +915,14 @@ mod tests {
     fn ids_are_checked_before_they_become_paths() {
         let id = new_id().expect("random");
         assert!(is_id(&id), "{id}");
-        for bad in ["", "o", "../etc/passwd", &format!("{id}x"), &id.to_uppercase(), "o/../../../../../../../etc/p"] {
+        for bad in [
+            "",
+            "o",
+            "../etc/passwd",
+            &format!("{id}x"),
+            &id.to_uppercase(),
+            "o/../../../../../../../etc/p",
+        ] {
             assert!(!is_id(bad), "{bad}");
         }
     }
@@ -905,7 +933,10 @@ mod tests {
         let re = regex::Regex::new(r"^line (5|7|15)$").expect("regex");
         let (out, n) = grep(&text, &re, 1);
         assert_eq!(n, 3);
-        assert_eq!(out, "4-line 4\n5:line 5\n6-line 6\n7:line 7\n8-line 8\n--\n14-line 14\n15:line 15\n16-line 16\n");
+        assert_eq!(
+            out,
+            "4-line 4\n5:line 5\n6-line 6\n7:line 7\n8-line 8\n--\n14-line 14\n15:line 15\n16-line 16\n"
+        );
     }
 
     #[test]
@@ -914,8 +945,17 @@ mod tests {
         assert_eq!(s.budget_for(None), Budget::DEFAULT);
         assert_eq!(s.budget_for(Some(10)).max_chars, MIN_MAX_CHARS);
         assert_eq!(s.budget_for(Some(10_000_000)).max_chars, 500_000);
-        assert_eq!(s.budget_for(Some(100_000)), Budget { max_chars: 100_000, max_lines: 0 });
-        let fixed = OutputSettings { mcp_max_chars_ceiling: 0, ..OutputSettings::default() };
+        assert_eq!(
+            s.budget_for(Some(100_000)),
+            Budget {
+                max_chars: 100_000,
+                max_lines: 0
+            }
+        );
+        let fixed = OutputSettings {
+            mcp_max_chars_ceiling: 0,
+            ..OutputSettings::default()
+        };
         assert_eq!(fixed.budget_for(Some(100_000)), Budget::DEFAULT);
     }
 }

@@ -382,17 +382,16 @@ impl Profile {
                 &file,
             )?),
         };
-        let output = super::settings::output_settings(
-            &config.config.output.overridden(&parsed.output),
-        )
-        .map_err(|message| ConfigError::Invalid {
-            path: if parsed.output.has_any() {
-                file.clone()
-            } else {
-                config.file.clone().unwrap_or_default()
-            },
-            message,
-        })?;
+        let output =
+            super::settings::output_settings(&config.config.output.overridden(&parsed.output))
+                .map_err(|message| ConfigError::Invalid {
+                    path: if parsed.output.has_any() {
+                        file.clone()
+                    } else {
+                        config.file.clone().unwrap_or_default()
+                    },
+                    message,
+                })?;
         let state_dir = dir.join("state");
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{ModelError, OpenAiClient};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
-use toolhost::{
-    CallDoor, CallerChannel, LoadedConfig, ToolCall, ToolResult,
-};
+use toolhost::{CallDoor, CallerChannel, LoadedConfig, ToolCall, ToolResult};
 use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};

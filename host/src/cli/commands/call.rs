@@ -6,10 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use toolhost::{
-    Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ToolCall,
-   
-};
+use toolhost::{Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ToolCall};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
 use crate::output::{errln, outln};

@@ -16,8 +16,8 @@
 mod approval;
 mod caller;
 mod clients;
-mod outputs;
 pub(crate) mod http;
+mod outputs;
 mod server;
 mod session;
 mod state;

@@ -23,10 +23,7 @@ const MAX_RESULT_CHARS_META: &str = "anthropic/maxResultSizeChars";
 const PREFIX: &str = "toolhost://output/";
 
 /// The characters a tools/call asks for, from its params' `_meta` or the request's.
-pub(super) fn max_result_chars(
-    params: Option<&MetaObject>,
-    request: &MetaObject,
-) -> Option<usize> {
+pub(super) fn max_result_chars(params: Option<&MetaObject>, request: &MetaObject) -> Option<usize> {
     params
         .and_then(|m| m.get(MAX_RESULT_CHARS_META))
         .or_else(|| request.get(MAX_RESULT_CHARS_META))
@@ -206,11 +203,17 @@ mod tests {
         assert!(matches!(range(""), Ok(ReadRange::All)));
         assert!(matches!(
             range("lines=3:5"),
-            Ok(ReadRange::Lines { offset: 3, limit: Some(3) })
+            Ok(ReadRange::Lines {
+                offset: 3,
+                limit: Some(3)
+            })
         ));
         assert!(matches!(
             range("lines=3:"),
-            Ok(ReadRange::Lines { offset: 3, limit: None })
+            Ok(ReadRange::Lines {
+                offset: 3,
+                limit: None
+            })
         ));
         match range("grep=line%20(7%7C9)%24&context=0") {
             Ok(ReadRange::Grep { pattern, context }) => {
