@@ -385,7 +385,11 @@ fn a_token_gets_its_profile_and_only_its_own_sessions() {
     let full = host.token(&["add", "full-client"]);
     let mut a = host.client(Some(&narrow));
     assert_eq!(a.handshake().status, 200);
-    assert_eq!(a.tools(), (200, vec!["echo".to_owned()]));
+    // read_output is in every profile (unless its [output] read_output = false).
+    assert_eq!(
+        a.tools(),
+        (200, vec!["echo".to_owned(), "read_output".to_owned()])
+    );
     let mut b = host.client(Some(&full));
     assert_eq!(b.handshake().status, 200);
     let (status, tools) = b.tools();

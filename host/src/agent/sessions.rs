@@ -417,6 +417,38 @@ mod tests {
     }
 
     #[test]
+    fn an_older_database_gets_the_details_and_full_text_columns() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sessions.sqlite3");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE sessions (id TEXT PRIMARY KEY, parent TEXT, created TEXT NOT NULL);
+                 CREATE TABLE messages (id INTEGER PRIMARY KEY, session TEXT NOT NULL,
+                     role TEXT NOT NULL, content TEXT, tool_calls TEXT, tool_call_id TEXT,
+                     created TEXT NOT NULL);
+                 INSERT INTO sessions VALUES ('s', NULL, 'then');
+                 INSERT INTO messages (session, role, content, created)
+                     VALUES ('s', 'user', 'old words', 'then');",
+            )
+            .expect("an old schema");
+        }
+        let store = SessionStore::open(&path).expect("migrated");
+        let kept = Message {
+            details: Some(serde_json::json!({"toolhost/full_output": {"id": "o1"}})),
+            full_text: Some("the whole text".to_owned()),
+            ..Message::tool_result("c1", "the cut text")
+        };
+        store.append("s", &kept).expect("append");
+        let messages = store.messages("s").expect("messages");
+        assert_eq!(messages[0].content.as_deref(), Some("old words"));
+        assert_eq!(messages[0].details, None);
+        assert_eq!(messages[1], kept);
+        drop(store);
+        SessionStore::open(&path).expect("a second open adds nothing");
+    }
+
+    #[test]
     fn repair_answers_interrupted_calls_and_drops_orphan_results() {
         let call = |id: &str| ModelToolCall {
             id: id.to_owned(),

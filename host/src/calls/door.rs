@@ -5,8 +5,9 @@
 //! profile's tools, the approval policy with that approver, the dispatcher and the cancel
 //! token, and every [`CallObserver`] registered on it sees every call.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +16,10 @@ use crate::calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
 use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
-use crate::calls::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
+use crate::calls::outputs::{
+    Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, READ_OUTPUT_TOOL,
+    Rest, Size, cut,
+};
 use crate::calls::policy::{ApprovalPolicy, Approver};
 use crate::calls::registry::ToolRegistry;
 use crate::calls::tool::ToolSpec;
@@ -382,6 +386,83 @@ impl CallDoor {
         };
         let ctx = self.context(request, scope.name, scope.requests, Some(&budgeting));
         Ok((dispatcher, tools, ctx, budgeting))
+    }
+}
+
+/// What the door holds to budget a request's results: the budget, and where (and for
+/// whom) cut outputs are kept.
+#[derive(Clone)]
+pub(crate) struct Budgeting {
+    pub(crate) budget: Budget,
+    pub(crate) store: Option<Arc<OutputStore>>,
+    pub(crate) owner: Owner,
+}
+
+impl Budgeting {
+    /// `result` within the budget: as it is if it fits, else cut, with its full text kept
+    /// (off the runtime's threads) and recorded as the `toolhost/full_output` detail. An
+    /// error stays an error. `read_output`'s own results are cut without a new id (they
+    /// are parts of a kept output already).
+    pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
+        if self.budget.fits(&result.output) {
+            return result;
+        }
+        let budget = self.budget;
+        let store = self
+            .store
+            .clone()
+            .filter(|_| result.name != READ_OUTPUT_TOOL);
+        let owner = self.owner.clone();
+        let call_id = result.call_id.clone();
+        let name = result.name.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let text = std::mem::take(&mut result.output);
+            let kept = store.and_then(|store| {
+                let meta = OutputMeta {
+                    owner,
+                    tool: result.name.clone(),
+                    created: SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                    is_error: result.is_error,
+                    size: Size::of(&text),
+                    result: serde_json::to_value(&result).unwrap_or(serde_json::Value::Null),
+                };
+                let size = meta.size;
+                match store.save(meta, &text) {
+                    Ok(id) => Some((id, size)),
+                    Err(e) => {
+                        tracing::warn!(tool = %result.name, error = %e, "could not keep a cut output; the model gets the cut text only");
+                        None
+                    }
+                }
+            });
+            let rest = kept.as_ref().map_or(Rest::NotKept, |(id, _)| Rest::Kept(id));
+            if let Some(cut) = cut(&text, budget.max_chars, budget.max_lines, rest) {
+                result.output = cut.text;
+            } else {
+                result.output = text;
+            }
+            if let Some((id, size)) = kept {
+                result.details.insert(
+                    FULL_OUTPUT_DETAIL.to_owned(),
+                    serde_json::json!({
+                        "id": id, "chars": size.chars, "lines": size.lines, "bytes": size.bytes,
+                    }),
+                );
+            }
+            result
+        })
+        .await;
+        done.unwrap_or_else(|e| ToolResult {
+            call_id,
+            output: format!("the output of tool '{name}' could not be budgeted: {e}"),
+            is_error: true,
+            error: Some(crate::calls::dispatcher::CallErrorKind::Panicked),
+            details: BTreeMap::new(),
+            elapsed: Duration::ZERO,
+            name,
+        })
     }
 }
 

@@ -14,13 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::calls::dispatcher::ToolResult;
 
 /// The detail key of a result whose text was cut (the seed's `FullOutput`):
 /// `{"id", "chars", "lines", "bytes"}` of the full text.
@@ -757,83 +755,6 @@ fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
     (out, hits.len())
 }
 
-/// What the door holds to budget a request's results: the budget, and where (and for
-/// whom) cut outputs are kept.
-#[derive(Clone)]
-pub(crate) struct Budgeting {
-    pub(crate) budget: Budget,
-    pub(crate) store: Option<Arc<OutputStore>>,
-    pub(crate) owner: Owner,
-}
-
-impl Budgeting {
-    /// `result` within the budget: as it is if it fits, else cut, with its full text kept
-    /// (off the runtime's threads) and recorded as the `toolhost/full_output` detail. An
-    /// error stays an error. `read_output`'s own results are cut without a new id (they
-    /// are parts of a kept output already).
-    pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
-        if self.budget.fits(&result.output) {
-            return result;
-        }
-        let budget = self.budget;
-        let store = self
-            .store
-            .clone()
-            .filter(|_| result.name != READ_OUTPUT_TOOL);
-        let owner = self.owner.clone();
-        let call_id = result.call_id.clone();
-        let name = result.name.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let text = std::mem::take(&mut result.output);
-            let kept = store.and_then(|store| {
-                let meta = OutputMeta {
-                    owner,
-                    tool: result.name.clone(),
-                    created: SystemTime::now()
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs()),
-                    is_error: result.is_error,
-                    size: Size::of(&text),
-                    result: serde_json::to_value(&result).unwrap_or(Value::Null),
-                };
-                let size = meta.size;
-                match store.save(meta, &text) {
-                    Ok(id) => Some((id, size)),
-                    Err(e) => {
-                        tracing::warn!(tool = %result.name, error = %e, "could not keep a cut output; the model gets the cut text only");
-                        None
-                    }
-                }
-            });
-            let rest = kept.as_ref().map_or(Rest::NotKept, |(id, _)| Rest::Kept(id));
-            if let Some(cut) = cut(&text, budget.max_chars, budget.max_lines, rest) {
-                result.output = cut.text;
-            } else {
-                result.output = text;
-            }
-            if let Some((id, size)) = kept {
-                result.details.insert(
-                    FULL_OUTPUT_DETAIL.to_owned(),
-                    serde_json::json!({
-                        "id": id, "chars": size.chars, "lines": size.lines, "bytes": size.bytes,
-                    }),
-                );
-            }
-            result
-        })
-        .await;
-        done.unwrap_or_else(|e| ToolResult {
-            call_id,
-            output: format!("the output of tool '{name}' could not be budgeted: {e}"),
-            is_error: true,
-            error: Some(crate::calls::dispatcher::CallErrorKind::Panicked),
-            details: BTreeMap::new(),
-            elapsed: Duration::ZERO,
-            name,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -900,6 +821,25 @@ mod tests {
         assert_eq!(kept[999], "line 5000");
         assert_eq!(c.first_left_out, 500);
         assert_eq!(c.left_out_lines, 5000 - 999);
+    }
+
+    #[test]
+    fn a_character_limit_inside_a_line_keeps_whole_lines() {
+        // 64-character lines: half the room ends inside one.
+        let text: String = (1..=2000).map(|i| format!("{i:063}\n")).collect();
+        let c = cut(&text, 5000, 0, Rest::NotKept).expect("cut");
+        let (head, rest) = c.text.split_once("[toolhost:").expect("marker");
+        let tail = rest.split_once('\n').map(|(_, t)| t).expect("tail");
+        assert!(
+            head.ends_with('\n') && text.starts_with(head),
+            "whole lines in the head"
+        );
+        assert!(text.ends_with(tail) && text[..text.len() - tail.len()].ends_with('\n'));
+        assert_eq!(c.first_left_out, head.lines().count() + 1);
+        assert_eq!(
+            c.left_out_lines,
+            2000 - head.lines().count() - tail.lines().count()
+        );
     }
 
     #[test]
