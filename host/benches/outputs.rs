@@ -60,9 +60,7 @@ fn run(toolhost: &Path, plugins: &Path, output: &str) -> (f64, u64, usize) {
             json!({"name": "big_output", "arguments": {"bytes": BYTES}}),
         );
         times.push(started.elapsed().as_secs_f64() * 1e3);
-        got = answer["content"][0]["text"]
-            .as_str()
-            .map_or(0, str::len);
+        got = answer["content"][0]["text"].as_str().map_or(0, str::len);
     }
     (common::median(times), peak_rss_kib(peer.pid()), got)
 }

@@ -737,3 +737,67 @@ fn pruning_removes_the_oldest_first_by_age_then_by_size_and_logs() {
         .collect();
     assert_eq!(left, [false, false, true, true], "the oldest went first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_turn_gets_the_cut_text_too() {
+    use std::sync::Arc;
+
+    use crate::support::model::{ScriptedModel, ToolAnswer, calls, text as answer};
+    use toolhost::agent::{Agent, AgentParts};
+
+    let model = ScriptedModel::new(|request| {
+        let child = request.last_user().starts_with("child job");
+        match (child, request.tool_answers().last()) {
+            (false, None) => calls(&[("delegate_task", json!({"task": "child job"}))]),
+            (true, None) => calls(&[("big_output", big_args(false))]),
+            (true, Some(_)) => answer("child done"),
+            (false, Some(ToolAnswer { content, .. })) => answer(&format!("parent got: {content}")),
+        }
+    });
+    let plugins = PluginDir::with(&["toolhost_delegate_task", "fixture_basic"]);
+    let (_, registry, _) = crate::support::load(&plugins);
+    let work = tempfile::tempdir().expect("temp dir");
+    let state = work.path().join("p").join("state");
+    let settings = toolhost::OutputSettings::default();
+    let store = Arc::new(toolhost::OutputStore::for_profile(&state, &settings));
+    let scope = toolhost::ProfileScope::new("p", Arc::new(registry), None)
+        .with_outputs(Arc::clone(&store), settings);
+    let door = toolhost::CallDoor::new(
+        &toolhost::CallSettings::default(),
+        Arc::new(toolhost::FixedProfile(scope)),
+        Arc::new(toolhost::AutoApprove),
+    );
+    let agent = Agent::new(AgentParts {
+        profile: "p".to_owned(),
+        state_dir: state.clone(),
+        door,
+        model: Arc::clone(&model) as _,
+        config: toolhost::AgentSettings::default(),
+        caller: None,
+        observer: None,
+    })
+    .expect("agent");
+    let session = agent.new_session().expect("session");
+    let said = agent
+        .run_turn(
+            &session,
+            "parent",
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .expect("turn");
+    assert_eq!(said, "parent got: child done");
+    // The child's second request carries the big result, cut.
+    let child = model.request(2);
+    let got = child.tool_answers();
+    let full = big_text(BIG, NEEDLE);
+    let id = check_cut(&got[0].content, &full, MAX_CHARS, MAX_LINES);
+    let owner = toolhost::Owner {
+        profile: "p".to_owned(),
+        token: None,
+    };
+    let kept = store
+        .read(&owner, &id, &toolhost::ReadRange::All)
+        .expect("kept");
+    assert!(kept.text == full, "the child's full output is kept");
+}
