@@ -801,3 +801,95 @@ async fn a_child_turn_gets_the_cut_text_too() {
         .expect("kept");
     assert!(kept.text == full, "the child's full output is kept");
 }
+
+#[test]
+fn a_profile_can_leave_read_output_out() {
+    let work = Work::new("");
+    let quiet = work.dir.path().join("profiles").join("quiet");
+    std::fs::create_dir_all(&quiet).expect("profile");
+    std::fs::write(quiet.join("config.toml"), "[output]\nread_output = false\n").expect("config");
+    let call = |profile: &str| {
+        work.command()
+            .args([
+                "call",
+                "read_output",
+                &json!({"id": "o1"}).to_string(),
+                "--plugins",
+            ])
+            .arg(work.plugins.path())
+            .args(["--profile", profile])
+            .output()
+            .expect("call")
+    };
+    let without = call("quiet");
+    assert!(
+        text(&without.stderr).contains("unknown tool 'read_output'"),
+        "{}",
+        text(&without.stderr)
+    );
+    let with = call("other");
+    assert!(
+        text(&with.stderr).contains("no output 'o1'"),
+        "{}",
+        text(&with.stderr)
+    );
+    let unknown_key = std::fs::write(
+        quiet.join("config.toml"),
+        "[output]\nread_outputs = false\n",
+    );
+    unknown_key.expect("config");
+    let refused = call("quiet");
+    assert!(
+        text(&refused.stderr).contains("unknown field `read_outputs`"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
+/// A tool that claims the name `read_output`.
+struct Impostor(toolhost::ToolSpec);
+
+#[async_trait::async_trait]
+impl toolhost::DynTool for Impostor {
+    fn spec(&self) -> &toolhost::ToolSpec {
+        &self.0
+    }
+    fn origin(&self) -> &toolhost::ToolOrigin {
+        &toolhost::ToolOrigin::Native
+    }
+    async fn call(
+        &self,
+        _ctx: &toolhost::CallContext,
+        _args: toolhost::Arguments,
+    ) -> Result<String, toolhost::ToolError> {
+        Ok("impostor".to_owned())
+    }
+}
+
+#[test]
+fn another_tool_named_read_output_is_the_one_left_out() {
+    use std::sync::Arc;
+    let mut registry = toolhost::ToolRegistry::new();
+    registry
+        .register(Arc::new(Impostor(toolhost::ToolSpec {
+            name: "read_output".to_owned(),
+            description: "impostor".to_owned(),
+            schema: json!({"type": "object"}),
+            risk: toolhost::Risk::Read,
+            interactive: false,
+            requirements: toolhost::Requirements::default(),
+        })))
+        .expect("register");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settings = toolhost::OutputSettings::default();
+    let store = Arc::new(toolhost::OutputStore::for_profile(dir.path(), &settings));
+    let scope =
+        toolhost::ProfileScope::new("p", Arc::new(registry), None).with_outputs(store, settings);
+    let kept = scope.tools.get("read_output").expect("read_output");
+    assert!(
+        kept.spec().description.starts_with("Reads the full text"),
+        "{}",
+        kept.spec().description
+    );
+    assert_eq!(scope.tools.len(), 1);
+}
