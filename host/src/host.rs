@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::calls::context::{HostRequests, ProfileRequests};
 use crate::calls::dispatcher::DispatchConfig;
 use crate::calls::door::{CallDoor, CallSettings, ProfileScope, Profiles, UnknownProfile};
+use crate::calls::outputs::{OutputSettings, OutputStore};
 use crate::calls::policy::NobodyToAsk;
 use crate::calls::registry::ToolRegistry;
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
@@ -65,6 +66,11 @@ pub struct Host {
 struct HostProfiles {
     catalog: Arc<PluginCatalog>,
     profiles: Vec<(Profile, Arc<dyn HostRequests>)>,
+    /// Each profile's kept outputs, by name (the implicit default's too, if it has a
+    /// state folder).
+    outputs: HashMap<String, Arc<OutputStore>>,
+    /// The implicit default profile's (one the config has no entry for) state requests.
+    implicit_default: Option<Arc<dyn HostRequests>>,
     default_profile: String,
     /// Per profile name: the registry its view was made from, and the view.
     views: Mutex<HashMap<String, CachedView>>,
@@ -79,9 +85,20 @@ impl HostProfiles {
         self.profiles.iter().find(|(p, _)| p.name == name)
     }
 
+    /// `scope` with its profile's output store and settings (its view already holds
+    /// `read_output`).
+    fn with_outputs(&self, scope: ProfileScope, settings: &OutputSettings) -> ProfileScope {
+        ProfileScope {
+            outputs: self.outputs.get(&scope.name).cloned(),
+            output: settings.clone(),
+            ..scope
+        }
+    }
+
     /// `profile`'s view of the current registry (every tool for a default profile the
     /// config has no entry for).
     fn view(&self, name: &str, profile: Option<&Profile>) -> Arc<ToolRegistry> {
+        let settings = profile.map_or_else(OutputSettings::default, |p| p.output.clone());
         let full = self.catalog.registry();
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((seen, view)) = views.get(name)
@@ -93,6 +110,12 @@ impl HostProfiles {
             Some(profile) => Arc::new(profile.view(&full).registry),
             None => Arc::clone(&full),
         };
+        // read_output first, so that a plugin tool of that name is the refused one.
+        let view = if settings.read_output && self.outputs.contains_key(name) {
+            Arc::new(crate::calls::read_output::with_read_output(&view))
+        } else {
+            view
+        };
         views.insert(name.to_owned(), (full, Arc::clone(&view)));
         view
     }
@@ -102,16 +125,17 @@ impl Profiles for HostProfiles {
     fn scope(&self, requested: Option<&str>) -> Result<ProfileScope, UnknownProfile> {
         let name = requested.unwrap_or(&self.default_profile);
         match self.profile(name) {
-            Some((profile, requests)) => Ok(ProfileScope {
-                name: profile.name.clone(),
-                tools: self.view(name, Some(profile)),
-                requests: Some(Arc::clone(requests)),
-            }),
-            None if name == self.default_profile => Ok(ProfileScope {
-                name: name.to_owned(),
-                tools: self.view(name, None),
-                requests: None,
-            }),
+            Some((profile, requests)) => Ok(self.with_outputs(
+                ProfileScope {
+                    tools: self.view(name, Some(profile)),
+                    ..ProfileScope::new(&profile.name, Arc::default(), Some(Arc::clone(requests)))
+                },
+                &profile.output,
+            )),
+            None if name == self.default_profile => Ok(self.with_outputs(
+                ProfileScope::new(name, self.view(name, None), self.implicit_default.clone()),
+                &OutputSettings::default(),
+            )),
             None => Err(UnknownProfile {
                 name: name.to_owned(),
                 known: self
@@ -203,6 +227,40 @@ impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
         let stats = Arc::new(CallStats::new());
+        let mut outputs = HashMap::new();
+        for p in &config.profiles {
+            outputs.insert(
+                p.name.clone(),
+                Arc::new(OutputStore::for_profile(&p.state_dir, &p.output)),
+            );
+        }
+        // A default profile the config has no entry for (a library's ServeConfig) keeps
+        // its state in the host's state directory, `profiles/<name>/state`.
+        let implicit_default = (!config
+            .profiles
+            .iter()
+            .any(|p| p.name == config.default_profile))
+        .then(|| {
+            crate::sys::private::state_dir().map(|d| {
+                d.join("profiles")
+                    .join(&config.default_profile)
+                    .join("state")
+            })
+        })
+        .flatten();
+        let implicit_requests = implicit_default.as_ref().map(|state| {
+            outputs.insert(
+                config.default_profile.clone(),
+                Arc::new(OutputStore::for_profile(state, &OutputSettings::default())),
+            );
+            Arc::new(ProfileRequests::new(state.clone())) as Arc<dyn HostRequests>
+        });
+        // Outputs past their age or over the size limit go at start (and after writes).
+        for store in outputs.values() {
+            if let Err(e) = store.prune() {
+                tracing::warn!(error = %e, "could not prune the kept outputs");
+            }
+        }
         let profiles = Arc::new(HostProfiles {
             catalog: Arc::clone(&catalog),
             profiles: config
@@ -214,6 +272,8 @@ impl Host {
                     (p.clone(), requests)
                 })
                 .collect(),
+            outputs,
+            implicit_default: implicit_requests,
             default_profile: config.default_profile.clone(),
             views: Mutex::new(HashMap::new()),
         });

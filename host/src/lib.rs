@@ -93,6 +93,11 @@ pub use calls::door::{
     CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
     fixed_profile,
 };
+pub use calls::outputs::{
+    Budget, Cut, DEFAULT_READ_LINES, Excerpt, FULL_OUTPUT_DETAIL, MIN_MAX_CHARS, OutputError,
+    OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL, ReadRange, Rest,
+    Size, cut, is_id,
+};
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
@@ -167,6 +172,7 @@ pub mod worker {
 pub mod raw {
     pub use crate::config::{
         RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation,
-        RawMcp, RawModel, RawPlugins, RawProfile, RawReload, RawTool, RawTrust,
+        RawMcp, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
+        RawTrust,
     };
 }

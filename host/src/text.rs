@@ -19,19 +19,6 @@ pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// `text` cut to at most `max_bytes` bytes (at a character boundary), with `note(n)` for
-/// the `n` bytes left out appended.
-pub(crate) fn cap_bytes(text: &str, max_bytes: usize, note: impl Fn(usize) -> String) -> String {
-    if text.len() <= max_bytes {
-        return text.to_owned();
-    }
-    let cut = (0..=max_bytes)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{}{}", &text[..cut], note(text.len() - cut))
-}
-
 /// Whether `c` is escaped by [`escape_controls`]: C0 controls but newline and tab (ESC
 /// included), DEL, and C1 controls (U+0080 to U+009F, which some terminals read as ESC
 /// sequences).
@@ -87,8 +74,6 @@ mod tests {
     fn cuts_at_character_boundaries_and_says_how_much() {
         assert_eq!(shorten("héllo", 10), "héllo");
         assert_eq!(shorten("héllo", 2), "hé … (3 more characters)");
-        assert_eq!(cap_bytes("héllo", 2, |n| format!("+{n}")), "h+5");
-        assert_eq!(cap_bytes("hi", 2, |n| format!("+{n}")), "hi");
     }
 
     #[test]

@@ -405,6 +405,7 @@ async fn the_context_crosses_with_turn_model_and_services() {
         child_turns: Some(Arc::new(ScriptedChild)),
         caller: None,
         requests: None,
+        ..TurnServices::default()
     };
     let r = d
         .call(&registry, &with_agent, call("2", "context_info", json!({})))

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use crate::support::{OtherUser, PluginDir, marker, spawn_http_server, toolhost_command};
 
 /// A `toolhost serve --mcp http` with its own config, state and control socket.
-struct HttpHost {
+pub(crate) struct HttpHost {
     child: Child,
     port: u16,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
     _plugins: PluginDir,
 }
 
@@ -41,7 +41,7 @@ fn config_dir(config: &str) -> tempfile::TempDir {
 }
 
 impl HttpHost {
-    fn start(config: &str, extra: &[&str]) -> HttpHost {
+    pub(crate) fn start(config: &str, extra: &[&str]) -> HttpHost {
         HttpHost::start_limited(config, extra, None)
     }
 
@@ -87,7 +87,7 @@ impl HttpHost {
     }
 
     /// Runs `toolhost token ...` against this host's state; returns its stdout.
-    fn token(&self, args: &[&str]) -> String {
+    pub(crate) fn token(&self, args: &[&str]) -> String {
         let out = toolhost_command()
             .arg("--config")
             .arg(self.dir.path().join("config.toml"))
@@ -108,7 +108,7 @@ impl HttpHost {
         self.dir.path().join("control.sock")
     }
 
-    fn client(&self, token: Option<&str>) -> Client {
+    pub(crate) fn client(&self, token: Option<&str>) -> Client {
         Client {
             port: self.port,
             token: token.map(str::to_owned),
@@ -120,8 +120,8 @@ impl HttpHost {
 
 /// One HTTP response.
 #[derive(Debug)]
-struct Response {
-    status: u16,
+pub(crate) struct Response {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
     body: String,
 }
@@ -135,7 +135,7 @@ impl Response {
     }
 
     /// The JSON-RPC message of an SSE or JSON body (the last one carrying an id).
-    fn message(&self) -> Value {
+    pub(crate) fn message(&self) -> Value {
         if let Ok(v) = serde_json::from_str::<Value>(&self.body) {
             return v;
         }
@@ -225,7 +225,7 @@ fn dechunk(mut body: &str) -> String {
 }
 
 /// A raw MCP client (legacy handshake: sessions) over plain HTTP.
-struct Client {
+pub(crate) struct Client {
     port: u16,
     token: Option<String>,
     session: Option<String>,
@@ -248,7 +248,7 @@ impl Client {
         h
     }
 
-    fn post(&self, body: &Value) -> Response {
+    pub(crate) fn post(&self, body: &Value) -> Response {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
@@ -257,7 +257,7 @@ impl Client {
     }
 
     /// `initialize` + `notifications/initialized`; keeps the session id.
-    fn handshake(&mut self) -> Response {
+    pub(crate) fn handshake(&mut self) -> Response {
         let answer = self.post(&json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -385,7 +385,11 @@ fn a_token_gets_its_profile_and_only_its_own_sessions() {
     let full = host.token(&["add", "full-client"]);
     let mut a = host.client(Some(&narrow));
     assert_eq!(a.handshake().status, 200);
-    assert_eq!(a.tools(), (200, vec!["echo".to_owned()]));
+    // read_output is in every profile (unless its [output] read_output = false).
+    assert_eq!(
+        a.tools(),
+        (200, vec!["echo".to_owned(), "read_output".to_owned()])
+    );
     let mut b = host.client(Some(&full));
     assert_eq!(b.handshake().status, 200);
     let (status, tools) = b.tools();

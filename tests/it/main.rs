@@ -18,6 +18,7 @@ mod loading;
 mod mcp;
 mod new_plugin;
 mod outcomes;
+mod outputs;
 mod plugins;
 mod policy;
 mod profiles;

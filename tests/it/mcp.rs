@@ -400,7 +400,8 @@ fn a_profile_sees_only_its_tools_and_the_config_can_approve_for_clients_without_
         .map(|t| t["name"].as_str().expect("name"))
         .collect();
     names.sort_unstable();
-    assert_eq!(names, ["echo", "risky_write"], "{list}");
+    // read_output is in every profile (unless its [output] read_output = false).
+    assert_eq!(names, ["echo", "read_output", "risky_write"], "{list}");
 
     // A tool outside the profile is unknown to this client: a protocol error.
     let outside = client.request(

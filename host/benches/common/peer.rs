@@ -42,6 +42,11 @@ impl Peer {
         peer
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn send(&mut self, message: &Value) {
         let mut line = serde_json::to_vec(message).expect("encode");
         line.push(b'\n');

@@ -42,6 +42,14 @@ pub struct Message {
     /// For a tool message: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For a tool message: the result's details (JSON object by kind), kept in the session
+    /// store and never sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+    /// For a tool message whose text was cut to the output budget: the full text, kept in
+    /// the session store and never sent to the model (it gets `content`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_text: Option<String>,
 }
 
 impl Message {
@@ -52,6 +60,8 @@ impl Message {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            details: None,
+            full_text: None,
         }
     }
 
@@ -62,6 +72,8 @@ impl Message {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(id.into()),
+            details: None,
+            full_text: None,
         }
     }
 }

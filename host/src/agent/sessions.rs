@@ -100,6 +100,28 @@ CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
 END;
 ";
 
+/// Columns added since the first schema, each added to an older database on open.
+const ADDED_COLUMNS: [&str; 2] = [
+    // A tool message's details (JSON), never the model's.
+    "details",
+    // A tool message's full text when the model got it cut to the output budget.
+    "full_text",
+];
+
+/// Adds the columns an older database lacks.
+fn migrate(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let have: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('messages')")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for column in ADDED_COLUMNS {
+        if !have.iter().any(|c| c == column) {
+            conn.execute_batch(&format!("ALTER TABLE messages ADD COLUMN {column} TEXT"))?;
+        }
+    }
+    Ok(())
+}
+
 fn now() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Millisecond)
@@ -184,6 +206,7 @@ impl SessionStore {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
+        migrate(&conn).map_err(db)?;
         Ok(SessionStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -240,16 +263,20 @@ impl SessionStore {
                     SessionError::Worker(format!("could not encode the tool calls: {e}"))
                 })?)
             };
+            let details = message.details.as_ref().map(serde_json::Value::to_string);
             tx.execute(
-                "INSERT INTO messages (session, role, content, tool_calls, tool_call_id, created)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO messages
+                     (session, role, content, tool_calls, tool_call_id, created, details, full_text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     session,
                     message.role,
                     message.content,
                     calls,
                     message.tool_call_id,
-                    now()
+                    now(),
+                    details,
+                    message.full_text,
                 ],
             )
             .map_err(|e| self.db(e))?;
@@ -265,14 +292,17 @@ impl SessionStore {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut stmt = conn
             .prepare(
-                "SELECT role, content, tool_calls, tool_call_id FROM messages
+                "SELECT role, content, tool_calls, tool_call_id, details, full_text FROM messages
                  WHERE session = ?1 ORDER BY id",
             )
             .map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map([session], |row| {
                 let calls: Option<String> = row.get(2)?;
+                let details: Option<String> = row.get(4)?;
                 Ok(Message {
+                    details: details.and_then(|d| serde_json::from_str(&d).ok()),
+                    full_text: row.get(5)?,
                     role: row.get(0)?,
                     content: row.get(1)?,
                     tool_calls: calls
@@ -387,6 +417,38 @@ mod tests {
     }
 
     #[test]
+    fn an_older_database_gets_the_details_and_full_text_columns() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sessions.sqlite3");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE sessions (id TEXT PRIMARY KEY, parent TEXT, created TEXT NOT NULL);
+                 CREATE TABLE messages (id INTEGER PRIMARY KEY, session TEXT NOT NULL,
+                     role TEXT NOT NULL, content TEXT, tool_calls TEXT, tool_call_id TEXT,
+                     created TEXT NOT NULL);
+                 INSERT INTO sessions VALUES ('s', NULL, 'then');
+                 INSERT INTO messages (session, role, content, created)
+                     VALUES ('s', 'user', 'old words', 'then');",
+            )
+            .expect("an old schema");
+        }
+        let store = SessionStore::open(&path).expect("migrated");
+        let kept = Message {
+            details: Some(serde_json::json!({"toolhost/full_output": {"id": "o1"}})),
+            full_text: Some("the whole text".to_owned()),
+            ..Message::tool_result("c1", "the cut text")
+        };
+        store.append("s", &kept).expect("append");
+        let messages = store.messages("s").expect("messages");
+        assert_eq!(messages[0].content.as_deref(), Some("old words"));
+        assert_eq!(messages[0].details, None);
+        assert_eq!(messages[1], kept);
+        drop(store);
+        SessionStore::open(&path).expect("a second open adds nothing");
+    }
+
+    #[test]
     fn repair_answers_interrupted_calls_and_drops_orphan_results() {
         let call = |id: &str| ModelToolCall {
             id: id.to_owned(),
@@ -398,6 +460,8 @@ mod tests {
             content: None,
             tool_calls: vec![call("a"), call("b")],
             tool_call_id: None,
+            details: None,
+            full_text: None,
         };
         let history = vec![
             Message::text(Role::User, "go"),

@@ -125,10 +125,15 @@ impl AgentInner {
                     if let Some(observer) = &self.observer {
                         observer.tool_result(depth, result);
                     }
-                    answers.push(Message::tool_result(
-                        &result.call_id,
-                        cap_output(&result.output),
-                    ));
+                    // The door held the text to the budget; the session keeps the full
+                    // text and the details beside it, which the model never gets.
+                    answers.push(Message {
+                        details: (!result.details.is_empty())
+                            .then(|| serde_json::to_value(&result.details).ok())
+                            .flatten(),
+                        full_text: self.full_text(result).await,
+                        ..Message::tool_result(&result.call_id, result.output.clone())
+                    });
                 }
                 // One transaction: a batch's results are stored all or none.
                 self.append(&session, answers.clone()).await?;
@@ -149,11 +154,35 @@ impl AgentInner {
     }
 }
 
-/// The most bytes of one tool result the model gets (and the session keeps).
-const MAX_TOOL_OUTPUT: usize = 64 * 1024;
-
-fn cap_output(output: &str) -> String {
-    crate::text::cap_bytes(output, MAX_TOOL_OUTPUT, |left| {
-        format!("\n[truncated: {left} more bytes of this result were left out]")
-    })
+impl AgentInner {
+    /// The full text of a result the door cut (read back from the profile's kept
+    /// outputs); `None` for a result that was not cut.
+    async fn full_text(&self, result: &ToolResult) -> Option<String> {
+        let id = result
+            .details
+            .get(crate::calls::outputs::FULL_OUTPUT_DETAIL)?
+            .get("id")?
+            .as_str()?
+            .to_owned();
+        let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
+        let owner = crate::calls::outputs::Owner {
+            profile: self.profile.clone(),
+            token: None,
+        };
+        let read = tokio::task::spawn_blocking(move || {
+            store.read(&owner, &id, &crate::calls::outputs::ReadRange::All)
+        })
+        .await;
+        match read {
+            Ok(Ok(excerpt)) => Some(excerpt.text),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the session keeps a cut tool result without its full text");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the session keeps a cut tool result without its full text");
+                None
+            }
+        }
+    }
 }

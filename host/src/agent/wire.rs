@@ -254,6 +254,8 @@ impl ChatResponse {
             content,
             tool_calls,
             tool_call_id: None,
+            details: None,
+            full_text: None,
         })
     }
 }
@@ -319,6 +321,8 @@ mod tests {
                     arguments: "{\"text\":\"x\"}".to_owned(),
                 }],
                 tool_call_id: None,
+                details: None,
+                full_text: None,
             },
             Message::tool_result("c1", "x"),
         ];

@@ -246,6 +246,11 @@ pub struct TurnServices {
     pub caller: Option<Arc<dyn CallerChannel>>,
     /// `None` where no profile is known.
     pub requests: Option<Arc<dyn HostRequests>>,
+    /// Where the profile keeps cut outputs (`read_output` reads them); `None` where
+    /// nothing is kept.
+    pub outputs: Option<Arc<crate::calls::outputs::OutputStore>>,
+    /// The budget the calls' results are held to (`read_output` cuts its own to it).
+    pub budget: crate::calls::outputs::Budget,
 }
 
 /// The context calls run in: who they work for, how to stop them, what services they

@@ -69,7 +69,9 @@ pub struct ToolResult {
     pub structured: Option<Value>,
     /// Structured data about the call for the session store, status and clients, never
     /// the model's text, by kind (see `toolhost_plugin_api::Details`). The host adds
-    /// `toolhost/...` kinds (say, where a cut output's full text is kept).
+    /// `toolhost/...` kinds: `toolhost/full_output` when the text was cut (where the full
+    /// output is kept), `toolhost/structured_omitted` when the structured result was left
+    /// out for the budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub details: BTreeMap<String, Value>,
     /// Content blocks for clients that show them (MCP); the model reads `output`.

@@ -6,7 +6,7 @@
 //! token, and every [`CallObserver`] registered on it sees every call.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
@@ -15,12 +15,17 @@ use crate::calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
 use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+use crate::calls::outputs::{
+    Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, READ_OUTPUT_TOOL,
+    Rest, Size, cut,
+};
 use crate::calls::policy::{ApprovalPolicy, Approver};
 use crate::calls::registry::ToolRegistry;
 use crate::calls::tool::ToolSpec;
 
-/// A profile's part in a call: its name, the tools it sees now, and the host requests
-/// its calls can make (its state folder).
+/// A profile's part in a call: its name, the tools it sees now, the host requests its
+/// calls can make (its state folder), and the output budget with the store where cut
+/// outputs are kept.
 #[derive(Clone)]
 pub struct ProfileScope {
     /// The profile's name.
@@ -29,6 +34,40 @@ pub struct ProfileScope {
     pub tools: Arc<ToolRegistry>,
     /// Host requests its calls can make, if it has any.
     pub requests: Option<Arc<dyn HostRequests>>,
+    /// Where cut outputs are kept (`None`: results are still cut, and the marker says the
+    /// full output was not kept).
+    pub outputs: Option<Arc<OutputStore>>,
+    /// The output budget and its limits.
+    pub output: OutputSettings,
+}
+
+impl ProfileScope {
+    /// A scope with the default budget and no output store.
+    pub fn new(
+        name: impl Into<String>,
+        tools: Arc<ToolRegistry>,
+        requests: Option<Arc<dyn HostRequests>>,
+    ) -> ProfileScope {
+        ProfileScope {
+            name: name.into(),
+            tools,
+            requests,
+            outputs: None,
+            output: OutputSettings::default(),
+        }
+    }
+
+    /// The same scope keeping cut outputs in `store` under `settings`; its tools gain
+    /// `read_output` unless `settings` leave it out (a plugin tool of that name is then
+    /// left out, with a warning).
+    pub fn with_outputs(mut self, store: Arc<OutputStore>, settings: OutputSettings) -> Self {
+        if settings.read_output {
+            self.tools = Arc::new(crate::calls::read_output::with_read_output(&self.tools));
+        }
+        self.outputs = Some(store);
+        self.output = settings;
+        self
+    }
 }
 
 /// A call asked for a profile the door does not have.
@@ -113,6 +152,10 @@ pub struct CallRequest {
     pub requests: Option<Arc<dyn HostRequests>>,
     /// Tools left out of the profile's for these calls (a child turn's exclusions).
     pub without: Arc<[String]>,
+    /// The most characters the caller takes in one result (an MCP client's
+    /// `_meta["anthropic/maxResultSizeChars"]`), held within the profile's ceiling;
+    /// `None`: the profile's budget.
+    pub max_chars: Option<usize>,
 }
 
 /// The door every call enters by. Cheap to clone.
@@ -179,6 +222,7 @@ impl CallDoor {
             child_turns: None,
             requests: None,
             without: Arc::from([]),
+            max_chars: None,
         }
     }
 
@@ -218,19 +262,30 @@ impl CallDoor {
         self.shutdown.cancel();
     }
 
-    /// Runs one call.
+    /// Runs one call. Its result is held to the output budget (see
+    /// [`OutputSettings`]).
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx)) => dispatcher.call(&tools, &ctx, call).await,
+            Ok((dispatcher, tools, ctx, budgeting)) => {
+                let result = dispatcher.call(&tools, &ctx, call).await;
+                budgeting.apply(result).await
+            }
             Err(e) => self.refused(request, call, &e),
         }
     }
 
     /// Runs the calls of one model response; one result per call, in order (see
-    /// [`Dispatcher::dispatch`]).
+    /// [`Dispatcher::dispatch`]), each held to the output budget.
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx)) => dispatcher.dispatch(&tools, &ctx, calls).await,
+            Ok((dispatcher, tools, ctx, budgeting)) => {
+                let results = dispatcher.dispatch(&tools, &ctx, calls).await;
+                let mut out = Vec::with_capacity(results.len());
+                for result in results {
+                    out.push(budgeting.apply(result).await);
+                }
+                out
+            }
             Err(e) => calls
                 .into_iter()
                 .map(|c| self.refused(request, c, &e))
@@ -254,7 +309,7 @@ impl CallDoor {
             e.to_string(),
             crate::calls::dispatcher::CallErrorKind::ToolNotFound,
         );
-        let ctx = self.context(request, e.name.clone(), None);
+        let ctx = self.context(request, e.name.clone(), None, None);
         self.dispatcher.observe(&ctx, &result);
         result
     }
@@ -265,6 +320,7 @@ impl CallDoor {
         request: &CallRequest,
         profile: String,
         requests: Option<Arc<dyn HostRequests>>,
+        budgeting: Option<&Budgeting>,
     ) -> CallContext {
         CallContext {
             turn: Arc::new(TurnIdentity {
@@ -278,12 +334,14 @@ impl CallDoor {
                 child_turns: request.child_turns.clone(),
                 caller: request.channel.clone(),
                 requests: request.requests.clone().or(requests),
+                outputs: budgeting.and_then(|b| b.store.clone()),
+                budget: budgeting.map(|b| b.budget).unwrap_or_default(),
             },
         }
     }
 
     /// What a request runs with: the dispatcher (under the request's approver and
-    /// timeout cap), the tools and the calls' context.
+    /// timeout cap), the tools, the calls' context and the output budget.
     fn prepare(
         &self,
         request: &CallRequest,
@@ -292,6 +350,7 @@ impl CallDoor {
             std::borrow::Cow<'_, Dispatcher>,
             Arc<ToolRegistry>,
             CallContext,
+            Budgeting,
         ),
         UnknownProfile,
     > {
@@ -313,9 +372,126 @@ impl CallDoor {
                 dispatcher = std::borrow::Cow::Owned(dispatcher.with_config(capped));
             }
         }
-        let ctx = self.context(request, scope.name, scope.requests);
-        Ok((dispatcher, tools, ctx))
+        let budgeting = Budgeting {
+            budget: scope.output.budget_for(request.max_chars),
+            store: scope.outputs.clone(),
+            owner: Owner {
+                profile: scope.name.clone(),
+                token: request.caller.token.clone(),
+            },
+        };
+        let ctx = self.context(request, scope.name, scope.requests, Some(&budgeting));
+        Ok((dispatcher, tools, ctx, budgeting))
     }
+}
+
+/// What the door holds to budget a request's results: the budget, and where (and for
+/// whom) cut outputs are kept.
+#[derive(Clone)]
+pub(crate) struct Budgeting {
+    pub(crate) budget: Budget,
+    pub(crate) store: Option<Arc<OutputStore>>,
+    pub(crate) owner: Owner,
+}
+
+impl Budgeting {
+    /// `result` within the budget: as it is if it fits, else cut, with its full text kept
+    /// (off the runtime's threads) and recorded as the `toolhost/full_output` detail. An
+    /// error stays an error. `read_output`'s own results are cut without a new id (they
+    /// are parts of a kept output already).
+    pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
+        // A structured result counts against the character budget by its JSON text.
+        let structured_chars = result.structured.as_ref().map(json_len);
+        let structured_over = structured_chars
+            .is_some_and(|n| self.budget.max_chars != 0 && n > self.budget.max_chars);
+        if !structured_over && self.budget.fits(&result.output) {
+            return result;
+        }
+        let budget = self.budget;
+        let store = self
+            .store
+            .clone()
+            .filter(|_| result.name != READ_OUTPUT_TOOL);
+        let owner = self.owner.clone();
+        let call_id = result.call_id.clone();
+        let name = result.name.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let text = std::mem::take(&mut result.output);
+            let kept = store.and_then(|store| {
+                let meta = OutputMeta {
+                    owner,
+                    tool: result.name.clone(),
+                    created: SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                    is_error: result.is_error,
+                    size: Size::of(&text),
+                    result: serde_json::to_value(&result).unwrap_or(serde_json::Value::Null),
+                };
+                let size = meta.size;
+                match store.save(meta, &text) {
+                    Ok(id) => Some((id, size)),
+                    Err(e) => {
+                        tracing::warn!(tool = %result.name, error = %e, "could not keep a cut output; the model gets the cut text only");
+                        None
+                    }
+                }
+            });
+            let rest = kept.as_ref().map_or(Rest::NotKept, |(id, _)| Rest::Kept(id));
+            if let Some(cut) = cut(&text, budget.max_chars, budget.max_lines, rest) {
+                result.output = cut.text;
+            } else {
+                result.output = text;
+            }
+            if structured_over {
+                // Kept with the output (its record holds the whole result); left out here.
+                result.structured = None;
+                result.details.insert(
+                    STRUCTURED_OMITTED_DETAIL.to_owned(),
+                    serde_json::json!({"chars": structured_chars}),
+                );
+            }
+            if let Some((id, size)) = kept {
+                result.details.insert(
+                    FULL_OUTPUT_DETAIL.to_owned(),
+                    serde_json::json!({
+                        "id": id, "chars": size.chars, "lines": size.lines, "bytes": size.bytes,
+                    }),
+                );
+            }
+            result
+        })
+        .await;
+        done.unwrap_or_else(|e| {
+            ToolResult::refused(
+                call_id,
+                format!("the output of tool '{name}' could not be budgeted: {e}"),
+                name,
+                crate::calls::dispatcher::CallErrorKind::Panicked,
+            )
+        })
+    }
+}
+
+/// The detail kind recording a structured result left out for the output budget.
+pub(crate) const STRUCTURED_OMITTED_DETAIL: &str = "toolhost/structured_omitted";
+
+/// The length of `value`'s JSON text, without writing it out.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// `scope`'s tools without `request`'s exclusions.
@@ -333,11 +509,7 @@ pub fn fixed_profile(
     tools: Arc<ToolRegistry>,
     requests: Option<Arc<dyn HostRequests>>,
 ) -> Arc<dyn Profiles> {
-    Arc::new(FixedProfile(ProfileScope {
-        name: name.to_owned(),
-        tools,
-        requests,
-    }))
+    Arc::new(FixedProfile(ProfileScope::new(name, tools, requests)))
 }
 
 #[cfg(test)]
@@ -346,11 +518,11 @@ mod tests {
 
     #[test]
     fn a_fixed_profile_answers_its_name_and_the_default() {
-        let profiles = FixedProfile(ProfileScope {
-            name: "dev".to_owned(),
-            tools: Arc::new(ToolRegistry::default()),
-            requests: None,
-        });
+        let profiles = FixedProfile(ProfileScope::new(
+            "dev",
+            Arc::new(ToolRegistry::default()),
+            None,
+        ));
         assert_eq!(
             profiles.scope(None).map(|s| s.name).ok(),
             Some("dev".into())

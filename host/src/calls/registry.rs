@@ -246,6 +246,26 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Adds every tool of `other` (with its compiled validator) whose name this registry
+    /// does not hold yet; each one that it does is left out and returned as a
+    /// [`RegistryError::Duplicate`].
+    pub(crate) fn add_all(&mut self, other: &ToolRegistry) -> Vec<RegistryError> {
+        let mut refused = Vec::new();
+        for (name, entry) in &other.tools {
+            match self.tools.get(name) {
+                Some(existing) => refused.push(RegistryError::Duplicate {
+                    tool: name.clone(),
+                    kept: existing.tool.origin().clone(),
+                    rejected: entry.tool.origin().clone(),
+                }),
+                None => {
+                    self.tools.insert(name.clone(), entry.clone());
+                }
+            }
+        }
+        refused
+    }
+
     /// Looks a tool up by name.
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.tools.get(name)

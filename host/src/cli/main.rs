@@ -38,6 +38,9 @@ enum Command {
     /// Run a long-lived host: load the plugins, reload them when their files change,
     /// answer `reload`, `status` and `call` on the control socket.
     Serve(serve::ServeArgs),
+    /// Print a kept output (the full text of a result that was cut): all of it, a line
+    /// range or the lines matching a regex. Reads the profile's state folder directly.
+    Output(commands::output::OutputArgs),
     /// Manage the bearer tokens MCP clients need for `serve --mcp http`.
     Token(token::TokenArgs),
     /// Run one turn of a profile's agent: the model gets the prompt and the profile's
@@ -133,6 +136,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::List(args) => args.run(&config),
         Command::Call(args) => args.run(&config),
+        Command::Output(args) => args.run(&config),
         Command::Serve(args) => args.run(&config),
         Command::Token(args) => args.run(&config),
         Command::Run(args) => args.run(&config),

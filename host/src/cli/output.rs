@@ -75,6 +75,16 @@ pub(crate) fn line(args: fmt::Arguments<'_>) -> Result<(), StdoutError> {
         .map_err(StdoutError)
 }
 
+/// Writes `text` to stdout exactly as it is (control characters escaped on a terminal),
+/// and flushes it.
+pub(crate) fn raw(text: &str) -> Result<(), StdoutError> {
+    let mut out = io::stdout().lock();
+    let text = toolhost::for_terminal(text, terminals().0);
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(StdoutError)
+}
+
 /// Writes `args` and a newline to stderr.
 pub(crate) fn err_line(args: fmt::Arguments<'_>) {
     let mut err = io::stderr().lock();

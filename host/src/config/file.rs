@@ -62,6 +62,87 @@ pub struct RawConfig {
     /// The agent's limits.
     #[serde(default)]
     pub agent: RawAgent,
+    /// The output budget and the kept outputs (a profile may override each key).
+    #[serde(default)]
+    pub output: RawOutput,
+}
+
+/// `[output]`: how much text one result may carry, and how long cut outputs are kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawOutput {
+    /// The most characters of one result's text; 0: no limit (at least 1000 otherwise).
+    pub max_chars: usize,
+    /// The most lines of one result's text; 0: no limit.
+    pub max_lines: usize,
+    /// Days a cut output's full text is kept; 0: kept regardless of age.
+    pub keep_days: f64,
+    /// The most MiB of kept outputs per profile (the oldest go first); 0: no limit.
+    pub keep_mb: u64,
+    /// The most characters an MCP client may raise its limit to with
+    /// `_meta["anthropic/maxResultSizeChars"]`; 0: clients cannot change it.
+    pub mcp_max_chars_ceiling: usize,
+    /// Whether profiles get the `read_output` tool.
+    pub read_output: bool,
+}
+
+impl Default for RawOutput {
+    fn default() -> Self {
+        RawOutput {
+            max_chars: 30_000,
+            max_lines: 1_000,
+            keep_days: 7.0,
+            keep_mb: 256,
+            mcp_max_chars_ceiling: 500_000,
+            read_output: true,
+        }
+    }
+}
+
+/// A profile's `[output]`: each key given replaces the host config's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawProfileOutput {
+    /// See [`RawOutput::max_chars`].
+    pub max_chars: Option<usize>,
+    /// See [`RawOutput::max_lines`].
+    pub max_lines: Option<usize>,
+    /// See [`RawOutput::keep_days`].
+    pub keep_days: Option<f64>,
+    /// See [`RawOutput::keep_mb`].
+    pub keep_mb: Option<u64>,
+    /// See [`RawOutput::mcp_max_chars_ceiling`].
+    pub mcp_max_chars_ceiling: Option<usize>,
+    /// See [`RawOutput::read_output`].
+    pub read_output: Option<bool>,
+}
+
+impl RawProfileOutput {
+    /// Whether the profile sets any key.
+    pub fn has_any(&self) -> bool {
+        self.max_chars.is_some()
+            || self.max_lines.is_some()
+            || self.keep_days.is_some()
+            || self.keep_mb.is_some()
+            || self.mcp_max_chars_ceiling.is_some()
+            || self.read_output.is_some()
+    }
+}
+
+impl RawOutput {
+    /// These settings with `profile`'s keys in their place.
+    pub fn overridden(&self, profile: &RawProfileOutput) -> RawOutput {
+        RawOutput {
+            max_chars: profile.max_chars.unwrap_or(self.max_chars),
+            max_lines: profile.max_lines.unwrap_or(self.max_lines),
+            keep_days: profile.keep_days.unwrap_or(self.keep_days),
+            keep_mb: profile.keep_mb.unwrap_or(self.keep_mb),
+            mcp_max_chars_ceiling: profile
+                .mcp_max_chars_ceiling
+                .unwrap_or(self.mcp_max_chars_ceiling),
+            read_output: profile.read_output.unwrap_or(self.read_output),
+        }
+    }
 }
 
 /// `[model]`: an OpenAI-compatible Chat Completions server.
@@ -172,6 +253,7 @@ impl Default for RawConfig {
             mcp: RawMcp::default(),
             model: RawModel::default(),
             agent: RawAgent::default(),
+            output: RawOutput::default(),
         }
     }
 }
@@ -452,4 +534,7 @@ pub struct RawProfile {
     pub system_prompt: Option<String>,
     /// Documentation for people; not used by the host.
     pub description: Option<String>,
+    /// Its own output budget and kept outputs (keys not given: the host config's).
+    #[serde(default)]
+    pub output: RawProfileOutput,
 }

@@ -181,6 +181,7 @@ impl LoadedConfig {
                 }
             }
         }
+        super::settings::output_settings(&c.output).map_err(|m| self.invalid(m))?;
         if c.plugins.max_file_size == 0 {
             return Err(self
                 .invalid("`plugins.max_file_size` must be a positive number of bytes".to_owned()));
@@ -310,6 +311,11 @@ impl LoadedConfig {
         self.resolved.calls
     }
 
+    /// The host config's `[output]` settings (what a profile without its own gets).
+    pub fn output(&self) -> crate::calls::outputs::OutputSettings {
+        super::settings::output_settings(&self.config.output).unwrap_or_default()
+    }
+
     /// The MCP frontend's settings (`[mcp]`).
     pub fn mcp(&self) -> &McpSettings {
         &self.resolved.mcp
@@ -377,6 +383,16 @@ impl Profile {
                 &file,
             )?),
         };
+        let output =
+            super::settings::output_settings(&config.config.output.overridden(&parsed.output))
+                .map_err(|message| ConfigError::Invalid {
+                    path: if parsed.output.has_any() {
+                        file.clone()
+                    } else {
+                        config.file.clone().unwrap_or_default()
+                    },
+                    message,
+                })?;
         let state_dir = dir.join("state");
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
@@ -398,6 +414,7 @@ impl Profile {
             tools,
             file,
             system_prompt: parsed.system_prompt,
+            output,
         })
     }
 }

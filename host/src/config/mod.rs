@@ -55,7 +55,8 @@ use std::path::PathBuf;
 
 pub use file::{
     RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
-    RawModel, RawPlugins, RawProfile, RawReload, RawTool, RawTrust, WithoutElicitation,
+    RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool, RawTrust,
+    WithoutElicitation,
 };
 pub use loaded::{LoadedConfig, default_config_path};
 pub use profile::{Profile, ProfileView};

@@ -24,6 +24,9 @@ pub struct Profile {
     pub file: PathBuf,
     /// Its agent's system prompt, if it sets one.
     pub system_prompt: Option<String>,
+    /// Its output budget and kept outputs (`[output]`: the host config's, with the
+    /// profile's keys in their place).
+    pub output: crate::calls::outputs::OutputSettings,
 }
 
 /// What a profile's agent sees now, and what it lists that is missing.

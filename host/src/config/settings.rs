@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::file::DEFAULT_CHILD_TIMEOUT_SECS;
-use super::{RawAgent, WithoutElicitation};
+use super::{RawAgent, RawOutput, WithoutElicitation, seconds_or_zero};
+use crate::calls::outputs::{Budget, MIN_MAX_CHARS, OutputSettings};
 
 /// An OpenAI-compatible Chat Completions server: `[model]` with the environment's
 /// overrides, when both a base URL and a model are set somewhere.
@@ -124,6 +125,39 @@ pub struct McpSettings {
     pub allowed_origins: Vec<String>,
     /// The HTTP door's limits.
     pub limits: HttpLimits,
+}
+
+/// `[output]` (the host's, with a profile's keys in their place) resolved, or what is
+/// wrong with it.
+pub(super) fn output_settings(o: &RawOutput) -> Result<OutputSettings, String> {
+    for (key, n) in [
+        ("max_chars", o.max_chars),
+        ("mcp_max_chars_ceiling", o.mcp_max_chars_ceiling),
+    ] {
+        if n != 0 && n < MIN_MAX_CHARS {
+            return Err(format!(
+                "`output.{key}` is {n}: give 0 (no limit) or at least {MIN_MAX_CHARS}, which \
+                 leaves room for the marker line"
+            ));
+        }
+    }
+    let keep_for = seconds_or_zero(o.keep_days * 86_400.0).map_err(|_| {
+        format!(
+            "`output.keep_days` is {}: give a number of days, or 0 to keep outputs regardless \
+             of age",
+            o.keep_days
+        )
+    })?;
+    Ok(OutputSettings {
+        budget: Budget {
+            max_chars: o.max_chars,
+            max_lines: o.max_lines,
+        },
+        keep_for: (!keep_for.is_zero()).then_some(keep_for),
+        keep_bytes: o.keep_mb.saturating_mul(1 << 20),
+        mcp_max_chars_ceiling: o.mcp_max_chars_ceiling,
+        read_output: o.read_output,
+    })
 }
 
 #[cfg(test)]

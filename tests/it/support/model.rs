@@ -172,6 +172,8 @@ impl ModelProvider for ScriptedModel {
                     })
                     .collect(),
                 tool_call_id: None,
+                details: None,
+                full_text: None,
             }),
             Reply::Status(status, body) => Err(ModelError::Status {
                 url: "scripted".to_owned(),

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{ModelError, OpenAiClient};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
-use toolhost::{
-    CallDoor, CallerChannel, LoadedConfig, ProfileRequests, ToolCall, ToolResult, fixed_profile,
-};
+use toolhost::{CallDoor, CallerChannel, LoadedConfig, ToolCall, ToolResult};
 use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
@@ -137,10 +135,9 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         a.profile.as_deref(),
     )?;
     let terminal = std::io::stdin().is_terminal();
-    let requests = Arc::new(ProfileRequests::new(profile.state_dir.clone()));
     let door = CallDoor::new(
         &config.call_settings(),
-        fixed_profile(&profile.name, Arc::new(registry), Some(requests)),
+        super::profile_door_scope(&profile, registry),
         terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
     let agent = Agent::new(AgentParts {

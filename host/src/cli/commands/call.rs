@@ -6,10 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use toolhost::{
-    Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ProfileRequests, ToolCall,
-    fixed_profile,
-};
+use toolhost::{Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ToolCall};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
 use crate::output::{errln, outln};
@@ -90,11 +87,11 @@ impl CallArgs {
             },
             ..limits
         };
-        // Tools that keep per-profile state (memory) find the profile's folder.
-        let requests = std::sync::Arc::new(ProfileRequests::new(profile.state_dir.clone()));
+        // Tools that keep per-profile state (memory) find the profile's folder; cut
+        // outputs are kept there.
         let door = CallDoor::new(
             &settings,
-            fixed_profile(&profile.name, std::sync::Arc::new(registry), Some(requests)),
+            super::profile_door_scope(&profile, registry),
             approver,
         );
         let mut request = door.request(Caller::this_process(Frontend::Cli));

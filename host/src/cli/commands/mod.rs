@@ -10,6 +10,7 @@ pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod list;
 pub(crate) mod new;
+pub(crate) mod output;
 pub(crate) mod serve;
 pub(crate) mod token;
 pub(crate) mod trust;
@@ -114,6 +115,23 @@ pub(crate) fn resolve_profile(
     requested: Option<&str>,
 ) -> Result<Profile, ConfigError> {
     Profile::load(config, requested.unwrap_or(&config.config.default_profile))
+}
+
+/// The one profile a one-shot command's door serves: `profile` with `registry`, its
+/// state folder's host requests, and its output budget and kept outputs (with
+/// `read_output`).
+pub(crate) fn profile_door_scope(
+    profile: &Profile,
+    registry: ToolRegistry,
+) -> Arc<dyn toolhost::Profiles> {
+    let requests = Arc::new(toolhost::ProfileRequests::new(profile.state_dir.clone()));
+    let store = Arc::new(toolhost::OutputStore::for_profile(
+        &profile.state_dir,
+        &profile.output,
+    ));
+    let scope = toolhost::ProfileScope::new(&profile.name, Arc::new(registry), Some(requests))
+        .with_outputs(store, profile.output.clone());
+    Arc::new(toolhost::FixedProfile(scope))
 }
 
 /// A loader with the config's load policy (every plugin in a worker with `--isolate`).

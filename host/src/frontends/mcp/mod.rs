@@ -17,6 +17,7 @@ mod approval;
 mod caller;
 mod clients;
 pub(crate) mod http;
+mod outputs;
 mod server;
 mod session;
 mod state;

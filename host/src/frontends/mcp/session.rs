@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
-    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, ToolAnnotations,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -24,6 +25,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::approval::McpApprover;
 use super::caller::{McpCaller, level_rank};
+use super::outputs;
 use super::state::SessionState;
 use crate::calls::context::CallerChannel;
 use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
@@ -82,6 +84,8 @@ impl ServerHandler for McpSession {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                // Only for reading back cut outputs (toolhost://output/ID).
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -214,6 +218,50 @@ impl ServerHandler for McpSession {
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        // Kept outputs are read by the link a cut result carries, never listed.
+        self.state.register_from(&context);
+        Ok(ListResourcesResult::with_all_items(Vec::new()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.state.register_from(&context);
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            outputs::resource_template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.state.register_from(&context);
+        let facts = self.state.client_facts(&context);
+        let shared = &self.state.shared;
+        let store = shared
+            .host
+            .door()
+            .scope(Some(&shared.profile_name))
+            .ok()
+            .and_then(|s| s.outputs);
+        let owner = crate::calls::outputs::Owner {
+            profile: shared.profile_name.clone(),
+            token: facts.caller.token.clone(),
+        };
+        outputs::read(store, owner, request.uri)
+            .await
+            .map(ReadResourceResponse::from)
+    }
 }
 
 impl McpSession {
@@ -287,6 +335,7 @@ impl McpSession {
             .as_ref()
             .map(|a| Arc::clone(a) as Arc<dyn Approver>);
         call_request.channel = Some(Arc::clone(&caller) as Arc<dyn CallerChannel>);
+        call_request.max_chars = outputs::max_result_chars(request.meta.as_deref(), &context.meta);
         let cancel = call_request.cancel.clone();
         let call = ToolCall {
             // Only echoed in the door's result, which MCP does not return.
@@ -316,7 +365,10 @@ impl McpSession {
         {
             return Ok(question.into());
         }
-        Ok(call_result(result, &request.name).into())
+        let link = outputs::link(&result);
+        let declares_schema = tool.spec().output_schema.is_some();
+        let result = call_result(result, &request.name, declares_schema);
+        Ok(outputs::with_link(result, link).into())
     }
 }
 
@@ -324,7 +376,7 @@ impl McpSession {
 /// structured result as `structuredContent` with its JSON text among the blocks too (for
 /// clients that predate structured results, as the spec asks); the details under
 /// `_meta["toolhost/details"]`; an error as `isError` with its message.
-fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
+fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToolResult {
     let meta = (!result.details.is_empty()).then(|| {
         let mut meta = MetaObject::new();
         meta.insert(
@@ -333,7 +385,20 @@ fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
         );
         meta
     });
-    let mut out = if result.is_error {
+    // A structured result left out for the output budget: clients validate a result of a
+    // tool with an output schema and would refuse one without it, so it is an error that
+    // says why, with the (cut) text.
+    let omitted = !result.is_error && declares_schema && result.structured.is_none();
+    let mut out = if omitted {
+        CallToolResult::error(vec![
+            ContentBlock::text(format!(
+                "tool '{tool}' returned a structured result larger than this client's output \
+                 budget, so it is left out; the text follows (read the whole result with \
+                 read_output or the resource link)"
+            )),
+            ContentBlock::text(result.output),
+        ])
+    } else if result.is_error {
         let mut message = result.output;
         if result.error == Some(CallErrorKind::InvalidArgs) {
             message =

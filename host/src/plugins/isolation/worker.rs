@@ -482,6 +482,7 @@ fn start_call(
             Arc::new(ProxyRequests::new(Arc::clone(link), id, frame.requests))
                 as Arc<dyn crate::calls::context::HostRequests>,
         ),
+        ..TurnServices::default()
     };
     let ctx = CallContext {
         turn: Arc::new(TurnIdentity {

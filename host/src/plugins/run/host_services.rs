@@ -252,8 +252,9 @@ unsafe extern "C" fn host_host_request(
 /// in a worker's proxy).
 pub(crate) fn no_profile(method: &str) -> ServiceError {
     ServiceError::Unavailable(format!(
-        "'{method}' is not available: this call has no profile (it came from a client that \
-         names none)"
+        "'{method}' is not available: this call runs without a profile's state folder (a \
+         door built on a profile scope without host requests); run it through a host that \
+         has a profiles folder or XDG_STATE_HOME/HOME set, or give the scope ProfileRequests"
     ))
 }
 

@@ -1,0 +1,140 @@
+//! `read_output`: the native tool that reads a kept output back (a line range, or the
+//! lines matching a regex with context), for the profile and token that made it. Its own
+//! result is cut to the call's budget with a marker that points to smaller ranges; it
+//! never makes a new kept output.
+
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::calls::context::CallContext;
+use crate::calls::outputs::{
+    DEFAULT_READ_LINES, OutputError, Owner, READ_OUTPUT_TOOL, ReadRange, Rest, cut,
+};
+use crate::calls::registry::ToolRegistry;
+use crate::calls::tool::{
+    Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
+};
+
+/// Lines shown around each grep match when the call names no `context`.
+const DEFAULT_CONTEXT: usize = 2;
+
+/// The `read_output` tool.
+pub(crate) struct ReadOutput;
+
+static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
+    name: READ_OUTPUT_TOOL.to_owned(),
+    description: format!(
+        "Reads the full text of a tool output that was cut (its marker line names the id). \
+         Give `offset` (first line, 1-based) and `limit` (lines, default {DEFAULT_READ_LINES}) \
+         for a range, or `grep` (a regular expression) for the matching lines with `context` \
+         lines around each (default {DEFAULT_CONTEXT}), numbered like grep -n."
+    ),
+    schema: serde_json::json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "The output's id, from the marker line."},
+            "offset": {"type": "integer", "minimum": 1, "description": "The first line to read (1-based)."},
+            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read."},
+            "grep": {"type": "string", "description": "A regular expression; returns the matching lines instead of a range."},
+            "context": {"type": "integer", "minimum": 0, "description": "Lines shown before and after each match."}
+        },
+        "required": ["id"],
+        "additionalProperties": false
+    }),
+    risk: Risk::Read,
+    interactive: false,
+    requirements: Requirements::default(),
+    output_schema: None,
+});
+
+#[derive(Deserialize)]
+struct Args {
+    id: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+    grep: Option<String>,
+    context: Option<usize>,
+}
+
+#[async_trait]
+impl DynTool for ReadOutput {
+    fn spec(&self) -> &ToolSpec {
+        &SPEC
+    }
+
+    fn origin(&self) -> &ToolOrigin {
+        &ToolOrigin::Native
+    }
+
+    async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
+        let args: Args = serde_json::from_value(args.into_value())
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        let Some(store) = ctx.services.outputs.clone() else {
+            return Err(ToolError::Failed(
+                "this call's profile keeps no outputs (it has no state folder), so there is \
+                 nothing to read"
+                    .to_owned(),
+            ));
+        };
+        let range = match &args.grep {
+            Some(pattern) => ReadRange::Grep {
+                pattern: regex::Regex::new(pattern).map_err(|e| {
+                    ToolError::InvalidArgs(format!("`grep` is not a regular expression: {e}"))
+                })?,
+                context: args.context.unwrap_or(DEFAULT_CONTEXT),
+            },
+            None => ReadRange::Lines {
+                offset: args.offset.unwrap_or(1),
+                limit: Some(args.limit.unwrap_or(DEFAULT_READ_LINES)),
+            },
+        };
+        let owner = Owner {
+            profile: ctx.turn.profile_id.clone(),
+            token: ctx.caller.token.clone(),
+        };
+        let id = args.id.clone();
+        let excerpt = tokio::task::spawn_blocking(move || store.read(&owner, &id, &range))
+            .await
+            .map_err(|e| ToolError::Failed(format!("reading the output failed: {e}")))?
+            .map_err(|e| match e {
+                OutputError::BadRange(m) => ToolError::InvalidArgs(m),
+                other => ToolError::Failed(other.to_string()),
+            })?;
+        let mut text = excerpt.text;
+        if text.is_empty() {
+            text = match excerpt.matches {
+                Some(_) => "(no line matches)".to_owned(),
+                None => format!(
+                    "(no lines there: the output has {} lines)",
+                    excerpt.size.lines
+                ),
+            };
+        }
+        let budget = ctx.services.budget;
+        let rest = Rest::Excerpt {
+            id: &args.id,
+            first_line: excerpt.first_line,
+        };
+        Ok(match cut(&text, budget.max_chars, budget.max_lines, rest) {
+            Some(c) => c.text,
+            None => text,
+        }
+        .into())
+    }
+}
+
+/// `tools` with `read_output` first: a plugin tool of that name is left out (with a
+/// warning), as the second of two tools with one name always is.
+pub(crate) fn with_read_output(tools: &ToolRegistry) -> ToolRegistry {
+    let mut out = ToolRegistry::new();
+    if let Err(e) = out.register(Arc::new(ReadOutput)) {
+        tracing::warn!(error = %e, "read_output could not be registered");
+        return tools.clone();
+    }
+    for refused in out.add_all(tools) {
+        tracing::warn!("{refused}");
+    }
+    out
+}

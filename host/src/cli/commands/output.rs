@@ -1,0 +1,82 @@
+//! `toolhost output ID`: prints a kept output (the full text of a result that was cut to
+//! the budget), all of it, a line range or the lines matching a regex. It reads the
+//! profile's state folder directly, as the host's user: no running host is needed. Local
+//! callers (the command line, the control socket, MCP stdio, the agent) own their outputs;
+//! an HTTP client's are read with `--token NAME`.
+
+use std::process::ExitCode;
+
+use toolhost::{LoadedConfig, OutputStore, Owner, ReadRange};
+
+use super::{resolve_profile, usage};
+
+/// `toolhost output`.
+#[derive(clap::Args)]
+pub(crate) struct OutputArgs {
+    /// The output's id, as its marker line names it (`o` and 32 hex digits).
+    id: String,
+    /// Only lines A to B (1-based, inclusive); `A:` reads to the end.
+    #[arg(long, value_name = "A:B", conflicts_with = "grep")]
+    lines: Option<String>,
+    /// Only the lines matching this regular expression, numbered like `grep -n`.
+    #[arg(long, value_name = "REGEX")]
+    grep: Option<String>,
+    /// With --grep: lines shown before and after each match.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "grep")]
+    context: usize,
+    /// The profile the call ran as. Default: the config's default profile.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// An output made over MCP HTTP: the name of the token its client used.
+    #[arg(long, value_name = "NAME")]
+    token: Option<String>,
+}
+
+impl OutputArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let profile = resolve_profile(config, self.profile.as_deref())?;
+        let range = match (&self.lines, &self.grep) {
+            (Some(lines), _) => lines_range(lines)?,
+            (None, Some(pattern)) => ReadRange::Grep {
+                pattern: regex::Regex::new(pattern)
+                    .map_err(|e| usage(format!("--grep is not a regular expression: {e}")))?,
+                context: self.context,
+            },
+            (None, None) => ReadRange::All,
+        };
+        let store = OutputStore::for_profile(&profile.state_dir, &profile.output);
+        let owner = Owner {
+            profile: profile.name.clone(),
+            token: self.token,
+        };
+        let excerpt = store.read(&owner, &self.id, &range)?;
+        crate::output::raw(&excerpt.text)?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `A:B`, `A:` or `A` (one line) as a range of lines.
+fn lines_range(text: &str) -> anyhow::Result<ReadRange> {
+    let bad = || {
+        usage(format!(
+            "--lines {text}: give A:B (lines A to B), A: (line A to the end) or A, with lines \
+             counted from 1"
+        ))
+    };
+    let number = |s: &str| s.trim().parse::<usize>().ok().filter(|n| *n >= 1);
+    let (from, to) = match text.split_once(':') {
+        Some((a, "")) => (number(a).ok_or_else(bad)?, None),
+        Some((a, b)) => (number(a).ok_or_else(bad)?, Some(number(b).ok_or_else(bad)?)),
+        None => {
+            let a = number(text).ok_or_else(bad)?;
+            (a, Some(a))
+        }
+    };
+    if to.is_some_and(|to| to < from) {
+        return Err(bad());
+    }
+    Ok(ReadRange::Lines {
+        offset: from,
+        limit: to.map(|to| to - from + 1),
+    })
+}

@@ -1,0 +1,229 @@
+//! Kept outputs over MCP: the `resource_link` and `_meta["toolhost/output"]` a cut result
+//! carries, the `toolhost://output/{id}` resource template, `resources/read` of one (all
+//! of it, `?lines=A:B` or `?grep=RE`), owner-checked, and the client's own limit from
+//! `_meta["anthropic/maxResultSizeChars"]`.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResult, ContentBlock, MetaObject, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate,
+};
+use serde_json::json;
+
+use crate::calls::dispatcher::ToolResult;
+use crate::calls::outputs::{FULL_OUTPUT_DETAIL, OutputError, OutputStore, Owner, ReadRange};
+
+/// The `_meta` key by which a client (Claude Code) says how many characters of one result
+/// it takes.
+const MAX_RESULT_CHARS_META: &str = "anthropic/maxResultSizeChars";
+
+/// The URI prefix of kept outputs.
+const PREFIX: &str = "toolhost://output/";
+
+/// The characters a tools/call asks for, from its params' `_meta` or the request's.
+pub(super) fn max_result_chars(params: Option<&MetaObject>, request: &MetaObject) -> Option<usize> {
+    params
+        .and_then(|m| m.get(MAX_RESULT_CHARS_META))
+        .or_else(|| request.get(MAX_RESULT_CHARS_META))
+        .and_then(serde_json::Value::as_u64)
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// A cut result's kept output: id, size, URI.
+pub(super) struct Link {
+    id: String,
+    chars: u64,
+    lines: u64,
+    bytes: u64,
+}
+
+/// The kept output of `result`, if its text was cut.
+pub(super) fn link(result: &ToolResult) -> Option<Link> {
+    let full = result.details.get(FULL_OUTPUT_DETAIL)?;
+    Some(Link {
+        id: full.get("id")?.as_str()?.to_owned(),
+        chars: full.get("chars")?.as_u64()?,
+        lines: full.get("lines")?.as_u64()?,
+        bytes: full.get("bytes")?.as_u64()?,
+    })
+}
+
+/// `result` with a `resource_link` to the kept output and `_meta["toolhost/output"]`.
+pub(super) fn with_link(mut result: CallToolResult, link: Option<Link>) -> CallToolResult {
+    let Some(link) = link else {
+        return result;
+    };
+    let uri = format!("{PREFIX}{}", link.id);
+    result.content.push(ContentBlock::resource_link(
+        Resource::new(uri.clone(), format!("output {}", link.id))
+            .with_description(
+                "The full text of this result, which was cut to the output budget \
+                 (append ?lines=A:B or ?grep=REGEX to read a part)",
+            )
+            .with_mime_type("text/plain")
+            .with_size(link.bytes),
+    ));
+    let meta = result.meta.get_or_insert_with(MetaObject::new);
+    meta.insert(
+        "toolhost/output".to_owned(),
+        json!({"id": link.id, "chars": link.chars, "lines": link.lines, "uri": uri}),
+    );
+    result
+}
+
+/// The template every kept output's URI fits.
+pub(super) fn resource_template() -> ResourceTemplate {
+    ResourceTemplate::new(format!("{PREFIX}{{id}}"), "kept output")
+        .with_description(
+            "The full text of a tool result that was cut to the output budget; its id is in \
+             the result's marker line and resource_link. ?lines=A:B reads lines A to B, \
+             ?grep=REGEX the matching lines.",
+        )
+        .with_mime_type("text/plain")
+}
+
+/// `resources/read` of `uri` for `owner`: the same "not found" for an unknown id, a
+/// pruned one and another owner's.
+pub(super) async fn read(
+    store: Option<Arc<OutputStore>>,
+    owner: Owner,
+    uri: String,
+) -> Result<ReadResourceResult, McpError> {
+    let not_found = |uri: &str| {
+        McpError::resource_not_found(
+            format!(
+                "no resource '{uri}' for this client (kept outputs are readable only by the \
+                 profile and token that made them, and are removed after a while)"
+            ),
+            None,
+        )
+    };
+    let Some(rest) = uri.strip_prefix(PREFIX) else {
+        return Err(not_found(&uri));
+    };
+    let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let range = range(query).map_err(|m| McpError::invalid_params(m, None))?;
+    let Some(store) = store else {
+        return Err(not_found(&uri));
+    };
+    let id = id.to_owned();
+    let read = tokio::task::spawn_blocking(move || store.read(&owner, &id, &range))
+        .await
+        .map_err(|e| McpError::internal_error(format!("reading the output failed: {e}"), None))?;
+    match read {
+        Ok(excerpt) => Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            excerpt.text,
+            uri,
+        )])),
+        Err(OutputError::NotFound { .. }) => Err(not_found(&uri)),
+        Err(OutputError::BadRange(m)) => Err(McpError::invalid_params(m, None)),
+        Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+    }
+}
+
+/// The range a query asks for: none (all), `lines=A:B` / `lines=A:`, or `grep=RE` (with
+/// `context=N`, default 2).
+fn range(query: &str) -> Result<ReadRange, String> {
+    let mut lines = None;
+    let mut grep = None;
+    let mut context = 2;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(value).ok_or_else(|| format!("`{key}` is not valid UTF-8"))?;
+        match key {
+            "lines" => lines = Some(value),
+            "grep" => grep = Some(value),
+            "context" => {
+                context = value
+                    .parse()
+                    .map_err(|_| format!("`context={value}` is not a number of lines"))?;
+            }
+            other => {
+                return Err(format!(
+                    "unknown query `{other}`: use ?lines=A:B, ?lines=A: or ?grep=REGEX"
+                ));
+            }
+        }
+    }
+    if let Some(pattern) = grep {
+        return regex::Regex::new(&pattern)
+            .map(|pattern| ReadRange::Grep { pattern, context })
+            .map_err(|e| format!("`grep` is not a regular expression: {e}"));
+    }
+    let Some(lines) = lines else {
+        return Ok(ReadRange::All);
+    };
+    let bad = || format!("`lines={lines}`: give A:B or A: with lines counted from 1");
+    let number = |s: &str| s.parse::<usize>().ok().filter(|n| *n >= 1);
+    let (a, b) = lines.split_once(':').ok_or_else(bad)?;
+    let offset = number(a).ok_or_else(bad)?;
+    let limit = match b {
+        "" => None,
+        b => {
+            let to = number(b).filter(|to| *to >= offset).ok_or_else(bad)?;
+            Some(to - offset + 1)
+        }
+    };
+    Ok(ReadRange::Lines { offset, limit })
+}
+
+/// `%XX` escapes (and `+` as a space) decoded.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_become_ranges() {
+        assert!(matches!(range(""), Ok(ReadRange::All)));
+        assert!(matches!(
+            range("lines=3:5"),
+            Ok(ReadRange::Lines {
+                offset: 3,
+                limit: Some(3)
+            })
+        ));
+        assert!(matches!(
+            range("lines=3:"),
+            Ok(ReadRange::Lines {
+                offset: 3,
+                limit: None
+            })
+        ));
+        match range("grep=line%20(7%7C9)%24&context=0") {
+            Ok(ReadRange::Grep { pattern, context }) => {
+                assert_eq!(pattern.as_str(), "line (7|9)$");
+                assert_eq!(context, 0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(range("lines=5:3").is_err());
+        assert!(range("lines=0:").is_err());
+        assert!(range("path=/etc/passwd").is_err());
+    }
+}
