@@ -400,7 +400,9 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
         ])
     } else if result.is_error {
         let mut message = result.output;
-        if result.error == Some(CallErrorKind::InvalidArgs) {
+        // Only where the schema refused them: a tool's own "no such time zone" is not
+        // fixed by rereading the schema, and saying so misleads the model.
+        if result.error == Some(CallErrorKind::SchemaViolation) {
             message =
                 format!("{message} (check the arguments against the inputSchema of '{tool}')");
         }
