@@ -894,3 +894,100 @@ fn another_tool_named_read_output_is_the_one_left_out() {
     );
     assert_eq!(scope.tools.len(), 1);
 }
+
+/// A plugin's details (diagnostics, carrying a marker string) reach the session store and
+/// never the model: the scripted model server records every request it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_details_reach_the_session_store_and_never_the_model() {
+    use crate::support::model::{ModelServer, calls, text as answer};
+    let server = ModelServer::scripted(vec![
+        calls(&[("diagnose", json!({"file": "src/lib.rs"}))]),
+        answer("done"),
+    ])
+    .await;
+    let work = Work::new("");
+    work.plugins.install("fixture_outcomes");
+    let mut cmd = work.command();
+    cmd.args(["run", "check it", "--yes", "--plugins"])
+        .arg(work.plugins.path())
+        .env("TOOLHOST_MODEL_BASE_URL", &server.url)
+        .env("TOOLHOST_MODEL", "scripted")
+        .env_remove("TOOLHOST_API_KEY")
+        .env_remove("OPENAI_API_KEY");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run"))
+        .await
+        .expect("joined");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answers = crate::support::model::wire_tool_messages(&server.request(1));
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].1, "src/lib.rs: 1 error, 1 warning");
+    for n in 0..server.count() {
+        let sent = server.request(n).to_string();
+        assert!(
+            !sent.contains("detail-marker-5f1c"),
+            "details reached the model: {sent}"
+        );
+        assert!(!sent.contains("E0308"), "details reached the model: {sent}");
+    }
+    let db = work
+        .dir
+        .path()
+        .join("profiles/default/state/sessions.sqlite3");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let details: String = conn
+        .query_row(
+            "SELECT details FROM messages WHERE role = 'tool'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the tool message");
+    let details: Value = serde_json::from_str(&details).expect("details");
+    let first = &details["diagnostics"][0];
+    assert_eq!(first["code"], "E0308", "{details}");
+    assert!(
+        first["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("detail-marker-5f1c")),
+        "{details}"
+    );
+}
+
+/// A structured result over the budget is kept with the output and left out of the
+/// result, with a detail saying so; its text is cut like any other.
+#[test]
+fn a_structured_result_over_the_budget_is_kept_and_left_out() {
+    let work = Work::new("[output]\nmax_chars = 2000\n");
+    work.plugins.install("fixture_outcomes");
+    let out = work
+        .command()
+        .args([
+            "call",
+            "series",
+            r#"{"count": 5000}"#,
+            "--json",
+            "--plugins",
+        ])
+        .arg(work.plugins.path())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(result.get("structured").is_none(), "{result}");
+    let omitted = result["details"]["toolhost/structured_omitted"]["chars"]
+        .as_u64()
+        .expect("the omission is recorded");
+    assert!(omitted > 2000, "{omitted}");
+    let output = result["output"].as_str().expect("text");
+    assert!(output.chars().count() <= 2000, "{}", output.len());
+    let id = result["details"]["toolhost/full_output"]["id"]
+        .as_str()
+        .expect("kept");
+    let whole = work
+        .command()
+        .args(["output", id])
+        .output()
+        .expect("toolhost output");
+    assert!(whole.status.success(), "{}", text(&whole.stderr));
+    let series: Value = serde_json::from_slice(&whole.stdout).expect("the whole JSON text");
+    assert_eq!(series["values"].as_array().map(Vec::len), Some(5000));
+}

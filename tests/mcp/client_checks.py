@@ -181,6 +181,16 @@ class Checks:
         kinds = [block.type for block in result.content]
         if kinds != ["text", "image"]:
             fail(f"chart's content blocks: {kinds}: {result}")
+        # Over the output budget (30,000 characters by default): the structured result is
+        # left out, which a tool with an outputSchema reports as an error with the cut text
+        # and a link to the whole result.
+        result = await client.call_tool("series", {"count": 20000})
+        if not result.is_error or "larger than this client's output budget" not in text_of(result):
+            fail(f"a structured result over the budget: {str(result)[:500]}")
+        if len(text_of(result)) > 31000 or result.structured_content is not None:
+            fail(f"a result over the budget was not held to it: {len(text_of(result))} characters")
+        if not any(getattr(block, "type", "") == "resource_link" for block in result.content):
+            fail(f"a cut result links to the whole: {str(result)[:500]}")
         self.note("structured results, outputSchema, details in _meta, content blocks")
 
     async def errors(self, client: Client) -> None:
