@@ -201,3 +201,42 @@ async fn the_dispatcher_checks_structured_results_against_the_output_schema() {
     );
     assert_eq!(bad.structured, None);
 }
+
+/// `toolhost check` shows the output schema a tool is served with, on one line and in full
+/// with `--json`.
+#[test]
+fn check_shows_the_output_schema() {
+    let file = crate::support::so("fixture_outcomes");
+    let out = toolhost_command()
+        .arg("check")
+        .arg(&file)
+        .output()
+        .expect("run toolhost check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("returns:") && l.contains("celsius")),
+        "{text}"
+    );
+    let out = toolhost_command()
+        .args(["check", "--json"])
+        .arg(&file)
+        .output()
+        .expect("run toolhost check --json");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let tools = report["tools"].as_array().expect("tools");
+    let weather = tools
+        .iter()
+        .find(|t| t["name"] == "weather")
+        .expect("weather");
+    assert_eq!(
+        weather["output_schema"]["properties"]["conditions"]["type"],
+        "string"
+    );
+    let diagnose = tools
+        .iter()
+        .find(|t| t["name"] == "diagnose")
+        .expect("diagnose");
+    assert!(diagnose.get("output_schema").is_none());
+}

@@ -127,6 +127,9 @@ impl CheckArgs {
             }
             outln!("    requires:  {}", requirements_text(&spec.requirements))?;
             outln!("    arguments: {}", summary(&spec.schema.to_string(), 100))?;
+            if let Some(output) = &spec.output_schema {
+                outln!("    returns:   {}", summary(&output.to_string(), 100))?;
+            }
         }
         for (_, reason) in refused.iter().filter(|(name, _)| name.is_none()) {
             outln!("  refused: {reason}")?;
@@ -207,6 +210,9 @@ impl CheckArgs {
                         "requirements": spec.requirements,
                         "schema": spec.schema,
                     });
+                    if let Some(output) = &spec.output_schema {
+                        tool["output_schema"] = output.clone();
+                    }
                     if let Some((_, reason)) = refused
                         .iter()
                         .find(|(n, _)| n.as_deref() == Some(&spec.name))
