@@ -11,7 +11,8 @@
 //! `cargo bench -p toolhost --bench mcp` (run `bash tests/mcp/setup.sh` first for the
 //! Python and Node servers; without them those rows are skipped). Printed figures only.
 //! `TOOLHOST_BENCH_BASELINE=/path/to/toolhost` adds another build of toolhost (main before
-//! a change, say) to the stdio rows, serving the same plugin.
+//! a change, say) to the stdio rows, serving the same plugin, and leaves the Python and Node
+//! servers out of that table, so the two builds are compared side by side alone.
 
 mod common;
 
@@ -529,9 +530,14 @@ fn main() {
             hello(),
         ));
     }
+    // A baseline comparison runs the three compiled servers alone: an interpreter's
+    // server leaves the machine busier for whichever server follows it.
+    let others = std::env::var_os("TOOLHOST_BENCH_BASELINE").is_none();
     let tools = root.join("target").join("mcp-tools");
     let python = tools.join("venv").join("bin").join("python");
-    if python.exists() {
+    if !others {
+        println!("(skipped the Python and Node servers: a baseline comparison)");
+    } else if python.exists() {
         let mut cmd = Command::new(&python);
         cmd.arg(root.join("tests/mcp/echo_server.py"));
         subjects.push(Subject::new(
@@ -546,7 +552,8 @@ fn main() {
     let node = tools.join("node_modules/.bin/node");
     let everything =
         tools.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if node.exists() && everything.exists() {
+    if !others {
+    } else if node.exists() && everything.exists() {
         let mut cmd = Command::new(&node);
         cmd.arg(&everything).arg("stdio");
         subjects.push(Subject::new(
@@ -558,10 +565,17 @@ fn main() {
     } else {
         println!("(skipped server-everything: run `bash tests/mcp/setup.sh`)");
     }
-    // Interleaved rounds, so drift on a shared machine hits every server alike.
-    for _ in 0..ROUNDS {
-        for subject in &mut subjects {
-            subject.calls(CALLS / ROUNDS);
+    // Interleaved rounds, so drift on a shared machine hits every server alike; every other
+    // round in reverse order, so no server always runs first (measured: the first of a
+    // round runs ~15% slower, the same binary against itself).
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            subjects.iter_mut().for_each(|s| s.calls(CALLS / ROUNDS));
+        } else {
+            subjects
+                .iter_mut()
+                .rev()
+                .for_each(|s| s.calls(CALLS / ROUNDS));
         }
     }
     let rows: Vec<(&str, f64, f64)> = subjects
