@@ -236,6 +236,121 @@ pub fn duplicate_tools<'a>(
     refused
 }
 
+/// What is wrong with `value` against `validator`, in a form a model can act on (at most
+/// five problems, each with the JSON path it concerns), or `None` when it is valid.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::problems;
+/// let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+/// let validator = jsonschema::validator_for(&schema).expect("compiles");
+/// assert_eq!(problems(&validator, &serde_json::json!({"n": 1})), None);
+/// let why = problems(&validator, &serde_json::json!({"n": "one"})).expect("a problem");
+/// assert!(why.starts_with("/n: "), "{why}");
+/// # }
+/// ```
+pub fn problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
+    {
+        if validator.is_valid(value) {
+            return None;
+        }
+        let mut problems: Vec<String> = validator
+            .iter_errors(value)
+            .take(5)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                let message = match allowed_values(&e) {
+                    Some(values) => format!(
+                        "{} is not one of the allowed values: {}",
+                        e.instance(),
+                        values.join(", ")
+                    ),
+                    None => e.to_string(),
+                };
+                if path.is_empty() {
+                    message
+                } else {
+                    format!("{path}: {message}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            problems.push("the value does not match the schema".to_owned());
+        }
+        Some(problems.join("; "))
+    }
+}
+
+/// The values a `oneOf`/`anyOf` of `const`s (or `enum`s) allows, when that is what `e`
+/// failed: a documented Rust enum arrives so, and "not valid under any of the schemas
+/// listed in the 'oneOf' keyword" names none of them.
+fn allowed_values(e: &jsonschema::ValidationError<'_>) -> Option<Vec<String>> {
+    use jsonschema::error::ValidationErrorKind;
+    let alternatives = match e.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            context
+        }
+        _ => return None,
+    };
+    let mut values = Vec::new();
+    for errors in alternatives {
+        let before = values.len();
+        for error in errors {
+            match error.kind() {
+                ValidationErrorKind::Constant { expected_value } => {
+                    values.push(expected_value.to_string());
+                }
+                ValidationErrorKind::Enum { options } => {
+                    values.extend(options.as_array()?.iter().map(Value::to_string));
+                }
+                _ => {}
+            }
+        }
+        // An alternative that is not a fixed value: the values alone would mislead.
+        if values.len() == before {
+            return None;
+        }
+    }
+    Some(values)
+}
+
+/// Checks a tool's structured result against its compiled output schema, as hosts and the
+/// harness do: `Err` completes "tool 'x' ..." (no schema: anything passes; a schema: the
+/// value must be there and match).
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::check_output;
+/// let schema = serde_json::json!({"type": "object", "required": ["n"]});
+/// let validator = jsonschema::validator_for(&schema).expect("compiles");
+/// assert!(check_output(Some(&validator), Some(&serde_json::json!({"n": 1}))).is_ok());
+/// assert!(check_output(Some(&validator), None).is_err());
+/// assert!(check_output(None, None).is_ok());
+/// # }
+/// ```
+pub fn check_output(
+    validator: Option<&jsonschema::Validator>,
+    structured: Option<&Value>,
+) -> Result<(), String> {
+    let Some(validator) = validator else {
+        return Ok(());
+    };
+    match structured {
+        None => Err(
+            "declares an output schema but returned no structured result; return \
+                     one that matches it"
+                .to_owned(),
+        ),
+        Some(value) => match problems(validator, value) {
+            None => Ok(()),
+            Some(problems) => Err(format!(
+                "returned a structured result that does not match its output schema: \
+                 {problems}"
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

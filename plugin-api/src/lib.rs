@@ -187,8 +187,8 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 pub mod __private {
     #[cfg(feature = "check")]
     pub use crate::check::{
-        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_schema, check_tool,
-        check_tool_count, duplicate_tools,
+        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_output, check_schema,
+        check_tool, check_tool_count, duplicate_tools, problems,
     };
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{

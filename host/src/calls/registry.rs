@@ -78,66 +78,19 @@ impl RegisteredTool {
     /// Checks a successful outcome against the tool's output schema, when it declares
     /// one: the structured value must be there and match. `Err` completes "tool 'x' ...".
     pub fn check_output(&self, output: &ToolOutput) -> Result<(), String> {
-        let Some(validator) = &self.output_validator else {
-            return Ok(());
-        };
-        match &output.structured {
-            None => Err(
-                "declares an output schema but returned no structured result; return one \
-                 that matches it"
-                    .to_owned(),
-            ),
-            Some(value) => match problems(validator, value) {
-                None => Ok(()),
-                Some(problems) => Err(format!(
-                    "returned a structured result that does not match its output schema: \
-                     {problems}"
-                )),
-            },
-        }
+        toolhost_plugin_api::__private::check_output(
+            self.output_validator.as_deref(),
+            output.structured.as_ref(),
+        )
     }
 
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
     /// model can act on (at most five, each with the JSON path it concerns).
     pub fn validate(&self, args: &Value) -> Result<(), InvalidArguments> {
-        match problems(&self.validator, args) {
+        match toolhost_plugin_api::__private::problems(&self.validator, args) {
             None => Ok(()),
             Some(text) => Err(InvalidArguments { text }),
         }
-    }
-}
-
-/// What is wrong with `value` against `validator`, in a form a model can act on (at most
-/// five problems, each with the JSON path it concerns), or `None` when it is valid.
-fn problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
-    {
-        if validator.is_valid(value) {
-            return None;
-        }
-        let mut problems: Vec<String> = validator
-            .iter_errors(value)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let message = match allowed_values(&e) {
-                    Some(values) => format!(
-                        "{} is not one of the allowed values: {}",
-                        e.instance(),
-                        values.join(", ")
-                    ),
-                    None => e.to_string(),
-                };
-                if path.is_empty() {
-                    message
-                } else {
-                    format!("{path}: {message}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            problems.push("the value does not match the schema".to_owned());
-        }
-        Some(problems.join("; "))
     }
 }
 
@@ -156,39 +109,6 @@ impl std::ops::Deref for InvalidArguments {
     fn deref(&self) -> &str {
         &self.text
     }
-}
-
-/// The values a `oneOf`/`anyOf` of `const`s (or `enum`s) allows, when that is what `e`
-/// failed: a documented Rust enum arrives so, and "not valid under any of the schemas
-/// listed in the 'oneOf' keyword" names none of them.
-fn allowed_values(e: &jsonschema::ValidationError<'_>) -> Option<Vec<String>> {
-    use jsonschema::error::ValidationErrorKind;
-    let alternatives = match e.kind() {
-        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-            context
-        }
-        _ => return None,
-    };
-    let mut values = Vec::new();
-    for errors in alternatives {
-        let before = values.len();
-        for error in errors {
-            match error.kind() {
-                ValidationErrorKind::Constant { expected_value } => {
-                    values.push(expected_value.to_string());
-                }
-                ValidationErrorKind::Enum { options } => {
-                    values.extend(options.as_array()?.iter().map(Value::to_string));
-                }
-                _ => {}
-            }
-        }
-        // An alternative that is not a fixed value: the values alone would mislead.
-        if values.len() == before {
-            return None;
-        }
-    }
-    Some(values)
 }
 
 impl fmt::Debug for RegisteredTool {

@@ -979,48 +979,16 @@ pub struct ToolInfo {
     pub output_schema: Option<Value>,
 }
 
-/// What is wrong with `value` against `schema`, as the host words it (each problem as
-/// `path: message`, at most five), or `None` when it matches.
-fn output_problems(schema: &Value, value: &Value) -> Option<String> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        Err(e) => return Some(format!("the output schema is not a valid JSON Schema: {e}")),
-    };
-    if validator.is_valid(value) {
-        return None;
-    }
-    let problems: Vec<String> = validator
-        .iter_errors(value)
-        .take(5)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect();
-    Some(problems.join("; "))
-}
-
 /// The host's check of a structured result against the tool's output schema.
 fn check_structured(info: &ToolInfo, out: &ToolOutput) -> Result<(), ToolError> {
-    let Some(schema) = &info.output_schema else {
-        return Ok(());
+    let validator = match &info.output_schema {
+        None => None,
+        // Compiles: `describe` ran the host's check on it.
+        Some(schema) => Some(
+            crate::check::check_schema(crate::check::SchemaRole::Output, schema)
+                .map_err(|e| ToolError::Failed(format!("tool '{}': {e}", info.name)))?,
+        ),
     };
-    match &out.structured {
-        None => Err(ToolError::Failed(format!(
-            "tool '{}' declares an output schema but returned no structured result",
-            info.name
-        ))),
-        Some(value) => match output_problems(schema, value) {
-            None => Ok(()),
-            Some(problem) => Err(ToolError::Failed(format!(
-                "tool '{}' returned a structured result that does not match its output \
-                 schema: {problem}",
-                info.name
-            ))),
-        },
-    }
+    crate::check::check_output(validator.as_ref(), out.structured.as_ref())
+        .map_err(|e| ToolError::Failed(format!("tool '{}' {e}", info.name)))
 }
