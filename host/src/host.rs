@@ -85,20 +85,9 @@ impl HostProfiles {
         self.profiles.iter().find(|(p, _)| p.name == name)
     }
 
-    /// `scope` with its profile's output store and settings (its view already holds
-    /// `read_output`).
-    fn with_outputs(&self, scope: ProfileScope, settings: &OutputSettings) -> ProfileScope {
-        ProfileScope {
-            outputs: self.outputs.get(&scope.name).cloned(),
-            output: settings.clone(),
-            ..scope
-        }
-    }
-
     /// `profile`'s view of the current registry (every tool for a default profile the
     /// config has no entry for).
-    fn view(&self, name: &str, profile: Option<&Profile>) -> Arc<ToolRegistry> {
-        let settings = profile.map_or_else(OutputSettings::default, |p| p.output.clone());
+    fn view(&self, name: &str, profile: Option<&Profile>, read_output: bool) -> Arc<ToolRegistry> {
         let full = self.catalog.registry();
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((seen, view)) = views.get(name)
@@ -111,7 +100,7 @@ impl HostProfiles {
             None => Arc::clone(&full),
         };
         // read_output first, so that a plugin tool of that name is the refused one.
-        let view = if settings.read_output && self.outputs.contains_key(name) {
+        let view = if read_output && self.outputs.contains_key(name) {
             Arc::new(crate::calls::read_output::with_read_output(&view))
         } else {
             view
@@ -124,28 +113,29 @@ impl HostProfiles {
 impl Profiles for HostProfiles {
     fn scope(&self, requested: Option<&str>) -> Result<ProfileScope, UnknownProfile> {
         let name = requested.unwrap_or(&self.default_profile);
-        match self.profile(name) {
-            Some((profile, requests)) => Ok(self.with_outputs(
-                ProfileScope {
-                    tools: self.view(name, Some(profile)),
-                    ..ProfileScope::new(&profile.name, Arc::default(), Some(Arc::clone(requests)))
-                },
-                &profile.output,
-            )),
-            None if name == self.default_profile => Ok(self.with_outputs(
-                ProfileScope::new(name, self.view(name, None), self.implicit_default.clone()),
-                &OutputSettings::default(),
-            )),
-            None => Err(UnknownProfile {
-                name: name.to_owned(),
-                known: self
-                    .profiles
-                    .iter()
-                    .map(|(p, _)| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
+        let (profile, requests) = match self.profile(name) {
+            Some((profile, requests)) => (Some(profile), Some(Arc::clone(requests))),
+            None if name == self.default_profile => (None, self.implicit_default.clone()),
+            None => {
+                return Err(UnknownProfile {
+                    name: name.to_owned(),
+                    known: self
+                        .profiles
+                        .iter()
+                        .map(|(p, _)| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        };
+        let output = profile.map_or_else(OutputSettings::default, |p| p.output);
+        Ok(ProfileScope {
+            name: name.to_owned(),
+            tools: self.view(name, profile, output.read_output),
+            requests,
+            outputs: self.outputs.get(name).cloned(),
+            output,
+        })
     }
 }
 
@@ -255,11 +245,20 @@ impl Host {
             );
             Arc::new(ProfileRequests::new(state.clone())) as Arc<dyn HostRequests>
         });
-        // Outputs past their age or over the size limit go at start (and after writes).
-        for store in outputs.values() {
-            if let Err(e) = store.prune() {
-                tracing::warn!(error = %e, "could not prune the kept outputs");
-            }
+        // Outputs past their age or over the size limit go at start (and after writes), on
+        // a thread of their own: a folder of many outputs does not hold up the start.
+        let stores: Vec<Arc<OutputStore>> = outputs.values().cloned().collect();
+        let pruning = std::thread::Builder::new()
+            .name("toolhost-prune".to_owned())
+            .spawn(move || {
+                for store in stores {
+                    if let Err(e) = store.prune() {
+                        tracing::warn!(error = %e, "could not prune the kept outputs");
+                    }
+                }
+            });
+        if let Err(e) = pruning {
+            tracing::warn!(error = %e, "could not start pruning the kept outputs; the first write prunes");
         }
         let profiles = Arc::new(HostProfiles {
             catalog: Arc::clone(&catalog),

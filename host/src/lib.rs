@@ -94,9 +94,9 @@ pub use calls::door::{
     fixed_profile,
 };
 pub use calls::outputs::{
-    Budget, Cut, DEFAULT_READ_LINES, Excerpt, FULL_OUTPUT_DETAIL, MIN_MAX_CHARS, OutputError,
-    OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL, ReadRange, Rest,
-    Size, cut, is_id,
+    Budget, Cut, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, FULL_OUTPUT_DETAIL, MIN_MAX_CHARS,
+    OutputError, OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL,
+    ReadRange, Rest, Size, cut, is_id,
 };
 pub use calls::policy::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,

@@ -6,22 +6,26 @@
 //! messages. It needs the `check` feature (jsonschema, the schema compiler hosts use: one
 //! version, one verdict); `testing` enables it, and a plugin's own build never needs it.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::export::ToolMetadata;
 use crate::limits::MAX_TOOLS_PER_PLUGIN;
+use crate::outcome::ToolOutput;
 
 /// The longest tool name every model API accepts.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 
 /// What a tool that passed [`check_tool`] keeps: its schemas, compiled, so a host
-/// validates calls with what was checked instead of compiling them again.
-#[derive(Debug)]
+/// validates calls with what was checked instead of compiling them again (a plugin tool
+/// keeps it from its load to its registration).
+#[derive(Debug, Clone)]
 pub struct CheckedTool {
     /// The argument schema, compiled.
-    pub arguments: jsonschema::Validator,
+    pub arguments: Arc<jsonschema::Validator>,
     /// The output schema, compiled, if the tool declares one.
-    pub output: Option<jsonschema::Validator>,
+    pub output: Option<Arc<jsonschema::Validator>>,
 }
 
 /// The schemas a tool declares, by role. Each role says how messages name it and why
@@ -83,17 +87,33 @@ impl SchemaRole {
 /// # }
 /// ```
 pub fn check_tool(meta: &ToolMetadata) -> Result<CheckedTool, String> {
-    let name = meta.name.as_str();
+    check_parts(&meta.name, &meta.schema, meta.output_schema.as_ref())
+}
+
+/// [`check_tool`] on the parts it reads: the name and the schemas.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::__private::check_parts;
+/// let checked = check_parts("search", &serde_json::json!({"type": "object"}), None);
+/// assert!(checked.is_ok_and(|c| c.output.is_none()));
+/// # }
+/// ```
+pub fn check_parts(
+    name: &str,
+    schema: &Value,
+    output_schema: Option<&Value>,
+) -> Result<CheckedTool, String> {
     check_name(name).map_err(|e| format!("tool '{name}': {e}"))?;
-    let schema = |role: SchemaRole, schema: &Value| {
-        check_schema(role, schema).map_err(|e| format!("tool '{name}': {e}"))
+    let compile = |role: SchemaRole, schema: &Value| {
+        check_schema(role, schema)
+            .map(Arc::new)
+            .map_err(|e| format!("tool '{name}': {e}"))
     };
     // One line per schema a tool declares (and its field in `CheckedTool`).
-    let arguments = schema(SchemaRole::Arguments, &meta.schema)?;
-    let output = meta
-        .output_schema
-        .as_ref()
-        .map(|s| schema(SchemaRole::Output, s))
+    let arguments = compile(SchemaRole::Arguments, schema)?;
+    let output = output_schema
+        .map(|s| compile(SchemaRole::Output, s))
         .transpose()?;
     Ok(CheckedTool { arguments, output })
 }
@@ -250,35 +270,33 @@ pub fn duplicate_tools<'a>(
 /// # }
 /// ```
 pub fn problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
-    {
-        if validator.is_valid(value) {
-            return None;
-        }
-        let mut problems: Vec<String> = validator
-            .iter_errors(value)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let message = match allowed_values(&e) {
-                    Some(values) => format!(
-                        "{} is not one of the allowed values: {}",
-                        e.instance(),
-                        values.join(", ")
-                    ),
-                    None => e.to_string(),
-                };
-                if path.is_empty() {
-                    message
-                } else {
-                    format!("{path}: {message}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            problems.push("the value does not match the schema".to_owned());
-        }
-        Some(problems.join("; "))
+    if validator.is_valid(value) {
+        return None;
     }
+    let mut problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let message = match allowed_values(&e) {
+                Some(values) => format!(
+                    "{} is not one of the allowed values: {}",
+                    e.instance(),
+                    values.join(", ")
+                ),
+                None => e.to_string(),
+            };
+            if path.is_empty() {
+                message
+            } else {
+                format!("{path}: {message}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        problems.push("the value does not match the schema".to_owned());
+    }
+    Some(problems.join("; "))
 }
 
 /// The values a `oneOf`/`anyOf` of `const`s (or `enum`s) allows, when that is what `e`
@@ -349,6 +367,32 @@ pub fn check_output(
             )),
         },
     }
+}
+
+/// What hosts and the harness make of a successful outcome: [`check_output`] on its
+/// structured value, then, for a structured value with no text, its JSON as the text the
+/// model reads. `Err` completes "tool 'x' ...".
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use toolhost_plugin_api::ToolOutput;
+/// use toolhost_plugin_api::__private::finish_output;
+/// let mut out = ToolOutput::default().with_structured(serde_json::json!({"n": 1}));
+/// finish_output(None, &mut out).expect("no schema: anything passes");
+/// assert_eq!(out.text, r#"{"n":1}"#);
+/// # }
+/// ```
+pub fn finish_output(
+    validator: Option<&jsonschema::Validator>,
+    output: &mut ToolOutput,
+) -> Result<(), String> {
+    check_output(validator, output.structured.as_ref())?;
+    if output.text.is_empty()
+        && let Some(value) = &output.structured
+    {
+        output.text = value.to_string();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

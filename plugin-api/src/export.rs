@@ -144,7 +144,8 @@ fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
     result
 }
 
-/// Creates the tools, catching a panic in their constructors.
+/// Creates the tools. Each constructor's panic is caught on its own (`create_tool`: that
+/// tool becomes a [`FailedTool`]); this catches a panic anywhere else in making the list.
 #[doc(hidden)]
 pub fn export_tools(make: fn() -> Vec<FfiTool>) -> ToolsResult {
     match quietly(make) {
@@ -315,7 +316,7 @@ unsafe extern "C" fn call_tool<'a, T: Tool>(
     // What a host that predates `call_outcome` gets: the outcome's degraded text.
     BorrowingFfiFuture::new(async move {
         match run_guarded(tool, ctx, args).await {
-            Ok(output) => RResult::ROk(RString::from(output.into_degraded_text())),
+            Ok(output) => RResult::ROk(RString::from(output.degraded_text())),
             Err(e) => RResult::RErr(e),
         }
     })
@@ -426,7 +427,8 @@ pub struct ToolMetadata {
 
 /// Reads a tool's metadata through its vtable, the one way hosts and the test harness
 /// do, so their messages are the same: `Err` says why a host leaves the tool out (a
-/// panicking getter, a schema or requirements that are not JSON, a text over a cap of
+/// panicking getter, a schema, an output schema or requirements that are not JSON, a
+/// schema nested too deep, a text over a cap of
 /// [`crate::limits`], measured before it is copied or parsed), naming the tool by name,
 /// or as `tool #N` (numbered from 1, as in `export_plugin!`) when its name cannot be read.
 ///
@@ -483,28 +485,8 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
     let schema_text = unsafe { (vt.schema())(this) }
         .into_result()
         .map_err(|m| in_tool(panicked("schema", m)))?;
-    if schema_text.len() > MAX_SCHEMA_BYTES {
-        return Err(too_long(
-            "schema",
-            schema_text.len(),
-            MAX_SCHEMA_BYTES,
-            "make it smaller (move long explanations into the description)",
-        ));
-    }
-    let schema: serde_json::Value = serde_json::from_str(&schema_text)
-        .map_err(|e| in_tool(format!("its schema is not valid JSON: {e}")))?;
+    let schema = read_schema(&schema_text, "schema").map_err(in_tool)?;
     drop(schema_text);
-    let depth = crate::limits::nesting_depth(&schema, MAX_SCHEMA_DEPTH);
-    if depth > MAX_SCHEMA_DEPTH {
-        return Err(in_tool(format!(
-            "its schema nests deeper than the {MAX_SCHEMA_DEPTH} levels of arrays and objects \
-             allowed; flatten it"
-        )));
-    }
-    // What models and MCP clients are served, and what calls are validated against: the
-    // same schema with local `$ref`s inlined and enums of documented values as `enum`s,
-    // so plugins built before schema_for did that read as well as new ones.
-    let schema = crate::schema::tidy_schema(schema);
     // SAFETY: as above.
     let risk = unsafe { (vt.risk())(this) }
         .into_result()
@@ -542,26 +524,10 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
             let text = unsafe { get(this) }
                 .into_result()
                 .map_err(|m| in_tool(panicked("output schema", m)))?;
-            if text.len() > MAX_SCHEMA_BYTES {
-                return Err(too_long(
-                    "output schema",
-                    text.len(),
-                    MAX_SCHEMA_BYTES,
-                    "make it smaller",
-                ));
-            }
             if text.trim().is_empty() {
                 None
             } else {
-                let schema: serde_json::Value = serde_json::from_str(&text)
-                    .map_err(|e| in_tool(format!("its output schema is not valid JSON: {e}")))?;
-                if crate::limits::nesting_depth(&schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH {
-                    return Err(in_tool(format!(
-                        "its output schema nests deeper than the {MAX_SCHEMA_DEPTH} levels of \
-                         arrays and objects allowed; flatten it"
-                    )));
-                }
-                Some(crate::schema::tidy_schema(schema))
+                Some(read_schema(&text, "output schema").map_err(in_tool)?)
             }
         }
     };
@@ -574,6 +540,53 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
         requirements,
         output_schema,
     })
+}
+
+/// A schema as it crossed (`what`: "schema", "output schema"), measured before it is
+/// parsed and checked for depth, then tidied: what models and MCP clients are served,
+/// and what calls and results are validated against (local `$ref`s inlined, enums of
+/// documented values as `enum`s, so plugins built before `schema_for` did that read as
+/// well as new ones). `Err` is the reason, for "tool 'x': ...".
+fn read_schema(text: &str, what: &str) -> Result<serde_json::Value, String> {
+    if text.len() > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "its {what} is {} bytes, more than the {} allowed; make it smaller (move long \
+             explanations into the description)",
+            grouped(text.len()),
+            grouped(MAX_SCHEMA_BYTES)
+        ));
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("its {what} is not valid JSON: {e}"))?;
+    if crate::limits::nesting_depth(&schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH {
+        return Err(format!(
+            "its {what} nests deeper than the {MAX_SCHEMA_DEPTH} levels of arrays and objects \
+             allowed; flatten it"
+        ));
+    }
+    Ok(crate::schema::tidy_schema(schema))
+}
+
+/// What a plugin's answer means, the one reading hosts and the harness share: the
+/// outcome (see `outcome_from_ffi`), or the tool's error, a panic's message with the
+/// hint a tokio panic gets (for plugins built before the hint too).
+#[doc(hidden)]
+pub fn answer_from_ffi(
+    tool: &str,
+    answer: Result<(RString, RString), FfiToolError>,
+) -> Result<ToolOutput, ToolError> {
+    match answer {
+        Ok((text, extra)) => crate::outcome::outcome_from_ffi(text.into_string(), &extra)
+            .map_err(|e| ToolError::Failed(format!("tool '{tool}': {e}"))),
+        Err(FfiToolError { kind, message }) => Err(match kind {
+            FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
+            FfiToolError::PANICKED => ToolError::Failed(format!(
+                "tool '{tool}' panicked: {message}{}",
+                crate::unwind::panic_hint(&message)
+            )),
+            _ => ToolError::Failed(message.into_string()),
+        }),
+    }
 }
 
 /// `n` with its thousands grouped by commas (`1,048,576`), as the cap messages show it.

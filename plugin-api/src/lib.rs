@@ -187,13 +187,14 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 pub mod __private {
     #[cfg(feature = "check")]
     pub use crate::check::{
-        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_output, check_schema,
-        check_tool, check_tool_count, duplicate_tools, problems,
+        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_output, check_parts,
+        check_schema, check_tool, check_tool_count, duplicate_tools, finish_output, problems,
     };
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        CREATING_TOOL, FailedTool, ToolMetadata, ToolsResult, call_root_module_loader, create_tool,
-        export_tools, grouped, into_ffi_tool, lib_header, read_tool_metadata, root_module,
+        CREATING_TOOL, FailedTool, ToolMetadata, ToolsResult, answer_from_ffi,
+        call_root_module_loader, create_tool, export_tools, grouped, into_ffi_tool, lib_header,
+        read_tool_metadata, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};

@@ -3,9 +3,9 @@
 //! one call; a tool that returns only text returns a `String`, which converts into one.
 //!
 //! Since plugin-api 0.1.4 (ABI 0.1.4) the outcome crosses the boundary as it is. A host
-//! that predates it calls the tool's older entry point and gets the [degraded
-//! text](ToolOutput::degraded_text) instead: the text, or the content blocks' envelope,
-//! or the structured value's JSON.
+//! that predates it calls the tool table's older entry point and gets the [degraded
+//! text](ToolOutput::degraded_text) instead: the content blocks' envelope (when there are
+//! media blocks, or blocks and no text), or the text, or the structured value's JSON.
 
 use std::collections::BTreeMap;
 
@@ -236,10 +236,11 @@ impl ToolOutput {
         self
     }
 
-    /// What a host that predates 0.1.4 gets from this outcome through the older entry
-    /// point: the content blocks' envelope when there are blocks other than text (hosts
-    /// since 0.1.2 show it as blocks, so an image survives); otherwise the text if there
-    /// is one; otherwise the structured value's JSON. Details are dropped.
+    /// What a host that predates 0.1.4 gets from this outcome through the tool table's
+    /// older entry point: the content blocks' envelope when there are blocks other than
+    /// text (hosts since 0.1.2 show it as blocks, so an image survives), or blocks and no
+    /// text; otherwise the text if there is one; otherwise the structured value's JSON.
+    /// Details are dropped.
     ///
     /// ```
     /// use toolhost_plugin_api::ToolOutput;
@@ -257,15 +258,6 @@ impl ToolOutput {
             value.to_string()
         } else {
             String::new()
-        }
-    }
-
-    /// [`degraded_text`](Self::degraded_text), without copying the text.
-    pub(crate) fn into_degraded_text(self) -> String {
-        if self.text.is_empty() || self.has_media() {
-            self.degraded_text()
-        } else {
-            self.text
         }
     }
 
@@ -378,7 +370,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn degraded_text_prefers_text_then_blocks_then_structured() {
+    fn degraded_text_prefers_media_blocks_then_text_then_blocks_then_structured() {
         let blocks = vec![Content::Image {
             data: "AA==".into(),
             mime_type: "image/png".into(),

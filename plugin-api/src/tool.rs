@@ -164,9 +164,10 @@ pub trait Tool: Send + Sync + 'static {
         args: Value,
     ) -> impl Future<Output = Result<String, ToolError>> + Send;
 
-    /// Runs the tool with the arguments as JSON text, as they cross the plugin boundary.
-    /// The default parses them into a `Value` for [`Tool::call`]; typed tools deserialize
-    /// straight into their argument type. Rarely worth overriding by hand.
+    /// Runs the tool with the arguments as JSON text. The default parses them into a
+    /// `Value` for [`Tool::call`]; typed tools deserialize straight into their argument
+    /// type. Rarely worth overriding by hand. (The glue hosts reach calls
+    /// [`Tool::call_json_output`], whose default reaches `call` through `call_output`.)
     fn call_json(
         &self,
         ctx: &ToolContext<'_>,
@@ -201,7 +202,8 @@ pub trait Tool: Send + Sync + 'static {
     ///     async fn call_output(&self, _: &ToolContext<'_>, _: Value) -> Result<ToolOutput, ToolError> {
     ///         Ok(ToolOutput::structured(json!({"celsius": 21.5})))
     ///     }
-    ///     // What `call_output` returns, as text (only a host that predates 0.1.4 calls it).
+    ///     // Required by the trait; hosts (old ones too) reach `call_output`, so only direct
+    ///     // Rust callers get here: the same outcome, as text.
     ///     async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
     ///         Ok(self.call_output(ctx, args).await?.degraded_text())
     ///     }
@@ -214,9 +216,11 @@ pub trait Tool: Send + Sync + 'static {
     }
 
     /// Runs the tool and returns its whole outcome: the text, and a structured value,
-    /// details and content blocks (see [`ToolOutput`]). Hosts since plugin-api 0.1.4 call
-    /// this; the default returns [`Tool::call`]'s text. A tool that returns more than text
-    /// overrides it (and makes `call` return its [`ToolOutput::degraded_text`], see
+    /// details and content blocks (see [`ToolOutput`]). The glue calls this for every
+    /// host: hosts since plugin-api 0.1.4 get the outcome, older ones its
+    /// [`ToolOutput::degraded_text`]. The default returns [`Tool::call`]'s text. A tool
+    /// that returns more than text overrides it; its `call`, which the trait requires, is
+    /// then reached only by direct Rust callers (return the degraded text there, see
     /// [`Tool::output_schema`]'s example).
     fn call_output(
         &self,

@@ -86,7 +86,6 @@ impl Work {
             .path()
             .join("profiles")
             .join(profile)
-            .join("state")
             .join("outputs")
     }
 
@@ -990,4 +989,97 @@ fn a_structured_result_over_the_budget_is_kept_and_left_out() {
     assert!(whole.status.success(), "{}", text(&whole.stderr));
     let series: Value = serde_json::from_slice(&whole.stdout).expect("the whole JSON text");
     assert_eq!(series["values"].as_array().map(Vec::len), Some(5000));
+}
+
+/// Another user of the machine cannot read a kept output, even with every folder above
+/// it open to them: the outputs folder is 0700 and its files 0600, owned by the host's
+/// user (a real second user; skipped with a reason where one cannot be made).
+#[test]
+fn another_user_cannot_read_a_kept_output() {
+    let test = "another_user_cannot_read_a_kept_output";
+    let Some(other) = crate::support::OtherUser::create(test) else {
+        return;
+    };
+    let work = Work::new("");
+    let out = work
+        .command()
+        .args([
+            "call",
+            "big_output",
+            &big_args(false).to_string(),
+            "--plugins",
+        ])
+        .arg(work.plugins.path())
+        .output()
+        .expect("run toolhost call");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let id = check_cut(
+        printed.strip_suffix('\n').unwrap_or(&printed),
+        &big_text(BIG, NEEDLE),
+        MAX_CHARS,
+        MAX_LINES,
+    );
+    // Everything above the outputs folder open to others, so only its own modes stand.
+    let profile = work.dir.path().join("profiles").join("default");
+    for dir in [work.dir.path(), &work.dir.path().join("profiles"), &profile] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    for file in [format!("{id}.txt"), format!("{id}.json")] {
+        let path = work.outputs("default").join(file);
+        assert!(path.exists(), "{}", path.display());
+        let read = other.command("cat").arg(&path).output().expect("run cat");
+        assert!(
+            !read.status.success() && read.stdout.is_empty(),
+            "another user read {}",
+            path.display()
+        );
+        assert!(
+            text(&read.stderr).contains("Permission denied"),
+            "{}",
+            text(&read.stderr)
+        );
+    }
+    let listing = other
+        .command("ls")
+        .arg(work.outputs("default"))
+        .output()
+        .expect("run ls");
+    assert!(
+        !listing.status.success(),
+        "another user listed the outputs folder"
+    );
+}
+
+/// Content blocks over the budget are kept with the output and left out of the result
+/// (MCP would otherwise send them whole): the model's text, cut, stands in for them.
+#[test]
+fn content_blocks_over_the_budget_are_kept_and_left_out() {
+    let work = Work::new("[output]\nmax_chars = 2000\n");
+    work.plugins.install("fixture_outcomes");
+    let out = work
+        .command()
+        .args([
+            "call",
+            "blocks",
+            r#"{"chars": 50000}"#,
+            "--json",
+            "--plugins",
+        ])
+        .arg(work.plugins.path())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(result.get("content").is_none(), "{result}");
+    let omitted = result["details"]["toolhost/content_omitted"]["chars"]
+        .as_u64()
+        .expect("the omission is recorded");
+    assert!(omitted >= 50000, "{omitted}");
+    let output = result["output"].as_str().expect("text");
+    assert!(output.chars().count() <= 2000, "{}", output.len());
+    assert!(
+        result["details"]["toolhost/full_output"]["id"].is_string(),
+        "{result}"
+    );
 }

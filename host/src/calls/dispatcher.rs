@@ -276,12 +276,11 @@ impl Dispatcher {
         for (handle, (call_id, name)) in handles.0.iter_mut().zip(names) {
             results.push(match handle.await {
                 Ok(r) => r,
-                Err(e) => ToolResult::refused(
-                    call_id,
-                    format!("the call of tool '{name}' ended abnormally in the host: {e}"),
-                    name,
-                    CallErrorKind::Panicked,
-                ),
+                Err(e) => {
+                    let message =
+                        format!("the call of tool '{name}' ended abnormally in the host: {e}");
+                    ToolResult::refused(call_id, name, message, CallErrorKind::Panicked)
+                }
             });
         }
         results
@@ -524,16 +523,8 @@ impl<'a> CallJob<'a> {
             biased;
             outcome = &mut future => {
                 return match outcome {
-                    Ok(Ok(mut output)) => match entry.check_output(&output) {
-                        Ok(()) => {
-                            // A structured result with no text: the model reads its JSON.
-                            if output.text.is_empty()
-                                && let Some(value) = &output.structured
-                            {
-                                output.text = value.to_string();
-                            }
-                            Ok(output)
-                        }
+                    Ok(Ok(mut output)) => match entry.finish_output(&mut output) {
+                        Ok(()) => Ok(output),
                         Err(problem) => Err(CallFailure::new(
                             format!("tool '{name}' {problem}"),
                             CallErrorKind::InvalidOutput,

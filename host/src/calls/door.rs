@@ -16,8 +16,7 @@ use crate::calls::context::{
 };
 use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
 use crate::calls::outputs::{
-    Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, READ_OUTPUT_TOOL,
-    Rest, Size, cut,
+    Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, Rest, Size, cut,
 };
 use crate::calls::policy::{ApprovalPolicy, Approver};
 use crate::calls::registry::ToolRegistry;
@@ -387,7 +386,6 @@ impl CallDoor {
 
 /// What the door holds to budget a request's results: the budget, and where (and for
 /// whom) cut outputs are kept.
-#[derive(Clone)]
 pub(crate) struct Budgeting {
     pub(crate) budget: Budget,
     pub(crate) store: Option<Arc<OutputStore>>,
@@ -397,21 +395,27 @@ pub(crate) struct Budgeting {
 impl Budgeting {
     /// `result` within the budget: as it is if it fits, else cut, with its full text kept
     /// (off the runtime's threads) and recorded as the `toolhost/full_output` detail. An
-    /// error stays an error. `read_output`'s own results are cut without a new id (they
-    /// are parts of a kept output already).
+    /// error stays an error. A structured value or content blocks over the character
+    /// budget (by their JSON and their text and data) are kept with the output and left
+    /// out of the result, each with a detail saying so. (`read_output` cuts its own
+    /// answers to the same budget, so it never makes a new kept output.)
     pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
-        // A structured result counts against the character budget by its JSON text.
-        let structured_chars = result.structured.as_ref().map(json_len);
-        let structured_over = structured_chars
-            .is_some_and(|n| self.budget.max_chars != 0 && n > self.budget.max_chars);
-        if !structured_over && self.budget.fits(&result.output) {
+        let max = self.budget.max_chars;
+        let over = |n: usize| max != 0 && n > max;
+        let structured_chars = result
+            .structured
+            .as_ref()
+            .filter(|_| max != 0)
+            .map(json_len);
+        let structured_over = structured_chars.is_some_and(over);
+        let content_chars = (max != 0 && !result.content.is_empty())
+            .then(|| result.content.iter().map(content_len).sum::<usize>());
+        let content_over = content_chars.is_some_and(over);
+        if !structured_over && !content_over && self.budget.fits(&result.output) {
             return result;
         }
         let budget = self.budget;
-        let store = self
-            .store
-            .clone()
-            .filter(|_| result.name != READ_OUTPUT_TOOL);
+        let store = self.store.clone();
         let owner = self.owner.clone();
         let call_id = result.call_id.clone();
         let name = result.name.clone();
@@ -443,12 +447,19 @@ impl Budgeting {
             } else {
                 result.output = text;
             }
+            // Kept with the output (its record holds the whole result); left out here.
             if structured_over {
-                // Kept with the output (its record holds the whole result); left out here.
                 result.structured = None;
                 result.details.insert(
                     STRUCTURED_OMITTED_DETAIL.to_owned(),
                     serde_json::json!({"chars": structured_chars}),
+                );
+            }
+            if content_over {
+                result.content = Vec::new();
+                result.details.insert(
+                    CONTENT_OMITTED_DETAIL.to_owned(),
+                    serde_json::json!({"chars": content_chars}),
                 );
             }
             if let Some((id, size)) = kept {
@@ -463,10 +474,11 @@ impl Budgeting {
         })
         .await;
         done.unwrap_or_else(|e| {
+            let message = format!("the output of tool '{name}' could not be budgeted: {e}");
             ToolResult::refused(
                 call_id,
-                format!("the output of tool '{name}' could not be budgeted: {e}"),
                 name,
+                message,
                 crate::calls::dispatcher::CallErrorKind::Panicked,
             )
         })
@@ -475,6 +487,20 @@ impl Budgeting {
 
 /// The detail kind recording a structured result left out for the output budget.
 pub(crate) const STRUCTURED_OMITTED_DETAIL: &str = "toolhost/structured_omitted";
+
+/// The detail kind recording content blocks left out for the output budget (the model's
+/// text, cut, stands in for them).
+pub(crate) const CONTENT_OMITTED_DETAIL: &str = "toolhost/content_omitted";
+
+/// What a content block weighs against the character budget: its text, or its data.
+fn content_len(block: &toolhost_plugin_api::Content) -> usize {
+    use toolhost_plugin_api::Content;
+    match block {
+        Content::Text { text } => text.len(),
+        Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
+        Content::Resource { resource } => resource.text.len(),
+    }
+}
 
 /// The length of `value`'s JSON text, without writing it out.
 fn json_len(value: &serde_json::Value) -> usize {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -75,7 +75,7 @@ impl Default for Budget {
 }
 
 /// A profile's `[output]` settings, resolved.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OutputSettings {
     /// The budget every result is held to.
     pub budget: Budget,
@@ -364,6 +364,33 @@ pub struct OutputMeta {
     pub result: Value,
 }
 
+/// A record's owner and size, read without the rest (no `flatten`: that would buffer
+/// the rest of the record; unknown keys are skipped).
+#[derive(Deserialize)]
+struct OwnerAndSize {
+    owner: Owner,
+    chars: usize,
+    lines: usize,
+    bytes: usize,
+}
+
+/// A record that names who may read its output.
+trait Owned {
+    fn owner(&self) -> &Owner;
+}
+
+impl Owned for OutputMeta {
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
+impl Owned for OwnerAndSize {
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
 /// Which part of an output a read returns.
 #[derive(Debug, Clone)]
 pub enum ReadRange {
@@ -385,6 +412,46 @@ pub enum ReadRange {
         /// Lines shown before and after each match.
         context: usize,
     },
+}
+
+/// Lines shown before and after each match of a grep read, unless the reader says.
+pub const DEFAULT_CONTEXT: usize = 2;
+
+impl ReadRange {
+    /// `A:B` (lines A to B), `A:` (line A to the end) or `A` (line A alone), counted from
+    /// 1, as the command line and MCP take them. `Err` says what to write instead.
+    pub fn lines(text: &str) -> Result<ReadRange, String> {
+        let bad = || {
+            format!(
+                "`{text}` is not a range of lines: give A:B (lines A to B), A: (line A to the \
+                 end) or A, with lines counted from 1"
+            )
+        };
+        let number = |s: &str| s.trim().parse::<usize>().ok().filter(|n| *n >= 1);
+        let (from, to) = match text.split_once(':') {
+            Some((a, "")) => (number(a).ok_or_else(bad)?, None),
+            Some((a, b)) => (number(a).ok_or_else(bad)?, Some(number(b).ok_or_else(bad)?)),
+            None => {
+                let a = number(text).ok_or_else(bad)?;
+                (a, Some(a))
+            }
+        };
+        if to.is_some_and(|to| to < from) {
+            return Err(bad());
+        }
+        Ok(ReadRange::Lines {
+            offset: from,
+            limit: to.map(|to| to - from + 1),
+        })
+    }
+
+    /// The lines matching the regular expression `pattern`, with `context` lines around
+    /// each. `Err` names what is wrong with it.
+    pub fn grep(pattern: &str, context: usize) -> Result<ReadRange, String> {
+        regex::Regex::new(pattern)
+            .map(|pattern| ReadRange::Grep { pattern, context })
+            .map_err(|e| format!("`{pattern}` is not a regular expression: {e}"))
+    }
 }
 
 /// A part of an output.
@@ -469,18 +536,16 @@ impl OutputStore {
         }
     }
 
-    /// The store of a profile whose state folder is `state_dir`.
+    /// The store of a profile whose state folder is `state_dir`: `outputs/` beside it,
+    /// not in it. Plugin workers of the profile may write its state folder, and a kept
+    /// output is the host's: another plugin's or another token's, read back by the host.
     pub fn for_profile(state_dir: &Path, settings: &OutputSettings) -> OutputStore {
-        OutputStore::new(state_dir.join("outputs"), settings)
+        OutputStore::new(state_dir.with_file_name("outputs"), settings)
     }
 
-    /// Its folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Keeps `text` with `meta` (whose size is filled in) and returns its new id. Blocking.
-    pub fn save(&self, mut meta: OutputMeta, text: &str) -> Result<String, OutputError> {
+    /// Keeps `text` with `meta` (whose `size` is `Size::of(text)`) and returns its new id.
+    /// Blocking.
+    pub fn save(&self, meta: OutputMeta, text: &str) -> Result<String, OutputError> {
         let io = |action, path: &Path| {
             let path = path.to_path_buf();
             move |source| OutputError::Io {
@@ -496,10 +561,6 @@ impl OutputStore {
         crate::sys::private::open_private_file(&txt)
             .and_then(|mut f| f.write_all(text.as_bytes()))
             .map_err(io("write", &txt))?;
-        meta.size = Size {
-            bytes: text.len(),
-            ..meta.size
-        };
         let json = self.dir.join(format!("{id}.json"));
         let meta_text = serde_json::to_vec(&meta).map_err(|e| OutputError::Io {
             action: "write",
@@ -523,12 +584,22 @@ impl OutputStore {
 
     /// The metadata of output `id`, if `owner` made it.
     pub fn meta(&self, owner: &Owner, id: &str) -> Result<OutputMeta, OutputError> {
+        self.owned::<OutputMeta>(owner, id)
+    }
+
+    /// The record of output `id` read as `M` (all of it, or just its owner and size), if
+    /// `owner` made it.
+    fn owned<M: serde::de::DeserializeOwned + Owned>(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<M, OutputError> {
         let not_found = || OutputError::NotFound { id: id.to_owned() };
         if !is_id(id) {
             return Err(not_found());
         }
         let json = self.dir.join(format!("{id}.json"));
-        let bytes = match std::fs::read(&json) {
+        let bytes = match read_file(&json) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
             Err(source) => {
@@ -539,8 +610,8 @@ impl OutputStore {
                 });
             }
         };
-        match serde_json::from_slice::<OutputMeta>(&bytes) {
-            Ok(meta) if meta.owner == *owner => Ok(meta),
+        match serde_json::from_slice::<M>(&bytes) {
+            Ok(meta) if meta.owner() == owner => Ok(meta),
             _ => Err(not_found()),
         }
     }
@@ -548,9 +619,24 @@ impl OutputStore {
     /// `range` of output `id`, if `owner` made it (anyone else gets
     /// [`OutputError::NotFound`], as for an id that does not exist). Blocking.
     pub fn read(&self, owner: &Owner, id: &str, range: &ReadRange) -> Result<Excerpt, OutputError> {
-        self.meta(owner, id)?;
+        // Only the owner and the size: the rest of the record (a structured result left out
+        // for the budget, say) is skipped, not built.
+        let OwnerAndSize {
+            chars,
+            lines,
+            bytes,
+            ..
+        } = self.owned::<OwnerAndSize>(owner, id)?;
+        let size = Size {
+            chars,
+            lines,
+            bytes,
+        };
         let txt = self.dir.join(format!("{id}.txt"));
-        let text = match std::fs::read_to_string(&txt) {
+        let text = match read_file(&txt).and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        }) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(OutputError::NotFound { id: id.to_owned() });
@@ -563,7 +649,6 @@ impl OutputStore {
                 });
             }
         };
-        let size = Size::of(&text);
         Ok(match range {
             ReadRange::All => Excerpt {
                 text,
@@ -601,8 +686,8 @@ impl OutputStore {
         })
     }
 
-    /// Removes outputs older than the age limit, then the oldest until the total is
-    /// within the size limit; logs what it removed. Blocking.
+    /// Removes outputs older than the age limit, then, when the total is over the size
+    /// limit, the oldest until it is within 90% of it; logs what it removed. Blocking.
     pub fn prune(&self) -> Result<PruneReport, OutputError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
@@ -662,8 +747,12 @@ impl OutputStore {
                 kept.push((id, bytes));
             }
         }
+        // Down to 90% of the limit, not to the limit: the next write would otherwise pass
+        // it again and rescan the folder on every cut output.
+        let target = self.keep_bytes - self.keep_bytes / 10;
+        let over = report.kept_bytes > self.keep_bytes;
         for (id, bytes) in kept {
-            if self.keep_bytes == 0 || report.kept_bytes <= self.keep_bytes {
+            if self.keep_bytes == 0 || !over || report.kept_bytes <= target {
                 break;
             }
             self.remove(&id);
@@ -696,6 +785,14 @@ impl OutputStore {
             }
         }
     }
+}
+
+/// The bytes of the regular file `path`, opened without following a link (see
+/// `sys::private::open_regular_file`).
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    crate::sys::private::open_regular_file(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A fresh id: `o` and 32 hex digits from the system's random source.
@@ -865,6 +962,52 @@ mod tests {
         ] {
             assert!(!is_id(bad), "{bad}");
         }
+    }
+
+    /// Someone who can write the folder (it is the host's, 0700, but say a mistake widened
+    /// it) plants a link to another file, or a FIFO, in place of a kept text: reading it
+    /// back refuses both, at once, and never shows the other file.
+    #[test]
+    fn a_link_or_fifo_planted_in_place_of_an_output_is_refused_not_followed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = OutputStore::new(dir.path().join("outputs"), &OutputSettings::default());
+        let owner = Owner {
+            profile: "p".to_owned(),
+            token: None,
+        };
+        let meta = || OutputMeta {
+            owner: owner.clone(),
+            tool: "t".to_owned(),
+            created: 0,
+            is_error: false,
+            size: Size::of("kept"),
+            result: Value::Null,
+        };
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "not for the model").expect("secret");
+        let linked = store.save(meta(), "kept").expect("saved");
+        let txt = dir.path().join("outputs").join(format!("{linked}.txt"));
+        std::fs::remove_file(&txt).expect("remove");
+        std::os::unix::fs::symlink(&secret, &txt).expect("plant a link");
+        let read = store.read(&owner, &linked, &ReadRange::All);
+        assert!(
+            read.as_ref().is_err_and(|e| e.to_string().contains("link")),
+            "{read:?}"
+        );
+        let fifo = store.save(meta(), "kept").expect("saved");
+        let txt = dir.path().join("outputs").join(format!("{fifo}.txt"));
+        std::fs::remove_file(&txt).expect("remove");
+        let c = std::ffi::CString::new(txt.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: `c` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        // Would block forever if the FIFO were opened for reading like a file.
+        let read = store.read(&owner, &fifo, &ReadRange::All);
+        assert!(read.is_err(), "{read:?}");
+        // The metadata is read the same way.
+        let json = dir.path().join("outputs").join(format!("{fifo}.json"));
+        std::fs::remove_file(&json).expect("remove");
+        std::os::unix::fs::symlink(&secret, &json).expect("plant a link");
+        assert!(store.meta(&owner, &fifo).is_err());
     }
 
     #[test]

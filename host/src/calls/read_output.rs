@@ -10,15 +10,12 @@ use serde::Deserialize;
 
 use crate::calls::context::CallContext;
 use crate::calls::outputs::{
-    DEFAULT_READ_LINES, OutputError, Owner, READ_OUTPUT_TOOL, ReadRange, Rest, cut,
+    DEFAULT_CONTEXT, DEFAULT_READ_LINES, OutputError, Owner, READ_OUTPUT_TOOL, ReadRange, Rest, cut,
 };
 use crate::calls::registry::ToolRegistry;
 use crate::calls::tool::{
     Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
 };
-
-/// Lines shown around each grep match when the call names no `context`.
-const DEFAULT_CONTEXT: usize = 2;
 
 /// The `read_output` tool.
 pub(crate) struct ReadOutput;
@@ -79,12 +76,8 @@ impl DynTool for ReadOutput {
             ));
         };
         let range = match &args.grep {
-            Some(pattern) => ReadRange::Grep {
-                pattern: regex::Regex::new(pattern).map_err(|e| {
-                    ToolError::InvalidArgs(format!("`grep` is not a regular expression: {e}"))
-                })?,
-                context: args.context.unwrap_or(DEFAULT_CONTEXT),
-            },
+            Some(pattern) => ReadRange::grep(pattern, args.context.unwrap_or(DEFAULT_CONTEXT))
+                .map_err(|e| ToolError::InvalidArgs(format!("`grep`: {e}")))?,
             None => ReadRange::Lines {
                 offset: args.offset.unwrap_or(1),
                 limit: Some(args.limit.unwrap_or(DEFAULT_READ_LINES)),

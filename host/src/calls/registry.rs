@@ -76,12 +76,11 @@ impl RegisteredTool {
     }
 
     /// Checks a successful outcome against the tool's output schema, when it declares
-    /// one: the structured value must be there and match. `Err` completes "tool 'x' ...".
-    pub fn check_output(&self, output: &ToolOutput) -> Result<(), String> {
-        toolhost_plugin_api::__private::check_output(
-            self.output_validator.as_deref(),
-            output.structured.as_ref(),
-        )
+    /// one (the structured value must be there and match), and gives a structured value
+    /// with no text its JSON as the text; the harness does the same. `Err` completes
+    /// "tool 'x' ...".
+    pub fn finish_output(&self, output: &mut ToolOutput) -> Result<(), String> {
+        toolhost_plugin_api::__private::finish_output(self.output_validator.as_deref(), output)
     }
 
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
@@ -143,23 +142,29 @@ impl ToolRegistry {
                 rejected: tool.origin().clone(),
             });
         }
-        // The check plugins' tests run too (`testing::check_plugin`): one verdict.
-        let checked =
-            toolhost_plugin_api::__private::check_tool(&spec.metadata()).map_err(|reason| {
-                RegistryError::Invalid {
-                    tool: spec.name.clone(),
-                    origin: tool.origin().clone(),
-                    reason,
-                }
-            })?;
+        // The check plugins' tests run too (`testing::check_plugin`): one verdict. A plugin
+        // tool passed it at load and brings its compiled schemas.
+        let checked = match tool.checked() {
+            Some(checked) => checked.clone(),
+            None => toolhost_plugin_api::__private::check_parts(
+                &spec.name,
+                &spec.schema,
+                spec.output_schema.as_ref(),
+            )
+            .map_err(|reason| RegistryError::Invalid {
+                tool: spec.name.clone(),
+                origin: tool.origin().clone(),
+                reason,
+            })?,
+        };
         let validator = checked.arguments;
-        let output_validator = checked.output.map(Arc::new);
+        let output_validator = checked.output;
         let name = spec.name.clone();
         self.tools.insert(
             name,
             RegisteredTool {
                 tool,
-                validator: Arc::new(validator),
+                validator,
                 output_validator,
             },
         );

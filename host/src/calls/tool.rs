@@ -34,21 +34,6 @@ pub struct ToolSpec {
     pub output_schema: Option<Value>,
 }
 
-impl ToolSpec {
-    /// The spec as plugin-api's metadata, which the shared check reads.
-    pub(crate) fn metadata(&self) -> toolhost_plugin_api::__private::ToolMetadata {
-        toolhost_plugin_api::__private::ToolMetadata {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            schema: self.schema.clone(),
-            risk: self.risk,
-            interactive: self.interactive,
-            requirements: self.requirements.clone(),
-            output_schema: self.output_schema.clone(),
-        }
-    }
-}
-
 /// Where a tool comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolOrigin {
@@ -166,6 +151,13 @@ pub trait DynTool: Send + Sync {
     /// Its outcome's structured value is checked against [`ToolSpec::output_schema`] by
     /// the dispatcher (a `String` converts into a text-only outcome with `.into()`).
     async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError>;
+
+    /// Its schemas as the shared check compiled them when it was loaded, if it was (a
+    /// plugin tool in this process): the registry takes them instead of compiling again.
+    #[doc(hidden)]
+    fn checked(&self) -> Option<&toolhost_plugin_api::__private::CheckedTool> {
+        None
+    }
 
     /// Whether its code runs in a process of its own (a plugin worker), not the host's.
     fn isolated(&self) -> bool {

@@ -87,14 +87,17 @@ pub struct RawOutput {
 }
 
 impl Default for RawOutput {
+    /// The resolved defaults (`OutputSettings::default`, written once), as the file says
+    /// them.
     fn default() -> Self {
+        let d = crate::calls::outputs::OutputSettings::default();
         RawOutput {
-            max_chars: 30_000,
-            max_lines: 1_000,
-            keep_days: 7.0,
-            keep_mb: 256,
-            mcp_max_chars_ceiling: 500_000,
-            read_output: true,
+            max_chars: d.budget.max_chars,
+            max_lines: d.budget.max_lines,
+            keep_days: d.keep_for.map_or(0.0, |k| k.as_secs_f64() / 86_400.0),
+            keep_mb: d.keep_bytes >> 20,
+            mcp_max_chars_ceiling: d.mcp_max_chars_ceiling,
+            read_output: d.read_output,
         }
     }
 }

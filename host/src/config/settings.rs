@@ -165,6 +165,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_output_table_left_out_resolves_to_the_default_settings() {
+        assert_eq!(
+            output_settings(&RawOutput::default()),
+            Ok(OutputSettings::default())
+        );
+    }
+
+    #[test]
     fn the_defaults_are_the_config_files() {
         let settings = AgentSettings::default();
         assert_eq!(settings.max_iterations, 20);

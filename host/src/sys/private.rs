@@ -387,6 +387,18 @@ pub(crate) fn open_private_file(path: &Path) -> io::Result<fs::File> {
     Ok(fs::File::from(fd))
 }
 
+/// Opens the regular file `path` for reading. A link at it or at its folder, a FIFO or
+/// anything but a regular file is refused (never followed, never blocked on), so a file
+/// planted in a folder someone else can write cannot make the reader open another one.
+pub(crate) fn open_regular_file(path: &Path) -> io::Result<fs::File> {
+    let (parent, name) = split(path)?;
+    let dir = open_folder(parent)?;
+    let c = c_name(name, path)?;
+    let (fd, _) = open_state(&dir, &c, path, libc::O_RDONLY, Accept::File)?;
+    set_blocking(&fd)?;
+    Ok(fs::File::from(fd))
+}
+
 /// Replaces `path` with `bytes` atomically: written to a fresh 0600 file with an
 /// unpredictable name in the same folder, synced, then renamed over `path`. A reader
 /// sees the old contents or the new, never half a file. The folder is opened once (a link

@@ -9,6 +9,7 @@ use abi_stable::std_types::{RResult, RStr};
 use serde_json::Value;
 
 use super::ToolInfo;
+use crate::check::CheckedTool;
 use crate::context::ToolContext;
 use crate::export::into_ffi_tool;
 use crate::ffi::{FfiCallContext, FfiOutcomeResult, FfiTool, FfiToolError};
@@ -36,8 +37,8 @@ impl<T> Lent<T> {
     }
 }
 
-/// Every method forwards, `call_json` included, so a `TypedTool` parses its arguments as
-/// it does in a plugin.
+/// Every method forwards, `call_json_output` included, so a `TypedTool` parses its
+/// arguments as it does in a plugin.
 impl<T: Tool> Tool for Lent<T> {
     fn name(&self) -> &str {
         self.get().name()
@@ -108,13 +109,14 @@ impl<'t> Exported<'t> {
 
     /// The metadata, read through the vtable the way a host reads it at load (the
     /// messages are the host's); `Err` when a host would leave the tool out.
-    pub(super) fn info(&self) -> Result<ToolInfo, String> {
+    pub(super) fn info(&self) -> Result<(ToolInfo, CheckedTool), String> {
         // SAFETY: `self.ffi` is the object exported with its vtable, alive until `self`
         // drops.
         let meta = unsafe { crate::export::read_tool_metadata(&self.ffi, 0) }?;
-        // What a host checks next, with the host's messages.
-        crate::check::check_tool(&meta)?;
-        Ok(tool_info(meta))
+        // What a host checks next, with the host's messages; its compiled schemas check
+        // the call's structured result, as in the host.
+        let checked = crate::check::check_tool(&meta)?;
+        Ok((tool_info(meta), checked))
     }
 
     /// Calls the tool through its vtable with `ctx` and the arguments as JSON text.

@@ -93,13 +93,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use abi_stable::std_types::RResult;
 use serde_json::Value;
 
 use crate::context::{
     AskAnswer, AskRequest, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
 };
-use crate::ffi::{FfiOutcome, FfiToolError, LogLevel};
+use crate::ffi::LogLevel;
 use crate::outcome::ToolOutput;
 use crate::risk::Risk;
 use crate::tool::{Requirements, Tool, ToolError};
@@ -612,10 +611,10 @@ impl TestHost {
     ) -> Result<ToolOutput, ToolError> {
         let exported = Exported::new(tool);
         // A host reads the metadata at load and leaves a tool whose metadata fails out.
-        let info = exported
+        let (info, checked) = exported
             .info()
             .map_err(|e| ToolError::Failed(format!("a host would not load this tool: {e}")))?;
-        let name = info.name.clone();
+        let name = info.name;
         // serde_json's writer, as the host encodes them.
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;
@@ -626,26 +625,15 @@ impl TestHost {
             panic!("a TestHost script panicked during the call: {message}");
         }
         // What the host makes of the plugin's answer.
-        match outcome {
-            RResult::ROk(FfiOutcome { text, extra }) => {
-                let out = crate::outcome::outcome_from_ffi(text.into_string(), &extra)
-                    .map_err(|e| ToolError::Failed(format!("tool '{name}': {e}")))?;
-                check_structured(&info, &out)?;
-                Ok(out)
-            }
-            RResult::RErr(FfiToolError { kind, message }) => Err(match kind {
-                FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-                FfiToolError::PANICKED => ToolError::Failed(format!(
-                    "tool '{name}' panicked: {message}{}",
-                    crate::unwind::panic_hint(&message)
-                )),
-                _ => ToolError::Failed(message.into_string()),
-            }),
-        }
+        let answer = outcome.into_result().map(|o| (o.text, o.extra));
+        let mut out = crate::export::answer_from_ffi(&name, answer)?;
+        crate::check::finish_output(checked.output.as_deref(), &mut out)
+            .map_err(|e| ToolError::Failed(format!("tool '{name}' {e}")))?;
+        Ok(out)
     }
 
     /// The tool's metadata as a host reads it at load, through the tool's vtable: name,
-    /// description, argument schema, risk, interactive flag, requirements.
+    /// description, argument schema, risk, interactive flag, requirements, output schema.
     ///
     /// ```
     /// use serde_json::json;
@@ -682,7 +670,7 @@ impl TestHost {
     /// export list, two tools of one name included.
     pub fn describe<T: Tool>(&self, tool: &T) -> ToolInfo {
         match Exported::new(tool).info() {
-            Ok(info) => info,
+            Ok((info, _)) => info,
             Err(e) => panic!("a host would not load this tool: {e}"),
         }
     }
@@ -977,18 +965,4 @@ pub struct ToolInfo {
     /// The JSON Schema of its structured result, if it declares one (after
     /// [`crate::tidy_schema`]).
     pub output_schema: Option<Value>,
-}
-
-/// The host's check of a structured result against the tool's output schema.
-fn check_structured(info: &ToolInfo, out: &ToolOutput) -> Result<(), ToolError> {
-    let validator = match &info.output_schema {
-        None => None,
-        // Compiles: `describe` ran the host's check on it.
-        Some(schema) => Some(
-            crate::check::check_schema(crate::check::SchemaRole::Output, schema)
-                .map_err(|e| ToolError::Failed(format!("tool '{}': {e}", info.name)))?,
-        ),
-    };
-    crate::check::check_output(validator.as_ref(), out.structured.as_ref())
-        .map_err(|e| ToolError::Failed(format!("tool '{}' {e}", info.name)))
 }

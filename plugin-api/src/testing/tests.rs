@@ -849,7 +849,8 @@ fn structured_results_are_checked_against_the_output_schema_as_the_host_checks_t
         missing.contains("returned no structured result"),
         "{missing}"
     );
-    // `call` gives the text of the same outcome.
+    // `TestHost::call` gives the text of the same outcome (the harness, like a host, calls
+    // `call_output`; the tool's own `call` is for direct Rust callers).
     assert_eq!(
         host.call(&OutputShaped, json!({"value": {"n": 5}})),
         Ok(r#"{"n":5}"#.to_owned())
@@ -898,5 +899,38 @@ fn details_and_blocks_cross_the_boundary_and_an_old_envelope_becomes_blocks() {
     assert_eq!(
         parse_content_output(&old.text),
         Some(vec![Content::text("old")])
+    );
+}
+
+#[test]
+fn a_structured_result_with_no_text_reads_as_its_json_as_in_the_host() {
+    struct Only;
+    impl Tool for Only {
+        fn name(&self) -> &str {
+            "only"
+        }
+        fn description(&self) -> &str {
+            "Structured data and no text."
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> Risk {
+            Risk::Read
+        }
+        async fn call_output(
+            &self,
+            _: &ToolContext<'_>,
+            _: Value,
+        ) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::default().with_structured(json!({"n": [1, 2]})))
+        }
+        async fn call(&self, ctx: &ToolContext<'_>, a: Value) -> Result<String, ToolError> {
+            Ok(self.call_output(ctx, a).await?.degraded_text())
+        }
+    }
+    assert_eq!(
+        TestHost::new().call(&Only, json!({})),
+        Ok(r#"{"n":[1,2]}"#.to_owned())
     );
 }

@@ -130,7 +130,7 @@ pub(crate) fn profile_door_scope(
         &profile.output,
     ));
     let scope = toolhost::ProfileScope::new(&profile.name, Arc::new(registry), Some(requests))
-        .with_outputs(store, profile.output.clone());
+        .with_outputs(store, profile.output);
     Arc::new(toolhost::FixedProfile(scope))
 }
 

@@ -22,7 +22,7 @@ pub(crate) struct OutputArgs {
     #[arg(long, value_name = "REGEX")]
     grep: Option<String>,
     /// With --grep: lines shown before and after each match.
-    #[arg(long, value_name = "N", default_value_t = 2, requires = "grep")]
+    #[arg(long, value_name = "N", default_value_t = toolhost::DEFAULT_CONTEXT, requires = "grep")]
     context: usize,
     /// The profile the call ran as. Default: the config's default profile.
     #[arg(long, value_name = "NAME")]
@@ -36,12 +36,12 @@ impl OutputArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let profile = resolve_profile(config, self.profile.as_deref())?;
         let range = match (&self.lines, &self.grep) {
-            (Some(lines), _) => lines_range(lines)?,
-            (None, Some(pattern)) => ReadRange::Grep {
-                pattern: regex::Regex::new(pattern)
-                    .map_err(|e| usage(format!("--grep is not a regular expression: {e}")))?,
-                context: self.context,
-            },
+            (Some(lines), _) => {
+                ReadRange::lines(lines).map_err(|e| usage(format!("--lines: {e}")))?
+            }
+            (None, Some(pattern)) => {
+                ReadRange::grep(pattern, self.context).map_err(|e| usage(format!("--grep: {e}")))?
+            }
             (None, None) => ReadRange::All,
         };
         let store = OutputStore::for_profile(&profile.state_dir, &profile.output);
@@ -53,30 +53,4 @@ impl OutputArgs {
         crate::output::raw(&excerpt.text)?;
         Ok(ExitCode::SUCCESS)
     }
-}
-
-/// `A:B`, `A:` or `A` (one line) as a range of lines.
-fn lines_range(text: &str) -> anyhow::Result<ReadRange> {
-    let bad = || {
-        usage(format!(
-            "--lines {text}: give A:B (lines A to B), A: (line A to the end) or A, with lines \
-             counted from 1"
-        ))
-    };
-    let number = |s: &str| s.trim().parse::<usize>().ok().filter(|n| *n >= 1);
-    let (from, to) = match text.split_once(':') {
-        Some((a, "")) => (number(a).ok_or_else(bad)?, None),
-        Some((a, b)) => (number(a).ok_or_else(bad)?, Some(number(b).ok_or_else(bad)?)),
-        None => {
-            let a = number(text).ok_or_else(bad)?;
-            (a, Some(a))
-        }
-    };
-    if to.is_some_and(|to| to < from) {
-        return Err(bad());
-    }
-    Ok(ReadRange::Lines {
-        offset: from,
-        limit: to.map(|to| to - from + 1),
-    })
 }

@@ -13,7 +13,9 @@ use rmcp::model::{
 use serde_json::json;
 
 use crate::calls::dispatcher::ToolResult;
-use crate::calls::outputs::{FULL_OUTPUT_DETAIL, OutputError, OutputStore, Owner, ReadRange};
+use crate::calls::outputs::{
+    DEFAULT_CONTEXT, FULL_OUTPUT_DETAIL, OutputError, OutputStore, Owner, ReadRange,
+};
 
 /// The `_meta` key by which a client (Claude Code) says how many characters of one result
 /// it takes.
@@ -128,7 +130,7 @@ pub(super) async fn read(
 fn range(query: &str) -> Result<ReadRange, String> {
     let mut lines = None;
     let mut grep = None;
-    let mut context = 2;
+    let mut context = DEFAULT_CONTEXT;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decode(value).ok_or_else(|| format!("`{key}` is not valid UTF-8"))?;
@@ -148,25 +150,12 @@ fn range(query: &str) -> Result<ReadRange, String> {
         }
     }
     if let Some(pattern) = grep {
-        return regex::Regex::new(&pattern)
-            .map(|pattern| ReadRange::Grep { pattern, context })
-            .map_err(|e| format!("`grep` is not a regular expression: {e}"));
+        return ReadRange::grep(&pattern, context).map_err(|e| format!("`grep`: {e}"));
     }
-    let Some(lines) = lines else {
-        return Ok(ReadRange::All);
-    };
-    let bad = || format!("`lines={lines}`: give A:B or A: with lines counted from 1");
-    let number = |s: &str| s.parse::<usize>().ok().filter(|n| *n >= 1);
-    let (a, b) = lines.split_once(':').ok_or_else(bad)?;
-    let offset = number(a).ok_or_else(bad)?;
-    let limit = match b {
-        "" => None,
-        b => {
-            let to = number(b).filter(|to| *to >= offset).ok_or_else(bad)?;
-            Some(to - offset + 1)
-        }
-    };
-    Ok(ReadRange::Lines { offset, limit })
+    match lines {
+        Some(lines) => ReadRange::lines(&lines).map_err(|e| format!("`lines`: {e}")),
+        None => Ok(ReadRange::All),
+    }
 }
 
 /// `%XX` escapes (and `+` as a space) decoded.

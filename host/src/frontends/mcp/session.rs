@@ -29,6 +29,7 @@ use super::outputs;
 use super::state::SessionState;
 use crate::calls::context::CallerChannel;
 use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
+use crate::calls::door::STRUCTURED_OMITTED_DETAIL;
 use crate::calls::policy::Approver;
 use crate::calls::tool::{Risk, ToolSpec};
 
@@ -377,6 +378,12 @@ impl McpSession {
 /// clients that predate structured results, as the spec asks); the details under
 /// `_meta["toolhost/details"]`; an error as `isError` with its message.
 fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToolResult {
+    // A structured result left out for the output budget: clients validate a result of a
+    // tool with an output schema and would refuse one without it, so it is an error that
+    // says why, with the (cut) text.
+    let omitted = !result.is_error
+        && declares_schema
+        && result.details.contains_key(STRUCTURED_OMITTED_DETAIL);
     let meta = (!result.details.is_empty()).then(|| {
         let mut meta = MetaObject::new();
         meta.insert(
@@ -385,10 +392,6 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
         );
         meta
     });
-    // A structured result left out for the output budget: clients validate a result of a
-    // tool with an output schema and would refuse one without it, so it is an error that
-    // says why, with the (cut) text.
-    let omitted = !result.is_error && declares_schema && result.structured.is_none();
     let mut out = if omitted {
         CallToolResult::error(vec![
             ContentBlock::text(format!(

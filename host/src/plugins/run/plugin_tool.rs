@@ -12,13 +12,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use abi_stable::std_types::{RResult, RStr, RString};
+use abi_stable::std_types::{RStr, RString};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
-use toolhost_plugin_api::__private::outcome_from_ffi;
-use toolhost_plugin_api::ffi::{
-    FfiCallContext, FfiCallResult, FfiOutcome, FfiOutcomeResult, FfiTool, FfiToolError,
-};
+use toolhost_plugin_api::__private::{CheckedTool, answer_from_ffi};
+use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiOutcomeResult, FfiTool};
 use toolhost_plugin_api::{ToolError, ToolOutput};
 
 use super::call_pool;
@@ -96,6 +94,8 @@ pub(crate) struct PluginTool {
     /// The plugin's settings, answered to its `plugin.settings` requests; `None` in a
     /// worker, which asks the host.
     settings: Option<Arc<serde_json::Value>>,
+    /// Its schemas as the shared check compiled them at load; the registry takes them.
+    checked: CheckedTool,
 }
 
 /// The plugin's tool object, shared by the tool and its calls in flight: a call still
@@ -121,7 +121,8 @@ impl PluginTool {
     ) -> Result<PluginTool, UnreadableTool> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
-            Ok(spec) => Ok(PluginTool {
+            Ok((spec, checked)) => Ok(PluginTool {
+                checked,
                 object: Arc::new(ToolObject(ffi)),
                 name: Arc::from(spec.name.as_str()),
                 plugin: Arc::from(origin.plugin_name()),
@@ -137,14 +138,14 @@ impl PluginTool {
         }
     }
 
-    fn read_spec(ffi: &FfiTool, index: usize) -> Result<ToolSpec, UnreadableTool> {
+    fn read_spec(ffi: &FfiTool, index: usize) -> Result<(ToolSpec, CheckedTool), UnreadableTool> {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
         let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }
             .map_err(UnreadableTool)?;
-        // What the registry checks again (native tools pass only there); here, so a tool
-        // a host refuses is left out at load, in a worker too, and `check` says why.
-        toolhost_plugin_api::__private::check_tool(&meta).map_err(UnreadableTool)?;
-        Ok(ToolSpec {
+        // Here, so a tool a host refuses is left out at load (in a worker too) and `check`
+        // says why; the registry takes the compiled schemas instead of checking again.
+        let checked = toolhost_plugin_api::__private::check_tool(&meta).map_err(UnreadableTool)?;
+        let spec = ToolSpec {
             name: meta.name,
             description: meta.description,
             schema: meta.schema,
@@ -152,7 +153,8 @@ impl PluginTool {
             interactive: meta.interactive,
             requirements: meta.requirements,
             output_schema: meta.output_schema,
-        })
+        };
+        Ok((spec, checked))
     }
 }
 
@@ -164,6 +166,10 @@ impl DynTool for PluginTool {
 
     fn origin(&self) -> &ToolOrigin {
         &self.origin
+    }
+
+    fn checked(&self) -> Option<&CheckedTool> {
+        Some(&self.checked)
     }
 
     async fn call(&self, ctx: &CallContext, args: Arguments) -> Result<ToolOutput, ToolError> {
@@ -205,25 +211,11 @@ impl PluginTool {
     /// answers with text (a content envelope in it becomes blocks); a newer one with its
     /// whole outcome.
     pub(crate) fn outcome(&self, answer: PluginAnswer) -> Result<ToolOutput, ToolError> {
-        let failed = |FfiToolError { kind, message }: FfiToolError| match kind {
-            FfiToolError::INVALID_ARGS => ToolError::InvalidArgs(message.into_string()),
-            FfiToolError::PANICKED => ToolError::Failed(format!(
-                "tool '{}' panicked: {message}{}",
-                self.spec.name,
-                // Here, not in the plugin, so plugins built before the hint get it.
-                toolhost_plugin_api::__private::panic_hint(&message)
-            )),
-            _ => ToolError::Failed(message.into_string()),
+        let answer = match answer {
+            PluginAnswer::Text(r) => r.into_result().map(|text| (text, RString::new())),
+            PluginAnswer::Outcome(r) => r.into_result().map(|o| (o.text, o.extra)),
         };
-        let (text, extra) = match answer {
-            PluginAnswer::Text(RResult::ROk(text)) => (text, RString::new()),
-            PluginAnswer::Outcome(RResult::ROk(FfiOutcome { text, extra })) => (text, extra),
-            PluginAnswer::Text(RResult::RErr(e)) | PluginAnswer::Outcome(RResult::RErr(e)) => {
-                return Err(failed(e));
-            }
-        };
-        outcome_from_ffi(text.into_string(), &extra)
-            .map_err(|e| ToolError::Failed(format!("tool '{}': {e}", self.spec.name)))
+        answer_from_ffi(&self.spec.name, answer)
     }
 
     /// The tool's and its plugin's names.
