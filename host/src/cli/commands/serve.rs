@@ -266,16 +266,20 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             Err(ServeError::Control(ControlError::InUse { .. }))
                 if is_stdio && !args.control_explicit =>
             {
-                let own = config
-                    .control_path
-                    .with_file_name(format!("control-{}.sock", std::process::id()));
-                tracing::warn!(
-                    "another toolhost holds {}; this one's control socket is {}",
-                    config.control_path.display(),
-                    own.display()
-                );
-                config.control_path = own;
-                Host::start(config).await
+                let held = config.control_path.clone();
+                config.control_path =
+                    held.with_file_name(format!("control-{}.sock", std::process::id()));
+                let own = config.control_path.clone();
+                let started = Host::start(config).await;
+                // Said once the socket answers, so whoever reads the line can use it.
+                if started.is_ok() {
+                    tracing::warn!(
+                        "another toolhost holds {}; this one's control socket is {}",
+                        held.display(),
+                        own.display()
+                    );
+                }
+                started
             }
             other => other,
         }?;
