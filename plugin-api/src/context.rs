@@ -16,7 +16,7 @@ use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
     HostRequest, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, SettingsAnswer,
-    StateDirAnswer,
+    StateDirAnswer, WorkspaceAnswer,
 };
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -689,6 +689,25 @@ impl ToolContext<'_> {
                 std::any::type_name::<T>()
             ))
         })
+    }
+
+    /// The call's profile's workspace: the folders file and command tools are confined to
+    /// and the rules for the commands and fetches they make (see [`WorkspaceAnswer`]).
+    /// A profile without `[workspace] roots` answers with no roots. In tests,
+    /// `TestHost::workspace` sets it.
+    ///
+    /// Fails with [`ServiceError::Unavailable`] on a host older than plugin-api 0.1.4.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn first_root(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     let workspace = ctx.workspace().await?;
+    ///     workspace.roots.first().cloned().ok_or_else(|| ToolError::failed("no workspace"))
+    /// }
+    /// ```
+    pub async fn workspace(&self) -> Result<WorkspaceAnswer, ServiceError> {
+        self.request(&HostRequest::ProfileWorkspace(NoParams)).await
     }
 
     /// Sends a typed request to the host and reads its typed answer (see [`HostRequest`]

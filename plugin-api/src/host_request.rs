@@ -44,6 +44,12 @@ pub enum HostRequest {
     /// [`SettingsAnswer`].
     #[serde(rename = "plugin.settings")]
     PluginSettings(NoParams),
+    /// `profile.workspace` (0.1.4): the call's profile's workspace, the folders its file
+    /// and command tools are confined to and the rules for commands and fetches (the
+    /// profile's `[workspace]` table over the host config's). Takes no parameters.
+    /// Answered with [`WorkspaceAnswer`].
+    #[serde(rename = "profile.workspace")]
+    ProfileWorkspace(NoParams),
 }
 
 /// The parameters of a request that takes none: sent as `{}`, anything accepted.
@@ -133,8 +139,12 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 3] =
-        ["profile.state_dir", "sessions.search", "plugin.settings"];
+    pub const METHODS: [&'static str; 4] = [
+        "profile.state_dir",
+        "sessions.search",
+        "plugin.settings",
+        "profile.workspace",
+    ];
 
     /// The method name and the parameters, as they cross the ABI.
     ///
@@ -249,6 +259,85 @@ pub enum HostAnswer {
     SessionsSearch(SessionsSearchAnswer),
     /// To [`HostRequest::PluginSettings`].
     Settings(SettingsAnswer),
+    /// To [`HostRequest::ProfileWorkspace`].
+    Workspace(WorkspaceAnswer),
+}
+
+impl From<WorkspaceAnswer> for HostAnswer {
+    fn from(answer: WorkspaceAnswer) -> Self {
+        HostAnswer::Workspace(answer)
+    }
+}
+
+/// The answer to [`HostRequest::ProfileWorkspace`]: the profile's workspace. Every field
+/// has a default, so an answer from a host that knows fewer of them still reads (no
+/// roots: no workspace).
+///
+/// ```
+/// use toolhost_plugin_api::WorkspaceAnswer;
+///
+/// let answer: WorkspaceAnswer = serde_json::from_str(r#"{"roots": ["/srv/project"]}"#).unwrap();
+/// assert_eq!(answer.roots, ["/srv/project"]);
+/// assert!(!answer.allow_network && !answer.shell);
+/// assert_eq!(answer.command_timeout_secs, 120);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct WorkspaceAnswer {
+    /// The folders tools may read and write beneath, absolute; the first is where
+    /// relative paths start. Empty: the profile has no workspace.
+    pub roots: Vec<String>,
+    /// Commands may use the network.
+    pub allow_network: bool,
+    /// Commands may be shell command lines (`sh -c`), not just a program and arguments.
+    pub shell: bool,
+    /// Programs commands may not run (names or absolute paths).
+    pub deny_programs: Vec<String>,
+    /// Environment variables passed to commands besides the built-in allowlist.
+    pub env: Vec<String>,
+    /// A command's time limit, seconds.
+    pub command_timeout_secs: u64,
+    /// Fetches may reach loopback, private, link-local and metadata addresses.
+    pub allow_private_addresses: bool,
+    /// Where to add roots (the config file and table), for the "no workspace" answer.
+    pub config_hint: String,
+}
+
+impl Default for WorkspaceAnswer {
+    fn default() -> Self {
+        WorkspaceAnswer {
+            roots: Vec::new(),
+            allow_network: false,
+            shell: false,
+            deny_programs: Vec::new(),
+            env: Vec::new(),
+            command_timeout_secs: 120,
+            allow_private_addresses: false,
+            config_hint: String::new(),
+        }
+    }
+}
+
+impl WorkspaceAnswer {
+    /// A workspace of `roots` with every other field at its default.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::WorkspaceAnswer;
+    ///
+    /// let answer = WorkspaceAnswer::with_roots(["/srv/project"]);
+    /// assert_eq!(answer.roots, ["/srv/project"]);
+    /// ```
+    pub fn with_roots<I, S>(roots: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        WorkspaceAnswer {
+            roots: roots.into_iter().map(Into::into).collect(),
+            ..WorkspaceAnswer::default()
+        }
+    }
 }
 
 impl From<SettingsAnswer> for HostAnswer {

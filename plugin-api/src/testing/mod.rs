@@ -206,6 +206,8 @@ pub struct TestHost {
     scripts: Scripts,
     /// The plugin's settings (`ctx.settings()`), `{}` unless set.
     settings: Value,
+    /// The profile's workspace (`ctx.workspace()`), no roots unless set.
+    workspace: crate::WorkspaceAnswer,
     records: Mutex<Records>,
     signal: Arc<Signal>,
     /// Created at first use; removed on drop.
@@ -226,6 +228,7 @@ impl Default for TestHost {
             model: "test-model".to_owned(),
             scripts: Scripts::default(),
             settings: Value::Object(serde_json::Map::new()),
+            workspace: crate::WorkspaceAnswer::default(),
             records: Mutex::default(),
             signal: Arc::default(),
             state_dir: OnceLock::new(),
@@ -304,6 +307,23 @@ impl TestHost {
     #[must_use]
     pub fn settings(mut self, settings: Value) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// The profile's workspace, what [`ToolContext::workspace`](crate::ToolContext::workspace)
+    /// reads: in a host, the profile's `[workspace]` table. Without it, a workspace with
+    /// no roots.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::WorkspaceAnswer;
+    ///
+    /// let host = TestHost::new().workspace(WorkspaceAnswer::with_roots(["/srv/project"]));
+    /// # let _ = host;
+    /// ```
+    #[must_use]
+    pub fn workspace(mut self, workspace: crate::WorkspaceAnswer) -> Self {
+        self.workspace = workspace;
         self
     }
 

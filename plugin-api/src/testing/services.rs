@@ -150,6 +150,10 @@ impl TestHost {
                     settings: self.settings.clone(),
                 });
             }
+            // So is the profile's workspace: `TestHost::workspace`.
+            Ok(HostRequest::ProfileWorkspace(_)) => {
+                return encode(&self.workspace);
+            }
             Err(e @ HostRequestError::Malformed { .. }) => {
                 return Err(ServiceError::Failed(e.to_string()));
             }

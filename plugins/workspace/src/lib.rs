@@ -1,0 +1,11 @@
+//! toolhost's bundled workspace plugin: tools that read, list, search, edit and write
+//! files, run commands in a sandbox and fetch URLs, every path confined to the profile's
+//! `[workspace] roots`.
+
+mod roots;
+
+toolhost_plugin_api::export_plugin! {
+    name: "workspace",
+    version: env!("CARGO_PKG_VERSION"),
+    tools: [],
+}
