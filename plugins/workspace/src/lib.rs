@@ -2,6 +2,7 @@
 //! files, run commands in a sandbox and fetch URLs, every path confined to the profile's
 //! `[workspace] roots`.
 
+mod anchors;
 mod roots;
 
 toolhost_plugin_api::export_plugin! {
