@@ -267,7 +267,7 @@ impl Host {
                 .iter()
                 .map(|p| {
                     let requests: Arc<dyn HostRequests> =
-                        Arc::new(ProfileRequests::new(p.state_dir.clone()));
+                        Arc::new(ProfileRequests::for_profile(p));
                     (p.clone(), requests)
                 })
                 .collect(),

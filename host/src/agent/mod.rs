@@ -79,6 +79,8 @@ pub struct AgentParts {
     pub profile: String,
     /// Its state folder (the sessions database lives there).
     pub state_dir: PathBuf,
+    /// Its workspace, answered to plugins' `profile.workspace` requests (default: none).
+    pub workspace: crate::config::WorkspaceSettings,
     /// The door its calls enter by (which finds the profile's tools, and asks for
     /// approvals).
     pub door: CallDoor,
@@ -95,7 +97,8 @@ pub struct AgentParts {
 impl Agent {
     /// An agent; opens (or creates) the profile's session store.
     pub fn new(parts: AgentParts) -> Result<Agent, AgentError> {
-        let requests = ProfileRequests::new(parts.state_dir.clone());
+        let requests =
+            ProfileRequests::new(parts.state_dir.clone()).with_workspace(&parts.workspace);
         requests
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;

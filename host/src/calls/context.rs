@@ -177,15 +177,32 @@ pub trait HostRequests: Send + Sync {
     ) -> Result<HostAnswer, ServiceError>;
 }
 
-/// The host requests every profile can answer without an agent: its state folder.
+/// The host requests every profile can answer without an agent: its state folder and its
+/// workspace.
 pub struct ProfileRequests {
     state_dir: std::path::PathBuf,
+    workspace: toolhost_plugin_api::WorkspaceAnswer,
 }
 
 impl ProfileRequests {
-    /// Answers for the profile whose state lives in `state_dir`.
+    /// Answers for the profile whose state lives in `state_dir`, with no workspace.
     pub fn new(state_dir: std::path::PathBuf) -> Self {
-        ProfileRequests { state_dir }
+        ProfileRequests {
+            state_dir,
+            workspace: toolhost_plugin_api::WorkspaceAnswer::default(),
+        }
+    }
+
+    /// Answers for `profile`: its state folder and its workspace.
+    pub fn for_profile(profile: &crate::Profile) -> Self {
+        ProfileRequests::new(profile.state_dir.clone()).with_workspace(&profile.workspace)
+    }
+
+    /// These answers with `workspace` as the profile's workspace.
+    #[must_use]
+    pub fn with_workspace(mut self, workspace: &crate::config::WorkspaceSettings) -> Self {
+        self.workspace = workspace.answer();
+        self
     }
 
     /// `profile.state_dir`: the folder, created (mode 0700) if missing; an existing one
@@ -219,6 +236,7 @@ impl HostRequests for ProfileRequests {
     ) -> Result<HostAnswer, ServiceError> {
         match request {
             HostRequest::ProfileStateDir(_) => self.state_dir().map(HostAnswer::from),
+            HostRequest::ProfileWorkspace(_) => Ok(HostAnswer::from(self.workspace.clone())),
             HostRequest::SessionsSearch(_) => Err(ServiceError::Unavailable(
                 "session search needs an agent's turn (toolhost run or chat); this call \
                  has none"

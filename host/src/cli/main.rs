@@ -125,7 +125,17 @@ fn init_logging(command: &Command) {
 
 /// Loads the config and runs the command: its exit code, or the error `main` prints.
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
-    let config = LoadedConfig::load(cli.config.as_deref())?;
+    let mut config = LoadedConfig::load(cli.config.as_deref())?;
+    let roots = match &cli.command {
+        Command::Call(args) => &args.workspace.roots,
+        Command::Serve(args) => &args.workspace.roots,
+        Command::Run(args) => &args.agent.workspace.roots,
+        Command::Chat(args) => &args.agent.workspace.roots,
+        _ => &Vec::new(),
+    };
+    if !roots.is_empty() {
+        config = config.with_workspace_roots(roots)?;
+    }
     if !config.config.plugins.strict_permissions {
         tracing::warn!(
             "[plugins] strict_permissions = false: plugin files that other users can change \

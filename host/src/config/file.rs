@@ -65,6 +65,54 @@ pub struct RawConfig {
     /// The output budget and the kept outputs (a profile may override each key).
     #[serde(default)]
     pub output: RawOutput,
+    /// The workspace the file and command tools are confined to (a profile may override
+    /// each key).
+    #[serde(default)]
+    pub workspace: RawWorkspace,
+}
+
+/// `[workspace]`: the folders the workspace tools may read and write beneath, and the
+/// rules for the commands and fetches they make. In a profile's config.toml, each key
+/// given replaces the host config's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawWorkspace {
+    /// The roots (relative paths are relative to the file that sets them; `~/` is the
+    /// home folder). None: no workspace.
+    pub roots: Option<Vec<PathBuf>>,
+    /// Commands may use the network (default false).
+    pub allow_network: Option<bool>,
+    /// `run_command` takes shell command lines (default false: a program and arguments).
+    pub shell: Option<bool>,
+    /// Programs `run_command` refuses, besides the built-in list.
+    pub deny_programs: Option<Vec<String>>,
+    /// Environment variables passed to commands besides the built-in allowlist.
+    pub env: Option<Vec<String>>,
+    /// A command's time limit, seconds (default 120).
+    pub command_timeout_secs: Option<u64>,
+    /// `fetch_url` may reach loopback, private, link-local and metadata addresses
+    /// (default false).
+    pub allow_private_addresses: Option<bool>,
+}
+
+impl RawWorkspace {
+    /// These settings with `profile`'s keys in their place.
+    pub fn overridden(&self, profile: &RawWorkspace) -> RawWorkspace {
+        RawWorkspace {
+            roots: profile.roots.clone().or_else(|| self.roots.clone()),
+            allow_network: profile.allow_network.or(self.allow_network),
+            shell: profile.shell.or(self.shell),
+            deny_programs: profile
+                .deny_programs
+                .clone()
+                .or_else(|| self.deny_programs.clone()),
+            env: profile.env.clone().or_else(|| self.env.clone()),
+            command_timeout_secs: profile.command_timeout_secs.or(self.command_timeout_secs),
+            allow_private_addresses: profile
+                .allow_private_addresses
+                .or(self.allow_private_addresses),
+        }
+    }
 }
 
 /// `[output]`: how much text one result may carry, and how long cut outputs are kept.
@@ -257,6 +305,7 @@ impl Default for RawConfig {
             model: RawModel::default(),
             agent: RawAgent::default(),
             output: RawOutput::default(),
+            workspace: RawWorkspace::default(),
         }
     }
 }
@@ -540,4 +589,7 @@ pub struct RawProfile {
     /// Its own output budget and kept outputs (keys not given: the host config's).
     #[serde(default)]
     pub output: RawProfileOutput,
+    /// Its workspace (keys not given: the host config's).
+    #[serde(default)]
+    pub workspace: RawWorkspace,
 }

@@ -38,6 +38,9 @@ pub struct LoadedConfig {
     pub file: Option<PathBuf>,
     /// What loading resolved from it.
     resolved: Resolved,
+    /// Workspace roots given on the command line (`--workspace DIR`): every profile's,
+    /// in place of the configured ones.
+    workspace_roots: Option<Vec<PathBuf>>,
 }
 
 /// The sections loading checks and resolves once, durations as `Duration`s.
@@ -133,6 +136,12 @@ impl LoadedConfig {
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
+        config.workspace.roots = config.workspace.roots.as_ref().map(|roots| {
+            roots
+                .iter()
+                .map(|r| super::workspace::absolute_root(r, &base))
+                .collect()
+        });
         let loaded = LoadedConfig::resolve(config, Some(path))?;
         loaded.validate()?;
         Ok(loaded)
@@ -149,6 +158,64 @@ impl LoadedConfig {
             config,
             file,
             resolved,
+            workspace_roots: None,
+        })
+    }
+
+    /// Every profile's workspace roots are `roots` (`--workspace DIR`), in place of the
+    /// configured ones. A root that is not an existing folder is an error naming it.
+    pub fn with_workspace_roots(mut self, roots: &[PathBuf]) -> Result<LoadedConfig, ConfigError> {
+        let mut real = Vec::new();
+        for root in roots {
+            let root = super::workspace::canonical_root(root).map_err(|message| {
+                ConfigError::Invalid {
+                    path: PathBuf::from("--workspace"),
+                    message,
+                }
+            })?;
+            if !real.contains(&root) {
+                real.push(root);
+            }
+        }
+        self.workspace_roots = Some(real);
+        Ok(self)
+    }
+
+    /// The host config's workspace (what a profile without a config file gets), with the
+    /// command line's roots in place.
+    pub fn workspace(&self) -> Result<super::WorkspaceSettings, ConfigError> {
+        self.workspace_for(&self.config.workspace, self.file.as_deref())
+    }
+
+    /// `raw` resolved, with the command line's roots in place; `file` is where it was
+    /// written (for messages).
+    fn workspace_for(
+        &self,
+        raw: &super::RawWorkspace,
+        file: Option<&Path>,
+    ) -> Result<super::WorkspaceSettings, ConfigError> {
+        let hint = match file {
+            Some(f) => format!("{} (a `[workspace]` table)", f.display()),
+            None => format!(
+                "the host config {} (a `[workspace]` table)",
+                default_config_path().display()
+            ),
+        };
+        let mut raw = raw.clone();
+        if self.workspace_roots.is_some() {
+            // Roots from the command line are checked already; configured ones are not
+            // used, so a stale one does not stop this run.
+            raw.roots = None;
+        }
+        let settings = super::WorkspaceSettings::resolve(&raw, hint).map_err(|message| {
+            ConfigError::Invalid {
+                path: file.map(Path::to_path_buf).unwrap_or_default(),
+                message,
+            }
+        })?;
+        Ok(match &self.workspace_roots {
+            Some(roots) => settings.with_roots(roots),
+            None => settings,
         })
     }
 
@@ -241,6 +308,15 @@ impl LoadedConfig {
             sandbox: c.sandbox,
             read_paths: c.read_paths.clone(),
             write_paths: c.write_paths.clone(),
+            // A profile that does not load stops the commands that use it, with its own
+            // error; here it just has no workspace.
+            workspace_roots: self
+                .profile_names()
+                .iter()
+                .filter_map(|name| Profile::load(self, name).ok())
+                .filter(|p| !p.workspace.roots.is_empty())
+                .map(|p| (p.name, p.workspace.roots))
+                .collect(),
             profiles_dir: Some(self.profiles_dir()),
             default_profile: self.config.default_profile.clone(),
             allow_network: c.allow_network,
@@ -393,6 +469,28 @@ impl Profile {
                     },
                     message,
                 })?;
+        let mut workspace = parsed.workspace.clone();
+        workspace.roots = workspace.roots.as_ref().map(|roots| {
+            roots
+                .iter()
+                .map(|r| super::workspace::absolute_root(r, &dir))
+                .collect()
+        });
+        let sets_workspace = workspace.roots.is_some()
+            || workspace.allow_network.is_some()
+            || workspace.shell.is_some()
+            || workspace.deny_programs.is_some()
+            || workspace.env.is_some()
+            || workspace.command_timeout_secs.is_some()
+            || workspace.allow_private_addresses.is_some();
+        let workspace = config.workspace_for(
+            &config.config.workspace.overridden(&workspace),
+            if sets_workspace || config.file.is_none() && file.exists() {
+                Some(&file)
+            } else {
+                config.file.as_deref()
+            },
+        )?;
         let state_dir = dir.join("state");
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
@@ -415,6 +513,7 @@ impl Profile {
             file,
             system_prompt: parsed.system_prompt,
             output,
+            workspace,
         })
     }
 }
@@ -423,6 +522,15 @@ impl LoadedConfig {
     /// Every profile in the profiles directory (sorted by name), plus the default
     /// profile if it has no directory.
     pub fn profiles(&self) -> Result<Vec<Profile>, ConfigError> {
+        self.profile_names()
+            .iter()
+            .map(|n| Profile::load(self, n))
+            .collect()
+    }
+
+    /// The names of every profile in the profiles directory (sorted), plus the default
+    /// profile if it has no directory.
+    fn profile_names(&self) -> Vec<String> {
         let dir = self.profiles_dir();
         let mut names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
@@ -436,7 +544,7 @@ impl LoadedConfig {
             names.push(self.config.default_profile.clone());
         }
         names.sort();
-        names.iter().map(|n| Profile::load(self, n)).collect()
+        names
     }
 }
 

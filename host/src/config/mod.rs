@@ -50,14 +50,16 @@ mod plugin_settings;
 mod profile;
 mod seconds;
 mod settings;
+mod workspace;
 
 use std::path::PathBuf;
 
 pub use file::{
     RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
     RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool, RawTrust,
-    WithoutElicitation,
+    RawWorkspace, WithoutElicitation,
 };
+pub use workspace::WorkspaceSettings;
 pub use loaded::{LoadedConfig, default_config_path};
 pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;

@@ -27,6 +27,9 @@ pub struct Profile {
     /// Its output budget and kept outputs (`[output]`: the host config's, with the
     /// profile's keys in their place).
     pub output: crate::calls::outputs::OutputSettings,
+    /// Its workspace (`[workspace]`: the host config's, with the profile's keys in their
+    /// place, and `--workspace` roots in place of both).
+    pub workspace: super::WorkspaceSettings,
 }
 
 /// What a profile's agent sees now, and what it lists that is missing.

@@ -31,13 +31,15 @@ pub(crate) struct AgentOpts {
     /// Approve write, destructive and network tools without asking.
     #[arg(long)]
     yes: bool,
+    #[command(flatten)]
+    pub(crate) workspace: super::WorkspaceRoots,
 }
 
 /// `toolhost run`.
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    agent: AgentOpts,
+    pub(crate) agent: AgentOpts,
     /// What to ask.
     prompt: String,
 }
@@ -46,7 +48,7 @@ pub(crate) struct RunArgs {
 #[derive(clap::Args)]
 pub(crate) struct ChatArgs {
     #[command(flatten)]
-    agent: AgentOpts,
+    pub(crate) agent: AgentOpts,
 }
 
 /// Prints what happens in a turn on stderr (the answer itself goes to stdout).
@@ -143,6 +145,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
     let agent = Agent::new(AgentParts {
         profile: profile.name.clone(),
         state_dir: profile.state_dir.clone(),
+        workspace: profile.workspace.clone(),
         door,
         model: Arc::new(model),
         config: config.agent(&profile),

@@ -21,6 +21,8 @@ pub(crate) struct CallArgs {
     args: String,
     #[command(flatten)]
     plugins: PluginDirs,
+    #[command(flatten)]
+    pub(crate) workspace: super::WorkspaceRoots,
     /// Seconds the call may run before it is cancelled (interactive tools too).
     /// Default: the config's `calls.timeout_secs`, else 60.
     #[arg(long, value_parser = super::seconds)]
@@ -48,10 +50,11 @@ impl CallArgs {
         let limits = config.dispatch();
         let timeout = self.timeout.unwrap_or(limits.timeout);
         if let Some(socket) = &self.control {
-            if !self.plugins.dirs.is_empty() || self.yes {
+            if !self.plugins.dirs.is_empty() || self.yes || !self.workspace.roots.is_empty() {
                 return Err(usage(
-                    "--plugins and --yes don't go with --control: the running host's plugins \
-                     and approval policy are used (the control socket cannot approve calls)",
+                    "--plugins, --workspace and --yes don't go with --control: the running \
+                     host's plugins, workspaces and approval policy are used (the control \
+                     socket cannot approve calls)",
                 ));
             }
             let arguments = parse_call_args(&self.args)?;

@@ -61,6 +61,16 @@ pub(crate) fn seconds(text: &str) -> Result<Duration, toolhost::SecondsError> {
         .and_then(toolhost::positive_seconds)
 }
 
+/// `--workspace`, shared by the commands that run a profile's tools.
+#[derive(clap::Args, Default)]
+pub(crate) struct WorkspaceRoots {
+    /// A folder the workspace tools (read_file, edit_file, run_command, ...) may use
+    /// (repeatable; the first is where relative paths start), in place of the profiles'
+    /// `[workspace] roots`.
+    #[arg(long = "workspace", value_name = "DIR")]
+    pub(crate) roots: Vec<PathBuf>,
+}
+
 /// `--plugins`, shared by the commands that load plugins.
 #[derive(clap::Args)]
 pub(crate) struct PluginDirs {
@@ -124,7 +134,7 @@ pub(crate) fn profile_door_scope(
     profile: &Profile,
     registry: ToolRegistry,
 ) -> Arc<dyn toolhost::Profiles> {
-    let requests = Arc::new(toolhost::ProfileRequests::new(profile.state_dir.clone()));
+    let requests = Arc::new(toolhost::ProfileRequests::for_profile(profile));
     let store = Arc::new(toolhost::OutputStore::for_profile(
         &profile.state_dir,
         &profile.output,

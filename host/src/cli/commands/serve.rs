@@ -20,6 +20,8 @@ use super::{PluginDirs, control_socket, runtime, usage};
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     plugins: PluginDirs,
+    #[command(flatten)]
+    pub(crate) workspace: super::WorkspaceRoots,
     /// Don't watch the plugin directories; rescan only on `toolhost reload`.
     #[arg(long)]
     no_watch: bool,

@@ -58,6 +58,9 @@ pub struct IsolationPolicy {
     pub read_paths: Vec<PathBuf>,
     /// Paths workers may write (besides their own profile's state folder).
     pub write_paths: Vec<PathBuf>,
+    /// Each profile's workspace roots: its workers may read, write and run programs
+    /// beneath them (the workspace tools work there), other profiles' workers may not.
+    pub workspace_roots: BTreeMap<String, Vec<PathBuf>>,
     /// Where profiles live: a profile's worker may write `<profiles_dir>/<profile>/state`
     /// (made when the worker starts if missing) and no other profile's. `None`: workers
     /// write no state folder.
@@ -106,6 +109,7 @@ impl Default for IsolationPolicy {
             sandbox: SandboxMode::BestEffort,
             read_paths: Vec::new(),
             write_paths: Vec::new(),
+            workspace_roots: BTreeMap::new(),
             profiles_dir: None,
             default_profile: "default".to_owned(),
             allow_network: false,

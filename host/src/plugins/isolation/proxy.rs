@@ -158,6 +158,9 @@ impl HostRequests for ProxyRequests {
             HostRequest::PluginSettings(_) => {
                 decode::<SettingsAnswer>(ask().await).map(HostAnswer::from)
             }
+            HostRequest::ProfileWorkspace(_) => {
+                decode::<toolhost_plugin_api::WorkspaceAnswer>(ask().await).map(HostAnswer::from)
+            }
             other => Err(unknown_request(&other)),
         }
     }

@@ -421,6 +421,11 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         }
     }
     write.extend(policy.write_paths.iter().cloned());
+    // The profile's workspace: the workspace tools read, write and run programs there.
+    if let Some(roots) = policy.workspace_roots.get(profile) {
+        read.extend(roots.iter().cloned());
+        write.extend(roots.iter().cloned());
+    }
     SandboxRules {
         read,
         write,

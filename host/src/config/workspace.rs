@@ -1,0 +1,217 @@
+//! A profile's workspace (`[workspace]`): the folders the workspace tools are confined to
+//! and the rules for their commands and fetches, resolved and checked at load, answered
+//! to plugins' `profile.workspace` requests and added to the profile's workers' sandbox.
+
+use std::path::{Path, PathBuf};
+
+use toolhost_plugin_api::WorkspaceAnswer;
+
+use super::file::RawWorkspace;
+
+/// A command's time limit when the config sets none, seconds.
+pub(crate) const DEFAULT_COMMAND_TIMEOUT_SECS: u64 = 120;
+
+/// A profile's workspace, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceSettings {
+    /// The roots: absolute, existing folders, links resolved. Empty: no workspace.
+    pub roots: Vec<PathBuf>,
+    /// Commands may use the network.
+    pub allow_network: bool,
+    /// `run_command` takes shell command lines.
+    pub shell: bool,
+    /// Programs `run_command` refuses besides its built-in list.
+    pub deny_programs: Vec<String>,
+    /// Environment variables commands get besides the built-in allowlist.
+    pub env: Vec<String>,
+    /// A command's time limit, seconds.
+    pub command_timeout_secs: u64,
+    /// `fetch_url` may reach loopback, private, link-local and metadata addresses.
+    pub allow_private_addresses: bool,
+    /// Where to add roots, for the tools' "no workspace configured" answer.
+    pub config_hint: String,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        WorkspaceSettings {
+            roots: Vec::new(),
+            allow_network: false,
+            shell: false,
+            deny_programs: Vec::new(),
+            env: Vec::new(),
+            command_timeout_secs: DEFAULT_COMMAND_TIMEOUT_SECS,
+            allow_private_addresses: false,
+            config_hint: String::new(),
+        }
+    }
+}
+
+impl WorkspaceSettings {
+    /// Resolves `raw` (roots already absolute, see [`absolute_root`]); `hint` says where
+    /// roots are added. A root that is not an existing folder, or not UTF-8, is an error
+    /// naming it.
+    pub(crate) fn resolve(raw: &RawWorkspace, hint: String) -> Result<WorkspaceSettings, String> {
+        let mut roots = Vec::new();
+        for root in raw.roots.iter().flatten() {
+            let real = canonical_root(root)?;
+            if !roots.contains(&real) {
+                roots.push(real);
+            }
+        }
+        let command_timeout_secs = raw
+            .command_timeout_secs
+            .unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS);
+        if command_timeout_secs == 0 {
+            return Err(
+                "`workspace.command_timeout_secs` must be at least 1 (seconds)".to_owned(),
+            );
+        }
+        for name in raw.env.iter().flatten() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(format!(
+                    "`workspace.env` lists {name:?}, which is not an environment variable's name"
+                ));
+            }
+        }
+        Ok(WorkspaceSettings {
+            roots,
+            allow_network: raw.allow_network.unwrap_or(false),
+            shell: raw.shell.unwrap_or(false),
+            deny_programs: raw.deny_programs.clone().unwrap_or_default(),
+            env: raw.env.clone().unwrap_or_default(),
+            command_timeout_secs,
+            allow_private_addresses: raw.allow_private_addresses.unwrap_or(false),
+            config_hint: hint,
+        })
+    }
+
+    /// These settings with `roots` (from `--workspace`) in place of the configured ones.
+    pub(crate) fn with_roots(mut self, roots: &[PathBuf]) -> WorkspaceSettings {
+        self.roots = roots.to_vec();
+        self
+    }
+
+    /// What a plugin's `profile.workspace` request is answered with.
+    pub fn answer(&self) -> WorkspaceAnswer {
+        let mut answer = WorkspaceAnswer::with_roots(
+            self.roots
+                .iter()
+                .map(|r| r.to_string_lossy().into_owned()),
+        );
+        answer.allow_network = self.allow_network;
+        answer.shell = self.shell;
+        answer.deny_programs.clone_from(&self.deny_programs);
+        answer.env.clone_from(&self.env);
+        answer.command_timeout_secs = self.command_timeout_secs;
+        answer.allow_private_addresses = self.allow_private_addresses;
+        answer.config_hint.clone_from(&self.config_hint);
+        answer
+    }
+}
+
+/// A root as written in a file in `base`: `~/x` is beneath the home folder, a relative
+/// path is relative to `base`.
+pub(crate) fn absolute_root(root: &Path, base: &Path) -> PathBuf {
+    if let Ok(rest) = root.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty())
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    if root.is_relative() {
+        base.join(root)
+    } else {
+        root.to_path_buf()
+    }
+}
+
+/// `root`'s real path, checked to be an existing folder with a UTF-8 path (the tools
+/// receive it as text).
+pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, String> {
+    let real = std::fs::canonicalize(root).map_err(|e| {
+        format!(
+            "the workspace root {} cannot be used: {e}; create it or fix `[workspace] roots`",
+            root.display()
+        )
+    })?;
+    if !real.is_dir() {
+        return Err(format!(
+            "the workspace root {} is not a folder; fix `[workspace] roots`",
+            root.display()
+        ));
+    }
+    if real.to_str().is_none() {
+        return Err(format!(
+            "the workspace root {} is not valid UTF-8; use a folder whose path is",
+            root.display()
+        ));
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_resolve_to_real_folders_and_bad_ones_are_named() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir(tmp.path().join("proj")).expect("mkdir");
+        let raw = RawWorkspace {
+            roots: Some(vec![absolute_root(Path::new("proj"), tmp.path())]),
+            ..RawWorkspace::default()
+        };
+        let settings = WorkspaceSettings::resolve(&raw, "here".into()).expect("resolve");
+        let real = std::fs::canonicalize(tmp.path().join("proj")).expect("real");
+        assert_eq!(settings.roots, [real.clone()]);
+        let answer = settings.answer();
+        assert_eq!(answer.roots, [real.to_string_lossy().into_owned()]);
+        assert_eq!(answer.command_timeout_secs, DEFAULT_COMMAND_TIMEOUT_SECS);
+        assert_eq!(answer.config_hint, "here");
+
+        let missing = RawWorkspace {
+            roots: Some(vec![tmp.path().join("nope")]),
+            ..RawWorkspace::default()
+        };
+        let e = WorkspaceSettings::resolve(&missing, String::new()).expect_err("missing");
+        assert!(e.contains("nope") && e.contains("[workspace] roots"), "{e}");
+        let zero = RawWorkspace {
+            command_timeout_secs: Some(0),
+            ..RawWorkspace::default()
+        };
+        assert!(WorkspaceSettings::resolve(&zero, String::new()).is_err());
+    }
+
+    #[test]
+    fn a_profile_key_replaces_the_host_configs() {
+        let host = RawWorkspace {
+            roots: Some(vec![PathBuf::from("/a")]),
+            shell: Some(true),
+            ..RawWorkspace::default()
+        };
+        let profile = RawWorkspace {
+            shell: Some(false),
+            allow_network: Some(true),
+            ..RawWorkspace::default()
+        };
+        let merged = host.overridden(&profile);
+        assert_eq!(merged.roots, Some(vec![PathBuf::from("/a")]));
+        assert_eq!((merged.shell, merged.allow_network), (Some(false), Some(true)));
+    }
+
+    #[test]
+    fn a_tilde_is_the_home_folder_and_relative_is_beside_the_file() {
+        let base = Path::new("/etc/toolhost");
+        assert_eq!(
+            absolute_root(Path::new("proj"), base),
+            Path::new("/etc/toolhost/proj")
+        );
+        assert_eq!(absolute_root(Path::new("/srv/p"), base), Path::new("/srv/p"));
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            assert_eq!(
+                absolute_root(Path::new("~/p"), base),
+                PathBuf::from(home).join("p")
+            );
+        }
+    }
+}
