@@ -75,6 +75,7 @@ impl Setup {
         Agent::new(AgentParts {
             profile,
             state_dir: state.to_path_buf(),
+            workspace: toolhost::WorkspaceSettings::default(),
             door: CallDoor::new(&settings, tools, Arc::new(AutoApprove)),
             model,
             config: self.config.clone(),

@@ -769,6 +769,7 @@ async fn a_child_turn_gets_the_cut_text_too() {
     let agent = Agent::new(AgentParts {
         profile: "p".to_owned(),
         state_dir: state.clone(),
+        workspace: toolhost::WorkspaceSettings::default(),
         door,
         model: Arc::clone(&model) as _,
         config: toolhost::AgentSettings::default(),

@@ -371,8 +371,9 @@ fn the_shipped_example_config_is_valid() {
     let example = crate::support::workspace_root().join("toolhost.example.toml");
     let loaded = LoadedConfig::load(Some(&example)).expect("the example config loads");
     assert_eq!(loaded.config.toolsets["text"], ["json_query", "text_stats"]);
+    assert!(loaded.config.toolsets["workspace"].contains(&"edit_file".to_owned()));
     assert_eq!(
-        loaded.risk_overrides()["write_file"].risk,
+        loaded.risk_overrides()["edit_text"].risk,
         toolhost::Risk::Deny
     );
 }

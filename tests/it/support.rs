@@ -86,6 +86,8 @@ pub(crate) fn built() -> &'static Path {
             "toolhost-delegate-task",
             "-p",
             "toolhost-clarify",
+            "-p",
+            "toolhost-workspace",
         ]);
         // Its own workspace: it is built against a modified copy of the API.
         cargo(&[

@@ -167,12 +167,11 @@ impl LoadedConfig {
     pub fn with_workspace_roots(mut self, roots: &[PathBuf]) -> Result<LoadedConfig, ConfigError> {
         let mut real = Vec::new();
         for root in roots {
-            let root = super::workspace::canonical_root(root).map_err(|message| {
-                ConfigError::Invalid {
+            let root =
+                super::workspace::canonical_root(root).map_err(|message| ConfigError::Invalid {
                     path: PathBuf::from("--workspace"),
                     message,
-                }
-            })?;
+                })?;
             if !real.contains(&root) {
                 real.push(root);
             }

@@ -59,7 +59,6 @@ pub use file::{
     RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool, RawTrust,
     RawWorkspace, WithoutElicitation,
 };
-pub use workspace::WorkspaceSettings;
 pub use loaded::{LoadedConfig, default_config_path};
 pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
@@ -67,6 +66,7 @@ pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
     AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, HttpLimits, McpSettings, ModelSettings,
 };
+pub use workspace::WorkspaceSettings;
 
 /// The largest config file (host or profile) read.
 pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;

@@ -63,9 +63,7 @@ impl WorkspaceSettings {
             .command_timeout_secs
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS);
         if command_timeout_secs == 0 {
-            return Err(
-                "`workspace.command_timeout_secs` must be at least 1 (seconds)".to_owned(),
-            );
+            return Err("`workspace.command_timeout_secs` must be at least 1 (seconds)".to_owned());
         }
         for name in raw.env.iter().flatten() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -95,9 +93,7 @@ impl WorkspaceSettings {
     /// What a plugin's `profile.workspace` request is answered with.
     pub fn answer(&self) -> WorkspaceAnswer {
         let mut answer = WorkspaceAnswer::with_roots(
-            self.roots
-                .iter()
-                .map(|r| r.to_string_lossy().into_owned()),
+            self.roots.iter().map(|r| r.to_string_lossy().into_owned()),
         );
         answer.allow_network = self.allow_network;
         answer.shell = self.shell;
@@ -196,7 +192,10 @@ mod tests {
         };
         let merged = host.overridden(&profile);
         assert_eq!(merged.roots, Some(vec![PathBuf::from("/a")]));
-        assert_eq!((merged.shell, merged.allow_network), (Some(false), Some(true)));
+        assert_eq!(
+            (merged.shell, merged.allow_network),
+            (Some(false), Some(true))
+        );
     }
 
     #[test]
@@ -206,7 +205,10 @@ mod tests {
             absolute_root(Path::new("proj"), base),
             Path::new("/etc/toolhost/proj")
         );
-        assert_eq!(absolute_root(Path::new("/srv/p"), base), Path::new("/srv/p"));
+        assert_eq!(
+            absolute_root(Path::new("/srv/p"), base),
+            Path::new("/srv/p")
+        );
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
             assert_eq!(
                 absolute_root(Path::new("~/p"), base),
