@@ -29,3 +29,4 @@ mod state_links;
 mod support;
 mod trust;
 mod worker_sandbox;
+mod workspace;
