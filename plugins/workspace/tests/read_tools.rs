@@ -253,7 +253,7 @@ fn read_file_never_reads_outside_through_a_link_swapped_in_while_it_runs() {
             let mut flips = 0u32;
             while !stop.load(Ordering::Relaxed) && flips < 2_000_000 {
                 // Swap atomically (rename over) between a file and a link to the secret.
-                if flips % 2 == 0 {
+                if flips.is_multiple_of(2) {
                     let _ = fs::remove_file(dir.join("tmp-link"));
                     std::os::unix::fs::symlink(&secret, dir.join("tmp-link")).unwrap();
                     fs::rename(dir.join("tmp-link"), dir.join("target.txt")).unwrap();
