@@ -746,3 +746,45 @@ fn a_cancelled_grep_stops() {
         "{out:?}"
     );
 }
+
+#[test]
+fn grep_never_reads_outside_through_a_file_swapped_for_a_link_while_it_runs() {
+    let (root, outside) = workspace_and_outside();
+    let dir = root.path().to_path_buf();
+    let secret = outside.path().join("secret.txt");
+    for i in 0..20 {
+        write(&dir, &format!("f{i}.txt"), "inside\n");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let dir = dir.clone();
+        std::thread::spawn(move || {
+            let mut flips = 0u32;
+            while !stop.load(Ordering::Relaxed) && flips < 2_000_000 {
+                let name = format!("f{}.txt", flips % 20);
+                if (flips / 20).is_multiple_of(2) {
+                    let _ = fs::remove_file(dir.join("tmp-link"));
+                    std::os::unix::fs::symlink(&secret, dir.join("tmp-link")).unwrap();
+                    fs::rename(dir.join("tmp-link"), dir.join(&name)).unwrap();
+                } else {
+                    fs::write(dir.join("tmp-file"), "inside\n").unwrap();
+                    fs::rename(dir.join("tmp-file"), dir.join(&name)).unwrap();
+                }
+                flips += 1;
+            }
+        })
+    };
+    let host = host(&dir);
+    let mut seen_inside = 0;
+    for _ in 0..150 {
+        let out = host
+            .call_output(&Grep, json!({"pattern": "SECRET|inside", "hidden": true}))
+            .unwrap();
+        assert!(!out.text.contains("SECRET"), "read outside: {}", out.text);
+        seen_inside += out.structured.unwrap()["total_matches"].as_u64().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert!(seen_inside > 0, "the files inside were searched");
+}
