@@ -28,6 +28,24 @@ pub(crate) fn format_line(number: usize, line: &str) -> String {
     format!("{number}:{}|{line}", line_hash(line))
 }
 
+/// One line as `read_file` shows it, its text cut after `max_chars` characters: the
+/// anchor's hash is still that of the whole line (so an edit by anchor sees the real
+/// line), and the cut says how much was left out: `12:a3f|text… [+1234 characters]`.
+pub(crate) fn format_line_cut(number: usize, line: &str, max_chars: usize) -> String {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    match line.char_indices().nth(max_chars) {
+        None => format_line(number, line),
+        Some((cut, _)) => {
+            let rest = line[cut..].chars().count();
+            format!(
+                "{number}:{}|{}… [+{rest} characters]",
+                line_hash(line),
+                &line[..cut]
+            )
+        }
+    }
+}
+
 /// An anchor a model wrote: a line number and the hash it saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Anchor {
@@ -91,6 +109,19 @@ mod tests {
                     .chain(["fn main() {"])
                     .collect::<Vec<_>>()
             )
+        );
+    }
+
+    #[test]
+    fn a_cut_line_keeps_the_whole_lines_hash_and_says_what_was_cut() {
+        let long = "é".repeat(10);
+        let cut = format_line_cut(3, &long, 4);
+        assert_eq!(cut, format!("3:{}|éééé… [+6 characters]", line_hash(&long)));
+        assert_eq!(format_line_cut(3, "short\r", 10), format_line(3, "short"));
+        assert!(
+            Anchor::parse(&cut)
+                .expect("anchor")
+                .matches(&["", "", &long])
         );
     }
 
