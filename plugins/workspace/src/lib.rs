@@ -3,10 +3,19 @@
 //! `[workspace] roots`.
 
 mod anchors;
+mod command;
+mod command_policy;
+mod process_tree;
 mod roots;
+mod runner;
+
+// The tools, for the integration tests (and hosts that link the crate).
+pub use command::RunCommand;
 
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [],
+    tools: [
+        command::RunCommand,
+    ],
 }
