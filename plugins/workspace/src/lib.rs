@@ -5,17 +5,21 @@
 mod anchors;
 mod command;
 mod command_policy;
+mod fetch;
+mod fetch_guard;
 mod process_tree;
 mod roots;
 mod runner;
 
 // The tools, for the integration tests (and hosts that link the crate).
 pub use command::RunCommand;
+pub use fetch::FetchUrl;
 
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
     version: env!("CARGO_PKG_VERSION"),
     tools: [
         command::RunCommand,
+        fetch::FetchUrl,
     ],
 }
