@@ -148,10 +148,12 @@ pub(crate) fn run(launch: Launch, cancel: &CancelFlag) -> io::Result<Finished> {
     let (mut timed_out, mut cancelled) = (false, false);
     let mut killed = 0;
     let status = loop {
-        if let Some(status) = child.try_wait()? {
-            // Whatever it left running (background jobs) goes with it.
+        if has_exited(leader)? {
+            // Whatever it left running (background jobs) goes with it. The leader is not
+            // reaped yet, so its id (the tree's session and group) cannot be reused by
+            // another process while the tree is walked.
             killed += process_tree::kill_tree(leader);
-            break status;
+            break child.wait()?;
         }
         let now = Instant::now();
         if cancel.is_cancelled() || now >= deadline {
@@ -219,6 +221,27 @@ fn spawn(launch: &Launch) -> io::Result<Child> {
     // SAFETY: the hook only makes async-signal-safe system calls (see above).
     unsafe { command.pre_exec(hook) };
     command.spawn()
+}
+
+/// Whether the child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`).
+fn has_exited(pid: i32) -> io::Result<bool> {
+    let id = libc::id_t::try_from(pid).map_err(io::Error::other)?;
+    // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill in.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`, which lives across the call.
+    let done = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if done < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after a successful waitid, si_pid is set (0: no state change yet).
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 /// `pidfd_open(2)`: a descriptor that turns readable when `pid` exits (Linux 5.3).
