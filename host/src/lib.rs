@@ -153,9 +153,9 @@ pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
 pub use sys::permissions::PermissionProblem;
-pub use sys::sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
+pub use toolhost_sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 
 /// The two process hooks of a program that runs plugins in worker processes.
 pub mod worker {

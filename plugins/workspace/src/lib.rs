@@ -10,7 +10,17 @@ mod anchors;
 mod grep;
 mod listing;
 mod read;
+mod command;
+mod command_policy;
+mod fetch;
+mod fetch_guard;
+mod process_tree;
 mod roots;
+mod runner;
+
+// The tools, for the integration tests (and hosts that link the crate).
+pub use command::RunCommand;
+pub use fetch::FetchUrl;
 
 pub use grep::FileMatches;
 pub use grep::Grep;
@@ -35,5 +45,7 @@ toolhost_plugin_api::export_plugin! {
         listing::ListDir,
         listing::FindFiles,
         grep::Grep,
+        command::RunCommand,
+        fetch::FetchUrl,
     ],
 }

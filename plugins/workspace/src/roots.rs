@@ -303,8 +303,7 @@ mod tests {
             .resolve("out")
             .expect("fine")
             .real_dir()
-            .err()
-            .expect("escaped");
+            .expect_err("escaped");
         assert!(e.to_string().contains("outside the workspace"), "{e}");
     }
 }

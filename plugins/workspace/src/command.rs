@@ -1,0 +1,433 @@
+//! `run_command`: runs a program (or, where the workspace allows it, a shell command line)
+//! in a workspace folder, inside a Landlock sandbox that lets it read and execute
+//! everywhere but write only beneath the roots, its private temporary folder and the
+//! harmless devices, with no network unless `[workspace] allow_network`; with a reduced
+//! environment, a denylist of programs, a time limit and cancellation that kill its whole
+//! process tree. Returns the exit status and both streams.
+//!
+//! What the sandbox does not stop: reading any file the host's user can read (secrets in
+//! the home folder included, and other processes' `/proc/PID/environ` and `cmdline`: a
+//! measured fact on Linux 6.18 with Landlock ABI 7, so the host's own environment is
+//! readable whatever the command's environment is reduced to), UDP and Unix sockets by path on kernels whose Landlock is
+//! older than ABI 10 and 9, using the CPU and memory, and a process that escapes the
+//! process tree (see [`crate::process_tree`]). On a kernel without Landlock nothing of the
+//! sandbox holds, and the result says so.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_sandbox::{
+    SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI, UNIX_SOCKET_ABI,
+};
+
+use crate::command_policy::{Denylist, command_env, find_program};
+use crate::roots::Workspace;
+use crate::runner::{self, Finished, Launch};
+
+/// Arguments of `run_command`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandArgs {
+    /// The program to run: a name found on PATH (e.g. "cargo", "git", "ls") or a path.
+    /// No shell is involved: pipes, redirections, globs and `&&` are not interpreted.
+    #[serde(default)]
+    program: Option<String>,
+    /// The program's arguments, one string each (no quoting needed).
+    #[serde(default)]
+    args: Vec<String>,
+    /// Instead of program and args: a shell command line, run with `sh -c` (pipes,
+    /// redirections, `&&`). Refused unless the workspace config says `shell = true`.
+    #[serde(default)]
+    command: Option<String>,
+    /// The folder to run in: a path in the workspace (relative to the first root, or
+    /// absolute beneath a root). Default: the first root.
+    #[serde(default)]
+    cwd: Option<String>,
+    /// Seconds before the command and everything it started are killed. Default and
+    /// maximum: the workspace's command_timeout_secs (120 unless configured).
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    /// Text given to the command on standard input. Default: none (end of file at once).
+    #[serde(default)]
+    stdin: Option<String>,
+}
+
+/// What `run_command` returns.
+#[derive(Serialize, JsonSchema)]
+pub struct CommandResult {
+    /// The exit code; absent when a signal ended the command.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command (9 after a time-out or cancel).
+    pub signal: Option<i32>,
+    /// It ran past its time limit and was killed.
+    pub timed_out: bool,
+    /// The call was cancelled and the command was killed.
+    pub cancelled: bool,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Standard output (the middle dropped past 8 MiB, marked).
+    pub stdout: String,
+    /// Standard error (the middle dropped past 8 MiB, marked).
+    pub stderr: String,
+    /// What the sandbox enforced, and what this kernel leaves open.
+    pub sandbox: String,
+    /// Notes: the time limit used, processes killed, output left out, sandbox gaps.
+    pub notes: Vec<String>,
+}
+
+/// The `run_command` tool.
+pub struct RunCommand;
+
+impl TypedOutputTool for RunCommand {
+    type Args = RunCommandArgs;
+    type Output = CommandResult;
+
+    fn name(&self) -> &str {
+        "run_command"
+    }
+
+    fn description(&self) -> &str {
+        "Runs a program with arguments in a workspace folder and returns its exit code, \
+         standard output and standard error (under a `--- stderr ---` header), and how \
+         long it took. Give `program` and `args` (no shell: no pipes, redirections or \
+         globs); `command` (a shell line run with sh -c) works only if the workspace \
+         config says `shell = true`, and a shell line can get around the program \
+         denylist. The command runs in a sandbox: it can read and execute files anywhere \
+         the host's user can (so it can read secrets that user can read, other processes' \
+         environment in /proc included), but can write \
+         only beneath the workspace roots and its own temporary folder (TMPDIR, removed \
+         afterwards), and has no network unless the workspace allows it (tools that \
+         download, or write caches in the home folder, fail). The environment is reduced \
+         to an allowlist (PATH, HOME, LANG, LC_*, TERM, TZ, USER, CARGO_HOME, ... plus \
+         the workspace's env); privilege changes (sudo, su, ...), power and disk tools and \
+         the workspace's deny_programs are refused. Default time limit and maximum: the \
+         workspace's command_timeout_secs (120 s unless configured); on time-out or cancel \
+         the command and every process it started are killed, as is anything it leaves \
+         running when it exits. Each stream is kept up to 8 MiB (the middle dropped past \
+         that, marked); long results are cut by the host, whose full text stays readable \
+         with read_output."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Destructive
+    }
+
+    async fn run(
+        &self,
+        ctx: &ToolContext<'_>,
+        args: RunCommandArgs,
+    ) -> Result<CommandResult, ToolError> {
+        let workspace = Workspace::of(ctx).await?;
+        let planned = plan(&workspace, args)?;
+        ctx.blocking(move |cancel| execute(planned, cancel))
+            .await
+            .map_err(ToolError::failed)?
+    }
+
+    fn text(&self, r: &CommandResult) -> String {
+        let mut text = match (r.exit_code, r.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "ended".to_owned(),
+        };
+        text.push_str(&format!(" in {:.2} s\n", r.duration_ms as f64 / 1000.0));
+        for note in &r.notes {
+            text.push_str(&format!("note: {note}\n"));
+        }
+        if r.stdout.is_empty() && r.stderr.is_empty() {
+            text.push_str("(no output)\n");
+        }
+        text.push_str(&r.stdout);
+        if !r.stderr.is_empty() {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("--- stderr ---\n");
+            text.push_str(&r.stderr);
+        }
+        text
+    }
+}
+
+/// A command checked and ready to run.
+struct Planned {
+    /// What the runner gets (the sandbox prepared later, on the blocking thread).
+    program: PathBuf,
+    /// `argv[0]`.
+    arg0: String,
+    /// The arguments.
+    args: Vec<String>,
+    /// The working folder (real, beneath a root).
+    cwd: PathBuf,
+    /// The roots (writable).
+    roots: Vec<PathBuf>,
+    /// `[workspace] allow_network`.
+    network: bool,
+    /// `[workspace] env`.
+    env: Vec<String>,
+    /// Standard input.
+    stdin: Option<Vec<u8>>,
+    /// The time limit.
+    timeout: Duration,
+    /// Notes from the checks (a capped time limit).
+    notes: Vec<String>,
+}
+
+/// Checks `args` against the workspace's rules: program or shell line, folder, denylist,
+/// time limit.
+fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolError> {
+    let rules = &workspace.rules;
+    let cwd = match &args.cwd {
+        Some(cwd) => workspace.resolve(cwd)?.real_dir()?,
+        None => workspace.first().path.clone(),
+    };
+    let path_var = command_env(&rules.env, Path::new("/"))
+        .into_iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let denylist = Denylist::new(&rules.deny_programs);
+    let (given, argv) = match (args.program, args.command) {
+        (Some(_), Some(_)) => {
+            return Err(ToolError::failed(
+                "give either `program` (with `args`) or `command`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ToolError::failed(
+                "no command: give `program` (a name on PATH or a path) and its `args`",
+            ));
+        }
+        (None, Some(line)) => {
+            if !rules.shell {
+                return Err(ToolError::failed(
+                    "shell command lines are off in this workspace: pass `program` and \
+                     `args` instead (no shell), or have the operator set `shell = true` \
+                     under `[workspace]` in the config",
+                ));
+            }
+            if !args.args.is_empty() {
+                return Err(ToolError::failed(
+                    "`args` goes with `program`; with `command`, put everything in the \
+                     command line",
+                ));
+            }
+            if let Some((entry, word)) = denylist.refuses_shell_words(&line, &path_var) {
+                return Err(denied(&word, entry));
+            }
+            ("sh".to_owned(), vec!["-c".to_owned(), line])
+        }
+        (Some(program), None) => (program, args.args),
+    };
+    let program = find_program(&given, &path_var, &cwd);
+    if let Some(entry) = denylist.refuses(&given, program.as_deref()) {
+        return Err(denied(&given, entry));
+    }
+    let program = program.ok_or_else(|| {
+        ToolError::failed(format!(
+            "{given}: no such program (looked on PATH {path_var}{}); check the name, or \
+             give its path",
+            if given.contains('/') {
+                format!(" and at {}", cwd.join(&given).display())
+            } else {
+                String::new()
+            }
+        ))
+    })?;
+    let cap = rules.command_timeout_secs.max(1);
+    let mut notes = Vec::new();
+    let secs = match args.timeout_secs {
+        Some(asked) if asked > cap => {
+            notes.push(format!(
+                "timeout_secs {asked} was capped to the workspace's {cap} s \
+                 (command_timeout_secs)"
+            ));
+            cap
+        }
+        Some(asked) => asked.max(1),
+        None => cap,
+    };
+    Ok(Planned {
+        program,
+        arg0: given,
+        args: argv,
+        cwd,
+        roots: workspace.roots.iter().map(|r| r.path.clone()).collect(),
+        network: rules.allow_network,
+        env: rules.env.clone(),
+        stdin: args.stdin.map(String::into_bytes),
+        timeout: Duration::from_secs(secs),
+        notes,
+    })
+}
+
+/// The refusal of a denylisted program.
+fn denied(program: &str, entry: &str) -> ToolError {
+    let source = if crate::command_policy::BUILT_IN_DENYLIST.contains(&entry) {
+        "run_command's built-in denylist"
+    } else {
+        "the workspace's deny_programs"
+    };
+    ToolError::failed(format!(
+        "{program} is refused: it matches `{entry}` in {source}; these programs may not be \
+         run from the workspace tools"
+    ))
+}
+
+/// Makes the private temporary folder, prepares the sandbox and runs the command.
+fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolError> {
+    // 0700, removed when dropped (after the command's tree is gone).
+    let tmp = tempfile::Builder::new()
+        .prefix("toolhost-command-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| ToolError::failed(format!("could not make a temporary folder: {e}")))?;
+    let tmp_path = std::fs::canonicalize(tmp.path())
+        .map_err(|e| ToolError::failed(format!("could not find the temporary folder: {e}")))?;
+    let rules = sandbox_rules(&planned.roots, &tmp_path, planned.network);
+    let sandbox = toolhost_sandbox::prepare(SandboxMode::BestEffort, &rules)
+        .map_err(|e| sandbox_error(&e))?;
+    let mut notes = planned.notes;
+    let sandbox_text = describe_sandbox(sandbox.outcome(), planned.network);
+    match sandbox.outcome() {
+        SandboxOutcome::Full { .. } | SandboxOutcome::Off => {}
+        other => notes.push(format!("{other}; the command ran with less confinement")),
+    }
+    let launch = Launch {
+        program: planned.program.clone(),
+        arg0: planned.arg0.clone(),
+        args: planned.args,
+        cwd: planned.cwd,
+        env: command_env(&planned.env, &tmp_path),
+        stdin: planned.stdin,
+        timeout: planned.timeout,
+        sandbox: Arc::new(sandbox),
+    };
+    let finished = runner::run(launch, cancel).map_err(|e| {
+        ToolError::failed(format!(
+            "could not run {} ({}): {e}",
+            planned.arg0,
+            planned.program.display()
+        ))
+    })?;
+    drop(tmp);
+    Ok(result(finished, planned.timeout, notes, sandbox_text))
+}
+
+/// The sandbox of a command: read and execute everywhere; write beneath the roots, the
+/// temporary folder and the harmless devices; the network as configured.
+fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool) -> SandboxRules {
+    let devices = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+    ];
+    SandboxRules {
+        read: vec![PathBuf::from("/")],
+        write: roots
+            .iter()
+            .cloned()
+            .chain([tmp.to_path_buf()])
+            .chain(devices.into_iter().map(PathBuf::from))
+            .collect(),
+        network,
+    }
+}
+
+/// A sandbox that could not be built, in words for the model and the operator.
+fn sandbox_error(e: &SandboxError) -> ToolError {
+    ToolError::failed(match e {
+        SandboxError::Path { path, source } => format!(
+            "could not set up the command's sandbox: {} cannot be opened ({source}); check \
+             the workspace roots",
+            path.display()
+        ),
+        other => format!("could not set up the command's sandbox: {other}"),
+    })
+}
+
+/// What the sandbox holds and what this kernel leaves open.
+fn describe_sandbox(outcome: &SandboxOutcome, network: bool) -> String {
+    let mut text = outcome.to_string();
+    let abi = match outcome {
+        SandboxOutcome::Full { abi } => Some(*abi),
+        _ => toolhost_sandbox::kernel_abi(),
+    };
+    if let Some(abi) = abi {
+        if !network && abi < UDP_ABI {
+            text.push_str(&format!(
+                "; UDP is not denied (Landlock ABI {abi}; that needs ABI {UDP_ABI})"
+            ));
+        }
+        if abi < UNIX_SOCKET_ABI {
+            text.push_str(&format!(
+                "; connecting to Unix sockets by path is not denied (needs ABI \
+                 {UNIX_SOCKET_ABI})"
+            ));
+        }
+    }
+    text.push_str(
+        "; reading files is not restricted (anything the host's user can read is readable)",
+    );
+    text
+}
+
+/// The result of a finished command.
+fn result(
+    f: Finished,
+    timeout: Duration,
+    mut notes: Vec<String>,
+    sandbox: String,
+) -> CommandResult {
+    let (exit_code, signal) = runner::code_and_signal(f.status);
+    if f.timed_out {
+        notes.push(format!(
+            "timed out after {} s: the command and every process it started were killed \
+             ({} processes); pass a larger timeout_secs (up to the workspace's \
+             command_timeout_secs) if it needs longer",
+            timeout.as_secs(),
+            f.killed
+        ));
+    } else if f.cancelled {
+        notes.push(format!(
+            "cancelled: the command and every process it started were killed ({} \
+             processes)",
+            f.killed
+        ));
+    } else if f.killed > 0 {
+        notes.push(format!(
+            "{} processes the command left running were killed when it exited",
+            f.killed
+        ));
+    }
+    for (name, capture) in [("stdout", &f.stdout), ("stderr", &f.stderr)] {
+        if capture.dropped() > 0 {
+            notes.push(format!(
+                "{} bytes were left out of the middle of {name} (8 MiB kept)",
+                capture.dropped()
+            ));
+        }
+    }
+    if f.streams_abandoned {
+        notes.push(
+            "a process outside the command's tree kept its output open; reading stopped".to_owned(),
+        );
+    }
+    CommandResult {
+        exit_code,
+        signal,
+        timed_out: f.timed_out,
+        cancelled: f.cancelled,
+        duration_ms: u64::try_from(f.duration.as_millis()).unwrap_or(u64::MAX),
+        stdout: f.stdout.text(),
+        stderr: f.stderr.text(),
+        sandbox,
+        notes,
+    }
+}

@@ -1,0 +1,223 @@
+//! Finding and killing every process a command started: its session and process group
+//! (the command is made leader of both) and every descendant, found by walking `/proc`.
+//! The tree is stopped first (SIGSTOP, repeated until no new process appears, so nothing
+//! forks while it is being killed), then killed (SIGKILL).
+//!
+//! Weak spot: a process that leaves the session (`setsid`) and whose parent has exited
+//! (a daemon's double fork) is no longer linked to the command in `/proc` and is not
+//! found; the sandbox still holds it (no writes outside the roots, no network unless
+//! allowed).
+
+use std::collections::{HashMap, HashSet};
+#[cfg(test)]
+use std::time::{Duration, Instant};
+
+/// A process as `/proc/PID/stat` describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    /// Its id.
+    pid: i32,
+    /// Its parent's id.
+    ppid: i32,
+    /// Its process group.
+    pgrp: i32,
+    /// Its session.
+    session: i32,
+    /// Its state letter (`Z`: a zombie, already dead).
+    state: u8,
+}
+
+/// Reads `/proc/PID/stat`; `None` when the process is gone (or the line is unreadable).
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// Parses a `/proc/PID/stat` line. The command name (in parentheses) may hold spaces and
+/// parentheses, so the fields are read after the last `)`.
+fn parse_stat(text: &str) -> Option<Stat> {
+    let pid = text.split_whitespace().next()?.parse().ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some(Stat {
+        pid,
+        ppid,
+        pgrp,
+        session,
+        state,
+    })
+}
+
+/// Every process readable in `/proc` now.
+fn all_processes() -> Vec<Stat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// The live (not zombie) processes of `leader`'s tree: in its session or process group,
+/// or descended from it or from one of those. Never this process or PID 1.
+pub(crate) fn members(leader: i32) -> Vec<i32> {
+    tree_of(leader, &all_processes())
+}
+
+/// [`members`] over a given process table (for tests).
+fn tree_of(leader: i32, table: &[Stat]) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for p in table {
+        children.entry(p.ppid).or_default().push(p.pid);
+    }
+    let mut found: HashSet<i32> = table
+        .iter()
+        .filter(|p| p.pid == leader || p.pgrp == leader || p.session == leader)
+        .map(|p| p.pid)
+        .collect();
+    let mut queue: Vec<i32> = found.iter().copied().chain([leader]).collect();
+    while let Some(pid) = queue.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
+            if found.insert(child) {
+                queue.push(child);
+            }
+        }
+    }
+    let live: HashSet<i32> = table
+        .iter()
+        .filter(|p| p.state != b'Z')
+        .map(|p| p.pid)
+        .collect();
+    let mut out: Vec<i32> = found
+        .into_iter()
+        .filter(|pid| *pid != me && *pid > 1 && live.contains(pid))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Stops and kills `leader`'s whole tree; returns how many processes were killed.
+/// Rounds of SIGSTOP repeat until a walk finds no process not yet stopped (a process
+/// forked between two walks is found by the next), bounded.
+pub(crate) fn kill_tree(leader: i32) -> usize {
+    let mut stopped: HashSet<i32> = HashSet::new();
+    for _ in 0..20 {
+        let new: Vec<i32> = members(leader)
+            .into_iter()
+            .filter(|p| !stopped.contains(p))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for pid in new {
+            // SAFETY: kill(2) with a positive pid and a valid signal touches no memory.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            stopped.insert(pid);
+        }
+    }
+    for &pid in &stopped {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    // The group and the session leader's group, in case a process was missed.
+    // SAFETY: killpg(2) with a positive group id touches no memory.
+    unsafe { libc::killpg(leader, libc::SIGKILL) };
+    stopped.len()
+}
+
+/// Whether `pid` is gone (no such process, or a zombie waiting to be reaped).
+#[cfg(test)]
+fn is_gone(pid: i32) -> bool {
+    stat(pid).is_none_or(|s| s.state == b'Z')
+}
+
+/// Waits until every process of `pids` is gone or `limit` passes; true if all are gone.
+#[cfg(test)]
+fn wait_gone(pids: &[i32], limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if pids.iter().all(|&p| is_gone(p)) {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: i32, ppid: i32, pgrp: i32, session: i32) -> Stat {
+        Stat {
+            pid,
+            ppid,
+            pgrp,
+            session,
+            state: b'S',
+        }
+    }
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        let s = parse_stat("4242 (a (weird) name) S 1 4242 4240 0 -1 4194560 ...").expect("parse");
+        assert_eq!(s, p(4242, 1, 4242, 4240));
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn the_tree_takes_group_session_and_descendants_but_not_others() {
+        let table = [
+            p(100, 50, 100, 100), // the leader
+            p(101, 100, 100, 100),
+            p(102, 101, 102, 100), // its own group, same session
+            p(103, 1, 103, 103),   // escaped: own session, parent gone
+            p(104, 103, 103, 103),
+            p(105, 102, 105, 105), // left the session but still a descendant
+            p(200, 50, 200, 50),   // a sibling of the leader
+            Stat {
+                state: b'Z',
+                ..p(106, 100, 100, 100)
+            },
+        ];
+        assert_eq!(tree_of(100, &table), vec![100, 101, 102, 105]);
+    }
+
+    #[test]
+    fn a_real_tree_is_killed_whole() {
+        use std::os::unix::process::CommandExt as _;
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg("sleep 300 & sleep 300 & echo started; wait")
+            .stdout(std::process::Stdio::piped());
+        // SAFETY: setsid(2) is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            })
+        };
+        let mut child = command.spawn().expect("spawn");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("read");
+        let leader = child.id() as i32;
+        let tree = members(leader);
+        assert_eq!(tree.len(), 3, "{tree:?}");
+        assert_eq!(kill_tree(leader), 3);
+        child.wait().expect("reap");
+        assert!(
+            wait_gone(&tree, Duration::from_secs(10)),
+            "{tree:?} survived"
+        );
+    }
+}
