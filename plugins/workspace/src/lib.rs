@@ -3,10 +3,16 @@
 //! `[workspace] roots`.
 
 mod anchors;
+mod edit;
 mod roots;
+mod syntax;
+mod write;
 
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [],
+    tools: [
+        edit::EditFile,
+        write::WriteFile,
+    ],
 }

@@ -213,6 +213,23 @@ impl Resolved<'_> {
     }
 }
 
+impl<'a> Resolved<'a> {
+    /// Another path beneath the same root (e.g. where a symbolic link found beneath it
+    /// points, or a file's folder), shown the same way.
+    pub(crate) fn with_rel(&self, rel: PathBuf) -> Resolved<'a> {
+        let rel = if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        };
+        Resolved {
+            root: self.root,
+            rel,
+            first: self.first,
+        }
+    }
+}
+
 /// Where an open handle is, as the kernel says (`/proc/self/fd/N`).
 fn fd_path(handle: &impl std::os::fd::AsRawFd) -> Result<PathBuf, ToolError> {
     std::fs::read_link(format!("/proc/self/fd/{}", handle.as_raw_fd()))
