@@ -37,7 +37,7 @@ const AROUND: usize = 3;
 /// Arguments of `edit_file`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct EditFileArgs {
+pub struct EditFileArgs {
     /// The file to edit: relative to the first workspace root, or absolute beneath one of
     /// the roots. It must exist (create files with write_file).
     path: String,
@@ -71,7 +71,7 @@ pub(crate) struct EditFileArgs {
 /// `before` to insert lines.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct AnchoredEdit {
+pub struct AnchoredEdit {
     /// Replace lines starting at this line's anchor, e.g. "12:a3f".
     #[serde(default)]
     from: Option<String>,
@@ -91,7 +91,7 @@ pub(crate) struct AnchoredEdit {
 }
 
 /// The `edit_file` tool.
-pub(crate) struct EditFile;
+pub struct EditFile;
 
 impl TypedTool for EditFile {
     type Args = EditFileArgs;

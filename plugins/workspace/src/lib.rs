@@ -8,6 +8,10 @@ mod roots;
 mod syntax;
 mod write;
 
+pub use anchors::{format_line, line_hash};
+pub use edit::{AnchoredEdit, EditFile, EditFileArgs};
+pub use write::{WriteFile, WriteFileArgs, WriteMode};
+
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
     version: env!("CARGO_PKG_VERSION"),

@@ -406,7 +406,14 @@ fn describe_node(node: Node<'_>, text: &str) -> String {
 }
 
 fn line_span(node: Node<'_>) -> String {
-    let (a, b) = (node.start_position().row + 1, node.end_position().row + 1);
+    let end = node.end_position();
+    // A node that ends with a line break ends on the line before the next one starts.
+    let last = if end.column == 0 && end.row > node.start_position().row {
+        end.row
+    } else {
+        end.row + 1
+    };
+    let (a, b) = (node.start_position().row + 1, last);
     if a == b {
         format!("line {a}")
     } else {

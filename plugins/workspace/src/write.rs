@@ -24,7 +24,7 @@ use crate::roots::{Resolved, Workspace, describe_io};
 /// How `write_file` treats an existing file.
 #[derive(Deserialize, JsonSchema, Clone, Copy, Default, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum WriteMode {
+pub enum WriteMode {
     /// Fail if the file exists (a symbolic link there counts as existing).
     #[default]
     Create,
@@ -37,7 +37,7 @@ pub(crate) enum WriteMode {
 /// Arguments of `write_file`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct WriteFileArgs {
+pub struct WriteFileArgs {
     /// The file to write: relative to the first workspace root, or absolute beneath one
     /// of the roots. `..` is not allowed.
     path: String,
@@ -57,7 +57,7 @@ pub(crate) struct WriteFileArgs {
 }
 
 /// The `write_file` tool.
-pub(crate) struct WriteFile;
+pub struct WriteFile;
 
 impl TypedTool for WriteFile {
     type Args = WriteFileArgs;
