@@ -103,7 +103,7 @@ pub use calls::policy::{
     NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
 };
 pub use calls::registry::{
-    InvalidArguments, RegisteredTool, RegistryError, ToolRegistry, is_valid_tool_name,
+    InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
 };
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{

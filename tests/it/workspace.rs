@@ -28,15 +28,21 @@ struct Work {
 impl Work {
     fn new(workspace: &str) -> Work {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join("config.toml"), "profiles_dir = \"profiles\"\n")
-            .expect("config");
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "profiles_dir = \"profiles\"\n",
+        )
+        .expect("config");
         let coder = dir.path().join("profiles").join("coder");
         std::fs::create_dir_all(&coder).expect("profile");
         std::fs::write(coder.join("config.toml"), workspace).expect("profile config");
         std::fs::create_dir_all(dir.path().join("proj").join("src")).expect("proj");
         std::fs::create_dir_all(dir.path().join("outside")).expect("outside");
-        std::fs::write(dir.path().join("outside").join("secret.txt"), "TOP SECRET\n")
-            .expect("secret");
+        std::fs::write(
+            dir.path().join("outside").join("secret.txt"),
+            "TOP SECRET\n",
+        )
+        .expect("secret");
         std::fs::write(
             dir.path().join("proj").join("src").join("main.rs"),
             "fn main() {\n    println!(\"hello\");\n}\n",
@@ -65,7 +71,14 @@ impl Work {
     /// `toolhost call TOOL ARGS --profile coder --yes EXTRA`.
     fn call(&self, tool: &str, args: &Value, extra: &[&str]) -> Output {
         self.command()
-            .args(["call", tool, &args.to_string(), "--profile", "coder", "--yes"])
+            .args([
+                "call",
+                tool,
+                &args.to_string(),
+                "--profile",
+                "coder",
+                "--yes",
+            ])
             .arg("--plugins")
             .arg(self.plugins.path())
             .args(extra)
@@ -94,7 +107,10 @@ fn without_a_workspace_the_tools_say_which_config_line_to_add() {
     let err = text(&out.stderr);
     assert!(err.contains("no workspace configured"), "{err}");
     assert!(err.contains("roots = ["), "{err}");
-    assert!(err.contains("profiles/coder/config.toml") || err.contains("--workspace"), "{err}");
+    assert!(
+        err.contains("profiles/coder/config.toml") || err.contains("--workspace"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -103,14 +119,21 @@ fn a_bad_workspace_root_stops_the_command_naming_it() {
     let out = work.call("read_file", &json!({"path": "a"}), &[]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("nowhere") && err.contains("[workspace] roots"), "{err}");
+    assert!(
+        err.contains("nowhere") && err.contains("[workspace] roots"),
+        "{err}"
+    );
     let flag = work.call(
         "read_file",
         &json!({"path": "a"}),
         &["--workspace", "/no/such/folder"],
     );
     assert!(!flag.status.success());
-    assert!(text(&flag.stderr).contains("/no/such/folder"), "{}", text(&flag.stderr));
+    assert!(
+        text(&flag.stderr).contains("/no/such/folder"),
+        "{}",
+        text(&flag.stderr)
+    );
 }
 
 /// Reads, edits by anchor, refuses a stale anchor and every way out, in process and in a
@@ -163,7 +186,10 @@ fn read_edit_and_escapes(work: &Work, extra: &[&str]) {
         assert!(!out.status.success(), "{path} was read");
         assert!(!text(&out.stdout).contains("TOP SECRET"), "{path}");
         let err = text(&out.stderr);
-        assert!(err.contains("outside the workspace") || err.contains("`..`"), "{path}: {err}");
+        assert!(
+            err.contains("outside the workspace") || err.contains("`..`"),
+            "{path}: {err}"
+        );
         let write = work.call(
             "write_file",
             &json!({"path": path, "content": "x", "mode": "overwrite"}),
@@ -208,7 +234,11 @@ fn a_commands_long_output_is_cut_to_the_budget_and_kept_whole() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let cut = text(&out.stdout);
-    assert!(cut.chars().count() <= 30_000, "{} chars", cut.chars().count());
+    assert!(
+        cut.chars().count() <= 30_000,
+        "{} chars",
+        cut.chars().count()
+    );
     let marker = cut
         .lines()
         .find(|l| l.starts_with("[toolhost:"))
@@ -239,7 +269,10 @@ fn a_command_cannot_write_outside_the_roots_in_process_or_in_a_worker() {
             &json!({"program": "touch", "args": [target]}),
             extra,
         );
-        assert!(!target.exists(), "{extra:?}: the command wrote outside the roots");
+        assert!(
+            !target.exists(),
+            "{extra:?}: the command wrote outside the roots"
+        );
         let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(said.contains("ermission denied"), "{extra:?}: {said}");
         let inside = work.proj().join(format!("made-{}", extra.len()));
@@ -376,19 +409,26 @@ fn an_mcp_client_gets_the_coder_profile_confined_to_the_workspace_flag() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert!(names.contains(&"read_file") && names.contains(&"grep"), "{names:?}");
+    assert!(
+        names.contains(&"read_file") && names.contains(&"grep"),
+        "{names:?}"
+    );
     let read = client.request(
         "tools/call",
         json!({"name": "read_file", "arguments": {"path": "README.md"}}),
     );
-    let shown = read["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let shown = read["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert_eq!(read["result"]["isError"], false, "{read}");
     assert!(shown.contains("|# a project"), "{shown}");
     let grep = client.request(
         "tools/call",
         json!({"name": "grep", "arguments": {"pattern": "project"}}),
     );
-    let found = grep["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let found = grep["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(found.contains("README.md"), "{grep}");
 }
 
@@ -400,7 +440,11 @@ fn a_commands_temporary_folder_is_private_and_shell_lines_need_the_profiles_leav
     let line = json!({"command": "stat -c '%a' \"$TMPDIR\""});
     let refused = work.call("run_command", &line, &[]);
     assert!(!refused.status.success());
-    assert!(text(&refused.stderr).contains("shell = true"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("shell = true"),
+        "{}",
+        text(&refused.stderr)
+    );
     let work = Work::new("[workspace]\nroots = [\"../../proj\"]\nshell = true\n");
     let out = work.call("run_command", &line, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));

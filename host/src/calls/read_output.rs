@@ -126,8 +126,12 @@ pub(crate) fn with_read_output(tools: &ToolRegistry) -> ToolRegistry {
         tracing::warn!(error = %e, "read_output could not be registered");
         return tools.clone();
     }
-    for refused in out.add_all(tools) {
+    let (refused, superseded) = out.add_all(tools);
+    for refused in refused {
         tracing::warn!("{refused}");
+    }
+    for left_out in superseded {
+        tracing::info!("{left_out}");
     }
     out
 }

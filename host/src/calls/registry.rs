@@ -13,7 +13,9 @@ use crate::calls::tool::{DynTool, ToolOrigin, ToolOutput, ToolSpec};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
-    /// Two tools with one name: the first (in load order) keeps it.
+    /// Two tools with one name, both deprecated or neither: the first (in load order)
+    /// keeps it. (When exactly one is deprecated, the other keeps the name and the
+    /// deprecated one is left out as [`Superseded`], which is not an error.)
     #[error(
         "duplicate tool '{tool}': {rejected} exports a tool with the same name as {kept}; \
          the first keeps it and the other is not registered (rename one, or remove one plugin)"
@@ -47,6 +49,50 @@ pub enum RegistryError {
         /// The name.
         tool: String,
     },
+}
+
+/// A tool left out, without error, because another tool of its name supersedes it: it
+/// is deprecated (its argument schema's root says `"deprecated": true`, as JSON Schema
+/// annotates) and the other is not. The one that is not deprecated keeps the name
+/// whatever the load order (e.g. the workspace plugin's `write_file` over the one `utils`
+/// keeps for a release). The operator has nothing to fix, so hosts log it at info level
+/// and never count it among the registry's errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superseded {
+    /// The name.
+    pub tool: String,
+    /// The tool that keeps the name (not deprecated).
+    pub kept: ToolOrigin,
+    /// The deprecated tool that was left out.
+    pub left_out: ToolOrigin,
+}
+
+impl fmt::Display for Superseded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tool '{}' of {} is deprecated and left out: {} provides a tool of the same \
+             name, which keeps it",
+            self.tool, self.left_out, self.kept
+        )
+    }
+}
+
+/// Whether a tool declares itself deprecated: its argument schema's root has
+/// `"deprecated": true`.
+fn is_deprecated(tool: &dyn DynTool) -> bool {
+    tool.spec().schema.get("deprecated") == Some(&Value::Bool(true))
+}
+
+/// Which of two tools of one name keeps it: `Some(true)` the new one, `Some(false)` the
+/// one registered already, `None` neither by deprecation (both or neither deprecated: a
+/// duplicate, and the first keeps it).
+fn newcomer_wins(existing: &dyn DynTool, newcomer: &dyn DynTool) -> Option<bool> {
+    match (is_deprecated(existing), is_deprecated(newcomer)) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
 }
 
 /// Tools by name, sorted. `specs()` is what the model sees.
@@ -132,15 +178,39 @@ impl ToolRegistry {
 
     /// Adds a tool. Fails, leaving the registry unchanged, when the name is taken (the
     /// first tool keeps it), the name is not one models accept, or the schema does not
-    /// compile.
-    pub fn register(&mut self, tool: Arc<dyn DynTool>) -> Result<(), RegistryError> {
+    /// compile. When the name is taken and exactly one of the two tools is deprecated
+    /// (see [`Superseded`]), the other one holds the name afterwards, whichever came
+    /// first, and `Ok(Some(_))` says which tool was left out; `Ok(None)`: added.
+    pub fn register(
+        &mut self,
+        tool: Arc<dyn DynTool>,
+    ) -> Result<Option<Superseded>, RegistryError> {
         let spec = tool.spec();
+        let mut superseded = None;
         if let Some(existing) = self.tools.get(&spec.name) {
-            return Err(RegistryError::Duplicate {
-                tool: spec.name.clone(),
-                kept: existing.tool.origin().clone(),
-                rejected: tool.origin().clone(),
-            });
+            match newcomer_wins(existing.tool.as_ref(), tool.as_ref()) {
+                Some(false) => {
+                    return Ok(Some(Superseded {
+                        tool: spec.name.clone(),
+                        kept: existing.tool.origin().clone(),
+                        left_out: tool.origin().clone(),
+                    }));
+                }
+                Some(true) => {
+                    superseded = Some(Superseded {
+                        tool: spec.name.clone(),
+                        kept: tool.origin().clone(),
+                        left_out: existing.tool.origin().clone(),
+                    });
+                }
+                None => {
+                    return Err(RegistryError::Duplicate {
+                        tool: spec.name.clone(),
+                        kept: existing.tool.origin().clone(),
+                        rejected: tool.origin().clone(),
+                    });
+                }
+            }
         }
         // The check plugins' tests run too (`testing::check_plugin`): one verdict. A plugin
         // tool passed it at load and brings its compiled schemas.
@@ -168,27 +238,47 @@ impl ToolRegistry {
                 output_validator,
             },
         );
-        Ok(())
+        Ok(superseded)
     }
 
     /// Adds every tool of `other` (with its compiled validator) whose name this registry
-    /// does not hold yet; each one that it does is left out and returned as a
+    /// does not hold yet. Of two tools with one name, the one that is not deprecated
+    /// keeps it when exactly one is (the deprecated one is returned as [`Superseded`]);
+    /// otherwise this registry's keeps it and the other is returned as a
     /// [`RegistryError::Duplicate`].
-    pub(crate) fn add_all(&mut self, other: &ToolRegistry) -> Vec<RegistryError> {
+    pub(crate) fn add_all(
+        &mut self,
+        other: &ToolRegistry,
+    ) -> (Vec<RegistryError>, Vec<Superseded>) {
         let mut refused = Vec::new();
+        let mut superseded = Vec::new();
         for (name, entry) in &other.tools {
-            match self.tools.get(name) {
-                Some(existing) => refused.push(RegistryError::Duplicate {
+            let Some(existing) = self.tools.get(name) else {
+                self.tools.insert(name.clone(), entry.clone());
+                continue;
+            };
+            match newcomer_wins(existing.tool.as_ref(), entry.tool.as_ref()) {
+                Some(true) => {
+                    superseded.push(Superseded {
+                        tool: name.clone(),
+                        kept: entry.tool.origin().clone(),
+                        left_out: existing.tool.origin().clone(),
+                    });
+                    self.tools.insert(name.clone(), entry.clone());
+                }
+                Some(false) => superseded.push(Superseded {
+                    tool: name.clone(),
+                    kept: existing.tool.origin().clone(),
+                    left_out: entry.tool.origin().clone(),
+                }),
+                None => refused.push(RegistryError::Duplicate {
                     tool: name.clone(),
                     kept: existing.tool.origin().clone(),
                     rejected: entry.tool.origin().clone(),
                 }),
-                None => {
-                    self.tools.insert(name.clone(), entry.clone());
-                }
             }
         }
-        refused
+        (refused, superseded)
     }
 
     /// Looks a tool up by name.
@@ -311,8 +401,174 @@ impl fmt::Debug for ToolRegistry {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
     use serde_json::{Value, json};
     use toolhost_plugin_api::tidy_schema;
+
+    use super::{RegistryError, Superseded, ToolRegistry};
+    use crate::calls::context::CallContext;
+    use crate::calls::tool::{
+        Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
+    };
+
+    /// A tool named `name` from plugin `plugin`, deprecated or not.
+    struct Fake {
+        spec: ToolSpec,
+        origin: ToolOrigin,
+    }
+
+    #[async_trait::async_trait]
+    impl DynTool for Fake {
+        fn spec(&self) -> &ToolSpec {
+            &self.spec
+        }
+        fn origin(&self) -> &ToolOrigin {
+            &self.origin
+        }
+        async fn call(&self, _: &CallContext, _: Arguments) -> Result<ToolOutput, ToolError> {
+            Ok(String::new().into())
+        }
+    }
+
+    fn origin(plugin: &str) -> ToolOrigin {
+        ToolOrigin::Plugin {
+            plugin: Arc::from(plugin),
+            file: Arc::new(PathBuf::from(format!("/plugins/lib{plugin}.so"))),
+            sha256: Arc::from("0"),
+        }
+    }
+
+    fn fake(name: &str, plugin: &str, schema: Value) -> Arc<dyn DynTool> {
+        Arc::new(Fake {
+            spec: ToolSpec {
+                name: name.to_owned(),
+                description: format!("{name} from {plugin}"),
+                schema,
+                risk: Risk::Write,
+                interactive: false,
+                requirements: Requirements::default(),
+                output_schema: None,
+            },
+            origin: origin(plugin),
+        })
+    }
+
+    fn current(plugin: &str) -> Arc<dyn DynTool> {
+        fake("write_file", plugin, json!({"type": "object"}))
+    }
+
+    fn deprecated(plugin: &str) -> Arc<dyn DynTool> {
+        fake(
+            "write_file",
+            plugin,
+            json!({"type": "object", "deprecated": true}),
+        )
+    }
+
+    fn holder(registry: &ToolRegistry) -> String {
+        registry
+            .get("write_file")
+            .expect("write_file is registered")
+            .tool()
+            .origin()
+            .plugin_name()
+            .to_owned()
+    }
+
+    fn superseded_utils() -> Superseded {
+        Superseded {
+            tool: "write_file".to_owned(),
+            kept: origin("workspace"),
+            left_out: origin("utils"),
+        }
+    }
+
+    #[test]
+    fn the_tool_that_is_not_deprecated_keeps_the_name_in_either_load_order() {
+        let mut old_first = ToolRegistry::new();
+        assert_eq!(
+            old_first.register(deprecated("utils")).expect("added"),
+            None
+        );
+        assert_eq!(
+            old_first
+                .register(current("workspace"))
+                .expect("not an error"),
+            Some(superseded_utils())
+        );
+        assert_eq!(holder(&old_first), "workspace");
+
+        let mut new_first = ToolRegistry::new();
+        assert_eq!(
+            new_first.register(current("workspace")).expect("added"),
+            None
+        );
+        assert_eq!(
+            new_first
+                .register(deprecated("utils"))
+                .expect("not an error"),
+            Some(superseded_utils())
+        );
+        assert_eq!(holder(&new_first), "workspace");
+        assert_eq!(new_first.len(), 1);
+
+        let said = superseded_utils().to_string();
+        assert!(
+            said.starts_with("tool 'write_file' of plugin 'utils' (/plugins/libutils.so) is deprecated and left out"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn add_all_lets_the_tool_that_is_not_deprecated_keep_the_name_too() {
+        for (mine, theirs) in [
+            (deprecated("utils"), current("workspace")),
+            (current("workspace"), deprecated("utils")),
+        ] {
+            let mut registry = ToolRegistry::new();
+            registry.register(mine).expect("added");
+            let mut other = ToolRegistry::new();
+            other.register(theirs).expect("added");
+            other
+                .register(fake("time_now", "utils", json!({"type": "object"})))
+                .expect("added");
+            let (refused, superseded) = registry.add_all(&other);
+            assert!(refused.is_empty(), "{refused:?}");
+            assert_eq!(superseded, [superseded_utils()]);
+            assert_eq!(holder(&registry), "workspace");
+            assert!(registry.get("time_now").is_some());
+        }
+    }
+
+    #[test]
+    fn two_tools_of_one_name_both_or_neither_deprecated_are_still_duplicates() {
+        for make in [current, deprecated] {
+            let mut registry = ToolRegistry::new();
+            registry.register(make("first")).expect("added");
+            let err = registry.register(make("second")).expect_err("duplicate");
+            assert!(matches!(err, RegistryError::Duplicate { .. }), "{err}");
+            assert_eq!(holder(&registry), "first");
+
+            let mut other = ToolRegistry::new();
+            other.register(make("third")).expect("added");
+            let (refused, superseded) = registry.add_all(&other);
+            assert!(superseded.is_empty());
+            assert!(matches!(refused[..], [RegistryError::Duplicate { .. }]));
+            assert_eq!(holder(&registry), "first");
+        }
+    }
+
+    #[test]
+    fn a_replacement_that_fails_the_check_leaves_the_deprecated_tool_in_place() {
+        let mut registry = ToolRegistry::new();
+        registry.register(deprecated("utils")).expect("added");
+        let broken = fake("write_file", "workspace", json!({"type": "array"}));
+        let err = registry.register(broken).expect_err("invalid schema");
+        assert!(matches!(err, RegistryError::Invalid { .. }), "{err}");
+        assert_eq!(holder(&registry), "utils");
+    }
 
     /// `tidy_schema` rewrites what plugins send before the registry compiles it: the
     /// rewrite must accept and refuse exactly what the schema as written does, as this

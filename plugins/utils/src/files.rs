@@ -1,6 +1,11 @@
 //! `write_file`: a write tool that creates, replaces or appends to a file. Replacing goes
 //! through a temporary file and a rename, so a reader never sees half a file.
 //!
+//! Deprecated: the workspace plugin's `write_file` does the same confined to the
+//! profile's workspace roots. This one stays for one release; its schema says
+//! `"deprecated": true`, so a host that loads both serves the workspace one under the
+//! name.
+//!
 //! It writes anywhere the host's user can, so it is careful about what it writes
 //! through: the temporary file is created exclusively (O_EXCL) in the target's folder
 //! with an unpredictable name, so a link planted in a shared folder can never redirect
@@ -32,9 +37,12 @@ pub(crate) enum WriteMode {
     Append,
 }
 
-/// Arguments of `write_file`.
+/// Arguments of `write_file`. The schema's root carries JSON Schema's `"deprecated":
+/// true` annotation: hosts let a tool of the same name that is not deprecated (the
+/// workspace plugin's) keep the name.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("deprecated" = true))]
 pub(crate) struct WriteFileArgs {
     /// The file to write. Relative paths are relative to the host's working directory.
     path: PathBuf,
@@ -59,7 +67,9 @@ impl TypedTool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Writes text to a file on the host machine. mode \"create\" (the default) refuses to \
+        "Deprecated: use the workspace plugin's write_file, confined to the profile's \
+         workspace roots; this one will be removed in the next release. Writes text to a \
+         file on the host machine. mode \"create\" (the default) refuses to \
          touch an existing file, \"overwrite\" replaces its content atomically (keeping its \
          permissions), \"append\" adds to its end. The parent directory must exist. A \
          symbolic link at the path is refused unless follow_symlinks is true, which writes \
@@ -287,6 +297,20 @@ mod tests {
         assert_eq!(info.name, "write_file");
         assert_eq!(info.risk, Risk::Write);
         assert_eq!(info.schema["required"], json!(["path", "content"]));
+    }
+
+    #[test]
+    fn is_deprecated_in_its_description_and_schema() {
+        let info = TestHost::new().describe(&WriteFile);
+        assert!(
+            info.description.starts_with(
+                "Deprecated: use the workspace plugin's write_file, confined to the profile's \
+                 workspace roots; this one will be removed in the next release."
+            ),
+            "{}",
+            info.description
+        );
+        assert_eq!(info.schema["deprecated"], json!(true), "{}", info.schema);
     }
 
     #[test]

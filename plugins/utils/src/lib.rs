@@ -1,6 +1,7 @@
 //! toolhost's bundled utility plugin: read tools for the current time in a time zone, JSON
 //! queries and text statistics; an interactive tool that lets the person edit a text in
-//! their editor; a write tool that writes files.
+//! their editor; a write tool that writes files (deprecated: the workspace plugin's
+//! `write_file`, confined to the workspace roots, replaces it).
 
 mod edit;
 mod files;

@@ -10,7 +10,7 @@ pub(crate) const HASH_DIGITS: usize = 3;
 
 /// The hash of one line's content (without its line ending; a trailing `\r` is ignored,
 /// so CRLF files anchor like LF files): FNV-1a, the low 12 bits as three hex digits.
-pub(crate) fn line_hash(line: &str) -> String {
+pub fn line_hash(line: &str) -> String {
     let line = line.strip_suffix('\r').unwrap_or(line);
     let mut hash: u32 = 0x811c_9dc5;
     for byte in line.bytes() {
@@ -23,7 +23,7 @@ pub(crate) fn line_hash(line: &str) -> String {
 }
 
 /// One line as `read_file` shows it: `12:a3f|text`.
-pub(crate) fn format_line(number: usize, line: &str) -> String {
+pub fn format_line(number: usize, line: &str) -> String {
     let line = line.strip_suffix('\r').unwrap_or(line);
     format!("{number}:{}|{line}", line_hash(line))
 }

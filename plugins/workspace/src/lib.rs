@@ -7,34 +7,28 @@
 //! `export_plugin!` exports.
 
 mod anchors;
-mod grep;
-mod listing;
-mod read;
 mod command;
 mod command_policy;
+mod edit;
 mod fetch;
 mod fetch_guard;
+mod grep;
+mod listing;
 mod process_tree;
+mod read;
 mod roots;
 mod runner;
+mod syntax;
+mod write;
 
-// The tools, for the integration tests (and hosts that link the crate).
+pub use anchors::{format_line, line_hash};
 pub use command::RunCommand;
+pub use edit::{AnchoredEdit, EditFile, EditFileArgs};
 pub use fetch::FetchUrl;
-
-pub use grep::FileMatches;
-pub use grep::Grep;
-pub use grep::GrepArgs;
-pub use grep::GrepOutput;
-pub use grep::Line;
-pub use listing::FindFiles;
-pub use listing::FindFilesArgs;
-pub use listing::ListDir;
-pub use listing::ListDirArgs;
-pub use read::BatchRead;
-pub use read::BatchReadArgs;
-pub use read::ReadFile;
-pub use read::ReadFileArgs;
+pub use grep::{FileMatches, Grep, GrepArgs, GrepOutput, Line};
+pub use listing::{FindFiles, FindFilesArgs, ListDir, ListDirArgs};
+pub use read::{BatchRead, BatchReadArgs, ReadFile, ReadFileArgs};
+pub use write::{WriteFile, WriteFileArgs, WriteMode};
 
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
@@ -45,6 +39,8 @@ toolhost_plugin_api::export_plugin! {
         listing::ListDir,
         listing::FindFiles,
         grep::Grep,
+        edit::EditFile,
+        write::WriteFile,
         command::RunCommand,
         fetch::FetchUrl,
     ],

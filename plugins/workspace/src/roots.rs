@@ -183,15 +183,6 @@ impl Resolved<'_> {
         }
     }
 
-    /// The absolute path (for walks that start here; opens go through [`Root::dir`]).
-    pub(crate) fn absolute(&self) -> PathBuf {
-        if self.rel == Path::new(".") {
-            self.root.path.clone()
-        } else {
-            self.root.path.join(&self.rel)
-        }
-    }
-
     /// The real absolute path of a folder, checked to be beneath the root: opens it
     /// through the root's handle (so no link leads out) and asks the kernel where the
     /// handle is. Walks start from this path.
@@ -209,6 +200,23 @@ impl Resolved<'_> {
                 "{} leads outside the workspace",
                 self.shown()
             )))
+        }
+    }
+}
+
+impl<'a> Resolved<'a> {
+    /// Another path beneath the same root (e.g. where a symbolic link found beneath it
+    /// points, or a file's folder), shown the same way.
+    pub(crate) fn with_rel(&self, rel: PathBuf) -> Resolved<'a> {
+        let rel = if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        };
+        Resolved {
+            root: self.root,
+            rel,
+            first: self.first,
         }
     }
 }

@@ -306,13 +306,17 @@ impl Future for PluginCall {
 impl ToolRegistry {
     /// Registers the tools of `plugins` in their load order. A tool that cannot be
     /// registered (duplicate name, bad name or schema) is left out with an error; the
-    /// rest are registered.
+    /// rest are registered. A deprecated tool superseded by one of its name that is not
+    /// (see [`Superseded`](crate::Superseded)) is left out without error, logged at info
+    /// level.
     pub fn from_plugins(plugins: &[LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
         let mut registry = ToolRegistry::new();
         let mut errors = Vec::new();
         for tool in plugins.iter().flat_map(|p| &p.tools) {
-            if let Err(e) = registry.register(Arc::clone(tool)) {
-                errors.push(e);
+            match registry.register(Arc::clone(tool)) {
+                Ok(None) => {}
+                Ok(Some(left_out)) => tracing::info!("{left_out}"),
+                Err(e) => errors.push(e),
             }
         }
         (registry, errors)

@@ -1,0 +1,1115 @@
+//! `edit_file`: changes part of a text file beneath a workspace root, by hashline
+//! anchors (the `NUMBER:HASH` `read_file` shows) or by exact text, refusing stale
+//! anchors and edits that break a file's syntax (see `syntax.rs`), and answering with a
+//! unified diff and the changed lines' new anchors.
+//!
+//! Every edit of a call applies to the same read of the file: anchors name lines of the
+//! file as it is on disk, edits may not overlap, and the edited text is built in one pass
+//! over the original. The write goes through the temporary file and rename of
+//! `write.rs`, keeping the file's mode and line endings. Weak spots: the file is held in
+//! memory (at most [`MAX_EDIT_BYTES`]); a change by someone else between our read and
+//! the rename is detected (inode, size, modification time) but not merged.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::ops::Range;
+
+use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+
+use crate::anchors::{Anchor, format_line, line_hash};
+use crate::roots::Workspace;
+use crate::syntax::{EditSpan, Grammar, Verdict, check};
+use crate::write::{Place, changed_lines, replace, write_error};
+
+/// Largest file `edit_file` edits (it holds the file, the edited text and, for the
+/// syntax check, two syntax trees in memory).
+pub(crate) const MAX_EDIT_BYTES: u64 = 8 << 20;
+/// Lines of unified diff shown at most.
+const MAX_DIFF_LINES: usize = 200;
+/// Lines of new anchors shown at most.
+const MAX_ANCHOR_LINES: usize = 200;
+/// Lines shown around a stale anchor or the nearest match, each side.
+const AROUND: usize = 3;
+
+/// Arguments of `edit_file`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// The file to edit: relative to the first workspace root, or absolute beneath one of
+    /// the roots. It must exist (create files with write_file).
+    path: String,
+    /// Edits by anchor, applied together: each names lines by the `NUMBER:HASH` anchors
+    /// read_file shows before each line ("12:a3f"; "12:a3f|text" as copied works too).
+    /// All anchors refer to the file as you read it (line numbers are not shifted by
+    /// other edits in the list); the edits must not overlap. Use either `edits` or
+    /// `old_text`/`new_text`.
+    #[serde(default)]
+    edits: Vec<AnchoredEdit>,
+    /// Edit by exact text: the text to replace, exactly as it is in the file (whitespace,
+    /// indentation and line breaks included; no anchors). It must occur exactly once
+    /// unless replace_all is true.
+    #[serde(default)]
+    old_text: Option<String>,
+    /// With old_text: the text to put in its place ("" deletes it).
+    #[serde(default)]
+    new_text: Option<String>,
+    /// With old_text: replace every occurrence (the result says how many). Default false:
+    /// more than one occurrence is refused, naming their lines.
+    #[serde(default)]
+    replace_all: bool,
+    /// Write the edit even if it turns a file that parsed cleanly into one with syntax
+    /// errors (checked for Rust, Python, JavaScript, TypeScript, TSX, JSON and TOML by file
+    /// extension). Default false: such an edit is refused and nothing is written.
+    #[serde(default)]
+    allow_syntax_errors: bool,
+}
+
+/// One edit by anchors: `from` (and optionally `to`) to replace lines, or `after` or
+/// `before` to insert lines.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnchoredEdit {
+    /// Replace lines starting at this line's anchor, e.g. "12:a3f".
+    #[serde(default)]
+    from: Option<String>,
+    /// With `from`: the anchor of the last line replaced (inclusive), e.g. "15:9c0".
+    /// Default: just the `from` line.
+    #[serde(default)]
+    to: Option<String>,
+    /// Instead of replacing: insert new_text after this line's anchor.
+    #[serde(default)]
+    after: Option<String>,
+    /// Instead of replacing: insert new_text before this line's anchor.
+    #[serde(default)]
+    before: Option<String>,
+    /// The new lines, as plain text (no anchors or line numbers). With `from`, "" deletes
+    /// the lines. A final line break is optional.
+    new_text: String,
+}
+
+/// The `edit_file` tool.
+pub struct EditFile;
+
+impl TypedTool for EditFile {
+    type Args = EditFileArgs;
+
+    fn name(&self) -> &str {
+        "edit_file"
+    }
+
+    fn description(&self) -> &str {
+        "Edits part of an existing text file in the workspace, in one of two ways. (1) By \
+         anchors: `edits` is a list of {\"from\": \"12:a3f\", \"to\": \"15:9c0\", \
+         \"new_text\": \"...\"} (replace lines 12-15; \"\" deletes them) or {\"after\": \
+         \"12:a3f\", \"new_text\": \"...\"} / {\"before\": ...} (insert lines), using the \
+         NUMBER:HASH anchors read_file shows before each line. All anchors refer to the file \
+         as you read it; if a line changed since, the whole call is refused (nothing written) \
+         and the current lines are shown with fresh anchors. (2) By exact text: old_text \
+         (must occur exactly once, or set replace_all) and new_text; if it is not found, the \
+         most similar lines are shown. An edit that turns a file that parsed cleanly into \
+         one with a syntax error (Rust, Python, JavaScript, TypeScript, JSON, TOML) is \
+         refused, naming the error's line and the syntax node the edit split, unless \
+         allow_syntax_errors is true. Line endings (LF or CRLF) and permissions are kept; \
+         the write is atomic; symbolic links are not edited through. Files up to 8 MiB. \
+         Returns a unified diff of the change and the new anchors of the changed lines, so \
+         further edits need no new read."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Write
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: EditFileArgs) -> Result<String, ToolError> {
+        let workspace = Workspace::of(ctx).await?;
+        ctx.blocking(move |_| edit(&workspace, &args))
+            .await
+            .map_err(ToolError::failed)?
+    }
+}
+
+/// Which way the call edits.
+enum Request<'a> {
+    Anchored(&'a [AnchoredEdit]),
+    Exact {
+        old: &'a str,
+        new: &'a str,
+        all: bool,
+    },
+}
+
+fn request(args: &EditFileArgs) -> Result<Request<'_>, ToolError> {
+    match (&args.edits[..], &args.old_text, &args.new_text) {
+        ([], Some(old), Some(new)) => Ok(Request::Exact {
+            old,
+            new,
+            all: args.replace_all,
+        }),
+        ([], Some(_), None) => Err(ToolError::invalid_args(
+            "old_text needs new_text (the text to put in its place; \"\" deletes it)",
+        )),
+        ([], None, _) => Err(ToolError::invalid_args(
+            "say what to change: `edits` (a list of anchored edits) or `old_text` and \
+             `new_text`",
+        )),
+        (edits, None, None) if !args.replace_all => Ok(Request::Anchored(edits)),
+        _ => Err(ToolError::invalid_args(
+            "use either `edits` or `old_text`/`new_text` (with replace_all), not both; top-level \
+             new_text belongs with old_text, each anchored edit has its own new_text",
+        )),
+    }
+}
+
+fn edit(workspace: &Workspace, args: &EditFileArgs) -> Result<String, ToolError> {
+    let request = request(args)?;
+    let resolved = workspace.resolve(&args.path)?;
+    let place = Place::open(resolved, false)?;
+    let shown = place.shown();
+    match place.existing()? {
+        None => {
+            return Err(ToolError::failed(format!(
+                "{shown} does not exist; create it with write_file"
+            )));
+        }
+        Some(meta) if meta.file_type().is_symlink() => {
+            return Err(place.link_refusal(
+                "edit_file",
+                "edit the file it points to by its own path (it must be inside the workspace)",
+            ));
+        }
+        Some(meta) if !meta.is_file() => {
+            return Err(ToolError::failed(format!(
+                "{shown} is not a regular file (a folder, FIFO, socket or device); edit_file \
+                 edits text files"
+            )));
+        }
+        Some(meta) if meta.len() > MAX_EDIT_BYTES => {
+            return Err(ToolError::failed(format!(
+                "{shown} is {} bytes; edit_file edits files up to {} MiB",
+                meta.len(),
+                MAX_EDIT_BYTES >> 20
+            )));
+        }
+        Some(_) => {}
+    }
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NOFOLLOW);
+    let file = place
+        .dir
+        .open_with(&place.name, &options)
+        .map_err(|e| write_error("open", &shown, &e))?;
+    // What we read is this version of the file; the rename checks it is still there.
+    let meta = file
+        .metadata()
+        .map_err(|e| write_error("inspect", &shown, &e))?;
+    if !meta.is_file() {
+        return Err(ToolError::failed(format!(
+            "{shown} changed into something other than a regular file; try again"
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_EDIT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| write_error("read", &shown, &e))?;
+    let before = String::from_utf8(bytes).map_err(|_| {
+        ToolError::failed(format!(
+            "{shown} is not UTF-8 text (a binary file?); edit_file edits text files only"
+        ))
+    })?;
+
+    let text = Text::new(&before);
+    let planned = match request {
+        Request::Anchored(edits) => plan_anchored(&text, edits, &shown)?,
+        Request::Exact { old, new, all } => plan_exact(&text, old, new, all, &shown)?,
+    };
+    let (after, spans) = apply(&before, &planned.splices)?;
+    if after == before {
+        return Ok(format!(
+            "nothing changed: the new text of {shown} equals the old; nothing was written"
+        ));
+    }
+
+    let syntax_note = match Grammar::for_path(&place.resolved.rel) {
+        None => None,
+        Some(grammar) => match check(grammar, &before, &after, &spans) {
+            Verdict::Clean(_) => None,
+            Verdict::AlreadyBroken(grammar, site) => Some(format!(
+                "note: {shown} already had a {} syntax error before this edit (line {}, \
+                 column {}: {}), so the edit was not checked for syntax",
+                grammar.name(),
+                site.line,
+                site.column,
+                site.what
+            )),
+            Verdict::Unchecked(why) => Some(format!("note: syntax not checked: {why}")),
+            Verdict::Broken(breakage) if !args.allow_syntax_errors => {
+                return Err(ToolError::failed(format!(
+                    "edit_file refused: nothing was written. The edit would break {shown}: {}.\n\
+                     The edited text around the error:\n{}\n\
+                     Fix the new text so the file still parses (read the lines again if \
+                     needed), or pass \"allow_syntax_errors\": true if the breakage is \
+                     intended (e.g. one step of several edits).",
+                    breakage.describe(),
+                    numbered_excerpt(&after, breakage.error.line)
+                )));
+            }
+            Verdict::Broken(breakage) => Some(format!(
+                "warning: the file now has a syntax error (allowed by allow_syntax_errors): {}",
+                breakage.describe()
+            )),
+        },
+    };
+
+    replace(&place, after.as_bytes(), Some(&meta)).map_err(|e| write_error("write", &shown, &e))?;
+
+    let mut out = format!("edited {shown}: {}\n", planned.summary);
+    out.push_str(&unified_diff(&before, &after, &shown));
+    out.push_str(&new_anchors(&after, &spans));
+    if let Some(note) = syntax_note {
+        out.push_str(&note);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The file's text split into lines as `read_file` numbers them (on `\n`; a final line
+/// break ends the last line rather than starting an empty one).
+struct Text<'a> {
+    text: &'a str,
+    /// Per line: where it starts, where its content ends (before `\r\n` or `\n`) and
+    /// where the next line starts.
+    lines: Vec<LineSpan>,
+    /// The line ending new lines get: `\r\n` when most of the file's lines end so.
+    eol: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LineSpan {
+    start: usize,
+    end: usize,
+    next: usize,
+}
+
+impl<'a> Text<'a> {
+    fn new(text: &'a str) -> Text<'a> {
+        let mut lines = Vec::new();
+        let mut start = 0;
+        let (mut crlf, mut lf) = (0usize, 0usize);
+        while start < text.len() {
+            let (end, next) = match text[start..].find('\n') {
+                Some(i) => {
+                    let nl = start + i;
+                    if nl > start && text.as_bytes()[nl - 1] == b'\r' {
+                        crlf += 1;
+                        (nl - 1, nl + 1)
+                    } else {
+                        lf += 1;
+                        (nl, nl + 1)
+                    }
+                }
+                None => (text.len(), text.len()),
+            };
+            lines.push(LineSpan { start, end, next });
+            start = next;
+        }
+        Text {
+            text,
+            lines,
+            eol: if crlf > lf { "\r\n" } else { "\n" },
+        }
+    }
+
+    /// Line `n`'s content (from 1), without its line break.
+    fn line(&self, n: usize) -> &'a str {
+        self.lines
+            .get(n.wrapping_sub(1))
+            .map_or("", |l| &self.text[l.start..l.end])
+    }
+
+    /// Line `n`'s line break ("" for a last line without one).
+    fn terminator(&self, n: usize) -> &'a str {
+        self.lines
+            .get(n.wrapping_sub(1))
+            .map_or("", |l| &self.text[l.end..l.next])
+    }
+
+    fn span(&self, n: usize) -> LineSpan {
+        self.lines
+            .get(n.wrapping_sub(1))
+            .copied()
+            .unwrap_or(LineSpan {
+                start: self.text.len(),
+                end: self.text.len(),
+                next: self.text.len(),
+            })
+    }
+
+    fn contents(&self) -> Vec<&'a str> {
+        (1..=self.lines.len()).map(|n| self.line(n)).collect()
+    }
+
+    /// The line (from 1) that byte `at` is on.
+    fn line_of(&self, at: usize) -> usize {
+        self.lines.partition_point(|l| l.next <= at) + 1
+    }
+
+    /// Lines `first..=last` (clipped to the file) with their anchors, one per line.
+    fn anchored(&self, first: usize, last: usize) -> String {
+        let first = first.max(1);
+        let last = last.min(self.lines.len());
+        let mut out = String::new();
+        for n in first..=last {
+            out.push_str(&format_line(n, self.line(n)));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `text` with its line breaks made this file's.
+    fn with_eol(&self, text: &str) -> String {
+        let lf = text.replace("\r\n", "\n");
+        if self.eol == "\r\n" {
+            lf.replace('\n', "\r\n")
+        } else {
+            lf
+        }
+    }
+}
+
+/// Replacing `range` of the original by `text`.
+#[derive(Debug)]
+struct Splice {
+    range: Range<usize>,
+    text: String,
+    /// "edit 2 (lines 12-15)", for messages about overlaps.
+    label: String,
+}
+
+/// What a call will change.
+struct Plan {
+    splices: Vec<Splice>,
+    /// One line for the result: what was done.
+    summary: String,
+}
+
+/// A stale anchor: which edit, which field, what it said.
+struct Stale {
+    edit: usize,
+    field: &'static str,
+    anchor: Anchor,
+}
+
+fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result<Plan, ToolError> {
+    let count = text.lines.len();
+    let lines = text.contents();
+    let mut stale = Vec::new();
+    let mut parsed = Vec::with_capacity(edits.len());
+    for (i, e) in edits.iter().enumerate() {
+        let number = i + 1;
+        let parse =
+            |field: &'static str, value: &Option<String>| -> Result<Option<Anchor>, ToolError> {
+                value
+                    .as_deref()
+                    .map(|v| {
+                        Anchor::parse(v).map_err(|why| {
+                            ToolError::invalid_args(format!("edit {number}, `{field}`: {why}"))
+                        })
+                    })
+                    .transpose()
+            };
+        let (from, to, after, before) = (
+            parse("from", &e.from)?,
+            parse("to", &e.to)?,
+            parse("after", &e.after)?,
+            parse("before", &e.before)?,
+        );
+        let kind = match (from, to, after, before) {
+            (Some(from), to, None, None) => {
+                let to = to.unwrap_or_else(|| from.clone());
+                if to.line < from.line {
+                    return Err(ToolError::invalid_args(format!(
+                        "edit {number}: `to` ({to}) is before `from` ({from}); `to` names the \
+                         last line replaced"
+                    )));
+                }
+                Kind::Replace(from, to)
+            }
+            (None, None, Some(after), None) => Kind::After(after),
+            (None, None, None, Some(before)) => Kind::Before(before),
+            _ => {
+                return Err(ToolError::invalid_args(format!(
+                    "edit {number}: give `from` (and optionally `to`) to replace lines, or \
+                     `after` or `before` alone to insert lines"
+                )));
+            }
+        };
+        if !matches!(kind, Kind::Replace(..)) && e.new_text.is_empty() {
+            return Err(ToolError::invalid_args(format!(
+                "edit {number}: new_text is empty, so there is nothing to insert"
+            )));
+        }
+        for (field, anchor) in kind.anchors() {
+            if !anchor.matches(&lines) {
+                stale.push(Stale {
+                    edit: number,
+                    field,
+                    anchor: anchor.clone(),
+                });
+            }
+        }
+        parsed.push((number, kind, &e.new_text));
+    }
+    if !stale.is_empty() {
+        return Err(ToolError::failed(stale_report(
+            text, &lines, &stale, shown, count,
+        )));
+    }
+
+    let mut splices = Vec::with_capacity(parsed.len());
+    let mut said = Vec::with_capacity(parsed.len());
+    for (number, kind, new_text) in parsed {
+        let body = text.with_eol(new_text);
+        let body = body
+            .strip_suffix(text.eol)
+            .map(str::to_owned)
+            .unwrap_or(body);
+        let new_lines = if new_text.is_empty() {
+            0
+        } else {
+            body.split(text.eol).count()
+        };
+        let (range, replacement, words, label) = match &kind {
+            Kind::Replace(from, to) => {
+                let lines_word = if from.line == to.line {
+                    format!("line {}", from.line)
+                } else {
+                    format!("lines {}-{}", from.line, to.line)
+                };
+                let (replacement, words) = if new_text.is_empty() {
+                    (String::new(), format!("{lines_word} deleted"))
+                } else {
+                    (
+                        format!("{body}{}", text.terminator(to.line)),
+                        format!("{lines_word} replaced by {}", plural(new_lines, "line")),
+                    )
+                };
+                (
+                    text.span(from.line).start..text.span(to.line).next,
+                    replacement,
+                    words,
+                    format!("edit {number} ({lines_word})"),
+                )
+            }
+            Kind::After(at) => {
+                let next = text.span(at.line).next;
+                let replacement = if text.terminator(at.line).is_empty() {
+                    format!("{}{body}", text.eol)
+                } else {
+                    format!("{body}{}", text.eol)
+                };
+                (
+                    next..next,
+                    replacement,
+                    format!(
+                        "{} inserted after line {}",
+                        plural(new_lines, "line"),
+                        at.line
+                    ),
+                    format!("edit {number} (after line {})", at.line),
+                )
+            }
+            Kind::Before(at) => {
+                let start = text.span(at.line).start;
+                (
+                    start..start,
+                    format!("{body}{}", text.eol),
+                    format!(
+                        "{} inserted before line {}",
+                        plural(new_lines, "line"),
+                        at.line
+                    ),
+                    format!("edit {number} (before line {})", at.line),
+                )
+            }
+        };
+        splices.push(Splice {
+            range,
+            text: replacement,
+            label,
+        });
+        said.push(words);
+    }
+    Ok(Plan {
+        splices,
+        summary: said.join("; "),
+    })
+}
+
+/// What an anchored edit does.
+enum Kind {
+    Replace(Anchor, Anchor),
+    After(Anchor),
+    Before(Anchor),
+}
+
+impl Kind {
+    fn anchors(&self) -> Vec<(&'static str, &Anchor)> {
+        match self {
+            Kind::Replace(from, to) if from == to => vec![("from", from)],
+            Kind::Replace(from, to) => vec![("from", from), ("to", to)],
+            Kind::After(a) => vec![("after", a)],
+            Kind::Before(a) => vec![("before", a)],
+        }
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// The refusal of stale anchors: each one, what its line holds now, the current lines
+/// around it with fresh anchors.
+fn stale_report(
+    text: &Text<'_>,
+    lines: &[&str],
+    stale: &[Stale],
+    shown: &str,
+    count: usize,
+) -> String {
+    let mut out = format!(
+        "edit_file refused: nothing was written. {} no longer {} {shown} (it changed since it \
+         was read):\n",
+        plural(stale.len(), "anchor"),
+        if stale.len() == 1 { "matches" } else { "match" }
+    );
+    let mut shown_ranges: Vec<(usize, usize)> = Vec::new();
+    for s in stale {
+        let n = s.anchor.line;
+        let now = if n > count {
+            format!("the file has only {}", plural(count, "line"))
+        } else {
+            format!("line {n} is now `{}`", format_line(n, lines[n - 1]))
+        };
+        let _ = write!(out, "- edit {}, `{}` {}: {now}", s.edit, s.field, s.anchor);
+        // The line it named may have moved: the nearest line with the same hash.
+        let moved = (1..=count)
+            .filter(|&m| m != n && line_hash(lines[m - 1]) == s.anchor.hash)
+            .min_by_key(|&m| m.abs_diff(n))
+            .filter(|&m| m.abs_diff(n) <= 50);
+        if let Some(m) = moved {
+            let _ = write!(
+                out,
+                "; a line with that hash is now line {m} ({m}:{})",
+                s.anchor.hash
+            );
+            shown_ranges.push((m.saturating_sub(AROUND), m + AROUND));
+        }
+        out.push('\n');
+        let center = n.min(count.max(1));
+        shown_ranges.push((center.saturating_sub(AROUND), center + AROUND));
+    }
+    shown_ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (a, b) in shown_ranges {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    out.push_str("Current lines:\n");
+    for (i, (a, b)) in merged.iter().enumerate() {
+        if i > 0 {
+            out.push_str("…\n");
+        }
+        out.push_str(&text.anchored(*a, *b));
+    }
+    out.push_str("Redo the edit with the current anchors (read_file shows more of the file).");
+    out
+}
+
+fn plan_exact(
+    text: &Text<'_>,
+    old: &str,
+    new: &str,
+    all: bool,
+    shown: &str,
+) -> Result<Plan, ToolError> {
+    if old.is_empty() {
+        return Err(ToolError::invalid_args(
+            "old_text is empty; give the exact text to replace (or use `edits` with anchors \
+             to insert lines)",
+        ));
+    }
+    let normalized = text.with_eol(old);
+    let mut needle = normalized.as_str();
+    let mut starts: Vec<usize> = text.text.match_indices(needle).map(|(i, _)| i).collect();
+    if starts.is_empty() && normalized != old {
+        needle = old;
+        starts = text.text.match_indices(needle).map(|(i, _)| i).collect();
+    }
+    if starts.is_empty() {
+        return Err(ToolError::failed(no_match_report(text, old, shown)));
+    }
+    let match_lines: Vec<usize> = starts.iter().map(|&s| text.line_of(s)).collect();
+    let lines_list = |cap: usize| {
+        let mut list: Vec<String> = match_lines.iter().take(cap).map(usize::to_string).collect();
+        if match_lines.len() > cap {
+            list.push(format!("and {} more", match_lines.len() - cap));
+        }
+        list.join(", ")
+    };
+    if starts.len() > 1 && !all {
+        return Err(ToolError::failed(format!(
+            "edit_file refused: nothing was written. old_text occurs {} times in {shown} (at \
+             lines {}); include more of the surrounding lines in old_text so it matches once, \
+             pass \"replace_all\": true to replace every occurrence, or use `edits` with \
+             anchors",
+            starts.len(),
+            lines_list(20)
+        )));
+    }
+    let replacement = text.with_eol(new);
+    let splices = starts
+        .iter()
+        .zip(&match_lines)
+        .map(|(&s, line)| Splice {
+            range: s..s + needle.len(),
+            text: replacement.clone(),
+            label: format!("the occurrence at line {line}"),
+        })
+        .collect::<Vec<_>>();
+    let summary = if splices.len() == 1 {
+        format!(
+            "replaced the one occurrence of old_text (line {})",
+            match_lines[0]
+        )
+    } else {
+        format!(
+            "replaced all {} occurrences of old_text (lines {})",
+            splices.len(),
+            lines_list(50)
+        )
+    };
+    Ok(Plan { splices, summary })
+}
+
+/// The refusal of an old_text that is not in the file: the most similar lines, with
+/// anchors, and hints about what differs.
+fn no_match_report(text: &Text<'_>, old: &str, shown: &str) -> String {
+    let mut out =
+        format!("edit_file refused: nothing was written. old_text was not found in {shown}.\n");
+    let lines = text.contents();
+    let old_lines: Vec<&str> = old.lines().collect();
+    let mut hints = Vec::new();
+    if old_lines
+        .iter()
+        .any(|l| Anchor::parse(l).is_ok() && l.contains('|'))
+    {
+        hints.push(
+            "old_text contains anchors (`12:a3f|`) copied from read_file: remove them, or use \
+             `edits` with those anchors"
+                .to_owned(),
+        );
+    }
+    // The same lines with other whitespace?
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let wanted: Vec<String> = old_lines.iter().map(|l| squash(l)).collect();
+    let first_wanted = wanted.iter().position(|l| !l.is_empty());
+    let mut region = None;
+    if let Some(skip) = first_wanted {
+        let wanted = &wanted[skip..];
+        let have: Vec<String> = lines.iter().map(|l| squash(l)).collect();
+        if let Some(at) = (0..have.len().saturating_sub(wanted.len() - 1))
+            .find(|&i| have[i..i + wanted.len()] == *wanted)
+        {
+            let (a, b) = (at + 1, at + wanted.len());
+            hints.push(format!(
+                "old_text matches lines {a}-{b} if spaces, tabs and indentation are ignored: \
+                 copy those lines exactly as the file has them (shown above)"
+            ));
+            region = Some((a, b));
+        }
+    }
+    if region.is_none() {
+        let probe = old_lines
+            .iter()
+            .map(|l| l.trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        if let Some(best) = most_similar_line(&lines, probe) {
+            region = Some((best, best + old_lines.len().saturating_sub(1)));
+            hints.push(format!(
+                "the most similar line to old_text's first line is line {best}; compare it \
+                 character by character"
+            ));
+        }
+    }
+    if let Some((a, b)) = region {
+        out.push_str("The nearest lines now:\n");
+        out.push_str(&text.anchored(a.saturating_sub(AROUND - 1), b + AROUND - 1));
+    } else if lines.is_empty() {
+        hints.push(format!(
+            "{shown} is empty: use write_file to give it content"
+        ));
+    }
+    for hint in hints {
+        let _ = writeln!(out, "Hint: {hint}.");
+    }
+    out.push_str("Copy old_text exactly from the file, or use `edits` with the anchors shown.");
+    out
+}
+
+/// The line (from 1) most like `probe` (trimmed): the lowest edit distance relative to
+/// the longer of the two, among lines of comparable length.
+fn most_similar_line(lines: &[&str], probe: &str) -> Option<usize> {
+    const CAP: usize = 120;
+    let probe: Vec<char> = probe.chars().take(CAP).collect();
+    if probe.is_empty() {
+        return None;
+    }
+    let mut best: Option<(f64, usize)> = None;
+    let mut row = Vec::with_capacity(CAP + 1);
+    for (i, line) in lines.iter().enumerate() {
+        let line: Vec<char> = line.trim().chars().take(CAP).collect();
+        if line.is_empty() || line.len() * 3 < probe.len() || probe.len() * 3 < line.len() {
+            continue;
+        }
+        let longer = line.len().max(probe.len()) as f64;
+        let score = levenshtein(&probe, &line, &mut row) as f64 / longer;
+        if best.is_none_or(|(s, _)| score < s) {
+            best = Some((score, i + 1));
+        }
+    }
+    best.filter(|(score, _)| *score < 0.7).map(|(_, line)| line)
+}
+
+/// The edit distance between `a` and `b` (two rows, reused).
+fn levenshtein(a: &[char], b: &[char], row: &mut Vec<usize>) -> usize {
+    row.clear();
+    row.extend(0..=b.len());
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// Builds the edited text in one pass over `before` (splices in file order; inserts at
+/// a point come before a replacement starting there, in the order given) and says where
+/// each splice's text landed. Overlapping splices are refused.
+fn apply(before: &str, splices: &[Splice]) -> Result<(String, Vec<EditSpan>), ToolError> {
+    let mut order: Vec<usize> = (0..splices.len()).collect();
+    order.sort_by_key(|&i| (splices[i].range.start, !splices[i].range.is_empty(), i));
+    let mut out = String::with_capacity(before.len() + 64);
+    let mut cursor = 0;
+    let mut previous: Option<&Splice> = None;
+    let mut spans = Vec::with_capacity(splices.len());
+    for i in order {
+        let splice = &splices[i];
+        if splice.range.start < cursor {
+            let earlier = previous.map_or("an earlier edit", |p| p.label.as_str());
+            return Err(ToolError::failed(format!(
+                "edit_file refused: nothing was written. {} and {earlier} overlap; every \
+                 edit in one call applies to the file as read, so merge them into one edit or \
+                 make their line ranges disjoint",
+                splice.label
+            )));
+        }
+        out.push_str(&before[cursor..splice.range.start]);
+        let at = out.len();
+        out.push_str(&splice.text);
+        spans.push(EditSpan {
+            before: splice.range.clone(),
+            after: at..out.len(),
+        });
+        cursor = splice.range.end;
+        previous = Some(splice);
+    }
+    out.push_str(&before[cursor..]);
+    Ok((out, spans))
+}
+
+/// A unified diff (3 lines of context) of the change, at most [`MAX_DIFF_LINES`] lines,
+/// carriage returns left out.
+fn unified_diff(before: &str, after: &str, shown: &str) -> String {
+    let diff = similar::TextDiff::from_lines(before, after);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{shown}"), &format!("b/{shown}"))
+        .to_string();
+    let mut out = String::new();
+    let all: Vec<&str> = text.lines().collect();
+    for line in all.iter().take(MAX_DIFF_LINES) {
+        out.push_str(line.strip_suffix('\r').unwrap_or(line));
+        out.push('\n');
+    }
+    if all.len() > MAX_DIFF_LINES {
+        let _ = writeln!(
+            out,
+            "… ({} more diff lines left out)",
+            all.len() - MAX_DIFF_LINES
+        );
+    }
+    let (added, removed) = changed_lines(before, after);
+    let _ = writeln!(out, "(+{added} -{removed} lines)");
+    out
+}
+
+/// The changed regions' lines in the edited text, one line of context each side, with
+/// their anchors: what further edits can name without a new read.
+fn new_anchors(after: &str, spans: &[EditSpan]) -> String {
+    let text = Text::new(after);
+    let count = text.lines.len();
+    if count == 0 {
+        return "The file is now empty.\n".to_owned();
+    }
+    let mut ranges: Vec<(usize, usize)> = spans
+        .iter()
+        .map(|s| {
+            let first = text.line_of(s.after.start);
+            let last = if s.after.is_empty() {
+                first
+            } else {
+                text.line_of(s.after.end - 1)
+            };
+            (first.saturating_sub(1).max(1), (last + 1).min(count))
+        })
+        .collect();
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut out = String::from("Anchors of the changed lines now (with one line around):\n");
+    let mut left = MAX_ANCHOR_LINES;
+    for (i, (a, b)) in merged.iter().enumerate() {
+        if left == 0 {
+            out.push_str("… (more changed lines left out: read_file shows them)\n");
+            break;
+        }
+        if i > 0 {
+            out.push_str("…\n");
+        }
+        let b = (*b).min(a + left - 1);
+        out.push_str(&text.anchored(*a, b));
+        left -= b + 1 - a;
+    }
+    out
+}
+
+/// Lines around `line` of `text`, numbered (no anchors: the text was not written).
+fn numbered_excerpt(text: &str, line: usize) -> String {
+    let first = line.saturating_sub(2).max(1);
+    text.lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(line + 3 - first)
+        .map(|(i, l)| {
+            let mark = if i + 1 == line { ">" } else { " " };
+            format!("{mark}{:>5} | {}", i + 1, l.strip_suffix('\r').unwrap_or(l))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anchor(text: &Text<'_>, n: usize) -> String {
+        format!("{n}:{}", line_hash(text.line(n)))
+    }
+
+    fn edit_by(text: &Text<'_>, from: usize, to: Option<usize>, new_text: &str) -> AnchoredEdit {
+        AnchoredEdit {
+            from: Some(anchor(text, from)),
+            to: to.map(|t| anchor(text, t)),
+            after: None,
+            before: None,
+            new_text: new_text.to_owned(),
+        }
+    }
+
+    fn run(before: &str, edits: &[AnchoredEdit]) -> Result<String, ToolError> {
+        let text = Text::new(before);
+        let plan = plan_anchored(&text, edits, "f")?;
+        Ok(apply(before, &plan.splices)?.0)
+    }
+
+    #[test]
+    fn lines_split_as_read_file_numbers_them_and_keep_their_endings() {
+        let t = Text::new("a\r\nb\r\nc");
+        assert_eq!(t.lines.len(), 3);
+        assert_eq!(
+            (t.line(2), t.terminator(2), t.terminator(3)),
+            ("b", "\r\n", "")
+        );
+        assert_eq!(t.eol, "\r\n");
+        assert_eq!(Text::new("a\n\n").lines.len(), 2);
+        assert_eq!(Text::new("").lines.len(), 0);
+        assert_eq!(t.line_of(0), 1);
+        assert_eq!(t.line_of(3), 2);
+        assert_eq!(t.with_eol("x\ny\r\n"), "x\r\ny\r\n");
+    }
+
+    #[test]
+    fn replacing_deleting_and_inserting_lines() {
+        let before = "one\ntwo\nthree\nfour\n";
+        let t = Text::new(before);
+        assert_eq!(
+            run(before, &[edit_by(&t, 2, Some(3), "TWO\nTHREE\nMORE")]).expect("ok"),
+            "one\nTWO\nTHREE\nMORE\nfour\n"
+        );
+        assert_eq!(
+            run(before, &[edit_by(&t, 2, None, "")]).expect("ok"),
+            "one\nthree\nfour\n"
+        );
+        let insert = |after: Option<usize>, before_line: Option<usize>| AnchoredEdit {
+            from: None,
+            to: None,
+            after: after.map(|n| anchor(&t, n)),
+            before: before_line.map(|n| anchor(&t, n)),
+            new_text: "new\n".to_owned(),
+        };
+        assert_eq!(
+            run(before, &[insert(Some(4), None), insert(None, Some(1))]).expect("ok"),
+            "new\none\ntwo\nthree\nfour\nnew\n"
+        );
+        // A last line without a line break keeps having none.
+        let open = "a\nb";
+        let t = Text::new(open);
+        assert_eq!(run(open, &[edit_by(&t, 2, None, "B")]).expect("ok"), "a\nB");
+        let after_last = AnchoredEdit {
+            from: None,
+            to: None,
+            after: Some(anchor(&t, 2)),
+            before: None,
+            new_text: "c".to_owned(),
+        };
+        assert_eq!(run(open, &[after_last]).expect("ok"), "a\nb\nc");
+    }
+
+    #[test]
+    fn overlapping_edits_and_bad_ranges_are_refused() {
+        let before = "1\n2\n3\n4\n5\n";
+        let t = Text::new(before);
+        let e = run(
+            before,
+            &[edit_by(&t, 1, Some(3), "x"), edit_by(&t, 3, Some(4), "y")],
+        )
+        .expect_err("overlap");
+        assert!(e.to_string().contains("overlap"), "{e}");
+        let inside = AnchoredEdit {
+            from: None,
+            to: None,
+            after: Some(anchor(&t, 2)),
+            before: None,
+            new_text: "z".to_owned(),
+        };
+        let e = run(before, &[edit_by(&t, 1, Some(3), "x"), inside]).expect_err("inside");
+        assert!(e.to_string().contains("overlap"), "{e}");
+        let e = run(before, &[edit_by(&t, 3, Some(1), "x")]).expect_err("backwards");
+        assert!(e.to_string().contains("is before `from`"), "{e}");
+    }
+
+    #[test]
+    fn a_stale_anchor_shows_the_current_lines_and_where_the_line_went() {
+        let read = "alpha\nbeta\ngamma\n";
+        let t = Text::new(read);
+        let edit = edit_by(&t, 2, None, "BETA");
+        let now = "inserted\nalpha\nbeta\ngamma\n";
+        let e = run(now, &[edit]).expect_err("stale").to_string();
+        assert!(e.contains("nothing was written"), "{e}");
+        assert!(e.contains("line 2 is now `2:"), "{e}");
+        assert!(e.contains("now line 3"), "{e}");
+        assert!(e.contains(&format_line(3, "beta")), "{e}");
+    }
+
+    #[test]
+    fn exact_text_needs_one_match_or_replace_all() {
+        let before = "let a = 1;\nlet b = 1;\n";
+        let t = Text::new(before);
+        let e = plan_exact(&t, "= 1", "= 2", false, "f")
+            .err()
+            .expect("two matches")
+            .to_string();
+        assert!(
+            e.contains("occurs 2 times") && e.contains("lines 1, 2"),
+            "{e}"
+        );
+        let plan = plan_exact(&t, "= 1", "= 2", true, "f").expect("all");
+        assert!(
+            plan.summary.contains("all 2 occurrences"),
+            "{}",
+            plan.summary
+        );
+        assert_eq!(
+            apply(before, &plan.splices).expect("ok").0,
+            "let a = 2;\nlet b = 2;\n"
+        );
+    }
+
+    #[test]
+    fn no_match_shows_the_nearest_lines_and_whitespace_hints() {
+        let before = "fn main() {\n\tlet total = 1;\n}\n";
+        let t = Text::new(before);
+        let e = plan_exact(&t, "    let total = 1;", "x", false, "f")
+            .err()
+            .expect("no match")
+            .to_string();
+        assert!(e.contains("spaces, tabs and indentation"), "{e}");
+        assert!(e.contains(&format_line(2, "\tlet total = 1;")), "{e}");
+        let e = plan_exact(&t, "let totl = 2;", "x", false, "f")
+            .err()
+            .expect("no match")
+            .to_string();
+        assert!(
+            e.contains("most similar line to old_text's first line is line 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn levenshtein_counts_edits() {
+        let mut row = Vec::new();
+        let chars = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(
+            levenshtein(&chars("kitten"), &chars("sitting"), &mut row),
+            3
+        );
+        assert_eq!(levenshtein(&chars(""), &chars("ab"), &mut row), 2);
+    }
+
+    #[test]
+    fn new_anchors_cover_the_changed_lines_with_one_around() {
+        let after = "a\nb\nC\nd\ne\n";
+        let spans = [EditSpan {
+            before: 4..6,
+            after: 4..6,
+        }];
+        let shown = new_anchors(after, &spans);
+        assert!(shown.contains(&format_line(2, "b")), "{shown}");
+        assert!(shown.contains(&format_line(3, "C")), "{shown}");
+        assert!(shown.contains(&format_line(4, "d")), "{shown}");
+        assert!(!shown.contains(&format_line(1, "a")), "{shown}");
+    }
+}
