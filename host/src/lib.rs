@@ -165,6 +165,10 @@ pub mod worker {
     /// Ends every plugin worker this process started and everything they started: call
     /// it on the way out.
     pub use crate::sys::containment::end_all_workers as end_all;
+    /// Keeps programs of the same user (commands a plugin runs among them) from reading
+    /// this process's environment and memory through `/proc`: call it first thing in a
+    /// host's `main` (never in a worker's).
+    pub use crate::sys::process::forbid_same_user_inspection;
 }
 
 /// The config file's schema as read ([`LoadedConfig::config`]), before it is checked and

@@ -15,6 +15,8 @@
 //! thread. What an older kernel cannot enforce is reported ([`SandboxOutcome::Partial`],
 //! [`SandboxOutcome::NotSupported`]) in best-effort mode and refused in required mode.
 
+pub mod caps;
+
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -299,6 +301,9 @@ pub struct PreparedSandbox {
     ruleset: Option<OwnedFd>,
     /// Whether the child sets `PR_SET_NO_NEW_PRIVS` (every mode but off).
     no_new_privs: bool,
+    /// Whether the child drops every capability (every mode but off), and the highest
+    /// capability number and whether the parent holds any, found before `fork`.
+    drop_caps: Option<(u32, bool)>,
     /// What the child will be held to.
     outcome: SandboxOutcome,
 }
@@ -311,6 +316,7 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
         return Ok(PreparedSandbox {
             ruleset: None,
             no_new_privs: false,
+            drop_caps: None,
             outcome: SandboxOutcome::Off,
         });
     }
@@ -331,6 +337,7 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
     Ok(PreparedSandbox {
         ruleset,
         no_new_privs: true,
+        drop_caps: Some((caps::last_cap(), caps::has_any())),
         outcome,
     })
 }
@@ -342,13 +349,18 @@ impl PreparedSandbox {
     }
 
     /// Restricts the calling thread (in a child: the child process, whose only thread it
-    /// is) to the prepared ruleset and sets `PR_SET_NO_NEW_PRIVS` (so setuid programs no
+    /// is) to the prepared ruleset, sets `PR_SET_NO_NEW_PRIVS` (so setuid programs no
     /// longer gain privileges; Landlock requires it of a process without
-    /// `CAP_SYS_ADMIN`).
+    /// `CAP_SYS_ADMIN`) and drops every capability (a root host's command must not keep
+    /// `CAP_SYS_PTRACE`, `CAP_DAC_OVERRIDE` and the rest: with them it could read the
+    /// host's memory and environment, or write past the sandbox's owner checks).
     ///
-    /// Async-signal-safe: two system calls, no allocation, no lock, so it may run in a
+    /// Async-signal-safe: system calls only, no allocation, no lock, so it may run in a
     /// `pre_exec` hook of `std::process::Command`. The error is the system call's `errno`.
     pub fn enter(&self) -> io::Result<()> {
+        if let Some((last_cap, held)) = self.drop_caps {
+            caps::drop_all_in_child(last_cap, held)?;
+        }
         if self.no_new_privs {
             // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integers and touches no memory.
             if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {

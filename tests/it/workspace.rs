@@ -450,4 +450,16 @@ fn a_commands_temporary_folder_is_private_and_shell_lines_need_the_profiles_leav
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.lines().any(|l| l.trim() == "700"), "{said}");
+
+    // The host's environment (API keys) is not the command's to read through /proc.
+    let mut cmd = work.command();
+    cmd.args(["call", "run_command"])
+        .arg(json!({"command": "cat /proc/$PPID/environ; echo; tr '\\0' '\\n' < /proc/$PPID/cmdline | head -1"}).to_string())
+        .args(["--profile", "coder", "--yes", "--plugins"])
+        .arg(work.plugins.path())
+        .env("TOOLHOST_TEST_SECRET", "hunter2-not-for-commands");
+    let peek = cmd.output().expect("run toolhost call");
+    let said = format!("{}{}", text(&peek.stdout), text(&peek.stderr));
+    assert!(said.contains("toolhost"), "the parent is the host: {said}");
+    assert!(!said.contains("hunter2-not-for-commands"), "{said}");
 }

@@ -92,6 +92,13 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     init_logging(&cli.command);
+    // Commands the workspace tools run are this user's programs: they must not read the
+    // host's environment (API keys) or memory through /proc/PID.
+    if let Err(e) = toolhost::worker::forbid_same_user_inspection() {
+        tracing::warn!(
+            "could not keep other programs of this user from reading toolhost's environment              through /proc: {e}"
+        );
+    }
     // Writing a new crate needs no config (a broken one must not stop it).
     if let Command::New(args) = cli.command {
         return args.run().unwrap_or_else(|error| report(&error));

@@ -159,7 +159,7 @@ mod tests {
         };
         let settings = WorkspaceSettings::resolve(&raw, "here".into()).expect("resolve");
         let real = std::fs::canonicalize(tmp.path().join("proj")).expect("real");
-        assert_eq!(settings.roots, [real.clone()]);
+        assert_eq!(settings.roots, std::slice::from_ref(&real));
         let answer = settings.answer();
         assert_eq!(answer.roots, [real.to_string_lossy().into_owned()]);
         assert_eq!(answer.command_timeout_secs, DEFAULT_COMMAND_TIMEOUT_SECS);

@@ -6,7 +6,6 @@
 //! (`containment`, `pid_namespace`), what confines a worker (`confinement`) and the live
 //! workers the control socket refuses (`workers`).
 
-pub(crate) mod caps;
 pub(crate) mod confinement;
 pub(crate) mod containment;
 pub(crate) mod permissions;

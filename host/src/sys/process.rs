@@ -215,3 +215,15 @@ pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: `_exit` takes no pointers and never returns.
     unsafe { libc::_exit(code) }
 }
+
+/// Makes this process "not dumpable": its `/proc/PID` files (`environ`, `mem`, `maps`,
+/// ...) become root's, so a program of the same user, a command a workspace tool ran
+/// included, cannot read the host's environment (API keys) or memory, and cannot attach
+/// a debugger to it. Programs this process starts are dumpable again at their `exec`.
+pub fn forbid_same_user_inspection() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes integers only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

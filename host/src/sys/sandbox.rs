@@ -3,6 +3,7 @@
 //! plugin's `run_command` uses the same code for commands); this module names them for
 //! the rest of the host.
 
+pub(crate) use toolhost_sandbox::caps;
 pub(crate) use toolhost_sandbox::{
     SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply, kernel_abi,
     system_read_paths,

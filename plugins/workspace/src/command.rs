@@ -191,6 +191,7 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
         .map(|(_, v)| v)
         .unwrap_or_default();
     let denylist = Denylist::new(&rules.deny_programs);
+    let is_shell_line = args.command.is_some();
     let (given, argv) = match (args.program, args.command) {
         (Some(_), Some(_)) => {
             return Err(ToolError::failed(
@@ -226,6 +227,14 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
     let program = find_program(&given, &path_var, &cwd);
     if let Some(entry) = denylist.refuses(&given, program.as_deref()) {
         return Err(denied(&given, entry));
+    }
+    // `program: "bash", args: ["-c", ...]` is a shell command line by another name.
+    if !rules.shell && !is_shell_line && is_shell(&given, program.as_deref()) {
+        return Err(ToolError::failed(format!(
+            "{given} is a shell, and shell command lines are off in this workspace: run the \
+             program you want directly with `program` and `args` (a script file runs by its \
+             own path), or have the operator set `shell = true` under `[workspace]`"
+        )));
     }
     let program = program.ok_or_else(|| {
         ToolError::failed(format!(
@@ -263,6 +272,31 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
         timeout: Duration::from_secs(secs),
         notes,
     })
+}
+
+/// Shells and the programs that run a command line for them: what `shell = false` keeps
+/// out when they are named as the program.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "env",
+    "xargs", "nohup", "setsid", "eval",
+];
+
+/// Whether `given` (or the program it resolved to, links followed) is a shell.
+fn is_shell(given: &str, resolved: Option<&Path>) -> bool {
+    let base = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    let mut names = vec![base(Path::new(given))];
+    if let Some(path) = resolved {
+        names.push(base(path));
+        if let Ok(real) = std::fs::canonicalize(path) {
+            names.push(base(&real));
+        }
+    }
+    names.iter().any(|n| SHELLS.contains(&n.as_str()))
 }
 
 /// The refusal of a denylisted program.

@@ -11,9 +11,11 @@ use toolhost_plugin_api::WorkspaceAnswer;
 use toolhost_plugin_api::testing::TestHost;
 use toolhost_workspace::RunCommand;
 
-/// A host whose workspace is `dir`, with `tweak` applied to the rules.
+/// A host whose workspace is `dir`, with `tweak` applied to the rules. Shells are on
+/// (`shell = true`): most tests run `sh -c` to make a process tree.
 fn host_with(dir: &Path, tweak: impl FnOnce(&mut WorkspaceAnswer)) -> TestHost {
     let mut answer = WorkspaceAnswer::with_roots([dir.display().to_string()]);
+    answer.shell = true;
     tweak(&mut answer);
     TestHost::new().workspace(answer)
 }
@@ -279,7 +281,8 @@ fn denylisted_programs_are_refused_naming_the_entry() {
 #[test]
 fn a_shell_command_line_is_refused_unless_the_workspace_enables_it() {
     let dir = tempfile::tempdir().expect("tmp");
-    let e = host_with(dir.path(), |_| {})
+    let off = host_with(dir.path(), |a| a.shell = false);
+    let e = off
         .call(&RunCommand, json!({"command": "echo a | tr a b"}))
         .expect_err("shell off")
         .to_string();
@@ -287,6 +290,20 @@ fn a_shell_command_line_is_refused_unless_the_workspace_enables_it() {
         e.contains("shell = true") && e.contains("[workspace]"),
         "{e}"
     );
+    // A shell named as the program, or a program that runs another, is the same thing.
+    for (program, args) in [
+        ("sh", json!(["-c", "echo a"])),
+        ("/bin/bash", json!(["-c", "echo a"])),
+        ("env", json!(["sudo", "true"])),
+    ] {
+        let e = off
+            .call(&RunCommand, json!({"program": program, "args": args}))
+            .expect_err("a shell by another name")
+            .to_string();
+        assert!(e.contains("shell = true"), "{program}: {e}");
+    }
+    let (value, _) = run(&off, json!({"program": "echo", "args": ["plain"]}));
+    assert_eq!(value["stdout"], "plain\n");
     let (value, _) = run(
         &host_with(dir.path(), |a| a.shell = true),
         json!({"command": "echo a | tr a b"}),
@@ -334,4 +351,27 @@ fn the_description_and_risk_say_what_the_tool_does() {
         assert!(info.description.contains(phrase), "{phrase}");
     }
     assert!(info.schema["properties"]["program"].is_object());
+}
+
+#[test]
+fn a_command_of_a_root_host_holds_no_capabilities() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let host = host_with(dir.path(), |_| {});
+    let (value, _) = run(
+        &host,
+        json!({"program": "grep", "args": ["^Cap", "/proc/self/status"]}),
+    );
+    let status = value["stdout"].as_str().unwrap_or_default().to_owned();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(set))
+            .unwrap_or_else(|| panic!("no {set} in {status}"));
+        assert!(
+            line.trim_end().ends_with("0000000000000000"),
+            "{line} (the host runs as uid {})",
+            // SAFETY: geteuid has no preconditions.
+            unsafe { libc::geteuid() }
+        );
+    }
 }

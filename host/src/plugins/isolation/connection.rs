@@ -94,6 +94,8 @@ pub(super) struct Connection {
     pub(super) confinement: Confinement,
     /// Keeps the worker's processes together; ended with it.
     pub(super) containment: Containment,
+    /// The worker's private temporary folder (its `TMPDIR`), removed with the connection.
+    pub(super) tmp: Option<tempfile::TempDir>,
 }
 
 impl Connection {
@@ -520,6 +522,7 @@ impl Connection {
             last_words,
             confinement,
             containment,
+            tmp: None,
         }
     }
 }

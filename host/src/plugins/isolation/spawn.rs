@@ -106,7 +106,14 @@ pub(super) fn spawn(
     profile: &str,
 ) -> Result<Started, WorkerStartError> {
     let (host_end, worker_end, containment) = prepare(policy)?;
-    let child = launch_process(policy, launch, &containment, &worker_end)?;
+    let tmp = private_tmp(policy);
+    let child = launch_process(
+        policy,
+        launch,
+        &containment,
+        &worker_end,
+        tmp.as_ref().map(tempfile::TempDir::path),
+    )?;
     drop(worker_end);
     let pid = child.id();
     crate::sys::workers::register(pid, containment.cgroup_paths());
@@ -127,7 +134,10 @@ pub(super) fn spawn(
         Ok(s) => s,
         Err(e) => return Err(unready.fail(WorkerStartError::Socket(e))),
     };
-    let rules = rules_for(plugin.copy, policy, launch.network, profile);
+    let mut rules = rules_for(plugin.copy, policy, launch.network, profile);
+    if let Some(tmp) = &tmp {
+        rules.write.push(tmp.path().to_path_buf());
+    }
     if let Err(e) = send_orders(
         &host_end,
         plugin,
@@ -153,7 +163,7 @@ pub(super) fn spawn(
     }
     let plugin_name: Arc<str> = Arc::from(hello.name.as_str());
     let _ = label.set(Arc::clone(&plugin_name));
-    let conn = Arc::new(Connection::new(
+    let mut conn = Connection::new(
         host_end,
         pid,
         Some(child),
@@ -161,7 +171,9 @@ pub(super) fn spawn(
         last_words,
         confinement,
         containment,
-    ));
+    );
+    conn.tmp = tmp;
+    let conn = Arc::new(conn);
     conn.start_reading(reader)
         .map_err(WorkerStartError::ReaderThread)?;
     Ok(Started { conn, hello })
@@ -224,6 +236,7 @@ fn launch_process(
     launch: &Launch,
     containment: &Containment,
     worker_end: &UnixStream,
+    tmp: Option<&Path>,
 ) -> Result<Child, WorkerStartError> {
     let mut command = Command::new(&policy.worker_exe);
     command
@@ -231,7 +244,11 @@ fn launch_process(
         .arg("--fd")
         .arg("3")
         .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(launch.env.iter().map(|(k, v)| (k, v)));
+    if let Some(tmp) = tmp {
+        command.env("TMPDIR", tmp);
+    }
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -240,6 +257,28 @@ fn launch_process(
         exe: policy.worker_exe.clone(),
         source,
     })
+}
+
+/// The worker's own temporary folder (mode 0700, `TMPDIR` in its environment, writable
+/// in its sandbox, removed when the worker's connection ends): libraries and commands
+/// that need a temporary file get one no other worker or user can reach. None for an
+/// inspection (which writes nothing), or when it cannot be made (logged; the worker then
+/// has no writable temporary folder).
+fn private_tmp(policy: &IsolationPolicy) -> Option<tempfile::TempDir> {
+    if policy.inspect {
+        return None;
+    }
+    tempfile::Builder::new()
+        .prefix("toolhost-worker-")
+        .tempdir()
+        .map_err(|e| {
+            tracing::warn!(
+                "could not make a private temporary folder for a plugin worker in {}: {e}; \
+                 the worker gets none",
+                std::env::temp_dir().display()
+            );
+        })
+        .ok()
 }
 
 /// Step 3: a thread that logs the worker's stderr (rate-limited, labelled with the

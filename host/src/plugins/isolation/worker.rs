@@ -29,8 +29,9 @@ use crate::plugins::run::plugin_tool::{PluginAnswer, PluginTool};
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};
+use crate::sys::sandbox::caps;
 use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
-use crate::sys::{caps, pid_namespace, seccomp};
+use crate::sys::{pid_namespace, seccomp};
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);

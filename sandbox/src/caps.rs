@@ -1,7 +1,8 @@
 //! Dropping every Linux capability: a plugin worker of a host that runs as root (or in a
 //! user namespace of its own) gives up the bounding, ambient, inheritable, permitted and
-//! effective sets before it loads the plugin, and locks the secure bits so that running a
-//! program as uid 0 grants none back. A process without capabilities does nothing here.
+//! effective sets before it loads the plugin, and a sandboxed command does between `fork`
+//! and `exec`; both lock the secure bits so that running a program as uid 0 grants none
+//! back. A process without capabilities does nothing here.
 
 use std::io;
 
@@ -48,12 +49,12 @@ fn permitted() -> io::Result<[CapData; 2]> {
 }
 
 /// Whether the calling thread holds any capability (permitted set).
-pub(crate) fn has_any() -> bool {
+pub fn has_any() -> bool {
     permitted().is_ok_and(|d| d.iter().any(|h| h.permitted != 0 || h.effective != 0))
 }
 
 /// The highest capability number this kernel knows.
-fn last_cap() -> u32 {
+pub fn last_cap() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -62,11 +63,31 @@ fn last_cap() -> u32 {
 
 /// Drops every capability of the calling thread (and of what it starts afterwards), for
 /// good. Call it before other threads exist.
-pub(crate) fn drop_all() -> io::Result<()> {
-    let zero: libc::c_ulong = 0;
+pub fn drop_all() -> io::Result<()> {
+    drop_all_up_to(last_cap(), has_any())
+        .map_err(|(step, e)| io::Error::new(e.kind(), format!("could not {step}: {e}")))?;
     if has_any() {
+        return Err(io::Error::other(
+            "capabilities remained after they were dropped",
+        ));
+    }
+    Ok(())
+}
+
+/// [`drop_all`] for a child between `fork` and `exec`: `last_cap` and `held` (whether
+/// the parent holds capabilities) are found by the parent, because reading them
+/// allocates. Only system calls here; the error is the failing call's `errno`.
+pub fn drop_all_in_child(last_cap: u32, held: bool) -> io::Result<()> {
+    drop_all_up_to(last_cap, held).map_err(|(_, e)| e)
+}
+
+/// The system calls of [`drop_all`]; an error names the step (a static string: nothing
+/// here allocates).
+fn drop_all_up_to(last_cap: u32, held: bool) -> Result<(), (&'static str, io::Error)> {
+    let zero: libc::c_ulong = 0;
+    if held {
         // The bounding set and the secure bits first: both need CAP_SETPCAP.
-        for cap in 0..=last_cap() {
+        for cap in 0..=last_cap {
             // SAFETY: PR_CAPBSET_DROP reads only its integer arguments.
             let r = unsafe {
                 libc::prctl(
@@ -81,20 +102,13 @@ pub(crate) fn drop_all() -> io::Result<()> {
                 let e = io::Error::last_os_error();
                 // A capability this kernel does not know.
                 if e.raw_os_error() != Some(libc::EINVAL) {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("could not drop capability {cap} from the bounding set: {e}"),
-                    ));
+                    return Err(("drop a capability from the bounding set", e));
                 }
             }
         }
         // SAFETY: PR_SET_SECUREBITS reads only its integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECURE_BITS, zero, zero, zero) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("could not lock the secure bits: {e}"),
-            ));
+            return Err(("lock the secure bits", io::Error::last_os_error()));
         }
     }
     // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL reads only its integer arguments.
@@ -120,16 +134,7 @@ pub(crate) fn drop_all() -> io::Result<()> {
     // stack.
     let r = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
     if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("could not clear the capability sets: {e}"),
-        ));
-    }
-    if has_any() {
-        return Err(io::Error::other(
-            "capabilities remained after they were dropped",
-        ));
+        return Err(("clear the capability sets", io::Error::last_os_error()));
     }
     Ok(())
 }
