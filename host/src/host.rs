@@ -266,7 +266,7 @@ impl Host {
                 .profiles
                 .iter()
                 .map(|p| {
-                    let requests: Arc<dyn HostRequests> = Arc::new(ProfileRequests::for_profile(p));
+                    let requests: Arc<dyn HostRequests> = Arc::new(p.requests());
                     (p.clone(), requests)
                 })
                 .collect(),

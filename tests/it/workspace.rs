@@ -463,3 +463,132 @@ fn a_commands_temporary_folder_is_private_and_shell_lines_need_the_profiles_leav
     assert!(said.contains("toolhost"), "the parent is the host: {said}");
     assert!(!said.contains("hunter2-not-for-commands"), "{said}");
 }
+
+/// A one-shot HTTP server on loopback: answers every request with `body` as
+/// `content_type`; returns its address.
+fn http_server(content_type: &'static str, body: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+#[test]
+fn fetch_url_refuses_loopback_unless_the_workspace_allows_it_and_turns_html_into_markdown() {
+    let addr = http_server(
+        "text/html; charset=utf-8",
+        "<html><head><title>t</title></head><body><h1>Release notes</h1><p>It <b>works</b>.</p></body></html>",
+    );
+    let url = format!("http://{addr}/notes");
+    let work = Work::new("[workspace]\nroots = [\"../../proj\"]\n");
+    let refused = work.call("fetch_url", &json!({ "url": url }), &[]);
+    assert!(!refused.status.success());
+    let err = text(&refused.stderr);
+    assert!(
+        err.contains("127.0.0.1") && err.contains("allow_private_addresses"),
+        "{err}"
+    );
+
+    let work = Work::new("[workspace]\nroots = [\"../../proj\"]\nallow_private_addresses = true\n");
+    let fetched = work.call("fetch_url", &json!({ "url": url }), &[]);
+    assert!(fetched.status.success(), "{}", text(&fetched.stderr));
+    let page = text(&fetched.stdout);
+    assert!(page.contains("# Release notes"), "{page}");
+    assert!(page.contains("**works**"), "{page}");
+    assert!(!page.contains("<h1>"), "{page}");
+}
+
+#[test]
+fn listing_finding_and_searching_honour_gitignore_through_the_binary() {
+    let work = Work::new("[workspace]\nroots = [\"../../proj\"]\n");
+    let proj = work.proj();
+    std::fs::write(proj.join(".gitignore"), "target/\n*.log\n").expect("gitignore");
+    std::fs::create_dir_all(proj.join("target")).expect("target");
+    std::fs::write(proj.join("target").join("built.rs"), "fn needle() {}\n").expect("built");
+    std::fs::write(proj.join("run.log"), "needle in a log\n").expect("log");
+    std::fs::write(proj.join("src").join("lib.rs"), "pub fn needle() {}\n").expect("lib");
+
+    let listed = work.call("list_dir", &json!({"path": ".", "depth": 3}), &[]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listing = text(&listed.stdout);
+    assert!(
+        listing.contains("src/") && listing.contains("lib.rs"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("built.rs") && !listing.contains("run.log"),
+        "{listing}"
+    );
+
+    let found = work.call("find_files", &json!({"patterns": ["*.rs"]}), &[]);
+    assert!(found.status.success(), "{}", text(&found.stderr));
+    let files = text(&found.stdout);
+    assert!(
+        files.contains("src/lib.rs") && files.contains("src/main.rs"),
+        "{files}"
+    );
+    assert!(!files.contains("target/"), "{files}");
+
+    let grep = work.call("grep", &json!({"pattern": "needle"}), &[]);
+    assert!(grep.status.success(), "{}", text(&grep.stderr));
+    let hits = text(&grep.stdout);
+    assert!(hits.contains("src/lib.rs:1:pub fn needle() {}"), "{hits}");
+    assert!(
+        !hits.contains("built.rs") && !hits.contains("run.log"),
+        "{hits}"
+    );
+
+    let batch = work.call(
+        "batch_read",
+        &json!({"paths": ["src/lib.rs", "missing.rs", "../outside/secret.txt"]}),
+        &[],
+    );
+    assert!(batch.status.success(), "{}", text(&batch.stderr));
+    let read = text(&batch.stdout);
+    assert!(
+        read.contains("1:") && read.contains("|pub fn needle() {}"),
+        "{read}"
+    );
+    assert!(read.matches("<error").count() == 2, "{read}");
+    assert!(!read.contains("TOP SECRET"), "{read}");
+}
+
+#[test]
+fn a_timed_out_command_leaves_no_process_behind() {
+    let work = Work::new(
+        "[workspace]\nroots = [\"../../proj\"]\nshell = true\ncommand_timeout_secs = 2\n",
+    );
+    let out = work.call(
+        "run_command",
+        &json!({"command": "sleep 300 & echo $! > pidfile; wait"}),
+        &[],
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        said.contains("timed out") || said.contains("time limit"),
+        "{said}"
+    );
+    let pid: i32 = std::fs::read_to_string(work.proj().join("pidfile"))
+        .expect("pidfile")
+        .trim()
+        .parse()
+        .expect("pid");
+    crate::support::wait_until("the background sleep to be gone", || {
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0;
+        gone || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.contains(") Z "))
+    });
+}

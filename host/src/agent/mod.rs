@@ -98,7 +98,7 @@ impl Agent {
     /// An agent; opens (or creates) the profile's session store.
     pub fn new(parts: AgentParts) -> Result<Agent, AgentError> {
         let requests =
-            ProfileRequests::new(parts.state_dir.clone()).with_workspace(&parts.workspace);
+            ProfileRequests::new(parts.state_dir.clone()).with_workspace(parts.workspace.answer());
         requests
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;

@@ -193,15 +193,11 @@ impl ProfileRequests {
         }
     }
 
-    /// Answers for `profile`: its state folder and its workspace.
-    pub fn for_profile(profile: &crate::Profile) -> Self {
-        ProfileRequests::new(profile.state_dir.clone()).with_workspace(&profile.workspace)
-    }
-
-    /// These answers with `workspace` as the profile's workspace.
+    /// These answers with `workspace` as the profile's workspace
+    /// (`WorkspaceSettings::answer` of a loaded profile).
     #[must_use]
-    pub fn with_workspace(mut self, workspace: &crate::config::WorkspaceSettings) -> Self {
-        self.workspace = workspace.answer();
+    pub fn with_workspace(mut self, workspace: toolhost_plugin_api::WorkspaceAnswer) -> Self {
+        self.workspace = workspace;
         self
     }
 

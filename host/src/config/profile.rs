@@ -42,6 +42,12 @@ pub struct ProfileView {
 }
 
 impl Profile {
+    /// The host requests this profile answers on its own: its state folder and its
+    /// workspace.
+    pub fn requests(&self) -> crate::ProfileRequests {
+        crate::ProfileRequests::new(self.state_dir.clone()).with_workspace(self.workspace.answer())
+    }
+
     /// What the profile's agent gets from `full`: its listed tools (or all). Listed tools
     /// that are missing are reported, not fatal (hot reload).
     pub fn view(&self, full: &ToolRegistry) -> ProfileView {

@@ -134,7 +134,7 @@ pub(crate) fn profile_door_scope(
     profile: &Profile,
     registry: ToolRegistry,
 ) -> Arc<dyn toolhost::Profiles> {
-    let requests = Arc::new(toolhost::ProfileRequests::for_profile(profile));
+    let requests = Arc::new(profile.requests());
     let store = Arc::new(toolhost::OutputStore::for_profile(
         &profile.state_dir,
         &profile.output,
