@@ -271,6 +271,23 @@ pub fn apply(mode: SandboxMode, rules: &SandboxRules) -> Result<SandboxOutcome, 
     if mode == SandboxMode::Off {
         return Ok(SandboxOutcome::Off);
     }
+    let (abi, gaps) = probe_gaps(mode, rules)?;
+    let path_rules = open_rules(rules)?;
+    let status = build(mode, rules, path_rules)?.restrict_self()?;
+    outcome(
+        mode,
+        abi,
+        gaps,
+        status.ruleset != RulesetStatus::NotEnforced,
+    )
+}
+
+/// The kernel's Landlock ABI and what of `rules` it cannot enforce; in required mode a
+/// gap is an error (nothing restricted).
+fn probe_gaps(
+    mode: SandboxMode,
+    rules: &SandboxRules,
+) -> Result<(io::Result<u32>, Vec<String>), SandboxError> {
     let abi = probe();
     let gaps = match &abi {
         Ok(abi) => gaps(*abi, rules),
@@ -281,14 +298,7 @@ pub fn apply(mode: SandboxMode, rules: &SandboxRules) -> Result<SandboxOutcome, 
             detail: gaps.join("; "),
         });
     }
-    let path_rules = open_rules(rules)?;
-    let status = build(mode, rules, path_rules)?.restrict_self()?;
-    outcome(
-        mode,
-        abi,
-        gaps,
-        status.ruleset != RulesetStatus::NotEnforced,
-    )
+    Ok((abi, gaps))
 }
 
 /// A ruleset built for a child process to enter: made by [`prepare`] in the parent (which
@@ -320,16 +330,7 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
             outcome: SandboxOutcome::Off,
         });
     }
-    let abi = probe();
-    let gaps = match &abi {
-        Ok(abi) => gaps(*abi, rules),
-        Err(e) => vec![unsupported_detail(e)],
-    };
-    if mode == SandboxMode::Required && !gaps.is_empty() {
-        return Err(SandboxError::NotEnforced {
-            detail: gaps.join("; "),
-        });
-    }
+    let (abi, gaps) = probe_gaps(mode, rules)?;
     let path_rules = open_rules(rules)?;
     let created = build(mode, rules, path_rules)?;
     let ruleset: Option<OwnedFd> = created.into();
