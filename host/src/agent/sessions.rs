@@ -68,6 +68,23 @@ impl FromSql for Role {
     }
 }
 
+/// One session as `toolhost sessions list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SessionSummary {
+    /// Its id.
+    pub id: String,
+    /// The session whose turn started it (a child turn's), if any.
+    pub parent: Option<String>,
+    /// When it started (RFC 3339).
+    pub created: String,
+    /// How many messages it holds.
+    pub messages: u64,
+    /// When its last message was stored, if it has any.
+    pub last: Option<String>,
+    /// The first 200 characters of its first request.
+    pub first_request: Option<String>,
+}
+
 /// The sessions of one profile.
 pub struct SessionStore {
     path: PathBuf,
@@ -309,6 +326,36 @@ impl SessionStore {
                         .and_then(|c| serde_json::from_str::<Vec<ModelToolCall>>(&c).ok())
                         .unwrap_or_default(),
                     tool_call_id: row.get(3)?,
+                })
+            })
+            .map_err(|e| self.db(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
+    }
+
+    /// Every session, newest first: when it started and last changed, its parent (a child
+    /// turn's), how many messages it has and the start of its first request.
+    pub fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare(
+                "SELECT s.id, s.parent, s.created,
+                        (SELECT COUNT(*) FROM messages m WHERE m.session = s.id),
+                        (SELECT MAX(m.created) FROM messages m WHERE m.session = s.id),
+                        (SELECT m.content FROM messages m WHERE m.session = s.id
+                           AND m.role = 'user' ORDER BY m.id LIMIT 1)
+                 FROM sessions s ORDER BY s.created DESC, s.id",
+            )
+            .map_err(|e| self.db(e))?;
+        let rows = stmt
+            .query_map([], |row| {
+                let first: Option<String> = row.get(5)?;
+                Ok(SessionSummary {
+                    id: row.get(0)?,
+                    parent: row.get(1)?,
+                    created: row.get(2)?,
+                    messages: row.get(3)?,
+                    last: row.get(4)?,
+                    first_request: first.map(|f| f.chars().take(200).collect()),
                 })
             })
             .map_err(|e| self.db(e))?;

@@ -74,6 +74,12 @@ enum Command {
     /// tests through the API's test harness, a README with the build, check, install and
     /// sign steps).
     New(new::NewArgs),
+    /// List a profile's stored conversations, or show one (no host needs to run).
+    Sessions(commands::sessions::SessionsArgs),
+    /// Print a completion script for bash, zsh or fish on stdout.
+    Completions(commands::shell::CompletionsArgs),
+    /// Print the manual page (roff) on stdout: `toolhost man | man -l -`.
+    Man(commands::shell::ManArgs),
     /// Internal: a plugin worker process, started by toolhost itself on a socket it
     /// passes as descriptor `--fd`.
     #[command(name = "__worker", hide = true)]
@@ -99,9 +105,17 @@ fn main() -> ExitCode {
             "could not keep other programs of this user from reading toolhost's environment              through /proc: {e}"
         );
     }
-    // Writing a new crate needs no config (a broken one must not stop it).
+    // Writing a new crate, completions and the manual need no config (a broken one must
+    // not stop them).
     if let Command::New(args) = cli.command {
         return args.run().unwrap_or_else(|error| report(&error));
+    }
+    match &cli.command {
+        Command::Completions(args) => {
+            return args.run::<Cli>().unwrap_or_else(|error| report(&error));
+        }
+        Command::Man(args) => return args.run::<Cli>().unwrap_or_else(|error| report(&error)),
+        _ => {}
     }
     let code = match try_main(cli) {
         Ok(code) => code,
@@ -120,14 +134,26 @@ fn init_logging(command: &Command) {
     } else {
         "warn"
     };
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
-        )
-        .init();
+        .with_env_filter(filter);
+    // TOOLHOST_LOG_FORMAT=json: one JSON object per line, for journald and log shippers.
+    match std::env::var("TOOLHOST_LOG_FORMAT").as_deref() {
+        Ok("json") => builder.json().with_current_span(false).init(),
+        Ok("text") | Err(_) => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        Ok(other) => {
+            builder
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .init();
+            tracing::warn!(
+                "TOOLHOST_LOG_FORMAT={other:?} is not known: use \"json\" or \"text\"; logging as text"
+            );
+        }
+    }
 }
 
 /// Loads the config and runs the command: its exit code, or the error `main` prints.
@@ -158,12 +184,16 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Token(args) => args.run(&config),
         Command::Run(args) => args.run(&config),
         Command::Chat(args) => args.run(&config),
+        Command::Sessions(args) => args.run(&config),
         Command::Reload(args) => args.run(&config),
         Command::Status(args) => args.run(&config),
         Command::Check(args) => args.run(&config),
         Command::Trust(args) => args.run(&config),
         Command::Worker { .. } => Err(commands::usage("__worker is started by toolhost itself")),
         Command::New(args) => args.run(),
+        Command::Completions(_) | Command::Man(_) => Err(commands::usage(
+            "completions and man run before the config is read",
+        )),
     }
 }
 

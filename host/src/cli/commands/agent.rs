@@ -5,13 +5,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolhost::agent::model::{ModelError, OpenAiClient};
 use toolhost::agent::{Agent, AgentParts, TurnObserver};
 use toolhost::{CallDoor, CallerChannel, LoadedConfig, ToolCall, ToolResult};
-use toolhost_plugin_api::{AskAnswer, AskRequest, ServiceError};
 
 use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver};
 use crate::approve;
@@ -42,6 +40,9 @@ pub(crate) struct RunArgs {
     pub(crate) agent: AgentOpts,
     /// What to ask.
     prompt: String,
+    /// Print `{"session": ID, "answer": TEXT}` as JSON instead of the answer's text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `toolhost chat`.
@@ -88,42 +89,6 @@ impl TurnObserver for Printer {
     }
 }
 
-/// The person at the terminal: answers `clarify` and other questions tools ask.
-struct TerminalCaller;
-
-#[async_trait]
-impl CallerChannel for TerminalCaller {
-    async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
-        let message = &request.message;
-        let choices: Vec<String> = request
-            .schema
-            .pointer("/properties/answer/enum")
-            .and_then(Value::as_array)
-            .map(|c| {
-                c.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut question = format!("? {message}\n");
-        if !choices.is_empty() {
-            question.push_str(&format!("  (one of: {})\n", choices.join(", ")));
-        }
-        question.push_str("answer (empty to decline): ");
-        let line = approve::ask(&question).await.ok_or_else(|| {
-            ServiceError::Failed("the terminal's input ended before an answer".to_owned())
-        })?;
-        let answer = line.trim();
-        Ok(if answer.is_empty() {
-            AskAnswer::Decline
-        } else {
-            AskAnswer::Accept {
-                content: json!({"answer": answer}),
-            }
-        })
-    }
-}
-
 /// The profile's agent, with a terminal for approvals and questions when there is one.
 fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
     let model = OpenAiClient::new(config.model().ok_or(ModelError::NotConfigured)?)?;
@@ -149,7 +114,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         door,
         model: Arc::new(model),
         config: config.agent(&profile),
-        caller: terminal.then(|| Arc::new(TerminalCaller) as Arc<dyn CallerChannel>),
+        caller: Some(Arc::new(approve::TerminalCaller::new(terminal)) as Arc<dyn CallerChannel>),
         observer: Some(Arc::new(Printer)),
     })?;
     Ok(agent)
@@ -192,6 +157,13 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
 }
 
 /// The agent, its session (the one asked for, or a new one) and a runtime to run it on.
+/// Where the chat of `a`'s profile keeps its prompt history: its state folder.
+fn agent_history(a: &AgentOpts, config: &LoadedConfig) -> std::path::PathBuf {
+    super::resolve_profile(config, a.profile.as_deref())
+        .map(|p| p.state_dir.join("chat_history"))
+        .unwrap_or_default()
+}
+
 fn prepare(
     config: &LoadedConfig,
     a: &AgentOpts,
@@ -213,6 +185,10 @@ impl RunArgs {
         // A question still waiting on the terminal must not hold the exit up.
         runtime.shutdown_background();
         match outcome {
+            Ok(answer) if self.json => {
+                outln!("{}", json!({"session": session, "answer": answer}))?;
+                Ok(ExitCode::SUCCESS)
+            }
             Ok(answer) => {
                 errln!("(session {session})");
                 outln!("{answer}")?;
@@ -254,8 +230,9 @@ impl ChatArgs {
                 }
             });
         }
+        approve::keep_history(agent_history(&self.agent, config));
         let mut written = Ok(());
-        while let Some(line) = runtime.block_on(approve::ask("> ")) {
+        while let Some(line) = runtime.block_on(approve::ask_prompt("> ")) {
             let prompt = line.trim();
             if prompt.is_empty() {
                 break;

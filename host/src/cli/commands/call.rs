@@ -99,6 +99,9 @@ impl CallArgs {
         );
         let mut request = door.request(Caller::this_process(Frontend::Cli));
         request.session = format!("cli-{}", std::process::id());
+        request.channel = Some(std::sync::Arc::new(crate::approve::TerminalCaller::new(
+            std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        )));
         let call = ToolCall {
             id: "cli-1".to_owned(),
             name: self.tool,

@@ -12,6 +12,8 @@ pub(crate) mod list;
 pub(crate) mod new;
 pub(crate) mod output;
 pub(crate) mod serve;
+pub(crate) mod sessions;
+pub(crate) mod shell;
 pub(crate) mod token;
 pub(crate) mod trust;
 

@@ -30,6 +30,10 @@ pub(crate) struct OutputArgs {
     /// An output made over MCP HTTP: the name of the token its client used.
     #[arg(long, value_name = "NAME")]
     token: Option<String>,
+    /// Print JSON: the text, its first line's number, the whole output's size (chars,
+    /// lines, bytes) and, for --grep, how many lines matched.
+    #[arg(long)]
+    json: bool,
 }
 
 impl OutputArgs {
@@ -50,6 +54,19 @@ impl OutputArgs {
             token: self.token,
         };
         let excerpt = store.read(&owner, &self.id, &range)?;
+        if self.json {
+            crate::output::outln!(
+                "{}",
+                serde_json::json!({
+                    "id": self.id,
+                    "text": excerpt.text,
+                    "first_line": excerpt.first_line,
+                    "size": excerpt.size,
+                    "matches": excerpt.matches,
+                })
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
         crate::output::raw(&excerpt.text)?;
         Ok(ExitCode::SUCCESS)
     }

@@ -29,6 +29,10 @@ enum TokenAction {
         /// The profile this token's client is served (default: the server's --profile).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// Print `{"name", "profile", "token", "file"}` as JSON (the token is still shown
+        /// only this once).
+        #[arg(long)]
+        json: bool,
     },
     /// List the tokens: name, profile, creation time (never the tokens themselves).
     List {
@@ -40,6 +44,9 @@ enum TokenAction {
     Revoke {
         /// The token's name.
         name: String,
+        /// Print `{"revoked": NAME}` as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -50,11 +57,19 @@ impl TokenArgs {
             .ok_or_else(|| anyhow::Error::msg(NO_STATE_DIR))?;
         let store = TokenStore::new(file);
         match self.action {
-            TokenAction::Add { name, profile } => add(config, &store, &name, profile.as_deref())?,
+            TokenAction::Add {
+                name,
+                profile,
+                json,
+            } => add(config, &store, &name, profile.as_deref(), json)?,
             TokenAction::List { json } => list(&store, json)?,
-            TokenAction::Revoke { name } => {
+            TokenAction::Revoke { name, json } => {
                 let revoked = store.revoke(&name)?;
-                outln!("revoked token '{}'", revoked.name)?;
+                if json {
+                    outln!("{}", serde_json::json!({ "revoked": revoked.name }))?;
+                } else {
+                    outln!("revoked token '{}'", revoked.name)?;
+                }
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -66,11 +81,24 @@ fn add(
     store: &TokenStore,
     name: &str,
     profile: Option<&str>,
+    json: bool,
 ) -> anyhow::Result<()> {
     if profile.is_some() {
         resolve_profile(config, profile)?;
     }
     let made = store.add(name, profile)?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "name": made.record.name,
+                "profile": profile,
+                "token": made.token,
+                "file": store.path().display().to_string(),
+            })
+        )?;
+        return Ok(());
+    }
     outln!("{}", made.token)?;
     errln!(
         "token '{}' made{}; it is shown only this once. Clients send it as the header\n  \

@@ -31,6 +31,9 @@ pub(crate) struct TrustArgs {
     /// not recorded).
     #[arg(long)]
     no_load: bool,
+    /// With --list: print the pins as JSON.
+    #[arg(long, requires = "list")]
+    json: bool,
 }
 
 impl TrustArgs {
@@ -42,6 +45,10 @@ impl TrustArgs {
             .map(Path::to_path_buf)
             .ok_or(toolhost::TrustError::NoTrustFile)?;
         let mut store = TrustStore::load(&store_path)?;
+        if self.list && self.json {
+            outln!("{}", serde_json::to_string_pretty(&store.pins)?)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         if self.list {
             list(&store, &store_path)?;
             return Ok(ExitCode::SUCCESS);

@@ -1,0 +1,108 @@
+//! `toolhost sessions list|show ID`: a profile's stored conversations, read from its
+//! session database directly (no host needs to run): the list newest first, or one
+//! session's messages with its tool calls and results.
+
+use std::process::ExitCode;
+
+use toolhost::LoadedConfig;
+use toolhost::agent::sessions::SessionStore;
+
+use super::{resolve_profile, usage};
+use crate::output::{outln, print_table, summary};
+
+/// `toolhost sessions`.
+#[derive(clap::Args)]
+pub(crate) struct SessionsArgs {
+    #[command(subcommand)]
+    action: Action,
+    /// The profile whose sessions to read. Default: the config's default profile.
+    #[arg(long, global = true, value_name = "NAME")]
+    profile: Option<String>,
+    /// Print JSON: an array of sessions (list), or the session's messages (show).
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// The sessions, newest first: id, started, last message, messages, first request.
+    List,
+    /// One session's messages in order: requests, answers, tool calls and results.
+    Show {
+        /// The session's id (as `list`, `run` and `chat` print it).
+        id: String,
+    },
+}
+
+impl SessionsArgs {
+    pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        let profile = resolve_profile(config, self.profile.as_deref())?;
+        let path = profile.state_dir.join("sessions.sqlite3");
+        if !path.exists() {
+            return Err(usage(format!(
+                "profile '{}' has no sessions yet ({} does not exist); `toolhost run` and \
+                 `toolhost chat` make them",
+                profile.name,
+                path.display()
+            )));
+        }
+        let store = SessionStore::open(&path)?;
+        match self.action {
+            Action::List => {
+                let sessions = store.list()?;
+                if self.json {
+                    outln!("{}", serde_json::to_string_pretty(&sessions)?)?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let rows: Vec<[String; 5]> = sessions
+                    .iter()
+                    .map(|s| {
+                        [
+                            s.id.clone(),
+                            s.created.clone(),
+                            s.last.clone().unwrap_or_default(),
+                            s.messages.to_string(),
+                            summary(s.first_request.as_deref().unwrap_or(""), 60),
+                        ]
+                    })
+                    .collect();
+                print_table(
+                    &["ID", "STARTED", "LAST", "MESSAGES", "FIRST REQUEST"],
+                    &rows,
+                )?;
+            }
+            Action::Show { id } => {
+                let messages = store.messages(&id)?;
+                if self.json {
+                    outln!("{}", serde_json::to_string_pretty(&messages)?)?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                for message in &messages {
+                    let role = serde_json::to_value(message.role)?;
+                    let role = role.as_str().unwrap_or("?");
+                    match (&message.tool_call_id, &message.content) {
+                        (Some(call), content) => outln!(
+                            "[{role} {call}] {}",
+                            message
+                                .full_text
+                                .as_deref()
+                                .or(content.as_deref())
+                                .unwrap_or("")
+                        )?,
+                        (None, Some(content)) => outln!("[{role}] {content}")?,
+                        (None, None) => {}
+                    }
+                    for call in &message.tool_calls {
+                        outln!(
+                            "[{role} calls {}] {} {}",
+                            call.id,
+                            call.name,
+                            call.arguments
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
