@@ -225,13 +225,14 @@ impl Host {
             );
         }
         // A default profile the config has no entry for (a library's ServeConfig) keeps
-        // its state in the host's state directory, `profiles/<name>/state`.
+        // its state in the host's state directory, `profiles/<name>/state`, like every
+        // profile (`LoadedConfig::profile_state_root`).
         let implicit_default = (!config
             .profiles
             .iter()
             .any(|p| p.name == config.default_profile))
         .then(|| {
-            crate::sys::private::state_dir().map(|d| {
+            crate::sys::dirs::state_dir().map(|d| {
                 d.join("profiles")
                     .join(&config.default_profile)
                     .join("state")

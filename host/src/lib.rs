@@ -112,7 +112,7 @@ pub use calls::tool::{
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
     MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, SecondsError,
-    WithoutElicitation, WorkspaceSettings, default_config_path, positive_seconds,
+    WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir, positive_seconds,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
@@ -176,7 +176,7 @@ pub mod worker {
 pub mod raw {
     pub use crate::config::{
         RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation,
-        RawMcp, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
+        RawMcp, RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
         RawTrust, RawWorkspace,
     };
 }

@@ -38,8 +38,8 @@ pub use server::ControlSocket;
 /// The control socket's default path: `$XDG_RUNTIME_DIR/toolhost/control.sock`, else
 /// `$TMPDIR/toolhost-$UID/control.sock`.
 pub fn default_control_path() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("toolhost").join("control.sock");
+    if let Some(dir) = crate::sys::dirs::runtime_dir() {
+        return dir.join("control.sock");
     }
     #[cfg(unix)]
     let user = crate::sys::private::effective_uid().to_string();
