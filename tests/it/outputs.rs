@@ -663,10 +663,7 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
         );
         assert!(!sent.contains("line 010000"), "nor the text that was cut");
     }
-    let db = work
-        .dir
-        .path()
-        .join("profiles/default/state/sessions.sqlite3");
+    let db = crate::support::profile_state("default").join("sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let (content, details, full_text): (String, String, String) = conn
         .query_row(
@@ -929,10 +926,7 @@ async fn a_plugins_details_reach_the_session_store_and_never_the_model() {
         );
         assert!(!sent.contains("E0308"), "details reached the model: {sent}");
     }
-    let db = work
-        .dir
-        .path()
-        .join("profiles/default/state/sessions.sqlite3");
+    let db = crate::support::profile_state("default").join("sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let details: String = conn
         .query_row(

@@ -568,11 +568,18 @@ mod tests {
                 .expect("future");
         }
         let err = SessionStore::open(&path).err().expect("refused");
-        assert!(matches!(err, SessionError::NewerSchema { found: 99, .. }), "{err}");
+        assert!(
+            matches!(err, SessionError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("newer toolhost"), "{err}");
         let conn = Connection::open(&path).expect("open");
         let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'sessions'", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'",
+                [],
+                |r| r.get(0),
+            )
             .expect("count");
         assert_eq!(tables, 0, "nothing was added");
     }

@@ -56,9 +56,9 @@ mod workspace;
 use std::path::PathBuf;
 
 pub use file::{
-    RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp, RawMetrics,
-    RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool, RawTrust,
-    RawWorkspace, WithoutElicitation,
+    RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
+    RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
+    RawTrust, RawWorkspace, WithoutElicitation,
 };
 pub use loaded::{LoadedConfig, default_config_path, default_plugin_dir};
 pub use profile::{Profile, ProfileView};

@@ -157,8 +157,14 @@ mod tests {
         fs::create_dir_all(&old).expect("old again");
         fs::write(old.join("memory.json"), "old").expect("note");
         assert_eq!(move_state(&old, &new).expect("both"), Moved::BothExist);
-        assert_eq!(fs::read_to_string(old.join("memory.json")).expect("kept"), "old");
-        assert_eq!(fs::read_to_string(new.join("memory.json")).expect("kept"), "{}");
+        assert_eq!(
+            fs::read_to_string(old.join("memory.json")).expect("kept"),
+            "old"
+        );
+        assert_eq!(
+            fs::read_to_string(new.join("memory.json")).expect("kept"),
+            "{}"
+        );
     }
 
     #[test]
@@ -173,9 +179,16 @@ mod tests {
         let to = root.path().join("copy");
         copy_tree(&old, &to).expect("copy");
         assert_eq!(fs::read_to_string(to.join("d/f")).expect("copied"), "data");
-        let mode = fs::metadata(to.join("d/f")).expect("stat").permissions().mode();
+        let mode = fs::metadata(to.join("d/f"))
+            .expect("stat")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert!(fs::symlink_metadata(to.join("l")).expect("lstat").is_symlink());
+        assert!(
+            fs::symlink_metadata(to.join("l"))
+                .expect("lstat")
+                .is_symlink()
+        );
     }
 
     #[test]

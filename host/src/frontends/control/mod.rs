@@ -24,6 +24,7 @@ mod server;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -59,6 +60,12 @@ pub trait ControlHandler: Send + Sync + 'static {
         request: ControlRequest,
         peer: &Caller,
     ) -> impl Future<Output = Result<ControlResult, ControlFault>> + Send;
+
+    /// Where the socket keeps its count of open (admitted) connections, if the handler
+    /// wants it (the host shows it in its metrics).
+    fn open_connections(&self) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
+        None
+    }
 }
 
 /// Why the control socket could not be set up or used.
