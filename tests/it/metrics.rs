@@ -350,7 +350,10 @@ fn metrics_count_calls_errors_latency_reloads_and_control_clients() {
         assert!(host.call("echo", r#"{"text": "hi"}"#));
     }
     for _ in 0..m {
-        assert!(!host.call("echo", "{}"), "missing text is refused");
+        assert!(
+            !host.call("echo", "{}"),
+            "missing text is refused by the schema"
+        );
     }
     let s = host.scrape();
     let calls = value(&s, "toolhost_tool_calls_total", &[("tool", "echo")]);
@@ -360,7 +363,7 @@ fn metrics_count_calls_errors_latency_reloads_and_control_clients() {
         .filter(|x| x.name == "toolhost_tool_errors_total" && x.labels["tool"] == "echo")
         .collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert_eq!(errors[0].labels["kind"], "invalid_args");
+    assert_eq!(errors[0].labels["kind"], "schema_violation");
     assert_eq!(errors[0].value, f64::from(m));
     let count = value(
         &s,

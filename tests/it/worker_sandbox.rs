@@ -694,7 +694,8 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
     let work = tempfile::tempdir().expect("temp dir");
     let profiles = work.path().join("profiles");
     for name in ["a", "b"] {
-        std::fs::create_dir_all(crate::support::profile_state(name)).expect("profile");
+        std::fs::create_dir_all(profiles.join(name)).expect("profile");
+        std::fs::create_dir_all(crate::support::profile_state(name)).expect("state");
         std::fs::write(profiles.join(name).join("config.toml"), "").expect("profile");
         std::fs::write(
             crate::support::profile_state(name).join("memory.json"),

@@ -1,11 +1,13 @@
 //! Moving a profile's state from where older releases kept it (beside its config, in
 //! `<profiles_dir>/<name>/state` and `outputs`) to where XDG puts state
-//! (`<state_dir>/profiles/<name>/...`), once, at load. A rename when both are on one
+//! (`<state_dir>/profiles/<name>/...`), once, at load (an empty folder at the new place
+//! counts as none). A rename when both are on one
 //! filesystem; else a copy (private: folders 0700, files 0600, links recreated, never
 //! followed) into a temporary folder beside the new place, renamed into place, and only
 //! then the old folder removed: an interrupted move leaves the old place whole. When
 //! both places exist, the new one wins and the old one is left as it is, with a warning
-//! naming both. Weak spot: FIFOs, sockets and devices in an old state folder (a worker
+//! naming both. Each move is logged once as a warning (`moved state from OLD to NEW`), so
+//! it shows without `TOOLHOST_LOG`. Weak spot: FIFOs, sockets and devices in an old state folder (a worker
 //! may have made them) are not copied across filesystems; they are named in the log.
 
 use std::fs;
@@ -57,6 +59,14 @@ pub(crate) fn move_state(old: &Path, new: &Path) -> Result<Moved, StateMoveError
             "it is not a folder (a link where state belonged is not followed)",
         )));
     }
+    // An empty folder at the new place (made by a command that looked at the profile
+    // before its old state was there) is no state: it gives way (rmdir removes nothing
+    // else, and fails if something arrived in it meanwhile).
+    if fs::symlink_metadata(new).is_ok_and(|m| m.is_dir())
+        && fs::read_dir(new).is_ok_and(|mut entries| entries.next().is_none())
+    {
+        let _ = fs::remove_dir(new);
+    }
     match fs::symlink_metadata(new) {
         Ok(_) => {
             tracing::warn!(
@@ -77,7 +87,7 @@ pub(crate) fn move_state(old: &Path, new: &Path) -> Result<Moved, StateMoveError
     }
     match fs::rename(old, new) {
         Ok(()) => {
-            tracing::info!("moved state from {} to {}", old.display(), new.display());
+            tracing::warn!("moved state from {} to {}", old.display(), new.display());
             return Ok(Moved::Renamed);
         }
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
@@ -94,8 +104,8 @@ pub(crate) fn move_state(old: &Path, new: &Path) -> Result<Moved, StateMoveError
     fs::rename(&copy, new).map_err(fail)?;
     drop(staging);
     fs::remove_dir_all(old).map_err(fail)?;
-    tracing::info!(
-        "copied state from {} to {} (another filesystem) and removed the old folder",
+    tracing::warn!(
+        "moved state from {} to {} (copied: another filesystem; the old folder is removed)",
         old.display(),
         new.display()
     );
@@ -154,6 +164,14 @@ mod tests {
         assert_eq!(fs::read_to_string(new.join("sub/x")).expect("moved"), "x");
         assert_eq!(move_state(&old, &new).expect("again"), Moved::Nothing);
 
+        let fresh = root.path().join("fresh");
+        fs::create_dir_all(&fresh).expect("empty new place");
+        fs::create_dir_all(&old).expect("old again");
+        fs::write(old.join("memory.json"), "old").expect("note");
+        assert_eq!(
+            move_state(&old, &fresh).expect("into an empty folder"),
+            Moved::Renamed
+        );
         fs::create_dir_all(&old).expect("old again");
         fs::write(old.join("memory.json"), "old").expect("note");
         assert_eq!(move_state(&old, &new).expect("both"), Moved::BothExist);

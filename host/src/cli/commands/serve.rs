@@ -357,13 +357,16 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
-        let server = McpServer::new(Arc::clone(running.host()), mcp_options)?;
-        match door {
+        let server = match door {
+            Some(_) => Some(McpServer::new(Arc::clone(running.host()), mcp_options)?),
+            None => None,
+        };
+        match door.zip(server) {
             None => {
                 running.run(signals).await;
                 stop.cancel();
             }
-            Some(McpDoor::Stdio(stdio)) => {
+            Some((McpDoor::Stdio(stdio), server)) => {
                 let session = server.serve_stdio(stdio, stop.clone());
                 let until = async move {
                     tokio::select! {
@@ -379,7 +382,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 running.run(until).await;
                 stop.cancel();
             }
-            Some(McpDoor::Http(options)) => {
+            Some((McpDoor::Http(options), server)) => {
                 let scheme = if options.tls.is_some() {
                     "https"
                 } else {
