@@ -1,7 +1,7 @@
 //! A profile's conversations in SQLite: every message committed as it arrives (a crash
 //! mid-turn loses nothing already said), with an FTS5 index for `session_search`.
 //!
-//! The schema is versioned with SQLite's `user_version`: [`MIGRATIONS`] is the ordered
+//! The schema is versioned with SQLite's `user_version`: `MIGRATIONS` is the ordered
 //! list, each run once in its own write transaction, which also sets the version. The
 //! first is today's schema; it adopts a database made before versions existed (version
 //! 0 with tables in it) by adding only what that database lacks. A database of a newer
