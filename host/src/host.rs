@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ use crate::calls::policy::NobodyToAsk;
 use crate::calls::registry::ToolRegistry;
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
+use crate::metrics::{CallMetrics, ScrapeFacts};
 use crate::plugins::catalog::CatalogStatus;
 use crate::plugins::catalog::watch::WatchConfig;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
@@ -56,6 +58,9 @@ pub struct Host {
     door: CallDoor,
     client_directories: Mutex<Vec<Weak<dyn ClientDirectory>>>,
     stats: Arc<CallStats>,
+    metrics: Arc<CallMetrics>,
+    /// Control-socket connections open now (the control frontend counts them).
+    control_clients: Arc<AtomicUsize>,
     started: Instant,
     control_path: PathBuf,
     watching: bool,
@@ -217,6 +222,7 @@ impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
         let stats = Arc::new(CallStats::new());
+        let metrics = Arc::new(CallMetrics::new());
         let mut outputs = HashMap::new();
         for p in &config.profiles {
             outputs.insert(
@@ -225,13 +231,14 @@ impl Host {
             );
         }
         // A default profile the config has no entry for (a library's ServeConfig) keeps
-        // its state in the host's state directory, `profiles/<name>/state`.
+        // its state in the host's state directory, `profiles/<name>/state`, like every
+        // profile (`LoadedConfig::profile_state_root`).
         let implicit_default = (!config
             .profiles
             .iter()
             .any(|p| p.name == config.default_profile))
         .then(|| {
-            crate::sys::private::state_dir().map(|d| {
+            crate::sys::dirs::state_dir().map(|d| {
                 d.join("profiles")
                     .join(&config.default_profile)
                     .join("state")
@@ -290,13 +297,16 @@ impl Host {
                     .to_owned(),
             }),
         )
-        .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>);
+        .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>)
+        .with_observer(Arc::clone(&metrics) as Arc<dyn crate::CallObserver>);
         Host {
             door,
             profiles,
             client_directories: Mutex::new(Vec::new()),
             catalog,
             stats,
+            metrics,
+            control_clients: Arc::new(AtomicUsize::new(0)),
             started: Instant::now(),
             control_path: config.control_path.clone(),
             watching: config.watch.is_some(),
@@ -345,6 +355,44 @@ impl Host {
             .filter_map(Weak::upgrade)
             .flat_map(|d| d.connected())
             .collect()
+    }
+
+    /// The count of open control-socket connections, which the control frontend keeps.
+    pub fn control_clients(&self) -> &Arc<AtomicUsize> {
+        &self.control_clients
+    }
+
+    /// The Prometheus metrics as OpenMetrics text (content type
+    /// [`METRICS_CONTENT_TYPE`](crate::METRICS_CONTENT_TYPE)): the door's call counters
+    /// and what status knows now.
+    pub fn metrics_text(&self) -> String {
+        let catalog = self.catalog.status();
+        let facts = ScrapeFacts {
+            reloads: catalog.reloads,
+            plugins: catalog.plugins.len() as u64,
+            generations_mapped: catalog.generations_mapped,
+            retained_bytes: catalog.retained_bytes_estimate,
+            mcp_sessions: self
+                .connected_clients()
+                .into_iter()
+                .map(|c| c.protocol_version)
+                .collect(),
+            control_clients: self.control_clients.load(Ordering::Relaxed) as u64,
+            workers: catalog
+                .plugins
+                .iter()
+                .filter_map(|p| {
+                    let w = p.worker.as_ref()?;
+                    let running = if w.profiles.is_empty() {
+                        u64::from(w.pid.is_some())
+                    } else {
+                        w.profiles.len() as u64
+                    };
+                    Some((p.name.clone(), running, w.restarts, w.quarantined.is_some()))
+                })
+                .collect(),
+        };
+        self.metrics.render(&facts)
     }
 
     /// The status snapshot.

@@ -76,6 +76,7 @@ mod calls;
 mod config;
 mod frontends;
 mod host;
+mod metrics;
 mod plugins;
 mod serve;
 mod sys;
@@ -112,7 +113,8 @@ pub use calls::tool::{
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
     MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, SecondsError,
-    WithoutElicitation, WorkspaceSettings, default_config_path, positive_seconds,
+    WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
+    positive_seconds,
 };
 pub use frontends::control::{
     CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
@@ -120,7 +122,8 @@ pub use frontends::control::{
     default_control_path,
 };
 pub use frontends::mcp::http::{
-    HttpAuth, HttpLimits, HttpOptions, TlsFiles, bind_http, check_http_options,
+    HttpAuth, HttpLimits, HttpOptions, MAX_SCRAPE_CONNECTIONS, SCRAPE_DEADLINE, TlsFiles,
+    bind_http, bind_metrics, check_http_options,
 };
 pub use frontends::mcp::tokens::{
     AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenFileError, TokenIdentity,
@@ -132,6 +135,7 @@ pub use frontends::mcp::{
 pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig, UnavailableTool,
 };
+pub use metrics::{CallMetrics, METRICS_CONTENT_TYPE, ScrapeFacts};
 pub use plugins::catalog::status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
 };
@@ -176,7 +180,7 @@ pub mod worker {
 pub mod raw {
     pub use crate::config::{
         RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation,
-        RawMcp, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
-        RawTrust, RawWorkspace,
+        RawMcp, RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput,
+        RawReload, RawTool, RawTrust, RawWorkspace,
     };
 }

@@ -522,8 +522,8 @@ async fn run_and_chat_answer_and_show_the_tool_calls() {
     );
     // Both turns were stored in the default profile's sessions.
     assert!(
-        work.path()
-            .join("profiles/default/state/sessions.sqlite3")
+        crate::support::profile_state("default")
+            .join("sessions.sqlite3")
             .exists()
     );
 }

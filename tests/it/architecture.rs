@@ -139,9 +139,21 @@ fn config_converts_to_plain_settings_and_names_no_agent_type() {
 }
 
 #[test]
+fn the_platform_paths_are_read_in_one_place() {
+    // `XDG_CONFIG_HOME`, `XDG_STATE_HOME`, ... are read by `sys/dirs.rs` (through etcetera),
+    // never by hand beside it.
+    let readers: Vec<String> = host_sources()
+        .into_iter()
+        .filter(|(file, text)| file != "sys/dirs.rs" && code(text).contains("(\"XDG_"))
+        .map(|(file, _)| file)
+        .collect();
+    assert!(readers.is_empty(), "{readers:?} read XDG variables by hand");
+}
+
+#[test]
 fn each_heavy_dependency_is_known_to_one_place() {
     // (what, where it may be named)
-    let rules: [(&str, &[&str]); 8] = [
+    let rules: [(&str, &[&str]); 10] = [
         ("rmcp::", &["frontends/mcp/"]),
         ("hyper", &["frontends/mcp/"]),
         ("toml::", &["config/"]),
@@ -150,6 +162,8 @@ fn each_heavy_dependency_is_known_to_one_place() {
         ("reqwest", &["agent/model.rs"]),
         ("abi_stable", &["plugins/"]),
         ("clap::", &["cli/"]),
+        ("prometheus_client", &["metrics.rs"]),
+        ("etcetera", &["sys/dirs.rs"]),
     ];
     let mut leaks = Vec::new();
     for (file, text) in host_sources() {

@@ -313,7 +313,7 @@ fn state_folders_are_0700_and_memory_files_0600_and_wider_ones_are_narrowed() {
         r#"{"action": "add", "text": "the door code is 4711"}"#,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let state = work.path().join("profiles/fresh/state");
+    let state = crate::support::profile_state("fresh");
     assert_eq!(mode(&state), 0o700);
     assert_eq!(mode(&state.join("memory.json")), 0o600);
     assert_eq!(mode(&state.join("memory.lock")), 0o600);
@@ -328,7 +328,8 @@ fn state_folders_are_0700_and_memory_files_0600_and_wider_ones_are_narrowed() {
         "no temporary file is left: {names:?}"
     );
 
-    // State written by an earlier version, open to everyone.
+    // State written by an earlier version (beside its config), open to everyone: moved
+    // to the state home, then narrowed there.
     let old = work.path().join("profiles/old/state");
     std::fs::create_dir_all(&old).expect("state");
     chmod(&old, 0o755);
@@ -344,6 +345,8 @@ fn state_folders_are_0700_and_memory_files_0600_and_wider_ones_are_narrowed() {
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(text(&out.stdout).contains("kept"), "{}", text(&out.stdout));
+    assert!(!old.exists(), "the old state folder was moved");
+    let old = crate::support::profile_state("old");
     assert_eq!(mode(&old), 0o700);
     assert_eq!(mode(&old.join("memory.json")), 0o600);
     assert_eq!(mode(&old.join("memory.lock")), 0o600);
@@ -387,7 +390,7 @@ async fn the_session_database_of_a_run_is_0600_in_a_0700_folder() {
         .expect("joined");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "private answer");
-    let state = work.path().join("profiles/default/state");
+    let state = crate::support::profile_state("default");
     assert_eq!(mode(&state), 0o700);
     let db = state.join("sessions.sqlite3");
     assert_eq!(mode(&db), 0o600);

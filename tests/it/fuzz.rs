@@ -209,7 +209,9 @@ fn config_and_profile_files_never_crash_the_loader() {
         .run(
             &(config_text(), config_text()),
             |(host_text, profile_text)| {
-                std::fs::write(&file, &host_text).expect("write config");
+                // Profiles loaded here keep their state in the temporary folder.
+                std::fs::write(&file, format!("state_dir = \"state\"\n{host_text}"))
+                    .expect("write config");
                 match toolhost::LoadedConfig::load(Some(&file)) {
                     Ok(config) => {
                         std::fs::write(&profile_file, &profile_text).expect("write profile");

@@ -397,7 +397,7 @@ fn a_new_users_default_profile_keeps_its_state_from_a_sandboxed_worker() {
     );
     let (ok, out) = crashy_call(&cfg, &dir.path(), "memory", json!({"action": "list"}));
     assert!(ok && out.contains("likes green tea"), "{out}");
-    assert!(profiles.join("default").join("state").is_dir());
+    assert!(crate::support::profile_state("default").is_dir());
 }
 
 #[test]

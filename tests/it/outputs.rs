@@ -65,7 +65,7 @@ impl Work {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(
             dir.path().join("config.toml"),
-            format!("profiles_dir = \"profiles\"\n{extra}"),
+            format!("profiles_dir = \"profiles\"\nstate_dir = \"state\"\n{extra}"),
         )
         .expect("config");
         let other = dir.path().join("profiles").join("other");
@@ -84,7 +84,7 @@ impl Work {
     fn outputs(&self, profile: &str) -> PathBuf {
         self.dir
             .path()
-            .join("profiles")
+            .join("state/profiles")
             .join(profile)
             .join("outputs")
     }
@@ -622,6 +622,7 @@ fn over_http_another_token_gets_not_found() {
         .arg("--config")
         .arg(host.dir.path().join("config.toml"))
         .args(["output", &id, "--token", "alice", "--lines", "1:2"])
+        .env("XDG_STATE_HOME", host.dir.path().join("state"))
         .output()
         .expect("toolhost output");
     assert_eq!(
@@ -666,7 +667,7 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
     let db = work
         .dir
         .path()
-        .join("profiles/default/state/sessions.sqlite3");
+        .join("state/profiles/default/state/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let (content, details, full_text): (String, String, String) = conn
         .query_row(
@@ -932,7 +933,7 @@ async fn a_plugins_details_reach_the_session_store_and_never_the_model() {
     let db = work
         .dir
         .path()
-        .join("profiles/default/state/sessions.sqlite3");
+        .join("state/profiles/default/state/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let details: String = conn
         .query_row(
@@ -1022,8 +1023,9 @@ fn another_user_cannot_read_a_kept_output() {
         MAX_LINES,
     );
     // Everything above the outputs folder open to others, so only its own modes stand.
-    let profile = work.dir.path().join("profiles").join("default");
-    for dir in [work.dir.path(), &work.dir.path().join("profiles"), &profile] {
+    let state = work.dir.path().join("state");
+    let profile = state.join("profiles").join("default");
+    for dir in [work.dir.path(), &state, &state.join("profiles"), &profile] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     for file in [format!("{id}.txt"), format!("{id}.json")] {

@@ -22,6 +22,12 @@ struct ConfigDir {
 impl ConfigDir {
     fn new(config: &str, profiles: &[(&str, &str)]) -> ConfigDir {
         let dir = tempfile::tempdir().expect("temp dir");
+        // Profiles loaded in this process keep their state here, not in the home folder.
+        let config = if config.is_empty() {
+            "state_dir = \"state\"\n"
+        } else {
+            config
+        };
         std::fs::write(dir.path().join("config.toml"), config).expect("config");
         for (name, text) in profiles {
             let p = dir.path().join("profiles").join(name);
@@ -101,7 +107,7 @@ fn toolsets_expand_and_a_profile_without_a_list_gets_every_tool() {
     let plugins = PluginDir::with(&["toolhost_utils"]);
     let (_, registry, _) = load(&plugins);
     let cfg = ConfigDir::new(
-        "[toolsets]\ntext = [\"json_query\", \"text_stats\"]\n",
+        "state_dir = \"state\"\n[toolsets]\ntext = [\"json_query\", \"text_stats\"]\n",
         &[
             ("writer", "tools = [\"@text\", \"time_now\"]\n"),
             ("all", "description = \"everything\"\n"),

@@ -132,11 +132,12 @@ fn a_linked_state_folder_is_refused_by_the_store_and_the_profile() {
     let planted = Planted::new();
     // A profile `work` whose state folder is a link to the folder outside.
     let config = planted.root.path().join("config.toml");
-    fs::write(&config, "").expect("config");
+    fs::write(&config, "state_dir = \"state-home\"\n").expect("config");
     let profile = planted.root.path().join("profiles").join("work");
     fs::create_dir_all(&profile).expect("profile");
     fs::write(profile.join("config.toml"), "").expect("profile config");
-    let state = profile.join("state");
+    let state = planted.root.path().join("state-home/profiles/work/state");
+    fs::create_dir_all(state.parent().expect("parent")).expect("state home");
     std::os::unix::fs::symlink(&planted.folder, &state).expect("symlink");
 
     assert_link_refused(&open_err(&state.join("sessions.sqlite3")), &state);
@@ -145,5 +146,18 @@ fn a_linked_state_folder_is_refused_by_the_store_and_the_profile() {
     let loaded = LoadedConfig::load(Some(&config)).expect("config loads");
     let err = Profile::load(&loaded, "work").expect_err("a linked state folder is refused");
     assert_link_refused(&err.to_string(), &state);
+    planted.untouched();
+
+    // A link where older releases kept state is not moved (nor followed) either.
+    fs::remove_file(&state).expect("unlink");
+    let old = profile.join("state");
+    std::os::unix::fs::symlink(&planted.folder, &old).expect("symlink");
+    let err = Profile::load(&loaded, "work").expect_err("a linked old state folder is refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&old.display().to_string()) && msg.contains("not followed"),
+        "{msg}"
+    );
+    assert!(!state.exists());
     planted.untouched();
 }

@@ -336,12 +336,31 @@ pub(crate) fn empty_config_home() -> &'static Path {
         .path()
 }
 
+/// This test's `XDG_STATE_HOME` (what the commands it builds get): one per test (by the
+/// test thread's name), so tests that keep state in the same profile never share it.
+pub(crate) fn state_home() -> PathBuf {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "_");
+    empty_config_home().join("state").join(test)
+}
+
+/// Where this test's commands keep profile `name`'s state (`<state home>/toolhost/
+/// profiles/<name>/state`).
+pub(crate) fn profile_state(name: &str) -> PathBuf {
+    state_home()
+        .join("toolhost/profiles")
+        .join(name)
+        .join("state")
+}
+
 /// A command running `program` (a toolhost binary) isolated from the environment's config
 /// and state (tokens, trust pins).
 pub(crate) fn isolated(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
     cmd.env("XDG_CONFIG_HOME", empty_config_home())
-        .env("XDG_STATE_HOME", empty_config_home().join("state"))
+        .env("XDG_STATE_HOME", state_home())
         .env_remove("TOOLHOST_PLUGINS")
         .env_remove("TOOLHOST_FIXTURE_TOKEN");
     cmd

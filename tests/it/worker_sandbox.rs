@@ -694,10 +694,11 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
     let work = tempfile::tempdir().expect("temp dir");
     let profiles = work.path().join("profiles");
     for name in ["a", "b"] {
-        std::fs::create_dir_all(profiles.join(name).join("state")).expect("profile");
+        std::fs::create_dir_all(profiles.join(name)).expect("profile");
+        std::fs::create_dir_all(crate::support::profile_state(name)).expect("state");
         std::fs::write(profiles.join(name).join("config.toml"), "").expect("profile");
         std::fs::write(
-            profiles.join(name).join("state").join("memory.json"),
+            crate::support::profile_state(name).join("memory.json"),
             format!("secret of {name}"),
         )
         .expect("state");
@@ -731,14 +732,14 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
         )
     };
     let read = |profile: &str, of: &str| {
-        let path = profiles.join(of).join("state").join("memory.json");
+        let path = crate::support::profile_state(of).join("memory.json");
         attempt_as(
             profile,
             json!({"action": "read", "path": path.display().to_string()}),
         )
     };
     let write = |profile: &str, of: &str| {
-        let path = profiles.join(of).join("state").join("planted");
+        let path = crate::support::profile_state(of).join("planted");
         attempt_as(
             profile,
             json!({"action": "write", "path": path.display().to_string(), "name": "x"}),
@@ -757,7 +758,7 @@ fn one_profiles_worker_cannot_read_or_write_anothers_state() {
     assert!(own.contains("ok written"), "{own}");
     let other = write("a", "b");
     assert!(other.contains("refused"), "{other}");
-    assert!(!profiles.join("b").join("state").join("planted").exists());
+    assert!(!crate::support::profile_state("b").join("planted").exists());
 }
 
 #[test]

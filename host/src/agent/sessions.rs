@@ -1,5 +1,11 @@
 //! A profile's conversations in SQLite: every message committed as it arrives (a crash
 //! mid-turn loses nothing already said), with an FTS5 index for `session_search`.
+//!
+//! The schema is versioned with SQLite's `user_version`: `MIGRATIONS` is the ordered
+//! list, each run once in its own write transaction, which also sets the version. The
+//! first is today's schema; it adopts a database made before versions existed (version
+//! 0 with tables in it) by adding only what that database lacks. A database of a newer
+//! toolhost (a version past the list) is refused, never written.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -41,6 +47,19 @@ pub enum SessionError {
     /// No such session.
     #[error("there is no session '{0}' in this profile")]
     NoSession(String),
+    /// The database was made by a newer toolhost (its schema version is past this one's).
+    #[error(
+        "the session database {path} has schema version {found}, newer than this toolhost \
+         knows ({known}); use the newer toolhost, or move the file away to start afresh"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The last version this build knows.
+        known: usize,
+    },
     /// The worker thread running a store operation failed.
     #[error("a session-store operation failed: {0}")]
     Worker(String),
@@ -91,9 +110,14 @@ pub struct SessionStore {
     conn: Mutex<Connection>,
 }
 
-const SCHEMA: &str = "
+const PRAGMAS: &str = "
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = NORMAL;
+";
+
+/// Version 1: the tables, the index and the full-text index as of the first versioned
+/// release. `IF NOT EXISTS` and [`ADDED_COLUMNS`] let it adopt an unversioned database.
+const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     parent TEXT,
@@ -117,7 +141,8 @@ CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
 END;
 ";
 
-/// Columns added since the first schema, each added to an older database on open.
+/// Columns unversioned releases added to `messages` after the first schema (version 1
+/// has them; an unversioned database may lack them).
 const ADDED_COLUMNS: [&str; 2] = [
     // A tool message's details (JSON), never the model's.
     "details",
@@ -125,8 +150,59 @@ const ADDED_COLUMNS: [&str; 2] = [
     "full_text",
 ];
 
-/// Adds the columns an older database lacks.
-fn migrate(conn: &Connection) -> Result<(), rusqlite::Error> {
+/// One step of the schema: run inside the write transaction that sets its version.
+type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
+
+/// The schema's steps, in order: version `i + 1` is reached by running `MIGRATIONS[i]`.
+/// Append only; never edit a released step.
+const MIGRATIONS: [Migration; 1] = [schema_v1];
+
+/// Version 1, from nothing or from an unversioned database.
+fn schema_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(SCHEMA_V1)?;
+    add_missing_columns(tx)
+}
+
+/// Brings the database at `conn` to the last version, one step per transaction (an
+/// immediate one: a second toolhost opening the same database waits, then finds the
+/// work done).
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SessionError> {
+    let db = |source| SessionError::Db {
+        path: path.to_path_buf(),
+        source,
+    };
+    loop {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db)?;
+        let version: i64 = tx
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(db)?;
+        let next = match usize::try_from(version) {
+            Ok(v) if v <= MIGRATIONS.len() => MIGRATIONS.get(v),
+            _ => {
+                return Err(SessionError::NewerSchema {
+                    path: path.to_path_buf(),
+                    found: version,
+                    known: MIGRATIONS.len(),
+                });
+            }
+        };
+        let Some(step) = next else {
+            return Ok(());
+        };
+        step(&tx).map_err(db)?;
+        tx.pragma_update(None, "user_version", version + 1)
+            .map_err(db)?;
+        tx.commit().map_err(db)?;
+        if version == 0 {
+            tracing::debug!("session database {} at schema version 1", path.display());
+        }
+    }
+}
+
+/// Adds the columns an unversioned database lacks.
+fn add_missing_columns(conn: &Connection) -> Result<(), rusqlite::Error> {
     let have: Vec<String> = conn
         .prepare("SELECT name FROM pragma_table_info('messages')")?
         .query_map([], |row| row.get(0))?
@@ -218,12 +294,12 @@ impl SessionStore {
             crate::sys::private::tighten_existing_file(side).map_err(file_err(side))?;
         }
         let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(path, flags).map_err(db)?;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(db)?;
         // Another toolhost on the same profile (a chat and a run) waits its turn.
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db)?;
-        conn.execute_batch(SCHEMA).map_err(db)?;
-        migrate(&conn).map_err(db)?;
+        conn.execute_batch(PRAGMAS).map_err(db)?;
+        migrate(&mut conn, path)?;
         Ok(SessionStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -493,6 +569,66 @@ mod tests {
         assert_eq!(messages[1], kept);
         drop(store);
         SessionStore::open(&path).expect("a second open adds nothing");
+        let conn = Connection::open(&path).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, MIGRATIONS.len() as i64);
+    }
+
+    #[test]
+    fn an_unversioned_database_of_the_last_release_is_adopted_without_loss() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sessions.sqlite3");
+        {
+            // What releases before versioning made: version 1's tables, no user_version.
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(SCHEMA_V1).expect("schema");
+            add_missing_columns(&conn).expect("columns");
+            conn.execute_batch(
+                "INSERT INTO sessions VALUES ('s', NULL, 'then');
+                 INSERT INTO messages (session, role, content, created, details, full_text)
+                     VALUES ('s', 'tool', 'kept words', 'then', '{\"k\":1}', 'all of it');",
+            )
+            .expect("rows");
+        }
+        let store = SessionStore::open(&path).expect("adopted");
+        let messages = store.messages("s").expect("messages");
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].full_text.as_deref(), Some("all of it"));
+        assert_eq!(store.search("kept", 5, None).expect("search").len(), 1);
+        drop(store);
+        let conn = Connection::open(&path).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, 1);
+    }
+
+    #[test]
+    fn a_database_of_a_newer_toolhost_is_refused_untouched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sessions.sqlite3");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;")
+                .expect("future");
+        }
+        let err = SessionStore::open(&path).err().expect("refused");
+        assert!(
+            matches!(err, SessionError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer toolhost"), "{err}");
+        let conn = Connection::open(&path).expect("open");
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(tables, 0, "nothing was added");
     }
 
     #[test]

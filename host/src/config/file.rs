@@ -26,6 +26,9 @@ pub struct RawConfig {
     pub default_profile: String,
     /// The control socket of `toolhost serve`.
     pub control_socket: Option<PathBuf>,
+    /// Where state lives (sessions, notes, kept outputs, tokens, trust pins):
+    /// `$XDG_STATE_HOME/toolhost` unless set; a profile's is `profiles/<name>/` below it.
+    pub state_dir: Option<PathBuf>,
     /// Call time limits.
     #[serde(default)]
     pub calls: RawCalls,
@@ -56,6 +59,9 @@ pub struct RawConfig {
     /// The MCP frontend (`toolhost serve --mcp`).
     #[serde(default)]
     pub mcp: RawMcp,
+    /// The Prometheus endpoint (`toolhost serve --metrics`).
+    #[serde(default)]
+    pub metrics: RawMetrics,
     /// The model the agent talks to (`toolhost chat` / `run`).
     #[serde(default)]
     pub model: RawModel,
@@ -292,6 +298,7 @@ impl Default for RawConfig {
             profiles_dir: None,
             default_profile: default_profile_name(),
             control_socket: None,
+            state_dir: None,
             calls: RawCalls::default(),
             approval: RawApproval::default(),
             availability: RawAvailability::default(),
@@ -302,12 +309,24 @@ impl Default for RawConfig {
             toolsets: BTreeMap::new(),
             tools: BTreeMap::new(),
             mcp: RawMcp::default(),
+            metrics: RawMetrics::default(),
             model: RawModel::default(),
             agent: RawAgent::default(),
             output: RawOutput::default(),
             workspace: RawWorkspace::default(),
         }
     }
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawMetrics {
+    /// Serve Prometheus text at `http://ADDR/metrics` (`--metrics ADDR` wins).
+    pub listen: Option<String>,
+    /// Ask scrapers for a bearer token (from `toolhost token`) on a loopback address too;
+    /// off loopback one is always needed.
+    pub require_token: bool,
 }
 
 /// `[mcp]`.

@@ -20,13 +20,17 @@ use crate::plugins::load::trust::TrustPolicy;
 /// Where the config file is looked for when `--config` is not given:
 /// `$XDG_CONFIG_HOME/toolhost/config.toml`, else `~/.config/toolhost/config.toml`.
 pub fn default_config_path() -> PathBuf {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("toolhost")
+    crate::sys::dirs::config_dir()
+        .unwrap_or_else(|| PathBuf::from("toolhost"))
         .join("config.toml")
+}
+
+/// The plugin folder used when neither `--plugins`, `TOOLHOST_PLUGINS` nor the config
+/// names one: `$XDG_DATA_HOME/toolhost/plugins`, else `~/.local/share/toolhost/plugins`.
+pub fn default_plugin_dir() -> PathBuf {
+    crate::sys::dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("toolhost"))
+        .join("plugins")
 }
 
 /// A loaded configuration and where it came from.
@@ -132,6 +136,7 @@ impl LoadedConfig {
         config.plugin_dirs = config.plugin_dirs.iter().map(resolve).collect();
         config.profiles_dir = config.profiles_dir.as_ref().map(resolve);
         config.control_socket = config.control_socket.as_ref().map(resolve);
+        config.state_dir = config.state_dir.as_ref().map(resolve);
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
@@ -264,14 +269,33 @@ impl LoadedConfig {
         Ok(())
     }
 
+    /// Where state lives: `state_dir`, else `$XDG_STATE_HOME/toolhost` (else
+    /// `~/.local/state/toolhost`); `None` only when no home folder can be found. Not
+    /// created here.
+    pub fn state_dir(&self) -> Option<PathBuf> {
+        self.config
+            .state_dir
+            .clone()
+            .or_else(crate::sys::dirs::state_dir)
+    }
+
+    /// Where profiles keep their state: `<state_dir>/profiles` (`<name>/state` and
+    /// `<name>/outputs` below it), else, with no state folder at all, the profiles
+    /// folder (beside each profile's config, where older releases kept it).
+    pub fn profile_state_root(&self) -> PathBuf {
+        self.state_dir()
+            .map(|d| d.join("profiles"))
+            .unwrap_or_else(|| self.profiles_dir())
+    }
+
     /// The bearer-token file of MCP over HTTP: `[mcp] tokens_file`, else `tokens.json` in
-    /// the state directory (`None` when neither `XDG_STATE_HOME` nor `HOME` is set).
+    /// the state directory (`None` when no state directory can be found).
     pub fn tokens_file(&self) -> Option<PathBuf> {
         self.config
             .mcp
             .tokens_file
             .clone()
-            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("tokens.json")))
+            .or_else(|| self.state_dir().map(|d| d.join("tokens.json")))
     }
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
@@ -281,7 +305,7 @@ impl LoadedConfig {
         let file = t
             .file
             .clone()
-            .or_else(|| crate::sys::private::state_dir().map(|d| d.join("trust.json")));
+            .or_else(|| self.state_dir().map(|d| d.join("trust.json")));
         TrustPolicy::new(t.mode, &t.publishers, file)
     }
 
@@ -316,7 +340,7 @@ impl LoadedConfig {
                 .filter(|p| !p.workspace.roots.is_empty())
                 .map(|p| (p.name, p.workspace.roots))
                 .collect(),
-            profiles_dir: Some(self.profiles_dir()),
+            profile_states: Some(self.profile_state_root()),
             default_profile: self.config.default_profile.clone(),
             allow_network: c.allow_network,
             memory_limit_bytes: c.memory_limit_mb.saturating_mul(1 << 20),
@@ -490,7 +514,19 @@ impl Profile {
                 config.file.as_deref()
             },
         )?;
-        let state_dir = dir.join("state");
+        let state_root = config.profile_state_root().join(name);
+        let state_dir = state_root.join("state");
+        if state_root != dir {
+            // Older releases kept state beside the config: moved once, never lost.
+            for what in ["state", "outputs"] {
+                super::state_move::move_state(&dir.join(what), &state_root.join(what)).map_err(
+                    |e| ConfigError::Invalid {
+                        path: dir.join(what),
+                        message: e.to_string(),
+                    },
+                )?;
+            }
+        }
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
             // A link there is refused, not followed.

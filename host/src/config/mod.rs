@@ -50,16 +50,17 @@ mod plugin_settings;
 mod profile;
 mod seconds;
 mod settings;
+mod state_move;
 mod workspace;
 
 use std::path::PathBuf;
 
 pub use file::{
     RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
-    RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool, RawTrust,
-    RawWorkspace, WithoutElicitation,
+    RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
+    RawTrust, RawWorkspace, WithoutElicitation,
 };
-pub use loaded::{LoadedConfig, default_config_path};
+pub use loaded::{LoadedConfig, default_config_path, default_plugin_dir};
 pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};

@@ -1,4 +1,5 @@
-//! Profiles: `<profiles_dir>/<name>/config.toml`, each with its own state folder, the
+//! Profiles: `<profiles_dir>/<name>/config.toml`, each with its own state folder (under
+//! the state directory, `<state_dir>/profiles/<name>/state`), the
 //! toolsets it expands, and the view of the registry its agent sees. (Reading one from
 //! the config's profiles folder, `Profile::load`, is with the loaded config.)
 
@@ -15,8 +16,9 @@ pub struct Profile {
     pub name: String,
     /// Its directory.
     pub dir: PathBuf,
-    /// Where its state lives (memory notes, sessions): `<dir>/state`, created (mode 0700)
-    /// on load.
+    /// Where its state lives (memory notes, sessions):
+    /// `<state_dir>/profiles/<name>/state` (kept outputs in `outputs` beside it), created
+    /// (mode 0700) on load; state older releases kept in `<dir>/state` is moved there.
     pub state_dir: PathBuf,
     /// The tools its agent gets (`@toolset` entries expanded); `None`: every tool.
     pub tools: Option<Vec<String>>,

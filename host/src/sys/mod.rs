@@ -1,4 +1,5 @@
-//! Operating-system helpers every door uses: private files and folders (`private`),
+//! Operating-system helpers every door uses: where the platform puts config and state
+//! (`dirs`), private files and folders (`private`),
 //! opening a path without following it into a FIFO or device (`safe_open`), ownership and
 //! mode checks (`permissions`), resource limits (`rlimit`), descriptors and processes for
 //! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
@@ -8,6 +9,7 @@
 
 pub(crate) mod confinement;
 pub(crate) mod containment;
+pub(crate) mod dirs;
 pub(crate) mod permissions;
 pub(crate) mod pid_namespace;
 pub(crate) mod private;

@@ -446,23 +446,6 @@ pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// The host's state directory: `$XDG_STATE_HOME/toolhost`, else
-/// `~/.local/state/toolhost`; `None` when neither variable is set. Trust pins
-/// (`trust.json`) and tokens (`tokens.json`) live here. Not created here: callers that
-/// write into it create it with [`ensure_private_dir`] (mode 0700).
-pub(crate) fn state_dir() -> Option<std::path::PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| Path::new(&h).join(".local").join("state"))
-        })?;
-    Some(base.join("toolhost"))
-}
-
 /// Whether `path` is private: not readable, writable or searchable by group or others
 /// (what the tests of every state file check).
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub(crate) mod shell;
 pub(crate) mod token;
 pub(crate) mod trust;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,17 +99,8 @@ impl PluginDirs {
         if !config.config.plugin_dirs.is_empty() {
             return config.config.plugin_dirs.clone();
         }
-        vec![default_plugin_dir()]
+        vec![toolhost::default_plugin_dir()]
     }
-}
-
-fn default_plugin_dir() -> PathBuf {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    data.join("toolhost").join("plugins")
 }
 
 /// The control socket: `explicit` (`--control`), else the config's, else the default.

@@ -49,15 +49,21 @@ pub(crate) struct ServeArgs {
     /// Over HTTP, a token made for a profile is served that profile instead.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (default: the config's `[metrics]
+    /// listen`, else none). On loopback no token is asked (unless `[metrics]
+    /// require_token`); any other address needs a token from `toolhost token add` and
+    /// --tls-cert/--tls-key (or --insecure-http).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// With --mcp http: serve without bearer tokens. Only for loopback addresses, and
     /// then every user and program on this machine can call the tools.
     #[arg(long)]
     no_auth: bool,
-    /// With --mcp http on an address other machines can reach: serve plain HTTP
-    /// anyway (tokens, arguments and results cross the network unencrypted).
+    /// With --mcp http (or --metrics) on an address other machines can reach: serve
+    /// plain HTTP anyway (tokens, arguments and results cross the network unencrypted).
     #[arg(long)]
     insecure_http: bool,
-    /// With --mcp http: serve HTTPS with this certificate chain (PEM).
+    /// With --mcp http (and --metrics): serve HTTPS with this certificate chain (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// With --mcp http: the private key of --tls-cert (PEM).
@@ -164,6 +170,13 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
 impl ServeArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let control_explicit = self.control.is_some();
+        let metrics = metrics_options(
+            config,
+            self.metrics,
+            self.no_auth,
+            self.insecure_http,
+            self.tls_cert.clone().zip(self.tls_key.clone()),
+        )?;
         let mcp = self.mcp.map(|m| match m {
             McpTransportArg::Stdio => McpMode::Stdio,
             McpTransportArg::Http => McpMode::Http(HttpArgs {
@@ -187,9 +200,55 @@ impl ServeArgs {
                 timeout: self.timeout,
                 mcp,
                 profile: self.profile,
+                metrics,
             },
         )
     }
+}
+
+/// The metrics endpoint's options, checked: `--metrics`, else `[metrics] listen`. A
+/// token is asked off loopback always and on loopback with `[metrics] require_token`
+/// (`--no-auth`, refused off loopback, turns it off).
+fn metrics_options(
+    config: &LoadedConfig,
+    flag: Option<std::net::SocketAddr>,
+    no_auth: bool,
+    insecure_http: bool,
+    tls: Option<(PathBuf, PathBuf)>,
+) -> anyhow::Result<Option<HttpOptions>> {
+    let addr = match (flag, &config.config.metrics.listen) {
+        (Some(addr), _) => addr,
+        (None, None) => return Ok(None),
+        (None, Some(text)) => text.parse().map_err(|e| {
+            usage(format!(
+                "[metrics] listen = {text:?} in {} is not an address ({e}): write it as \
+                 \"127.0.0.1:9464\" or \"[::1]:9464\"",
+                config
+                    .file
+                    .as_deref()
+                    .map_or_else(|| "the config".to_owned(), |f| f.display().to_string())
+            ))
+        })?,
+    };
+    let wants_token = !addr.ip().is_loopback() || config.config.metrics.require_token;
+    let auth = if no_auth || !wants_token {
+        HttpAuth::NoAuth
+    } else {
+        let file = config
+            .tokens_file()
+            .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
+        HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
+    };
+    let options = HttpOptions {
+        addr,
+        auth,
+        tls: tls.map(|(cert, key)| TlsFiles { cert, key }),
+        insecure_http,
+        allowed_origins: Vec::new(),
+        limits: config.mcp().limits.clone(),
+    };
+    toolhost::check_http_options(&options).map_err(|e| usage(format!("--metrics {addr}: {e}")))?;
+    Ok(Some(options))
 }
 
 /// What `toolhost serve` was asked for, with the config's defaults filled in.
@@ -206,6 +265,8 @@ struct Serve {
     timeout: Option<Duration>,
     mcp: Option<McpMode>,
     profile: Option<String>,
+    /// `--metrics`: the endpoint's checked options.
+    metrics: Option<HttpOptions>,
 }
 
 fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
@@ -255,14 +316,15 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal().map_err(ServeFailure::Signals)?;
         let door = match door {
-            None => return Ok(toolhost::serve(config, signals).await?),
+            None if args.metrics.is_none() => return Ok(toolhost::serve(config, signals).await?),
+            None => None,
             // Before any plugin loads: only the protocol may reach the client's stdout.
-            Some(McpDoor::Stdio(())) => {
-                McpDoor::Stdio(ClientStdio::take().map_err(ServeFailure::Stdio)?)
-            }
-            Some(McpDoor::Http(options)) => McpDoor::Http(options),
+            Some(McpDoor::Stdio(())) => Some(McpDoor::Stdio(
+                ClientStdio::take().map_err(ServeFailure::Stdio)?,
+            )),
+            Some(McpDoor::Http(options)) => Some(McpDoor::Http(options)),
         };
-        let is_stdio = matches!(door, McpDoor::Stdio(_));
+        let is_stdio = matches!(door, Some(McpDoor::Stdio(_)));
         let running = match Host::start(config.clone()).await {
             // Clients start one stdio server per window: a second one gets its own socket.
             Err(ServeError::Control(ControlError::InUse { .. }))
@@ -285,10 +347,26 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             }
             other => other,
         }?;
-        let server = McpServer::new(Arc::clone(running.host()), mcp_options)?;
         let stop = CancellationToken::new();
-        match door {
-            McpDoor::Stdio(stdio) => {
+        let metrics = match args.metrics {
+            Some(options) => {
+                let (_, serving) =
+                    toolhost::bind_metrics(Arc::clone(running.host()), options, stop.clone())
+                        .await?;
+                Some(tokio::spawn(serving))
+            }
+            None => None,
+        };
+        let server = match door {
+            Some(_) => Some(McpServer::new(Arc::clone(running.host()), mcp_options)?),
+            None => None,
+        };
+        match door.zip(server) {
+            None => {
+                running.run(signals).await;
+                stop.cancel();
+            }
+            Some((McpDoor::Stdio(stdio), server)) => {
                 let session = server.serve_stdio(stdio, stop.clone());
                 let until = async move {
                     tokio::select! {
@@ -304,7 +382,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 running.run(until).await;
                 stop.cancel();
             }
-            McpDoor::Http(options) => {
+            Some((McpDoor::Http(options), server)) => {
                 let scheme = if options.tls.is_some() {
                     "https"
                 } else {
@@ -317,6 +395,9 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 stop.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
             }
+        }
+        if let Some(serving) = metrics {
+            let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
         }
         Ok::<(), ServeFailure>(())
     });

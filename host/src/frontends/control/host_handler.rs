@@ -23,6 +23,10 @@ impl ControlHandler for Host {
             ControlRequest::Call(params) => ControlResult::Call(call(self, params, peer).await?),
         })
     }
+
+    fn open_connections(&self) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
+        Some(Arc::clone(self.control_clients()))
+    }
 }
 
 /// `reload`: a rescan, off the runtime's threads (it reads and hashes files).

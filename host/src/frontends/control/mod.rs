@@ -24,6 +24,7 @@ mod server;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -38,8 +39,8 @@ pub use server::ControlSocket;
 /// The control socket's default path: `$XDG_RUNTIME_DIR/toolhost/control.sock`, else
 /// `$TMPDIR/toolhost-$UID/control.sock`.
 pub fn default_control_path() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("toolhost").join("control.sock");
+    if let Some(dir) = crate::sys::dirs::runtime_dir() {
+        return dir.join("control.sock");
     }
     #[cfg(unix)]
     let user = crate::sys::private::effective_uid().to_string();
@@ -59,6 +60,12 @@ pub trait ControlHandler: Send + Sync + 'static {
         request: ControlRequest,
         peer: &Caller,
     ) -> impl Future<Output = Result<ControlResult, ControlFault>> + Send;
+
+    /// Where the socket keeps its count of open (admitted) connections, if the handler
+    /// wants it (the host shows it in its metrics).
+    fn open_connections(&self) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
+        None
+    }
 }
 
 /// Why the control socket could not be set up or used.

@@ -99,18 +99,24 @@ impl ControlSocket {
         stop: CancellationToken,
     ) -> tokio::task::JoinSet<()> {
         let mut connections = tokio::task::JoinSet::new();
+        let open = handler.open_connections();
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, _)) => match admit(&stream) {
                         Ok(peer) => {
-                            connections.spawn(serve_connection(
+                            let counted = open.clone().map(OpenConnection::new);
+                            let served = serve_connection(
                                 stream,
                                 peer,
                                 Arc::clone(&handler),
                                 stop.clone(),
-                            ));
+                            );
+                            connections.spawn(async move {
+                                served.await;
+                                drop(counted);
+                            });
                         }
                         Err(refusal) => {
                             connections.spawn(refuse(stream, refusal));
@@ -247,6 +253,22 @@ async fn refuse(stream: UnixStream, reason: Refusal) {
     .await;
     if let Ok(Err(e)) = answered {
         tracing::debug!("a refused control connection closed: {e}");
+    }
+}
+
+/// One admitted connection in the handler's count, for as long as it is held.
+struct OpenConnection(Arc<std::sync::atomic::AtomicUsize>);
+
+impl OpenConnection {
+    fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> OpenConnection {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenConnection(count)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -61,10 +61,10 @@ pub struct IsolationPolicy {
     /// Each profile's workspace roots: its workers may read, write and run programs
     /// beneath them (the workspace tools work there), other profiles' workers may not.
     pub workspace_roots: BTreeMap<String, Vec<PathBuf>>,
-    /// Where profiles live: a profile's worker may write `<profiles_dir>/<profile>/state`
-    /// (made when the worker starts if missing) and no other profile's. `None`: workers
-    /// write no state folder.
-    pub profiles_dir: Option<PathBuf>,
+    /// Where profiles keep their state (`<state_dir>/profiles`): a profile's worker may
+    /// write `<profile_states>/<profile>/state` (made when the worker starts if missing)
+    /// and no other profile's. `None`: workers write no state folder.
+    pub profile_states: Option<PathBuf>,
     /// The profile whose worker is started when a plugin loads (others start on their
     /// first call).
     pub default_profile: String,
@@ -110,7 +110,7 @@ impl Default for IsolationPolicy {
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             workspace_roots: BTreeMap::new(),
-            profiles_dir: None,
+            profile_states: None,
             default_profile: "default".to_owned(),
             allow_network: false,
             memory_limit_bytes: 1 << 30,
@@ -163,7 +163,7 @@ impl IsolationPolicy {
         self.sandbox = SandboxMode::Required;
         self.read_paths.clear();
         self.write_paths.clear();
-        self.profiles_dir = None;
+        self.profile_states = None;
         self.allow_network = false;
     }
 

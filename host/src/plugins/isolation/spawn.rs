@@ -442,7 +442,7 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
     // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
     let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
     let state = policy
-        .profiles_dir
+        .profile_states
         .as_ref()
         .filter(|_| !worker_profile(profile).is_empty())
         .map(|dir| dir.join(profile).join("state"));

@@ -254,7 +254,7 @@ pub(crate) fn no_profile(method: &str) -> ServiceError {
     ServiceError::Unavailable(format!(
         "'{method}' is not available: this call runs without a profile's state folder (a \
          door built on a profile scope without host requests); run it through a host that \
-         has a profiles folder or XDG_STATE_HOME/HOME set, or give the scope ProfileRequests"
+         has a state folder (`state_dir`, or XDG_STATE_HOME/HOME set), or give the scope ProfileRequests"
     ))
 }
 

@@ -16,6 +16,7 @@
 
 mod connections;
 mod door;
+mod metrics;
 mod sessions;
 mod tls;
 
@@ -30,6 +31,7 @@ pub use crate::config::HttpLimits;
 use crate::frontends::mcp::tokens::TokenAuthenticator;
 use crate::frontends::mcp::{McpServeError, McpServer};
 use door::{Door, serve_connection};
+pub use metrics::{MAX_SCRAPE_CONNECTIONS, SCRAPE_DEADLINE, bind_metrics};
 use tls::tls_acceptor;
 
 /// Who may call.

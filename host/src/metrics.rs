@@ -1,0 +1,244 @@
+//! Prometheus metrics (`toolhost serve --metrics`): per tool, calls, errors by kind and a
+//! latency histogram, counted by [`CallMetrics`], an observer on the call door (so every
+//! frontend's calls count, once); and, read at scrape time from what status shows
+//! ([`ScrapeFacts`]), reloads, plugin generations and the memory they keep, MCP sessions
+//! by protocol version, control-socket clients and plugin workers. The only module that
+//! knows `prometheus-client`; rendered as OpenMetrics text, which Prometheus reads.
+//!
+//! What a scrape reveals: tool and plugin names, call and error counts, latencies, MCP
+//! protocol versions in use. Never arguments, results, tokens, profiles or callers.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::calls::context::CallContext;
+use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
+
+/// The content type of [`CallMetrics::render`]'s text.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Latency buckets, in seconds: from a fast in-process call to a long command.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0,
+];
+
+type Labels = Vec<(&'static str, String)>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Per-tool call counters and latencies, fed by the door.
+pub struct CallMetrics {
+    calls: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for CallMetrics {
+    fn default() -> Self {
+        CallMetrics {
+            calls: Family::default(),
+            errors: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+/// What the host knows at scrape time (from its status).
+#[derive(Debug, Clone, Default)]
+pub struct ScrapeFacts {
+    /// Rescans that changed something, since start.
+    pub reloads: u64,
+    /// Plugins loaded now.
+    pub plugins: u64,
+    /// Library generations mapped (never unloaded).
+    pub generations_mapped: u64,
+    /// Estimated bytes those generations keep.
+    pub retained_bytes: u64,
+    /// Protocol version of each connected MCP session.
+    pub mcp_sessions: Vec<String>,
+    /// Control-socket connections open now.
+    pub control_clients: u64,
+    /// Per plugin in worker processes: (plugin, workers running, restarts, quarantined).
+    pub workers: Vec<(String, u64, u64, bool)>,
+}
+
+impl CallMetrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        CallMetrics::default()
+    }
+
+    /// The metrics as OpenMetrics text: the call counters and `facts`.
+    pub fn render(&self, facts: &ScrapeFacts) -> String {
+        let mut registry = Registry::with_prefix("toolhost");
+        registry.register(
+            "tool_calls",
+            "Calls of each tool, errors included",
+            self.calls.clone(),
+        );
+        registry.register(
+            "tool_errors",
+            "Calls of each tool that ended in an error, by kind",
+            self.errors.clone(),
+        );
+        registry.register_with_unit(
+            "tool_call_duration",
+            "How long calls of each tool took, policy and validation included",
+            Unit::Seconds,
+            self.latency.clone(),
+        );
+        let counter = |n: u64| {
+            let c: Counter = Counter::default();
+            c.inc_by(n);
+            c
+        };
+        let gauge = |n: u64| {
+            let g: Gauge = Gauge::default();
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+            g
+        };
+        registry.register(
+            "reloads",
+            "Rescans of the plugin folders that changed something",
+            counter(facts.reloads),
+        );
+        registry.register("plugins_loaded", "Plugins loaded now", gauge(facts.plugins));
+        registry.register(
+            "plugin_generations_mapped",
+            "Plugin library generations mapped (libraries are never unloaded)",
+            gauge(facts.generations_mapped),
+        );
+        registry.register_with_unit(
+            "plugin_retained",
+            "Estimated memory the mapped generations keep",
+            Unit::Bytes,
+            gauge(facts.retained_bytes),
+        );
+        let sessions: Family<Labels, Gauge> = Family::default();
+        for version in &facts.mcp_sessions {
+            sessions
+                .get_or_create(&vec![("protocol_version", version.clone())])
+                .inc();
+        }
+        registry.register(
+            "mcp_sessions",
+            "MCP sessions connected now, by protocol version",
+            sessions,
+        );
+        registry.register(
+            "control_clients",
+            "Control-socket connections open now",
+            gauge(facts.control_clients),
+        );
+        let running: Family<Labels, Gauge> = Family::default();
+        let restarts: Family<Labels, Counter> = Family::default();
+        let quarantined: Family<Labels, Gauge> = Family::default();
+        for (plugin, up, restarted, held) in &facts.workers {
+            let labels = vec![("plugin", plugin.clone())];
+            running
+                .get_or_create(&labels)
+                .set(i64::try_from(*up).unwrap_or(i64::MAX));
+            restarts.get_or_create(&labels).inc_by(*restarted);
+            quarantined.get_or_create(&labels).set(i64::from(*held));
+        }
+        registry.register(
+            "workers_running",
+            "Worker processes running now, per plugin",
+            running,
+        );
+        registry.register(
+            "worker_restarts",
+            "Workers started after the first, per plugin",
+            restarts,
+        );
+        registry.register(
+            "worker_quarantined",
+            "1 while a plugin is quarantined after repeated crashes",
+            quarantined,
+        );
+        let mut text = String::new();
+        // Writing into a String cannot fail; an encoding error would be a bug, shown as
+        // a comment rather than a panic.
+        if let Err(e) = encode(&mut text, &registry) {
+            text.push_str(&format!("# error: could not encode the metrics: {e}\n"));
+        }
+        text
+    }
+}
+
+impl CallObserver for CallMetrics {
+    fn record(&self, _ctx: &CallContext, result: &ToolResult) {
+        // Names that are not tools would grow the families without bound.
+        if result.error == Some(CallErrorKind::ToolNotFound) {
+            return;
+        }
+        let tool: Labels = vec![("tool", result.name.clone())];
+        self.calls.get_or_create(&tool).inc();
+        self.latency
+            .get_or_create(&tool)
+            .observe(result.elapsed.as_secs_f64());
+        if result.is_error {
+            let kind = result.error.map_or_else(
+                || "error".to_owned(),
+                |k| match serde_json::to_value(k) {
+                    Ok(serde_json::Value::String(name)) => name,
+                    _ => format!("{k:?}"),
+                },
+            );
+            self.errors
+                .get_or_create(&vec![("tool", result.name.clone()), ("kind", kind)])
+                .inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_histograms_and_facts() {
+        let m = CallMetrics::new();
+        let failed = ToolResult::refused(
+            "1".to_owned(),
+            "echo".to_owned(),
+            "no".to_owned(),
+            CallErrorKind::InvalidArgs,
+        );
+        m.record(&CallContext::default(), &failed);
+        let text = m.render(&ScrapeFacts {
+            reloads: 3,
+            mcp_sessions: vec!["2025-11-25".to_owned(); 2],
+            workers: vec![("basic".to_owned(), 1, 2, false)],
+            ..ScrapeFacts::default()
+        });
+        assert!(
+            text.contains("toolhost_tool_calls_total{tool=\"echo\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolhost_tool_call_duration_seconds_count{tool=\"echo\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolhost_tool_errors_total{tool=\"echo\",kind=\"invalid_args\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("toolhost_reloads_total 3"), "{text}");
+        assert!(
+            text.contains("toolhost_mcp_sessions{protocol_version=\"2025-11-25\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolhost_worker_restarts_total{plugin=\"basic\"} 2"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
