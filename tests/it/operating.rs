@@ -277,7 +277,7 @@ async fn the_chat_edits_lines_and_recalls_the_last_chats_prompts() {
             .map(|m| m["content"].clone()),
         Some(json!("what is the first question"))
     );
-    let history = work.dir.path().join("profiles/default/state/chat_history");
+    let history = crate::support::profile_state("default").join("chat_history");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&history)
             .expect("history kept")
