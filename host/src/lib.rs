@@ -130,7 +130,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig, UnavailableTool,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
+    UnavailableTool,
 };
 pub use plugins::catalog::status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::{
     CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpOptions,
     LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError, TlsFiles,
-    TokenAuthenticator, TokenStore, WatchConfig,
+    TokenAuthenticator, TokenStore,
 };
 
 use super::{PluginDirs, control_socket, runtime, usage};
@@ -91,8 +91,8 @@ enum McpDoor<S> {
 /// Why `toolhost serve` could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 enum ServeFailure {
-    /// SIGINT and SIGTERM could not be caught.
-    #[error("could not install the SIGINT/SIGTERM handlers: {0}")]
+    /// SIGINT, SIGTERM and SIGHUP could not be caught.
+    #[error("could not install the SIGINT/SIGTERM/SIGHUP handlers: {0}")]
     Signals(#[source] std::io::Error),
     /// MCP over stdio could not take the process's stdin and stdout.
     #[error("could not set up stdin/stdout for MCP: {0}")]
@@ -152,6 +152,30 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
         }
         tracing::info!("shutdown requested");
     })
+}
+
+/// Registers the SIGHUP handler now (SIGHUP's default action would end the process) and
+/// returns its stream: each SIGHUP is a rescan, as `toolhost reload` asks (`systemctl
+/// reload` sends it through the unit's `ExecReload=`).
+fn hangup_signal() -> Result<tokio::signal::unix::Signal, std::io::Error> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+}
+
+/// Rescans on every SIGHUP until the host stops, logging what changed.
+async fn reload_on_hangup(mut hangups: tokio::signal::unix::Signal, host: Arc<Host>) {
+    while hangups.recv().await.is_some() {
+        tracing::info!("SIGHUP: rescanning the plugin directories");
+        match host.reload().await {
+            Ok(report) => tracing::info!(
+                added = report.plugins_added.len(),
+                updated = report.plugins_updated.len(),
+                removed = report.plugins_removed.len(),
+                errors = report.errors.len(),
+                "rescan after SIGHUP done"
+            ),
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
 }
 
 #[cfg(not(unix))]
@@ -236,7 +260,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             loading,
             ..CatalogConfig::default()
         },
-        watch: args.watch.then(WatchConfig::default),
+        watch: args.watch.then(|| host_config.watch()),
         control_path: args.control,
         dispatch: DispatchConfig { timeout, ..limits },
         shutdown_grace: Duration::from_secs(5),
@@ -254,8 +278,14 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     };
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal().map_err(ServeFailure::Signals)?;
+        let hangups = hangup_signal().map_err(ServeFailure::Signals)?;
         let door = match door {
-            None => return Ok(toolhost::serve(config, signals).await?),
+            None => {
+                let running = Host::start(config).await?;
+                tokio::spawn(reload_on_hangup(hangups, Arc::clone(running.host())));
+                running.run(signals).await;
+                return Ok(());
+            }
             // Before any plugin loads: only the protocol may reach the client's stdout.
             Some(McpDoor::Stdio(())) => {
                 McpDoor::Stdio(ClientStdio::take().map_err(ServeFailure::Stdio)?)
@@ -285,6 +315,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             }
             other => other,
         }?;
+        tokio::spawn(reload_on_hangup(hangups, Arc::clone(running.host())));
         let server = McpServer::new(Arc::clone(running.host()), mcp_options)?;
         let stop = CancellationToken::new();
         match door {
