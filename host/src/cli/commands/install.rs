@@ -193,27 +193,30 @@ impl InstallArgs {
             if !(same_file || same_name || !shared.is_empty()) {
                 continue;
             }
-            for tool in &shared {
+            if same_name {
                 clashes.push(format!(
-                    "tool '{tool}' of {} is also exported by plugin '{}' in {}",
-                    file.display(),
+                    "plugin '{}' is installed already ({} in {})",
                     other.name,
+                    other.version,
                     other.file.display()
                 ));
-            }
-            if same_file && shared.is_empty() {
+            } else if same_file && shared.is_empty() {
                 clashes.push(format!(
                     "{} is installed already (plugin '{}' {})",
                     other.file.display(),
                     other.name,
                     other.version
                 ));
-            } else if same_name && shared.is_empty() {
-                clashes.push(format!(
-                    "plugin '{}' is installed already as {}",
-                    other.name,
-                    other.file.display()
-                ));
+            }
+            if !same_name {
+                for tool in &shared {
+                    clashes.push(format!(
+                        "tool '{tool}' of {} is also exported by plugin '{}' in {}",
+                        file.display(),
+                        other.name,
+                        other.file.display()
+                    ));
+                }
             }
             replaced.push((other.file.clone(), other.name.clone()));
         }
