@@ -17,6 +17,7 @@ mod limits;
 mod loading;
 mod mcp;
 mod new_plugin;
+mod operators;
 mod outcomes;
 mod outputs;
 mod plugins;
