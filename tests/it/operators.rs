@@ -312,7 +312,10 @@ fn sighup_rescans_a_host_that_does_not_watch() {
     let host = Host::start(&dir.path(), &["--no-watch"], "", &[]);
     dir.install("hello_tools");
     let before = host.tools();
-    assert!(before.is_empty(), "not watching: nothing yet, got {before:?}");
+    assert!(
+        before.is_empty(),
+        "not watching: nothing yet, got {before:?}"
+    );
     host.signal(libc::SIGHUP);
     eventually(BOUND, "greet served after SIGHUP", || {
         host.tools().contains(&"greet".to_owned())

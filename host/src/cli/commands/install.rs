@@ -139,11 +139,11 @@ impl InstallArgs {
         let file_name = file
             .file_name()
             .ok_or_else(|| anyhow::anyhow!("{} names no file", file.display()))?;
-        if !Path::new(file_name)
+        let named_like_a_plugin = Path::new(file_name)
             .extension()
             .is_some_and(|e| e == toolhost::LIBRARY_EXTENSION)
-            || file_name.to_string_lossy().starts_with('.')
-        {
+            && !file_name.to_string_lossy().starts_with('.');
+        if !named_like_a_plugin {
             return Err(super::usage(format!(
                 "{} is not named like a plugin (NAME.{}, not hidden): a host would ignore it",
                 file.display(),

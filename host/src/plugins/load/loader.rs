@@ -269,12 +269,9 @@ impl PluginLoader {
                 .collect();
             workers
                 .into_iter()
-                .flat_map(|w| match w.join() {
-                    Ok(mine) => mine,
-                    // A panic in the loader itself (a plugin's are caught at the
-                    // boundary): that thread's files get an error below.
-                    Err(_) => Vec::new(),
-                })
+                // A panic in the loader itself (a plugin's are caught at the boundary):
+                // that thread's files get an error below.
+                .flat_map(|w| w.join().unwrap_or_default())
                 .collect()
         });
         for (i, result) in done {
