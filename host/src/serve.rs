@@ -117,7 +117,8 @@ impl RunningHost {
     /// the socket file, gives calls in flight `shutdown_grace` to finish and cancels the
     /// rest (bounded by the dispatcher's cancel grace). A service manager hears
     /// `READY=1` when serving begins and `STOPPING=1` when shutdown does (systemd's
-    /// `sd_notify`; nothing without `NOTIFY_SOCKET`): attach frontends before calling it.
+    /// notification protocol; nothing without `NOTIFY_SOCKET`): attach frontends before
+    /// calling it.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let stop = CancellationToken::new();
         let trigger = stop.clone();
