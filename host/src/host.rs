@@ -21,9 +21,9 @@ use crate::calls::registry::ToolRegistry;
 use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
 use crate::metrics::{CallMetrics, ScrapeFacts};
-use crate::plugins::catalog::CatalogStatus;
 use crate::plugins::catalog::watch::WatchConfig;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
+use crate::plugins::catalog::{CatalogStatus, RescanReport};
 use crate::plugins::run::call_pool::StuckCall;
 
 /// How to run a host.
@@ -218,6 +218,12 @@ pub struct UnavailableTool {
     pub reason: String,
 }
 
+/// A rescan asked for by the operator did not finish (the blocking task running it
+/// panicked or was cancelled at shutdown); what was loaded keeps serving.
+#[derive(Debug, thiserror::Error)]
+#[error("the rescan failed: {0}; what was loaded keeps serving (see the host's log)")]
+pub struct ReloadError(String);
+
 impl Host {
     /// A host over `catalog` (not yet scanned).
     pub fn new(catalog: Arc<PluginCatalog>, config: &ServeConfig) -> Host {
@@ -321,6 +327,35 @@ impl Host {
     /// The door every frontend's calls enter by (statistics observe it).
     pub fn door(&self) -> &CallDoor {
         &self.door
+    }
+
+    /// Rescans the plugin directories now, as `toolhost reload` and SIGHUP ask: lets
+    /// quarantined plugins start their workers again, then a full rescan off the runtime's
+    /// threads. A service manager hears `RELOADING=1` before and `READY=1` after (nothing
+    /// outside systemd).
+    pub async fn reload(&self) -> Result<RescanReport, ReloadError> {
+        crate::sys::service_manager::reloading();
+        let catalog = Arc::clone(&self.catalog);
+        let done = tokio::task::spawn_blocking(move || {
+            let lifted = catalog.lift_quarantines();
+            let mut report = catalog.rescan();
+            report.quarantine_lifted = lifted;
+            report
+        })
+        .await;
+        crate::sys::service_manager::ready(&self.serving_line());
+        done.map_err(|e| ReloadError(e.to_string()))
+    }
+
+    /// One line on what the host serves, for a service manager's status.
+    pub(crate) fn serving_line(&self) -> String {
+        let status = self.catalog.status();
+        format!(
+            "serving {} tools from {} plugins ({} files did not load)",
+            self.catalog.registry().len(),
+            status.plugins.len(),
+            status.load_errors.len()
+        )
     }
 
     /// Cancels every call whose request the door made (at the end of shutdown).

@@ -133,7 +133,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ServeConfig, UnavailableTool,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
+    UnavailableTool,
 };
 pub use metrics::{CallMetrics, METRICS_CONTENT_TYPE, ScrapeFacts};
 pub use plugins::catalog::status::{

@@ -115,12 +115,17 @@ impl RunningHost {
 
     /// Serves the control socket until `shutdown` resolves; then stops accepting, removes
     /// the socket file, gives calls in flight `shutdown_grace` to finish and cancels the
-    /// rest (bounded by the dispatcher's cancel grace).
+    /// rest (bounded by the dispatcher's cancel grace). A service manager hears
+    /// `READY=1` when serving begins and `STOPPING=1` when shutdown does (systemd's
+    /// notification protocol; nothing without `NOTIFY_SOCKET`): attach frontends before
+    /// calling it.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let stop = CancellationToken::new();
         let trigger = stop.clone();
+        crate::sys::service_manager::ready(&self.host.serving_line());
         let watch_shutdown = async move {
             shutdown.await;
+            crate::sys::service_manager::stopping();
             trigger.cancel();
         };
         let serving = self.socket.serve(Arc::clone(&self.host), stop);

@@ -19,6 +19,7 @@ mod mcp;
 mod metrics;
 mod new_plugin;
 mod operating;
+mod operators;
 mod outcomes;
 mod outputs;
 mod plugins;

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use toolhost::LoadedConfig;
 
-use commands::{Failure, agent, call, check, control, list, new, serve, token, trust};
+use commands::{Failure, agent, call, check, control, install, list, new, serve, token, trust};
 use output::{StdoutError, errln};
 
 /// Loads tools for LLM agents from compiled plugins and runs them.
@@ -61,6 +61,13 @@ enum Command {
     /// your user's rights: to inspect a file you do not trust, use `check --isolate`, which
     /// loads it only in a sandboxed worker process with no write access and no network.
     Check(check::CheckArgs),
+    /// Install a plugin file into a plugin directory: `check`'s checks, a refusal if its
+    /// tools clash with the installed plugins' (unless --replace), then a copy renamed
+    /// into place, so a watching host loads it once; prints what the running host did.
+    Install(install::InstallArgs),
+    /// Remove an installed plugin by its name (or file name); prints what the running
+    /// host did.
+    Remove(install::RemoveArgs),
     /// Pin plugin files for `[trust] mode = "pinned"` (pins count in "signed" mode too):
     /// records each file's sha256 with its plugin name and version in the trust file
     /// (0600, in the state directory unless `[trust] file` says otherwise).
@@ -189,6 +196,8 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => args.run(&config),
         Command::Check(args) => args.run(&config),
         Command::Trust(args) => args.run(&config),
+        Command::Install(args) => args.run(&config),
+        Command::Remove(args) => args.run(&config),
         Command::Worker { .. } => Err(commands::usage("__worker is started by toolhost itself")),
         Command::New(args) => args.run(),
         Command::Completions(_) | Command::Man(_) => Err(commands::usage(

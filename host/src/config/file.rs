@@ -450,6 +450,11 @@ pub struct RawReload {
     pub watch: bool,
     /// Reloads after which status recommends a restart.
     pub max_generations: u64,
+    /// Quiet time (seconds) the watcher waits for after file events before it rescans.
+    pub debounce_secs: f64,
+    /// Rescan at once when a plugin file arrives complete (renamed in, or closed after
+    /// writing with whole ELF headers), without the debounce.
+    pub immediate: bool,
 }
 
 impl Default for RawReload {
@@ -457,6 +462,8 @@ impl Default for RawReload {
         RawReload {
             watch: true,
             max_generations: 64,
+            debounce_secs: 0.05,
+            immediate: true,
         }
     }
 }
@@ -472,6 +479,8 @@ pub struct RawPlugins {
     pub strict_permissions: bool,
     /// Plugin files larger than this (bytes) are refused before they are read.
     pub max_file_size: u64,
+    /// How many plugin files load at once (start-up, rescans): 0 for the cores available.
+    pub load_threads: usize,
     /// `[plugins.NAME.settings]`, by plugin name, as JSON: what `ctx.settings()` reads.
     pub settings: BTreeMap<String, serde_json::Value>,
 }
@@ -481,6 +490,7 @@ impl Default for RawPlugins {
         RawPlugins {
             strict_permissions: true,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            load_threads: 0,
             settings: BTreeMap::new(),
         }
     }
@@ -498,6 +508,7 @@ impl<'de> Deserialize<'de> for RawPlugins {
                     plugins.strict_permissions = value.try_into().map_err(wrong)?
                 }
                 "max_file_size" => plugins.max_file_size = value.try_into().map_err(wrong)?,
+                "load_threads" => plugins.load_threads = value.try_into().map_err(wrong)?,
                 _ => {
                     let settings =
                         super::plugin_settings::from_toml(&key, value).map_err(D::Error::custom)?;

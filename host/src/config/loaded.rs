@@ -54,6 +54,7 @@ struct Resolved {
     model_timeout: Duration,
     agent: AgentSettings,
     mcp: McpSettings,
+    watch: crate::plugins::catalog::watch::WatchConfig,
 }
 
 impl Resolved {
@@ -91,7 +92,17 @@ impl Resolved {
                 max_body_bytes: m.max_body_bytes,
             },
         };
+        let debounce = positive("reload.debounce_secs", c.reload.debounce_secs)?;
+        let defaults = crate::plugins::catalog::watch::WatchConfig::default();
+        let watch = crate::plugins::catalog::watch::WatchConfig {
+            debounce,
+            // A debounce longer than the default cap is waited for in full.
+            max_wait: defaults.max_wait.max(debounce),
+            immediate: c.reload.immediate,
+            ..defaults
+        };
         Ok(Resolved {
+            watch,
             calls: CallSettings {
                 dispatch: calls,
                 availability_ttl,
@@ -317,6 +328,7 @@ impl LoadedConfig {
             trust: self.trust_policy()?,
             isolation: std::sync::Arc::new(self.isolation_policy()),
             settings: crate::PluginSettings::new(self.config.plugins.settings.clone()),
+            load_threads: self.config.plugins.load_threads,
         })
     }
 
@@ -398,6 +410,11 @@ impl LoadedConfig {
             settings.system_prompt.clone_from(prompt);
         }
         settings
+    }
+
+    /// How `toolhost serve` watches its plugin directories (`[reload]`).
+    pub fn watch(&self) -> crate::plugins::catalog::watch::WatchConfig {
+        self.resolved.watch
     }
 
     /// Call time limits as a dispatcher config.

@@ -3,7 +3,8 @@
 //! opening a path without following it into a FIFO or device (`safe_open`), ownership and
 //! mode checks (`permissions`), resource limits (`rlimit`), descriptors and processes for
 //! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
-//! (`seccomp`), dropping capabilities (`caps`), keeping a worker's processes together
+//! (`seccomp`), telling systemd what the host is doing (`service_manager`), dropping
+//! capabilities (`caps`), keeping a worker's processes together
 //! (`containment`, `pid_namespace`), what confines a worker (`confinement`) and the live
 //! workers the control socket refuses (`workers`).
 
@@ -18,4 +19,5 @@ pub(crate) mod rlimit;
 pub(crate) mod safe_open;
 pub(crate) mod sandbox;
 pub(crate) mod seccomp;
+pub(crate) mod service_manager;
 pub(crate) mod workers;

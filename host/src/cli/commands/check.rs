@@ -30,15 +30,7 @@ pub(crate) struct CheckArgs {
 impl CheckArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let file = self.file.as_path();
-        let loader = if self.isolate {
-            let mut policy = super::load_policy(config, true)?;
-            let mut isolation = toolhost::IsolationPolicy::clone(&policy.isolation);
-            isolation.inspect_only();
-            policy.isolation = std::sync::Arc::new(isolation);
-            super::new_loader_with(policy)?
-        } else {
-            new_loader(config, false)?
-        };
+        let loader = inspecting_loader(config, self.isolate)?;
         if self.json {
             return self.run_json(&loader);
         }
@@ -134,12 +126,7 @@ impl CheckArgs {
         for (_, reason) in refused.iter().filter(|(name, _)| name.is_none()) {
             outln!("  refused: {reason}")?;
         }
-        let failures: Vec<String> = plugin
-            .skipped_tools
-            .iter()
-            .map(|skipped| format!("{skipped}; the tool would be left out"))
-            .chain(problems.iter().map(ToString::to_string))
-            .collect();
+        let failures = failures(&plugin, &problems);
         if !failures.is_empty() {
             return Err(Failure::Several(failures).into());
         }
@@ -229,12 +216,7 @@ impl CheckArgs {
                     .map(|(_, reason)| serde_json::json!({"refused": reason})),
             );
             report["tools"] = tools.into();
-            let problems: Vec<String> = plugin
-                .skipped_tools
-                .iter()
-                .map(|skipped| format!("{skipped}; the tool would be left out"))
-                .chain(problems.iter().map(ToString::to_string))
-                .collect();
+            let problems = failures(&plugin, &problems);
             let clean = problems.is_empty();
             report["problems"] = problems.into();
             Ok(clean)
@@ -255,6 +237,37 @@ impl CheckArgs {
         } else {
             ExitCode::FAILURE
         })
+    }
+}
+
+/// Everything a host would refuse of `plugin`: tools left out at load, and what the
+/// scratch registry refused (`problems`), one line each.
+pub(crate) fn failures(
+    plugin: &toolhost::LoadedPlugin,
+    problems: &[toolhost::RegistryError],
+) -> Vec<String> {
+    plugin
+        .skipped_tools
+        .iter()
+        .map(|skipped| format!("{skipped}; the tool would be left out"))
+        .chain(problems.iter().map(ToString::to_string))
+        .collect()
+}
+
+/// The loader `check` uses: the config's policy, or with `isolate` one that loads only
+/// in a worker sandboxed for inspection (no write access, no network, Landlock required).
+pub(crate) fn inspecting_loader(
+    config: &LoadedConfig,
+    isolate: bool,
+) -> anyhow::Result<toolhost::PluginLoader> {
+    if isolate {
+        let mut policy = super::load_policy(config, true)?;
+        let mut isolation = toolhost::IsolationPolicy::clone(&policy.isolation);
+        isolation.inspect_only();
+        policy.isolation = std::sync::Arc::new(isolation);
+        super::new_loader_with(policy)
+    } else {
+        new_loader(config, false)
     }
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod agent;
 pub(crate) mod call;
 pub(crate) mod check;
 pub(crate) mod control;
+pub(crate) mod install;
 pub(crate) mod list;
 pub(crate) mod new;
 pub(crate) mod output;
@@ -101,6 +102,16 @@ impl PluginDirs {
         }
         vec![toolhost::default_plugin_dir()]
     }
+}
+
+/// The plugin directories a command uses when none is given on its command line:
+/// $TOOLHOST_PLUGINS, else the config's `plugin_dirs`, else the default directory.
+pub(crate) fn configured_plugin_dirs(config: &LoadedConfig) -> Vec<PathBuf> {
+    PluginDirs {
+        dirs: Vec::new(),
+        isolate: false,
+    }
+    .resolve(config)
 }
 
 /// The control socket: `explicit` (`--control`), else the config's, else the default.

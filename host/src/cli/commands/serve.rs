@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::{
     CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpOptions,
     LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError, TlsFiles,
-    TokenAuthenticator, TokenStore, WatchConfig,
+    TokenAuthenticator, TokenStore,
 };
 
 use super::{PluginDirs, control_socket, runtime, usage};
@@ -97,8 +97,8 @@ enum McpDoor<S> {
 /// Why `toolhost serve` could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 enum ServeFailure {
-    /// SIGINT and SIGTERM could not be caught.
-    #[error("could not install the SIGINT/SIGTERM handlers: {0}")]
+    /// SIGINT, SIGTERM and SIGHUP could not be caught.
+    #[error("could not install the SIGINT/SIGTERM/SIGHUP handlers: {0}")]
     Signals(#[source] std::io::Error),
     /// MCP over stdio could not take the process's stdin and stdout.
     #[error("could not set up stdin/stdout for MCP: {0}")]
@@ -158,6 +158,30 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
         }
         tracing::info!("shutdown requested");
     })
+}
+
+/// Registers the SIGHUP handler now (SIGHUP's default action would end the process) and
+/// returns its stream: each SIGHUP is a rescan, as `toolhost reload` asks (`systemctl
+/// reload` sends it through the unit's `ExecReload=`).
+fn hangup_signal() -> Result<tokio::signal::unix::Signal, std::io::Error> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+}
+
+/// Rescans on every SIGHUP until the host stops, logging what changed.
+async fn reload_on_hangup(mut hangups: tokio::signal::unix::Signal, host: Arc<Host>) {
+    while hangups.recv().await.is_some() {
+        tracing::info!("SIGHUP: rescanning the plugin directories");
+        match host.reload().await {
+            Ok(report) => tracing::info!(
+                added = report.plugins_added.len(),
+                updated = report.plugins_updated.len(),
+                removed = report.plugins_removed.len(),
+                errors = report.errors.len(),
+                "rescan after SIGHUP done"
+            ),
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
 }
 
 #[cfg(not(unix))]
@@ -297,7 +321,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             loading,
             ..CatalogConfig::default()
         },
-        watch: args.watch.then(WatchConfig::default),
+        watch: args.watch.then(|| host_config.watch()),
         control_path: args.control,
         dispatch: DispatchConfig { timeout, ..limits },
         shutdown_grace: Duration::from_secs(5),
@@ -315,8 +339,8 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     };
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal().map_err(ServeFailure::Signals)?;
+        let hangups = hangup_signal().map_err(ServeFailure::Signals)?;
         let door = match door {
-            None if args.metrics.is_none() => return Ok(toolhost::serve(config, signals).await?),
             None => None,
             // Before any plugin loads: only the protocol may reach the client's stdout.
             Some(McpDoor::Stdio(())) => Some(McpDoor::Stdio(
@@ -347,6 +371,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
             }
             other => other,
         }?;
+        tokio::spawn(reload_on_hangup(hangups, Arc::clone(running.host())));
         let stop = CancellationToken::new();
         let metrics = match args.metrics {
             Some(options) => {

@@ -29,23 +29,11 @@ impl ControlHandler for Host {
     }
 }
 
-/// `reload`: a rescan, off the runtime's threads (it reads and hashes files).
+/// `reload`: [`Host::reload`] (a rescan off the runtime's threads, quarantines lifted).
 async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
-    let catalog = Arc::clone(host.catalog());
-    tokio::task::spawn_blocking(move || {
-        // An operator's reload also lets quarantined plugins start again.
-        let lifted = catalog.lift_quarantines();
-        let mut report = catalog.rescan();
-        report.quarantine_lifted = lifted;
-        report
-    })
-    .await
-    .map_err(|e| {
-        ControlFault::new(
-            ControlFault::INTERNAL_ERROR,
-            format!("the rescan failed: {e}"),
-        )
-    })
+    host.reload()
+        .await
+        .map_err(|e| ControlFault::new(ControlFault::INTERNAL_ERROR, e.to_string()))
 }
 
 /// `call`: one call through the host's door, as the named (else default) profile.

@@ -105,6 +105,10 @@ struct State {
     reloads: u64,
     generations_mapped: u64,
     retained_bytes: u64,
+    /// Rescans run (full ones and the watcher's immediate ones).
+    rescans: u64,
+    /// Rescans that changed the registry.
+    registry_changes: u64,
     /// Whether the loaded set changed since the registry was last built.
     dirty: bool,
 }
@@ -168,6 +172,8 @@ impl PluginCatalog {
         state.load_errors.retain(|_, (fp, _)| fp.is_some());
         // Directories that could not be read: nothing loaded from them counts as gone.
         let mut unread: BTreeSet<usize> = BTreeSet::new();
+        // The files that changed, in load order: loaded together on the loader's pool.
+        let mut to_load: Vec<((usize, PathBuf), Fingerprint)> = Vec::new();
         for (index, dir) in self.config.dirs.iter().enumerate() {
             let files = match PluginLoader::scan_dir(dir) {
                 Ok(files) => files,
@@ -204,9 +210,12 @@ impl PluginCatalog {
             for file in files {
                 let key = (index, file.clone());
                 seen.insert(key.clone());
-                self.refresh_file(&mut state, key, &mut report);
+                if let Some(fingerprint) = self.needs_load(&mut state, &key, &mut report) {
+                    to_load.push((key, fingerprint));
+                }
             }
         }
+        self.load_and_apply(&mut state, to_load, &mut report);
         let gone: Vec<(usize, PathBuf)> = state
             .entries
             .keys()
@@ -231,19 +240,62 @@ impl PluginCatalog {
                     .iter()
                     .any(|d| file.parent() == Some(d.as_path()))
         });
+        self.finish(&mut state, &mut report, reloads_before);
+        report
+    }
+
+    /// Looks at `files` only, now: loads those that are new or changed, as
+    /// [`PluginCatalog::rescan`] would, and leaves every other file (and the directories'
+    /// listings) to the next full rescan. For the watcher's immediate path, when a file
+    /// known to be complete has just arrived: nothing else in its directory is read, so a
+    /// file elsewhere in the middle of a `cargo build` (removed, not yet linked again) is
+    /// never counted as gone here. Files outside the plugin directories, or that do not
+    /// look like plugins, are ignored. Blocking, like `rescan`.
+    pub fn rescan_files(&self, files: &[PathBuf]) -> RescanReport {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let reloads_before = state.reloads;
+        let mut report = RescanReport::default();
+        let mut to_load: Vec<((usize, PathBuf), Fingerprint)> = Vec::new();
+        let keys: BTreeSet<(usize, PathBuf)> = files
+            .iter()
+            .filter(|f| crate::plugins::load::loader::is_plugin_candidate(f))
+            .filter_map(|f| {
+                let dir = f.parent()?;
+                let index = self.config.dirs.iter().position(|d| d == dir)?;
+                Some((index, f.clone()))
+            })
+            .collect();
+        for key in keys {
+            state.pending.remove(&key.1);
+            if let Some(fingerprint) = self.needs_load(&mut state, &key, &mut report) {
+                to_load.push((key, fingerprint));
+            }
+        }
+        self.load_and_apply(&mut state, to_load, &mut report);
+        self.finish(&mut state, &mut report, reloads_before);
+        report
+    }
+
+    /// The end of every rescan: the registry rebuilt and swapped if anything changed,
+    /// status refreshed, the change published.
+    fn finish(&self, state: &mut State, report: &mut RescanReport, reloads_before: u64) {
+        state.rescans += 1;
         if state.dirty {
-            report.tools = self.swap_registry(&mut state);
+            report.tools = self.swap_registry(state);
             state.dirty = false;
+            if !report.tools.is_empty() {
+                state.registry_changes += 1;
+            }
         }
         if state.reloads > self.config.max_generations && state.reloads > reloads_before {
             tracing::warn!(
                 reloads = state.reloads,
                 mapped_bytes = state.retained_bytes,
                 "{}",
-                restart_advice(&state, &self.config)
+                restart_advice(state, &self.config)
             );
         }
-        let fresh = Arc::new(snapshot(&state, &self.config));
+        let fresh = Arc::new(snapshot(state, &self.config));
         *self.status.write().unwrap_or_else(PoisonError::into_inner) = fresh;
         *self.workers.write().unwrap_or_else(PoisonError::into_inner) = state
             .entries
@@ -260,10 +312,31 @@ impl PluginCatalog {
             // No subscriber is fine.
             let _ = self.events.send(report.tools.clone());
         }
-        report
     }
 
-    fn refresh_file(&self, state: &mut State, key: (usize, PathBuf), report: &mut RescanReport) {
+    /// Loads `changed` (in load order) on the loader's pool, then records each outcome in
+    /// that same order, so the result does not depend on which load finished first.
+    fn load_and_apply(
+        &self,
+        state: &mut State,
+        changed: Vec<((usize, PathBuf), Fingerprint)>,
+        report: &mut RescanReport,
+    ) {
+        let files: Vec<PathBuf> = changed.iter().map(|((_, f), _)| f.clone()).collect();
+        let results = self.loader.load_files(&files);
+        for ((key, fingerprint), result) in changed.into_iter().zip(results) {
+            self.apply_load(state, key, fingerprint, result, report);
+        }
+    }
+
+    /// Whether `key`'s file must be loaded: its fingerprint when it is new or changed
+    /// (and not a refused file unchanged since), `None` when what is recorded stands.
+    fn needs_load(
+        &self,
+        state: &mut State,
+        key: &(usize, PathBuf),
+        report: &mut RescanReport,
+    ) -> Option<Fingerprint> {
         let file = key.1.clone();
         let unreadable = |e: io::Error| {
             format!(
@@ -275,17 +348,17 @@ impl PluginCatalog {
             Ok(f) => f,
             Err(e) => {
                 report.unreadable.push(file.clone());
-                record_failure(state, &key, None, unreadable(e), report);
-                return;
+                record_failure(state, key, None, unreadable(e), report);
+                return None;
             }
         };
         // Unchanged since the last look (loaded, or refused): nothing to load.
-        if let Some(entry) = state.entries.get_mut(&key) {
+        if let Some(entry) = state.entries.get_mut(key) {
             if entry.fingerprint == fingerprint {
                 // The file is the one serving: an earlier failure no longer applies.
                 entry.last_error = None;
                 entry.rejected = None;
-                return;
+                return None;
             }
             if entry.rejected.as_ref() == Some(&fingerprint) {
                 report
@@ -294,7 +367,7 @@ impl PluginCatalog {
                         file: file.clone(),
                         error,
                     }));
-                return;
+                return None;
             }
         } else if let Some((Some(failed), msg)) = state.load_errors.get(&file)
             && *failed == fingerprint
@@ -303,11 +376,11 @@ impl PluginCatalog {
                 file: file.clone(),
                 error: msg.clone(),
             });
-            return;
+            return None;
         }
         // Same size as the generation serving: maybe only touched or copied again. Hash it
         // to find out before mapping another library (a new size means new content).
-        if let Some(entry) = state.entries.get_mut(&key)
+        if let Some(entry) = state.entries.get_mut(key)
             && entry.plugin.size == fingerprint.len
         {
             let limit = self.config.loading.max_file_size;
@@ -324,17 +397,30 @@ impl PluginCatalog {
                     entry.fingerprint = fingerprint;
                     entry.last_error = None;
                     entry.rejected = None;
-                    return;
+                    return None;
                 }
                 Ok(_) => {}
                 Err(e) => {
                     report.unreadable.push(file.clone());
-                    record_failure(state, &key, None, unreadable(e), report);
-                    return;
+                    record_failure(state, key, None, unreadable(e), report);
+                    return None;
                 }
             }
         }
-        match self.loader.load_file(&file) {
+        Some(fingerprint)
+    }
+
+    /// Records the outcome of loading `key`'s file (seen as `fingerprint`).
+    fn apply_load(
+        &self,
+        state: &mut State,
+        key: (usize, PathBuf),
+        fingerprint: Fingerprint,
+        result: Result<LoadedPlugin, crate::plugins::load::error::PluginLoadError>,
+        report: &mut RescanReport,
+    ) {
+        let file = key.1.clone();
+        match result {
             Ok(plugin) => {
                 let counters = state.paths.entry(file.clone()).or_default();
                 counters.generations += 1;
@@ -510,6 +596,8 @@ fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
         registry_errors: state.registry_errors.clone(),
         pending: state.pending.iter().cloned().collect(),
         reloads: state.reloads,
+        rescans: state.rescans,
+        registry_changes: state.registry_changes,
         generations_mapped: state.generations_mapped,
         retained_bytes_estimate: state.retained_bytes,
         max_generations: config.max_generations,

@@ -139,6 +139,14 @@ pub struct CatalogStatus {
     pub pending: Vec<PathBuf>,
     /// Reloads since start (loads of a path that had been loaded before).
     pub reloads: u64,
+    /// Rescans since start: full ones (start-up, the watcher's debounced ones, `reload`,
+    /// SIGHUP) and the watcher's immediate ones for a file that arrived complete.
+    #[serde(default)]
+    pub rescans: u64,
+    /// Rescans that changed the registry (tools added, changed or removed): one per
+    /// install or removal, however many file events it made.
+    #[serde(default)]
+    pub registry_changes: u64,
     /// Libraries mapped in this process (never unloaded): every generation, plus failed
     /// loads that got as far as mapping.
     pub generations_mapped: u64,

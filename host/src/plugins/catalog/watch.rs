@@ -1,11 +1,23 @@
-//! Watching plugin directories: file events (notify) are debounced and turned into
-//! rescans of the catalog. Every way a file really arrives ends in a rescan once the
-//! directory has been quiet for the debounce time: `cp` over a file (close-write), install
-//! by rename, `cargo build` (remove, then create a hard link), editors' temporary files.
+//! Watching plugin directories: file events (notify) are turned into rescans of the
+//! catalog, two ways.
+//!
+//! - **At once** (`immediate`): a plugin file that arrives by rename (`Modify(Name(To))`)
+//!   or is closed after writing (`Access(Close(Write))`) and whose ELF headers say it is
+//!   whole (section and program header tables and segments within its size) is looked at
+//!   right away, that file alone (`PluginCatalog::rescan_files`): nothing else in the
+//!   directory is read, so a file elsewhere in the middle of a `cargo build` (removed, not
+//!   yet linked again) is never taken for gone.
+//! - **Debounced**, for everything (the immediate events too): once the directory has been
+//!   quiet for the debounce time (at most `max_wait` after the first event), a full rescan.
+//!   `cargo build` (remove, then create a hard link: no close-write), partial writes,
+//!   bursts and editors' temporary files all end here.
+//!
 //! The rescan itself decides what changed; a half-written file is left pending and looked
 //! at again shortly, and a directory or file that could not be read (EMFILE, EIO) is
 //! read again with exponential backoff (`recheck`, doubling up to `max_backoff`) until a
-//! rescan gets through, without waiting for a file event.
+//! rescan gets through, without waiting for a file event. Weak spot: the completeness
+//! check reads the headers when the event is handled; a writer that renames a whole file
+//! in and then writes into it again is only caught by the load's own checks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +40,9 @@ pub struct WatchConfig {
     pub max_wait: Duration,
     /// The longest wait between retries of a rescan that could not read something.
     pub max_backoff: Duration,
+    /// Rescan a file at once when it arrives complete (renamed in, or closed after
+    /// writing with whole ELF headers), besides the debounced rescan.
+    pub immediate: bool,
 }
 
 impl Default for WatchConfig {
@@ -37,6 +52,7 @@ impl Default for WatchConfig {
             recheck: Duration::from_millis(250),
             max_wait: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
+            immediate: true,
         }
     }
 }
@@ -101,20 +117,47 @@ fn is_relevant(event: &notify::Event) -> bool {
             .any(|p| crate::plugins::load::loader::is_plugin_candidate(p))
 }
 
+/// What a file event asks of the rescan loop.
+#[derive(Debug)]
+enum Trigger {
+    /// A full rescan once the directories are quiet.
+    Debounced,
+    /// This file arrived complete: look at it now (a full rescan follows, debounced).
+    Now(PathBuf),
+}
+
+/// The file an event says arrived complete, if it did: renamed in or closed after
+/// writing, a plugin candidate, with whole ELF headers.
+fn arrived_complete(event: &notify::Event) -> Option<PathBuf> {
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+    let path = match event.kind {
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+        | EventKind::Access(AccessKind::Close(AccessMode::Write)) => event.paths.last()?,
+        _ => return None,
+    };
+    (crate::plugins::load::loader::is_plugin_candidate(path)
+        && crate::plugins::load::elf::looks_complete(path))
+    .then(|| path.clone())
+}
+
 impl PluginWatcher {
     /// Starts watching every directory of `catalog` and rescanning on changes. Must be
     /// called inside a tokio runtime.
     pub fn start(catalog: Arc<PluginCatalog>, config: WatchConfig) -> Result<Self, WatchError> {
-        let (tx, rx) = mpsc::unbounded_channel::<()>();
+        let (tx, rx) = mpsc::unbounded_channel::<Trigger>();
+        let immediate = config.immediate;
         let mut watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
                 Ok(event) if is_relevant(&event) => {
-                    let _ = tx.send(());
+                    if immediate && let Some(file) = arrived_complete(&event) {
+                        let _ = tx.send(Trigger::Now(file));
+                    }
+                    let _ = tx.send(Trigger::Debounced);
                 }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!("file watching reported an error: {e}; rescanning");
-                    let _ = tx.send(());
+                    let _ = tx.send(Trigger::Debounced);
                 }
             })
             .map_err(WatchError::Start)?;
@@ -137,33 +180,44 @@ impl PluginWatcher {
 async fn rescan_loop(
     catalog: Arc<PluginCatalog>,
     config: WatchConfig,
-    mut events: mpsc::UnboundedReceiver<()>,
+    mut events: mpsc::UnboundedReceiver<Trigger>,
 ) {
     // When to look again without an event: soon for a pending file, with backoff after
     // an I/O error.
     let mut recheck: Option<Duration> = None;
     let mut backoff = config.recheck;
     loop {
-        match recheck {
-            Some(wait) => {
-                if let Ok(None) = tokio::time::timeout(wait, events.recv()).await {
-                    return;
-                }
-            }
-            None => {
-                if events.recv().await.is_none() {
-                    return;
-                }
-            }
+        let first = match recheck {
+            Some(wait) => match tokio::time::timeout(wait, events.recv()).await {
+                Ok(None) => return,
+                Ok(Some(trigger)) => Some(trigger),
+                Err(_) => None,
+            },
+            None => match events.recv().await {
+                None => return,
+                Some(trigger) => Some(trigger),
+            },
+        };
+        if let Some(Trigger::Now(file)) = first {
+            rescan_now(&catalog, file, &mut events).await;
         }
         // Debounce: wait until the directory has been quiet for a while, but not longer
         // than `max_wait` in all, so a file that keeps changing cannot hold rescans off.
+        // A file that arrives complete meanwhile is looked at without waiting.
         let give_up = tokio::time::Instant::now() + config.max_wait;
         loop {
             let quiet = (tokio::time::Instant::now() + config.debounce).min(give_up);
             match tokio::time::timeout_at(quiet, events.recv()).await {
-                Ok(Some(())) if tokio::time::Instant::now() < give_up => continue,
-                Ok(Some(())) | Err(_) => break,
+                Ok(Some(Trigger::Now(file))) => {
+                    rescan_now(&catalog, file, &mut events).await;
+                    if tokio::time::Instant::now() >= give_up {
+                        break;
+                    }
+                }
+                Ok(Some(Trigger::Debounced)) if tokio::time::Instant::now() < give_up => {
+                    continue;
+                }
+                Ok(Some(Trigger::Debounced)) | Err(_) => break,
                 Ok(None) => return,
             }
         }
@@ -188,5 +242,27 @@ async fn rescan_loop(
                 recheck = Some(config.recheck);
             }
         }
+    }
+}
+
+/// Looks at `file`, and every other file already reported complete, at once.
+async fn rescan_now(
+    catalog: &Arc<PluginCatalog>,
+    file: PathBuf,
+    events: &mut mpsc::UnboundedReceiver<Trigger>,
+) {
+    let mut files = vec![file];
+    // Whatever else has arrived already: one rescan for all of them. (Debounced
+    // triggers taken here are not lost: the debounce that follows waits anyway.)
+    while let Ok(trigger) = events.try_recv() {
+        if let Trigger::Now(more) = trigger
+            && !files.contains(&more)
+        {
+            files.push(more);
+        }
+    }
+    let cat = Arc::clone(catalog);
+    if let Err(e) = tokio::task::spawn_blocking(move || cat.rescan_files(&files)).await {
+        tracing::error!("a rescan of newly arrived plugin files failed: {e}");
     }
 }

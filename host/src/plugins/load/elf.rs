@@ -12,7 +12,7 @@ use crate::plugins::load::error::LoadErrorKind;
 /// Reads only the header and the program header table, at their offsets (the file's
 /// position is left alone), from a file of `size` bytes.
 #[cfg(unix)]
-pub(super) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+pub(crate) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
     use std::os::unix::fs::FileExt as _;
     if cfg!(target_os = "macos") {
         return Ok(());
@@ -62,8 +62,20 @@ pub(super) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorK
     Ok(())
 }
 
+/// Whether the file at `path` is, by its ELF headers, a whole shared library now: a
+/// regular file (opened without blocking, so a FIFO never stalls the caller) whose section
+/// header table, program header table and segments all end within its size. What the
+/// watcher asks before it rescans at once instead of waiting for the directory to be
+/// quiet; loading checks the same again on the bytes it copies.
+pub(crate) fn looks_complete(path: &std::path::Path) -> bool {
+    match crate::sys::safe_open::open_regular(path) {
+        Ok((file, meta)) => check_elf_header(&file, meta.len()).is_ok(),
+        Err(_) => false,
+    }
+}
+
 #[cfg(not(unix))]
-pub(super) fn check_elf_header(_f: &fs::File, _size: u64) -> Result<(), LoadErrorKind> {
+pub(crate) fn check_elf_header(_f: &fs::File, _size: u64) -> Result<(), LoadErrorKind> {
     Ok(())
 }
 
@@ -158,6 +170,16 @@ mod tests {
             elf_verdict(&lying),
             Err(LoadErrorKind::Truncated { .. })
         ));
+        // The watcher's question, on files: whole, half-written, missing.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let whole = dir.path().join("whole.so");
+        let half = dir.path().join("half.so");
+        fs::write(&whole, &me).expect("write");
+        fs::write(&half, &me[..me.len() / 2]).expect("write");
+        assert!(looks_complete(&whole));
+        assert!(!looks_complete(&half));
+        assert!(!looks_complete(&dir.path().join("missing.so")));
+        assert!(!looks_complete(dir.path()), "a directory is not a library");
         // Pseudo-random headers never panic.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..2000 {

@@ -78,6 +78,11 @@ pub struct LoadPolicy {
     pub isolation: Arc<IsolationPolicy>,
     /// What each plugin's `ctx.settings()` reads (`[plugins.NAME.settings]`).
     pub settings: PluginSettings,
+    /// How many files are copied, hashed, checked and loaded at once when several are
+    /// (start-up, a rescan that finds several changed): 0 means the cores available
+    /// (`std::thread::available_parallelism`), 1 one at a time. Plugins register in the
+    /// fixed order whatever this is.
+    pub load_threads: usize,
 }
 
 impl Default for LoadPolicy {
@@ -88,6 +93,7 @@ impl Default for LoadPolicy {
             trust: TrustPolicy::default(),
             isolation: Arc::default(),
             settings: PluginSettings::default(),
+            load_threads: 0,
         }
     }
 }
@@ -183,39 +189,120 @@ impl PluginLoader {
 
     /// Loads every plugin in `dirs`: directories in the order given, files sorted by name
     /// within each. One bad file (or a missing directory) gives one error and the others
-    /// still load.
+    /// still load. The files load on a bounded pool ([`LoadPolicy::load_threads`]); the
+    /// report lists them in the fixed order whatever order they finished in.
     pub fn load_dirs(&self, dirs: &[PathBuf]) -> LoadReport {
         let mut report = LoadReport::default();
+        // Per directory: its files, or why it could not be read (in order).
+        let mut listed: Vec<Result<Vec<PathBuf>, PluginLoadError>> = Vec::new();
         for dir in dirs {
-            match PluginLoader::scan_dir(dir) {
-                Ok(files) => {
-                    for file in files {
-                        match self.load_file(&file) {
-                            Ok(p) => {
-                                report.errors.extend(p.skipped_tools.iter().map(|reason| {
-                                    PluginLoadError {
-                                        file: file.clone(),
-                                        kind: LoadErrorKind::Tool {
-                                            reason: reason.clone(),
-                                        },
-                                    }
-                                }));
-                                report.plugins.push(p);
-                            }
-                            Err(e) => report.errors.push(e),
-                        }
-                    }
-                }
-                Err(source) => report.errors.push(PluginLoadError {
+            listed.push(
+                PluginLoader::scan_dir(dir).map_err(|source| PluginLoadError {
                     file: dir.clone(),
                     kind: LoadErrorKind::Io {
                         action: "read the plugin directory",
                         source,
                     },
                 }),
+            );
+        }
+        let files: Vec<PathBuf> = listed
+            .iter()
+            .filter_map(|l| l.as_ref().ok())
+            .flatten()
+            .cloned()
+            .collect();
+        let mut loaded = self.load_files(&files).into_iter();
+        for entry in listed {
+            let files = match entry {
+                Ok(files) => files,
+                Err(e) => {
+                    report.errors.push(e);
+                    continue;
+                }
+            };
+            for (file, result) in files.iter().zip(loaded.by_ref()) {
+                match result {
+                    Ok(p) => {
+                        report.errors.extend(p.skipped_tools.iter().map(|reason| {
+                            PluginLoadError {
+                                file: file.clone(),
+                                kind: LoadErrorKind::Tool {
+                                    reason: reason.clone(),
+                                },
+                            }
+                        }));
+                        report.plugins.push(p);
+                    }
+                    Err(e) => report.errors.push(e),
+                }
             }
         }
         report
+    }
+
+    /// Loads each of `files` ([`PluginLoader::load_file`]) on a bounded pool of
+    /// [`LoadPolicy::load_threads`] threads (the cores available by default; none is
+    /// started for a single file). The results are in the order of `files`, whichever
+    /// finished first, so what is registered from them does not depend on the pool.
+    pub fn load_files(&self, files: &[PathBuf]) -> Vec<Result<LoadedPlugin, PluginLoadError>> {
+        let threads = self.load_threads().min(files.len());
+        if threads <= 1 {
+            return files.iter().map(|f| self.load_file(f)).collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut slots: Vec<Option<Result<LoadedPlugin, PluginLoadError>>> =
+            files.iter().map(|_| None).collect();
+        let done: Vec<(usize, Result<LoadedPlugin, PluginLoadError>)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(file) = files.get(i) else { break };
+                            mine.push((i, self.load_file(file)));
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                // A panic in the loader itself (a plugin's are caught at the boundary):
+                // that thread's files get an error below.
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        for (i, result) in done {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        slots
+            .into_iter()
+            .zip(files)
+            .map(|(slot, file)| {
+                slot.unwrap_or_else(|| {
+                    Err(PluginLoadError {
+                        file: file.clone(),
+                        kind: LoadErrorKind::Plugin {
+                            reason: "the thread loading it panicked (see the log); \
+                                     run `toolhost check` on the file"
+                                .to_owned(),
+                        },
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The size of the load pool: [`LoadPolicy::load_threads`], or the cores available.
+    pub fn load_threads(&self) -> usize {
+        match self.policy.load_threads {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            n => n,
+        }
     }
 
     /// Loads one plugin file.

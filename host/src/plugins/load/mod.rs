@@ -4,7 +4,7 @@
 //! (`abi_check`), and say per file what went wrong and what to do (`error`).
 
 mod abi_check;
-mod elf;
+pub(crate) mod elf;
 pub(crate) mod error;
 pub(crate) mod loader;
 pub(crate) mod private_copy;
