@@ -134,6 +134,7 @@ impl LoadedConfig {
         config.control_socket = config.control_socket.as_ref().map(resolve);
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         config.trust.file = config.trust.file.as_ref().map(resolve);
+        config.audit.file = config.audit.file.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
         config.workspace.roots = config.workspace.roots.as_ref().map(|roots| {
@@ -272,6 +273,33 @@ impl LoadedConfig {
             .tokens_file
             .clone()
             .or_else(|| crate::sys::private::state_dir().map(|d| d.join("tokens.json")))
+    }
+
+    /// The audit log's settings (`[audit]`), or `None` when it is switched off. Its file:
+    /// `[audit] file`, else `audit.jsonl` in the state directory; an error when neither
+    /// that nor `XDG_STATE_HOME`/`HOME` says where.
+    pub fn audit(&self) -> Result<Option<crate::audit::AuditSettings>, ConfigError> {
+        let a = &self.config.audit;
+        if !a.enabled {
+            return Ok(None);
+        }
+        let file = a
+            .file
+            .clone()
+            .or_else(crate::audit::AuditSettings::default_file)
+            .ok_or_else(|| ConfigError::Invalid {
+                path: self.file.clone().unwrap_or_default(),
+                message: "[audit] is enabled but has no file, and neither XDG_STATE_HOME nor \
+                          HOME is set: set `[audit] file` or `enabled = false`"
+                    .to_owned(),
+            })?;
+        Ok(Some(crate::audit::AuditSettings {
+            file,
+            include_arguments: a.include_arguments,
+            max_bytes: a.max_bytes,
+            keep: a.keep,
+            queue: a.queue.max(1),
+        }))
     }
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file
