@@ -440,6 +440,10 @@ fn toolhost_command(toolhost: &Path, plugins: &Path, control: &Path) -> Command 
         .arg("--control")
         .arg(control)
         .env("XDG_CONFIG_HOME", plugins.join("no-config"))
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join(format!("toolhost-bench-state-{}", std::process::id())),
+        )
         .env("TOOLHOST_LOG", "warn");
     cmd
 }

@@ -49,6 +49,8 @@ pub struct ServeConfig {
     pub default_profile: String,
     /// The config file, for messages.
     pub config_file: Option<PathBuf>,
+    /// The audit log every call is recorded in (`None`: none).
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 /// A running host's state, shared by its frontends.
@@ -273,6 +275,18 @@ impl Host {
         if let Err(e) = pruning {
             tracing::warn!(error = %e, "could not start pruning the kept outputs; the first write prunes");
         }
+        // Lasting approvals are kept per profile, beside its state folder.
+        let lasting = crate::calls::approvals::ApprovalFiles::new(
+            config
+                .profiles
+                .iter()
+                .map(|p| (p.name.clone(), p.state_dir.clone()))
+                .chain(
+                    implicit_default
+                        .iter()
+                        .map(|state| (config.default_profile.clone(), state.clone())),
+                ),
+        );
         let profiles = Arc::new(HostProfiles {
             catalog: Arc::clone(&catalog),
             profiles: config
@@ -298,13 +312,19 @@ impl Host {
             },
             Arc::clone(&profiles) as Arc<dyn Profiles>,
             Arc::new(NobodyToAsk {
-                hint: "the control socket cannot ask a person; run it with `toolhost call --yes` \
-                       or lower the tool's risk in the config (with allow_lower)"
+                hint: "this caller cannot be asked; run `toolhost call --control` from a \
+                       terminal to be asked there, or lower the tool's risk in the config \
+                       (with allow_lower)"
                     .to_owned(),
             }),
         )
         .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>)
-        .with_observer(Arc::clone(&metrics) as Arc<dyn crate::CallObserver>);
+        .with_observer(Arc::clone(&metrics) as Arc<dyn crate::CallObserver>)
+        .with_lasting_approvals(Arc::new(lasting));
+        let door = match &config.audit {
+            Some(audit) => door.with_observer(Arc::clone(audit) as Arc<dyn crate::CallObserver>),
+            None => door,
+        };
         Host {
             door,
             profiles,

@@ -72,6 +72,7 @@
 //! ```
 
 pub mod agent;
+pub mod audit;
 mod calls;
 mod config;
 mod frontends;
@@ -82,13 +83,18 @@ mod serve;
 mod sys;
 mod text;
 
+pub use calls::approvals::{
+    APPROVALS_FILE, ApprovalFile, ApprovalFiles, ApprovalsError, LastingApproval, approvals_dir,
+};
 pub use calls::availability::{Availability, Unavailable};
 pub use calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnError, ChildTurnService, Frontend, HostRequests,
     ProfileRequests, TurnIdentity, TurnServices,
 };
+pub use calls::decision::{ApprovalScope, Decision};
 pub use calls::dispatcher::{
-    CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult,
+    CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
+    ToolResult,
 };
 pub use calls::door::{
     CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
@@ -100,8 +106,9 @@ pub use calls::outputs::{
     ReadRange, Rest, Size, cut, is_id,
 };
 pub use calls::policy::{
-    ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, CallPolicy,
-    NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal, RiskOverride, apply_risk_overrides,
+    ApprovalAnswer, ApprovalKey, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove,
+    CallPolicy, LastingApprovals, NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal,
+    RiskOverride, apply_risk_overrides,
 };
 pub use calls::registry::{
     InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
@@ -117,9 +124,9 @@ pub use config::{
     positive_seconds,
 };
 pub use frontends::control::{
-    CallParams, CallReply, ControlClient, ControlError, ControlFault, ControlHandler,
-    ControlOutcome, ControlRequest, ControlResponse, ControlResult, ControlSocket, call_error_code,
-    default_control_path,
+    ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
+    ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer, ControlRequest,
+    ControlResponse, ControlResult, ControlSocket, call_error_code, default_control_path,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, MAX_SCRAPE_CONNECTIONS, SCRAPE_DEADLINE, TlsFiles,

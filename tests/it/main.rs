@@ -2,7 +2,9 @@
 //! through the real loader, registry and dispatcher, and the `toolhost` binary.
 
 mod agent;
+mod approvals;
 mod architecture;
+mod audit;
 mod blocking;
 mod cli;
 mod compat;

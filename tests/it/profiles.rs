@@ -312,6 +312,7 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
         availability_ttl: Duration::from_secs(30),
         default_profile: "default".to_owned(),
         config_file: None,
+        audit: None,
     })
     .await
     .expect("starts");

@@ -37,6 +37,7 @@ fn config(plugins: &Path, socket: &Path) -> ServeConfig {
         availability_ttl: Duration::from_secs(30),
         default_profile: "default".to_owned(),
         config_file: None,
+        audit: None,
     }
 }
 

@@ -68,6 +68,9 @@ pub struct Caller {
     pub token: Option<String>,
     /// The client's name and version, as it gave them (MCP).
     pub client: Option<(String, String)>,
+    /// The W3C trace context (`traceparent`) the client sent with the call (MCP
+    /// `_meta`), as it sent it; recorded in the audit log.
+    pub traceparent: Option<String>,
 }
 
 impl Caller {

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, Content, ToolOutput, take_message};
 
 use crate::calls::context::CallContext;
+use crate::calls::decision::Decision;
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
 use crate::calls::registry::{RegisteredTool, ToolRegistry};
 use crate::calls::tool::{Arguments, Risk, ToolError};
@@ -77,6 +78,10 @@ pub struct ToolResult {
     /// Content blocks for clients that show them (MCP); the model reads `output`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<Content>,
+    /// How admission decided the call (who approved it, or why it never ran). Not
+    /// serialized: it is the host's record (the audit log's), not the caller's answer.
+    #[serde(skip)]
+    pub decision: Decision,
 }
 
 impl ToolResult {
@@ -93,6 +98,13 @@ impl ToolResult {
             structured: None,
             details: BTreeMap::new(),
             content: Vec::new(),
+            decision: match kind {
+                CallErrorKind::ToolNotFound => Decision::NotFound,
+                CallErrorKind::Denied => Decision::Denied,
+                CallErrorKind::Unavailable => Decision::Unavailable,
+                CallErrorKind::SchemaViolation => Decision::InvalidArguments,
+                _ => Decision::Undecided,
+            },
         }
     }
 }
@@ -138,6 +150,38 @@ pub trait CallObserver: Send + Sync {
     /// Called once per call, after it ended; `ctx` is the context it ran in (profile,
     /// session, caller).
     fn record(&self, ctx: &CallContext, result: &ToolResult);
+
+    /// What the [`CallDoor`](crate::CallDoor) calls once per call, after the output
+    /// budget: the result as the caller gets it, with the tool that was called (if it
+    /// exists) and its arguments (if [`CallObserver::wants_arguments`]). An observer that
+    /// must not lose a record (the audit log) may return a wait the call then awaits
+    /// before it returns, rather than drop it. The default calls
+    /// [`CallObserver::record`].
+    fn observe(&self, ctx: &CallContext, call: &ObservedCall<'_>) -> Option<ObserverWait> {
+        self.record(ctx, call.result);
+        None
+    }
+
+    /// Whether [`CallObserver::observe`] needs the call's arguments (the door then keeps
+    /// a copy of them for it).
+    fn wants_arguments(&self) -> bool {
+        false
+    }
+}
+
+/// A wait an observer asks a call to finish before it returns (see
+/// [`CallObserver::observe`]).
+pub type ObserverWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// One ended call as the door's observers see it.
+pub struct ObservedCall<'a> {
+    /// The result, as the caller gets it (held to the output budget; `decision` says how
+    /// admission decided).
+    pub result: &'a ToolResult,
+    /// The tool called, when the profile has one of that name.
+    pub tool: Option<&'a dyn crate::calls::tool::DynTool>,
+    /// The call's arguments, when an observer asked for them.
+    pub arguments: Option<&'a Value>,
 }
 
 /// Dispatcher settings.
@@ -217,14 +261,6 @@ impl Dispatcher {
         Dispatcher {
             policy,
             ..self.clone()
-        }
-    }
-
-    /// Reports a call that ended before it reached the dispatcher (a refused request) to
-    /// the observers, as every call is.
-    pub(crate) fn observe(&self, ctx: &CallContext, result: &ToolResult) {
-        for o in self.observers.iter() {
-            o.record(ctx, result);
         }
     }
 
@@ -394,14 +430,15 @@ impl<'a> CallJob<'a> {
     /// Admits the call, executes it, and reports the result to the observer.
     async fn run(mut self) -> ToolResult {
         let start = Instant::now();
-        let outcome = match self.admit().await {
+        let mut decision = Decision::Undecided;
+        let outcome = match self.admit(&mut decision).await {
             Ok(tool) => {
                 let arguments = std::mem::take(&mut self.call.arguments);
                 self.execute(tool, arguments).await
             }
             Err(refused) => Err(refused),
         };
-        let result = match outcome {
+        let mut result = match outcome {
             Ok(out) => ToolResult {
                 call_id: self.call.id,
                 name: self.call.name,
@@ -412,12 +449,14 @@ impl<'a> CallJob<'a> {
                 structured: out.structured,
                 details: out.details,
                 content: out.content,
+                decision: Decision::Undecided,
             },
             Err(failure) => ToolResult {
                 elapsed: start.elapsed(),
                 ..ToolResult::refused(self.call.id, self.call.name, failure.message, failure.kind)
             },
         };
+        result.decision = decision;
         for o in self.observers {
             o.record(self.turn, &result);
         }
@@ -427,8 +466,9 @@ impl<'a> CallJob<'a> {
     /// Admission, in order: the turn is still running, the tool exists, it is not
     /// switched off (`deny`, the only place that is checked), its arguments are valid
     /// (nobody should be asked to approve a call that cannot run), and the policy allows
-    /// it (availability, approval). Nothing of the tool's code runs here.
-    async fn admit(&self) -> Result<&'a RegisteredTool, CallFailure> {
+    /// it (availability, approval). Nothing of the tool's code runs here. `decision` is
+    /// set to what was decided (left undecided when the call stops before that).
+    async fn admit(&self, decision: &mut Decision) -> Result<&'a RegisteredTool, CallFailure> {
         let name = &self.call.name;
         if self.turn.cancel.is_cancelled() {
             return Err(CallFailure::new(
@@ -439,6 +479,7 @@ impl<'a> CallJob<'a> {
         let entry = match &self.entry {
             Ok(e) => *e,
             Err(unknown) => {
+                *decision = Decision::NotFound;
                 return Err(CallFailure::new(
                     unknown.to_string(),
                     CallErrorKind::ToolNotFound,
@@ -447,6 +488,7 @@ impl<'a> CallJob<'a> {
         };
         // A tool switched off is refused before anything else, whatever its arguments.
         if entry.spec().risk == Risk::Deny {
+            *decision = Decision::Denied;
             return Err(CallFailure::new(
                 denied_message(entry.spec()),
                 CallErrorKind::Denied,
@@ -456,6 +498,7 @@ impl<'a> CallJob<'a> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(arguments))) {
             Ok(Ok(())) => {}
             Ok(Err(problems)) => {
+                *decision = Decision::InvalidArguments;
                 return Err(CallFailure::new(
                     format!("invalid arguments: {problems}"),
                     CallErrorKind::SchemaViolation,
@@ -476,7 +519,7 @@ impl<'a> CallJob<'a> {
             // The check first: most finish at once, and the cancel branch is then never
             // polled (polling it registers a waiter on the token).
             biased;
-            checked = CatchUnwind::new(self.policy.check(entry.tool().as_ref(), arguments, &self.turn.turn)) => checked,
+            checked = CatchUnwind::new(self.policy.decide(entry.tool().as_ref(), arguments, &self.turn.turn)) => checked,
             () = self.turn.cancel.cancelled() => {
                 return Err(CallFailure::new(
                     format!("tool '{name}' was cancelled while waiting for approval"),
@@ -485,12 +528,26 @@ impl<'a> CallJob<'a> {
             }
         };
         match checked {
-            Ok(Ok(())) => Ok(entry),
-            Ok(Err(Refusal::Denied(m))) => Err(CallFailure::new(m, CallErrorKind::Denied)),
+            Ok(Ok(decided)) => {
+                *decision = decided;
+                Ok(entry)
+            }
+            Ok(Err(Refusal::Denied(m))) => {
+                *decision = Decision::Denied;
+                Err(CallFailure::new(m, CallErrorKind::Denied))
+            }
             Ok(Err(Refusal::NotApproved(m))) => {
+                *decision = Decision::Refused {
+                    by: "policy".to_owned(),
+                };
                 Err(CallFailure::new(m, CallErrorKind::NotApproved))
             }
+            Ok(Err(Refusal::Declined { by, message })) => {
+                *decision = Decision::Refused { by };
+                Err(CallFailure::new(message, CallErrorKind::NotApproved))
+            }
             Ok(Err(Refusal::Unavailable(m))) => {
+                *decision = Decision::Unavailable;
                 Err(CallFailure::new(m, CallErrorKind::Unavailable))
             }
             Err(panic) => Err(CallFailure::new(

@@ -14,12 +14,15 @@ use crate::calls::availability::Availability;
 use crate::calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
-use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ToolCall, ToolResult};
+use crate::calls::dispatcher::{
+    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall, ToolResult,
+};
 use crate::calls::outputs::{
     Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, Rest, Size, cut,
 };
-use crate::calls::policy::{ApprovalPolicy, Approver};
+use crate::calls::policy::{ApprovalPolicy, Approver, LastingApprovals};
 use crate::calls::registry::ToolRegistry;
+use crate::calls::tool::DynTool;
 use crate::calls::tool::ToolSpec;
 
 /// A profile's part in a call: its name, the tools it sees now, the host requests its
@@ -164,6 +167,10 @@ pub struct CallDoor {
     availability: Arc<Availability>,
     policy: Arc<ApprovalPolicy>,
     dispatcher: Dispatcher,
+    /// See every call after its output budget (statistics, the audit log).
+    observers: Arc<[Arc<dyn CallObserver>]>,
+    /// Whether any observer wants the calls' arguments.
+    keep_arguments: bool,
     /// Cancelled when the host shuts down (after its grace period).
     shutdown: CancellationToken,
 }
@@ -186,13 +193,29 @@ impl CallDoor {
             profiles,
             availability,
             policy,
+            observers: Arc::from([]),
+            keep_arguments: false,
             shutdown: CancellationToken::new(),
         }
     }
 
-    /// The same door, with `observer` seeing every call from now on.
+    /// The same door, with `observer` seeing every call from now on (after its output
+    /// budget, through [`CallObserver::observe`]).
     pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> CallDoor {
-        self.dispatcher = self.dispatcher.with_observer(observer);
+        self.keep_arguments |= observer.wants_arguments();
+        let mut all = self.observers.to_vec();
+        all.push(observer);
+        self.observers = Arc::from(all);
+        self
+    }
+
+    /// The same door, keeping "always" approvals in `store` and honouring those kept
+    /// there (the answer "always" is offered only for profiles the store keeps).
+    pub fn with_lasting_approvals(mut self, store: Arc<dyn LastingApprovals>) -> CallDoor {
+        self.policy = Arc::new(self.policy.with_lasting(store));
+        self.dispatcher = self
+            .dispatcher
+            .with_policy(Arc::clone(&self.policy) as Arc<dyn crate::calls::policy::CallPolicy>);
         self
     }
 
@@ -250,6 +273,12 @@ impl CallDoor {
         self.policy.remembers()
     }
 
+    /// Whether `profile`'s "always" approvals are kept (see
+    /// [`CallDoor::with_lasting_approvals`]).
+    pub fn keeps_lasting_approvals(&self, profile: &str) -> bool {
+        self.policy.keeps_lasting(profile)
+    }
+
     /// Forgets what was approved for a session that ended.
     pub fn forget_session(&self, profile: &str, session: &str) {
         self.policy.forget_session(profile, session);
@@ -266,10 +295,13 @@ impl CallDoor {
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
         match self.prepare(request) {
             Ok((dispatcher, tools, ctx, budgeting)) => {
+                let seen = self.before(&tools, &call);
                 let result = dispatcher.call(&tools, &ctx, call).await;
-                budgeting.apply(result).await
+                let result = budgeting.apply(result).await;
+                self.observe(&ctx, &result, seen).await;
+                result
             }
-            Err(e) => self.refused(request, call, &e),
+            Err(e) => self.refused(request, call, &e).await,
         }
     }
 
@@ -278,17 +310,53 @@ impl CallDoor {
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         match self.prepare(request) {
             Ok((dispatcher, tools, ctx, budgeting)) => {
+                let seen: Vec<Seen> = calls.iter().map(|c| self.before(&tools, c)).collect();
                 let results = dispatcher.dispatch(&tools, &ctx, calls).await;
                 let mut out = Vec::with_capacity(results.len());
-                for result in results {
-                    out.push(budgeting.apply(result).await);
+                for (result, seen) in results.into_iter().zip(seen) {
+                    let result = budgeting.apply(result).await;
+                    self.observe(&ctx, &result, seen).await;
+                    out.push(result);
                 }
                 out
             }
-            Err(e) => calls
-                .into_iter()
-                .map(|c| self.refused(request, c, &e))
-                .collect(),
+            Err(e) => {
+                let mut out = Vec::with_capacity(calls.len());
+                for c in calls {
+                    out.push(self.refused(request, c, &e).await);
+                }
+                out
+            }
+        }
+    }
+
+    /// What the observers will need of `call` once it ended: its tool and, if one of
+    /// them wants them, a copy of its arguments (they go to the plugin).
+    fn before(&self, tools: &ToolRegistry, call: &ToolCall) -> Seen {
+        if self.observers.is_empty() {
+            return Seen::default();
+        }
+        Seen {
+            tool: tools.get(&call.name).map(|e| Arc::clone(e.tool())),
+            arguments: self.keep_arguments.then(|| call.arguments.value().clone()),
+        }
+    }
+
+    /// Shows an ended call to every observer, and waits for those that ask it to.
+    async fn observe(&self, ctx: &CallContext, result: &ToolResult, seen: Seen) {
+        let call = ObservedCall {
+            result,
+            tool: seen.tool.as_deref(),
+            arguments: seen.arguments.as_ref(),
+        };
+        let mut waits = Vec::new();
+        for o in self.observers.iter() {
+            if let Some(wait) = o.observe(ctx, &call) {
+                waits.push(wait);
+            }
+        }
+        for wait in waits {
+            wait.await;
         }
     }
 
@@ -301,7 +369,13 @@ impl CallDoor {
 
     /// The result of a call whose request named a profile the door does not have, seen
     /// by the observers like every other call.
-    fn refused(&self, request: &CallRequest, call: ToolCall, e: &UnknownProfile) -> ToolResult {
+    async fn refused(
+        &self,
+        request: &CallRequest,
+        call: ToolCall,
+        e: &UnknownProfile,
+    ) -> ToolResult {
+        let arguments = self.keep_arguments.then(|| call.arguments.value().clone());
         let result = ToolResult::refused(
             call.id,
             call.name,
@@ -309,7 +383,11 @@ impl CallDoor {
             crate::calls::dispatcher::CallErrorKind::ToolNotFound,
         );
         let ctx = self.context(request, e.name.clone(), None, None);
-        self.dispatcher.observe(&ctx, &result);
+        let seen = Seen {
+            tool: None,
+            arguments,
+        };
+        self.observe(&ctx, &result, seen).await;
         result
     }
 
@@ -384,6 +462,13 @@ impl CallDoor {
     }
 }
 
+/// What the door keeps of a call for its observers.
+#[derive(Default)]
+struct Seen {
+    tool: Option<Arc<dyn DynTool>>,
+    arguments: Option<serde_json::Value>,
+}
+
 /// What the door holds to budget a request's results: the budget, and where (and for
 /// whom) cut outputs are kept.
 pub(crate) struct Budgeting {
@@ -419,6 +504,7 @@ impl Budgeting {
         let owner = self.owner.clone();
         let call_id = result.call_id.clone();
         let name = result.name.clone();
+        let decision = result.decision.clone();
         let done = tokio::task::spawn_blocking(move || {
             let text = std::mem::take(&mut result.output);
             let kept = store.and_then(|store| {
@@ -475,12 +561,15 @@ impl Budgeting {
         .await;
         done.unwrap_or_else(|e| {
             let message = format!("the output of tool '{name}' could not be budgeted: {e}");
-            ToolResult::refused(
-                call_id,
-                name,
-                message,
-                crate::calls::dispatcher::CallErrorKind::Panicked,
-            )
+            ToolResult {
+                decision,
+                ..ToolResult::refused(
+                    call_id,
+                    name,
+                    message,
+                    crate::calls::dispatcher::CallErrorKind::Panicked,
+                )
+            }
         })
     }
 }

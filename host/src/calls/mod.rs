@@ -3,8 +3,10 @@
 //! a call, the dispatcher that runs it, and the statistics it leaves behind. Nothing here knows where a tool came from
 //! (plugin or native) or who asked (MCP, control socket, agent).
 
+pub(crate) mod approvals;
 pub(crate) mod availability;
 pub(crate) mod context;
+pub(crate) mod decision;
 pub(crate) mod dispatcher;
 pub(crate) mod door;
 pub(crate) mod outputs;

@@ -1,6 +1,7 @@
 //! The call policy: the check every call passes before the plugin's code is entered.
 //! `read` runs; `write`, `destructive` and `network` ask a person through an [`Approver`]
-//! (an answer can be remembered for the session, tied to the plugin file and the schema);
+//! (an answer can be remembered for the session, tied to the plugin file and the schema,
+//! or always, kept by a [`LastingApprovals`] store and tied to those and the risk);
 //! `deny` tools never get here (the dispatcher refuses them first, in one place); an
 //! unavailable tool is refused with the reason. Operators override
 //! declared risks per tool ([`RiskOverride`]).
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use crate::calls::availability::Availability;
 use crate::calls::context::{CallContext, TurnIdentity};
+use crate::calls::decision::{ApprovalScope, Decision};
 use crate::calls::registry::ToolRegistry;
 use crate::calls::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
@@ -26,10 +28,25 @@ pub trait CallPolicy: Send + Sync {
         args: &Value,
         turn: &TurnIdentity,
     ) -> Result<(), Refusal>;
+
+    /// Like [`CallPolicy::check`], saying how the call was let through (the audit log
+    /// records it). The default says "ran without asking" for every call `check` lets
+    /// through; a policy that asks overrides it.
+    async fn decide(
+        &self,
+        tool: &dyn DynTool,
+        args: &Value,
+        turn: &TurnIdentity,
+    ) -> Result<Decision, Refusal> {
+        self.check(tool, args, turn)
+            .await
+            .map(|()| Decision::RanWithoutAsking)
+    }
 }
 
 /// Why a call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// The tool is switched off (risk `deny`).
     Denied(String),
@@ -37,6 +54,13 @@ pub enum Refusal {
     NotApproved(String),
     /// The tool's requirements are not met.
     Unavailable(String),
+    /// The person asked (`by`) declined; `message` goes to the model.
+    Declined {
+        /// Who was asked (see [`Approver::who`]).
+        by: String,
+        /// What the model reads.
+        message: String,
+    },
 }
 
 /// Runs read tools; refuses deny tools and every tool that would need a person's approval.
@@ -81,6 +105,10 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// The turn asking.
     pub turn: TurnIdentity,
+    /// Whether "for this session" may be offered (the policy remembers such answers).
+    pub offer_session: bool,
+    /// Whether "always" may be offered (the profile keeps lasting approvals).
+    pub offer_always: bool,
 }
 
 /// A person's answer.
@@ -91,6 +119,9 @@ pub enum ApprovalAnswer {
     /// Run this call and, for the rest of the session, every call of this tool (until
     /// its plugin file or schema changes).
     ApproveForSession,
+    /// Run this call and every later call of this tool by this profile, across restarts
+    /// (until its plugin file, schema or risk changes, or the approval is revoked).
+    ApproveAlways,
     /// Don't run it; the reason goes to the model.
     Decline(String),
 }
@@ -100,6 +131,65 @@ pub enum ApprovalAnswer {
 pub trait Approver: Send + Sync {
     /// The person's answer.
     async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+
+    /// Who answers, for the audit log (`terminal`, `mcp client NAME`, ...).
+    fn who(&self) -> String {
+        "a person".to_owned()
+    }
+}
+
+/// What a lasting ("always") approval is tied to: the tool, its plugin file, its schema
+/// and its risk after overrides. A change to any of them asks again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalKey {
+    /// The tool's name.
+    pub tool: String,
+    /// The plugin's name (`native` for tools built into the host).
+    pub plugin: String,
+    /// The plugin file's sha256 (empty for native tools).
+    pub plugin_sha256: String,
+    /// sha256 of the tool's argument schema (its JSON text).
+    pub schema_sha256: String,
+    /// Its risk after the operator's overrides.
+    pub risk: Risk,
+}
+
+impl ApprovalKey {
+    /// The key of `tool` as it is now.
+    pub fn of(tool: &dyn DynTool) -> ApprovalKey {
+        use sha2::Digest as _;
+        let spec = tool.spec();
+        let schema = sha2::Sha256::digest(spec.schema.to_string().as_bytes());
+        ApprovalKey {
+            tool: spec.name.clone(),
+            plugin: tool.origin().plugin_name().to_owned(),
+            plugin_sha256: tool.origin().sha256().to_owned(),
+            schema_sha256: hex(&schema),
+            risk: spec.risk,
+        }
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Where "always" approvals are kept, per profile (a file in each profile's state, read
+/// again when it changes, so a revocation reaches a running host at its next check).
+pub trait LastingApprovals: Send + Sync {
+    /// Whether `profile` can keep lasting approvals at all (offer "always").
+    fn available(&self, profile: &str) -> bool;
+    /// Whether `profile` approved `key` for always.
+    fn approved(&self, profile: &str, key: &ApprovalKey) -> bool;
+    /// Keeps `key` approved for `profile`, by `by`. An error says why it could not be
+    /// kept (the call still runs: the person did approve it).
+    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), String>;
 }
 
 /// Approves everything (`toolhost call --yes`).
@@ -110,6 +200,10 @@ pub struct AutoApprove;
 impl Approver for AutoApprove {
     async fn ask(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
         ApprovalAnswer::Approve
+    }
+
+    fn who(&self) -> String {
+        "--yes".to_owned()
     }
 }
 
@@ -125,6 +219,10 @@ impl Approver for NobodyToAsk {
     async fn ask(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
         ApprovalAnswer::Decline(format!("no person could be asked; {}", self.hint))
     }
+
+    fn who(&self) -> String {
+        "nobody".to_owned()
+    }
 }
 
 /// The approval policy of the seeds: read runs, write/destructive/network ask, deny
@@ -134,6 +232,7 @@ pub struct ApprovalPolicy {
     availability: Arc<Availability>,
     remember: bool,
     remembered: Arc<Mutex<HashSet<String>>>,
+    lasting: Option<Arc<dyn LastingApprovals>>,
 }
 
 impl ApprovalPolicy {
@@ -148,12 +247,27 @@ impl ApprovalPolicy {
             availability,
             remember,
             remembered: Arc::new(Mutex::new(HashSet::new())),
+            lasting: None,
+        }
+    }
+
+    /// The same policy keeping "always" answers in `store` (and honouring those kept
+    /// there); shares the session approvals.
+    pub fn with_lasting(&self, store: Arc<dyn LastingApprovals>) -> Self {
+        ApprovalPolicy {
+            lasting: Some(store),
+            ..self.with_approver(Arc::clone(&self.approver))
         }
     }
 
     /// Whether "approve for this session" answers are remembered.
     pub fn remembers(&self) -> bool {
         self.remember
+    }
+
+    /// Whether `profile`'s "always" answers are kept (so "always" can be offered).
+    pub fn keeps_lasting(&self, profile: &str) -> bool {
+        self.lasting.as_ref().is_some_and(|l| l.available(profile))
     }
 
     /// Forgets what was approved for a session that ended.
@@ -173,6 +287,7 @@ impl ApprovalPolicy {
             availability: Arc::clone(&self.availability),
             remember: self.remember,
             remembered: Arc::clone(&self.remembered),
+            lasting: self.lasting.clone(),
         }
     }
 
@@ -199,13 +314,26 @@ impl CallPolicy for ApprovalPolicy {
         args: &Value,
         turn: &TurnIdentity,
     ) -> Result<(), Refusal> {
+        self.decide(tool, args, turn).await.map(|_| ())
+    }
+
+    async fn decide(
+        &self,
+        tool: &dyn DynTool,
+        args: &Value,
+        turn: &TurnIdentity,
+    ) -> Result<Decision, Refusal> {
         let spec = tool.spec();
         self.availability
             .check(spec)
             .map_err(|e| Refusal::Unavailable(e.to_string()))?;
         if spec.risk == Risk::Read {
-            return Ok(());
+            return Ok(Decision::RanWithoutAsking);
         }
+        let remembered = |how| Decision::Approved {
+            how,
+            by: "remembered".to_owned(),
+        };
         let key = Self::key(tool, turn);
         if self
             .remembered
@@ -213,7 +341,17 @@ impl CallPolicy for ApprovalPolicy {
             .unwrap_or_else(PoisonError::into_inner)
             .contains(&key)
         {
-            return Ok(());
+            return Ok(remembered(ApprovalScope::Session));
+        }
+        let lasting = self
+            .lasting
+            .as_ref()
+            .filter(|l| l.available(&turn.profile_id));
+        let lasting_key = lasting.map(|_| ApprovalKey::of(tool));
+        if let (Some(store), Some(k)) = (lasting, &lasting_key)
+            && store.approved(&turn.profile_id, k)
+        {
+            return Ok(remembered(ApprovalScope::Always));
         }
         let request = ApprovalRequest {
             tool: spec.name.clone(),
@@ -221,22 +359,51 @@ impl CallPolicy for ApprovalPolicy {
             origin: tool.origin().clone(),
             arguments: args.clone(),
             turn: turn.clone(),
+            offer_session: self.remember,
+            offer_always: lasting.is_some(),
         };
+        let by = self.approver.who();
         match self.approver.ask(&request).await {
-            ApprovalAnswer::Approve => Ok(()),
-            ApprovalAnswer::ApproveForSession => {
-                if self.remember {
-                    self.remembered
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(key);
-                }
-                Ok(())
+            ApprovalAnswer::Approve => Ok(Decision::Approved {
+                how: ApprovalScope::Once,
+                by,
+            }),
+            ApprovalAnswer::ApproveForSession if self.remember => {
+                self.remembered
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key);
+                Ok(Decision::Approved {
+                    how: ApprovalScope::Session,
+                    by,
+                })
             }
-            ApprovalAnswer::Decline(reason) => Err(Refusal::NotApproved(format!(
-                "tool '{}' (risk {}) was not approved by the user: {reason}",
-                spec.name, spec.risk
-            ))),
+            ApprovalAnswer::ApproveAlways => match (lasting, &lasting_key) {
+                (Some(store), Some(k)) => {
+                    if let Err(e) = store.keep(&turn.profile_id, k, &by) {
+                        tracing::warn!(tool = %spec.name, profile = %turn.profile_id, "could not keep the approval for always (this call runs; the next asks again): {e}");
+                    }
+                    Ok(Decision::Approved {
+                        how: ApprovalScope::Always,
+                        by,
+                    })
+                }
+                _ => Ok(Decision::Approved {
+                    how: ApprovalScope::Once,
+                    by,
+                }),
+            },
+            ApprovalAnswer::ApproveForSession => Ok(Decision::Approved {
+                how: ApprovalScope::Once,
+                by,
+            }),
+            ApprovalAnswer::Decline(reason) => Err(Refusal::Declined {
+                by,
+                message: format!(
+                    "tool '{}' (risk {}) was not approved by the user: {reason}",
+                    spec.name, spec.risk
+                ),
+            }),
         }
     }
 }

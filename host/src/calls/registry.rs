@@ -437,6 +437,7 @@ mod tests {
             plugin: Arc::from(plugin),
             file: Arc::new(PathBuf::from(format!("/plugins/lib{plugin}.so"))),
             sha256: Arc::from("0"),
+            version: Arc::new("1.0.0".to_owned()),
         }
     }
 

@@ -48,6 +48,8 @@ pub enum ToolOrigin {
         /// sha256 of the file as loaded: identifies the generation (remembered approvals
         /// are tied to it).
         sha256: Arc<str>,
+        /// The plugin's own version (one pointer wide: origins travel in errors).
+        version: Arc<String>,
     },
 }
 
@@ -57,6 +59,14 @@ impl ToolOrigin {
         match self {
             ToolOrigin::Native => "",
             ToolOrigin::Plugin { sha256, .. } => sha256,
+        }
+    }
+
+    /// The plugin's version, or `""` for native tools.
+    pub fn plugin_version(&self) -> &str {
+        match self {
+            ToolOrigin::Native => "",
+            ToolOrigin::Plugin { version, .. } => version,
         }
     }
 

@@ -164,23 +164,88 @@ async fn read(question: &str, history: bool) -> Option<String> {
     lines.recv().await
 }
 
+/// The question a call is approved by at the terminal (the same for `toolhost call`,
+/// `run`, `chat` and a call the running host asks about over the control socket).
+pub(crate) fn approval_question(
+    tool: &str,
+    risk: impl std::fmt::Display,
+    origin: impl std::fmt::Display,
+    arguments: &serde_json::Value,
+    offer_session: bool,
+    offer_always: bool,
+) -> String {
+    let mut keys = String::from("[y] yes  ");
+    if offer_session {
+        keys.push_str("[s] yes, for this session  ");
+    }
+    if offer_always {
+        keys.push_str("[a] yes, always (until the plugin changes)  ");
+    }
+    keys.push_str("[N] no: ");
+    format!("Allow tool '{tool}' ({risk}, from {origin}) to run with {arguments}?\n{keys}")
+}
+
+/// The answer typed (`None`: the terminal could not be read). Keys not offered are "no".
+pub(crate) fn approval_answer(
+    line: Option<&str>,
+    offer_session: bool,
+    offer_always: bool,
+) -> ApprovalAnswer {
+    match line.map(|l| l.trim().to_ascii_lowercase()) {
+        Some(l) if l == "y" || l == "yes" => ApprovalAnswer::Approve,
+        Some(l) if offer_session && (l == "s" || l == "session") => {
+            ApprovalAnswer::ApproveForSession
+        }
+        Some(l) if offer_always && (l == "a" || l == "always") => ApprovalAnswer::ApproveAlways,
+        Some(_) => ApprovalAnswer::Decline("the user answered no".to_owned()),
+        None => ApprovalAnswer::Decline("the terminal could not be read".to_owned()),
+    }
+}
+
 /// Prompts on stderr and reads the answer from stdin (a terminal).
 pub(crate) struct TerminalApprover;
 
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let question = format!(
-            "Allow tool '{}' ({}, from {}) to run with {}?\n[y] yes  [s] yes, for this session  [N] no: ",
-            request.tool, request.risk, request.origin, request.arguments
+        let question = approval_question(
+            &request.tool,
+            request.risk,
+            &request.origin,
+            &request.arguments,
+            request.offer_session,
+            request.offer_always,
         );
-        match ask(&question).await {
-            Some(line) => match line.trim().to_ascii_lowercase().as_str() {
-                "y" | "yes" => ApprovalAnswer::Approve,
-                "s" | "session" => ApprovalAnswer::ApproveForSession,
-                _ => ApprovalAnswer::Decline("the user answered no".to_owned()),
-            },
-            _ => ApprovalAnswer::Decline("the terminal could not be read".to_owned()),
+        let line = ask(&question).await;
+        approval_answer(line.as_deref(), request.offer_session, request.offer_always)
+    }
+
+    fn who(&self) -> String {
+        "terminal".to_owned()
+    }
+}
+
+/// Answers a running host's approval questions (`toolhost call --control`) by asking the
+/// person at this terminal, with the same question as [`TerminalApprover`].
+pub(crate) struct TerminalPrompt;
+
+#[async_trait]
+impl toolhost::ApprovalPrompt for TerminalPrompt {
+    async fn answer(&self, q: &toolhost::ApprovalQuestion) -> toolhost::ApprovalReply {
+        let question = approval_question(
+            &q.tool,
+            q.risk,
+            &q.origin,
+            &q.arguments,
+            q.offer_session,
+            q.offer_always,
+        );
+        let line = ask(&question).await;
+        match approval_answer(line.as_deref(), q.offer_session, q.offer_always) {
+            ApprovalAnswer::Approve => toolhost::ApprovalReply::Once,
+            ApprovalAnswer::ApproveForSession => toolhost::ApprovalReply::Session,
+            ApprovalAnswer::ApproveAlways => toolhost::ApprovalReply::Always,
+            ApprovalAnswer::Decline(reason) => toolhost::ApprovalReply::No { reason },
         }
     }
 }

@@ -76,6 +76,11 @@ enum Command {
     /// name and version (loading runs its initialisers: check the file first), unless
     /// --no-load is given.
     Trust(trust::TrustArgs),
+    /// Read the audit log (one line per call: who, which tool of which plugin file, how it
+    /// was decided, how it ended), or `audit verify` its chain of hashes.
+    Audit(commands::audit::AuditArgs),
+    /// List or revoke the lasting ("always") approvals of a profile.
+    Approvals(commands::approvals::ApprovalsArgs),
     /// Start a plugin: write a crate that builds and tests out of the box (Cargo.toml with
     /// a cdylib + rlib library and a release profile fit for plugins, one typed tool with
     /// tests through the API's test harness, a README with the build, check, install and
@@ -198,6 +203,8 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trust(args) => args.run(&config),
         Command::Install(args) => args.run(&config),
         Command::Remove(args) => args.run(&config),
+        Command::Audit(args) => args.run(&config),
+        Command::Approvals(args) => args.run(&config),
         Command::Worker { .. } => Err(commands::usage("__worker is started by toolhost itself")),
         Command::New(args) => args.run(),
         Command::Completions(_) | Command::Man(_) => Err(commands::usage(

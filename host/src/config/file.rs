@@ -75,6 +75,43 @@ pub struct RawConfig {
     /// each key).
     #[serde(default)]
     pub workspace: RawWorkspace,
+    /// The audit log: one line per call, chained by hashes.
+    #[serde(default)]
+    pub audit: RawAudit,
+}
+
+/// `[audit]`: the audit log (one JSON line per call, each carrying the sha256 of the line
+/// before it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAudit {
+    /// Whether calls are recorded (default true).
+    pub enabled: bool,
+    /// The log file (default `audit.jsonl` in the state directory,
+    /// `$XDG_STATE_HOME/toolhost`).
+    pub file: Option<PathBuf>,
+    /// Whether each line carries the call's arguments (default false: only their sha256).
+    pub include_arguments: bool,
+    /// The size at which the file is rotated (`audit.jsonl.1`, ...), bytes; 0: never.
+    pub max_bytes: u64,
+    /// How many rotated files are kept.
+    pub keep: usize,
+    /// Lines waiting for the writer at most; past it, calls wait for the writer.
+    pub queue: usize,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        let d = crate::audit::AuditSettings::default();
+        RawAudit {
+            enabled: true,
+            file: None,
+            include_arguments: d.include_arguments,
+            max_bytes: d.max_bytes,
+            keep: d.keep,
+            queue: d.queue,
+        }
+    }
 }
 
 /// `[workspace]`: the folders the workspace tools may read and write beneath, and the
@@ -314,6 +351,7 @@ impl Default for RawConfig {
             agent: RawAgent::default(),
             output: RawOutput::default(),
             workspace: RawWorkspace::default(),
+            audit: RawAudit::default(),
         }
     }
 }

@@ -150,6 +150,7 @@ impl LoadedConfig {
         config.state_dir = config.state_dir.as_ref().map(resolve);
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         config.trust.file = config.trust.file.as_ref().map(resolve);
+        config.audit.file = config.audit.file.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
         config.workspace.roots = config.workspace.roots.as_ref().map(|roots| {
@@ -307,6 +308,34 @@ impl LoadedConfig {
             .tokens_file
             .clone()
             .or_else(|| self.state_dir().map(|d| d.join("tokens.json")))
+    }
+
+    /// The audit log's settings (`[audit]`), or `None` when it is switched off. Its file:
+    /// `[audit] file`, else `audit.jsonl` in the state directory; an error when neither
+    /// that nor `XDG_STATE_HOME`/`HOME` says where.
+    pub fn audit(&self) -> Result<Option<crate::audit::AuditSettings>, ConfigError> {
+        let a = &self.config.audit;
+        if !a.enabled {
+            return Ok(None);
+        }
+        let file = a
+            .file
+            .clone()
+            .or_else(|| self.state_dir().map(|d| d.join("audit.jsonl")))
+            .ok_or_else(|| ConfigError::Invalid {
+                path: self.file.clone().unwrap_or_default(),
+                message: "[audit] is enabled but has no file, and there is no state folder \
+                          (`state_dir`, XDG_STATE_HOME or HOME): set `[audit] file` or \
+                          `enabled = false`"
+                    .to_owned(),
+            })?;
+        Ok(Some(crate::audit::AuditSettings {
+            file,
+            include_arguments: a.include_arguments,
+            max_bytes: a.max_bytes,
+            keep: a.keep,
+            queue: a.queue.max(1),
+        }))
     }
 
     /// The trust policy of `[trust]`: the mode, the publishers' keys and the trust file

@@ -107,6 +107,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         super::profile_door_scope(&profile, registry),
         terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
+    let door = super::with_audit_and_approvals(door, config, &profile)?;
     let agent = Agent::new(AgentParts {
         profile: profile.name.clone(),
         state_dir: profile.state_dir.clone(),

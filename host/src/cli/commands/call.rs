@@ -35,7 +35,8 @@ pub(crate) struct CallArgs {
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Approve write, destructive and network tools without asking. Without it, a
-    /// terminal is asked; with no terminal such calls are refused.
+    /// terminal is asked ([y]es, [s]ession, [a]lways, [N]o); with no terminal such calls
+    /// are refused. With --control the running host asks this terminal instead.
     #[arg(long)]
     yes: bool,
     /// Print the whole result as JSON: the text (`output`), `is_error` and the error's
@@ -53,8 +54,8 @@ impl CallArgs {
             if !self.plugins.dirs.is_empty() || self.yes || !self.workspace.roots.is_empty() {
                 return Err(usage(
                     "--plugins, --workspace and --yes don't go with --control: the running \
-                     host's plugins, workspaces and approval policy are used (the control \
-                     socket cannot approve calls)",
+                     host's plugins, workspaces and approval policy are used (from a \
+                     terminal, the host asks you there)",
                 ));
             }
             let arguments = parse_call_args(&self.args)?;
@@ -97,6 +98,7 @@ impl CallArgs {
             super::profile_door_scope(&profile, registry),
             approver,
         );
+        let door = super::with_audit_and_approvals(door, config, &profile)?;
         let mut request = door.request(Caller::this_process(Frontend::Cli));
         request.session = format!("cli-{}", std::process::id());
         request.channel = Some(std::sync::Arc::new(crate::approve::TerminalCaller::new(

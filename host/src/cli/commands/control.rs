@@ -346,12 +346,20 @@ pub(crate) fn call(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     // The host's own cancel grace comes on top of the call's timeout.
-    let (runtime, mut client) = connect(socket, timeout + Duration::from_secs(10))?;
+    let (runtime, client) = connect(socket, timeout + Duration::from_secs(10))?;
+    // From a terminal, the host asks the person here about calls that need approval;
+    // otherwise it refuses them.
+    let mut client = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        client.answering(std::sync::Arc::new(crate::approve::TerminalPrompt))
+    } else {
+        client
+    };
     let reply = runtime.block_on(client.call(CallParams {
         tool,
         arguments,
         profile,
         timeout: Some(timeout),
+        ask: false,
     }))?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&reply)?)?;

@@ -5,6 +5,8 @@
 //! other than 1.
 
 pub(crate) mod agent;
+pub(crate) mod approvals;
+pub(crate) mod audit;
 pub(crate) mod call;
 pub(crate) mod check;
 pub(crate) mod control;
@@ -146,6 +148,31 @@ pub(crate) fn profile_door_scope(
     let scope = toolhost::ProfileScope::new(&profile.name, Arc::new(registry), Some(requests))
         .with_outputs(store, profile.output);
     Arc::new(toolhost::FixedProfile(scope))
+}
+
+/// The config's audit log, opened (`None` when `[audit] enabled = false`).
+pub(crate) fn audit_log(
+    config: &LoadedConfig,
+) -> anyhow::Result<Option<Arc<toolhost::audit::AuditLog>>> {
+    match config.audit()? {
+        Some(settings) => Ok(Some(toolhost::audit::AuditLog::open(&settings)?)),
+        None => Ok(None),
+    }
+}
+
+/// A one-shot command's door with what every door of the binary has: `profile`'s lasting
+/// approvals and the audit log.
+pub(crate) fn with_audit_and_approvals(
+    door: toolhost::CallDoor,
+    config: &LoadedConfig,
+    profile: &Profile,
+) -> anyhow::Result<toolhost::CallDoor> {
+    let lasting = toolhost::ApprovalFiles::new([(profile.name.clone(), profile.state_dir.clone())]);
+    let door = door.with_lasting_approvals(Arc::new(lasting));
+    Ok(match audit_log(config)? {
+        Some(log) => door.with_observer(log),
+        None => door,
+    })
 }
 
 /// A loader with the config's load policy (every plugin in a worker with `--isolate`).

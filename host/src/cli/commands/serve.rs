@@ -330,6 +330,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         default_profile: host_config.config.default_profile.clone(),
         config_file: host_config.file.clone(),
         availability_ttl: calls.availability_ttl,
+        audit: super::audit_log(host_config)?,
     };
     let runtime = runtime()?;
     let mcp_options = McpOptions {

@@ -10,10 +10,10 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use super::protocol::{JSONRPC, Outgoing, RawRequest};
+use super::protocol::{APPROVE_METHOD, AnswerLine, HostLine, JSONRPC, Outgoing, RawRequest};
 use super::{
-    CallParams, CallReply, ControlError, ControlOutcome, ControlRequest, ControlResponse,
-    is_socket, trusted_uid,
+    ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlError, ControlOutcome,
+    ControlRequest, is_socket, trusted_uid,
 };
 use crate::host::HostStatus;
 use crate::plugins::catalog::RescanReport;
@@ -62,6 +62,14 @@ fn check_peer(_path: &Path, _stream: &UnixStream) -> Result<(), ControlError> {
     Ok(())
 }
 
+/// Answers the approval questions a host asks while a call of this client waits (the
+/// `toolhost` binary asks the person at its terminal).
+#[async_trait::async_trait]
+pub trait ApprovalPrompt: Send + Sync {
+    /// The person's answer to `question`.
+    async fn answer(&self, question: &ApprovalQuestion) -> ApprovalReply;
+}
+
 /// A connection to a running host's control socket.
 pub struct ControlClient {
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
@@ -69,6 +77,7 @@ pub struct ControlClient {
     next_id: u64,
     path: PathBuf,
     limit: Option<Duration>,
+    prompt: Option<std::sync::Arc<dyn ApprovalPrompt>>,
 }
 
 /// Why the socket at `path` could not be reached: no permission (EACCES, EPERM), or no
@@ -104,7 +113,16 @@ impl ControlClient {
             next_id: 1,
             path: path.to_path_buf(),
             limit: None,
+            prompt: None,
         })
+    }
+
+    /// Answers approval questions with `prompt`: calls then say `ask`, and a call that
+    /// needs approval is asked about here instead of refused. The time spent answering
+    /// does not count against [`ControlClient::answer_within`].
+    pub fn answering(mut self, prompt: std::sync::Arc<dyn ApprovalPrompt>) -> Self {
+        self.prompt = Some(prompt);
+        self
     }
 
     /// Bounds how long every later request waits for its answer.
@@ -124,7 +142,8 @@ impl ControlClient {
     }
 
     /// Runs one call in the host.
-    pub async fn call(&mut self, params: CallParams) -> Result<CallReply, ControlError> {
+    pub async fn call(&mut self, mut params: CallParams) -> Result<CallReply, ControlError> {
+        params.ask = self.prompt.is_some();
         self.send_typed(&ControlRequest::Call(params)).await
     }
 
@@ -150,20 +169,9 @@ impl ControlClient {
         self.exchange(&RawRequest { method, params }).await
     }
 
-    /// Sends `request` (within the limit, if one is set) and returns its result.
+    /// Sends `request` and returns its result, answering the host's questions on the way;
+    /// each wait for the host is bounded by the limit, if one is set.
     async fn exchange<R: Serialize>(&mut self, request: &R) -> Result<Value, ControlError> {
-        match self.limit {
-            None => self.exchange_now(request).await,
-            Some(limit) => tokio::time::timeout(limit, self.exchange_now(request))
-                .await
-                .map_err(|_| ControlError::Timeout {
-                    path: self.path.clone(),
-                    waited: limit,
-                })?,
-        }
-    }
-
-    async fn exchange_now<R: Serialize>(&mut self, request: &R) -> Result<Value, ControlError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut line = serde_json::to_string(&Outgoing {
@@ -175,25 +183,60 @@ impl ControlClient {
         line.push('\n');
         let lost = |e: io::Error| ControlError::BadResponse(format!("the connection failed: {e}"));
         let sent = self.writer.write_all(line.as_bytes()).await;
-        let mut answer = String::new();
-        let read = self.reader.read_line(&mut answer).await;
-        // A host that refused the connection may have closed it before the request was
-        // written: its answer, already here, says why.
-        if let Err(e) = sent
-            && answer.is_empty()
-        {
-            return Err(lost(e));
-        }
-        if read.map_err(lost)? == 0 {
-            return Err(ControlError::BadResponse(
-                "the host closed the connection".to_owned(),
-            ));
-        }
-        let response: ControlResponse = serde_json::from_str(&answer)
-            .map_err(|e| ControlError::BadResponse(format!("{e}: {answer}")))?;
-        match response.outcome {
-            ControlOutcome::Result(result) => Ok(result),
-            ControlOutcome::Error(fault) => Err(ControlError::Refused(fault)),
+        loop {
+            let mut answer = String::new();
+            let read = match self.limit {
+                None => self.reader.read_line(&mut answer).await,
+                Some(limit) => tokio::time::timeout(limit, self.reader.read_line(&mut answer))
+                    .await
+                    .map_err(|_| ControlError::Timeout {
+                        path: self.path.clone(),
+                        waited: limit,
+                    })?,
+            };
+            // A host that refused the connection may have closed it before the request
+            // was written: its answer, already here, says why.
+            if let Err(e) = &sent
+                && answer.is_empty()
+            {
+                return Err(lost(io::Error::new(e.kind(), e.to_string())));
+            }
+            if read.map_err(lost)? == 0 {
+                return Err(ControlError::BadResponse(
+                    "the host closed the connection".to_owned(),
+                ));
+            }
+            let response = match serde_json::from_str::<HostLine>(&answer) {
+                Ok(HostLine::Question(q)) if q.method == APPROVE_METHOD => {
+                    let reply = match &self.prompt {
+                        Some(prompt) => prompt.answer(&q.params).await,
+                        None => ApprovalReply::No {
+                            reason: "this client answers no questions".to_owned(),
+                        },
+                    };
+                    let mut text = serde_json::to_string(&AnswerLine {
+                        jsonrpc: JSONRPC.to_owned(),
+                        id: q.id,
+                        result: reply,
+                    })
+                    .map_err(|e| ControlError::BadRequest(e.to_string()))?;
+                    text.push('\n');
+                    self.writer.write_all(text.as_bytes()).await.map_err(lost)?;
+                    continue;
+                }
+                Ok(HostLine::Question(q)) => {
+                    return Err(ControlError::BadResponse(format!(
+                        "the host asked an unknown question '{}'",
+                        q.method
+                    )));
+                }
+                Ok(HostLine::Response(r)) => r,
+                Err(e) => return Err(ControlError::BadResponse(format!("{e}: {answer}"))),
+            };
+            return match response.outcome {
+                ControlOutcome::Result(result) => Ok(result),
+                ControlOutcome::Error(fault) => Err(ControlError::Refused(fault)),
+            };
         }
     }
 }

@@ -4,9 +4,14 @@
 
 use std::sync::Arc;
 
-use super::{CallParams, CallReply, ControlFault, ControlHandler, ControlRequest, ControlResult};
-use crate::calls::context::Caller;
+use async_trait::async_trait;
+
+use super::{
+    ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlFault, ControlHandler,
+    ControlPeer, ControlRequest, ControlResult,
+};
 use crate::calls::dispatcher::ToolCall;
+use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::host::Host;
 use crate::plugins::catalog::RescanReport;
 
@@ -14,7 +19,7 @@ impl ControlHandler for Host {
     async fn handle(
         &self,
         request: ControlRequest,
-        peer: &Caller,
+        peer: &ControlPeer,
     ) -> Result<ControlResult, ControlFault> {
         Ok(match request {
             ControlRequest::Reload => ControlResult::Reload(rescan(self).await?),
@@ -37,12 +42,21 @@ async fn rescan(host: &Host) -> Result<RescanReport, ControlFault> {
 }
 
 /// `call`: one call through the host's door, as the named (else default) profile.
-async fn call(host: &Host, params: CallParams, peer: &Caller) -> Result<CallReply, ControlFault> {
+async fn call(
+    host: &Host,
+    params: CallParams,
+    peer: &ControlPeer,
+) -> Result<CallReply, ControlFault> {
     let door = host.door();
     // An unknown profile is the request's fault, not a call result.
     door.scope(params.profile.as_deref())
         .map_err(|e| ControlFault::new(ControlFault::UNKNOWN_PROFILE, e.to_string()))?;
-    let mut request = door.request(peer.clone());
+    let mut request = door.request(peer.caller.clone());
+    if params.ask {
+        // The person at the client's terminal is asked, over this connection (whose
+        // peer was admitted by uid).
+        request.approver = Some(Arc::new(ControlApprover(peer.clone())));
+    }
     request.profile = params.profile;
     request.session = "control".to_owned();
     // A caller may ask for a shorter limit than the host's, never a longer one.
@@ -53,4 +67,37 @@ async fn call(host: &Host, params: CallParams, peer: &Caller) -> Result<CallRepl
         arguments: params.arguments.into(),
     };
     Ok(CallReply::from(door.call(&request, call).await))
+}
+
+/// Asks the person at a control client's terminal, over the client's connection.
+struct ControlApprover(ControlPeer);
+
+#[async_trait]
+impl Approver for ControlApprover {
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let question = ApprovalQuestion {
+            tool: request.tool.clone(),
+            risk: request.risk,
+            origin: request.origin.to_string(),
+            arguments: request.arguments.clone(),
+            offer_session: request.offer_session,
+            offer_always: request.offer_always,
+        };
+        match self.0.ask(question).await {
+            Ok(ApprovalReply::Once) => ApprovalAnswer::Approve,
+            Ok(ApprovalReply::Session) => ApprovalAnswer::ApproveForSession,
+            Ok(ApprovalReply::Always) => ApprovalAnswer::ApproveAlways,
+            Ok(ApprovalReply::No { reason }) => ApprovalAnswer::Decline(reason),
+            Err(e) => {
+                ApprovalAnswer::Decline(format!("the control client could not be asked: {e}"))
+            }
+        }
+    }
+
+    fn who(&self) -> String {
+        match self.0.caller.uid {
+            Some(uid) => format!("control client terminal (uid {uid})"),
+            None => "control client terminal".to_owned(),
+        }
+    }
 }

@@ -15,6 +15,8 @@
 //! code. Request: `{"jsonrpc": "2.0", "id": 1, "method": "status", "params": {}}` (`jsonrpc`
 //! and `id` are optional; `id` is echoed). Response: `{"jsonrpc": "2.0", "id": 1, "result":
 //! ...}` or `{"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "..."}}`.
+//! While a `call` whose params say `ask` waits for approval, the host sends the client an
+//! [`ApprovalQuestion`] line and reads its [`ApprovalReply`] before the response.
 
 mod client;
 mod host_handler;
@@ -32,7 +34,7 @@ use serde_json::Value;
 
 use crate::calls::context::Caller;
 
-pub use client::ControlClient;
+pub use client::{ApprovalPrompt, ControlClient};
 pub use protocol::*;
 pub use server::ControlSocket;
 
@@ -58,13 +60,31 @@ pub trait ControlHandler: Send + Sync + 'static {
     fn handle(
         &self,
         request: ControlRequest,
-        peer: &Caller,
+        peer: &ControlPeer,
     ) -> impl Future<Output = Result<ControlResult, ControlFault>> + Send;
 
     /// Where the socket keeps its count of open (admitted) connections, if the handler
     /// wants it (the host shows it in its metrics).
     fn open_connections(&self) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
         None
+    }
+}
+
+/// The process at the other end of a control connection (already admitted: its uid is
+/// the host's or root), and the way to ask it an approval question while one of its
+/// requests waits.
+#[derive(Clone)]
+pub struct ControlPeer {
+    /// Who it is: the control frontend and its uid.
+    pub caller: Caller,
+    questions: std::sync::Arc<server::Questions>,
+}
+
+impl ControlPeer {
+    /// Asks the client to approve a call (only for a call whose params said `ask`): its
+    /// answer, or why there is none (the connection failed, or it sent something else).
+    pub async fn ask(&self, question: ApprovalQuestion) -> Result<ApprovalReply, ControlError> {
+        self.questions.ask(question).await
     }
 }
 

@@ -86,6 +86,80 @@ pub struct CallParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout: Option<Duration>,
+    /// The client can answer approval questions on this connection (it has a person at
+    /// a terminal): a call that needs approval sends an [`ApprovalQuestion`] before its
+    /// reply. Without it, such calls are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask: bool,
+}
+
+/// A question the host sends over the control connection while a call waits for a
+/// person's approval (only to a client whose call said `ask`). On the wire: a request
+/// line from the host, `{"jsonrpc": "2.0", "id": "approval-N", "method": "approve",
+/// "params": {...}}`, answered by the client with `{"id": "approval-N", "result":
+/// ApprovalReply}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalQuestion {
+    /// The tool.
+    pub tool: String,
+    /// Its risk after overrides.
+    pub risk: crate::calls::tool::Risk,
+    /// Where it comes from (for people).
+    pub origin: String,
+    /// The call's arguments.
+    pub arguments: Value,
+    /// Whether "for this session" may be answered.
+    #[serde(default)]
+    pub offer_session: bool,
+    /// Whether "always" may be answered.
+    #[serde(default)]
+    pub offer_always: bool,
+}
+
+/// The client's answer to an [`ApprovalQuestion`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum ApprovalReply {
+    /// Run this call.
+    Once,
+    /// Run it and the tool's later calls in this session.
+    Session,
+    /// Run it and the tool's later calls, across restarts.
+    Always,
+    /// Don't run it.
+    No {
+        /// Why (for the model).
+        reason: String,
+    },
+}
+
+/// The method name of an approval question line.
+pub(super) const APPROVE_METHOD: &str = "approve";
+
+/// A line the host sends while a request waits: a question for the client.
+#[derive(Serialize, Deserialize)]
+pub(super) struct QuestionLine {
+    pub(super) jsonrpc: String,
+    pub(super) id: String,
+    pub(super) method: String,
+    pub(super) params: ApprovalQuestion,
+}
+
+/// The client's answer line to a [`QuestionLine`].
+#[derive(Serialize, Deserialize)]
+pub(super) struct AnswerLine {
+    pub(super) jsonrpc: String,
+    pub(super) id: String,
+    pub(super) result: ApprovalReply,
+}
+
+/// A line the client reads after sending a request: a question from the host (it has a
+/// `method`), or the request's response.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum HostLine {
+    Question(QuestionLine),
+    Response(ControlResponse),
 }
 
 fn empty_object() -> Value {
@@ -373,6 +447,7 @@ mod tests {
                 arguments: json!({}),
                 profile: Some("p".to_owned()),
                 timeout: Some(Duration::from_secs(2)),
+                ask: false,
             })
         );
     }
@@ -445,6 +520,7 @@ mod tests {
             arguments: json!({"text": "hi"}),
             profile: None,
             timeout: None,
+            ask: false,
         });
         let line = serde_json::to_value(Outgoing {
             jsonrpc: JSONRPC,

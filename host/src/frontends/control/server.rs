@@ -15,10 +15,11 @@ use tokio_util::sync::CancellationToken;
 use crate::calls::context::{Caller, Frontend};
 
 use super::default_control_path;
-use super::protocol::decode;
+use super::protocol::{APPROVE_METHOD, AnswerLine, JSONRPC, QuestionLine, decode};
 use super::{
-    ControlError, ControlFault, ControlHandler, ControlOutcome, ControlResponse, check_private_dir,
-    describe_uid, is_socket, legacy_error_line, trusted_uid,
+    ApprovalQuestion, ApprovalReply, ControlError, ControlFault, ControlHandler, ControlOutcome,
+    ControlPeer, ControlResponse, check_private_dir, describe_uid, is_socket, legacy_error_line,
+    trusted_uid,
 };
 
 /// The longest request line accepted.
@@ -272,20 +273,88 @@ impl Drop for OpenConnection {
     }
 }
 
+/// One connection's two halves, shared by its request loop and the approval questions a
+/// request in progress asks (the loop reads nothing while a request is answered).
+pub(super) struct Questions {
+    reader: tokio::sync::Mutex<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    writer: tokio::sync::Mutex<tokio::net::unix::OwnedWriteHalf>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Questions {
+    /// Sends `question` and reads the client's answer line.
+    pub(super) async fn ask(
+        &self,
+        question: ApprovalQuestion,
+    ) -> Result<ApprovalReply, ControlError> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("approval-{n}");
+        let line = QuestionLine {
+            jsonrpc: JSONRPC.to_owned(),
+            id: id.clone(),
+            method: APPROVE_METHOD.to_owned(),
+            params: question,
+        };
+        let mut text =
+            serde_json::to_string(&line).map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        text.push('\n');
+        let lost = |e: io::Error| {
+            ControlError::BadResponse(format!("the client's connection failed: {e}"))
+        };
+        self.writer
+            .lock()
+            .await
+            .write_all(text.as_bytes())
+            .await
+            .map_err(lost)?;
+        let mut answer = Vec::new();
+        let mut reader = self.reader.lock().await;
+        let mut limited = (&mut *reader).take(MAX_REQUEST + 1);
+        if limited.read_until(b'\n', &mut answer).await.map_err(lost)? == 0 {
+            return Err(ControlError::BadResponse(
+                "the client closed the connection instead of answering".to_owned(),
+            ));
+        }
+        let answer: AnswerLine = serde_json::from_slice(&answer).map_err(|e| {
+            ControlError::BadResponse(format!(
+                "the client's answer is not an approval answer: {e}"
+            ))
+        })?;
+        if answer.id != id {
+            return Err(ControlError::BadResponse(format!(
+                "the client answered question '{}' when asked '{id}'",
+                answer.id
+            )));
+        }
+        Ok(answer.result)
+    }
+}
+
 async fn serve_connection<H: ControlHandler>(
     stream: UnixStream,
-    peer: Caller,
+    caller: Caller,
     handler: Arc<H>,
     stop: CancellationToken,
 ) {
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
+    let (read, write) = stream.into_split();
+    let questions = Arc::new(Questions {
+        reader: tokio::sync::Mutex::new(BufReader::new(read)),
+        writer: tokio::sync::Mutex::new(write),
+        next: std::sync::atomic::AtomicU64::new(1),
+    });
+    let peer = ControlPeer {
+        caller,
+        questions: Arc::clone(&questions),
+    };
     loop {
         let mut line = Vec::new();
-        let mut limited = (&mut reader).take(MAX_REQUEST + 1);
-        let read = tokio::select! {
-            () = stop.cancelled() => return,
-            read = limited.read_until(b'\n', &mut line) => read,
+        let read = {
+            let mut reader = questions.reader.lock().await;
+            let mut limited = (&mut *reader).take(MAX_REQUEST + 1);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                read = limited.read_until(b'\n', &mut line) => read,
+            }
         };
         match read {
             Ok(0) => return,
@@ -309,13 +378,23 @@ async fn serve_connection<H: ControlHandler>(
         };
         let mut text = response.to_line();
         text.push('\n');
-        if write.write_all(text.as_bytes()).await.is_err() || too_long {
+        let written = questions
+            .writer
+            .lock()
+            .await
+            .write_all(text.as_bytes())
+            .await;
+        if written.is_err() || too_long {
             return;
         }
     }
 }
 
-async fn answer<H: ControlHandler>(handler: &H, peer: &Caller, line: &[u8]) -> ControlResponse {
+async fn answer<H: ControlHandler>(
+    handler: &H,
+    peer: &ControlPeer,
+    line: &[u8],
+) -> ControlResponse {
     let (id, request) = match decode(line) {
         Ok(decoded) => decoded,
         Err((id, fault)) => return ControlResponse::new(id, ControlOutcome::Error(fault)),

@@ -51,6 +51,10 @@ pub(super) struct McpApprover {
     /// Whether "for the rest of the session" is offered: the policy remembers, and the
     /// session outlives this call (a sessionless HTTP request does not).
     offer_remember: bool,
+    /// Whether "always" is offered (the profile keeps lasting approvals).
+    offer_always: bool,
+    /// Who answers, for the audit log.
+    who: String,
 }
 
 enum ApproverMode {
@@ -98,11 +102,29 @@ impl McpApprover {
         };
         let offer_remember = shared.host.door().remembers_approvals()
             && !(session.transport == "http" && facts.sessionless);
+        let offer_always = shared
+            .host
+            .door()
+            .keeps_lasting_approvals(&shared.profile_name);
+        let client = facts
+            .caller
+            .client
+            .as_ref()
+            .map_or("unknown", |(name, _)| name.as_str());
+        let who = match &mode {
+            ApproverMode::Elicit(_) => format!("mcp client {client} (elicitation)"),
+            ApproverMode::InputRequired { .. } => format!("mcp client {client} (input required)"),
+            ApproverMode::Configured(_) => {
+                "config ([mcp] without_elicitation = \"approve\")".to_owned()
+            }
+        };
         McpApprover {
             mode,
             needs_input: AtomicBool::new(false),
             shared,
             offer_remember,
+            offer_always,
+            who,
         }
     }
 
@@ -119,7 +141,10 @@ impl McpApprover {
         let state = self.shared.pending.add(*call);
         let question = approval_question(&spec.name, spec.risk, arguments);
         let mut requests = BTreeMap::new();
-        if let Ok(request) = elicit_request(&question, approval_schema(self.offer_remember)) {
+        if let Ok(request) = elicit_request(
+            &question,
+            approval_schema(self.offer_remember, self.offer_always),
+        ) {
             requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
         }
         Some(InputRequiredResult::new(Some(requests), Some(state)))
@@ -146,8 +171,18 @@ fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {
     format!("Allow the tool '{tool}' (risk: {risk}) to run with these arguments?\n{shown}")
 }
 
-fn approval_schema(offer_remember: bool) -> Value {
+fn approval_schema(offer_remember: bool, offer_always: bool) -> Value {
     let mut properties = serde_json::Map::new();
+    if offer_always {
+        properties.insert(
+            "always".to_owned(),
+            json!({
+                "type": "boolean",
+                "title": "Always allow this tool (until its plugin, schema or risk changes)",
+                "default": false
+            }),
+        );
+    }
     if offer_remember {
         properties.insert(
             "remember".to_owned(),
@@ -171,13 +206,17 @@ fn elicit_request(message: &str, schema: Value) -> Result<ElicitRequest, NotAFor
 struct ApprovalForm {
     #[serde(default)]
     remember: bool,
+    #[serde(default)]
+    always: bool,
 }
 
 fn approval_from_elicit_result(answer: &Value) -> ApprovalAnswer {
     match AskAnswer::deserialize(answer) {
         Ok(AskAnswer::Accept { content }) => {
             let form = ApprovalForm::deserialize(&content).unwrap_or_default();
-            if form.remember {
+            if form.always {
+                ApprovalAnswer::ApproveAlways
+            } else if form.remember {
                 ApprovalAnswer::ApproveForSession
             } else {
                 ApprovalAnswer::Approve
@@ -199,7 +238,10 @@ impl Approver for McpApprover {
         match &self.mode {
             ApproverMode::Elicit(peer) => {
                 let question = approval_question(&request.tool, request.risk, &request.arguments);
-                let params = match elicit_params(&question, approval_schema(self.offer_remember)) {
+                let params = match elicit_params(
+                    &question,
+                    approval_schema(self.offer_remember, self.offer_always),
+                ) {
                     Ok(p) => p,
                     Err(e) => return ApprovalAnswer::Decline(e.to_string()),
                 };
@@ -242,6 +284,10 @@ impl Approver for McpApprover {
             }
         }
     }
+
+    fn who(&self) -> String {
+        self.who.clone()
+    }
 }
 
 #[cfg(test)]
@@ -274,10 +320,18 @@ mod tests {
     #[test]
     fn the_approval_question_is_a_valid_form() {
         for remember in [true, false] {
-            assert!(elicit_params("Allow?", approval_schema(remember)).is_ok());
-            assert!(elicit_request("Allow?", approval_schema(remember)).is_ok());
+            for always in [true, false] {
+                assert!(elicit_params("Allow?", approval_schema(remember, always)).is_ok());
+                assert!(elicit_request("Allow?", approval_schema(remember, always)).is_ok());
+            }
         }
-        assert!(!approval_schema(false).to_string().contains("remember"));
+        assert!(
+            !approval_schema(false, false)
+                .to_string()
+                .contains("remember")
+        );
+        assert!(!approval_schema(false, false).to_string().contains("always"));
+        assert!(approval_schema(false, true).to_string().contains("always"));
     }
 
     #[test]

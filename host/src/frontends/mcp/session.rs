@@ -265,6 +265,25 @@ impl ServerHandler for McpSession {
     }
 }
 
+/// The `_meta` key of the W3C trace context a client may send with a call.
+const TRACEPARENT_META: &str = "traceparent";
+
+/// Whether `t` looks like a W3C `traceparent` (`00-` + 32 hex + `-` + 16 hex + `-` + 2
+/// hex; later versions may append fields): anything else is not recorded.
+fn is_traceparent(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('-').collect();
+    t.len() <= 256
+        && parts.len() >= 4
+        && [2, 32, 16, 2]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n)
+        && parts.iter().all(|p| {
+            p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
 impl McpSession {
     /// tools/call: through the host's dispatcher, as the session's client.
     async fn call(
@@ -275,7 +294,36 @@ impl McpSession {
         self.state.register_from(&context);
         let shared = &self.state.shared;
         let view = shared.view();
+        let facts = self.state.client_facts(&context);
+        // The W3C trace context the client sent, for the audit log.
+        let traceparent = request
+            .meta
+            .as_deref()
+            .and_then(|m| m.get(TRACEPARENT_META))
+            .or_else(|| context.meta.get(TRACEPARENT_META))
+            .and_then(Value::as_str)
+            .filter(|t| is_traceparent(t));
+        let who = match traceparent {
+            Some(t) => Arc::new(crate::calls::context::Caller {
+                traceparent: Some(t.to_owned()),
+                ..crate::calls::context::Caller::clone(&facts.caller)
+            }),
+            None => Arc::clone(&facts.caller),
+        };
         let Some(tool) = view.get(&request.name) else {
+            // Through the door all the same, so the audit log records the attempt.
+            let door = shared.host.door();
+            let mut attempt = door.request(Arc::clone(&who));
+            attempt.profile = Some(shared.profile_name.clone());
+            attempt.session = self.state.session_id.clone();
+            attempt.model = facts.model.clone();
+            let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+            let _ = door
+                .call(
+                    &attempt,
+                    ToolCall::new(String::new(), request.name.to_string(), arguments),
+                )
+                .await;
             // The spec: an unknown tool is a protocol error (invalid params).
             return Err(McpError::invalid_params(
                 format!(
@@ -286,7 +334,6 @@ impl McpSession {
                 None,
             ));
         };
-        let facts = self.state.client_facts(&context);
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         // Only calls that need approval get an approver of their own (read tools run under
         // the host's policy, which never asks).
@@ -328,7 +375,7 @@ impl McpSession {
         });
         // The call stops when the client cancels the request, or when the host shuts down.
         let door = shared.host.door();
-        let mut call_request = door.request(Arc::clone(&facts.caller));
+        let mut call_request = door.request(who);
         call_request.profile = Some(shared.profile_name.clone());
         call_request.session = self.state.session_id.clone();
         call_request.model = facts.model.clone();

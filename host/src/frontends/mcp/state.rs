@@ -182,6 +182,7 @@ impl SessionState {
                     uid: (self.transport == "stdio").then(crate::sys::private::effective_uid),
                     token: self.token.clone(),
                     client: context.client_info().map(|c| (c.name, c.version)),
+                    traceparent: None,
                 }),
                 model: context
                     .client_info()

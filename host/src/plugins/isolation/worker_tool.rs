@@ -18,17 +18,19 @@ use crate::calls::context::CallContext;
 use crate::calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 impl WorkerPlugin {
-    /// The plugin's tools as host tools, whose plugin's settings requests are answered
-    /// with `settings`.
+    /// The plugin's tools as host tools (the plugin at `version`), whose plugin's settings
+    /// requests are answered with `settings`.
     pub(crate) fn tools(
         self: &Arc<Self>,
         specs: Vec<ToolSpec>,
+        version: &str,
         settings: Arc<serde_json::Value>,
     ) -> Vec<Arc<dyn DynTool>> {
         let origin = ToolOrigin::Plugin {
             plugin: Arc::clone(&self.name),
             file: Arc::new(self.file.clone()),
             sha256: Arc::from(self.sha256.as_str()),
+            version: Arc::new(version.to_owned()),
         };
         specs
             .into_iter()

@@ -490,7 +490,9 @@ impl PluginLoader {
                 }
             };
         let settings = self.policy.settings.of(&started.name);
-        let tools = started.plugin.tools(started.tools, settings);
+        let tools = started
+            .plugin
+            .tools(started.tools, &started.version, settings);
         Ok(LoadedPlugin {
             name: started.name,
             version: started.version,
@@ -592,6 +594,7 @@ pub(crate) fn load_library_tools(
         plugin: Arc::from(name.as_str()),
         file: Arc::new(file.to_path_buf()),
         sha256: Arc::from(sha256),
+        version: Arc::new(root.version().as_str().to_owned()),
     };
     let ffi_tools = root.tools()()
         .into_result()

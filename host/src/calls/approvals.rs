@@ -1,0 +1,303 @@
+//! Lasting ("always") approvals: one JSON file per profile (`approvals/always.json` in the
+//! profile's folder, beside its `state/` and out of plugin workers' reach: a worker may
+//! write its profile's state folder, and must not approve its own calls). Each entry is
+//! tied to the tool, the plugin file's sha256, the schema's sha256 and the risk after
+//! overrides, so an updated plugin, a changed schema or a raised risk asks again.
+//!
+//! The file is 0600 in a 0700 folder, replaced atomically (`sys/private.rs`); a running
+//! host re-reads it when its modification time, size or inode change (one `stat` per
+//! check of a call that needs approval), so `toolhost approvals revoke` reaches it at its
+//! next check. Weak spot: two writers at once (a host keeping an answer while the CLI
+//! revokes another) read, change and replace the file each on its own; the later
+//! replacement wins and the other change is lost (the next call asks again, or a
+//! revocation must be repeated).
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::calls::policy::{ApprovalKey, LastingApprovals};
+use crate::calls::tool::Risk;
+
+/// The file name of a profile's lasting approvals, in [`approvals_dir`].
+pub const APPROVALS_FILE: &str = "always.json";
+
+/// The folder of a profile's lasting approvals: `approvals/` beside its `state/` folder.
+pub fn approvals_dir(state_dir: &Path) -> PathBuf {
+    state_dir.with_file_name("approvals")
+}
+
+/// One lasting approval as the file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastingApproval {
+    /// The tool.
+    pub tool: String,
+    /// Its plugin's name.
+    pub plugin: String,
+    /// The plugin file's sha256 when it was approved.
+    pub plugin_sha256: String,
+    /// The schema's sha256 when it was approved.
+    pub schema_sha256: String,
+    /// The risk (after overrides) when it was approved.
+    pub risk: Risk,
+    /// When (RFC 3339).
+    pub approved_at: String,
+    /// By whom (the approver: `terminal`, `mcp client NAME`, `control client`).
+    pub approved_by: String,
+}
+
+impl LastingApproval {
+    fn matches(&self, key: &ApprovalKey) -> bool {
+        self.tool == key.tool
+            && self.plugin_sha256 == key.plugin_sha256
+            && self.schema_sha256 == key.schema_sha256
+            && self.risk == key.risk
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FileContents {
+    version: u32,
+    #[serde(default)]
+    approvals: Vec<LastingApproval>,
+}
+
+/// Why the approvals file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalsError {
+    /// Reading or writing failed (a link or FIFO in its place is refused).
+    #[error("could not {action} the approvals file {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not the JSON this host writes.
+    #[error(
+        "the approvals file {} is not readable JSON ({source}); fix it or remove it (every \
+         lasting approval of the profile is then forgotten)",
+        path.display()
+    )]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        source: serde_json::Error,
+    },
+}
+
+/// One profile's approvals file.
+#[derive(Debug, Clone)]
+pub struct ApprovalFile {
+    path: PathBuf,
+}
+
+impl ApprovalFile {
+    /// The approvals file of the profile whose state folder is `state_dir`.
+    pub fn for_state_dir(state_dir: &Path) -> ApprovalFile {
+        ApprovalFile {
+            path: approvals_dir(state_dir).join(APPROVALS_FILE),
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every lasting approval (none when the file does not exist).
+    pub fn list(&self) -> Result<Vec<LastingApproval>, ApprovalsError> {
+        Ok(self.read()?.approvals)
+    }
+
+    fn read(&self) -> Result<FileContents, ApprovalsError> {
+        let io = |action, source| ApprovalsError::Io {
+            action,
+            path: self.path.clone(),
+            source,
+        };
+        let mut text = String::new();
+        match crate::sys::private::open_regular_file(&self.path) {
+            Ok(mut f) => {
+                f.read_to_string(&mut text).map_err(|e| io("read", e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(FileContents::default());
+            }
+            Err(e) => return Err(io("open", e)),
+        }
+        serde_json::from_str(&text).map_err(|source| ApprovalsError::Malformed {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    fn write(&self, contents: &FileContents) -> Result<(), ApprovalsError> {
+        let io = |action, source| ApprovalsError::Io {
+            action,
+            path: self.path.clone(),
+            source,
+        };
+        if let Some(dir) = self.path.parent() {
+            crate::sys::private::ensure_private_dir(dir)
+                .map_err(|e| io("create the folder of", e))?;
+        }
+        let mut text = serde_json::to_string_pretty(contents)
+            .map_err(|e| io("encode", std::io::Error::other(e)))?;
+        text.push('\n');
+        crate::sys::private::write_private_file(&self.path, text.as_bytes())
+            .map_err(|e| io("write", e))
+    }
+
+    /// Adds (or renews) `entry`; an older entry for the same tool is replaced.
+    pub fn keep(&self, entry: LastingApproval) -> Result<(), ApprovalsError> {
+        let mut contents = self.read()?;
+        contents.version = 1;
+        contents.approvals.retain(|a| a.tool != entry.tool);
+        contents.approvals.push(entry);
+        contents.approvals.sort_by(|a, b| a.tool.cmp(&b.tool));
+        self.write(&contents)
+    }
+
+    /// Removes the approvals of `tool` (every one when `None`); how many were removed.
+    pub fn revoke(&self, tool: Option<&str>) -> Result<usize, ApprovalsError> {
+        let mut contents = self.read()?;
+        let before = contents.approvals.len();
+        contents
+            .approvals
+            .retain(|a| tool.is_some_and(|t| a.tool != t));
+        let removed = before - contents.approvals.len();
+        if removed > 0 {
+            contents.version = 1;
+            self.write(&contents)?;
+        }
+        Ok(removed)
+    }
+}
+
+/// What identifies a version of the file on disk: (inode, size, mtime in ns).
+type Stamp = (u64, u64, i128);
+
+/// A profile's approvals as last read, and the file's stamp then.
+type Cached = (Option<Stamp>, Vec<LastingApproval>);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.size(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
+}
+
+/// The profiles' approvals files, as a [`LastingApprovals`] store: each file is read when
+/// it changed since it was last read.
+pub struct ApprovalFiles {
+    files: BTreeMap<String, ApprovalFile>,
+    cache: Mutex<BTreeMap<String, Cached>>,
+}
+
+impl ApprovalFiles {
+    /// A store over these profiles' state folders (profile name -> state folder).
+    pub fn new(state_dirs: impl IntoIterator<Item = (String, PathBuf)>) -> ApprovalFiles {
+        ApprovalFiles {
+            files: state_dirs
+                .into_iter()
+                .map(|(name, dir)| (name, ApprovalFile::for_state_dir(&dir)))
+                .collect(),
+            cache: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// `profile`'s approvals now: from the cache if the file did not change.
+    fn current(&self, profile: &str) -> Vec<LastingApproval> {
+        let Some(file) = self.files.get(profile) else {
+            return Vec::new();
+        };
+        let now = stamp(file.path());
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, list)) = cache.get(profile)
+            && *seen == now
+        {
+            return list.clone();
+        }
+        let list = match file.list() {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!(profile, "lasting approvals are not honoured: {e}");
+                Vec::new()
+            }
+        };
+        cache.insert(profile.to_owned(), (now, list.clone()));
+        list
+    }
+}
+
+impl LastingApprovals for ApprovalFiles {
+    fn available(&self, profile: &str) -> bool {
+        self.files.contains_key(profile)
+    }
+
+    fn approved(&self, profile: &str, key: &ApprovalKey) -> bool {
+        self.current(profile).iter().any(|a| a.matches(key))
+    }
+
+    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), String> {
+        let Some(file) = self.files.get(profile) else {
+            return Err(format!("profile '{profile}' keeps no lasting approvals"));
+        };
+        let entry = LastingApproval {
+            tool: key.tool.clone(),
+            plugin: key.plugin.clone(),
+            plugin_sha256: key.plugin_sha256.clone(),
+            schema_sha256: key.schema_sha256.clone(),
+            risk: key.risk,
+            approved_at: jiff::Timestamp::now().to_string(),
+            approved_by: by.to_owned(),
+        };
+        file.keep(entry).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tool: &str, sha: &str) -> ApprovalKey {
+        ApprovalKey {
+            tool: tool.to_owned(),
+            plugin: "p".to_owned(),
+            plugin_sha256: sha.to_owned(),
+            schema_sha256: "s".to_owned(),
+            risk: Risk::Write,
+        }
+    }
+
+    #[test]
+    fn kept_approvals_match_only_the_same_file_schema_and_risk_and_revoke_is_seen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("p1").join("state");
+        let files = ApprovalFiles::new([("p1".to_owned(), state.clone())]);
+        assert!(files.available("p1") && !files.available("p2"));
+        assert!(!files.approved("p1", &key("t", "a")));
+        files.keep("p1", &key("t", "a"), "terminal").expect("kept");
+        assert!(files.approved("p1", &key("t", "a")));
+        assert!(!files.approved("p1", &key("t", "b")), "another plugin file");
+        let mut raised = key("t", "a");
+        raised.risk = Risk::Destructive;
+        assert!(!files.approved("p1", &raised), "another risk");
+        let file = ApprovalFile::for_state_dir(&state);
+        assert!(crate::sys::private::is_private(file.path()).expect("stat"));
+        assert!(crate::sys::private::is_private(file.path().parent().expect("dir")).expect("stat"));
+        assert_eq!(file.revoke(Some("t")).expect("revoked"), 1);
+        assert!(!files.approved("p1", &key("t", "a")), "revocation seen");
+    }
+}
