@@ -41,7 +41,7 @@ impl Homes {
     }
     /// The default profile's approvals file.
     fn approvals_file(&self) -> PathBuf {
-        self.config()
+        self.state()
             .join("toolhost/profiles/default/approvals/always.json")
     }
     /// `toolhost ARGS` on a pseudo-terminal (util-linux `script`) with `input` typed.

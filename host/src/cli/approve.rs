@@ -307,10 +307,25 @@ impl CallerChannel for TerminalCaller {
         let _ = err.flush();
     }
 
+    async fn sample(
+        &self,
+        _request: toolhost_plugin_api::SampleRequest,
+    ) -> Result<toolhost_plugin_api::SampleAnswer, ServiceError> {
+        // A model answers tools' sampling requests in an agent's turns (the agent's own
+        // channel); a person at a terminal is not one.
+        Err(ServiceError::Unavailable(
+            "sampling is not available: nobody is at the other end that has a model (the \
+             terminal offers none)"
+                .to_owned(),
+        ))
+    }
+
     async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
         if !self.ask {
             return Err(ServiceError::Unavailable(
-                "nobody can be asked: stdin is not a terminal".to_owned(),
+                "asking the person is not available: nobody is at the other end (stdin is \
+                 not a terminal)"
+                    .to_owned(),
             ));
         }
         let message = &request.message;
