@@ -65,19 +65,9 @@ pub async fn bind_metrics(
                     Err(_) => break,
                 },
             };
-            let accepted = tokio::select! {
-                () = stop.cancelled() => break,
-                accepted = listener.accept() => accepted,
+            let Some((stream, peer)) = super::accept(&listener, &stop, "metrics").await else {
+                break;
             };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!("metrics: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
             let (host, auth, tls) = (Arc::clone(&host), auth.clone(), tls.clone());
             tokio::spawn(async move {
                 let served = serve_scrape(host, auth, stream, tls);

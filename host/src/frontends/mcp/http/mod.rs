@@ -145,20 +145,9 @@ pub async fn bind_http(
             if !door.connections.make_room(&stop).await {
                 break;
             }
-            let accepted = tokio::select! {
-                () = stop.cancelled() => break,
-                accepted = listener.accept() => accepted,
+            let Some((stream, peer)) = accept(&listener, &stop, "MCP over HTTP").await else {
+                break;
             };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // E.g. out of file descriptors: don't spin; try again shortly.
-                    tracing::warn!("MCP over HTTP: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
             let connection = door.connections.add();
             tokio::spawn(serve_connection(
                 Arc::clone(&door),
@@ -171,6 +160,32 @@ pub async fn bind_http(
         }
     };
     Ok((bound, serving))
+}
+
+/// The next connection on `listener` (no Nagle delay), or `None` once `stop` fires. A
+/// failed accept (e.g. out of file descriptors) is logged under `what` and retried after
+/// 50 ms rather than spun on.
+pub(super) async fn accept(
+    listener: &tokio::net::TcpListener,
+    stop: &CancellationToken,
+    what: &str,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => return None,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                return Some((stream, peer));
+            }
+            Err(e) => {
+                tracing::warn!("{what}: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 fn announce(options: &HttpOptions, bound: SocketAddr) {
