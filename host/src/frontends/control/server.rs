@@ -73,12 +73,24 @@ impl ControlSocket {
             }
             std::fs::remove_file(path).map_err(|e| io_err("remove the stale", e))?;
         }
-        let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
-        #[cfg(unix)]
-        {
+        // Bound under a temporary name, made 0600, then renamed into place: the socket
+        // never appears at `path` with the umask's mode, not even for an instant.
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let staged = path.with_file_name(format!(".{name}.{}.binding", std::process::id()));
+        let _ = std::fs::remove_file(&staged);
+        let listener = UnixListener::bind(&staged).map_err(|e| io_err("bind", e))?;
+        let placed = {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| io_err("set the mode of", e))?;
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io_err("set the mode of", e))
+                .and_then(|()| std::fs::rename(&staged, path).map_err(|e| io_err("bind", e)))
+        };
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&staged);
+            return Err(e);
         }
         Ok(ControlSocket {
             listener,
