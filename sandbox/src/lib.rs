@@ -14,8 +14,14 @@
 //! never threads that already exist, so [`apply`] must run before the worker starts any
 //! thread. What an older kernel cannot enforce is reported ([`SandboxOutcome::Partial`],
 //! [`SandboxOutcome::NotSupported`]) in best-effort mode and refused in required mode.
+//!
+//! [`runner`] runs one command inside a prepared sandbox (its own session, a time limit,
+//! cancellation, both streams captured) and [`process_tree`] kills everything it started:
+//! what the workspace plugin's `run_command` and the Rust plugin's cargo tools share.
 
 pub mod caps;
+pub mod process_tree;
+pub mod runner;
 
 use std::fmt;
 use std::fs::File;

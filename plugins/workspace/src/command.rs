@@ -10,7 +10,7 @@
 //! measured fact on Linux 6.18 with Landlock ABI 7, so the host's own environment is
 //! readable whatever the command's environment is reduced to), UDP and Unix sockets by path on kernels whose Landlock is
 //! older than ABI 10 and 9, using the CPU and memory, and a process that escapes the
-//! process tree (see [`crate::process_tree`]). On a kernel without Landlock nothing of the
+//! process tree (see [`toolhost_sandbox::process_tree`]). On a kernel without Landlock nothing of the
 //! sandbox holds, and the result says so.
 
 use std::path::{Path, PathBuf};
@@ -20,13 +20,13 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_sandbox::runner::{self, Finished, Launch};
 use toolhost_sandbox::{
     SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI, UNIX_SOCKET_ABI,
 };
 
 use crate::command_policy::{Denylist, command_env, find_program};
 use crate::roots::Workspace;
-use crate::runner::{self, Finished, Launch};
 
 /// Arguments of `run_command`.
 #[derive(Deserialize, JsonSchema)]
@@ -341,7 +341,7 @@ fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolE
         timeout: planned.timeout,
         sandbox: Arc::new(sandbox),
     };
-    let finished = runner::run(launch, cancel).map_err(|e| {
+    let finished = runner::run(launch, &|| cancel.is_cancelled()).map_err(|e| {
         ToolError::failed(format!(
             "could not run {} ({}): {e}",
             planned.arg0,

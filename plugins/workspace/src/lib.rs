@@ -14,10 +14,8 @@ mod fetch;
 mod fetch_guard;
 mod grep;
 mod listing;
-mod process_tree;
 mod read;
 mod roots;
-mod runner;
 mod syntax;
 mod write;
 

@@ -65,7 +65,7 @@ fn all_processes() -> Vec<Stat> {
 
 /// The live (not zombie) processes of `leader`'s tree: in its session or process group,
 /// or descended from it or from one of those. Never this process or PID 1.
-pub(crate) fn members(leader: i32) -> Vec<i32> {
+pub fn members(leader: i32) -> Vec<i32> {
     tree_of(leader, &all_processes())
 }
 
@@ -105,7 +105,7 @@ fn tree_of(leader: i32, table: &[Stat]) -> Vec<i32> {
 /// Stops and kills `leader`'s whole tree; returns how many processes were killed.
 /// Rounds of SIGSTOP repeat until a walk finds no process not yet stopped (a process
 /// forked between two walks is found by the next), bounded.
-pub(crate) fn kill_tree(leader: i32) -> usize {
+pub fn kill_tree(leader: i32) -> usize {
     let mut stopped: HashSet<i32> = HashSet::new();
     for _ in 0..20 {
         let new: Vec<i32> = members(leader)

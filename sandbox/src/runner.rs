@@ -1,10 +1,12 @@
-//! Runs one command for `run_command`: spawned with a reduced environment, in a session
+//! Runs one sandboxed command (the workspace plugin's `run_command`, the Rust plugin's
+//! cargo and rustc calls): spawned with a reduced environment, in a session
 //! and process group of its own (no controlling terminal), killed with `SIGKILL` if the
 //! thread that started it dies (`PR_SET_PDEATHSIG`), inside a Landlock ruleset prepared
 //! before the fork and entered between fork and exec. One thread reads both streams and
 //! feeds standard input through `poll(2)`, watches the process through a pidfd, the time
 //! limit and the call's cancel flag, and at the end kills whatever of the command's
-//! process tree is left ([`crate::process_tree`]).
+//! process tree is left ([`crate::process_tree`]). The caller says when the call is
+//! cancelled with a closure, so this crate needs no plugin API.
 //!
 //! Each stream is held up to [`STREAM_CAP`] bytes: past that the first and last halves
 //! are kept and the middle is dropped (and counted).
@@ -18,62 +20,61 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolhost_plugin_api::CancelFlag;
-use toolhost_sandbox::PreparedSandbox;
+use crate::PreparedSandbox;
 
 use crate::process_tree;
 
 /// The most a stream's capture holds in memory (half from its start, half from its end).
-pub(crate) const STREAM_CAP: usize = 8 * 1024 * 1024;
+pub const STREAM_CAP: usize = 8 * 1024 * 1024;
 
 /// How long the streams are still read after the command's tree was killed, for a
 /// process that escaped the tree and holds them open.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// What to run and how.
-pub(crate) struct Launch {
+pub struct Launch {
     /// The program's path (found on `PATH` already).
-    pub(crate) program: PathBuf,
+    pub program: PathBuf,
     /// `argv[0]`: the program as the caller named it.
-    pub(crate) arg0: String,
+    pub arg0: String,
     /// The arguments.
-    pub(crate) args: Vec<String>,
+    pub args: Vec<String>,
     /// The working folder.
-    pub(crate) cwd: PathBuf,
+    pub cwd: PathBuf,
     /// The whole environment.
-    pub(crate) env: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
     /// Standard input's content; `None`: `/dev/null`.
-    pub(crate) stdin: Option<Vec<u8>>,
+    pub stdin: Option<Vec<u8>>,
     /// The time limit.
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
     /// The sandbox the child enters.
-    pub(crate) sandbox: Arc<PreparedSandbox>,
+    pub sandbox: Arc<PreparedSandbox>,
 }
 
 /// How a command ended.
-pub(crate) struct Finished {
+pub struct Finished {
     /// Its exit status (after a kill: the signal).
-    pub(crate) status: ExitStatus,
+    pub status: ExitStatus,
     /// It ran past its time limit and was killed.
-    pub(crate) timed_out: bool,
+    pub timed_out: bool,
     /// The call was cancelled and it was killed.
-    pub(crate) cancelled: bool,
+    pub cancelled: bool,
     /// Wall time.
-    pub(crate) duration: Duration,
+    pub duration: Duration,
     /// Standard output.
-    pub(crate) stdout: Capture,
+    pub stdout: Capture,
     /// Standard error.
-    pub(crate) stderr: Capture,
+    pub stderr: Capture,
     /// Processes of its tree killed at the end (the command itself after a time-out or
     /// cancel, and whatever it left running).
-    pub(crate) killed: usize,
+    pub killed: usize,
     /// The streams were still open after the tree was killed, and reading stopped.
-    pub(crate) streams_abandoned: bool,
+    pub streams_abandoned: bool,
 }
 
 /// A stream's bytes: the first half of [`STREAM_CAP`], then the last half of the rest.
 #[derive(Default)]
-pub(crate) struct Capture {
+pub struct Capture {
     /// From the start.
     head: Vec<u8>,
     /// The most recent bytes after `head` filled.
@@ -86,7 +87,7 @@ pub(crate) struct Capture {
 
 impl Capture {
     /// An empty capture holding at most `cap` bytes.
-    pub(crate) fn with_cap(cap: usize) -> Capture {
+    pub fn with_cap(cap: usize) -> Capture {
         Capture {
             cap,
             ..Capture::default()
@@ -94,7 +95,7 @@ impl Capture {
     }
 
     /// Adds `bytes`.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         let half = self.cap / 2;
         let room = half.saturating_sub(self.head.len());
         let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
@@ -113,17 +114,17 @@ impl Capture {
     }
 
     /// The bytes dropped from the middle.
-    pub(crate) fn dropped(&self) -> u64 {
+    pub fn dropped(&self) -> u64 {
         self.dropped
     }
 
     /// The text (lossy UTF-8), with a marker where the middle was dropped.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let mut text = String::from_utf8_lossy(&self.head).into_owned();
         if self.dropped > 0 {
             text.push_str(&format!(
-                "\n[... {} bytes left out here: run_command holds at most {} MiB of a \
-                 stream; redirect the output to a file in the workspace to keep it all ...]\n",
+                "\n[... {} bytes left out here: at most {} MiB of a command's stream is \
+                 kept; redirect the output to a file in the workspace to keep it all ...]\n",
                 self.dropped,
                 self.cap / (1024 * 1024)
             ));
@@ -136,16 +137,17 @@ impl Capture {
     }
 }
 
-/// Runs `launch` to its end, its time limit or `cancel`; the error is a spawn failure
-/// (no such program, a sandbox the kernel refused) or a failure to watch it.
-pub(crate) fn run(launch: Launch, cancel: &CancelFlag) -> io::Result<Finished> {
+/// Runs `launch` to its end, its time limit or until `cancelled` says true (asked every
+/// tick, up to 100 ms apart); the error is a spawn failure (no such program, a sandbox the
+/// kernel refused) or a failure to watch it.
+pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished> {
     let start = Instant::now();
     let mut child = spawn(&launch)?;
     let leader = i32::try_from(child.id()).map_err(io::Error::other)?;
     let mut streams = Streams::new(&mut child, launch.stdin)?;
     let pidfd = pidfd_open(leader);
     let deadline = start + launch.timeout;
-    let (mut timed_out, mut cancelled) = (false, false);
+    let (mut timed_out, mut was_cancelled) = (false, false);
     let mut killed = 0;
     let status = loop {
         if has_exited(leader)? {
@@ -156,9 +158,9 @@ pub(crate) fn run(launch: Launch, cancel: &CancelFlag) -> io::Result<Finished> {
             break child.wait()?;
         }
         let now = Instant::now();
-        if cancel.is_cancelled() || now >= deadline {
-            cancelled = cancel.is_cancelled();
-            timed_out = !cancelled;
+        if cancelled() || now >= deadline {
+            was_cancelled = cancelled();
+            timed_out = !was_cancelled;
             killed += process_tree::kill_tree(leader);
             break child.wait()?;
         }
@@ -173,7 +175,7 @@ pub(crate) fn run(launch: Launch, cancel: &CancelFlag) -> io::Result<Finished> {
     Ok(Finished {
         status,
         timed_out,
-        cancelled,
+        cancelled: was_cancelled,
         duration: start.elapsed(),
         streams_abandoned: streams.open(),
         stdout: streams.out,
@@ -399,7 +401,7 @@ fn nonblocking(fd: RawFd) -> io::Result<()> {
 }
 
 /// The exit code, or the signal that ended the process.
-pub(crate) fn code_and_signal(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+pub fn code_and_signal(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     (status.code(), status.signal())
 }
 
