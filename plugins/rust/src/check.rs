@@ -1,0 +1,311 @@
+//! `cargo_check` and `cargo_clippy`: `cargo check` / `cargo clippy` with
+//! `--message-format=json` in a crate of the workspace; the model reads a compact list
+//! of the diagnostics, clients get every diagnostic whole (structured result and the
+//! `diagnostics` details).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolhost_plugin_api::{
+    CancelFlag, Details, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
+};
+
+use crate::diagnostics::{self, CompilerDiagnostic};
+use crate::exec::{self, Command};
+use crate::project::{Project, Workspace};
+
+/// How many diagnostics the model's text lists (all are in the structured result).
+const TEXT_LIMIT: usize = 60;
+
+/// Arguments of `cargo_check` and `cargo_clippy`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckArgs {
+    /// The crate's (or cargo workspace's) folder: relative to the first workspace root,
+    /// or absolute beneath a root. Default: the first root.
+    #[serde(default)]
+    path: Option<String>,
+    /// Only this package of a cargo workspace (`-p`). Default: what cargo builds in
+    /// that folder.
+    #[serde(default)]
+    package: Option<String>,
+    /// Check tests, examples and benches too (`--all-targets`). Default: false.
+    #[serde(default)]
+    all_targets: bool,
+    /// Features to enable (`--features`).
+    #[serde(default)]
+    features: Vec<String>,
+    /// Enable every feature (`--all-features`). Default: false.
+    #[serde(default)]
+    all_features: bool,
+    /// Seconds before cargo and everything it started are killed. Default and maximum:
+    /// the workspace's command_timeout_secs.
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+/// What `cargo_check` and `cargo_clippy` return.
+#[derive(Serialize, JsonSchema)]
+pub struct CheckReport {
+    /// cargo finished and found no error.
+    pub success: bool,
+    /// How many errors.
+    pub errors: usize,
+    /// How many warnings.
+    pub warnings: usize,
+    /// Every diagnostic, whole.
+    pub diagnostics: Vec<CompilerDiagnostic>,
+    /// cargo's exit code (absent when it was killed).
+    pub exit_code: Option<i32>,
+    /// cargo's own messages (standard error), when it failed without a diagnostic.
+    pub cargo_error: Option<String>,
+    /// Notes: offline mode, time-outs, missing dependencies, sandbox gaps.
+    pub notes: Vec<String>,
+}
+
+/// Which cargo subcommand a check runs.
+#[derive(Clone, Copy)]
+enum Checker {
+    /// `cargo check`.
+    Check,
+    /// `cargo clippy`.
+    Clippy,
+}
+
+/// The `cargo_check` tool.
+pub struct CargoCheck;
+
+/// The `cargo_clippy` tool.
+pub struct CargoClippy;
+
+impl TypedOutputTool for CargoCheck {
+    type Args = CheckArgs;
+    type Output = CheckReport;
+
+    fn name(&self) -> &str {
+        "cargo_check"
+    }
+
+    fn description(&self) -> &str {
+        "Type-checks a Rust crate of the workspace with `cargo check` and returns the \
+         compiler's errors and warnings, one per entry: level, code, file:line:col, message, \
+         the source line and any suggested fix. Faster than a build; use it after editing \
+         Rust code. Options: `path` (the crate's folder, default the first workspace root), \
+         `package`, `all_targets` (tests and examples too), `features`, `all_features`. \
+         Runs in the command sandbox (writes only the crate's root, its target folder and \
+         cargo's caches), offline unless the workspace allows the network."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn requirements(&self) -> Requirements {
+        Requirements::default().programs(&["cargo"])
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {
+        run_checker(ctx, args, Checker::Check).await
+    }
+
+    fn text(&self, report: &CheckReport) -> String {
+        report_text("cargo check", report)
+    }
+
+    fn details(&self, report: &CheckReport) -> Details {
+        report_details(report)
+    }
+}
+
+impl TypedOutputTool for CargoClippy {
+    type Args = CheckArgs;
+    type Output = CheckReport;
+
+    fn name(&self) -> &str {
+        "cargo_clippy"
+    }
+
+    fn description(&self) -> &str {
+        "Lints a Rust crate of the workspace with `cargo clippy` and returns the lints and \
+         compiler diagnostics, one per entry: level, code (`clippy::...`), file:line:col, \
+         message, the source line and any suggested fix. Options: `path` (the crate's \
+         folder, default the first workspace root), `package`, `all_targets`, `features`, \
+         `all_features`. Runs in the command sandbox, offline unless the workspace allows \
+         the network."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn requirements(&self) -> Requirements {
+        Requirements::default().programs(&["cargo"])
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {
+        run_checker(ctx, args, Checker::Clippy).await
+    }
+
+    fn text(&self, report: &CheckReport) -> String {
+        report_text("cargo clippy", report)
+    }
+
+    fn details(&self, report: &CheckReport) -> Details {
+        report_details(report)
+    }
+}
+
+/// Plans and runs one check.
+async fn run_checker(
+    ctx: &ToolContext<'_>,
+    args: CheckArgs,
+    checker: Checker,
+) -> Result<CheckReport, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let project = workspace.project(args.path.as_deref())?;
+    let mut notes = Vec::new();
+    let timeout = exec::time_limit(
+        args.timeout_secs,
+        workspace.rules.command_timeout_secs,
+        &mut notes,
+    );
+    let network = workspace.rules.allow_network;
+    let mut cargo_args: Vec<String> = match checker {
+        Checker::Check => vec!["check".into()],
+        Checker::Clippy => vec!["clippy".into()],
+    };
+    cargo_args.extend(selection_args(
+        args.package.as_deref(),
+        args.all_targets,
+        &args.features,
+        args.all_features,
+        network,
+    ));
+    cargo_args.push("--message-format=json".into());
+    let command = cargo_command(&project, &workspace, cargo_args, timeout);
+    ctx.blocking(move |cancel: &CancelFlag| {
+        let ran = exec::run(command, cancel)?;
+        Ok(report(ran, network, notes))
+    })
+    .await
+    .map_err(ToolError::failed)?
+}
+
+/// The arguments that select what cargo works on (shared with the test and fix tools).
+pub(crate) fn selection_args(
+    package: Option<&str>,
+    all_targets: bool,
+    features: &[String],
+    all_features: bool,
+    network: bool,
+) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(package) = package {
+        args.extend(["--package".to_owned(), package.to_owned()]);
+    }
+    if all_targets {
+        args.push("--all-targets".to_owned());
+    }
+    if !features.is_empty() {
+        args.extend(["--features".to_owned(), features.join(",")]);
+    }
+    if all_features {
+        args.push("--all-features".to_owned());
+    }
+    if !network {
+        args.push("--offline".to_owned());
+    }
+    args.extend(["--color".to_owned(), "never".to_owned()]);
+    args
+}
+
+/// A cargo command in `project`: writes beneath its root and cargo's caches.
+pub(crate) fn cargo_command(
+    project: &Project,
+    workspace: &Workspace,
+    args: Vec<String>,
+    timeout: std::time::Duration,
+) -> Command {
+    Command {
+        program: "cargo",
+        args,
+        cwd: project.dir.clone(),
+        write: vec![project.root.clone()],
+        cargo_caches: true,
+        network: workspace.rules.allow_network,
+        configured_env: workspace.rules.env.clone(),
+        timeout,
+    }
+}
+
+/// The report of a finished check.
+fn report(ran: exec::Ran, network: bool, mut notes: Vec<String>) -> CheckReport {
+    let parsed = diagnostics::parse_messages(&ran.stdout());
+    let (errors, warnings) = diagnostics::counts(&parsed.diagnostics);
+    notes.extend(ran.notes.iter().cloned());
+    if !network {
+        notes.push(
+            "cargo ran with --offline (this workspace has no network): dependencies come \
+             from cargo's cache"
+                .to_owned(),
+        );
+    }
+    let exit_code = ran.exit_code();
+    let success = ran.completed() && exit_code == Some(0) && errors == 0;
+    let stderr = ran.stderr();
+    let cargo_error = (!success && errors == 0 && !stderr.trim().is_empty())
+        .then(|| tail(&stderr, 4000));
+    if let Some(why) = cargo_error
+        .as_deref()
+        .and_then(|e| exec::explain_cargo_failure(e, network))
+    {
+        notes.push(why);
+    }
+    CheckReport {
+        success,
+        errors,
+        warnings,
+        diagnostics: parsed.diagnostics,
+        exit_code,
+        cargo_error,
+        notes,
+    }
+}
+
+/// The last `max` bytes of `text` (at a character boundary), marked when cut.
+pub(crate) fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... {start} bytes left out ...]\n{}", &text[start..])
+}
+
+/// The model's text of a check.
+fn report_text(what: &str, r: &CheckReport) -> String {
+    let verdict = if r.success { "passed" } else { "failed" };
+    let mut text = format!(
+        "{what} {verdict}: {} errors, {} warnings\n",
+        r.errors, r.warnings
+    );
+    text.push_str(&diagnostics::compact_list(&r.diagnostics, TEXT_LIMIT));
+    if let Some(error) = &r.cargo_error {
+        text.push_str("--- cargo said ---\n");
+        text.push_str(error.trim_end());
+        text.push('\n');
+    }
+    for note in &r.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text
+}
+
+/// The `diagnostics` details of a check.
+fn report_details(r: &CheckReport) -> Details {
+    let list: Vec<_> = r.diagnostics.iter().map(|d| d.detail()).collect();
+    toolhost_plugin_api::ToolOutput::default()
+        .with_diagnostics(list)
+        .details
+}
