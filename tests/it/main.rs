@@ -29,6 +29,7 @@ mod policy;
 mod profiles;
 mod registry;
 mod reload;
+mod rust_tools;
 mod serve;
 mod state_home;
 mod state_links;

@@ -88,6 +88,8 @@ pub(crate) fn built() -> &'static Path {
             "toolhost-clarify",
             "-p",
             "toolhost-workspace",
+            "-p",
+            "toolhost-rust",
         ]);
         // Its own workspace: it is built against a modified copy of the API.
         cargo(&[

@@ -341,6 +341,7 @@ fn example_setup() -> (tempfile::TempDir, PluginDir) {
     .expect("the example profile");
     let plugins = PluginDir::with(&[
         "toolhost_workspace",
+        "toolhost_rust",
         "toolhost_utils",
         "toolhost_memory",
         "toolhost_session_search",

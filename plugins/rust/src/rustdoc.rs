@@ -601,6 +601,9 @@ fn collect_text(node: &Node, out: &mut String) {
     match &node.data {
         NodeData::Text { contents } => out.push_str(&contents.borrow()),
         NodeData::Element { name, .. } if &*name.local == "br" => out.push('\n'),
+        NodeData::Element { .. } if has_class(node, "where") && !out.ends_with('\n') => {
+            out.push('\n');
+        }
         _ => {}
     }
     for child in node.children.borrow().iter() {
@@ -608,25 +611,50 @@ fn collect_text(node: &Node, out: &mut String) {
     }
 }
 
-/// A doc block as Markdown, rustdoc's heading anchors (`§`) left out.
+/// A doc block as Markdown: rustdoc's heading anchors (`§`) and playground links left
+/// out, and links to other items pointing to their paths (which this tool looks up)
+/// instead of HTML files.
 fn markdown(converter: &htmd::HtmlToMarkdown, node: &Rc<Node>) -> String {
     let text = converter.tree_to_markdown(node);
     text.lines()
-        .map(|l| {
-            l.replace("[§](#", "\u{0}")
-                .split('\u{0}')
-                .enumerate()
-                .map(|(i, part)| {
-                    if i == 0 {
-                        part.to_owned()
-                    } else {
-                        part.split_once(')').map_or(part, |(_, rest)| rest).to_owned()
-                    }
-                })
-                .collect::<String>()
-        })
+        .filter(|l| !l.trim_start().starts_with("[](https://play.rust-lang.org"))
+        .map(tidy_links)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// One Markdown line with `[§](#anchor)` removed and `[x](fn.x.html "fn std::mem::x")`
+/// made `[x](std::mem::x)`.
+fn tidy_links(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("](") {
+        let (before, after) = rest.split_at(at);
+        let target = &after[2..];
+        let Some(end) = target.find(')') else {
+            break;
+        };
+        // The title may hold `)`? rustdoc's titles are `kind path`: no parentheses.
+        let inside = &target[..end];
+        if before.ends_with("[§") {
+            out.push_str(&before[..before.len() - 3]);
+            rest = &target[end + 1..];
+            continue;
+        }
+        let item_path = inside
+            .split_once(" \"")
+            .and_then(|(_, title)| title.strip_suffix('"'))
+            .and_then(|title| title.split_once(' '))
+            .map(|(_, path)| path)
+            .filter(|path| path.contains("::"));
+        out.push_str(before);
+        out.push_str("](");
+        out.push_str(item_path.unwrap_or(inside));
+        out.push(')');
+        rest = &target[end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -640,6 +668,14 @@ mod tests {
         assert_eq!(near[..2], ["entry", "entries"], "{near:?}");
         assert!(!near.contains(&"len".to_owned()), "{near:?}");
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn links_point_to_item_paths_and_anchors_are_dropped() {
+        assert_eq!(
+            tidy_links(r#"## Examples[§](#examples) see [`take`](fn.take.html "fn core::mem::take") or [web](https://x.org)"#),
+            "## Examples see [`take`](core::mem::take) or [web](https://x.org)"
+        );
     }
 
     #[test]
