@@ -57,7 +57,14 @@ impl Setup {
         toolhost_command()
             .arg("--config")
             .arg(self.dir.path().join("config.toml"))
-            .args(["call", tool, &args.to_string(), "--profile", "coder", "--yes"])
+            .args([
+                "call",
+                tool,
+                &args.to_string(),
+                "--profile",
+                "coder",
+                "--yes",
+            ])
             .arg("--json")
             .arg("--workspace")
             .arg(workspace)
@@ -140,7 +147,11 @@ fn the_coder_profile_checks_and_tests_a_crate_with_diagnostics_in_the_details() 
     }
 
     let krate = fixture();
-    let out = setup.call("cargo_check", &json!({"features": ["broken"]}), krate.path());
+    let out = setup.call(
+        "cargo_check",
+        &json!({"features": ["broken"]}),
+        krate.path(),
+    );
     let result: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
     let shown = result.to_string();
@@ -155,9 +166,14 @@ fn the_coder_profile_checks_and_tests_a_crate_with_diagnostics_in_the_details() 
         .iter()
         .find(|d| d["code"] == "E0308")
         .unwrap_or_else(|| panic!("no E0308 in {shown}"));
-    assert_eq!((e0308["file"].as_str(), e0308["line"].as_u64()), (Some("src/lib.rs"), Some(3)));
+    assert_eq!(
+        (e0308["file"].as_str(), e0308["line"].as_u64()),
+        (Some("src/lib.rs"), Some(3))
+    );
     assert!(
-        e0308["extra"].to_string().contains("suggested_replacement\":\"\\\"fixture\\\".to_string()")
+        e0308["extra"]
+            .to_string()
+            .contains("suggested_replacement\":\"\\\"fixture\\\".to_string()")
             || e0308["extra"].to_string().contains("to_string"),
         "{e0308}"
     );

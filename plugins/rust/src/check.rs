@@ -232,6 +232,7 @@ pub(crate) fn cargo_command(
         write: vec![project.root.clone()],
         cargo_caches: true,
         network: workspace.rules.allow_network,
+        local_tcp: false,
         configured_env: workspace.rules.env.clone(),
         timeout,
     }
@@ -252,8 +253,8 @@ fn report(ran: exec::Ran, network: bool, mut notes: Vec<String>) -> CheckReport 
     let exit_code = ran.exit_code();
     let success = ran.completed() && exit_code == Some(0) && errors == 0;
     let stderr = ran.stderr();
-    let cargo_error = (!success && errors == 0 && !stderr.trim().is_empty())
-        .then(|| tail(&stderr, 4000));
+    let cargo_error =
+        (!success && errors == 0 && !stderr.trim().is_empty()).then(|| tail(&stderr, 4000));
     if let Some(why) = cargo_error
         .as_deref()
         .and_then(|e| exec::explain_cargo_failure(e, network))

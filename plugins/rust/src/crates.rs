@@ -10,7 +10,9 @@ use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{
+    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
+};
 
 use crate::exec::{self, Command};
 use crate::project::Workspace;
@@ -148,6 +150,7 @@ impl TypedOutputTool for CratesIoLookup {
             write: Vec::new(),
             cargo_caches: true,
             network: true,
+            local_tcp: false,
             configured_env: answer.env.clone(),
             timeout: exec::time_limit(None, answer.command_timeout_secs.min(120), &mut notes),
         };
@@ -165,7 +168,11 @@ impl TypedOutputTool for CratesIoLookup {
                 .join("\n");
             return Err(ToolError::failed(format!(
                 "cargo {mode} failed: {}{}",
-                if said.is_empty() { stderr.trim() } else { said.trim() },
+                if said.is_empty() {
+                    stderr.trim()
+                } else {
+                    said.trim()
+                },
                 ran.notes
                     .iter()
                     .map(|n| format!("; {n}"))
@@ -420,9 +427,15 @@ mod tests {
             limit: None,
         };
         let (mode, a) = plan(args(None, Some("serde"), Some("1.0"))).expect("ok");
-        assert_eq!((mode, a.last().map(String::as_str)), ("info", Some("serde@1.0")));
+        assert_eq!(
+            (mode, a.last().map(String::as_str)),
+            ("info", Some("serde@1.0"))
+        );
         let (mode, a) = plan(args(Some("json parser"), None, None)).expect("ok");
-        assert_eq!((mode, a.last().map(String::as_str)), ("search", Some("json parser")));
+        assert_eq!(
+            (mode, a.last().map(String::as_str)),
+            ("search", Some("json parser"))
+        );
         for bad in [
             args(None, Some("--registry"), None),
             args(None, Some("a b"), None),

@@ -71,8 +71,12 @@ pub(crate) struct Command {
     pub(crate) write: Vec<PathBuf>,
     /// Whether cargo's download caches are writable (every cargo command).
     pub(crate) cargo_caches: bool,
-    /// Whether it may use the network.
+    /// Whether it may use the network (and gets the proxy and registry variables).
     pub(crate) network: bool,
+    /// Whether the sandbox leaves TCP open anyway, for a local server cargo itself
+    /// runs (`cargo fix`'s lock server on 127.0.0.1): Landlock filters TCP by port, not
+    /// by address.
+    pub(crate) local_tcp: bool,
     /// `[workspace] env`.
     pub(crate) configured_env: Vec<String>,
     /// The time limit.
@@ -161,12 +165,19 @@ pub(crate) fn run(command: Command, cancel: &CancelFlag) -> Result<Ran, ToolErro
         write.extend(cargo_cache_paths(&home));
     }
     write.extend(
-        ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"].map(PathBuf::from),
+        [
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/random",
+            "/dev/urandom",
+        ]
+        .map(PathBuf::from),
     );
     let rules = SandboxRules {
         read: vec![PathBuf::from("/")],
         write,
-        network: command.network,
+        network: command.network || command.local_tcp,
     };
     let sandbox = toolhost_sandbox::prepare(SandboxMode::BestEffort, &rules).map_err(|e| {
         ToolError::failed(format!(
@@ -177,7 +188,10 @@ pub(crate) fn run(command: Command, cancel: &CancelFlag) -> Result<Ran, ToolErro
     let mut notes = Vec::new();
     match sandbox.outcome() {
         SandboxOutcome::Full { .. } | SandboxOutcome::Off => {}
-        other => notes.push(format!("{other}; {} ran with less confinement", command.program)),
+        other => notes.push(format!(
+            "{other}; {} ran with less confinement",
+            command.program
+        )),
     }
     let launch = Launch {
         program: program.clone(),

@@ -59,7 +59,8 @@ impl TypedTool for RustcExplain {
             return Ok(format!("# {code}\n\n{}", stdout.trim_end()));
         }
         let stderr = ran.stderr();
-        if stderr.contains("is not a valid error code") || stderr.contains("no extended information")
+        if stderr.contains("is not a valid error code")
+            || stderr.contains("no extended information")
         {
             return Err(ToolError::failed(format!(
                 "{code} is not an error code this rustc knows (it may be new, or retired): \
@@ -95,6 +96,7 @@ pub(crate) fn rustc_command(answer: &WorkspaceAnswer, args: Vec<String>) -> Comm
         write: Vec::new(),
         cargo_caches: false,
         network: false,
+        local_tcp: false,
         configured_env: answer.env.clone(),
         timeout: exec::time_limit(None, answer.command_timeout_secs.min(60), &mut notes),
     }
@@ -126,8 +128,16 @@ mod tests {
         assert_eq!(validate("E0382").expect("ok"), "E0382");
         assert_eq!(validate(" e0499 ").expect("ok"), "E0499");
         assert_eq!(validate("0308").expect("ok"), "E0308");
-        for bad in ["E382", "E03820", "X0382", "E03a2", "", "--help", "E0382; rm"] {
-            let e = validate(bad).err().expect(bad);
+        for bad in [
+            "E382",
+            "E03820",
+            "X0382",
+            "E03a2",
+            "",
+            "--help",
+            "E0382; rm",
+        ] {
+            let e = validate(bad).expect_err(bad);
             assert!(matches!(e, ToolError::InvalidArgs(_)), "{bad}");
         }
     }

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{
+    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
+};
 
 use crate::check::{cargo_command, selection_args, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
@@ -160,7 +162,7 @@ impl TypedOutputTool for CargoFix {
         let dir = project.dir.clone();
         let mut command = cargo_command(&project, &workspace, cargo_args, timeout);
         // cargo fix's lock server: see the module's top.
-        command.network = true;
+        command.local_tcp = true;
         ctx.blocking(move |cancel: &CancelFlag| {
             let before = snapshot(&dir);
             let ran = exec::run(command, cancel)?;
@@ -276,15 +278,11 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
                 }
             } else if kind.is_file()
                 && name.ends_with(".rs")
-                && entry
-                    .metadata()
-                    .is_ok_and(|m| m.len() <= SNAPSHOT_FILE_CAP)
-            {
-                if let (Ok(text), Ok(rel)) =
+                && entry.metadata().is_ok_and(|m| m.len() <= SNAPSHOT_FILE_CAP)
+                && let (Ok(text), Ok(rel)) =
                     (std::fs::read_to_string(&path), path.strip_prefix(dir))
-                {
-                    files.insert(rel.to_path_buf(), text);
-                }
+            {
+                files.insert(rel.to_path_buf(), text);
             }
         }
     }
@@ -356,10 +354,22 @@ mod tests {
         let changed = changes(&before, &after);
         assert_eq!(changed.len(), 1);
         assert_eq!(
-            (changed[0].path.as_str(), changed[0].added, changed[0].removed),
+            (
+                changed[0].path.as_str(),
+                changed[0].added,
+                changed[0].removed
+            ),
             ("src/lib.rs", 1, 1)
         );
-        assert!(changed[0].diff.contains("-fn b() {}"), "{}", changed[0].diff);
-        assert!(changed[0].diff.contains("+fn c() {}"), "{}", changed[0].diff);
+        assert!(
+            changed[0].diff.contains("-fn b() {}"),
+            "{}",
+            changed[0].diff
+        );
+        assert!(
+            changed[0].diff.contains("+fn c() {}"),
+            "{}",
+            changed[0].diff
+        );
     }
 }

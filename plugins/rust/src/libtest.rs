@@ -75,15 +75,15 @@ pub(crate) fn parse(lines: &[String], stderr: &str) -> Vec<Suite> {
     let mut suites: Vec<Suite> = Vec::new();
     let mut section: Option<(String, String)> = None; // (test name, output so far)
     for line in lines {
-        if let Some(rest) = line.strip_prefix("running ") {
-            if rest.ends_with(" tests") || rest.ends_with(" test") {
-                close_section(&mut suites, &mut section);
-                suites.push(Suite {
-                    name: names.next(),
-                    ..Suite::default()
-                });
-                continue;
-            }
+        if let Some(rest) = line.strip_prefix("running ")
+            && (rest.ends_with(" tests") || rest.ends_with(" test"))
+        {
+            close_section(&mut suites, &mut section);
+            suites.push(Suite {
+                name: names.next(),
+                ..Suite::default()
+            });
+            continue;
         }
         if suites.is_empty() {
             continue;
@@ -98,8 +98,7 @@ pub(crate) fn parse(lines: &[String], stderr: &str) -> Vec<Suite> {
         }
         if let Some((_, output)) = &mut section {
             // A failure's output ends where the next section or the summary starts.
-            if line == "failures:" || line == "successes:" || line.starts_with("test result: ")
-            {
+            if line == "failures:" || line == "successes:" || line.starts_with("test result: ") {
                 close_section(&mut suites, &mut section);
             } else {
                 output.push_str(line);

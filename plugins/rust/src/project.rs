@@ -167,7 +167,9 @@ mod tests {
                 "{escape}: {text}"
             );
         }
-        let e = Workspace::open(WorkspaceAnswer::default()).err().expect("no roots");
+        let e = Workspace::open(WorkspaceAnswer::default())
+            .err()
+            .expect("no roots");
         assert!(e.to_string().contains("roots = ["), "{e}");
     }
 }

@@ -19,7 +19,9 @@ use std::rc::Rc;
 use markup5ever_rcdom::{Node, NodeData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{
+    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
+};
 
 use crate::exec;
 use crate::explain::rustc_command;
@@ -193,10 +195,10 @@ pub fn lookup(docs: &Path, item: &str) -> Result<DocEntry, ToolError> {
 /// Finds the page of `segments`: as written, then under each crate, then by its first
 /// item name in the index of every module.
 fn resolve(docs: &Path, segments: &[String]) -> Option<Found> {
-    if CRATES.contains(&segments[0].as_str()) {
-        if let Some(found) = resolve_in(docs, segments) {
-            return Some(found);
-        }
+    if CRATES.contains(&segments[0].as_str())
+        && let Some(found) = resolve_in(docs, segments)
+    {
+        return Some(found);
     }
     for krate in CRATES {
         let mut full = vec![(*krate).to_owned()];
@@ -347,7 +349,11 @@ fn not_found(docs: &Path, item: &str, segments: &[String]) -> ToolError {
             return ToolError::failed(format!(
                 "`{item}` is not in the local documentation: {} has no {} `{asked}`{}",
                 found.path.join("::"),
-                if found.kind == "mod" { "item" } else { "member" },
+                if found.kind == "mod" {
+                    "item"
+                } else {
+                    "member"
+                },
                 suggestion(&near, &found.path.join("::"))
             ));
         }
@@ -411,9 +417,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(cur + 1);
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
             prev = cur;
         }
     }
@@ -448,9 +452,8 @@ fn member_ids(html: &str) -> Vec<(String, String)> {
 
 /// Reads the page of `found` and builds the entry.
 fn render(docs: &Path, found: Found, asked: &str) -> Result<DocEntry, ToolError> {
-    let html = std::fs::read_to_string(&found.file).map_err(|e| {
-        ToolError::failed(format!("could not read {}: {e}", found.file.display()))
-    })?;
+    let html = std::fs::read_to_string(&found.file)
+        .map_err(|e| ToolError::failed(format!("could not read {}: {e}", found.file.display())))?;
     let converter = htmd::HtmlToMarkdown::builder()
         .skip_tags(vec!["script", "style", "button"])
         .build();
@@ -634,10 +637,10 @@ fn tidy_links(line: &str) -> String {
         let Some(end) = target.find(')') else {
             break;
         };
-        // The title may hold `)`? rustdoc's titles are `kind path`: no parentheses.
+        // rustdoc's titles are `kind path`: no parentheses before the closing one.
         let inside = &target[..end];
-        if before.ends_with("[§") {
-            out.push_str(&before[..before.len() - 3]);
+        if let Some(kept) = before.strip_suffix("[§") {
+            out.push_str(kept);
             rest = &target[end + 1..];
             continue;
         }
@@ -673,7 +676,9 @@ mod tests {
     #[test]
     fn links_point_to_item_paths_and_anchors_are_dropped() {
         assert_eq!(
-            tidy_links(r#"## Examples[§](#examples) see [`take`](fn.take.html "fn core::mem::take") or [web](https://x.org)"#),
+            tidy_links(
+                r#"## Examples[§](#examples) see [`take`](fn.take.html "fn core::mem::take") or [web](https://x.org)"#
+            ),
             "## Examples see [`take`](core::mem::take) or [web](https://x.org)"
         );
     }
@@ -695,11 +700,16 @@ mod tests {
     #[test]
     fn a_missing_component_names_the_install_command() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let sysroot = tmp.path().join("toolchains").join("1.95.0-x86_64-unknown-linux-gnu");
+        let sysroot = tmp
+            .path()
+            .join("toolchains")
+            .join("1.95.0-x86_64-unknown-linux-gnu");
         std::fs::create_dir_all(&sysroot).expect("sysroot");
-        let e = docs_folder(&sysroot).err().expect("no docs").to_string();
+        let e = docs_folder(&sysroot).expect_err("no docs").to_string();
         assert!(
-            e.contains("rustup component add rust-docs --toolchain 1.95.0-x86_64-unknown-linux-gnu"),
+            e.contains(
+                "rustup component add rust-docs --toolchain 1.95.0-x86_64-unknown-linux-gnu"
+            ),
             "{e}"
         );
     }

@@ -120,7 +120,11 @@ fn toolchain(component: Option<&str>) -> bool {
     true
 }
 
-fn structured(host: &TestHost, tool: &impl toolhost_plugin_api::Tool, args: Value) -> (Value, Value, String) {
+fn structured(
+    host: &TestHost,
+    tool: &impl toolhost_plugin_api::Tool,
+    args: Value,
+) -> (Value, Value, String) {
     let out = host.call_output(tool, args).expect("the call succeeds");
     let details = serde_json::to_value(&out.details).expect("details");
     (out.structured.expect("structured"), details, out.text)
@@ -164,7 +168,9 @@ fn cargo_check_reports_the_type_errors_code_place_and_suggested_replacement() {
         .filter_map(|s| s["suggested_replacement"].as_str())
         .collect();
     assert!(
-        replacements.iter().any(|r| r.contains("to_string") || r.contains("String::from")),
+        replacements
+            .iter()
+            .any(|r| r.contains("to_string") || r.contains("String::from")),
         "{replacements:?}"
     );
     assert!(text.contains("--offline"), "{text}");
@@ -188,8 +194,14 @@ fn cargo_clippy_reports_the_lint() {
         .iter()
         .find(|d| d["code"] == "clippy::needless_return")
         .unwrap_or_else(|| panic!("no needless_return in {text}"));
-    assert_eq!((lint["file"].as_str(), lint["line"].as_u64()), (Some("src/lib.rs"), Some(8)));
-    assert!(text.contains("warning[clippy::needless_return] src/lib.rs:8:"), "{text}");
+    assert_eq!(
+        (lint["file"].as_str(), lint["line"].as_u64()),
+        (Some("src/lib.rs"), Some(8))
+    );
+    assert!(
+        text.contains("warning[clippy::needless_return] src/lib.rs:8:"),
+        "{text}"
+    );
     assert!(
         details["diagnostics"]
             .as_array()
@@ -215,7 +227,11 @@ fn cargo_test_reports_the_failure_with_its_output_and_the_totals() {
     let totals = &value["totals"];
     // adds passes; fails and plants_outside fail; slow is ignored.
     assert_eq!(
-        (totals["passed"].as_u64(), totals["failed"].as_u64(), totals["ignored"].as_u64()),
+        (
+            totals["passed"].as_u64(),
+            totals["failed"].as_u64(),
+            totals["ignored"].as_u64()
+        ),
         (Some(1), Some(2), Some(1)),
         "{text}"
     );
@@ -229,7 +245,10 @@ fn cargo_test_reports_the_failure_with_its_output_and_the_totals() {
     assert!(output.contains("left: 2"), "{output}");
     assert!(text.contains("FAILED tests::fails"), "{text}");
     assert!(text.contains("1 passed, 2 failed, 1 ignored"), "{text}");
-    assert_eq!(value["suites"][0]["name"], "unittests src/lib.rs", "{value}");
+    assert_eq!(
+        value["suites"][0]["name"], "unittests src/lib.rs",
+        "{value}"
+    );
 }
 
 #[test]
@@ -250,7 +269,10 @@ fn a_test_that_writes_outside_the_root_is_refused_by_the_sandbox() {
         &CargoTest,
         json!({"filter": "tests::plants_outside", "exact": true}),
     );
-    assert!(!fixture.outside().join("planted").exists(), "the test wrote outside the root");
+    assert!(
+        !fixture.outside().join("planted").exists(),
+        "the test wrote outside the root"
+    );
     let failed = &value["failed"][0];
     assert_eq!(failed["name"], "tests::plants_outside", "{text}");
     let output = failed["output"].as_str().expect("output");
@@ -277,13 +299,19 @@ fn cargo_fix_applies_the_machine_applicable_fix_and_shows_the_diff() {
     let changed = value["changed"].as_array().expect("changed");
     assert_eq!(changed.len(), 1, "{text}");
     assert_eq!(changed[0]["path"], "src/lib.rs");
-    assert_eq!((changed[0]["added"].as_u64(), changed[0]["removed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (changed[0]["added"].as_u64(), changed[0]["removed"].as_u64()),
+        (Some(1), Some(1))
+    );
     let diff = changed[0]["diff"].as_str().expect("diff");
     assert!(diff.contains("-    let mut x = 2;"), "{diff}");
     assert!(diff.contains("+    let x = 2;"), "{diff}");
     assert!(text.contains("src/lib.rs +1 -1"), "{text}");
     let fixed = std::fs::read_to_string(&lib).expect("lib");
-    assert!(fixed.contains("    let x = 2;") && !fixed.contains("let mut x"), "{fixed}");
+    assert!(
+        fixed.contains("    let x = 2;") && !fixed.contains("let mut x"),
+        "{fixed}"
+    );
 }
 
 #[test]
@@ -338,7 +366,10 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     );
     assert_eq!(value["kind"], "method");
     assert!(
-        value["signature"].as_str().expect("sig").starts_with("pub fn entry(&mut self, key: K)"),
+        value["signature"]
+            .as_str()
+            .expect("sig")
+            .starts_with("pub fn entry(&mut self, key: K)"),
         "{value}"
     );
     assert!(text.contains("in-place manipulation"), "{text}");
@@ -347,21 +378,29 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     // A type given without its module, with its methods listed.
     let (value, _, text) = structured(&host, &RustdocLookup, json!({"item": "Vec"}));
     assert_eq!(value["path"], "std::vec::Vec", "{text}");
-    assert!(value["members"]["method"]
-        .as_array()
-        .expect("methods")
-        .iter()
-        .any(|m| m == "push"));
+    assert!(
+        value["members"]["method"]
+            .as_array()
+            .expect("methods")
+            .iter()
+            .any(|m| m == "push")
+    );
 
     let e = host
-        .call(&RustdocLookup, json!({"item": "std::collections::HashMap::entri"}))
+        .call(
+            &RustdocLookup,
+            json!({"item": "std::collections::HashMap::entri"}),
+        )
         .expect_err("no such method");
     let e = e.to_string();
     assert!(e.contains("has no member `entri`"), "{e}");
     assert!(e.contains("not in the local documentation"), "{e}");
     assert!(e.contains("std::collections::HashMap::entry"), "{e}");
     let e = host
-        .call(&RustdocLookup, json!({"item": "std::collections::HashMapp"}))
+        .call(
+            &RustdocLookup,
+            json!({"item": "std::collections::HashMapp"}),
+        )
         .expect_err("no such type")
         .to_string();
     assert!(e.contains("not in the local documentation"), "{e}");
@@ -376,7 +415,9 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
 #[test]
 fn a_missing_rust_docs_component_names_the_install_command() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let e = toolhost_rust::docs_folder(tmp.path()).expect_err("no docs").to_string();
+    let e = toolhost_rust::docs_folder(tmp.path())
+        .expect_err("no docs")
+        .to_string();
     assert!(e.contains("rustup component add rust-docs"), "{e}");
 }
 
@@ -405,12 +446,19 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
         ["cargo"]
     );
 
-    let (value, _, text) = structured(&host, &CratesIoLookup, json!({"query": "serde", "limit": 2}));
+    let (value, _, text) = structured(
+        &host,
+        &CratesIoLookup,
+        json!({"query": "serde", "limit": 2}),
+    );
     assert_eq!(value["mode"], "search");
     assert_eq!(value["results"][1]["name"], "serde_json");
     assert_eq!(value["results"][1]["version"], "1.0.145");
     assert_eq!(value["more"], 12);
-    assert!(text.contains("# args: search --limit 2 --color never -- serde"), "{text}");
+    assert!(
+        text.contains("# args: search --limit 2 --color never -- serde"),
+        "{text}"
+    );
 
     let (value, _, _) = structured(
         &host,
@@ -423,7 +471,10 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
     assert_eq!(info["features"][0]["name"], "default");
     assert_eq!(info["features"][0]["default"], true);
     assert_eq!(info["dependencies"][0], "serde@1.0");
-    assert!(value["raw"].as_str().expect("raw").contains("tinyjson@2.5"), "{value}");
+    assert!(
+        value["raw"].as_str().expect("raw").contains("tinyjson@2.5"),
+        "{value}"
+    );
 
     let e = host
         .call(&CratesIoLookup, json!({"name": "--index"}))
@@ -437,12 +488,18 @@ fn the_tools_declare_their_risks_requirements_and_output_schemas() {
     let check = host.describe(&CargoCheck);
     assert_eq!(check.requirements.programs, ["cargo"]);
     assert!(check.output_schema.is_some());
-    assert_eq!(host.describe(&CargoFix).risk, toolhost_plugin_api::Risk::Write);
+    assert_eq!(
+        host.describe(&CargoFix).risk,
+        toolhost_plugin_api::Risk::Write
+    );
     assert_eq!(
         host.describe(&CratesIoLookup).risk,
         toolhost_plugin_api::Risk::Network
     );
-    assert_eq!(host.describe(&RustcExplain).requirements.programs, ["rustc"]);
+    assert_eq!(
+        host.describe(&RustcExplain).requirements.programs,
+        ["rustc"]
+    );
     // No workspace: the answer names the config line to add.
     let e = host.call(&CargoCheck, json!({})).expect_err("no workspace");
     assert!(e.to_string().contains("roots = ["), "{e}");
