@@ -1,10 +1,12 @@
 //! The Rust tools through `TestHost` on a fixture crate the setup writes into a temporary
 //! folder (no dependencies, so cargo runs offline): a type error behind a feature, a
-//! clippy lint, a machine-applicable warning, a failing and an ignored test, and a test
-//! that tries to write outside the workspace root. Registry lookups go to a scripted
+//! clippy lint, a machine-applicable warning, a failing and an ignored test, a test that
+//! hangs (ignored unless asked for), and a test that tries to write outside the workspace
+//! root. Registry lookups go to a scripted
 //! `cargo` on `PATH`; nothing here uses the network.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
@@ -46,6 +48,13 @@ mod tests {
     #[test]
     #[ignore = "too slow"]
     fn slow() {}
+
+    #[test]
+    #[ignore = "hangs until killed"]
+    fn hangs() {
+        std::fs::write("hang.pid", std::process::id().to_string()).expect("pid file");
+        std::thread::sleep(std::time::Duration::from_secs(300));
+    }
 
     #[test]
     fn plants_outside() {
@@ -225,14 +234,14 @@ fn cargo_test_reports_the_failure_with_its_output_and_the_totals() {
     );
     assert_eq!(value["success"], false, "{text}");
     let totals = &value["totals"];
-    // adds passes; fails and plants_outside fail; slow is ignored.
+    // adds passes; fails and plants_outside fail; slow and hangs are ignored.
     assert_eq!(
         (
             totals["passed"].as_u64(),
             totals["failed"].as_u64(),
             totals["ignored"].as_u64()
         ),
-        (Some(1), Some(2), Some(1)),
+        (Some(1), Some(2), Some(2)),
         "{text}"
     );
     let failed = value["failed"].as_array().expect("failed");
@@ -244,7 +253,17 @@ fn cargo_test_reports_the_failure_with_its_output_and_the_totals() {
     assert!(output.contains("about to check one plus one"), "{output}");
     assert!(output.contains("left: 2"), "{output}");
     assert!(text.contains("FAILED tests::fails"), "{text}");
-    assert!(text.contains("1 passed, 2 failed, 1 ignored"), "{text}");
+    assert!(text.contains("1 passed, 2 failed, 2 ignored"), "{text}");
+    let slow = value["suites"][0]["tests"]
+        .as_array()
+        .expect("tests")
+        .iter()
+        .find(|c| c["name"] == "tests::slow")
+        .expect("slow listed");
+    assert_eq!(
+        (slow["outcome"].as_str(), slow["reason"].as_str()),
+        (Some("ignored"), Some("too slow"))
+    );
     assert_eq!(
         value["suites"][0]["name"], "unittests src/lib.rs",
         "{value}"
@@ -277,7 +296,67 @@ fn a_test_that_writes_outside_the_root_is_refused_by_the_sandbox() {
     assert_eq!(failed["name"], "tests::plants_outside", "{text}");
     let output = failed["output"].as_str().expect("output");
     assert!(output.contains("ermission denied"), "{output}");
-    assert_eq!(value["totals"]["filtered_out"], 3, "{text}");
+    assert_eq!(value["totals"]["filtered_out"], 4, "{text}");
+}
+
+/// Whether `pid` is gone (or a zombie), waiting up to 20 s for it.
+fn gone(pid: i32) -> bool {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned))
+            });
+        match state.as_deref() {
+            None | Some("Z") => return true,
+            Some(_) if Instant::now() >= end => return false,
+            Some(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+#[test]
+fn a_cancelled_cargo_test_kills_the_test_binary_it_started() {
+    if !toolchain(None) {
+        return;
+    }
+    let fixture = Fixture::new();
+    let host = fixture.host();
+    let pid_file = fixture.krate().join("hang.pid");
+    let canceller = host.canceller();
+    let watcher = std::thread::spawn(move || {
+        // Bounded: cargo builds the tests first.
+        let end = Instant::now() + Duration::from_secs(240);
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+            {
+                canceller.cancel();
+                return Some(pid);
+            }
+            if Instant::now() >= end {
+                canceller.cancel();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let out = host.call_output(
+        &CargoTest,
+        json!({"filter": "tests::hangs", "exact": true, "include_ignored": true}),
+    );
+    let pid = watcher
+        .join()
+        .expect("watcher")
+        .expect("the hanging test started");
+    // Cancelled: the host's answer, or the tool's result saying so.
+    if let Ok(out) = out {
+        assert!(out.text.contains("cancelled"), "{}", out.text);
+    }
+    assert!(gone(pid), "the test binary {pid} survived the cancel");
 }
 
 #[test]
