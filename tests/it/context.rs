@@ -542,3 +542,23 @@ async fn chat_prints_the_answer_as_it_arrives_and_once() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_context_window_that_is_not_a_number_is_named_with_its_variable() {
+    let plugins = PluginDir::with(&["fixture_echo"]);
+    let out = crate::support::toolhost_command()
+        .args(["run", "hello", "--plugins"])
+        .arg(plugins.path())
+        .env("TOOLHOST_MODEL_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("TOOLHOST_MODEL", "any")
+        .env("TOOLHOST_MODEL_CONTEXT_WINDOW", "lots")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("TOOLHOST_MODEL_CONTEXT_WINDOW is 'lots'")
+            && stderr.contains("a number of tokens"),
+        "{stderr}"
+    );
+}

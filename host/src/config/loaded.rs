@@ -186,20 +186,24 @@ impl LoadedConfig {
                 source,
             })?;
         let invalid = |message| ConfigError::Invalid {
-            path: file.clone().unwrap_or_default(),
+            path: file.clone().unwrap_or_else(|| PathBuf::from("[model]")),
+            message,
+        };
+        let env_invalid = |message| ConfigError::Invalid {
+            path: PathBuf::from("environment"),
             message,
         };
         let m = &config.model;
         if let Some(stream) =
-            env_value::<bool>("TOOLHOST_MODEL_STREAM", "true or false").map_err(invalid)?
+            env_value::<bool>("TOOLHOST_MODEL_STREAM", "true or false").map_err(env_invalid)?
         {
             resolved.model_stream = stream;
         }
         let window = env_value("TOOLHOST_MODEL_CONTEXT_WINDOW", "a number of tokens")
-            .map_err(invalid)?
+            .map_err(env_invalid)?
             .unwrap_or(m.context_window);
         let reserve = env_value("TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS", "a number of tokens")
-            .map_err(invalid)?
+            .map_err(env_invalid)?
             .or(m.reserve_output_tokens);
         resolved.agent.context = ContextSettings::new(window, reserve).map_err(invalid)?;
         Ok(LoadedConfig {

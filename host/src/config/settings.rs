@@ -242,6 +242,26 @@ mod tests {
     }
 
     #[test]
+    fn the_context_window_leaves_an_eighth_for_the_answer_and_odd_sizes_are_named() {
+        let c = ContextSettings::default();
+        assert_eq!(
+            (c.window, c.reserve_output, c.budget()),
+            (32_768, 4096, 28_672)
+        );
+        assert_eq!(
+            ContextSettings::new(8000, Some(1000)).map(|c| c.budget()),
+            Ok(7000)
+        );
+        let small = ContextSettings::new(500, None).expect_err("too small");
+        assert!(
+            small.contains("context_window") && small.contains("1024"),
+            "{small}"
+        );
+        let greedy = ContextSettings::new(4000, Some(2000)).expect_err("half");
+        assert!(greedy.contains("reserve_output_tokens"), "{greedy}");
+    }
+
+    #[test]
     fn a_delegators_limit_covers_its_batch_of_children() {
         let children = ChildSettings::default();
         // delegate_task: 5 children, 3 at a time, 300 s each: two rounds.
