@@ -118,9 +118,9 @@ pub use calls::tool::{
     Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
 };
 pub use config::{
-    AgentSettings, ChildSettings, ConfigError, DEFAULT_SYSTEM_PROMPT, LoadedConfig,
-    MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView, SecondsError,
-    WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
+    AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
+    LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView,
+    SecondsError, WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
     positive_seconds,
 };
 pub use frontends::control::{

@@ -53,6 +53,7 @@ impl Setup {
             timeout: Duration::from_secs(30),
             max_retries: 2,
             backoff: Duration::from_millis(5),
+            stream: true,
         })
         .expect("client");
         self.agent_with(Arc::new(model), state)

@@ -77,3 +77,12 @@ impl Message {
         }
     }
 }
+
+/// What the model server reported a request cost (`usage` of a Chat Completions answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the request (the conversation and the tool specs), as the server counted.
+    pub prompt_tokens: u64,
+    /// Tokens of the answer.
+    pub completion_tokens: u64,
+}

@@ -1,15 +1,18 @@
 //! The agent runtime: runs turns for a profile. This is its facade (the `Agent`, what it
 //! is made of, how a turn fails); the turn loop is in `turn.rs`, child turns in
 //! `children.rs`, the host requests it answers in `requests.rs`, the conversation's
-//! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`, the
-//! sessions in `sessions.rs`. Its settings are the configuration's resolved ones
+//! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`
+//! (streamed answers in `stream.rs`), fitting requests to the model's context window in
+//! `compaction.rs`, the sessions in `sessions.rs`. Its settings are the configuration's resolved ones
 //! ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they are.
 
 mod children;
+mod compaction;
 mod messages;
 pub mod model;
 mod requests;
 pub mod sessions;
+mod stream;
 mod turn;
 mod wire;
 
@@ -51,6 +54,20 @@ pub enum AgentError {
     /// The door has no such profile.
     #[error(transparent)]
     Profile(#[from] UnknownProfile),
+    /// The model refused the conversation as too long even after it was compacted.
+    #[error(
+        "{source}\n(the conversation was compacted to about {tokens} tokens by toolhost's \
+         estimate and sent again, and refused again; [model] context_window is {window}: \
+         lower it to the model's real window, or start a new session)"
+    )]
+    TooLong {
+        /// The estimate of the request refused the second time.
+        tokens: u64,
+        /// `[model] context_window`.
+        window: u64,
+        /// What the server said.
+        source: ModelError,
+    },
 }
 
 /// Runs turns for one profile.
@@ -71,6 +88,8 @@ struct AgentInner {
     children: Vec<Semaphore>,
     caller: Option<Arc<dyn CallerChannel>>,
     observer: Option<Arc<dyn TurnObserver>>,
+    /// Request sizes, calibrated by the usage the model server reports.
+    estimator: compaction::Estimator,
 }
 
 /// What an agent is made of.
@@ -120,6 +139,7 @@ impl Agent {
                 config: parts.config,
                 caller: parts.caller,
                 observer: parts.observer,
+                estimator: compaction::Estimator::default(),
             }),
         })
     }

@@ -1,5 +1,7 @@
 //! A profile's conversations in SQLite: every message committed as it arrives (a crash
-//! mid-turn loses nothing already said), with an FTS5 index for `session_search`.
+//! mid-turn loses nothing already said), with an FTS5 index for `session_search`, and the
+//! compactions of each session (what was left out of the requests to fit the model's
+//! window, and the summaries the model wrote; the messages themselves stay whole).
 //!
 //! The schema is versioned with SQLite's `user_version`: `MIGRATIONS` is the ordered
 //! list, each run once in its own write transaction, which also sets the version. The
@@ -87,6 +89,58 @@ impl FromSql for Role {
     }
 }
 
+/// A stage of compaction (`agent/compaction.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompactionStage {
+    /// Old tool results sent as one-line stubs naming their kept output.
+    Stubs,
+    /// Older turns sent as a summary the model wrote.
+    Summary,
+    /// Messages still too large sent cut, with a marker.
+    Cut,
+}
+
+impl CompactionStage {
+    fn name(self) -> &'static str {
+        match self {
+            CompactionStage::Stubs => "stubs",
+            CompactionStage::Summary => "summary",
+            CompactionStage::Cut => "cut",
+        }
+    }
+
+    fn from_name(name: &str) -> CompactionStage {
+        match name {
+            "stubs" => CompactionStage::Stubs,
+            "summary" => CompactionStage::Summary,
+            _ => CompactionStage::Cut,
+        }
+    }
+}
+
+/// One compaction of a session's requests, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Compaction {
+    /// Which stage.
+    pub stage: CompactionStage,
+    /// How many messages it replaced (stubs, summary) or cut.
+    pub messages: u64,
+    /// The request's estimated tokens before.
+    pub tokens_before: u64,
+    /// And after.
+    pub tokens_after: u64,
+    /// For a summary: its text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// For a summary: the conversation's messages it stands for end before this one (an
+    /// index into the conversation as a turn sends it, the system prompt at 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub through: Option<u64>,
+    /// When (RFC 3339; empty until recorded).
+    pub created: String,
+}
+
 /// One session as `toolhost sessions list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SessionSummary {
@@ -155,7 +209,25 @@ type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The schema's steps, in order: version `i + 1` is reached by running `MIGRATIONS[i]`.
 /// Append only; never edit a released step.
-const MIGRATIONS: [Migration; 1] = [schema_v1];
+const MIGRATIONS: [Migration; 2] = [schema_v1, schema_v2];
+
+/// Version 2: the compactions of each session's requests.
+fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE compactions (
+             id INTEGER PRIMARY KEY,
+             session TEXT NOT NULL REFERENCES sessions(id),
+             stage TEXT NOT NULL,
+             messages INTEGER NOT NULL,
+             tokens_before INTEGER NOT NULL,
+             tokens_after INTEGER NOT NULL,
+             summary TEXT,
+             through INTEGER,
+             created TEXT NOT NULL
+         );
+         CREATE INDEX compactions_by_session ON compactions(session, id);",
+    )
+}
 
 /// Version 1, from nothing or from an unversioned database.
 fn schema_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
@@ -195,9 +267,11 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SessionError> {
         tx.pragma_update(None, "user_version", version + 1)
             .map_err(db)?;
         tx.commit().map_err(db)?;
-        if version == 0 {
-            tracing::debug!("session database {} at schema version 1", path.display());
-        }
+        tracing::debug!(
+            "session database {} at schema version {}",
+            path.display(),
+            version + 1
+        );
     }
 }
 
@@ -408,6 +482,90 @@ impl SessionStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
     }
 
+    /// Records a compaction of `session`'s requests.
+    pub fn record_compaction(&self, session: &str, c: &Compaction) -> Result<(), SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        conn.execute(
+            "INSERT INTO compactions
+                 (session, stage, messages, tokens_before, tokens_after, summary, through, created)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                session,
+                c.stage.name(),
+                count(c.messages),
+                count(c.tokens_before),
+                count(c.tokens_after),
+                c.summary,
+                c.through.map(count),
+                now(),
+            ],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The compactions of `session`, oldest first.
+    pub fn compactions(&self, session: &str) -> Result<Vec<Compaction>, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare(
+                "SELECT stage, messages, tokens_before, tokens_after, summary, through, created
+                 FROM compactions WHERE session = ?1 ORDER BY id",
+            )
+            .map_err(|e| self.db(e))?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let rows = stmt
+            .query_map([session], |row| {
+                let stage: String = row.get(0)?;
+                let through: Option<i64> = row.get(5)?;
+                Ok(Compaction {
+                    stage: CompactionStage::from_name(&stage),
+                    messages: count(row.get(1)?),
+                    tokens_before: count(row.get(2)?),
+                    tokens_after: count(row.get(3)?),
+                    summary: row.get(4)?,
+                    through: through.map(count),
+                    created: row.get(6)?,
+                })
+            })
+            .map_err(|e| self.db(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
+    }
+
+    /// The last compaction of `session` at `stage`, if any.
+    pub fn last_compaction(
+        &self,
+        session: &str,
+        stage: CompactionStage,
+    ) -> Result<Option<Compaction>, SessionError> {
+        // Few rows per session; the index orders them.
+        Ok(self
+            .compactions(session)?
+            .into_iter()
+            .rev()
+            .find(|c| c.stage == stage))
+    }
+
+    /// Notes on `session`'s tool result for `call_id` (with this `content`) that its text is
+    /// kept as an output: its details become `details`. The text stays as it was.
+    pub fn set_details(
+        &self,
+        session: &str,
+        call_id: &str,
+        content: &str,
+        details: &serde_json::Value,
+    ) -> Result<(), SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.execute(
+            "UPDATE messages SET details = ?4
+             WHERE session = ?1 AND role = 'tool' AND tool_call_id = ?2 AND content = ?3",
+            params![session, call_id, content, details.to_string()],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
     /// Every session, newest first: when it started and last changed, its parent (a child
     /// turn's), how many messages it has and the start of its first request.
     pub fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
@@ -602,7 +760,53 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
-        assert_eq!(version, 1);
+        assert_eq!(version, MIGRATIONS.len() as i64);
+    }
+
+    #[test]
+    fn compactions_are_recorded_per_session_and_details_noted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SessionStore::open(&dir.path().join("s.db")).expect("open");
+        let (a, b) = (
+            store.create(None).expect("a"),
+            store.create(None).expect("b"),
+        );
+        let event = |stage, summary: Option<&str>| Compaction {
+            stage,
+            messages: 3,
+            tokens_before: 900,
+            tokens_after: 400,
+            summary: summary.map(str::to_owned),
+            through: summary.map(|_| 7),
+            created: String::new(),
+        };
+        store
+            .record_compaction(&a, &event(CompactionStage::Stubs, None))
+            .expect("record");
+        store
+            .record_compaction(&a, &event(CompactionStage::Summary, Some("so far")))
+            .expect("record");
+        assert!(store.compactions(&b).expect("b").is_empty());
+        let kept = store.compactions(&a).expect("a");
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[1].summary.as_deref(), Some("so far"));
+        assert_eq!(kept[1].through, Some(7));
+        let last = store
+            .last_compaction(&a, CompactionStage::Summary)
+            .expect("last")
+            .expect("one");
+        assert_eq!(last.tokens_after, 400);
+
+        store
+            .append(&a, &Message::tool_result("c1", "long text"))
+            .expect("append");
+        let details = serde_json::json!({"toolhost/full_output": {"id": "o1"}});
+        store
+            .set_details(&a, "c1", "long text", &details)
+            .expect("noted");
+        let messages = store.messages(&a).expect("messages");
+        assert_eq!(messages[0].details.as_ref(), Some(&details));
+        assert_eq!(messages[0].content.as_deref(), Some("long text"));
     }
 
     #[test]

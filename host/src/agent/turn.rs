@@ -21,8 +21,13 @@ pub trait TurnObserver: Send + Sync {
     fn tool_calls(&self, _depth: u32, _calls: &[ToolCall]) {}
     /// A call's result.
     fn tool_result(&self, _depth: u32, _result: &ToolResult) {}
-    /// The model's text (the final answer, or text alongside tool calls).
+    /// The model's text (the final answer, or text alongside tool calls), once whole.
     fn assistant_text(&self, _depth: u32, _text: &str) {}
+    /// More of the model's text as it streams in (before `assistant_text` gives all of it).
+    fn assistant_delta(&self, _depth: u32, _text: &str) {}
+    /// After each model call: how many tokens of the model's `window` the conversation
+    /// now takes (the server's count when it reported one, else toolhost's estimate).
+    fn context_use(&self, _depth: u32, _used: u64, _window: u64) {}
 }
 
 impl AgentInner {
@@ -75,7 +80,11 @@ impl AgentInner {
             let registry = self.door.tools(&request)?;
             for _ in 0..self.config.max_iterations {
                 let specs = self.door.visible(&registry);
-                let reply = self.model.complete(&messages, &specs, &cancel).await?;
+                // Compacted to fit the model's window (compaction.rs); streamed text goes
+                // to the observer as it comes.
+                let reply = self
+                    .ask_model(&session, &mut messages, &specs, depth, &cancel)
+                    .await?;
                 self.append(&session, vec![reply.clone()]).await?;
                 if let (Some(observer), Some(text)) = (&self.observer, &reply.content)
                     && !text.is_empty()

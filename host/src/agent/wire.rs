@@ -1,12 +1,13 @@
 //! The Chat Completions wire format as Rust types: the request the client sends and the
 //! response it reads, read as leniently as local OpenAI-compatible servers need (missing
-//! fields, `null` text, arguments as text or as an object, ids left out).
+//! fields, `null` text, arguments as text or as an object, ids left out). A streamed
+//! answer's chunks (`stream: true`) are typed here too; `stream.rs` assembles them.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::messages::{Message, ModelToolCall, Role};
+use super::messages::{Message, ModelToolCall, Role, Usage};
 use crate::calls::tool::ToolSpec;
 
 /// A `POST /chat/completions` body.
@@ -19,6 +20,19 @@ pub(crate) struct ChatRequest<'a> {
     /// The tools offered (left out when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tools: Vec<RequestTool<'a>>,
+    /// Whether the answer is to come as server-sent events (left out when not).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) stream: bool,
+    /// With `stream`: ask for the usage in a last chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options` of a streamed request.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct StreamOptions {
+    /// Send `usage` in a last chunk (whose `choices` is empty).
+    pub(crate) include_usage: bool,
 }
 
 /// One message of a request.
@@ -89,6 +103,19 @@ impl<'a> ChatRequest<'a> {
                     },
                 })
                 .collect(),
+            stream: false,
+            stream_options: None,
+        }
+    }
+
+    /// This request, asking for its answer as a stream (`stream`) or in one piece.
+    pub(crate) fn streamed(self, stream: bool) -> Self {
+        ChatRequest {
+            stream,
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            ..self
         }
     }
 }
@@ -148,6 +175,86 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Loose<T> {
 pub(crate) struct ChatResponse {
     #[serde(default)]
     choices: Loose<Vec<Loose<Choice>>>,
+    #[serde(default)]
+    usage: Loose<WireUsage>,
+}
+
+/// `usage` as servers send it (any field may be missing).
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Loose<u64>,
+    #[serde(default)]
+    completion_tokens: Loose<u64>,
+}
+
+impl Loose<WireUsage> {
+    /// The usage, when the server reported the prompt's tokens.
+    pub(crate) fn usage(self) -> Option<Usage> {
+        let Loose::Typed(usage) = self else {
+            return None;
+        };
+        let Loose::Typed(prompt_tokens) = usage.prompt_tokens else {
+            return None;
+        };
+        Some(Usage {
+            prompt_tokens,
+            completion_tokens: match usage.completion_tokens {
+                Loose::Typed(n) => n,
+                _ => 0,
+            },
+        })
+    }
+}
+
+/// One chunk of a streamed answer (a `data:` event's JSON).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatChunk {
+    #[serde(default)]
+    pub(crate) choices: Loose<Vec<Loose<ChunkChoice>>>,
+    #[serde(default)]
+    pub(crate) usage: Loose<WireUsage>,
+    /// A server that fails mid-stream may say so in an `error` object.
+    #[serde(default)]
+    pub(crate) error: Loose<Value>,
+}
+
+/// A chunk's choice: what the message gained.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChunkChoice {
+    #[serde(default)]
+    pub(crate) delta: Loose<Delta>,
+}
+
+/// What a chunk adds to the message.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Delta {
+    #[serde(default)]
+    pub(crate) content: Loose<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Loose<Vec<Loose<DeltaToolCall>>>,
+}
+
+/// A piece of a tool call: the first names it (`id`, `function.name`), the following
+/// carry more of its `arguments`; `index` says which call.
+#[derive(Debug, Deserialize)]
+pub(crate) struct DeltaToolCall {
+    #[serde(default)]
+    pub(crate) index: Loose<usize>,
+    #[serde(default)]
+    pub(crate) id: Loose<String>,
+    #[serde(default)]
+    pub(crate) function: Loose<DeltaFunction>,
+}
+
+/// A piece of a tool call's function.
+#[derive(Debug, Deserialize)]
+pub(crate) struct DeltaFunction {
+    #[serde(default)]
+    pub(crate) name: Loose<String>,
+    /// More of the arguments' text (some servers send the whole object at once).
+    #[serde(default)]
+    pub(crate) arguments: Loose<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -202,16 +309,29 @@ pub(crate) enum ResponseError {
     /// The message says nothing.
     #[error("the message has neither text nor tool calls")]
     Empty,
+    /// A streamed chunk is not JSON.
+    #[error("a streamed chunk is not JSON: {0}")]
+    ChunkNotJson(String),
+    /// The server said in the stream that it failed.
+    #[error("the server reported an error mid-stream: {0}")]
+    InStream(String),
 }
 
 impl ChatResponse {
     /// Reads the assistant message of a response's text.
+    #[cfg(test)]
     pub(crate) fn parse(text: &str) -> Result<Message, ResponseError> {
+        Self::parse_with_usage(text).map(|(message, _)| message)
+    }
+
+    /// Reads the assistant message of a response's text, and the usage it reports.
+    pub(crate) fn parse_with_usage(text: &str) -> Result<(Message, Option<Usage>), ResponseError> {
         let response: Loose<ChatResponse> =
             serde_json::from_str(text).map_err(|e| ResponseError::NotJson(e.to_string()))?;
         let Loose::Typed(response) = response else {
             return Err(ResponseError::NoMessage);
         };
+        let usage = response.usage.usage();
         let Loose::Typed(mut choices) = response.choices else {
             return Err(ResponseError::NoMessage);
         };
@@ -249,14 +369,17 @@ impl ChatResponse {
         if content.is_none() && tool_calls.is_empty() {
             return Err(ResponseError::Empty);
         }
-        Ok(Message {
-            role: Role::Assistant,
-            content,
-            tool_calls,
-            tool_call_id: None,
-            details: None,
-            full_text: None,
-        })
+        Ok((
+            Message {
+                role: Role::Assistant,
+                content,
+                tool_calls,
+                tool_call_id: None,
+                details: None,
+                full_text: None,
+            },
+            usage,
+        ))
     }
 }
 

@@ -254,7 +254,18 @@ pub struct RawModel {
     pub timeout_secs: f64,
     /// Retries of a 429, a 5xx or a connection failure.
     pub max_retries: u32,
+    /// Ask for streamed answers (`TOOLHOST_MODEL_STREAM` overrides it).
+    pub stream: bool,
+    /// The model's context window, in tokens (`TOOLHOST_MODEL_CONTEXT_WINDOW` overrides
+    /// it): conversations are compacted to fit it.
+    pub context_window: u64,
+    /// Tokens of the window left for the answer (default: an eighth of the window;
+    /// `TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS` overrides it).
+    pub reserve_output_tokens: Option<u64>,
 }
+
+/// `[model] context_window` when neither the file nor the environment sets it.
+pub(super) const DEFAULT_CONTEXT_WINDOW: u64 = 32_768;
 
 impl Default for RawModel {
     fn default() -> Self {
@@ -264,6 +275,9 @@ impl Default for RawModel {
             api_key_env: "OPENAI_API_KEY".to_owned(),
             timeout_secs: 120.0,
             max_retries: 3,
+            stream: true,
+            context_window: DEFAULT_CONTEXT_WINDOW,
+            reserve_output_tokens: None,
         }
     }
 }

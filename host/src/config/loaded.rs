@@ -9,13 +9,24 @@ use std::time::Duration;
 
 use super::settings::MODEL_RETRY_BACKOFF;
 use super::{
-    AgentSettings, ConfigError, HttpLimits, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings,
-    Profile, RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
+    AgentSettings, ConfigError, ContextSettings, HttpLimits, MAX_CONFIG_FILE_SIZE, McpSettings,
+    ModelSettings, Profile, RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
 };
 use crate::calls::door::CallSettings;
 use crate::calls::policy::RiskOverride;
 use crate::plugins::load::loader::LoadPolicy;
 use crate::plugins::load::trust::TrustPolicy;
+
+/// The environment variable `name` read as a `T`, if it is set (and not blank), or what
+/// is wrong with it (`what` says what it should be).
+fn env_value<T: std::str::FromStr>(name: &str, what: &str) -> Result<Option<T>, String> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
+            format!("the environment variable {name} is '{v}': give {what}, or unset it")
+        }),
+        _ => Ok(None),
+    }
+}
 
 /// Where the config file is looked for when `--config` is not given:
 /// `$XDG_CONFIG_HOME/toolhost/config.toml`, else `~/.config/toolhost/config.toml`.
@@ -52,6 +63,7 @@ pub struct LoadedConfig {
 struct Resolved {
     calls: CallSettings,
     model_timeout: Duration,
+    model_stream: bool,
     agent: AgentSettings,
     mcp: McpSettings,
     watch: crate::plugins::catalog::watch::WatchConfig,
@@ -109,6 +121,7 @@ impl Resolved {
                 remember_approvals: c.approval.remember_for_session,
             },
             model_timeout,
+            model_stream: c.model.stream,
             agent: AgentSettings::new(&c.agent, child_timeout),
             mcp,
         })
@@ -166,11 +179,33 @@ impl LoadedConfig {
 
     /// `config` (read from `file`) with its sections resolved.
     fn resolve(config: RawConfig, file: Option<PathBuf>) -> Result<LoadedConfig, ConfigError> {
-        let resolved = Resolved::new(&config).map_err(|(key, source)| ConfigError::Seconds {
-            path: file.clone().unwrap_or_default(),
-            key,
-            source,
-        })?;
+        let mut resolved =
+            Resolved::new(&config).map_err(|(key, source)| ConfigError::Seconds {
+                path: file.clone().unwrap_or_default(),
+                key,
+                source,
+            })?;
+        let invalid = |message| ConfigError::Invalid {
+            path: file.clone().unwrap_or_else(|| PathBuf::from("[model]")),
+            message,
+        };
+        let env_invalid = |message| ConfigError::Invalid {
+            path: PathBuf::from("environment"),
+            message,
+        };
+        let m = &config.model;
+        if let Some(stream) =
+            env_value::<bool>("TOOLHOST_MODEL_STREAM", "true or false").map_err(env_invalid)?
+        {
+            resolved.model_stream = stream;
+        }
+        let window = env_value("TOOLHOST_MODEL_CONTEXT_WINDOW", "a number of tokens")
+            .map_err(env_invalid)?
+            .unwrap_or(m.context_window);
+        let reserve = env_value("TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS", "a number of tokens")
+            .map_err(env_invalid)?
+            .or(m.reserve_output_tokens);
+        resolved.agent.context = ContextSettings::new(window, reserve).map_err(invalid)?;
         Ok(LoadedConfig {
             config,
             file,
@@ -418,7 +453,8 @@ impl LoadedConfig {
 
     /// The model server: `[model]` with the environment's overrides
     /// (`TOOLHOST_MODEL_BASE_URL`, `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable
-    /// `api_key_env` names); `None` unless both a base URL and a model are set somewhere.
+    /// `api_key_env` names, `TOOLHOST_MODEL_STREAM`); `None` unless both a base URL and a
+    /// model are set somewhere.
     pub fn model(&self) -> Option<ModelSettings> {
         let m = &self.config.model;
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -429,6 +465,7 @@ impl LoadedConfig {
             timeout: self.resolved.model_timeout,
             max_retries: m.max_retries,
             backoff: MODEL_RETRY_BACKOFF,
+            stream: self.resolved.model_stream,
         })
     }
 

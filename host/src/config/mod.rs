@@ -65,7 +65,8 @@ pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, DEFAULT_SYSTEM_PROMPT, HttpLimits, McpSettings, ModelSettings,
+    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, HttpLimits, McpSettings,
+    ModelSettings,
 };
 pub use workspace::WorkspaceSettings;
 

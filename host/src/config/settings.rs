@@ -28,7 +28,61 @@ pub struct ModelSettings {
     pub max_retries: u32,
     /// The first retry's wait; it doubles each time (capped at 30 s).
     pub backoff: Duration,
+    /// Whether answers are asked for as a stream (`stream: true`).
+    pub stream: bool,
 }
+
+/// How much of the model's context window a request may fill (`[model] context_window`
+/// and `reserve_output_tokens`, with the environment's overrides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextSettings {
+    /// The window, in tokens.
+    pub window: u64,
+    /// Tokens left for the answer: a request is compacted to `window - reserve_output`.
+    pub reserve_output: u64,
+}
+
+impl ContextSettings {
+    /// `window` tokens with an eighth of them left for the answer (or `reserve`), or what
+    /// is wrong with them.
+    pub fn new(window: u64, reserve: Option<u64>) -> Result<ContextSettings, String> {
+        if window < MIN_CONTEXT_WINDOW {
+            return Err(format!(
+                "`model.context_window` is {window}: give the model's context window in \
+                 tokens, at least {MIN_CONTEXT_WINDOW}"
+            ));
+        }
+        let reserve_output = reserve.unwrap_or(window / 8);
+        if reserve_output >= window / 2 {
+            return Err(format!(
+                "`model.reserve_output_tokens` is {reserve_output}, which leaves less than \
+                 half of the {window}-token context window for the conversation; give a \
+                 smaller number"
+            ));
+        }
+        Ok(ContextSettings {
+            window,
+            reserve_output,
+        })
+    }
+
+    /// The most tokens a request may have.
+    pub fn budget(&self) -> u64 {
+        self.window - self.reserve_output
+    }
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            window: super::file::DEFAULT_CONTEXT_WINDOW,
+            reserve_output: super::file::DEFAULT_CONTEXT_WINDOW / 8,
+        }
+    }
+}
+
+/// The smallest context window toolhost works with.
+pub(super) const MIN_CONTEXT_WINDOW: u64 = 1024;
 
 /// The first retry's wait of a model request (not in the config file).
 pub(super) const MODEL_RETRY_BACKOFF: Duration = Duration::from_millis(500);
@@ -46,6 +100,8 @@ pub struct AgentSettings {
     pub system_prompt: String,
     /// Child turns.
     pub children: ChildSettings,
+    /// How much of the model's window a request may fill.
+    pub context: ContextSettings,
 }
 
 impl Default for AgentSettings {
@@ -110,6 +166,7 @@ impl AgentSettings {
                 exclude: a.children.exclude.clone(),
                 delegators: a.children.delegators.clone(),
             },
+            context: ContextSettings::default(),
         }
     }
 }
@@ -182,6 +239,26 @@ mod tests {
             settings.children.exclude,
             ["delegate_task", "clarify", "memory"]
         );
+    }
+
+    #[test]
+    fn the_context_window_leaves_an_eighth_for_the_answer_and_odd_sizes_are_named() {
+        let c = ContextSettings::default();
+        assert_eq!(
+            (c.window, c.reserve_output, c.budget()),
+            (32_768, 4096, 28_672)
+        );
+        assert_eq!(
+            ContextSettings::new(8000, Some(1000)).map(|c| c.budget()),
+            Ok(7000)
+        );
+        let small = ContextSettings::new(500, None).expect_err("too small");
+        assert!(
+            small.contains("context_window") && small.contains("1024"),
+            "{small}"
+        );
+        let greedy = ContextSettings::new(4000, Some(2000)).expect_err("half");
+        assert!(greedy.contains("reserve_output_tokens"), "{greedy}");
     }
 
     #[test]

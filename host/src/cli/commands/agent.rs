@@ -52,8 +52,68 @@ pub(crate) struct ChatArgs {
     pub(crate) agent: AgentOpts,
 }
 
-/// Prints what happens in a turn on stderr (the answer itself goes to stdout).
-struct Printer;
+/// Prints what happens in a turn on stderr (the answer itself goes to stdout). In the
+/// chat it also prints the answer's text on stdout as it streams in, and remembers the
+/// context use for the line after the answer.
+#[derive(Default)]
+struct Printer {
+    /// Print the streamed text of top-level answers (the chat; `run` prints the answer
+    /// once it is whole).
+    stream_answers: bool,
+    state: std::sync::Mutex<PrinterState>,
+}
+
+#[derive(Default)]
+struct PrinterState {
+    /// Streamed text is on stdout without its line end.
+    open_line: bool,
+    /// The last top-level message's text was printed as it streamed.
+    last_streamed: bool,
+    /// The last top-level model call's context use: (tokens, window).
+    context: Option<(u64, u64)>,
+}
+
+impl Printer {
+    fn state(&self) -> std::sync::MutexGuard<'_, PrinterState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends streamed text's line on stdout, if one is open.
+    fn end_line(&self) {
+        let mut state = self.state();
+        if state.open_line {
+            state.open_line = false;
+            let _ = outln!();
+        }
+    }
+
+    /// Before a turn: nothing streamed yet.
+    fn begin_turn(&self) {
+        *self.state() = PrinterState::default();
+    }
+
+    /// After a turn: whether its answer was printed as it streamed, and its context use.
+    fn end_turn(&self) -> (bool, Option<(u64, u64)>) {
+        self.end_line();
+        let state = self.state();
+        (state.last_streamed, state.context)
+    }
+}
+
+/// "61% of 32k".
+fn context_line(used: u64, window: u64) -> String {
+    let percent = used.saturating_mul(100) / window.max(1);
+    let size = if window >= 1024 && window.is_multiple_of(1024) {
+        format!("{}k", window / 1024)
+    } else if window >= 1000 {
+        format!("{:.1}k", window as f64 / 1000.0)
+    } else {
+        window.to_string()
+    };
+    format!("context {percent}% of {size}")
+}
 
 fn indent(depth: u32) -> String {
     "  ".repeat(depth as usize)
@@ -61,6 +121,7 @@ fn indent(depth: u32) -> String {
 
 impl TurnObserver for Printer {
     fn tool_calls(&self, depth: u32, calls: &[ToolCall]) {
+        self.end_line();
         for c in calls {
             errln!(
                 "{}-> {} {}",
@@ -85,12 +146,37 @@ impl TurnObserver for Printer {
     fn assistant_text(&self, depth: u32, text: &str) {
         if depth > 0 {
             errln!("{}(helper) {}", indent(depth), summary(text, 300));
+            return;
+        }
+        let mut state = self.state();
+        state.last_streamed = state.open_line;
+        if state.open_line {
+            state.open_line = false;
+            let _ = outln!();
+        }
+    }
+
+    fn assistant_delta(&self, depth: u32, text: &str) {
+        if depth > 0 || !self.stream_answers {
+            return;
+        }
+        let mut state = self.state();
+        // Control characters escaped on a terminal, as every answer is.
+        if crate::output::raw(text).is_ok() {
+            state.open_line = true;
+        }
+    }
+
+    fn context_use(&self, depth: u32, used: u64, window: u64) {
+        if depth == 0 {
+            self.state().context = Some((used, window));
         }
     }
 }
 
-/// The profile's agent, with a terminal for approvals and questions when there is one.
-fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
+/// The profile's agent, with a terminal for approvals and questions when there is one,
+/// watched by `printer`.
+fn agent(config: &LoadedConfig, a: &AgentOpts, printer: Arc<Printer>) -> anyhow::Result<Agent> {
     let model = OpenAiClient::new(config.model().ok_or(ModelError::NotConfigured)?)?;
     let loader = new_loader(config, a.plugins.isolate)?;
     let Loaded {
@@ -116,7 +202,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts) -> anyhow::Result<Agent> {
         model: Arc::new(model),
         config: config.agent(&profile),
         caller: Some(Arc::new(approve::TerminalCaller::new(terminal)) as Arc<dyn CallerChannel>),
-        observer: Some(Arc::new(Printer)),
+        observer: Some(printer),
     })?;
     Ok(agent)
 }
@@ -168,8 +254,9 @@ fn agent_history(a: &AgentOpts, config: &LoadedConfig) -> std::path::PathBuf {
 fn prepare(
     config: &LoadedConfig,
     a: &AgentOpts,
+    printer: Arc<Printer>,
 ) -> anyhow::Result<(Agent, String, tokio::runtime::Runtime)> {
-    let agent = agent(config, a)?;
+    let agent = agent(config, a, printer)?;
     let session = session(&agent, a.session.as_deref())?;
     Ok((agent, session, runtime()?))
 }
@@ -177,7 +264,7 @@ fn prepare(
 impl RunArgs {
     /// `toolhost run --profile NAME "prompt"`.
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        let (agent, session, runtime) = prepare(config, &self.agent, Arc::new(Printer::default()))?;
         let cancel = CancellationToken::new();
         let outcome = runtime.block_on(cancellable(
             &cancel,
@@ -205,7 +292,11 @@ impl ChatArgs {
     /// `toolhost chat --profile NAME`. A closed stdout ends the chat (the session keeps
     /// what was said).
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let (agent, session, runtime) = prepare(config, &self.agent)?;
+        let printer = Arc::new(Printer {
+            stream_answers: true,
+            ..Printer::default()
+        });
+        let (agent, session, runtime) = prepare(config, &self.agent, Arc::clone(&printer))?;
         errln!("session {session}; an empty line or Ctrl-D ends, Ctrl-C stops a turn");
         // Ctrl-C stops the turn running; at the prompt it ends the chat.
         let current: Arc<std::sync::Mutex<Option<CancellationToken>>> = Arc::default();
@@ -242,14 +333,21 @@ impl ChatArgs {
             *current
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
+            printer.begin_turn();
             let outcome = runtime.block_on(agent.run_turn(&session, prompt, cancel));
             *current
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            let (streamed, context) = printer.end_turn();
             match outcome {
+                // Printed as it streamed in.
+                Ok(_) if streamed => {}
                 Ok(answer) => written = outln!("{answer}"),
                 // The chat goes on: the next prompt may fare better.
                 Err(e) => errln!("error: {e}"),
+            }
+            if let Some((used, window)) = context {
+                errln!("({})", context_line(used, window));
             }
             if written.is_err() {
                 break;

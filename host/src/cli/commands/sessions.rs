@@ -1,6 +1,6 @@
 //! `toolhost sessions list|show ID`: a profile's stored conversations, read from its
 //! session database directly (no host needs to run): the list newest first, or one
-//! session's messages with its tool calls and results.
+//! session's messages with its tool calls and results, then its compactions.
 
 use std::process::ExitCode;
 
@@ -100,6 +100,23 @@ impl SessionsArgs {
                             call.arguments
                         )?;
                     }
+                }
+                // What was left out of the requests to fit the model's window (the
+                // messages above are whole).
+                for c in store.compactions(&id)? {
+                    let stage = serde_json::to_value(c.stage)?;
+                    outln!(
+                        "[compaction {} {}] {} messages, about {} -> {} tokens{}",
+                        stage.as_str().unwrap_or("?"),
+                        c.created,
+                        c.messages,
+                        c.tokens_before,
+                        c.tokens_after,
+                        c.summary
+                            .as_deref()
+                            .map(|s| format!(": {}", summary(s, 200)))
+                            .unwrap_or_default()
+                    )?;
                 }
             }
         }
