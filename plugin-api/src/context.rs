@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
-    DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit, SessionQuery,
-    SessionsSearchAnswer, SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
+    ChildRole, DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit,
+    SessionQuery, SessionsSearchAnswer, SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
 };
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -178,26 +178,6 @@ impl ChildTurnRequest {
         self.role = Some(role);
         self
     }
-}
-
-/// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
-///
-/// ```
-/// use toolhost_plugin_api::ChildRole;
-///
-/// assert_eq!(serde_json::to_string(&ChildRole::Leaf).unwrap(), r#""leaf""#);
-/// assert_eq!(ChildRole::default(), ChildRole::Leaf);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChildRole {
-    /// Does the task itself: it goes without delegation, questions to the person and
-    /// memory (and whatever else the host excludes for children).
-    #[default]
-    Leaf,
-    /// May hand parts of its task to children of its own (keeps `delegate_task`). Hosts
-    /// allow it only where the operator turned it on, and only as deep as they allow.
-    Orchestrator,
 }
 
 /// A question for the person behind the call (see [`ToolContext::ask_user`]):
@@ -545,10 +525,8 @@ impl<'a> ToolContext<'a> {
     /// use toolhost_plugin_api::{ChildTurnRequest, ToolContext, ToolError};
     ///
     /// async fn summarise(ctx: &ToolContext<'_>, text: String) -> Result<String, ToolError> {
-    ///     let request = ChildTurnRequest {
-    ///         prompt: "Summarise this in three bullet points.".into(),
-    ///         context: Some(text),
-    ///     };
+    ///     let request = ChildTurnRequest::new("Summarise this in three bullet points.")
+    ///         .with_context(text);
     ///     Ok(ctx.child_turn(&request).await?)
     /// }
     /// ```

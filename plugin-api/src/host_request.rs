@@ -58,6 +58,26 @@ pub enum HostRequest {
     Delegate(DelegationRequest),
 }
 
+/// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
+///
+/// ```
+/// use toolhost_plugin_api::ChildRole;
+///
+/// assert_eq!(serde_json::to_string(&ChildRole::Leaf).unwrap(), r#""leaf""#);
+/// assert_eq!(ChildRole::default(), ChildRole::Leaf);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildRole {
+    /// Does the task itself: it goes without delegation, questions to the person and
+    /// memory (and whatever else the host excludes for children).
+    #[default]
+    Leaf,
+    /// May hand parts of its task to children of its own (keeps `delegate_task`). Hosts
+    /// allow it only where the operator turned it on, and only as deep as they allow.
+    Orchestrator,
+}
+
 /// The parameters of `agent.delegate`: the tasks of one background delegation.
 ///
 /// ```
@@ -97,7 +117,7 @@ pub struct DelegatedTask {
     pub context: Option<String>,
     /// The child's role; `None` is a leaf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<crate::ChildRole>,
+    pub role: Option<ChildRole>,
     /// Tasks sharing a group complete together (where the host reports completions per
     /// unit); `None`: the task is a unit of its own.
     #[serde(
@@ -126,7 +146,7 @@ impl DelegatedTask {
 
     /// This task with `role`.
     #[must_use]
-    pub fn with_role(mut self, role: crate::ChildRole) -> Self {
+    pub fn with_role(mut self, role: ChildRole) -> Self {
         self.role = Some(role);
         self
     }

@@ -168,14 +168,14 @@ mod unwind;
 pub use blocking::{CancelFlag, blocking};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
-    AskAnswer, AskRequest, Cancelled, ChildRole, ChildTurnRequest, SampleAnswer, SampleRequest,
-    ServiceError, ToolContext,
+    AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
+    ToolContext,
 };
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
-    DelegatedTask, DelegationAnswer, DelegationRequest, DelegationUnit, HostAnswer, HostRequest,
-    HostRequestError, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, SettingsAnswer,
-    StateDirAnswer, WorkspaceAnswer,
+    ChildRole, DelegatedTask, DelegationAnswer, DelegationRequest, DelegationUnit, HostAnswer,
+    HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer,
+    SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
 };
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};

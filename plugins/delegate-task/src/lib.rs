@@ -434,6 +434,7 @@ mod tests {
     #[test]
     fn background_answers_at_once_with_the_delegation_and_its_units() {
         let host = TestHost::new().on_delegate(|req: &DelegationRequest| {
+            assert_eq!(req.tasks.len(), 3);
             Ok(DelegationAnswer {
                 delegation: "d-7".to_owned(),
                 units: vec![
@@ -446,10 +447,6 @@ mod tests {
                         tasks: vec![1],
                     },
                 ],
-            })
-            .map(|a| {
-                assert_eq!(req.tasks.len(), 3);
-                a
             })
         });
         let out = parsed(host.call(
