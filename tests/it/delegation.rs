@@ -766,3 +766,64 @@ fn old_and_new_names_of_the_children_keys_work_and_both_at_once_is_an_error() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_says_when_a_background_delegation_finishes() {
+    use std::io::{BufRead as _, Write as _};
+    let work = tempfile::tempdir().expect("temp dir");
+    let server = server(work.path().to_path_buf()).await;
+    let plugins = PluginDir::with(&["toolhost_delegate_task", "fixture_basic"]);
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("profiles_dir = {:?}\n", work.path().join("profiles")),
+    )
+    .expect("config");
+    let mut cmd = toolhost(&config, &plugins.path(), &server.url, &["chat"]);
+    cmd.arg("--plugins").arg(plugins.path());
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut chat = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("chat");
+        let mut stdin = chat.stdin.take().expect("stdin");
+        stdin.write_all(b"quick\n").expect("write");
+        let stderr = chat.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        // The chat stays open (stdin too) until it says the delegation finished.
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + WAIT_BOUND;
+        while !seen
+            .iter()
+            .any(|l: &String| l.starts_with("background delegation d-"))
+        {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => break,
+            }
+        }
+        stdin.write_all(b"\n").expect("end the chat");
+        drop(stdin);
+        let status = crate::support::wait_exit(&mut chat, "chat");
+        assert!(status.success(), "{seen:?}");
+        seen
+    })
+    .await
+    .expect("joined");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("background delegation d-"))
+        .unwrap_or_else(|| panic!("no line about the delegation: {lines:?}"));
+    assert!(line.contains("finished (1 task, unit d-"), "{line}");
+}

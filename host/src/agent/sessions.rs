@@ -768,7 +768,11 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
-        assert_eq!(version, MIGRATIONS.len() as i64, "adopted, then migrated on");
+        assert_eq!(
+            version,
+            MIGRATIONS.len() as i64,
+            "adopted, then migrated on"
+        );
     }
 
     #[test]
