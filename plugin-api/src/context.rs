@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
-    HostRequest, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer, SettingsAnswer,
-    StateDirAnswer, WorkspaceAnswer,
+    ChildRole, DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit,
+    SessionQuery, SessionsSearchAnswer, SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
 };
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -116,23 +116,30 @@ impl std::fmt::Display for Cancelled {
 
 impl std::error::Error for Cancelled {}
 
-/// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
+/// A request for a child turn (see [`ToolContext::child_turn`]):
+/// `{"prompt", "context", "role"}`.
 ///
 /// ```
-/// use toolhost_plugin_api::ChildTurnRequest;
+/// use toolhost_plugin_api::{ChildRole, ChildTurnRequest};
 ///
 /// let request = ChildTurnRequest {
 ///     prompt: "Summarise the attached log in three lines.".into(),
 ///     context: Some("ERROR disk full at 03:12".into()),
+///     role: None, // a leaf, as before 0.1.4
 /// };
 /// let json = serde_json::to_value(&request).unwrap();
 /// assert_eq!(json["context"], "ERROR disk full at 03:12");
+/// assert!(json.get("role").is_none(), "an unset role is not sent: older hosts read it as before");
 ///
 /// // Read leniently: a context that is not text is left out.
 /// let read: ChildTurnRequest = serde_json::from_str(r#"{"prompt": "hi", "context": 5}"#).unwrap();
-/// assert_eq!(read.context, None);
+/// assert_eq!((read.context, read.role), (None, None));
+///
+/// let orchestrator = ChildTurnRequest::new("Plan the migration and hand out its parts")
+///     .with_role(ChildRole::Orchestrator);
+/// assert_eq!(serde_json::to_value(&orchestrator).unwrap()["role"], "orchestrator");
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChildTurnRequest {
     /// What the child agent is asked to do.
     pub prompt: String,
@@ -143,6 +150,34 @@ pub struct ChildTurnRequest {
         deserialize_with = "crate::lenient::text_or_none"
     )]
     pub context: Option<String>,
+    /// The child's role (0.1.4): `None` is [`ChildRole::Leaf`]. A host older than 0.1.4
+    /// ignores it (its children are all leaves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ChildRole>,
+}
+
+impl ChildTurnRequest {
+    /// A request for `prompt` with no context and the default role.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        ChildTurnRequest {
+            prompt: prompt.into(),
+            ..ChildTurnRequest::default()
+        }
+    }
+
+    /// This request with `context`.
+    #[must_use]
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// This request with `role`.
+    #[must_use]
+    pub fn with_role(mut self, role: ChildRole) -> Self {
+        self.role = Some(role);
+        self
+    }
 }
 
 /// A question for the person behind the call (see [`ToolContext::ask_user`]):
@@ -490,10 +525,8 @@ impl<'a> ToolContext<'a> {
     /// use toolhost_plugin_api::{ChildTurnRequest, ToolContext, ToolError};
     ///
     /// async fn summarise(ctx: &ToolContext<'_>, text: String) -> Result<String, ToolError> {
-    ///     let request = ChildTurnRequest {
-    ///         prompt: "Summarise this in three bullet points.".into(),
-    ///         context: Some(text),
-    ///     };
+    ///     let request = ChildTurnRequest::new("Summarise this in three bullet points.")
+    ///         .with_context(text);
     ///     Ok(ctx.child_turn(&request).await?)
     /// }
     /// ```
@@ -708,6 +741,31 @@ impl ToolContext<'_> {
     /// ```
     pub async fn workspace(&self) -> Result<WorkspaceAnswer, ServiceError> {
         self.request(&HostRequest::ProfileWorkspace(NoParams)).await
+    }
+
+    /// Starts a background delegation (0.1.4): the host runs `request`'s tasks as child
+    /// turns after this call has returned, and adds each completion unit's results to the
+    /// conversation as a message the model reads at its next step. Answers at once with
+    /// the delegation's id and its units (see [`DelegationAnswer`]).
+    ///
+    /// Fails with [`ServiceError::Unavailable`] on a host older than plugin-api 0.1.4
+    /// ("this host does not know the request 'agent.delegate'") and where no agent runs
+    /// the call; a tool can then run the tasks with [`ToolContext::child_turn`] and wait.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{DelegatedTask, DelegationRequest, ServiceError, ToolContext};
+    ///
+    /// async fn in_background(ctx: &ToolContext<'_>, task: &str) -> Result<String, ServiceError> {
+    ///     let request = DelegationRequest { tasks: vec![DelegatedTask::new(task)] };
+    ///     let answer = ctx.delegate(&request).await?;
+    ///     Ok(format!("started {}", answer.delegation))
+    /// }
+    /// ```
+    pub async fn delegate(
+        &self,
+        request: &DelegationRequest,
+    ) -> Result<DelegationAnswer, ServiceError> {
+        self.request(&HostRequest::Delegate(request.clone())).await
     }
 
     /// Sends a typed request to the host and reads its typed answer (see [`HostRequest`]

@@ -50,6 +50,144 @@ pub enum HostRequest {
     /// Answered with [`WorkspaceAnswer`].
     #[serde(rename = "profile.workspace")]
     ProfileWorkspace(NoParams),
+    /// `agent.delegate` (0.1.4): start a background delegation, child turns that run on
+    /// after the call returns and whose results the host adds to the conversation as
+    /// they complete. Only an agent's turn answers it. Answered with
+    /// [`DelegationAnswer`].
+    #[serde(rename = "agent.delegate")]
+    Delegate(DelegationRequest),
+}
+
+/// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
+///
+/// ```
+/// use toolhost_plugin_api::ChildRole;
+///
+/// assert_eq!(serde_json::to_string(&ChildRole::Leaf).unwrap(), r#""leaf""#);
+/// assert_eq!(ChildRole::default(), ChildRole::Leaf);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildRole {
+    /// Does the task itself: it goes without delegation, questions to the person and
+    /// memory (and whatever else the host excludes for children).
+    #[default]
+    Leaf,
+    /// May hand parts of its task to children of its own (keeps `delegate_task`). Hosts
+    /// allow it only where the operator turned it on, and only as deep as they allow.
+    Orchestrator,
+}
+
+/// The parameters of `agent.delegate`: the tasks of one background delegation.
+///
+/// ```
+/// use toolhost_plugin_api::{DelegatedTask, DelegationRequest, HostRequest};
+/// use serde_json::json;
+///
+/// let request = DelegationRequest {
+///     tasks: vec![
+///         DelegatedTask::new("read the logs").in_group("logs"),
+///         DelegatedTask::new("read the metrics"),
+///     ],
+/// };
+/// let (method, params) = HostRequest::Delegate(request).to_wire().unwrap();
+/// assert_eq!(method, "agent.delegate");
+/// assert_eq!(params, json!({"tasks": [
+///     {"prompt": "read the logs", "group": "logs"},
+///     {"prompt": "read the metrics"},
+/// ]}));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DelegationRequest {
+    /// The tasks, each a child turn.
+    pub tasks: Vec<DelegatedTask>,
+}
+
+/// One task of a [`DelegationRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DelegatedTask {
+    /// What the child agent is asked to do.
+    pub prompt: String,
+    /// Background the child needs, if any.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::text_or_none"
+    )]
+    pub context: Option<String>,
+    /// The child's role; `None` is a leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ChildRole>,
+    /// Tasks sharing a group complete together (where the host reports completions per
+    /// unit); `None`: the task is a unit of its own.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::text_or_none"
+    )]
+    pub group: Option<String>,
+}
+
+impl DelegatedTask {
+    /// A task for `prompt`, without context, role or group.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        DelegatedTask {
+            prompt: prompt.into(),
+            ..DelegatedTask::default()
+        }
+    }
+
+    /// This task with `context`.
+    #[must_use]
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// This task with `role`.
+    #[must_use]
+    pub fn with_role(mut self, role: ChildRole) -> Self {
+        self.role = Some(role);
+        self
+    }
+
+    /// This task in `group`.
+    #[must_use]
+    pub fn in_group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+}
+
+/// The answer to [`HostRequest::Delegate`]: the delegation's id and its completion units,
+/// `{"delegation": "d-...", "units": [{"id": "d-.../u1", "tasks": [0, 1]}]}`.
+///
+/// ```
+/// use toolhost_plugin_api::DelegationAnswer;
+///
+/// let answer: DelegationAnswer = serde_json::from_str(
+///     r#"{"delegation": "d-1", "units": [{"id": "d-1/u1", "tasks": [0, 1]}]}"#,
+/// )
+/// .unwrap();
+/// assert_eq!(answer.units[0].tasks, [0, 1]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegationAnswer {
+    /// The delegation's id; completions name it.
+    pub delegation: String,
+    /// Its completion units: each reports once, when all its tasks are done.
+    #[serde(default)]
+    pub units: Vec<DelegationUnit>,
+}
+
+/// One completion unit of a delegation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegationUnit {
+    /// The unit's id (`DELEGATION/uN`).
+    pub id: String,
+    /// The tasks it covers, as indexes into the request's `tasks`.
+    #[serde(default)]
+    pub tasks: Vec<usize>,
 }
 
 /// The parameters of a request that takes none: sent as `{}`, anything accepted.
@@ -139,11 +277,12 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 4] = [
+    pub const METHODS: [&'static str; 5] = [
         "profile.state_dir",
         "sessions.search",
         "plugin.settings",
         "profile.workspace",
+        "agent.delegate",
     ];
 
     /// The method name and the parameters, as they cross the ABI.
@@ -261,6 +400,14 @@ pub enum HostAnswer {
     Settings(SettingsAnswer),
     /// To [`HostRequest::ProfileWorkspace`].
     Workspace(WorkspaceAnswer),
+    /// To [`HostRequest::Delegate`].
+    Delegation(DelegationAnswer),
+}
+
+impl From<DelegationAnswer> for HostAnswer {
+    fn from(answer: DelegationAnswer) -> Self {
+        HostAnswer::Delegation(answer)
+    }
 }
 
 impl From<WorkspaceAnswer> for HostAnswer {

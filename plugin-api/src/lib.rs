@@ -173,8 +173,9 @@ pub use context::{
 };
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
-    HostAnswer, HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery,
-    SessionsSearchAnswer, SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
+    ChildRole, DelegatedTask, DelegationAnswer, DelegationRequest, DelegationUnit, HostAnswer,
+    HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer,
+    SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
 };
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};

@@ -9,6 +9,7 @@ mod blocking;
 mod cli;
 mod compat;
 mod context;
+mod delegation;
 mod dispatch;
 mod door;
 mod doors;

@@ -1,13 +1,16 @@
 //! The agent runtime: runs turns for a profile. This is its facade (the `Agent`, what it
 //! is made of, how a turn fails); the turn loop is in `turn.rs`, child turns in
-//! `children.rs`, the host requests it answers in `requests.rs`, the conversation's
+//! `children.rs`, background delegations and their completion queues in
+//! `delegations.rs`, the host requests it answers in `requests.rs`, the conversation's
 //! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`
 //! (streamed answers in `stream.rs`), fitting requests to the model's context window in
-//! `compaction.rs`, the sessions in `sessions.rs`. Its settings are the configuration's resolved ones
-//! ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they are.
+//! `compaction.rs`, the sessions in `sessions.rs`. Its settings are the configuration's
+//! resolved ones ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they
+//! are.
 
 mod children;
 mod compaction;
+mod delegations;
 mod messages;
 pub mod model;
 mod requests;
@@ -16,10 +19,12 @@ mod stream;
 mod turn;
 mod wire;
 
+pub use delegations::DelegationReport;
 pub use turn::TurnObserver;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -83,9 +88,15 @@ struct AgentInner {
     store: Arc<SessionStore>,
     profile_requests: ProfileRequests,
     config: AgentSettings,
-    /// One semaphore per depth that may start children (`max_concurrent` each): a child
-    /// waiting for its own children never holds the permit they need.
-    children: Vec<Semaphore>,
+    /// One semaphore per depth that may start children (`max_concurrent` calls each): a
+    /// child waiting for its own children never holds the permit they need.
+    children: Vec<Arc<Semaphore>>,
+    /// The slots of the calls that have children now (see `children.rs`).
+    slots: children::CallSlots,
+    /// Background delegations and the sessions' completion queues.
+    delegations: Arc<delegations::Delegations>,
+    /// Numbers turns (a call's slot is keyed by its turn and its id).
+    turn_serial: AtomicU64,
     caller: Option<Arc<dyn CallerChannel>>,
     observer: Option<Arc<dyn TurnObserver>>,
     /// Request sizes, calibrated by the usage the model server reports.
@@ -121,7 +132,9 @@ impl Agent {
         requests
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
-        let store = SessionStore::open(&parts.state_dir.join("sessions.sqlite3"))?;
+        let store = Arc::new(SessionStore::open(
+            &parts.state_dir.join("sessions.sqlite3"),
+        )?);
         // Delegators (delegate_task) wait for child turns, which have their own limit.
         let door = parts
             .door
@@ -131,11 +144,14 @@ impl Agent {
                 profile: parts.profile,
                 door,
                 model: parts.model,
-                store: Arc::new(store),
+                delegations: Arc::new(delegations::Delegations::new(Arc::clone(&store))),
+                store,
                 profile_requests: requests,
                 children: (0..parts.config.children.max_depth)
-                    .map(|_| Semaphore::new(parts.config.children.max_concurrent.max(1)))
+                    .map(|_| Arc::new(Semaphore::new(parts.config.children.max_concurrent.max(1))))
                     .collect(),
+                slots: children::CallSlots::default(),
+                turn_serial: AtomicU64::new(0),
                 config: parts.config,
                 caller: parts.caller,
                 observer: parts.observer,
@@ -155,7 +171,9 @@ impl Agent {
     }
 
     /// Runs one turn of `session` for `prompt` and returns the model's final answer.
-    /// Cancelling `cancel` stops the turn and every tool call in it.
+    /// Cancelling `cancel` stops the turn, every tool call in it and the background
+    /// delegations it started; a turn that ends leaves them running (their completions
+    /// are added to the session, see [`Agent::run_turn_to_the_end`]).
     pub async fn run_turn(
         &self,
         session: &str,
@@ -169,8 +187,42 @@ impl Agent {
                 prompt.to_owned(),
                 cancel,
                 0,
+                false,
             )
             .await
+    }
+
+    /// Like [`Agent::run_turn`], but the turn ends only when no background delegation of
+    /// the session is outstanding: a final answer given while units run waits for the
+    /// next completion, which the model then reads and goes on from (`toolhost run`).
+    pub async fn run_turn_to_the_end(
+        &self,
+        session: &str,
+        prompt: &str,
+        cancel: CancellationToken,
+    ) -> Result<String, AgentError> {
+        Arc::clone(&self.inner)
+            .turn(
+                Arc::from([]),
+                session.to_owned(),
+                prompt.to_owned(),
+                cancel,
+                0,
+                true,
+            )
+            .await
+    }
+
+    /// The ids of the background delegations running in this agent now.
+    pub fn running_delegations(&self) -> Vec<String> {
+        self.inner.delegations.running()
+    }
+
+    /// Ends the agent's background work: every running delegation is cancelled and
+    /// recorded so (they live in this process; see `toolhost sessions show`). Call it
+    /// when the chat or run ends.
+    pub fn shutdown(&self) {
+        self.inner.delegations.shutdown();
     }
 }
 

@@ -209,7 +209,7 @@ type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The schema's steps, in order: version `i + 1` is reached by running `MIGRATIONS[i]`.
 /// Append only; never edit a released step.
-const MIGRATIONS: [Migration; 2] = [schema_v1, schema_v2];
+const MIGRATIONS: [Migration; 3] = [schema_v1, schema_v2, schema_v3];
 
 /// Version 2: the compactions of each session's requests.
 fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
@@ -227,6 +227,74 @@ fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
          );
          CREATE INDEX compactions_by_session ON compactions(session, id);",
     )
+}
+
+/// Version 3: background delegations (`toolhost sessions` and `status` show them).
+fn schema_v3(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS delegations (
+            id TEXT PRIMARY KEY,
+            parent TEXT NOT NULL,
+            children TEXT NOT NULL,
+            units TEXT NOT NULL,
+            state TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            started TEXT NOT NULL,
+            ended TEXT
+        );
+        CREATE INDEX IF NOT EXISTS delegations_by_parent ON delegations(parent);",
+    )
+}
+
+/// A background delegation as the store keeps it: who started it, its child sessions and
+/// units, its state and the process that runs it (delegations live in that process: when
+/// it exits, they end).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DelegationRecord {
+    /// Its id (`d-...`).
+    pub id: String,
+    /// The session whose turn started it (its completions are added there).
+    pub parent: String,
+    /// The child turns' sessions, as they started.
+    pub children: Vec<String>,
+    /// Its completion units.
+    pub units: Vec<UnitRecord>,
+    /// `running`, `done`, `failed` (every task failed) or `cancelled`.
+    pub state: String,
+    /// The process running it.
+    pub pid: u32,
+    /// When it started (RFC 3339).
+    pub started: String,
+    /// When it ended, if it has.
+    pub ended: Option<String>,
+}
+
+/// One completion unit of a [`DelegationRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UnitRecord {
+    /// Its id (`DELEGATION/uN`).
+    pub id: String,
+    /// Its tasks, as indexes into the delegation's.
+    pub tasks: Vec<usize>,
+    /// `running`, `done`, `failed` or `cancelled`.
+    pub state: String,
+}
+
+impl DelegationRecord {
+    /// The state to show: a `running` delegation whose process is gone is
+    /// `lost: its process exited` (delegations live only as long as their process).
+    pub fn shown_state(&self) -> String {
+        if self.state == "running" && !process_exists(self.pid) {
+            "lost: its process exited".to_owned()
+        } else {
+            self.state.clone()
+        }
+    }
+}
+
+/// Whether a process `pid` exists (Linux: its `/proc` entry).
+fn process_exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Version 1, from nothing or from an unversioned database.
@@ -631,9 +699,107 @@ impl SessionStore {
     }
 }
 
+impl SessionStore {
+    /// Writes `record` (a new one, or its new state), committed before this returns.
+    pub fn record_delegation(&self, record: &DelegationRecord) -> Result<(), SessionError> {
+        let encode = |what: &str, value: Result<String, serde_json::Error>| {
+            value.map_err(|e| SessionError::Worker(format!("could not encode the {what}: {e}")))
+        };
+        let children = encode("child sessions", serde_json::to_string(&record.children))?;
+        let units = encode("units", serde_json::to_string(&record.units))?;
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.execute(
+            "INSERT OR REPLACE INTO delegations
+                 (id, parent, children, units, state, pid, started, ended)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                record.id,
+                record.parent,
+                children,
+                units,
+                record.state,
+                record.pid,
+                record.started,
+                record.ended,
+            ],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// The delegations started by `parent`'s turns (every one when `None`), newest first.
+    pub fn delegations(&self, parent: Option<&str>) -> Result<Vec<DelegationRecord>, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, parent, children, units, state, pid, started, ended FROM delegations
+                 WHERE ?1 IS NULL OR parent = ?1 ORDER BY started DESC, id",
+            )
+            .map_err(|e| self.db(e))?;
+        let rows = stmt
+            .query_map([parent], |row| {
+                let children: String = row.get(2)?;
+                let units: String = row.get(3)?;
+                Ok(DelegationRecord {
+                    id: row.get(0)?,
+                    parent: row.get(1)?,
+                    children: serde_json::from_str(&children).unwrap_or_default(),
+                    units: serde_json::from_str(&units).unwrap_or_default(),
+                    state: row.get(4)?,
+                    pid: row.get(5)?,
+                    started: row.get(6)?,
+                    ended: row.get(7)?,
+                })
+            })
+            .map_err(|e| self.db(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.db(e))
+    }
+}
+
+/// The time now, as the store writes it (RFC 3339, milliseconds).
+pub(super) fn timestamp() -> String {
+    now()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delegations_are_kept_and_a_running_one_of_a_gone_process_shows_as_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SessionStore::open(&dir.path().join("s.db")).expect("open");
+        let parent = store.create(None).expect("session");
+        let mut record = DelegationRecord {
+            id: "d-1".to_owned(),
+            parent: parent.clone(),
+            children: Vec::new(),
+            units: vec![UnitRecord {
+                id: "d-1/u1".to_owned(),
+                tasks: vec![0, 1],
+                state: "running".to_owned(),
+            }],
+            state: "running".to_owned(),
+            pid: std::process::id(),
+            started: now(),
+            ended: None,
+        };
+        store.record_delegation(&record).expect("record");
+        assert_eq!(
+            store.delegations(Some(&parent)).expect("list"),
+            [record.clone()]
+        );
+        assert_eq!(record.shown_state(), "running");
+        record.children.push("c-1".to_owned());
+        record.state = "done".to_owned();
+        store.record_delegation(&record).expect("update");
+        assert_eq!(store.delegations(None).expect("list"), [record.clone()]);
+        assert!(store.delegations(Some("other")).expect("list").is_empty());
+        // A pid no process has (past the kernel's limit).
+        record.state = "running".to_owned();
+        record.pid = u32::MAX;
+        assert_eq!(record.shown_state(), "lost: its process exited");
+    }
 
     #[test]
     fn messages_are_kept_and_found() {

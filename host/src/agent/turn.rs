@@ -3,6 +3,7 @@
 //! limit is reached or the turn is cancelled. Every message is stored as it comes.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +29,9 @@ pub trait TurnObserver: Send + Sync {
     /// After each model call: how many tokens of the model's `window` the conversation
     /// now takes (the server's count when it reported one, else toolhost's estimate).
     fn context_use(&self, _depth: u32, _used: u64, _window: u64) {}
+    /// A unit of a background delegation finished (its completion is in its session);
+    /// called from the task that ran it, also when no turn runs.
+    fn delegation_finished(&self, _report: &super::DelegationReport) {}
 }
 
 impl AgentInner {
@@ -38,9 +42,12 @@ impl AgentInner {
         prompt: String,
         cancel: CancellationToken,
         depth: u32,
+        wait_for_background: bool,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, AgentError>> + Send>>
     {
         Box::pin(async move {
+            // Completions of background delegations queue for this turn's steps.
+            let _active = self.delegations.begin_turn(&session);
             let store = &self.store;
             let mut messages = vec![Message::text(Role::System, &self.config.system_prompt)];
             let history = {
@@ -72,13 +79,30 @@ impl AgentInner {
                 agent: Arc::clone(&self),
                 without: Arc::clone(&without),
                 depth,
+                turn_cancel: cancel.clone(),
+                turn_serial: self.turn_serial.fetch_add(1, Ordering::Relaxed),
+                call_id: None,
             }));
+            if depth > 0 && self.config.children.auto_approve {
+                request.approver = Some(Arc::new(crate::calls::policy::AutoApprove));
+            }
+            let max_iterations = if depth > 0 {
+                self.config.children.max_iterations
+            } else {
+                self.config.max_iterations
+            };
             request.requests = Some(Arc::new(AgentRequests {
                 agent: Arc::clone(&self),
             }));
             // The tools the model is offered: those its calls may use.
             let registry = self.door.tools(&request)?;
-            for _ in 0..self.config.max_iterations {
+            for _ in 0..max_iterations {
+                // The step boundary: completions that arrived go in before the model call.
+                let arrived = self.delegations.drain(&session);
+                if !arrived.is_empty() {
+                    self.append(&session, arrived.clone()).await?;
+                    messages.extend(arrived);
+                }
                 let specs = self.door.visible(&registry);
                 // Compacted to fit the model's window (compaction.rs); streamed text goes
                 // to the observer as it comes.
@@ -92,6 +116,11 @@ impl AgentInner {
                     observer.assistant_text(depth, text);
                 }
                 if reply.tool_calls.is_empty() {
+                    if wait_for_background && self.background_left(&session, &cancel).await? {
+                        // A completion arrived: the model reads it and goes on.
+                        messages.push(reply);
+                        continue;
+                    }
                     return Ok(reply.content.unwrap_or_default());
                 }
                 // Calls whose arguments are not JSON never reach the door: their
@@ -151,7 +180,7 @@ impl AgentInner {
                     return Err(AgentError::Cancelled);
                 }
             }
-            Err(AgentError::IterationLimit(self.config.max_iterations))
+            Err(AgentError::IterationLimit(max_iterations))
         })
     }
 }

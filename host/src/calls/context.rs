@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
-    SampleRequest, ServiceError, StateDirAnswer,
+    AskAnswer, AskRequest, ChildTurnRequest, DelegationAnswer, DelegationRequest, HostAnswer,
+    HostRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError, StateDirAnswer,
 };
 
 /// Which turn a call works for.
@@ -105,6 +105,58 @@ pub trait ChildTurnService: Send + Sync {
         request: ChildTurnRequest,
         cancel: CancellationToken,
     ) -> Result<String, ChildTurnError>;
+
+    /// Starts a background delegation for `parent` (the `agent.delegate` request): its
+    /// tasks run on after the call returns; the answer names the delegation and its
+    /// completion units. `cancel` is the calling tool's (a background delegation does not
+    /// stop with its call). A service that cannot answers [`ServiceError::Unavailable`].
+    async fn delegate(
+        &self,
+        _parent: &TurnIdentity,
+        _request: DelegationRequest,
+        _cancel: CancellationToken,
+    ) -> Result<DelegationAnswer, ServiceError> {
+        Err(ServiceError::Unavailable(
+            "background delegation is not available in this host: no agent runs this call"
+                .to_owned(),
+        ))
+    }
+
+    /// The service for one call of the batch, `call_id` being the model's id for it
+    /// (every child turn of one call shares one concurrency slot); `None` (the default):
+    /// this same service.
+    fn for_call(&self, _call_id: &str) -> Option<Arc<dyn ChildTurnService>> {
+        None
+    }
+}
+
+/// Answers a plugin's host request with a call's services: a delegation goes to its
+/// child-turn service, the rest to its host requests; `no_requests` says why a call
+/// without either has no answer.
+pub(crate) async fn answer_host_request(
+    services: &TurnServices,
+    turn: &TurnIdentity,
+    cancel: CancellationToken,
+    request: HostRequest,
+    no_requests: impl FnOnce(&HostRequest) -> ServiceError,
+) -> Result<HostAnswer, ServiceError> {
+    match request {
+        HostRequest::Delegate(delegation) => match &services.child_turns {
+            Some(children) => children
+                .delegate(turn, delegation, cancel)
+                .await
+                .map(HostAnswer::from),
+            None => Err(ServiceError::Unavailable(
+                "background delegation is not available: no agent is running this call (it \
+                 came from `toolhost call` or a client without an agent)"
+                    .to_owned(),
+            )),
+        },
+        request => match &services.requests {
+            Some(requests) => requests.request(turn, request).await,
+            None => Err(no_requests(&request)),
+        },
+    }
 }
 
 /// Why a child turn gave no answer. Its text reaches the calling tool and the model, so it
@@ -118,9 +170,13 @@ pub enum ChildTurnError {
          yourself"
     )]
     TooDeep {
-        /// `[agent.children] max_depth`.
+        /// `[agent.children] max_spawn_depth`.
         max_depth: u32,
     },
+    /// The child may not run as asked (a role the host does not allow); the message says
+    /// what to ask instead.
+    #[error("{0}")]
+    Refused(String),
     /// The agent is shutting down.
     #[error("the agent is shutting down")]
     ShuttingDown,
@@ -133,7 +189,8 @@ pub enum ChildTurnError {
     /// The child's turn ended without an answer.
     #[error("the child turn failed: {0}")]
     Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The child's turn took longer than `[agent.children] timeout_secs` and was stopped.
+    /// The child's turn took longer than `[agent.children] child_timeout_seconds` and was
+    /// stopped.
     #[error("the child turn took longer than {0:?} and was stopped")]
     TimedOut(std::time::Duration),
     /// What the host answered a worker's child-turn request, as it said it.
@@ -241,6 +298,11 @@ impl HostRequests for ProfileRequests {
                  has none"
                     .to_owned(),
             )),
+            HostRequest::Delegate(_) => Err(ServiceError::Unavailable(
+                "background delegation needs an agent's turn (toolhost run or chat); this \
+                 call has none"
+                    .to_owned(),
+            )),
             other => Err(unknown_request(&other)),
         }
     }
@@ -296,14 +358,19 @@ impl CallContext {
         }
     }
 
-    /// The context of one call of this batch: the same identity and services, and a
-    /// cancel token of its own that the batch's cancels.
-    pub(crate) fn for_call(&self) -> CallContext {
+    /// The context of the call `call_id` of this batch: the same identity and services
+    /// (the child-turn service made the call's own), and a cancel token of its own that
+    /// the batch's cancels.
+    pub(crate) fn for_call(&self, call_id: &str) -> CallContext {
+        let mut services = self.services.clone();
+        services.child_turns = services
+            .child_turns
+            .map(|c| c.for_call(call_id).unwrap_or(c));
         CallContext {
             turn: Arc::clone(&self.turn),
             caller: Arc::clone(&self.caller),
             cancel: self.cancel.child_token(),
-            services: self.services.clone(),
+            services,
         }
     }
 }
@@ -316,7 +383,7 @@ mod tests {
     fn frontends_print_as_their_config_names() {
         assert_eq!(Frontend::ChildTurn.to_string(), "child_turn");
         assert_eq!(Caller::new(Frontend::Mcp).frontend, Frontend::Mcp);
-        let call = CallContext::new(TurnIdentity::default()).for_call();
+        let call = CallContext::new(TurnIdentity::default()).for_call("c1");
         assert_eq!(call.caller.frontend, Frontend::Library);
     }
 }

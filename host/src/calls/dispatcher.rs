@@ -572,7 +572,7 @@ impl<'a> CallJob<'a> {
             None => self.config.timeout,
         };
         let turn = self.turn;
-        let ctx = turn.for_call();
+        let ctx = turn.for_call(&self.call.id);
         let cancel = ctx.cancel.clone();
         let running = Instant::now();
         let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));

@@ -301,39 +301,105 @@ impl Default for RawAgent {
     }
 }
 
-/// `[agent.children] timeout_secs` when the file does not set it.
+/// `[agent.children] child_timeout_seconds` when the file does not set it.
 pub(super) const DEFAULT_CHILD_TIMEOUT_SECS: u64 = 300;
 
-/// `[agent.children]`.
+/// `[agent.children]`. Four keys have an older name that still works (`max_depth`,
+/// `max_concurrent`, `timeout_secs`; `exclude` and `delegators` keep theirs); a table that
+/// sets a key under both names is refused ([`RawChildren::both_spellings`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawChildren {
-    /// How deep turns may nest.
-    pub max_depth: u32,
-    /// How many child turns run at once.
-    pub max_concurrent: usize,
-    /// Seconds one child turn may take.
-    pub timeout_secs: f64,
-    /// Tools a child never gets.
+    /// How deep turns may nest (default 2): a turn at this depth starts no children.
+    pub max_spawn_depth: Option<u32>,
+    /// The old name of `max_spawn_depth`.
+    pub max_depth: Option<u32>,
+    /// How many delegating calls run children at once per depth (default 3), and how
+    /// many tasks of one call run at once.
+    pub max_concurrent_children: Option<usize>,
+    /// The old name of `max_concurrent_children`.
+    pub max_concurrent: Option<usize>,
+    /// Seconds one child turn may take once it runs (default 300).
+    pub child_timeout_seconds: Option<f64>,
+    /// The old name of `child_timeout_seconds`.
+    pub timeout_secs: Option<f64>,
+    /// Tools a leaf child never gets (an orchestrator keeps `delegate_task`).
     pub exclude: Vec<String>,
     /// Tools whose calls wait for child turns, each with the most child turns one of its
     /// calls starts: such a call may last as long as that many children
-    /// (`max_concurrent` at a time).
+    /// (`max_concurrent_children` at a time).
     pub delegators: BTreeMap<String, u32>,
+    /// A background batch reports per unit (tasks sharing a `group`, each ungrouped task
+    /// alone) instead of once for the whole batch.
+    pub independent_completions: bool,
+    /// Children may be orchestrators (keep `delegate_task`).
+    pub orchestrator_enabled: bool,
+    /// Children's calls that need approval are approved without asking.
+    pub subagent_auto_approve: bool,
+    /// The most model calls in one child turn (default: `[agent] max_iterations`).
+    pub max_iterations: Option<u32>,
 }
 
 impl Default for RawChildren {
     fn default() -> Self {
         RawChildren {
-            max_depth: 2,
-            max_concurrent: 3,
-            timeout_secs: DEFAULT_CHILD_TIMEOUT_SECS as f64,
+            max_spawn_depth: None,
+            max_depth: None,
+            max_concurrent_children: None,
+            max_concurrent: None,
+            child_timeout_seconds: None,
+            timeout_secs: None,
             exclude: ["delegate_task", "clarify", "memory"]
                 .map(str::to_owned)
                 .to_vec(),
             // The shipped delegate_task plugin starts at most 5 children (its `MAX_TASKS`,
             // its schema's `maxItems`).
             delegators: BTreeMap::from([("delegate_task".to_owned(), 5)]),
+            independent_completions: false,
+            orchestrator_enabled: false,
+            subagent_auto_approve: false,
+            max_iterations: None,
+        }
+    }
+}
+
+impl RawChildren {
+    /// A key set under both its name and its old name, as `(name, old name)`.
+    pub fn both_spellings(&self) -> Option<(&'static str, &'static str)> {
+        if self.max_spawn_depth.is_some() && self.max_depth.is_some() {
+            Some(("max_spawn_depth", "max_depth"))
+        } else if self.max_concurrent_children.is_some() && self.max_concurrent.is_some() {
+            Some(("max_concurrent_children", "max_concurrent"))
+        } else if self.child_timeout_seconds.is_some() && self.timeout_secs.is_some() {
+            Some(("child_timeout_seconds", "timeout_secs"))
+        } else {
+            None
+        }
+    }
+
+    /// `max_spawn_depth` (or its old name), default 2.
+    pub fn spawn_depth(&self) -> u32 {
+        self.max_spawn_depth.or(self.max_depth).unwrap_or(2)
+    }
+
+    /// `max_concurrent_children` (or its old name), default 3, at least 1.
+    pub fn concurrent_children(&self) -> usize {
+        self.max_concurrent_children
+            .or(self.max_concurrent)
+            .unwrap_or(3)
+            .max(1)
+    }
+
+    /// `child_timeout_seconds` (or its old name) as written, with the name it was
+    /// written under; the default when neither is set.
+    pub fn timeout(&self) -> (&'static str, f64) {
+        match (self.child_timeout_seconds, self.timeout_secs) {
+            (Some(secs), _) => ("agent.children.child_timeout_seconds", secs),
+            (None, Some(secs)) => ("agent.children.timeout_secs", secs),
+            (None, None) => (
+                "agent.children.child_timeout_seconds",
+                DEFAULT_CHILD_TIMEOUT_SECS as f64,
+            ),
         }
     }
 }

@@ -85,7 +85,8 @@ impl Resolved {
         let availability_ttl = seconds_or_zero(c.availability.cache_secs)
             .map_err(|e| ("availability.cache_secs", e))?;
         let model_timeout = positive("model.timeout_secs", c.model.timeout_secs)?;
-        let child_timeout = positive("agent.children.timeout_secs", c.agent.children.timeout_secs)?;
+        let (child_timeout_key, child_timeout_secs) = c.agent.children.timeout();
+        let child_timeout = positive(child_timeout_key, child_timeout_secs)?;
         let m = &c.mcp;
         let mcp = McpSettings {
             without_elicitation: m.without_elicitation,
@@ -149,6 +150,15 @@ impl LoadedConfig {
             path: path.clone(),
             message: e.to_string().trim_end().to_owned(),
         })?;
+        if let Some((name, old)) = config.agent.children.both_spellings() {
+            return Err(ConfigError::Parse {
+                path,
+                message: format!(
+                    "[agent.children] sets both `{name}` and `{old}`, its old name; keep \
+                     `{name}` only"
+                ),
+            });
+        }
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let resolve = |p: &PathBuf| {
             if p.is_relative() {

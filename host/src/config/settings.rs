@@ -117,17 +117,27 @@ impl Default for AgentSettings {
 /// Limits of child turns (`[agent.children]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildSettings {
-    /// How deep turns may nest: a turn at this depth cannot start a child.
+    /// How deep turns may nest (`max_spawn_depth`): a turn at this depth cannot start a
+    /// child.
     pub max_depth: u32,
-    /// How many child turns run at once across the agent (at least 1).
+    /// How many delegating calls run children at once per depth, and how many tasks of
+    /// one call run at once (`max_concurrent_children`, at least 1).
     pub max_concurrent: usize,
-    /// How long one child turn may take.
+    /// How long one child turn may take once it runs (`child_timeout_seconds`).
     pub timeout: Duration,
-    /// Tools a child never gets.
+    /// Tools a leaf child never gets (an orchestrator keeps `delegate_task`).
     pub exclude: Vec<String>,
     /// Tools whose calls wait for child turns, each with the most children one call
     /// starts (delegate_task: 5); their calls may last as long as that many children.
     pub delegators: BTreeMap<String, u32>,
+    /// A background batch reports per unit (group, or ungrouped task) instead of once.
+    pub independent_completions: bool,
+    /// Children may be orchestrators.
+    pub orchestrator_enabled: bool,
+    /// Children's calls that need approval are approved without asking.
+    pub auto_approve: bool,
+    /// The most model calls in one child turn.
+    pub max_iterations: u32,
 }
 
 impl Default for ChildSettings {
@@ -156,15 +166,21 @@ impl AgentSettings {
     /// `[agent]` with its children's limit as loading checked it, for a profile without
     /// a system prompt of its own.
     pub(super) fn new(a: &RawAgent, child_timeout: Duration) -> Self {
+        let max_iterations = a.max_iterations.max(1);
+        let c = &a.children;
         AgentSettings {
-            max_iterations: a.max_iterations.max(1),
+            max_iterations,
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
             children: ChildSettings {
-                max_depth: a.children.max_depth,
-                max_concurrent: a.children.max_concurrent.max(1),
+                max_depth: c.spawn_depth(),
+                max_concurrent: c.concurrent_children(),
                 timeout: child_timeout,
-                exclude: a.children.exclude.clone(),
-                delegators: a.children.delegators.clone(),
+                exclude: c.exclude.clone(),
+                delegators: c.delegators.clone(),
+                independent_completions: c.independent_completions,
+                orchestrator_enabled: c.orchestrator_enabled,
+                auto_approve: c.subagent_auto_approve,
+                max_iterations: c.max_iterations.unwrap_or(max_iterations).max(1),
             },
             context: ContextSettings::default(),
         }

@@ -149,6 +149,7 @@ struct Scripts {
     ask: Option<Script<AskRequest, AskAnswer>>,
     sample: Option<Script<SampleRequest, SampleAnswer>>,
     child_turn: Option<Script<ChildTurnRequest, String>>,
+    delegate: Option<Script<crate::DelegationRequest, crate::DelegationAnswer>>,
     host_request: Option<RequestScript>,
 }
 
@@ -159,6 +160,7 @@ struct Records {
     asked: Vec<AskRequest>,
     sampled: Vec<SampleRequest>,
     child_turns: Vec<ChildTurnRequest>,
+    delegations: Vec<crate::DelegationRequest>,
     host_requests: Vec<(String, Value)>,
     /// The first panic of a script during the current call; the call re-raises it.
     script_panic: Option<String>,
@@ -430,6 +432,36 @@ impl TestHost {
         script: impl FnMut(&ChildTurnRequest) -> Result<String, ServiceError> + Send + 'static,
     ) -> Self {
         self.scripts.child_turn = Some(Mutex::new(Box::new(script)));
+        self
+    }
+
+    /// Answers background delegations ([`ToolContext::delegate`](crate::ToolContext::delegate),
+    /// the `agent.delegate` request) with the delegation's id and units, as a host's agent
+    /// does. Without it, delegations fail with [`ServiceError::Unavailable`], as on a host
+    /// older than plugin-api 0.1.4 or a call no agent runs.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::{DelegationAnswer, DelegationRequest, DelegationUnit};
+    ///
+    /// let host = TestHost::new().on_delegate(|req: &DelegationRequest| {
+    ///     Ok(DelegationAnswer {
+    ///         delegation: "d-1".into(),
+    ///         units: vec![DelegationUnit {
+    ///             id: "d-1/u1".into(),
+    ///             tasks: (0..req.tasks.len()).collect(),
+    ///         }],
+    ///     })
+    /// });
+    /// ```
+    #[must_use]
+    pub fn on_delegate(
+        mut self,
+        script: impl FnMut(&crate::DelegationRequest) -> Result<crate::DelegationAnswer, ServiceError>
+        + Send
+        + 'static,
+    ) -> Self {
+        self.scripts.delegate = Some(Mutex::new(Box::new(script)));
         self
     }
 
@@ -839,6 +871,18 @@ impl TestHost {
     /// ```
     pub fn child_turns(&self) -> Vec<ChildTurnRequest> {
         self.records().child_turns.clone()
+    }
+
+    /// The background delegations the tools asked for
+    /// ([`ToolContext::delegate`](crate::ToolContext::delegate)), in order, scripted or not.
+    ///
+    /// ```
+    /// # use toolhost_plugin_api::testing::TestHost;
+    /// let host = TestHost::new();
+    /// assert!(host.delegations().is_empty());
+    /// ```
+    pub fn delegations(&self) -> Vec<crate::DelegationRequest> {
+        self.records().delegations.clone()
     }
 
     /// The named host requests the tools sent ([`ToolContext::host_request`](crate::ToolContext::host_request)

@@ -154,6 +154,19 @@ impl TestHost {
             Ok(HostRequest::ProfileWorkspace(_)) => {
                 return encode(&self.workspace);
             }
+            // Delegations have a script of their own: `TestHost::on_delegate`.
+            Ok(HostRequest::Delegate(request)) => {
+                self.records().delegations.push(request.clone());
+                let Some(script) = &self.scripts.delegate else {
+                    return Err(ServiceError::Unavailable(
+                        "'agent.delegate' is not available: no answer scripted: use \
+                         TestHost::on_delegate"
+                            .to_owned(),
+                    ));
+                };
+                let answer = self.run_script("on_delegate", || lock(script)(&request))?;
+                return encode(&answer);
+            }
             Err(e @ HostRequestError::Malformed { .. }) => {
                 return Err(ServiceError::Failed(e.to_string()));
             }

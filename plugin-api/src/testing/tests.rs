@@ -203,6 +203,7 @@ fn scripted_ask_sample_and_child_turn_answer_and_are_recorded() {
                 .child_turn(&ChildTurnRequest {
                     prompt: "look it up".to_owned(),
                     context: None,
+                    role: None,
                 })
                 .await?;
             Ok(format!(
@@ -268,6 +269,7 @@ fn ask_everything() -> Script {
                 .child_turn(&ChildTurnRequest {
                     prompt: "p".to_owned(),
                     context: None,
+                    role: None,
                 })
                 .await
                 .map(|_| ());

@@ -343,6 +343,11 @@ impl hyper::body::Body for ChannelBody {
 type Body = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
 
 impl ModelServer {
+    /// Answers with `responder(request)`, whole (as a server that does not stream).
+    pub(crate) async fn start(responder: HttpResponder) -> ModelServer {
+        ModelServer::start_with(responder, ServerMode::default()).await
+    }
+
     /// Answers with `responder(request)`, as `mode` says.
     pub(crate) async fn start_with(responder: HttpResponder, mode: ServerMode) -> ModelServer {
         use http_body_util::{BodyExt as _, Full};

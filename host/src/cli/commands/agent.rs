@@ -40,9 +40,14 @@ pub(crate) struct RunArgs {
     pub(crate) agent: AgentOpts,
     /// What to ask.
     prompt: String,
-    /// Print `{"session": ID, "answer": TEXT}` as JSON instead of the answer's text.
+    /// Print `{"session": ID, "answer": TEXT, "delegations": [...]}` as JSON instead of
+    /// the answer's text.
     #[arg(long)]
     json: bool,
+    /// End when the model answers, without waiting for background delegations (their ids
+    /// are printed; they are cancelled when this process exits).
+    #[arg(long)]
+    detach: bool,
 }
 
 /// `toolhost chat`.
@@ -172,6 +177,26 @@ impl TurnObserver for Printer {
             self.state().context = Some((used, window));
         }
     }
+
+    fn delegation_finished(&self, report: &toolhost::agent::DelegationReport) {
+        let tasks = match report.tasks {
+            1 => "1 task".to_owned(),
+            n => format!("{n} tasks"),
+        };
+        let state = match report.state.as_str() {
+            "done" => "finished",
+            other => other,
+        };
+        let more = match report.still_running {
+            0 => String::new(),
+            n => format!("; {n} more unit(s) still running"),
+        };
+        errln!(
+            "background delegation {} {state} ({tasks}, unit {}){more}",
+            report.delegation,
+            report.unit
+        );
+    }
 }
 
 /// The profile's agent, with a terminal for approvals and questions when there is one,
@@ -266,19 +291,39 @@ impl RunArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let (agent, session, runtime) = prepare(config, &self.agent, Arc::new(Printer::default()))?;
         let cancel = CancellationToken::new();
-        let outcome = runtime.block_on(cancellable(
-            &cancel,
-            agent.run_turn(&session, &self.prompt, cancel.clone()),
-        ));
+        // Without --detach the turn waits for its background delegations' completions.
+        let turn = async {
+            if self.detach {
+                agent.run_turn(&session, &self.prompt, cancel.clone()).await
+            } else {
+                agent
+                    .run_turn_to_the_end(&session, &self.prompt, cancel.clone())
+                    .await
+            }
+        };
+        let outcome = runtime.block_on(cancellable(&cancel, turn));
+        // Background delegations live in this process: what still runs ends with it.
+        let detached = agent.running_delegations();
+        agent.shutdown();
         // A question still waiting on the terminal must not hold the exit up.
         runtime.shutdown_background();
         match outcome {
             Ok(answer) if self.json => {
-                outln!("{}", json!({"session": session, "answer": answer}))?;
+                outln!(
+                    "{}",
+                    json!({"session": session, "answer": answer, "delegations": detached})
+                )?;
                 Ok(ExitCode::SUCCESS)
             }
             Ok(answer) => {
                 errln!("(session {session})");
+                if !detached.is_empty() {
+                    errln!(
+                        "background delegations still running: {}; they are cancelled now \
+                         that this process exits (run without --detach to wait for them)",
+                        detached.join(", ")
+                    );
+                }
                 outln!("{answer}")?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -303,6 +348,7 @@ impl ChatArgs {
         {
             let current = Arc::clone(&current);
             let ended = session.clone();
+            let agent = agent.clone();
             runtime.spawn(async move {
                 while tokio::signal::ctrl_c().await.is_ok() {
                     let running = current
@@ -315,6 +361,7 @@ impl ChatArgs {
                             turn.cancel();
                         }
                         None => {
+                            agent.shutdown();
                             errln!("\n(session {ended}; continue it with --session {ended})");
                             std::process::exit(130);
                         }
@@ -353,6 +400,15 @@ impl ChatArgs {
                 break;
             }
         }
+        // Background delegations end with the chat.
+        let running = agent.running_delegations();
+        if !running.is_empty() {
+            errln!(
+                "cancelling background delegations still running: {}",
+                running.join(", ")
+            );
+        }
+        agent.shutdown();
         runtime.shutdown_background();
         errln!("(session {session}; continue it with --session {session})");
         written?;

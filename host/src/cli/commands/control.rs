@@ -116,14 +116,71 @@ impl ReloadArgs {
 impl StatusArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let (runtime, mut client) = connect(&control_socket(config, self.control), ANSWER_WITHIN)?;
+        // Background delegations run in `run` and `chat` processes, not in the host: they
+        // are read from the profiles' session stores.
+        let delegations = running_delegations(config);
         if self.json {
-            print_json(&runtime.block_on(client.send(&ControlRequest::Status))?)?;
+            let mut answer = runtime.block_on(client.send(&ControlRequest::Status))?;
+            if let Some(object) = answer.as_object_mut() {
+                let listed: Vec<Value> = delegations
+                    .iter()
+                    .map(|(profile, d)| {
+                        let mut value = serde_json::to_value(d).unwrap_or_default();
+                        if let Some(o) = value.as_object_mut() {
+                            o.insert("profile".to_owned(), profile.clone().into());
+                            o.insert("state".to_owned(), d.shown_state().into());
+                        }
+                        value
+                    })
+                    .collect();
+                object.insert("delegations".to_owned(), listed.into());
+            }
+            print_json(&answer)?;
             return Ok(ExitCode::SUCCESS);
         }
         let status = runtime.block_on(client.status())?;
         print_status(&status)?;
+        if !delegations.is_empty() {
+            outln!()?;
+            outln!("background delegations running (in `run` and `chat` processes):")?;
+            for (profile, d) in &delegations {
+                outln!("profile {profile}:")?;
+                super::sessions::print_delegations(std::slice::from_ref(d))?;
+            }
+        }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The running delegations (and those lost with their process) of the config's
+/// profiles, read from their session stores; a profile without a store has none.
+fn running_delegations(
+    config: &LoadedConfig,
+) -> Vec<(String, toolhost::agent::sessions::DelegationRecord)> {
+    let Ok(profiles) = config.profiles() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for profile in profiles {
+        let path = profile.state_dir.join("sessions.sqlite3");
+        if !path.exists() {
+            continue;
+        }
+        let records = toolhost::agent::sessions::SessionStore::open(&path)
+            .and_then(|store| store.delegations(None));
+        match records {
+            Ok(records) => found.extend(
+                records
+                    .into_iter()
+                    .filter(|d| d.state == "running")
+                    .map(|d| (profile.name.clone(), d)),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, profile = profile.name, "could not read the profile's delegations")
+            }
+        }
+    }
+    found
 }
 
 /// `toolhost status` without `--json`: a summary, then tables.

@@ -1,11 +1,12 @@
 //! `toolhost sessions list|show ID`: a profile's stored conversations, read from its
-//! session database directly (no host needs to run): the list newest first, or one
-//! session's messages with its tool calls and results, then its compactions.
+//! session database directly (no host needs to run): the list newest first (and the
+//! background delegations running), or one session's messages with its tool calls and
+//! results, then its compactions and the delegations its turns started.
 
 use std::process::ExitCode;
 
 use toolhost::LoadedConfig;
-use toolhost::agent::sessions::SessionStore;
+use toolhost::agent::sessions::{DelegationRecord, SessionStore};
 
 use super::{resolve_profile, usage};
 use crate::output::{outln, print_table, summary};
@@ -50,8 +51,28 @@ impl SessionsArgs {
         match self.action {
             Action::List => {
                 let sessions = store.list()?;
+                // Running ones, and those whose process died before they ended.
+                let running: Vec<DelegationRecord> = store
+                    .delegations(None)?
+                    .into_iter()
+                    .filter(|d| d.state == "running")
+                    .collect();
                 if self.json {
-                    outln!("{}", serde_json::to_string_pretty(&sessions)?)?;
+                    // Each session with the running delegations its turns started.
+                    let mut listed = Vec::with_capacity(sessions.len());
+                    for session in &sessions {
+                        let mut value = serde_json::to_value(session)?;
+                        let mine: Vec<_> = running
+                            .iter()
+                            .filter(|d| d.parent == session.id)
+                            .map(delegation_json)
+                            .collect();
+                        if let Some(object) = value.as_object_mut() {
+                            object.insert("delegations".to_owned(), mine.into());
+                        }
+                        listed.push(value);
+                    }
+                    outln!("{}", serde_json::to_string_pretty(&listed)?)?;
                     return Ok(ExitCode::SUCCESS);
                 }
                 let rows: Vec<[String; 5]> = sessions
@@ -70,9 +91,15 @@ impl SessionsArgs {
                     &["ID", "STARTED", "LAST", "MESSAGES", "FIRST REQUEST"],
                     &rows,
                 )?;
+                if !running.is_empty() {
+                    outln!()?;
+                    outln!("background delegations running:")?;
+                    print_delegations(&running)?;
+                }
             }
             Action::Show { id } => {
                 let messages = store.messages(&id)?;
+                let delegations = store.delegations(Some(&id))?;
                 if self.json {
                     outln!("{}", serde_json::to_string_pretty(&messages)?)?;
                     return Ok(ExitCode::SUCCESS);
@@ -118,8 +145,58 @@ impl SessionsArgs {
                             .unwrap_or_default()
                     )?;
                 }
+                if !delegations.is_empty() {
+                    outln!()?;
+                    outln!("background delegations:")?;
+                    print_delegations(&delegations)?;
+                }
             }
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// A delegation as `--json` shows it: its record, with the state to show.
+fn delegation_json(d: &DelegationRecord) -> serde_json::Value {
+    let mut value = serde_json::to_value(d).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("state".to_owned(), d.shown_state().into());
+    }
+    value
+}
+
+/// Delegations as a table: id, parent session, state, units, child sessions, pid, times.
+pub(crate) fn print_delegations(delegations: &[DelegationRecord]) -> anyhow::Result<()> {
+    let rows: Vec<[String; 7]> = delegations
+        .iter()
+        .map(|d| {
+            let units: Vec<String> = d
+                .units
+                .iter()
+                .map(|u| format!("{} {}", u.id, u.state))
+                .collect();
+            [
+                d.id.clone(),
+                d.parent.clone(),
+                d.shown_state(),
+                units.join(", "),
+                d.children.join(", "),
+                d.pid.to_string(),
+                format!("{} .. {}", d.started, d.ended.as_deref().unwrap_or("")),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "DELEGATION",
+            "SESSION",
+            "STATE",
+            "UNITS",
+            "CHILDREN",
+            "PID",
+            "STARTED .. ENDED",
+        ],
+        &rows,
+    )?;
+    Ok(())
 }

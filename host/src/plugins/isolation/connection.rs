@@ -481,18 +481,26 @@ async fn answer_service(
                 &settings,
             )))
         }
-        ServiceCall::Host { method, params } => {
-            let Some(requests) = services.requests else {
-                return missing(&format!("'{method}'"));
-            };
-            match HostRequest::from_wire(&method, params) {
-                Ok(request) => encode(requests.request(&turn, request).await),
-                Err(e @ HostRequestError::Unknown(_)) => {
-                    Err(ServiceError::Unavailable(e.to_string()).into())
-                }
-                Err(e) => Err(ServiceError::Failed(e.to_string()).into()),
+        ServiceCall::Host { method, params } => match HostRequest::from_wire(&method, params) {
+            Ok(request) => encode(
+                crate::calls::context::answer_host_request(
+                    &services,
+                    &turn,
+                    cancel,
+                    request,
+                    |_| {
+                        ServiceError::Unavailable(format!(
+                            "'{method}' is not available for this call"
+                        ))
+                    },
+                )
+                .await,
+            ),
+            Err(e @ HostRequestError::Unknown(_)) => {
+                Err(ServiceError::Unavailable(e.to_string()).into())
             }
-        }
+            Err(e) => Err(ServiceError::Failed(e.to_string()).into()),
+        },
     }
 }
 

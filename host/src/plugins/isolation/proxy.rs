@@ -10,8 +10,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, ChildTurnRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer,
-    SampleRequest, ServiceError, SessionsSearchAnswer, SettingsAnswer, StateDirAnswer,
+    AskAnswer, AskRequest, ChildTurnRequest, DelegationAnswer, DelegationRequest, HostAnswer,
+    HostRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError, SessionsSearchAnswer,
+    SettingsAnswer, StateDirAnswer,
 };
 
 use super::link::Link;
@@ -109,6 +110,24 @@ impl ChildTurnService for ProxyChildTurns {
             ))),
             Err(WireServiceError(message)) => Err(ChildTurnError::Relayed(message)),
         }
+    }
+
+    /// Sent on as the host request it is: the host's own child-turn service for the
+    /// call answers it.
+    async fn delegate(
+        &self,
+        _parent: &TurnIdentity,
+        request: DelegationRequest,
+        _cancel: CancellationToken,
+    ) -> Result<DelegationAnswer, ServiceError> {
+        let (method, params) = HostRequest::Delegate(request).to_wire().map_err(|e| {
+            ServiceError::Failed(format!("could not encode the request for the host: {e}"))
+        })?;
+        decode(
+            self.link
+                .service(self.call, ServiceCall::Host { method, params })
+                .await,
+        )
     }
 }
 

@@ -216,17 +216,15 @@ unsafe extern "C" fn host_host_request(
         let answer = crate::plugins::settings::answer(settings);
         return FfiFuture::new(async move { to_ffi(Ok(answer)) });
     }
-    let service = s.ctx.services.requests.clone();
+    let services = s.ctx.services.clone();
     let turn = Arc::clone(&s.ctx.turn);
+    let cancel = s.ctx.cancel.clone();
     let method = method.as_str().to_owned();
     let params: Result<Value, _> = serde_json::from_str(params.as_str());
     let runtime = s.runtime.clone();
     in_runtime(
         runtime,
         async move {
-            let Some(service) = service else {
-                return to_ffi::<HostAnswer>(Err(no_profile(&method)));
-            };
             let params = match params {
                 Ok(p) => p,
                 Err(e) => {
@@ -242,7 +240,17 @@ unsafe extern "C" fn host_host_request(
                 }
                 Err(e) => return to_ffi::<HostAnswer>(Err(ServiceError::Failed(e.to_string()))),
             };
-            to_ffi(service.request(&turn, request).await)
+            let no_requests = |_: &HostRequest| no_profile(&method);
+            to_ffi(
+                crate::calls::context::answer_host_request(
+                    &services,
+                    &turn,
+                    cancel,
+                    request,
+                    no_requests,
+                )
+                .await,
+            )
         },
         service_panicked,
     )
