@@ -169,7 +169,7 @@ async fn state_beside_the_config_moves_once_to_the_state_home_with_every_session
     let after = sessions(&new_p.join("sessions.sqlite3"));
     assert_eq!(after.0, before_p.0 + 1);
     assert!(after.1 > before_p.1);
-    assert_eq!(after.2, 2, "the schema version is set (the last one)");
+    assert_eq!(after.2, 3, "the schema version is set (the last one)");
     assert_eq!(
         sessions(&new_default.join("sessions.sqlite3")).0,
         before_default.0

@@ -214,7 +214,7 @@ const MIGRATIONS: [Migration; 3] = [schema_v1, schema_v2, schema_v3];
 /// Version 2: the compactions of each session's requests.
 fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
-        "CREATE TABLE compactions (
+        "CREATE TABLE IF NOT EXISTS compactions (
              id INTEGER PRIMARY KEY,
              session TEXT NOT NULL REFERENCES sessions(id),
              stage TEXT NOT NULL,
@@ -225,7 +225,7 @@ fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
              through INTEGER,
              created TEXT NOT NULL
          );
-         CREATE INDEX compactions_by_session ON compactions(session, id);",
+         CREATE INDEX IF NOT EXISTS compactions_by_session ON compactions(session, id);",
     )
 }
 
