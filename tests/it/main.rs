@@ -33,6 +33,7 @@ mod serve;
 mod state_home;
 mod state_links;
 mod support;
+mod teardown;
 mod trust;
 mod worker_sandbox;
 mod workspace;

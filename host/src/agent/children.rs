@@ -59,9 +59,10 @@ impl ChildTurnService for ChildTurns {
             .map_err(|e| ChildTurnError::Session(Box::new(e)))?;
         // The child stops with the calling tool (its cancel, its timeout) and its turn.
         let cancel = call_cancel.child_token();
+        let child_session = session.clone();
         let mut child =
             Arc::clone(&self.agent).turn(without, session, prompt, cancel.clone(), self.depth + 1);
-        match tokio::time::timeout(limits.timeout, &mut child).await {
+        let outcome = match tokio::time::timeout(limits.timeout, &mut child).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(ChildTurnError::Failed(Box::new(e))),
             Err(_) => {
@@ -71,6 +72,8 @@ impl ChildTurnService for ChildTurns {
                 let _ = tokio::time::timeout(grace, child).await;
                 Err(ChildTurnError::TimedOut(limits.timeout))
             }
-        }
+        };
+        // Whatever its tools left running (tagged with its session) ends with it.
+        super::child_processes::end(&child_session, outcome).await
     }
 }
