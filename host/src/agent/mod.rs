@@ -1,12 +1,14 @@
 //! The agent runtime: runs turns for a profile. This is its facade (the `Agent`, what it
 //! is made of, how a turn fails); the turn loop is in `turn.rs`, child turns in
-//! `children.rs` (their teardown in `child_processes.rs`), the host requests it answers in `requests.rs`, the conversation's
+//! `children.rs` (their teardown in `child_processes.rs`), the host requests it answers in `requests.rs` (a session's compact history in
+//! `history.rs`), the conversation's
 //! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`, the
 //! sessions in `sessions.rs`. Its settings are the configuration's resolved ones
 //! ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they are.
 
 mod child_processes;
 mod children;
+mod history;
 mod messages;
 pub mod model;
 mod requests;
