@@ -8,6 +8,7 @@ mod audit;
 mod blocking;
 mod cli;
 mod compat;
+mod descriptions;
 mod dispatch;
 mod door;
 mod doors;
