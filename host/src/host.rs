@@ -106,6 +106,13 @@ impl HostProfiles {
             Some(profile) => Arc::new(profile.view(&full).registry),
             None => Arc::clone(&full),
         };
+        // The description rule, once per profile and registry: descriptions that name a
+        // tool this profile does not show.
+        for mention in
+            crate::plugins::descriptions::DescriptionRule::for_registry(&full).check(&view)
+        {
+            tracing::warn!(profile = name, "{mention}");
+        }
         // read_output first, so that a plugin tool of that name is the refused one.
         let view = if read_output && self.outputs.contains_key(name) {
             Arc::new(crate::calls::read_output::with_read_output(&view))

@@ -149,6 +149,7 @@ pub use plugins::catalog::status::{
 };
 pub use plugins::catalog::watch::{PluginWatcher, WatchConfig, WatchError};
 pub use plugins::catalog::{CatalogConfig, PluginCatalog};
+pub use plugins::descriptions::{DescriptionRule, Mention, WELL_KNOWN_TOOLS};
 pub use plugins::isolation::supervisor::WorkerStatus;
 pub use plugins::isolation::{IsolationMode, IsolationPolicy};
 pub use plugins::load::error::{LoadErrorKind, PluginLoadError};

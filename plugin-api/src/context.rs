@@ -16,7 +16,8 @@ use crate::blocking::CancelFlag;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
     ChildRole, DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit,
-    SessionQuery, SessionsSearchAnswer, SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
+    SessionQuery, SessionsSearchAnswer, SessionsSummaryAnswer, SettingsAnswer, StateDirAnswer,
+    SummaryQuery, WorkspaceAnswer,
 };
 
 /// What a tool knows about the call it is running: the turn, the model and cancellation,
@@ -687,6 +688,28 @@ impl ToolContext<'_> {
         let request = HostRequest::SessionsSearch(query.clone());
         let answer: SessionsSearchAnswer = self.request(&request).await?;
         Ok(answer.hits)
+    }
+
+    /// The current conversation's history, compact (plugin-api 0.1.4, `sessions.summary`):
+    /// the person's requests, numbered, each with its outcome. `last` keeps only the
+    /// latest requests (`None`: the host's default, 20). Fails with
+    /// [`ServiceError::Unavailable`] outside an agent's turn, and on a host that predates
+    /// the request ("this host does not know the request 'sessions.summary'"). In tests,
+    /// `TestHost::session_summary` sets the history.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn requests_so_far(ctx: &ToolContext<'_>) -> Result<u32, ToolError> {
+    ///     Ok(ctx.session_summary(Some(10)).await?.total)
+    /// }
+    /// ```
+    pub async fn session_summary(
+        &self,
+        last: Option<u32>,
+    ) -> Result<SessionsSummaryAnswer, ServiceError> {
+        self.request(&HostRequest::SessionsSummary(SummaryQuery::last(last)))
+            .await
     }
 
     /// This plugin's settings: the `[plugins.NAME.settings]` table of the host's config

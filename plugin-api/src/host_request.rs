@@ -56,6 +56,12 @@ pub enum HostRequest {
     /// [`DelegationAnswer`].
     #[serde(rename = "agent.delegate")]
     Delegate(DelegationRequest),
+    /// `sessions.summary` (0.1.4): the current conversation's history, compact: the
+    /// person's requests, numbered, each with its outcome (the answer shortened, the tools
+    /// called with counts, their errors). Answered with [`SessionsSummaryAnswer`]; only
+    /// in an agent's turn (a host without one answers [`ServiceError::Unavailable`](crate::ServiceError::Unavailable)).
+    #[serde(rename = "sessions.summary")]
+    SessionsSummary(SummaryQuery),
 }
 
 /// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
@@ -190,6 +196,159 @@ pub struct DelegationUnit {
     pub tasks: Vec<usize>,
 }
 
+/// The parameters of [`HostRequest::SessionsSummary`]: how many of the latest requests.
+///
+/// ```
+/// use toolhost_plugin_api::SummaryQuery;
+///
+/// let all: SummaryQuery = serde_json::from_str("{}").unwrap();
+/// assert_eq!(all.last, None);
+/// let some: SummaryQuery = serde_json::from_str(r#"{"last": 3}"#).unwrap();
+/// assert_eq!(some.last, Some(3));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SummaryQuery {
+    /// Only the last `last` requests (the host caps it; `None`: its default, 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<u32>,
+}
+
+impl SummaryQuery {
+    /// The last `last` requests (`None`: the host's default).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::SummaryQuery;
+    ///
+    /// assert_eq!(SummaryQuery::last(Some(5)).last, Some(5));
+    /// ```
+    pub fn last(last: Option<u32>) -> Self {
+        SummaryQuery { last }
+    }
+}
+
+/// The answer to [`HostRequest::SessionsSummary`]. Every field has a default, so an
+/// answer from a host that knows fewer of them still reads.
+///
+/// ```
+/// use toolhost_plugin_api::SessionsSummaryAnswer;
+///
+/// let answer: SessionsSummaryAnswer = serde_json::from_str(
+///     r#"{"session": "s-1", "total": 2, "requests": [
+///         {"number": 2, "request": "run the tests", "status": "in_progress",
+///          "tools": [{"name": "run_command", "calls": 1, "errors": 0}]}]}"#,
+/// )
+/// .unwrap();
+/// assert_eq!((answer.total, answer.requests[0].number), (2, 2));
+/// assert_eq!(answer.requests[0].tools[0].name, "run_command");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct SessionsSummaryAnswer {
+    /// The conversation.
+    pub session: String,
+    /// How many requests it has in all (the answer may hold only the last ones).
+    pub total: u32,
+    /// The requests, oldest first.
+    pub requests: Vec<RequestSummary>,
+}
+
+impl SessionsSummaryAnswer {
+    /// An answer for `session` holding `requests`, all of them (`total` is their number).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer};
+    ///
+    /// let answer = SessionsSummaryAnswer::new("s-1", vec![RequestSummary::new(1, "hello")]);
+    /// assert_eq!(answer.total, 1);
+    /// ```
+    pub fn new(session: impl Into<String>, requests: Vec<RequestSummary>) -> Self {
+        SessionsSummaryAnswer {
+            session: session.into(),
+            total: u32::try_from(requests.len()).unwrap_or(u32::MAX),
+            requests,
+        }
+    }
+}
+
+/// One request of the person's and what came of it.
+///
+/// ```
+/// use toolhost_plugin_api::RequestSummary;
+///
+/// let r = RequestSummary::new(1, "add a test");
+/// assert_eq!((r.number, r.request.as_str(), r.status.as_str()), (1, "add a test", "no_answer"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct RequestSummary {
+    /// Its number in the conversation, from 1.
+    pub number: u32,
+    /// What the person asked (shortened).
+    pub request: String,
+    /// `answered`, `in_progress` (the request being worked on now) or `no_answer` (its
+    /// turn ended without a final answer: an error, the iteration limit, a cancel).
+    /// Hosts may add values.
+    pub status: String,
+    /// The final answer (shortened), if there was one.
+    pub answer: Option<String>,
+    /// The tools called for it, in the order first called.
+    pub tools: Vec<ToolUse>,
+    /// The first errors its tool calls returned (shortened, a few at most).
+    pub errors: Vec<String>,
+}
+
+impl RequestSummary {
+    /// Request `number`, saying `request`, with no outcome yet (`no_answer`).
+    pub fn new(number: u32, request: impl Into<String>) -> Self {
+        RequestSummary {
+            number,
+            request: request.into(),
+            status: "no_answer".to_owned(),
+            ..RequestSummary::default()
+        }
+    }
+}
+
+/// How often one tool was called for a request.
+///
+/// ```
+/// use toolhost_plugin_api::ToolUse;
+///
+/// let used = ToolUse::new("read_file", 3, 1);
+/// assert_eq!((used.calls, used.errors), (3, 1));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct ToolUse {
+    /// The tool.
+    pub name: String,
+    /// Calls.
+    pub calls: u32,
+    /// Of them, calls that returned an error.
+    pub errors: u32,
+}
+
+impl ToolUse {
+    /// `name`, called `calls` times, `errors` of them failing.
+    pub fn new(name: impl Into<String>, calls: u32, errors: u32) -> Self {
+        ToolUse {
+            name: name.into(),
+            calls,
+            errors,
+        }
+    }
+}
+
+impl From<SessionsSummaryAnswer> for HostAnswer {
+    fn from(answer: SessionsSummaryAnswer) -> Self {
+        HostAnswer::SessionsSummary(answer)
+    }
+}
+
 /// The parameters of a request that takes none: sent as `{}`, anything accepted.
 ///
 /// ```
@@ -277,12 +436,13 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 5] = [
+    pub const METHODS: [&'static str; 6] = [
         "profile.state_dir",
         "sessions.search",
         "plugin.settings",
         "profile.workspace",
         "agent.delegate",
+        "sessions.summary",
     ];
 
     /// The method name and the parameters, as they cross the ABI.
@@ -400,6 +560,8 @@ pub enum HostAnswer {
     Settings(SettingsAnswer),
     /// To [`HostRequest::ProfileWorkspace`].
     Workspace(WorkspaceAnswer),
+    /// To [`HostRequest::SessionsSummary`].
+    SessionsSummary(SessionsSummaryAnswer),
     /// To [`HostRequest::Delegate`].
     Delegation(DelegationAnswer),
 }

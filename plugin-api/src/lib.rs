@@ -35,7 +35,9 @@
 //!   [`progress`](ToolContext::progress), [`ask_user`](ToolContext::ask_user),
 //!   [`sample`](ToolContext::sample) (the caller's model),
 //!   [`child_turn`](ToolContext::child_turn), [`state_dir`](ToolContext::state_dir) (a
-//!   folder per profile), [`search_sessions`](ToolContext::search_sessions) and
+//!   folder per profile), [`search_sessions`](ToolContext::search_sessions),
+//!   [`session_summary`](ToolContext::session_summary) (the current conversation's
+//!   requests and outcomes) and
 //!   [`settings`](ToolContext::settings) (the plugin's `[plugins.NAME.settings]` table
 //!   from the host's config, beside its [`Requirements`]).
 //! - [`ToolContext::blocking`] and [`blocking()`] for blocking work, [`Requirements`] for
@@ -82,6 +84,22 @@
 //!   comes back as a [`ServiceError`], never as a panic in the plugin.
 //! - Watch [`ToolContext::is_cancelled`] or [`ToolContext::until_cancelled`] in anything
 //!   long: the host cancels calls when a turn is stopped or a call times out.
+//! - A tool that starts processes which may outlive its call (a server, a watcher, a
+//!   background job) gives them `TOOLHOST_SESSION=<ctx.session_id()>` in their
+//!   environment (the exact entry; inherited by whatever they start). When a child turn
+//!   (a delegated task) ends, however it ends, toolhost ends every process of its user
+//!   carrying its session's entry (SIGTERM, a short grace, SIGKILL) and tells the parent.
+//!   A process that clears its environment before it execs escapes this; end it yourself.
+//!
+//!   ```no_run
+//!   # use toolhost_plugin_api::ToolContext;
+//!   fn start_server(ctx: &ToolContext<'_>) -> std::io::Result<std::process::Child> {
+//!       std::process::Command::new("python3")
+//!           .args(["-m", "http.server"])
+//!           .env("TOOLHOST_SESSION", ctx.session_id())
+//!           .spawn()
+//!   }
+//!   ```
 //!
 //! This crate does no I/O and its default build depends on none of the host's runtime
 //! crates (tokio, notify, toml, jsonschema, ...); the workspace's CI checks that with
@@ -174,8 +192,9 @@ pub use context::{
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
     ChildRole, DelegatedTask, DelegationAnswer, DelegationRequest, DelegationUnit, HostAnswer,
-    HostRequest, HostRequestError, NoParams, SessionHit, SessionQuery, SessionsSearchAnswer,
-    SettingsAnswer, StateDirAnswer, WorkspaceAnswer,
+    HostRequest, HostRequestError, NoParams, RequestSummary, SessionHit, SessionQuery,
+    SessionsSearchAnswer, SessionsSummaryAnswer, SettingsAnswer, StateDirAnswer, SummaryQuery,
+    ToolUse, WorkspaceAnswer,
 };
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};

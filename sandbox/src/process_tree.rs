@@ -3,12 +3,21 @@
 //! The tree is stopped first (SIGSTOP, repeated until no new process appears, so nothing
 //! forks while it is being killed), then killed (SIGKILL).
 //!
-//! Weak spot: a process that leaves the session (`setsid`) and whose parent has exited
-//! (a daemon's double fork) is no longer linked to the command in `/proc` and is not
-//! found; the sandbox still holds it (no writes outside the roots, no network unless
-//! allowed).
+//! A process that leaves the session (`setsid`) and whose parent has exited (a daemon's
+//! double fork) is no longer linked to the command in `/proc`; it is found by its
+//! environment instead: every command starts with `TOOLHOST_COMMAND=<a tag unique to the
+//! call>`, which its descendants inherit, and [`kill_tagged`] ends every process of this
+//! uid whose `/proc/PID/environ` holds that entry.
+//!
+//! Weak spot: a process that both escapes the tree and drops the tag (`setsid env -i ...`)
+//! is not found; the sandbox still holds it (no writes outside the roots, no network
+//! unless allowed), and the host ends what carries the call's `TOOLHOST_SESSION` at a
+//! child turn's teardown. Where `/proc` belongs to another PID namespace than this
+//! process's (its pids are not ours to signal), the environment scan does nothing.
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::unix::fs::MetadataExt as _;
 #[cfg(test)]
 use std::time::{Duration, Instant};
 
@@ -131,6 +140,109 @@ pub fn kill_tree(leader: i32) -> usize {
     stopped.len()
 }
 
+/// The environment variable whose value tags one command's processes.
+pub(crate) const COMMAND_TAG: &str = "TOOLHOST_COMMAND";
+
+/// A tag no other command of this process or any other has: the plugin's pid, the time
+/// and a counter.
+pub fn new_tag() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}-{n}", std::process::id())
+}
+
+/// Stops and kills every process of this uid (never this one) whose environment holds
+/// `TOOLHOST_COMMAND=<tag>`, in rounds until none is left (bounded); returns how many.
+/// Each is held by a pidfd opened before its environment is read, so a reused pid is
+/// read again rather than signalled blindly.
+pub(crate) fn kill_tagged(tag: &str) -> usize {
+    if tag.is_empty() || !proc_is_ours() {
+        return 0;
+    }
+    let entry = format!("{COMMAND_TAG}={tag}");
+    let mut killed = 0;
+    for _ in 0..20 {
+        let found = tagged(entry.as_bytes());
+        if found.is_empty() {
+            break;
+        }
+        // Stopped first, so none forks while the others are killed.
+        for fd in &found {
+            pidfd_signal(fd, libc::SIGSTOP);
+        }
+        for fd in &found {
+            pidfd_signal(fd, libc::SIGKILL);
+        }
+        killed += found.len();
+    }
+    killed
+}
+
+/// Whether `/proc` shows this process's PID namespace (`/proc/self` is our own pid).
+fn proc_is_ours() -> bool {
+    let me = std::process::id().to_string();
+    std::fs::read_link("/proc/self").is_ok_and(|link| link.as_os_str() == me.as_str())
+}
+
+/// Pidfds of the live processes of this uid, not this one, whose environment holds
+/// `entry` exactly.
+fn tagged(entry: &[u8]) -> Vec<OwnedFd> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id() as i32;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let mut found = Vec::new();
+    for item in dir.flatten() {
+        let Some(pid) = item
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 1 || pid == me || item.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let Some(fd) = pidfd_open(pid) else {
+            continue;
+        };
+        let live = stat(pid).is_some_and(|s| s.state != b'Z');
+        let holds = std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry));
+        if live && holds {
+            found.push(fd);
+        }
+    }
+    found
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn pidfd_signal(fd: &OwnedFd, signal: i32) {
+    // SAFETY: pidfd_send_signal reads the descriptor and the signal; a null siginfo is
+    // allowed.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+}
+
 /// Whether `pid` is gone (no such process, or a zombie waiting to be reaped).
 #[cfg(test)]
 fn is_gone(pid: i32) -> bool {
@@ -189,6 +301,41 @@ mod tests {
             },
         ];
         assert_eq!(tree_of(100, &table), vec![100, 101, 102, 105]);
+    }
+
+    #[test]
+    fn a_double_forked_daemon_is_found_by_its_tag_and_killed() {
+        let tag = new_tag();
+        let mut command = std::process::Command::new("sh");
+        // The daemon leaves the session and its parent exits: the tree no longer has it.
+        command
+            .arg("-c")
+            .arg("(setsid sleep 300 > /dev/null 2>&1 & echo $!)")
+            .env(COMMAND_TAG, &tag)
+            .stdout(std::process::Stdio::piped());
+        let out = command.output().expect("run sh");
+        let daemon: i32 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the daemon's pid");
+        let other = std::process::Command::new("sleep")
+            .arg("300")
+            .env(COMMAND_TAG, format!("{tag}0"))
+            .spawn();
+        let mut other = other.expect("spawn sleep");
+        assert!(!is_gone(daemon));
+        assert_eq!(kill_tagged(&tag), 1);
+        assert!(
+            wait_gone(&[daemon], Duration::from_secs(10)),
+            "{daemon} survived"
+        );
+        assert!(
+            !is_gone(other.id() as i32),
+            "another tag's process was killed"
+        );
+        assert_eq!(kill_tagged(""), 0);
+        other.kill().expect("kill");
+        other.wait().expect("reap");
     }
 
     #[test]

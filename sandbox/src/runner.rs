@@ -5,8 +5,10 @@
 //! before the fork and entered between fork and exec. One thread reads both streams and
 //! feeds standard input through `poll(2)`, watches the process through a pidfd, the time
 //! limit and the call's cancel flag, and at the end kills whatever of the command's
-//! process tree is left ([`crate::process_tree`]). The caller says when the call is
-//! cancelled with a closure, so this crate needs no plugin API.
+//! process tree is left, and every process that carries the command's tag in its
+//! environment (a double-forked daemon that left the tree) ([`crate::process_tree`]). The
+//! caller says when the call is cancelled with a closure, so this crate needs no plugin
+//! API.
 //!
 //! Each stream is held up to [`STREAM_CAP`] bytes: past that the first and last halves
 //! are kept and the middle is dropped (and counted).
@@ -41,8 +43,11 @@ pub struct Launch {
     pub args: Vec<String>,
     /// The working folder.
     pub cwd: PathBuf,
-    /// The whole environment.
+    /// The whole environment (the command's tag is added to it).
     pub env: Vec<(String, String)>,
+    /// The tag (`TOOLHOST_COMMAND`) that finds the command's processes which left its
+    /// tree ([`process_tree::new_tag`]).
+    pub tag: String,
     /// Standard input's content; `None`: `/dev/null`.
     pub stdin: Option<Vec<u8>>,
     /// The time limit.
@@ -155,6 +160,7 @@ pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished>
             // reaped yet, so its id (the tree's session and group) cannot be reused by
             // another process while the tree is walked.
             killed += process_tree::kill_tree(leader);
+            killed += process_tree::kill_tagged(&launch.tag);
             break child.wait()?;
         }
         let now = Instant::now();
@@ -162,6 +168,7 @@ pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished>
             was_cancelled = cancelled();
             timed_out = !was_cancelled;
             killed += process_tree::kill_tree(leader);
+            killed += process_tree::kill_tagged(&launch.tag);
             break child.wait()?;
         }
         let tick = if pidfd.is_some() { 100 } else { 20 };
@@ -193,6 +200,7 @@ fn spawn(launch: &Launch) -> io::Result<Child> {
         .current_dir(&launch.cwd)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .env(process_tree::COMMAND_TAG, &launch.tag)
         .stdin(if launch.stdin.is_some() {
             Stdio::piped()
         } else {

@@ -823,7 +823,10 @@ async fn chat_says_when_a_background_delegation_finishes() {
     .expect("joined");
     let line = lines
         .iter()
-        .find(|l| l.trim_start_matches("> ").starts_with("background delegation d-"))
+        .find(|l| {
+            l.trim_start_matches("> ")
+                .starts_with("background delegation d-")
+        })
         .unwrap_or_else(|| panic!("no line about the delegation: {lines:?}"));
     assert!(line.contains("finished (1 task, unit d-"), "{line}");
 }

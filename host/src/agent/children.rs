@@ -214,8 +214,8 @@ impl ChildTurns {
                 Err(ChildTurnError::TimedOut(limits.timeout))
             }
         };
-        self.agent.teardown(&session).await;
-        outcome
+        // Whatever its tools left running (tagged with its session) ends with it.
+        super::child_processes::end(&session, outcome).await
     }
 }
 
@@ -337,20 +337,5 @@ impl ChildTurnService for ChildTurns {
             call_id: Some(Arc::from(call_id)),
             ..self.clone()
         }))
-    }
-}
-
-impl AgentInner {
-    /// The end of a child turn whose session is `child_session`, after its answer (or
-    /// its failure, timeout or cancellation), in the foreground and the background.
-    ///
-    /// TEARDOWN HOOK: ending the processes a child turn started plugs in here (another
-    /// change adds that function and calls it from this spot). Nothing to do until then.
-    #[allow(
-        clippy::unused_async,
-        reason = "the hook's body, added with the process teardown, awaits"
-    )]
-    pub(super) async fn teardown(&self, child_session: &str) {
-        let _ = child_session;
     }
 }

@@ -1,16 +1,19 @@
 //! The agent runtime: runs turns for a profile. This is its facade (the `Agent`, what it
 //! is made of, how a turn fails); the turn loop is in `turn.rs`, child turns in
-//! `children.rs`, background delegations and their completion queues in
-//! `delegations.rs`, the host requests it answers in `requests.rs`, the conversation's
-//! messages in `messages.rs`, the model and its wire format in `model.rs` and `wire.rs`
-//! (streamed answers in `stream.rs`), fitting requests to the model's context window in
+//! `children.rs` (their teardown in `child_processes.rs`), background delegations and their
+//! completion queues in `delegations.rs`, the host requests it answers in `requests.rs` (a
+//! session's compact history in `history.rs`), the conversation's messages in
+//! `messages.rs`, the model and its wire format in `model.rs` and `wire.rs` (streamed
+//! answers in `stream.rs`), fitting requests to the model's context window in
 //! `compaction.rs`, the sessions in `sessions.rs`. Its settings are the configuration's
 //! resolved ones ([`AgentSettings`], [`ModelSettings`](crate::ModelSettings)), used as they
 //! are.
 
+mod child_processes;
 mod children;
 mod compaction;
 mod delegations;
+mod history;
 mod messages;
 pub mod model;
 mod requests;

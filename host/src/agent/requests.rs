@@ -1,5 +1,6 @@
-//! The host requests the agent answers for plugins in its turns: session search, and
-//! (through the profile's own answers) the state folder.
+//! The host requests the agent answers for plugins in its turns: session search, the
+//! current session's compact history, and (through the profile's own answers) the state
+//! folder.
 
 use std::sync::Arc;
 
@@ -9,7 +10,8 @@ use toolhost_plugin_api::{HostAnswer, HostRequest, ServiceError, SessionsSearchA
 use super::{AgentInner, blocking};
 use crate::calls::context::{HostRequests, TurnIdentity};
 
-/// Plugins' host requests in an agent's turns: the state folder and session search.
+/// Plugins' host requests in an agent's turns: the state folder, session search and
+/// summary.
 pub(super) struct AgentRequests {
     pub(super) agent: Arc<AgentInner>,
 }
@@ -30,6 +32,14 @@ impl HostRequests for AgentRequests {
                     .await
                     .map_err(|e| ServiceError::Failed(e.to_string()))?;
                 Ok(SessionsSearchAnswer { hits }.into())
+            }
+            HostRequest::SessionsSummary(query) => {
+                let store = Arc::clone(&self.agent.store);
+                let session = turn.session_id.clone();
+                let messages = blocking(move || store.messages(&session))
+                    .await
+                    .map_err(|e| ServiceError::Failed(e.to_string()))?;
+                Ok(super::history::summarize(&turn.session_id, &messages, query.last).into())
             }
             other => self.agent.profile_requests.request(turn, other).await,
         }

@@ -166,9 +166,7 @@ impl AgentInner {
                     // The door held the text to the budget; the session keeps the full
                     // text and the details beside it, which the model never gets.
                     answers.push(Message {
-                        details: (!result.details.is_empty())
-                            .then(|| serde_json::to_value(&result.details).ok())
-                            .flatten(),
+                        details: super::history::tool_message_details(result),
                         full_text: self.full_text(result).await,
                         ..Message::tool_result(&result.call_id, result.output.clone())
                     });

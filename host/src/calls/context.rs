@@ -303,6 +303,11 @@ impl HostRequests for ProfileRequests {
                  call has none"
                     .to_owned(),
             )),
+            HostRequest::SessionsSummary(_) => Err(ServiceError::Unavailable(
+                "a session summary needs an agent's turn (toolhost run or chat); this call \
+                 has none"
+                    .to_owned(),
+            )),
             other => Err(unknown_request(&other)),
         }
     }

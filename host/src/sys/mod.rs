@@ -5,8 +5,9 @@
 //! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
 //! (`seccomp`), telling systemd what the host is doing (`service_manager`), dropping
 //! capabilities (`caps`), keeping a worker's processes together
-//! (`containment`, `pid_namespace`), what confines a worker (`confinement`) and the live
-//! workers the control socket refuses (`workers`).
+//! (`containment`, `pid_namespace`), what confines a worker (`confinement`), the live
+//! workers the control socket refuses (`workers`), and ending the processes tagged with a
+//! session (`tagged`).
 
 pub(crate) mod confinement;
 pub(crate) mod containment;
@@ -20,4 +21,5 @@ pub(crate) mod safe_open;
 pub(crate) mod sandbox;
 pub(crate) mod seccomp;
 pub(crate) mod service_manager;
+pub(crate) mod tagged;
 pub(crate) mod workers;

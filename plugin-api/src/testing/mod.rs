@@ -210,6 +210,8 @@ pub struct TestHost {
     settings: Value,
     /// The profile's workspace (`ctx.workspace()`), no roots unless set.
     workspace: crate::WorkspaceAnswer,
+    /// The conversation's history (`ctx.session_summary()`), if set.
+    summary: Option<crate::SessionsSummaryAnswer>,
     records: Mutex<Records>,
     signal: Arc<Signal>,
     /// Created at first use; removed on drop.
@@ -231,6 +233,7 @@ impl Default for TestHost {
             scripts: Scripts::default(),
             settings: Value::Object(serde_json::Map::new()),
             workspace: crate::WorkspaceAnswer::default(),
+            summary: None,
             records: Mutex::default(),
             signal: Arc::default(),
             state_dir: OnceLock::new(),
@@ -326,6 +329,26 @@ impl TestHost {
     #[must_use]
     pub fn workspace(mut self, workspace: crate::WorkspaceAnswer) -> Self {
         self.workspace = workspace;
+        self
+    }
+
+    /// The current conversation's history, what
+    /// [`ToolContext::session_summary`](crate::ToolContext::session_summary) reads: the
+    /// harness answers `sessions.summary` with it as a host does, keeping the last `last`
+    /// requests (`total` stays). Without it the request is unavailable, as outside an
+    /// agent's turn (or answered by [`TestHost::on_host_request`], if scripted).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer};
+    ///
+    /// let history = SessionsSummaryAnswer::new("s-1", vec![RequestSummary::new(1, "hello")]);
+    /// let host = TestHost::new().session_summary(history);
+    /// # let _ = host;
+    /// ```
+    #[must_use]
+    pub fn session_summary(mut self, history: crate::SessionsSummaryAnswer) -> Self {
+        self.summary = Some(history);
         self
     }
 

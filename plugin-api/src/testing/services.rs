@@ -154,6 +154,15 @@ impl TestHost {
             Ok(HostRequest::ProfileWorkspace(_)) => {
                 return encode(&self.workspace);
             }
+            // And the conversation's history, where `TestHost::session_summary` set one:
+            // the last requests, as a host keeps them.
+            Ok(HostRequest::SessionsSummary(query)) if self.summary.is_some() => {
+                let mut history = self.summary.clone().unwrap_or_default();
+                let last = query.last.unwrap_or(20).clamp(1, 100) as usize;
+                let skip = history.requests.len().saturating_sub(last);
+                history.requests.drain(..skip);
+                return encode(&history);
+            }
             // Delegations have a script of their own: `TestHost::on_delegate`.
             Ok(HostRequest::Delegate(request)) => {
                 self.records().delegations.push(request.clone());

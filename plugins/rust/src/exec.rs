@@ -202,6 +202,7 @@ pub(crate) fn run(command: Command, cancel: &CancelFlag) -> Result<Ran, ToolErro
         stdin: None,
         timeout: command.timeout,
         sandbox: Arc::new(sandbox),
+        tag: toolhost_sandbox::process_tree::new_tag(),
     };
     let finished = runner::run(launch, &|| cancel.is_cancelled()).map_err(|e| {
         ToolError::failed(format!(

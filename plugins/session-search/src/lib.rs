@@ -1,9 +1,14 @@
 //! The `session_search` tool: full-text search over the profile's past conversations
-//! (the host's session store), returning matching snippets with their session and time.
+//! (the host's session store), returning matching snippets with their session and time;
+//! and `session_summary`: the current conversation's compact, numbered history of the
+//! person's requests and their outcomes (the host's `sessions.summary` request).
 
 use serde::Deserialize;
 use serde_json::json;
-use toolhost_plugin_api::{Risk, SessionQuery, ToolContext, ToolError, TypedTool, export_plugin};
+use toolhost_plugin_api::{
+    RequestSummary, Risk, ServiceError, SessionQuery, SessionsSummaryAnswer, ToolContext,
+    ToolError, TypedTool, export_plugin,
+};
 
 /// Arguments of `session_search`.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -51,10 +56,101 @@ impl TypedTool for SessionSearch {
     }
 }
 
+/// Arguments of `session_summary`.
+#[derive(Deserialize, schemars::JsonSchema)]
+struct SummaryArgs {
+    /// Only the last this many requests (1 to 100, default 20).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
+    last: Option<u32>,
+}
+
+struct SessionSummary;
+
+impl TypedTool for SessionSummary {
+    type Args = SummaryArgs;
+
+    fn name(&self) -> &str {
+        "session_summary"
+    }
+
+    fn description(&self) -> &str {
+        "Summarises this conversation so far: the person's requests, numbered, each with \
+         what came of it (the answer, shortened; the tools called, with counts and \
+         errors). The request being worked on now is the last, marked in progress. Use \
+         it to recall what was asked and done earlier in a long conversation."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: SummaryArgs) -> Result<String, ToolError> {
+        let last = args.last.map(|n| n.clamp(1, 100));
+        match ctx.session_summary(last).await {
+            Ok(history) => Ok(render(&history)),
+            Err(ServiceError::Unavailable(why)) if why.contains("does not know the request") => {
+                Err(ToolError::failed(format!(
+                    "this host is too old for session summaries ({why}); it needs toolhost \
+                     with plugin-api 0.1.4 or later. Go on without the summary."
+                )))
+            }
+            Err(ServiceError::Unavailable(why)) => Err(ToolError::failed(format!(
+                "there is no conversation to summarise here ({why}). Go on without the \
+                 summary."
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The history as compact text: a header, then one block per request.
+fn render(history: &SessionsSummaryAnswer) -> String {
+    let shown = history.requests.len();
+    let total = history.total as usize;
+    let mut out = if total == 0 {
+        return "No requests yet in this conversation.".to_owned();
+    } else if shown < total {
+        format!("{total} requests in this conversation; the last {shown}:\n")
+    } else {
+        format!("{total} requests in this conversation:\n")
+    };
+    for r in &history.requests {
+        out.push_str(&request_lines(r));
+    }
+    out
+}
+
+/// `3. "the request" -> answered: "the answer"`, then the tools and errors, indented.
+fn request_lines(r: &RequestSummary) -> String {
+    let outcome = match (r.status.as_str(), &r.answer) {
+        (_, Some(answer)) => format!("answered: {answer:?}"),
+        ("in_progress", None) => "in progress (this request)".to_owned(),
+        ("no_answer", None) => "no answer (the turn ended early)".to_owned(),
+        (other, None) => other.replace('_', " "),
+    };
+    let mut out = format!("{}. {:?} -> {outcome}\n", r.number, r.request);
+    if !r.tools.is_empty() {
+        let tools: Vec<String> = r
+            .tools
+            .iter()
+            .map(|t| match t.errors {
+                0 => format!("{} x{}", t.name, t.calls),
+                e => format!("{} x{} ({e} failed)", t.name, t.calls),
+            })
+            .collect();
+        out.push_str(&format!("   tools: {}\n", tools.join(", ")));
+    }
+    for error in &r.errors {
+        out.push_str(&format!("   error: {error}\n"));
+    }
+    out
+}
+
 export_plugin! {
     name: "session_search",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [SessionSearch],
+    tools: [SessionSearch, SessionSummary],
 }
 
 #[cfg(test)]
@@ -65,7 +161,89 @@ mod tests {
     use toolhost_plugin_api::testing::{TestHost, call};
     use toolhost_plugin_api::{Risk, ServiceError, ToolError};
 
-    use super::SessionSearch;
+    use super::{SessionSearch, SessionSummary};
+    use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer, ToolUse};
+
+    /// A history of three requests: answered with tools (one failed), cut short, current.
+    fn history() -> SessionsSummaryAnswer {
+        let mut first = RequestSummary::new(1, "read the readme");
+        first.status = "answered".to_owned();
+        first.answer = Some("It is a title.".to_owned());
+        first.tools = vec![ToolUse::new("read_file", 2, 1)];
+        first.errors = vec!["read_file: no such file: README.txt".to_owned()];
+        let second = RequestSummary::new(2, "now fix it");
+        let mut third = RequestSummary::new(3, "and test it");
+        third.status = "in_progress".to_owned();
+        SessionsSummaryAnswer::new("s-1", vec![first, second, third])
+    }
+
+    #[test]
+    fn the_summary_is_numbered_compact_text() {
+        let host = TestHost::new().session_summary(history());
+        let out = host.call(&SessionSummary, json!({})).unwrap();
+        assert_eq!(
+            out,
+            "3 requests in this conversation:\n\
+             1. \"read the readme\" -> answered: \"It is a title.\"\n\
+             \x20  tools: read_file x2 (1 failed)\n\
+             \x20  error: read_file: no such file: README.txt\n\
+             2. \"now fix it\" -> no answer (the turn ended early)\n\
+             3. \"and test it\" -> in progress (this request)\n"
+        );
+        assert_eq!(
+            host.host_requests(),
+            [("sessions.summary".to_owned(), json!({}))]
+        );
+    }
+
+    #[test]
+    fn the_limit_asks_for_the_last_requests_within_1_to_100() {
+        let host = TestHost::new().session_summary(history());
+        let out = host.call(&SessionSummary, json!({"last": 1})).unwrap();
+        assert!(
+            out.starts_with("3 requests in this conversation; the last 1:\n3. "),
+            "{out}"
+        );
+        for (given, sent) in [(json!(500), 100), (json!(0), 1)] {
+            host.call(&SessionSummary, json!({"last": given})).unwrap();
+            let (_, params) = host.host_requests().pop().unwrap();
+            assert_eq!(params, json!({"last": sent}), "last {given}");
+        }
+        let info = TestHost::new().describe(&SessionSummary);
+        assert_eq!(info.risk, Risk::Read);
+        assert_eq!(info.schema["properties"]["last"]["maximum"], json!(100));
+    }
+
+    #[test]
+    fn an_empty_conversation_says_so() {
+        let host = TestHost::new().session_summary(SessionsSummaryAnswer::new("s", Vec::new()));
+        assert_eq!(
+            host.call(&SessionSummary, json!({})),
+            Ok("No requests yet in this conversation.".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_old_host_or_no_conversation_is_said_clearly() {
+        // A host that predates the request answers as hosts do for unknown requests.
+        let old = TestHost::new().on_host_request(|method: &str, _: &Value| {
+            Err(ServiceError::Unavailable(format!(
+                "this host does not know the request '{method}'"
+            )))
+        });
+        let out = old.call(&SessionSummary, json!({}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.starts_with("this host is too old for session summaries")
+                && m.contains("'sessions.summary'") && m.contains("Go on without")),
+            "{out:?}"
+        );
+        // No agent's turn (toolhost call, an MCP client).
+        let out = call(&SessionSummary, json!({}));
+        assert!(
+            matches!(&out, Err(ToolError::Failed(m)) if m.starts_with("there is no conversation to summarise here")),
+            "{out:?}"
+        );
+    }
 
     fn hit(snippet: &str) -> Value {
         json!({"session": "s-0", "time": "2025-01-02T03:04:05Z", "role": "user", "snippet": snippet})

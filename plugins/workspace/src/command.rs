@@ -9,8 +9,10 @@
 //! the home folder included, and other processes' `/proc/PID/environ` and `cmdline`: a
 //! measured fact on Linux 6.18 with Landlock ABI 7, so the host's own environment is
 //! readable whatever the command's environment is reduced to), UDP and Unix sockets by path on kernels whose Landlock is
-//! older than ABI 10 and 9, using the CPU and memory, and a process that escapes the
-//! process tree (see [`toolhost_sandbox::process_tree`]). On a kernel without Landlock nothing of the
+//! older than ABI 10 and 9, using the CPU and memory, and a process that escapes both the
+//! process tree and its environment tag (see [`toolhost_sandbox::process_tree`]). Every command
+//! carries `TOOLHOST_SESSION=<the call's session>`, by which the host ends what a child
+//! turn's commands left running. On a kernel without Landlock nothing of the
 //! sandbox holds, and the result says so.
 
 use std::path::{Path, PathBuf};
@@ -122,7 +124,8 @@ impl TypedOutputTool for RunCommand {
         args: RunCommandArgs,
     ) -> Result<CommandResult, ToolError> {
         let workspace = Workspace::of(ctx).await?;
-        let planned = plan(&workspace, args)?;
+        let mut planned = plan(&workspace, args)?;
+        planned.session = ctx.session_id().to_owned();
         ctx.blocking(move |cancel| execute(planned, cancel))
             .await
             .map_err(ToolError::failed)?
@@ -175,6 +178,8 @@ struct Planned {
     timeout: Duration,
     /// Notes from the checks (a capped time limit).
     notes: Vec<String>,
+    /// The call's session, given to the command as `TOOLHOST_SESSION` (empty: none).
+    session: String,
 }
 
 /// Checks `args` against the workspace's rules: program or shell line, folder, denylist,
@@ -271,6 +276,7 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
         stdin: args.stdin.map(String::into_bytes),
         timeout: Duration::from_secs(secs),
         notes,
+        session: String::new(),
     })
 }
 
@@ -336,7 +342,8 @@ fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolE
         arg0: planned.arg0.clone(),
         args: planned.args,
         cwd: planned.cwd,
-        env: command_env(&planned.env, &tmp_path),
+        env: session_env(command_env(&planned.env, &tmp_path), &planned.session),
+        tag: toolhost_sandbox::process_tree::new_tag(),
         stdin: planned.stdin,
         timeout: planned.timeout,
         sandbox: Arc::new(sandbox),
@@ -350,6 +357,16 @@ fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolE
     })?;
     drop(tmp);
     Ok(result(finished, planned.timeout, notes, sandbox_text))
+}
+
+/// `env` with `TOOLHOST_SESSION=<session>` (the convention by which the host ends what a
+/// child turn's tools left running at its teardown); unchanged for a call of no session.
+fn session_env(mut env: Vec<(String, String)>, session: &str) -> Vec<(String, String)> {
+    env.retain(|(name, _)| name != "TOOLHOST_SESSION");
+    if !session.is_empty() {
+        env.push(("TOOLHOST_SESSION".to_owned(), session.to_owned()));
+    }
+    env
 }
 
 /// The sandbox of a command: read and execute everywhere; write beneath the roots, the

@@ -205,13 +205,19 @@ fn agent(config: &LoadedConfig, a: &AgentOpts, printer: Arc<Printer>) -> anyhow:
     let model = OpenAiClient::new(config.model().ok_or(ModelError::NotConfigured)?)?;
     let loader = new_loader(config, a.plugins.isolate)?;
     let Loaded {
-        registry, profile, ..
+        registry,
+        profile,
+        mentions,
+        ..
     } = setup(
         config,
         &loader,
         &a.plugins.resolve(config),
         a.profile.as_deref(),
     )?;
+    for mention in &mentions {
+        tracing::warn!("{mention}");
+    }
     let terminal = std::io::stdin().is_terminal();
     let door = CallDoor::new(
         &config.call_settings(),

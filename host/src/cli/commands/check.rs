@@ -1,5 +1,6 @@
 //! `toolhost check FILE`: validates one plugin file, first with the static checks (none
-//! of its code runs), then by loading it and listing its tools.
+//! of its code runs), then by loading it and listing its tools, with a warning for each
+//! description that names a tool the plugin does not provide (the description rule).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -90,7 +91,7 @@ impl CheckArgs {
             toolhost::ABI_VERSION
         )?;
         // Registered into a scratch registry, as a host would: what it refuses is marked.
-        let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+        let (registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
         let refused = refusals(&plugin, &problems);
         outln!(
             "tools:       {} ({} refused)",
@@ -126,6 +127,9 @@ impl CheckArgs {
         for (_, reason) in refused.iter().filter(|(name, _)| name.is_none()) {
             outln!("  refused: {reason}")?;
         }
+        for warning in description_warnings(&plugin, &registry) {
+            outln!("warning: {warning}")?;
+        }
         let failures = failures(&plugin, &problems);
         if !failures.is_empty() {
             return Err(Failure::Several(failures).into());
@@ -147,6 +151,7 @@ impl CheckArgs {
             "plugin": null,
             "tools": [],
             "problems": [],
+            "warnings": [],
         });
         let outcome = (|| -> Result<bool, PluginLoadError> {
             let facts = loader.inspect(file)?;
@@ -182,7 +187,8 @@ impl CheckArgs {
                 "host_api_version": toolhost::API_VERSION,
                 "mode": plugin.mode,
             });
-            let (_registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            let (registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            report["warnings"] = description_warnings(&plugin, &registry).into();
             let refused = refusals(&plugin, &problems);
             let mut tools: Vec<serde_json::Value> = plugin
                 .tools
@@ -238,6 +244,30 @@ impl CheckArgs {
             ExitCode::FAILURE
         })
     }
+}
+
+/// The description rule over one plugin: its tools' descriptions that name a tool it does
+/// not provide (a loaded plugin's other tools are unknown here; `list --profile` checks
+/// against a profile), one line each, saying what to do.
+fn description_warnings(plugin: &toolhost::LoadedPlugin, registry: &ToolRegistry) -> Vec<String> {
+    toolhost::DescriptionRule::for_plugins(std::slice::from_ref(plugin))
+        .check(registry)
+        .into_iter()
+        .map(|m| {
+            let place = if m.place == "description" {
+                "its description".to_owned()
+            } else {
+                format!("its {}", m.place)
+            };
+            format!(
+                "plugin '{}', tool '{}': {place} names '{}', a tool this plugin does not \
+                 provide (models call tools named to them, and a profile may not have it); \
+                 reword it or add the tool to the profile (every profile that shows '{}' \
+                 must show '{}' too)",
+                m.plugin, m.tool, m.word, m.tool, m.word
+            )
+        })
+        .collect()
 }
 
 /// Everything a host would refuse of `plugin`: tools left out at load, and what the

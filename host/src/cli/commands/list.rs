@@ -1,5 +1,6 @@
 //! `toolhost list`: loads the plugins once and prints their tools, as a table or JSON,
-//! optionally as one profile's agent sees them.
+//! optionally as one profile's agent sees them (then with a warning for each description
+//! that names a tool the profile does not show).
 
 use std::process::ExitCode;
 
@@ -27,7 +28,10 @@ impl ListArgs {
         let profile = self.profile.as_deref();
         let loader = new_loader(config, self.plugins.isolate)?;
         let Loaded {
-            report, registry, ..
+            report,
+            registry,
+            mentions,
+            ..
         } = setup(config, &loader, &dirs, profile)?;
         if report.plugins.is_empty() {
             let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -86,6 +90,11 @@ impl ListArgs {
                 visible.len(),
                 chars.div_ceil(4)
             )?;
+            // The description rule: one warning per tool whose descriptions name a tool
+            // this profile does not show.
+            for mention in &mentions {
+                outln!("warning: {mention}")?;
+            }
         }
         Ok(ExitCode::SUCCESS)
     }

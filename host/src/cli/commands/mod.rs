@@ -222,6 +222,9 @@ pub(crate) struct Loaded {
     pub(crate) registry: ToolRegistry,
     /// The profile.
     pub(crate) profile: Profile,
+    /// Where the profile's tools' descriptions name tools it does not show (the
+    /// description rule); each command says so in its own way.
+    pub(crate) mentions: Vec<toolhost::Mention>,
 }
 
 /// Loads the plugins, applies the config's risk overrides and narrows the registry to
@@ -248,10 +251,12 @@ pub(crate) fn setup(
     }
     let profile = resolve_profile(config, profile)?;
     let registry = profile.check(&outcome.registry)?;
+    let mentions = toolhost::DescriptionRule::for_plugins(&report.plugins).check(&registry);
     Ok(Loaded {
         report,
         registry,
         profile,
+        mentions,
     })
 }
 

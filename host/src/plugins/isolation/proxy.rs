@@ -180,6 +180,10 @@ impl HostRequests for ProxyRequests {
             HostRequest::ProfileWorkspace(_) => {
                 decode::<toolhost_plugin_api::WorkspaceAnswer>(ask().await).map(HostAnswer::from)
             }
+            HostRequest::SessionsSummary(_) => {
+                decode::<toolhost_plugin_api::SessionsSummaryAnswer>(ask().await)
+                    .map(HostAnswer::from)
+            }
             other => Err(unknown_request(&other)),
         }
     }
