@@ -117,28 +117,21 @@ impl std::fmt::Display for Cancelled {
 
 impl std::error::Error for Cancelled {}
 
-/// A request for a child turn (see [`ToolContext::child_turn`]):
-/// `{"prompt", "context", "role"}`.
+/// A request for a child turn (see [`ToolContext::child_turn`]): `{"prompt", "context"}`.
 ///
 /// ```
-/// use toolhost_plugin_api::{ChildRole, ChildTurnRequest};
+/// use toolhost_plugin_api::ChildTurnRequest;
 ///
 /// let request = ChildTurnRequest {
 ///     prompt: "Summarise the attached log in three lines.".into(),
 ///     context: Some("ERROR disk full at 03:12".into()),
-///     role: None, // a leaf, as before 0.1.4
 /// };
 /// let json = serde_json::to_value(&request).unwrap();
 /// assert_eq!(json["context"], "ERROR disk full at 03:12");
-/// assert!(json.get("role").is_none(), "an unset role is not sent: older hosts read it as before");
 ///
 /// // Read leniently: a context that is not text is left out.
 /// let read: ChildTurnRequest = serde_json::from_str(r#"{"prompt": "hi", "context": 5}"#).unwrap();
-/// assert_eq!((read.context, read.role), (None, None));
-///
-/// let orchestrator = ChildTurnRequest::new("Plan the migration and hand out its parts")
-///     .with_role(ChildRole::Orchestrator);
-/// assert_eq!(serde_json::to_value(&orchestrator).unwrap()["role"], "orchestrator");
+/// assert_eq!(read.context, None);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChildTurnRequest {
@@ -151,14 +144,10 @@ pub struct ChildTurnRequest {
         deserialize_with = "crate::lenient::text_or_none"
     )]
     pub context: Option<String>,
-    /// The child's role (0.1.4): `None` is [`ChildRole::Leaf`]. A host older than 0.1.4
-    /// ignores it (its children are all leaves).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<ChildRole>,
 }
 
 impl ChildTurnRequest {
-    /// A request for `prompt` with no context and the default role.
+    /// A request for `prompt` with no context.
     pub fn new(prompt: impl Into<String>) -> Self {
         ChildTurnRequest {
             prompt: prompt.into(),
@@ -172,12 +161,40 @@ impl ChildTurnRequest {
         self.context = Some(context.into());
         self
     }
+}
 
-    /// This request with `role`.
-    #[must_use]
-    pub fn with_role(mut self, role: ChildRole) -> Self {
-        self.role = Some(role);
-        self
+/// What crosses for a child turn (0.1.4): the [`ChildTurnRequest`]'s keys and, when the
+/// plugin asked with [`ToolContext::child_turn_as`], the child's `role`. Hosts and test
+/// harnesses read it; plugins build a [`ChildTurnRequest`]. (The role is not a field of
+/// the request itself so that code written against 0.1.3, which builds the request with
+/// a struct literal, still compiles.)
+///
+/// ```
+/// use toolhost_plugin_api::{ChildRole, ChildTurnCall};
+///
+/// let call: ChildTurnCall =
+///     serde_json::from_str(r#"{"prompt": "plan it", "role": "orchestrator"}"#).unwrap();
+/// assert_eq!((call.request.prompt.as_str(), call.role), ("plan it", Some(ChildRole::Orchestrator)));
+/// // What a 0.1.3 plugin sends: no role, a leaf.
+/// let old: ChildTurnCall = serde_json::from_str(r#"{"prompt": "hi"}"#).unwrap();
+/// assert_eq!(old.role, None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChildTurnCall {
+    /// The request.
+    #[serde(flatten)]
+    pub request: ChildTurnRequest,
+    /// The child's role: `None` is [`ChildRole::Leaf`]. A host older than 0.1.4 ignores
+    /// it (its children are all leaves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ChildRole>,
+}
+
+impl ChildTurnCall {
+    /// `request`, for a child with `role` (`None`: a leaf).
+    pub fn new(request: ChildTurnRequest, role: Option<ChildRole>) -> Self {
+        ChildTurnCall { request, role }
     }
 }
 
@@ -534,8 +551,38 @@ impl<'a> ToolContext<'a> {
     pub async fn child_turn(&self, request: &ChildTurnRequest) -> Result<String, ServiceError> {
         let request = serde_json::to_string(request)
             .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
+        self.child_turn_wire(&request).await
+    }
+
+    /// Like [`child_turn`](Self::child_turn), for a child with `role` (0.1.4): an
+    /// [`Orchestrator`](ChildRole::Orchestrator) may delegate in turn, where the host
+    /// allows it (toolhost: `[agent.children] orchestrator_enabled`, within
+    /// `max_spawn_depth`; otherwise the request fails and says so). A host older than
+    /// 0.1.4 runs a leaf.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ChildRole, ChildTurnRequest, ToolContext, ToolError};
+    ///
+    /// async fn plan(ctx: &ToolContext<'_>, goal: String) -> Result<String, ToolError> {
+    ///     let request = ChildTurnRequest::new(format!("Plan and carry out: {goal}"));
+    ///     Ok(ctx.child_turn_as(&request, ChildRole::Orchestrator).await?)
+    /// }
+    /// ```
+    pub async fn child_turn_as(
+        &self,
+        request: &ChildTurnRequest,
+        role: ChildRole,
+    ) -> Result<String, ServiceError> {
+        let call = ChildTurnCall::new(request.clone(), Some(role));
+        let request = serde_json::to_string(&call)
+            .map_err(|e| ServiceError::Failed(format!("could not encode the request: {e}")))?;
+        self.child_turn_wire(&request).await
+    }
+
+    /// Sends a child turn's JSON to the host.
+    async fn child_turn_wire(&self, request: &str) -> Result<String, ServiceError> {
         // SAFETY: the context is valid for `'a`; the host copies the request before returning.
-        let future = unsafe { (self.raw.host.child_turn())(self.raw, RStr::from_str(&request)) };
+        let future = unsafe { (self.raw.host.child_turn())(self.raw, RStr::from_str(request)) };
         match future.await {
             RResult::ROk(answer) => Ok(answer.into_string()),
             RResult::RErr(message) => Err(ServiceError::from_wire(message.into_string())),

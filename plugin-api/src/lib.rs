@@ -186,8 +186,8 @@ mod unwind;
 pub use blocking::{CancelFlag, blocking};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
-    AskAnswer, AskRequest, Cancelled, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
-    ToolContext,
+    AskAnswer, AskRequest, Cancelled, ChildTurnCall, ChildTurnRequest, SampleAnswer, SampleRequest,
+    ServiceError, ToolContext,
 };
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{

@@ -370,13 +370,13 @@ impl ChildTurnService for ScriptedChild {
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: toolhost_plugin_api::ChildTurnRequest,
+        request: toolhost_plugin_api::ChildTurnCall,
         _cancel: tokio_util::sync::CancellationToken,
     ) -> Result<String, ChildTurnError> {
         Ok(format!(
             "child of {} answered {}",
             parent.session_id,
-            json!(request.prompt)
+            json!(request.request.prompt)
         ))
     }
 }

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    ChildRole, ChildTurnRequest, DelegationAnswer, DelegationRequest, DelegationUnit, ServiceError,
+    ChildRole, ChildTurnCall, ChildTurnRequest, DelegationAnswer, DelegationRequest,
+    DelegationUnit, ServiceError,
 };
 
 use super::delegations::{TaskOutcome, units_of};
@@ -224,14 +225,14 @@ impl ChildTurnService for ChildTurns {
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: ChildTurnRequest,
+        request: ChildTurnCall,
         call_cancel: CancellationToken,
     ) -> Result<String, ChildTurnError> {
         self.check_depth()?;
-        let ChildTurnRequest {
-            prompt,
-            context,
+        let ChildTurnCall {
+            request: ChildTurnRequest { prompt, context },
             role,
+            ..
         } = request;
         let plan = self.plan(prompt, context, role)?;
         // The child stops with the calling tool (its cancel, its timeout) and its turn.

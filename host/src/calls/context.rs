@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, ChildTurnRequest, DelegationAnswer, DelegationRequest, HostAnswer,
+    AskAnswer, AskRequest, ChildTurnCall, DelegationAnswer, DelegationRequest, HostAnswer,
     HostRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError, StateDirAnswer,
 };
 
@@ -102,7 +102,7 @@ pub trait ChildTurnService: Send + Sync {
     async fn run_child_turn(
         &self,
         parent: &TurnIdentity,
-        request: ChildTurnRequest,
+        request: ChildTurnCall,
         cancel: CancellationToken,
     ) -> Result<String, ChildTurnError>;
 

@@ -159,7 +159,7 @@ struct Records {
     progress: Vec<Progress>,
     asked: Vec<AskRequest>,
     sampled: Vec<SampleRequest>,
-    child_turns: Vec<ChildTurnRequest>,
+    child_turns: Vec<crate::ChildTurnCall>,
     delegations: Vec<crate::DelegationRequest>,
     host_requests: Vec<(String, Value)>,
     /// The first panic of a script during the current call; the call re-raises it.
@@ -893,6 +893,24 @@ impl TestHost {
     /// let prompts: Vec<String> = host.child_turns().into_iter().map(|t| t.prompt).collect();
     /// ```
     pub fn child_turns(&self) -> Vec<ChildTurnRequest> {
+        self.records()
+            .child_turns
+            .iter()
+            .map(|c| c.request.clone())
+            .collect()
+    }
+
+    /// The child turns as they crossed, each with the role the tool asked for
+    /// ([`ToolContext::child_turn_as`](crate::ToolContext::child_turn_as); `None`: a
+    /// leaf), in order.
+    ///
+    /// ```
+    /// # use toolhost_plugin_api::testing::TestHost;
+    /// let host = TestHost::new();
+    /// // ... host.call(...) ...
+    /// let roles: Vec<_> = host.child_turn_calls().into_iter().map(|c| c.role).collect();
+    /// ```
+    pub fn child_turn_calls(&self) -> Vec<crate::ChildTurnCall> {
         self.records().child_turns.clone()
     }
 

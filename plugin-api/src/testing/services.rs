@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::signal::{Sleep, WhenCancelled};
 use super::{Progress, TestHost};
-use crate::context::{AskRequest, ChildTurnRequest, SampleRequest, ServiceError};
+use crate::context::{AskRequest, ChildTurnCall, SampleRequest, ServiceError};
 use crate::ffi::{FfiCallContext, HostVTable, HostVTable_Ref, LogLevel};
 use crate::host_request::{HostRequest, HostRequestError, SettingsAnswer, StateDirAnswer};
 
@@ -89,7 +89,7 @@ impl TestHost {
     }
 
     fn child_turn(&self, request: &str) -> Result<String, ServiceError> {
-        let request: ChildTurnRequest = match serde_json::from_str(request) {
+        let call: ChildTurnCall = match serde_json::from_str(request) {
             Ok(r) => r,
             // Well-formed JSON without a text `prompt` (the host's message).
             Err(e) if e.classify() == serde_json::error::Category::Data => {
@@ -103,7 +103,8 @@ impl TestHost {
                 )));
             }
         };
-        self.records().child_turns.push(request.clone());
+        self.records().child_turns.push(call.clone());
+        let request = call.request;
         let Some(script) = &self.scripts.child_turn else {
             return Err(ServiceError::Unavailable(
                 "child turns are not available: no answer scripted: use \

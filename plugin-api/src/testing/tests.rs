@@ -203,7 +203,6 @@ fn scripted_ask_sample_and_child_turn_answer_and_are_recorded() {
                 .child_turn(&ChildTurnRequest {
                     prompt: "look it up".to_owned(),
                     context: None,
-                    role: None,
                 })
                 .await?;
             Ok(format!(
@@ -269,7 +268,6 @@ fn ask_everything() -> Script {
                 .child_turn(&ChildTurnRequest {
                     prompt: "p".to_owned(),
                     context: None,
-                    role: None,
                 })
                 .await
                 .map(|_| ());

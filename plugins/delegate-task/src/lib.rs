@@ -146,9 +146,14 @@ impl DelegateTask {
                 let request = ChildTurnRequest {
                     prompt: t.task.clone(),
                     context: t.context.clone(),
-                    role: t.role.map(ChildRole::from),
                 };
-                Box::pin(async move { ctx.child_turn(&request).await })
+                let role = t.role.map(ChildRole::from);
+                Box::pin(async move {
+                    match role {
+                        Some(role) => ctx.child_turn_as(&request, role).await,
+                        None => ctx.child_turn(&request).await,
+                    }
+                })
                     as Pin<Box<dyn Future<Output = Result<String, ServiceError>> + Send + '_>>
             })
             .collect();
@@ -310,7 +315,6 @@ mod tests {
             [ChildTurnRequest {
                 prompt: "find the file".to_owned(),
                 context: Some("it is in /tmp".to_owned()),
-                role: None,
             }]
         );
     }
@@ -413,7 +417,11 @@ mod tests {
             json!({"tasks": [{"task": "a"}, {"task": "b", "role": "leaf"}], "role": "orchestrator"}),
         );
         assert!(out.is_ok(), "{out:?}");
-        let roles: Vec<_> = host.child_turns().into_iter().map(|t| t.role).collect();
+        let roles: Vec<_> = host
+            .child_turn_calls()
+            .into_iter()
+            .map(|t| t.role)
+            .collect();
         assert_eq!(
             roles,
             [Some(ChildRole::Orchestrator), Some(ChildRole::Leaf)]
@@ -421,7 +429,7 @@ mod tests {
         let host = children();
         host.call(&DelegateTask, json!({"task": "plain"})).unwrap();
         assert_eq!(
-            host.child_turns()[0].role,
+            host.child_turn_calls()[0].role,
             None,
             "no role: the host's default"
         );

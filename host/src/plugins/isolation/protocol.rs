@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolhost_plugin_api::{AskRequest, ChildTurnRequest, SampleRequest, ServiceError};
+use toolhost_plugin_api::{AskRequest, ChildTurnCall, SampleRequest, ServiceError};
 
 use crate::calls::tool::ToolSpec;
 use crate::sys::confinement::Confinement;
@@ -309,7 +309,7 @@ pub(crate) enum ServiceCall {
     /// `ctx.sample`.
     Sample(SampleRequest),
     /// `ctx.child_turn`: answered with a JSON string, or the child's error message.
-    ChildTurn(ChildTurnRequest),
+    ChildTurn(ChildTurnCall),
     /// `ctx.host_request` (state folder, session search).
     Host {
         /// The request's method.

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, ChildTurnRequest, DelegationAnswer, DelegationRequest, HostAnswer,
+    AskAnswer, AskRequest, ChildTurnCall, DelegationAnswer, DelegationRequest, HostAnswer,
     HostRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError, SessionsSearchAnswer,
     SettingsAnswer, StateDirAnswer,
 };
@@ -96,7 +96,7 @@ impl ChildTurnService for ProxyChildTurns {
     async fn run_child_turn(
         &self,
         _parent: &TurnIdentity,
-        request: ChildTurnRequest,
+        request: ChildTurnCall,
         _cancel: CancellationToken,
     ) -> Result<String, ChildTurnError> {
         match self

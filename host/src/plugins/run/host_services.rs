@@ -21,7 +21,7 @@ use async_ffi::{FfiFuture, FutureExt};
 use serde_json::Value;
 use toolhost_plugin_api::ffi::{FfiCallContext, HostVTable, HostVTable_Ref, LogLevel};
 use toolhost_plugin_api::{
-    AskRequest, ChildTurnRequest, HostAnswer, HostRequest, HostRequestError, SampleRequest,
+    AskRequest, ChildTurnCall, HostAnswer, HostRequest, HostRequestError, SampleRequest,
     ServiceError,
 };
 
@@ -404,8 +404,7 @@ unsafe extern "C" fn host_child_turn(
     let service = s.ctx.services.child_turns.clone();
     let turn = Arc::clone(&s.ctx.turn);
     let cancel = s.ctx.cancel.clone();
-    let request: Result<ChildTurnRequest, serde_json::Error> =
-        serde_json::from_str(request.as_str());
+    let request: Result<ChildTurnCall, serde_json::Error> = serde_json::from_str(request.as_str());
     let runtime = s.runtime.clone();
     in_runtime(
         runtime,
