@@ -6,7 +6,7 @@
 //! A process that leaves the session (`setsid`) and whose parent has exited (a daemon's
 //! double fork) is no longer linked to the command in `/proc`; it is found by its
 //! environment instead: every command starts with `TOOLHOST_COMMAND=<a tag unique to the
-//! call>`, which its descendants inherit, and [`kill_tagged`] ends every process of this
+//! call>`, which its descendants inherit, and `kill_tagged` ends every process of this
 //! uid whose `/proc/PID/environ` holds that entry.
 //!
 //! Weak spot: a process that both escapes the tree and drops the tag (`setsid env -i ...`)
