@@ -188,12 +188,18 @@ impl ChildTurns {
         cancel: CancellationToken,
         started: impl FnOnce(&str) + Send,
     ) -> Result<String, ChildTurnError> {
+        // This child's own token: its time-out or teardown stops it, not its siblings of
+        // the same call or delegation.
+        let cancel = cancel.child_token();
         let _place = slot.enter(&cancel).await?;
         let store = Arc::clone(&self.agent.store);
         let session = blocking(move || store.create(Some(&parent_session)))
             .await
             .map_err(|e| ChildTurnError::Session(Box::new(e)))?;
         started(&session);
+        // Ends what the child's tools leave running, however the child ends, even if
+        // this future is dropped before it does.
+        let teardown = super::child_processes::Teardown::new(&session, cancel.clone());
         let limits = &self.agent.config.children;
         let mut child = Arc::clone(&self.agent).turn(
             plan.without,
@@ -216,7 +222,7 @@ impl ChildTurns {
             }
         };
         // Whatever its tools left running (tagged with its session) ends with it.
-        super::child_processes::end(&session, outcome).await
+        teardown.finish(outcome).await
     }
 }
 
