@@ -179,15 +179,14 @@ impl Delegations {
 
     /// A child turn of delegation `id` started in `session`.
     pub(super) fn child_started(&self, id: &str, session: &str) {
-        let record = {
-            let mut state = self.state();
-            let Some(running) = state.running.get_mut(id) else {
-                return;
-            };
-            running.record.children.push(session.to_owned());
-            running.record.clone()
+        let mut state = self.state();
+        let Some(running) = state.running.get_mut(id) else {
+            return;
         };
-        if let Err(e) = self.store.record_delegation(&record) {
+        running.record.children.push(session.to_owned());
+        // Written under the lock: records of one delegation reach the store in the order
+        // they were made, so a later one is never overwritten by an earlier one.
+        if let Err(e) = self.store.record_delegation(&running.record) {
             tracing::warn!(error = %e, delegation = id, "could not record a delegation's child");
         }
     }
@@ -242,10 +241,11 @@ impl Delegations {
         } else if let Err(e) = self.store.append(&parent, &message) {
             tracing::warn!(error = %e, delegation = id, "could not add a completion to its session");
         }
-        drop(state);
+        // Under the lock, like a child's start: the last state written is the last made.
         if let Err(e) = self.store.record_delegation(&record) {
             tracing::warn!(error = %e, delegation = id, "could not record a delegation's state");
         }
+        drop(state);
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
         Some(DelegationReport {
             delegation: record.id,
