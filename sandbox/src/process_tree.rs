@@ -159,37 +159,49 @@ pub fn new_tag() -> String {
 /// Each is held by a pidfd opened before its environment is read, so a reused pid is
 /// read again rather than signalled blindly.
 pub(crate) fn kill_tagged(tag: &str) -> usize {
-    if tag.is_empty() || !proc_is_ours() {
-        return 0;
-    }
-    let entry = format!("{COMMAND_TAG}={tag}");
     let mut killed = 0;
     for _ in 0..20 {
-        let found = tagged(entry.as_bytes());
+        let found = find_tagged(COMMAND_TAG, tag, &|_| false);
         if found.is_empty() {
             break;
         }
         // Stopped first, so none forks while the others are killed.
-        for fd in &found {
-            pidfd_signal(fd, libc::SIGSTOP);
+        for t in &found {
+            signal_tagged(t, libc::SIGSTOP);
         }
-        for fd in &found {
-            pidfd_signal(fd, libc::SIGKILL);
+        for t in &found {
+            signal_tagged(t, libc::SIGKILL);
         }
         killed += found.len();
     }
     killed
 }
 
-/// Whether `/proc` shows this process's PID namespace (`/proc/self` is our own pid).
+/// Whether `/proc` shows this process's PID namespace (`/proc/self` is our own pid):
+/// otherwise its pids are not ours to signal.
 fn proc_is_ours() -> bool {
     let me = std::process::id().to_string();
     std::fs::read_link("/proc/self").is_ok_and(|link| link.as_os_str() == me.as_str())
 }
 
-/// Pidfds of the live processes of this uid, not this one, whose environment holds
-/// `entry` exactly.
-fn tagged(entry: &[u8]) -> Vec<OwnedFd> {
+/// A live process found by [`find_tagged`], held by a pidfd.
+#[derive(Debug)]
+pub struct TaggedProcess {
+    /// Its pid (as it was when found).
+    pub pid: i32,
+    /// Its pidfd: signals sent through it never reach a process that reused the pid.
+    pub pidfd: OwnedFd,
+}
+
+/// The live processes of this uid, other than this one and those `skip` names, whose
+/// environment holds `variable=value` exactly (empty for an empty value, or when `/proc`
+/// belongs to another PID namespace). Each is held by a pidfd opened before its
+/// environment is read: if the pid was reused, both are the new process's.
+pub fn find_tagged(variable: &str, value: &str, skip: &dyn Fn(i32) -> bool) -> Vec<TaggedProcess> {
+    if value.is_empty() || !proc_is_ours() {
+        return Vec::new();
+    }
+    let entry = format!("{variable}={value}");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -205,20 +217,30 @@ fn tagged(entry: &[u8]) -> Vec<OwnedFd> {
         else {
             continue;
         };
-        if pid <= 1 || pid == me || item.metadata().map_or(true, |m| m.uid() != uid) {
+        if pid <= 1 || pid == me || skip(pid) || item.metadata().map_or(true, |m| m.uid() != uid) {
             continue;
         }
-        let Some(fd) = pidfd_open(pid) else {
+        let Some(pidfd) = pidfd_open(pid) else {
             continue;
         };
         let live = stat(pid).is_some_and(|s| s.state != b'Z');
         let holds = std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry));
+            .is_ok_and(|env| holds_entry(&env, entry.as_bytes()));
         if live && holds {
-            found.push(fd);
+            found.push(TaggedProcess { pid, pidfd });
         }
     }
     found
+}
+
+/// Whether a NUL-separated environment block holds exactly `entry`.
+fn holds_entry(environ: &[u8], entry: &[u8]) -> bool {
+    environ.split(|b| *b == 0).any(|e| e == entry)
+}
+
+/// Sends `signal` to `process` through its pidfd (nothing if it has exited).
+pub fn signal_tagged(process: &TaggedProcess, signal: i32) {
+    pidfd_signal(&process.pidfd, signal);
 }
 
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
@@ -267,6 +289,22 @@ fn wait_gone(pids: &[i32], limit: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_matches_only_whole_and_exact() {
+        let env = b"A=1\0TOOLHOST_SESSION=s-1\0B=2\0";
+        assert!(holds_entry(env, b"TOOLHOST_SESSION=s-1"));
+        assert!(!holds_entry(env, b"TOOLHOST_SESSION=s-"));
+        assert!(!holds_entry(env, b"OOLHOST_SESSION=s-1"));
+        assert!(!holds_entry(
+            b"TOOLHOST_SESSION=s-10\0",
+            b"TOOLHOST_SESSION=s-1"
+        ));
+        assert!(holds_entry(
+            b"TOOLHOST_SESSION=s-1",
+            b"TOOLHOST_SESSION=s-1"
+        ));
+    }
 
     fn p(pid: i32, ppid: i32, pgrp: i32, session: i32) -> Stat {
         Stat {

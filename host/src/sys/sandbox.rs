@@ -4,6 +4,7 @@
 //! the rest of the host.
 
 pub(crate) use toolhost_sandbox::caps;
+pub(crate) use toolhost_sandbox::process_tree::{TaggedProcess, find_tagged, signal_tagged};
 pub(crate) use toolhost_sandbox::{
     SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply, kernel_abi,
     system_read_paths,

@@ -1,5 +1,6 @@
 //! Processes tagged with an environment entry (`TOOLHOST_SESSION=<session id>`), found by
-//! scanning `/proc` and ended: what a child turn's tools left running is ended at the
+//! scanning `/proc` (`toolhost_sandbox::process_tree::find_tagged`, which `run_command`'s
+//! end-of-call cleanup uses too) and ended: what a child turn's tools left running is ended at the
 //! child's teardown, whatever their parent chain (a double-forked daemon included).
 //!
 //! A process is a candidate only if it runs as this process's effective uid, is not this
@@ -15,9 +16,10 @@
 //! PID namespace than this process's (its pids would not be ours to signal).
 
 use std::collections::BTreeSet;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-use std::os::unix::fs::MetadataExt as _;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::time::{Duration, Instant};
+
+use crate::sys::sandbox::{TaggedProcess, find_tagged, signal_tagged};
 
 /// The environment variable that tags processes started on behalf of a session.
 pub(crate) const SESSION_VARIABLE: &str = "TOOLHOST_SESSION";
@@ -33,33 +35,25 @@ pub(crate) struct EndedProcess {
     pub(crate) killed: bool,
 }
 
-/// A process found with the tag, held by a pidfd.
-struct Tagged {
-    pid: i32,
-    name: String,
-    pidfd: OwnedFd,
-}
-
 /// Ends every process of this uid whose environment holds `variable=value` (SIGTERM,
 /// up to `grace` to exit, then SIGKILL), in up to three rounds (a process forked by one
 /// being ended is found by the next); returns what was ended. Blocking: it waits up to
 /// `grace` per round.
 pub(crate) fn end_tagged(variable: &str, value: &str, grace: Duration) -> Vec<EndedProcess> {
-    if value.is_empty() || !proc_is_ours() {
-        return Vec::new();
-    }
-    let entry = format!("{variable}={value}");
     let mut ended: Vec<EndedProcess> = Vec::new();
     for _ in 0..3 {
-        let found = find(entry.as_bytes(), &excluded());
+        // This process and its live plugin workers are never ended.
+        let workers = crate::sys::workers::live_pids();
+        let skip = |pid: i32| u32::try_from(pid).is_ok_and(|p| workers.contains(&p));
+        let found = find_tagged(variable, value, &skip);
         if found.is_empty() {
             break;
         }
         for t in &found {
-            signal(&t.pidfd, libc::SIGTERM);
+            signal_tagged(t, libc::SIGTERM);
         }
         let end = Instant::now() + grace;
-        let mut left: Vec<&Tagged> = found.iter().collect();
+        let mut left: Vec<&TaggedProcess> = found.iter().collect();
         loop {
             left.retain(|t| !has_exited(&t.pidfd));
             if left.is_empty() || Instant::now() >= end {
@@ -69,12 +63,16 @@ pub(crate) fn end_tagged(variable: &str, value: &str, grace: Duration) -> Vec<En
         }
         let killed: BTreeSet<i32> = left.iter().map(|t| t.pid).collect();
         for t in &left {
-            signal(&t.pidfd, libc::SIGKILL);
+            signal_tagged(t, libc::SIGKILL);
         }
-        ended.extend(found.iter().map(|t| EndedProcess {
-            pid: t.pid,
-            name: t.name.clone(),
-            killed: killed.contains(&t.pid),
+        ended.extend(found.iter().map(|t| {
+            EndedProcess {
+                pid: t.pid,
+                name: std::fs::read_to_string(format!("/proc/{}/comm", t.pid))
+                    .map(|n| n.trim_end().to_owned())
+                    .unwrap_or_else(|_| "?".to_owned()),
+                killed: killed.contains(&t.pid),
+            }
         }));
     }
     ended
@@ -106,91 +104,6 @@ pub(crate) fn describe(ended: &[EndedProcess]) -> String {
     )
 }
 
-/// Whether `/proc` shows this process's PID namespace (`/proc/self` is our own pid).
-fn proc_is_ours() -> bool {
-    let me = std::process::id().to_string();
-    std::fs::read_link("/proc/self").is_ok_and(|link| link.as_os_str() == me.as_str())
-}
-
-/// This process and its live plugin workers: never ended.
-fn excluded() -> BTreeSet<i32> {
-    let mut out: BTreeSet<i32> = crate::sys::workers::live_pids()
-        .into_iter()
-        .filter_map(|p| i32::try_from(p).ok())
-        .collect();
-    out.extend(i32::try_from(std::process::id()).ok());
-    out
-}
-
-/// The processes of this uid, other than `excluded`, whose environment holds `entry`.
-fn find(entry: &[u8], excluded: &BTreeSet<i32>) -> Vec<Tagged> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    let mut found = Vec::new();
-    for item in dir.flatten() {
-        let Some(pid) = item
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid <= 1 || excluded.contains(&pid) {
-            continue;
-        }
-        if item.metadata().map_or(true, |m| m.uid() != uid) {
-            continue;
-        }
-        // Held first, read second: if the pid was reused, the pidfd is the new process's,
-        // and so is the environment read after it.
-        let Some(pidfd) = pidfd_open(pid) else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if !holds_entry(&environ, entry) || has_exited(&pidfd) {
-            continue;
-        }
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|n| n.trim_end().to_owned())
-            .unwrap_or_else(|_| "?".to_owned());
-        found.push(Tagged { pid, name, pidfd });
-    }
-    found
-}
-
-/// Whether a NUL-separated environment block holds exactly `entry`.
-fn holds_entry(environ: &[u8], entry: &[u8]) -> bool {
-    environ.split(|b| *b == 0).any(|e| e == entry)
-}
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: the descriptor was just returned to us and nobody else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Sends `signal` to the process the pidfd holds (nothing if it has exited).
-fn signal(pidfd: &OwnedFd, signal: i32) {
-    // SAFETY: pidfd_send_signal reads the descriptor and the signal; a null siginfo is
-    // allowed.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-}
-
 /// Whether the process has exited (its pidfd is readable then); a zombie counts as exited.
 fn has_exited(pidfd: &OwnedFd) -> bool {
     crate::sys::process::wait_fd(pidfd.as_raw_fd(), libc::POLLIN, 0).unwrap_or(true)
@@ -200,22 +113,6 @@ fn has_exited(pidfd: &OwnedFd) -> bool {
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
-
-    #[test]
-    fn an_entry_matches_only_whole_and_exact() {
-        let env = b"A=1\0TOOLHOST_SESSION=s-1\0B=2\0";
-        assert!(holds_entry(env, b"TOOLHOST_SESSION=s-1"));
-        assert!(!holds_entry(env, b"TOOLHOST_SESSION=s-"));
-        assert!(!holds_entry(env, b"OOLHOST_SESSION=s-1"));
-        assert!(!holds_entry(
-            b"TOOLHOST_SESSION=s-10\0",
-            b"TOOLHOST_SESSION=s-1"
-        ));
-        assert!(holds_entry(
-            b"TOOLHOST_SESSION=s-1",
-            b"TOOLHOST_SESSION=s-1"
-        ));
-    }
 
     #[test]
     fn the_line_names_each_process() {
