@@ -609,6 +609,8 @@ pub struct WorkspaceAnswer {
     pub command_timeout_secs: u64,
     /// Fetches may reach loopback, private, link-local and metadata addresses.
     pub allow_private_addresses: bool,
+    /// Commands may make Unix-domain sockets (a host without this field: they may not).
+    pub allow_unix_sockets: bool,
     /// Where to add roots (the config file and table), for the "no workspace" answer.
     pub config_hint: String,
 }
@@ -623,6 +625,7 @@ impl Default for WorkspaceAnswer {
             env: Vec::new(),
             command_timeout_secs: 120,
             allow_private_addresses: false,
+            allow_unix_sockets: false,
             config_hint: String::new(),
         }
     }

@@ -21,7 +21,9 @@
 
 pub mod caps;
 pub mod process_tree;
+pub mod protected;
 pub mod runner;
+pub mod seccomp;
 
 use std::fmt;
 use std::fs::File;
@@ -90,6 +92,23 @@ pub struct SandboxRules {
     /// `false` denies TCP bind and connect to every port (and UDP too on kernels with
     /// Landlock ABI 10); `true` leaves the network alone.
     pub network: bool,
+    /// Unix-domain sockets may be made (a command's or a plugin's own need, the
+    /// profile's choice); `false` has the seccomp filter refuse `socket(AF_UNIX)`, so the
+    /// host's control socket and every other local service stay out of reach. Only
+    /// [`prepare`] reads it (a worker installs its filter itself).
+    #[serde(default)]
+    pub unix_sockets: bool,
+    /// Paths no rule may reach, whatever `read` and `write` say: the host's state (kept
+    /// outputs, approvals, tokens, the audit log, sessions). A rule above one is carved
+    /// around it ([`protected::carve`]); a rule beneath one is dropped unless it is also
+    /// in `private`. [`prepare`] and [`apply`] add what the host put in the environment
+    /// ([`protected::from_env`]).
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
+    /// Write paths beneath a hidden path that are still granted: a worker's own profile
+    /// state folder, which the host puts inside its state folder.
+    #[serde(default)]
+    pub private: Vec<PathBuf>,
 }
 
 /// What [`apply`] enforced, for the log and the host's status.
@@ -277,6 +296,7 @@ pub fn apply(mode: SandboxMode, rules: &SandboxRules) -> Result<SandboxOutcome, 
     if mode == SandboxMode::Off {
         return Ok(SandboxOutcome::Off);
     }
+    let rules = &with_env_hidden(rules);
     let (abi, gaps) = probe_gaps(mode, rules)?;
     let path_rules = open_rules(rules)?;
     let status = build(mode, rules, path_rules)?.restrict_self()?;
@@ -320,8 +340,16 @@ pub struct PreparedSandbox {
     /// Whether the child drops every capability (every mode but off), and the highest
     /// capability number and whether the parent holds any, found before `fork`.
     drop_caps: Option<(u32, bool)>,
+    /// The seccomp filters the child installs (every mode but off, where this
+    /// architecture has them).
+    filters: Option<seccomp::Filters>,
+    /// Whether the child marks every descriptor above standard error close-on-exec
+    /// (every mode but off), so nothing the host inherited reaches the program.
+    close_descriptors: bool,
     /// What the child will be held to.
     outcome: SandboxOutcome,
+    /// Why the seccomp filter is missing, where it is (an architecture without one).
+    filter_gap: Option<String>,
 }
 
 /// Builds the sandbox of `rules` for a child process, without restricting the caller:
@@ -333,20 +361,50 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
             ruleset: None,
             no_new_privs: false,
             drop_caps: None,
+            filters: None,
+            close_descriptors: false,
             outcome: SandboxOutcome::Off,
+            filter_gap: None,
         });
     }
+    let rules = &with_env_hidden(rules);
     let (abi, gaps) = probe_gaps(mode, rules)?;
     let path_rules = open_rules(rules)?;
     let created = build(mode, rules, path_rules)?;
     let ruleset: Option<OwnedFd> = created.into();
     let outcome = outcome(mode, abi, gaps, ruleset.is_some())?;
+    let (filters, filter_gap) = match seccomp::Filters::compile(seccomp::SocketRules {
+        network: rules.network,
+        unix: rules.unix_sockets,
+    }) {
+        Ok(filters) => (Some(filters), None),
+        Err(e) if mode == SandboxMode::Required => {
+            return Err(SandboxError::NotEnforced {
+                detail: e.to_string(),
+            });
+        }
+        Err(e) => (None, Some(e.to_string())),
+    };
     Ok(PreparedSandbox {
         ruleset,
         no_new_privs: true,
         drop_caps: Some((caps::last_cap(), caps::has_any())),
+        filters,
+        close_descriptors: true,
         outcome,
+        filter_gap,
     })
+}
+
+/// `rules` with the paths the host hid through the environment added to `hidden`.
+fn with_env_hidden(rules: &SandboxRules) -> SandboxRules {
+    let mut rules = rules.clone();
+    for path in protected::from_env() {
+        if !rules.hidden.contains(&path) {
+            rules.hidden.push(path);
+        }
+    }
+    rules
 }
 
 impl PreparedSandbox {
@@ -355,12 +413,21 @@ impl PreparedSandbox {
         &self.outcome
     }
 
+    /// Why the child gets no seccomp filter (an architecture toolhost has none for), or
+    /// `None` when it does (or the mode is off).
+    pub fn filter_gap(&self) -> Option<&str> {
+        self.filter_gap.as_deref()
+    }
+
     /// Restricts the calling thread (in a child: the child process, whose only thread it
     /// is) to the prepared ruleset, sets `PR_SET_NO_NEW_PRIVS` (so setuid programs no
     /// longer gain privileges; Landlock requires it of a process without
-    /// `CAP_SYS_ADMIN`) and drops every capability (a root host's command must not keep
+    /// `CAP_SYS_ADMIN`), drops every capability (a root host's command must not keep
     /// `CAP_SYS_PTRACE`, `CAP_DAC_OVERRIDE` and the rest: with them it could read the
-    /// host's memory and environment, or write past the sandbox's owner checks).
+    /// host's memory and environment, or write past the sandbox's owner checks),
+    /// installs the seccomp filter ([`seccomp`]) and marks every descriptor above
+    /// standard error close-on-exec (`close_range`), so no descriptor the host inherited
+    /// reaches the program.
     ///
     /// Async-signal-safe: system calls only, no allocation, no lock, so it may run in a
     /// `pre_exec` hook of `std::process::Command`. The error is the system call's `errno`.
@@ -388,8 +455,48 @@ impl PreparedSandbox {
                 return Err(io::Error::last_os_error());
             }
         }
+        if let Some(filters) = &self.filters {
+            filters.install()?;
+        }
+        if self.close_descriptors {
+            close_inherited()?;
+        }
         Ok(())
     }
+}
+
+/// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>`.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Marks every descriptor from 3 up close-on-exec (Linux 5.11); on an older kernel,
+/// closes-on-exec them one by one up to the open-file limit. System calls only.
+fn close_inherited() -> io::Result<()> {
+    // SAFETY: close_range(2) takes integers and touches no memory.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let top = libc::c_int::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+    for fd in 3..top {
+        // SAFETY: fcntl on a descriptor number; EBADF for one that is not open.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
 }
 
 /// What is enforced, from the probe, the gaps found and whether the kernel took the
@@ -458,11 +565,17 @@ fn write_access() -> BitFlags<AccessFs> {
 /// Opens every path of `rules` that exists (read paths, then write paths), with the rights
 /// it grants, before anything is restricted.
 fn open_rules(rules: &SandboxRules) -> Result<Vec<PathBeneath<PathFd>>, SandboxError> {
-    let read = rules.read.iter().map(|p| (p, read_access()));
-    let write = rules.write.iter().map(|p| (p, write_access()));
+    let read = rules.read.iter().map(|p| (p.clone(), read_access()));
+    let write = rules.write.iter().map(|p| (p.clone(), write_access()));
+    let carved = protected::carve(
+        read.chain(write).collect(),
+        &rules.hidden,
+        &rules.private,
+        AccessFs::ReadDir.into(),
+    );
     let mut out = Vec::new();
-    for (path, access) in read.chain(write) {
-        if let Some(rule) = open_rule(path, access)? {
+    for (path, access) in carved {
+        if let Some(rule) = open_rule(&path, access)? {
             out.push(rule);
         }
     }
@@ -602,6 +715,7 @@ mod tests {
             read,
             write: vec![writable.path().to_path_buf()],
             network: true,
+            ..SandboxRules::default()
         };
         let (a, b, out) = (
             writable.path().to_path_buf(),
@@ -663,6 +777,7 @@ mod tests {
             read: vec![file.clone()],
             write: Vec::new(),
             network: true,
+            ..SandboxRules::default()
         };
         on_fresh_thread(move || {
             apply(SandboxMode::BestEffort, &rules).expect("sandbox");
@@ -689,6 +804,7 @@ mod tests {
                 read: system_read_paths(),
                 write: Vec::new(),
                 network,
+                ..SandboxRules::default()
             };
             let (connected, bound) = on_fresh_thread(move || {
                 apply(SandboxMode::BestEffort, &rules).expect("sandbox");
@@ -722,6 +838,7 @@ mod tests {
             read: system_read_paths(),
             write: Vec::new(),
             network: false,
+            ..SandboxRules::default()
         };
         let outcome = on_fresh_thread(move || apply(SandboxMode::Required, &rules));
         if abi >= NETWORK_ABI {
@@ -770,6 +887,7 @@ mod tests {
             read: vec![looping.clone()],
             write: Vec::new(),
             network: true,
+            ..SandboxRules::default()
         };
         let result = on_fresh_thread(move || {
             let result = apply(SandboxMode::BestEffort, &rules);
@@ -799,6 +917,7 @@ mod tests {
             read: vec![PathBuf::from("/")],
             write: vec![writable.path().to_path_buf(), PathBuf::from("/dev/null")],
             network: false,
+            ..SandboxRules::default()
         };
         let prepared = Arc::new(prepare(SandboxMode::BestEffort, &rules).expect("prepare"));
         if abi >= NETWORK_ABI {

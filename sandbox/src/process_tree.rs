@@ -34,6 +34,10 @@ struct Stat {
     session: i32,
     /// Its state letter (`Z`: a zombie, already dead).
     state: u8,
+    /// Its controlling terminal's device number (0: none).
+    tty: i32,
+    /// When it started (clock ticks after boot).
+    start: u64,
 }
 
 /// Reads `/proc/PID/stat`; `None` when the process is gone (or the line is unreadable).
@@ -52,12 +56,17 @@ fn parse_stat(text: &str) -> Option<Stat> {
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
+    let tty = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
+    // Field 22 (starttime), 15 fields after tty_nr (field 7); 0 if the line is short.
+    let start = fields.nth(14).and_then(|f| f.parse().ok()).unwrap_or(0);
     Some(Stat {
         pid,
         ppid,
         pgrp,
         session,
         state,
+        tty,
+        start,
     })
 }
 
@@ -130,6 +139,8 @@ pub fn kill_tree(leader: i32) -> usize {
             stopped.insert(pid);
         }
     }
+    // Held before the kill, so waiting for each below watches that process and no other.
+    let held: Vec<(i32, Option<OwnedFd>)> = stopped.iter().map(|&p| (p, pidfd_open(p))).collect();
     for &pid in &stopped {
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -137,7 +148,67 @@ pub fn kill_tree(leader: i32) -> usize {
     // The group and the session leader's group, in case a process was missed.
     // SAFETY: killpg(2) with a positive group id touches no memory.
     unsafe { libc::killpg(leader, libc::SIGKILL) };
+    // Dead before the caller scans for tagged processes: a killed process that has not
+    // died yet would be found, and counted, again.
+    for (pid, fd) in &held {
+        if let Some(fd) = fd {
+            wait_dead(fd, DEATH_LIMIT);
+        }
+        if *pid != leader {
+            reap_if_ours(*pid);
+        }
+    }
     stopped.len()
+}
+
+/// Whether process `pid` descends from process `ancestor` (is it, its child, its child's
+/// child...), by the parent links of `/proc`; `None` when `pid` is gone. A process cannot
+/// choose its parent: when its parent dies the kernel makes its nearest child-subreaper
+/// ancestor its parent (the host is one, [`crate::runner::become_subreaper`]), so neither a
+/// double fork nor `setsid` nor a new environment takes a process out of the host's tree.
+/// A link that exits during the walk (its children move up to the subreaper) restarts it.
+pub fn descends_from(pid: i32, ancestor: i32) -> Option<bool> {
+    for _ in 0..16 {
+        let mut current = pid;
+        let mut restart = false;
+        for _ in 0..4096 {
+            if current == ancestor {
+                return Some(true);
+            }
+            let Some(s) = stat(current) else {
+                if current == pid {
+                    return None;
+                }
+                restart = true;
+                break;
+            };
+            if s.ppid <= 1 {
+                return Some(s.ppid == ancestor);
+            }
+            current = s.ppid;
+        }
+        if !restart {
+            return Some(false);
+        }
+    }
+    Some(false)
+}
+
+/// The controlling terminal of process `pid` (`/dev/pts/N` where it is a
+/// pseudo-terminal, else its device number), or `None` when it has none (or is gone).
+pub fn controlling_terminal(pid: i32) -> Option<String> {
+    let tty = stat(pid)?.tty;
+    if tty == 0 {
+        return None;
+    }
+    // The kernel's encoding of a device number in /proc/PID/stat.
+    let major = (tty >> 8) & 0xfff;
+    let minor = (tty & 0xff) | ((tty >> 12) & 0xfff00);
+    Some(if (136..=143).contains(&major) {
+        format!("/dev/pts/{}", (major - 136) * 256 + minor)
+    } else {
+        format!("tty device {major}:{minor}")
+    })
 }
 
 /// The environment variable whose value tags one command's processes.
@@ -155,11 +226,14 @@ pub fn new_tag() -> String {
 }
 
 /// Stops and kills every process of this uid (never this one) whose environment holds
-/// `TOOLHOST_COMMAND=<tag>`, in rounds until none is left (bounded); returns how many.
-/// Each is held by a pidfd opened before its environment is read, so a reused pid is
-/// read again rather than signalled blindly.
+/// `TOOLHOST_COMMAND=<tag>`, in rounds until a scan finds none (bounded); returns how many
+/// distinct processes were killed. Each is held by a pidfd opened before its environment
+/// is read, so a reused pid is read again rather than signalled blindly; after each round
+/// every process killed is waited for (its pidfd turns readable when it dies), so the next
+/// scan cannot find, and count, a process that was killed but had not died yet. One this
+/// process inherited (its child subreaper) is reaped.
 pub(crate) fn kill_tagged(tag: &str) -> usize {
-    let mut killed = 0;
+    let mut killed: HashSet<(i32, u64)> = HashSet::new();
     for _ in 0..20 {
         let found = find_tagged(COMMAND_TAG, tag, &|_| false);
         if found.is_empty() {
@@ -172,9 +246,51 @@ pub(crate) fn kill_tagged(tag: &str) -> usize {
         for t in &found {
             signal_tagged(t, libc::SIGKILL);
         }
-        killed += found.len();
+        for t in &found {
+            wait_dead(&t.pidfd, DEATH_LIMIT);
+            killed.insert((t.pid, t.start));
+            reap_if_ours(t.pid);
+        }
     }
-    killed
+    killed.len()
+}
+
+/// How long [`kill_tagged`] waits for one killed process to die (SIGKILL cannot be
+/// caught; this bounds a process stuck in the kernel).
+const DEATH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits until the process of `pidfd` has died (the pidfd is readable) or `limit` passes.
+fn wait_dead(pidfd: &OwnedFd, limit: std::time::Duration) {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let mut fd = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fd` is one valid pollfd structure.
+        let ready = unsafe { libc::poll(&raw mut fd, 1, millis) };
+        if ready != 0 || left.is_zero() {
+            if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+/// Reaps `pid` if it is a dead child of this process (an orphan reparented here), so it
+/// does not stay a zombie; never blocks, never touches another process's child.
+fn reap_if_ours(pid: i32) {
+    let me = std::process::id() as i32;
+    if stat(pid).is_some_and(|s| s.ppid == me && s.state == b'Z') {
+        let mut status = 0;
+        // SAFETY: waitpid on a pid that is our zombie child; writes only `status`.
+        unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
+    }
 }
 
 /// Whether `/proc` shows this process's PID namespace (`/proc/self` is our own pid):
@@ -189,6 +305,8 @@ fn proc_is_ours() -> bool {
 pub struct TaggedProcess {
     /// Its pid (as it was when found).
     pub pid: i32,
+    /// Its start time (`/proc/PID/stat` field 22): with the pid, names one process.
+    pub start: u64,
     /// Its pidfd: signals sent through it never reach a process that reused the pid.
     pub pidfd: OwnedFd,
 }
@@ -223,11 +341,17 @@ pub fn find_tagged(variable: &str, value: &str, skip: &dyn Fn(i32) -> bool) -> V
         let Some(pidfd) = pidfd_open(pid) else {
             continue;
         };
-        let live = stat(pid).is_some_and(|s| s.state != b'Z');
+        let Some(now) = stat(pid).filter(|s| s.state != b'Z') else {
+            continue;
+        };
         let holds = std::fs::read(format!("/proc/{pid}/environ"))
             .is_ok_and(|env| holds_entry(&env, entry.as_bytes()));
-        if live && holds {
-            found.push(TaggedProcess { pid, pidfd });
+        if holds {
+            found.push(TaggedProcess {
+                pid,
+                start: now.start,
+                pidfd,
+            });
         }
     }
     found
@@ -313,6 +437,8 @@ mod tests {
             pgrp,
             session,
             state: b'S',
+            tty: 0,
+            start: 0,
         }
     }
 

@@ -146,6 +146,7 @@ impl Capture {
 /// tick, up to 100 ms apart); the error is a spawn failure (no such program, a sandbox the
 /// kernel refused) or a failure to watch it.
 pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished> {
+    become_subreaper();
     let start = Instant::now();
     let mut child = spawn(&launch)?;
     let leader = i32::try_from(child.id()).map_err(io::Error::other)?;
@@ -189,6 +190,20 @@ pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished>
         stderr: streams.err,
         killed,
     })
+}
+
+/// Makes this process the child subreaper of what it starts (once; not inherited by its
+/// children): a command's orphan (a double-forked daemon) is reparented here, not to
+/// init, so it stays a descendant of the host, which is how the host's control socket
+/// knows it for a process a tool started ([`crate::process_tree::started_by`]), and the
+/// kill at the end of the command can reap it.
+pub fn become_subreaper() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let (one, zero): (libc::c_ulong, libc::c_ulong) = (1, 0);
+        // SAFETY: PR_SET_CHILD_SUBREAPER reads only its integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, one, zero, zero, zero) };
+    });
 }
 
 /// Starts the child: its own session, death with this thread, the sandbox.

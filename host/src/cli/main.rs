@@ -169,6 +169,25 @@ fn init_logging(command: &Command) {
 }
 
 /// Loads the config and runs the command: its exit code, or the error `main` prints.
+/// Sets up what holds every process this host starts, before it starts any (and before
+/// any thread exists): the host becomes their child subreaper (the mark by which the
+/// control socket refuses them, see `frontends::control`), and the paths of its own state
+/// go into its environment, where every sandbox built in this process or in its workers
+/// hides them ([`toolhost_sandbox::protected`]).
+fn confine_what_we_start(config: &LoadedConfig) {
+    toolhost_sandbox::runner::become_subreaper();
+    let hidden = config.protected_paths();
+    // SAFETY: called from `try_main` before the command runs: no other thread exists yet
+    // (the runtime, the watcher and the plugin threads start inside the command), so
+    // nothing reads the environment while it is written.
+    unsafe {
+        std::env::set_var(
+            toolhost_sandbox::protected::ENV,
+            toolhost_sandbox::protected::to_env(&hidden),
+        );
+    }
+}
+
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = LoadedConfig::load(cli.config.as_deref())?;
     let roots = match &cli.command {
@@ -181,6 +200,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     if !roots.is_empty() {
         config = config.with_workspace_roots(roots)?;
     }
+    confine_what_we_start(&config);
     if !config.config.plugins.strict_permissions {
         tracing::warn!(
             "[plugins] strict_permissions = false: plugin files that other users can change \

@@ -136,6 +136,9 @@ pub struct RawWorkspace {
     /// `fetch_url` may reach loopback, private, link-local and metadata addresses
     /// (default false).
     pub allow_private_addresses: Option<bool>,
+    /// Commands may make Unix-domain sockets (default false: the seccomp filter refuses
+    /// them, so no command reaches the host's control socket or another local service).
+    pub allow_unix_sockets: Option<bool>,
 }
 
 impl RawWorkspace {
@@ -154,6 +157,7 @@ impl RawWorkspace {
             allow_private_addresses: profile
                 .allow_private_addresses
                 .or(self.allow_private_addresses),
+            allow_unix_sockets: profile.allow_unix_sockets.or(self.allow_unix_sockets),
         }
     }
 }

@@ -336,6 +336,37 @@ impl LoadedConfig {
             .or_else(crate::sys::dirs::state_dir)
     }
 
+    /// What no sandbox may reach, whatever the roots say ([`toolhost_sandbox::protected`]):
+    /// the state folder (kept outputs, lasting approvals, sessions, tokens, the audit log,
+    /// the trust file), the profiles' state where it lives elsewhere, and the tokens,
+    /// audit and trust files wherever the config puts them (the audit log with its
+    /// rotated files and its head).
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = self.state_dir().into_iter().collect();
+        paths.push(self.profile_state_root());
+        paths.extend(self.tokens_file());
+        if let Ok(Some(audit)) = self.audit() {
+            let name = audit.file.as_os_str().to_owned();
+            for n in 1..=audit.keep.max(1) {
+                let mut rotated = name.clone();
+                rotated.push(format!(".{n}"));
+                paths.push(PathBuf::from(rotated));
+            }
+            let mut head = name.clone();
+            head.push(".head");
+            paths.push(PathBuf::from(head));
+            paths.push(audit.file);
+        }
+        paths.extend(self.config.trust.file.clone());
+        let mut unique: Vec<PathBuf> = Vec::new();
+        for p in paths {
+            if p.is_absolute() && !unique.contains(&p) {
+                unique.push(p);
+            }
+        }
+        unique
+    }
+
     /// Where profiles keep their state: `<state_dir>/profiles` (`<name>/state` and
     /// `<name>/outputs` below it), else, with no state folder at all, the profiles
     /// folder (beside each profile's config, where older releases kept it).
@@ -598,7 +629,8 @@ impl Profile {
             || workspace.deny_programs.is_some()
             || workspace.env.is_some()
             || workspace.command_timeout_secs.is_some()
-            || workspace.allow_private_addresses.is_some();
+            || workspace.allow_private_addresses.is_some()
+            || workspace.allow_unix_sockets.is_some();
         let workspace = config.workspace_for(
             &config.config.workspace.overridden(&workspace),
             if sets_workspace || config.file.is_none() && file.exists() {

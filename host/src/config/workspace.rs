@@ -28,6 +28,8 @@ pub struct WorkspaceSettings {
     pub command_timeout_secs: u64,
     /// `fetch_url` may reach loopback, private, link-local and metadata addresses.
     pub allow_private_addresses: bool,
+    /// Commands may make Unix-domain sockets.
+    pub allow_unix_sockets: bool,
     /// Where to add roots, for the tools' "no workspace configured" answer.
     pub config_hint: String,
 }
@@ -42,6 +44,7 @@ impl Default for WorkspaceSettings {
             env: Vec::new(),
             command_timeout_secs: DEFAULT_COMMAND_TIMEOUT_SECS,
             allow_private_addresses: false,
+            allow_unix_sockets: false,
             config_hint: String::new(),
         }
     }
@@ -80,6 +83,7 @@ impl WorkspaceSettings {
             env: raw.env.clone().unwrap_or_default(),
             command_timeout_secs,
             allow_private_addresses: raw.allow_private_addresses.unwrap_or(false),
+            allow_unix_sockets: raw.allow_unix_sockets.unwrap_or(false),
             config_hint: hint,
         })
     }
@@ -101,6 +105,7 @@ impl WorkspaceSettings {
         answer.env.clone_from(&self.env);
         answer.command_timeout_secs = self.command_timeout_secs;
         answer.allow_private_addresses = self.allow_private_addresses;
+        answer.allow_unix_sockets = self.allow_unix_sockets;
         answer.config_hint.clone_from(&self.config_hint);
         answer
     }

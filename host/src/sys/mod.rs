@@ -3,7 +3,7 @@
 //! opening a path without following it into a FIFO or device (`safe_open`), ownership and
 //! mode checks (`permissions`), resource limits (`rlimit`), descriptors and processes for
 //! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
-//! (`seccomp`), telling systemd what the host is doing (`service_manager`), dropping
+//! (`sandbox::seccomp`, in `toolhost-sandbox`), telling systemd what the host is doing (`service_manager`), dropping
 //! capabilities (`caps`), keeping a worker's processes together
 //! (`containment`, `pid_namespace`), what confines a worker (`confinement`), the live
 //! workers the control socket refuses (`workers`), and ending the processes tagged with a
@@ -19,7 +19,6 @@ pub(crate) mod process;
 pub(crate) mod rlimit;
 pub(crate) mod safe_open;
 pub(crate) mod sandbox;
-pub(crate) mod seccomp;
 pub(crate) mod service_manager;
 pub(crate) mod tagged;
 pub(crate) mod workers;

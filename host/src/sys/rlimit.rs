@@ -128,6 +128,26 @@ pub(crate) fn set_limit(resource: Resource, value: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether `path` (a folder or file that exists) is on a memory-backed filesystem (tmpfs
+/// or ramfs), whose files hold memory that no per-process limit counts. A path that
+/// cannot be examined counts as not.
+pub(crate) fn on_memory_filesystem(path: &std::path::Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: an all-zero statfs is a valid value for statfs(2) to fill in.
+    let mut info: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs reads the NUL-terminated path and writes only `info`.
+    if unsafe { libc::statfs(c_path.as_ptr(), &raw mut info) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let kind = info.f_type as i64;
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}
+
 /// Whether this process's real uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
 pub(crate) fn real_uid_is_root() -> bool {
     // SAFETY: getuid has no preconditions and cannot fail.

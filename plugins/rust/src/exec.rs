@@ -178,6 +178,7 @@ pub(crate) fn run(command: Command, cancel: &CancelFlag) -> Result<Ran, ToolErro
         read: vec![PathBuf::from("/")],
         write,
         network: command.network || command.local_tcp,
+        ..SandboxRules::default()
     };
     let sandbox = toolhost_sandbox::prepare(SandboxMode::BestEffort, &rules).map_err(|e| {
         ToolError::failed(format!(

@@ -5,12 +5,16 @@
 //! environment, a denylist of programs, a time limit and cancellation that kill its whole
 //! process tree. Returns the exit status and both streams.
 //!
-//! What the sandbox does not stop: reading any file the host's user can read (secrets in
-//! the home folder included, and other processes' `/proc/PID/environ` and `cmdline`: a
-//! measured fact on Linux 6.18 with Landlock ABI 7, so the host's own environment is
-//! readable whatever the command's environment is reduced to), UDP and Unix sockets by path on kernels whose Landlock is
-//! older than ABI 10 and 9, using the CPU and memory, and a process that escapes both the
-//! process tree and its environment tag (see [`toolhost_sandbox::process_tree`]). Every command
+//! The sandbox is the one every process toolhost starts gets ([`toolhost_sandbox::prepare`]):
+//! Landlock, the seccomp filter (no Unix sockets unless `[workspace] allow_unix_sockets`,
+//! no IPv4 or IPv6 sockets without the network, no memfd), no capabilities, no new
+//! privileges, no inherited descriptor, and the host's state hidden.
+//!
+//! What the sandbox does not stop: reading any other file the host's user can read (secrets
+//! in the home folder included, and other processes' `/proc/PID/environ` and `cmdline`),
+//! using the CPU and memory (a command has no memory limit of its own), and a process that
+//! escapes both the process tree and its environment tag (see
+//! [`toolhost_sandbox::process_tree`]). Every command
 //! carries `TOOLHOST_SESSION=<the call's session>`, by which the host ends what a child
 //! turn's commands left running. On a kernel without Landlock nothing of the
 //! sandbox holds, and the result says so.
@@ -24,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
 use toolhost_sandbox::runner::{self, Finished, Launch};
 use toolhost_sandbox::{
-    SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI, UNIX_SOCKET_ABI,
+    PreparedSandbox, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI,
+    UNIX_SOCKET_ABI,
 };
 
 use crate::command_policy::{Denylist, command_env, find_program};
@@ -170,6 +175,8 @@ struct Planned {
     roots: Vec<PathBuf>,
     /// `[workspace] allow_network`.
     network: bool,
+    /// `[workspace] allow_unix_sockets`.
+    unix_sockets: bool,
     /// `[workspace] env`.
     env: Vec<String>,
     /// Standard input.
@@ -272,6 +279,7 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
         cwd,
         roots: workspace.roots.iter().map(|r| r.path.clone()).collect(),
         network: rules.allow_network,
+        unix_sockets: rules.allow_unix_sockets,
         env: rules.env.clone(),
         stdin: args.stdin.map(String::into_bytes),
         timeout: Duration::from_secs(secs),
@@ -328,11 +336,16 @@ fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolE
         .map_err(|e| ToolError::failed(format!("could not make a temporary folder: {e}")))?;
     let tmp_path = std::fs::canonicalize(tmp.path())
         .map_err(|e| ToolError::failed(format!("could not find the temporary folder: {e}")))?;
-    let rules = sandbox_rules(&planned.roots, &tmp_path, planned.network);
+    let rules = sandbox_rules(
+        &planned.roots,
+        &tmp_path,
+        planned.network,
+        planned.unix_sockets,
+    );
     let sandbox = toolhost_sandbox::prepare(SandboxMode::BestEffort, &rules)
         .map_err(|e| sandbox_error(&e))?;
     let mut notes = planned.notes;
-    let sandbox_text = describe_sandbox(sandbox.outcome(), planned.network);
+    let sandbox_text = describe_sandbox(&sandbox, planned.network, planned.unix_sockets);
     match sandbox.outcome() {
         SandboxOutcome::Full { .. } | SandboxOutcome::Off => {}
         other => notes.push(format!("{other}; the command ran with less confinement")),
@@ -369,9 +382,10 @@ fn session_env(mut env: Vec<(String, String)>, session: &str) -> Vec<(String, St
     env
 }
 
-/// The sandbox of a command: read and execute everywhere; write beneath the roots, the
-/// temporary folder and the harmless devices; the network as configured.
-fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool) -> SandboxRules {
+/// The sandbox of a command: read and execute everywhere but the host's state (which
+/// `prepare` hides, whatever the roots say); write beneath the roots, the temporary folder
+/// and the harmless devices; the network and Unix sockets as configured.
+fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool, unix: bool) -> SandboxRules {
     let devices = [
         "/dev/null",
         "/dev/zero",
@@ -388,6 +402,8 @@ fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool) -> SandboxRules {
             .chain(devices.into_iter().map(PathBuf::from))
             .collect(),
         network,
+        unix_sockets: unix,
+        ..SandboxRules::default()
     }
 }
 
@@ -404,27 +420,45 @@ fn sandbox_error(e: &SandboxError) -> ToolError {
 }
 
 /// What the sandbox holds and what this kernel leaves open.
-fn describe_sandbox(outcome: &SandboxOutcome, network: bool) -> String {
+fn describe_sandbox(sandbox: &PreparedSandbox, network: bool, unix: bool) -> String {
+    let outcome = sandbox.outcome();
     let mut text = outcome.to_string();
-    let abi = match outcome {
-        SandboxOutcome::Full { abi } => Some(*abi),
-        _ => toolhost_sandbox::kernel_abi(),
-    };
-    if let Some(abi) = abi {
-        if !network && abi < UDP_ABI {
-            text.push_str(&format!(
-                "; UDP is not denied (Landlock ABI {abi}; that needs ABI {UDP_ABI})"
-            ));
+    match sandbox.filter_gap() {
+        None if matches!(outcome, SandboxOutcome::Off) => {}
+        None => {
+            if !network {
+                text.push_str("; seccomp refuses IPv4 and IPv6 sockets (UDP too)");
+            }
+            text.push_str(if unix {
+                "; Unix sockets allowed ([workspace] allow_unix_sockets)"
+            } else {
+                "; seccomp refuses Unix sockets"
+            });
         }
-        if abi < UNIX_SOCKET_ABI {
-            text.push_str(&format!(
-                "; connecting to Unix sockets by path is not denied (needs ABI \
-                 {UNIX_SOCKET_ABI})"
-            ));
+        Some(gap) => {
+            let abi = match outcome {
+                SandboxOutcome::Full { abi } => Some(*abi),
+                _ => toolhost_sandbox::kernel_abi(),
+            };
+            text.push_str(&format!("; no seccomp filter ({gap})"));
+            if let Some(abi) = abi {
+                if !network && abi < UDP_ABI {
+                    text.push_str(&format!(
+                        "; UDP is not denied (Landlock ABI {abi}; that needs ABI {UDP_ABI})"
+                    ));
+                }
+                if !unix && abi < UNIX_SOCKET_ABI {
+                    text.push_str(&format!(
+                        "; connecting to Unix sockets by path is not denied (needs ABI \
+                         {UNIX_SOCKET_ABI})"
+                    ));
+                }
+            }
         }
     }
     text.push_str(
-        "; reading files is not restricted (anything the host's user can read is readable)",
+        "; reading files is not restricted beyond the host's own state (anything else the \
+         host's user can read is readable)",
     );
     text
 }

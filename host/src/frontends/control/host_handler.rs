@@ -95,9 +95,6 @@ impl Approver for ControlApprover {
     }
 
     fn who(&self) -> String {
-        match self.0.caller.uid {
-            Some(uid) => format!("control client terminal (uid {uid})"),
-            None => "control client terminal".to_owned(),
-        }
+        self.0.who.clone()
     }
 }

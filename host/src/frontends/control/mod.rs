@@ -77,6 +77,8 @@ pub trait ControlHandler: Send + Sync + 'static {
 pub struct ControlPeer {
     /// Who it is: the control frontend and its uid.
     pub caller: Caller,
+    /// What it is, as the host found it (its terminal only when it has one).
+    pub who: String,
     questions: std::sync::Arc<server::Questions>,
 }
 

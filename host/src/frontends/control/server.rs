@@ -157,6 +157,16 @@ impl Drop for ControlSocket {
 /// Why a connection to the control socket is refused; its text is the client's answer.
 #[derive(Debug, thiserror::Error)]
 enum Refusal {
+    /// The peer is a process this host started (a command, cargo, a build script, a
+    /// test binary, a worker's child), or the host itself.
+    #[error(
+        "permission denied: processes toolhost started (commands, cargo, build scripts, \
+         plugin workers and what they run) may not use the control socket ({why})"
+    )]
+    Started {
+        /// How it descends from the host.
+        why: String,
+    },
     /// The peer is one of this host's plugin workers, or a process one started.
     #[error(
         "permission denied: plugin workers and the processes they start may not use the \
@@ -190,10 +200,17 @@ enum Refusal {
 /// process one started (a worker runs as the host's uid; it must not drive the host).
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
-fn admit(stream: &UnixStream) -> Result<Caller, Refusal> {
+fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
     let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
+            if let Some(why) = cred.pid().and_then(started_by_host) {
+                tracing::warn!(
+                    pid = cred.pid(),
+                    "refused a control connection from a process toolhost started: {why}"
+                );
+                return Err(Refusal::Started { why });
+            }
             if let Some(why) = cred
                 .pid()
                 .and_then(|p| u32::try_from(p).ok())
@@ -206,10 +223,11 @@ fn admit(stream: &UnixStream) -> Result<Caller, Refusal> {
                 return Err(Refusal::Worker { why });
             }
             if trusted_uid(cred.uid()) {
-                return Ok(Caller {
+                let caller = Caller {
                     uid: Some(cred.uid()),
                     ..Caller::new(Frontend::Control)
-                });
+                };
+                return Ok((caller, describe_peer(cred.uid(), cred.pid())));
             }
             untrusted(me, &cred)
         }
@@ -222,7 +240,7 @@ fn admit(stream: &UnixStream) -> Result<Caller, Refusal> {
 
 /// The refusal of a peer of another uid.
 #[cfg(unix)]
-fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<Caller, Refusal> {
+fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<(Caller, String), Refusal> {
     tracing::warn!(
         uid = cred.uid(),
         pid = cred.pid(),
@@ -236,8 +254,39 @@ fn untrusted(me: u32, cred: &tokio::net::unix::UCred) -> Result<Caller, Refusal>
 }
 
 #[cfg(not(unix))]
-fn admit(_stream: &UnixStream) -> Result<Caller, Refusal> {
-    Ok(Caller::new(Frontend::Control))
+fn admit(_stream: &UnixStream) -> Result<(Caller, String), Refusal> {
+    Ok((Caller::new(Frontend::Control), "control client".to_owned()))
+}
+
+/// Why the process `pid` counts as one this host started, or `None`. The mark is the
+/// process tree: the host is the child subreaper of everything it starts (so a double
+/// fork reparents to the host, never to init), no process can choose its parent, and
+/// `setsid` or `env -i` change neither, so every process a command, cargo, a build script
+/// or a worker started stays a descendant of the host for as long as the host runs. A
+/// pid that is gone by now is refused too (nothing can be asked of it).
+#[cfg(unix)]
+fn started_by_host(pid: i32) -> Option<String> {
+    let me = i32::try_from(std::process::id()).ok()?;
+    if pid == me {
+        return Some(format!("process {pid} is the host itself (a plugin in its process)"));
+    }
+    match crate::sys::sandbox::process_tree::descends_from(pid, me) {
+        Some(true) => Some(format!("process {pid} descends from toolhost (pid {me})")),
+        Some(false) => None,
+        None => Some(format!("process {pid} exited before it could be checked")),
+    }
+}
+
+/// What a control client is, for the audit log and lasting approvals: its uid, its pid,
+/// and its terminal only when it has one (a program with no controlling terminal is not
+/// "a terminal", whatever it says).
+#[cfg(unix)]
+fn describe_peer(uid: u32, pid: Option<i32>) -> String {
+    let pid_text = pid.map_or_else(|| "pid unknown".to_owned(), |p| format!("pid {p}"));
+    match pid.and_then(crate::sys::sandbox::process_tree::controlling_terminal) {
+        Some(tty) => format!("control client at terminal {tty} (uid {uid}, {pid_text})"),
+        None => format!("control client without a terminal (uid {uid}, {pid_text})"),
+    }
 }
 
 /// How long a refused client gets to read its answer before the connection is closed.
@@ -344,7 +393,7 @@ impl Questions {
 
 async fn serve_connection<H: ControlHandler>(
     stream: UnixStream,
-    caller: Caller,
+    (caller, who): (Caller, String),
     handler: Arc<H>,
     stop: CancellationToken,
 ) {
@@ -356,6 +405,7 @@ async fn serve_connection<H: ControlHandler>(
     });
     let peer = ControlPeer {
         caller,
+        who,
         questions: Arc::clone(&questions),
     };
     loop {

@@ -248,6 +248,14 @@ fn launch_process(
     if let Some(tmp) = tmp {
         command.env("TMPDIR", tmp);
     }
+    // What the worker's commands must not reach either (their sandbox reads it).
+    let hidden = sandbox::protected::from_env();
+    if !hidden.is_empty() {
+        command.env(
+            sandbox::protected::ENV,
+            sandbox::protected::to_env(&hidden),
+        );
+    }
     command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -446,7 +454,9 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         .as_ref()
         .filter(|_| !worker_profile(profile).is_empty())
         .map(|dir| dir.join(profile).join("state"));
+    let mut private = Vec::new();
     if let Some(dir) = &state {
+        private.push(dir.clone());
         // A state folder the host would make on the plugin's first `state_dir()` must
         // exist now for the sandbox to allow it (made 0700, as the host makes it). One
         // that was refused (a link: the sandbox would allow its target) is left out.
@@ -469,5 +479,10 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         read,
         write,
         network,
+        // The host's state stays out of reach, whatever the roots and paths say; only the
+        // profile's own plugin state is granted inside it.
+        hidden: sandbox::protected::from_env(),
+        private,
+        ..SandboxRules::default()
     }
 }

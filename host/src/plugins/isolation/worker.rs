@@ -31,7 +31,8 @@ use crate::sys::containment::ContainmentKind;
 use crate::sys::rlimit::{self, Resource};
 use crate::sys::sandbox::caps;
 use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
-use crate::sys::{pid_namespace, seccomp};
+use crate::sys::pid_namespace;
+use crate::sys::sandbox::seccomp;
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -165,6 +166,59 @@ enum ConfineError {
          sandbox = \"best-effort\"` to run it without the filter)"
     )]
     Seccomp(seccomp::SeccompError),
+    /// Memory cannot be bounded here, and the sandbox is required.
+    #[error(
+        "memory is not bounded: {0}; the sandbox is required, so the worker does not start \
+         (set `[isolation] sandbox = \"best-effort\"` to run it anyway)"
+    )]
+    Memory(String),
+}
+
+/// Whether the worker's memory is bounded: in a cgroup, by `memory.max` (the host adds
+/// that protection); otherwise by `RLIMIT_AS`, which holds only while the seccomp filter
+/// refuses the memory no mapping counts (memfd, System V shared memory) and no write
+/// path is on a memory-backed filesystem (tmpfs, ramfs), whose files hold memory too.
+fn memory_protection(init: &Init, seccomp_holds: bool) -> Protection {
+    let mib = init.limits.memory_bytes >> 20;
+    if init.containment == ContainmentKind::Cgroup {
+        return Protection::holds(
+            "memory",
+            format!("RLIMIT_AS: {mib} MiB per process over its start, and the cgroup"),
+        );
+    }
+    if !seccomp_holds {
+        return Protection::lacks(
+            "memory",
+            format!(
+                "RLIMIT_AS {mib} MiB per process, but without the seccomp filter memfd and \
+                 System V shared memory escape it (a cgroup would bound them)"
+            ),
+        );
+    }
+    if let Some(path) = init
+        .rules
+        .write
+        .iter()
+        .find(|p| crate::sys::rlimit::on_memory_filesystem(p))
+    {
+        return Protection::lacks(
+            "memory",
+            format!(
+                "RLIMIT_AS {mib} MiB per process, but the write path {} is on a \
+                 memory-backed filesystem (tmpfs), whose files no per-process limit counts \
+                 (a cgroup would bound them: run as root or in a delegated systemd slice, or \
+                 move the path off tmpfs)",
+                path.display()
+            ),
+        );
+    }
+    Protection::holds(
+        "memory",
+        format!(
+            "RLIMIT_AS: {mib} MiB per process over its start; seccomp refuses memfd and \
+             System V shared memory; no write path is on tmpfs"
+        ),
+    )
 }
 
 /// Everything that confines the worker, in order: its PID namespace (if the host chose
@@ -290,6 +344,13 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
             false
         }
     };
+    if init.limits.memory_bytes > 0 {
+        let memory = memory_protection(init, seccomp_holds);
+        if !memory.enforced && init.sandbox == SandboxMode::Required {
+            return Err(ConfineError::Memory(memory.detail));
+        }
+        c.set(memory);
+    }
     let abi_text = abi.map(|a| format!("Landlock ABI {a}")).unwrap_or_default();
     c.set(Protection::new(
         "filesystem",

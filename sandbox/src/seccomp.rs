@@ -1,13 +1,19 @@
-//! The seccomp filter a plugin worker installs on itself before it loads a plugin: it
-//! refuses (with `EPERM`) the sockets the worker may not make and the system calls a plugin
-//! has no business making, for the worker and everything it starts. Built with the
-//! `seccompiler` crate; the filter cannot be removed once installed.
+//! The seccomp filter every process toolhost starts is held to: a plugin worker installs
+//! it on itself before it loads a plugin ([`apply`]), and a command (`run_command`, the
+//! Rust tools' cargo and rustc) enters it between fork and exec ([`Filters::install`],
+//! through [`crate::PreparedSandbox::enter`]). It refuses (with `EPERM`) the sockets the
+//! process may not make and the system calls a tool has no business making, for it and
+//! everything it starts. Built with the `seccompiler` crate; the filter cannot be removed
+//! once installed.
 //!
 //! What it refuses:
 //! - `socket()` of the Unix family (path-named and abstract sockets: the host's control
 //!   socket, other programs' sockets) unless the operator allowed them for the plugin;
 //!   raw and packet sockets always; with no network, every family but Unix (so UDP too);
 //!   netlink other than `NETLINK_ROUTE` (which the C library's resolver reads).
+//! - memory no per-process limit counts: `memfd_create` and `memfd_secret` (pages that are
+//!   never mapped escape `RLIMIT_AS`) and System V shared memory (`shmget`, `shmat`: a
+//!   segment outlives every mapping of it).
 //! - io_uring (its operations bypass this filter), tracing and reading other processes
 //!   (`ptrace`, `process_vm_*`, `pidfd_getfd`, `kcmp`), namespaces and mounts (`unshare`,
 //!   `setns`, `mount` and the new mount API, `pivot_root`, `chroot`), the kernel's keyring,
@@ -27,16 +33,16 @@ use seccompiler::{
 
 /// What the filter lets a worker do with sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SocketRules {
+pub struct SocketRules {
     /// IPv4 and IPv6 sockets (TCP and UDP; never raw).
-    pub(crate) network: bool,
+    pub network: bool,
     /// Unix-domain sockets (connecting to a path or an abstract name).
-    pub(crate) unix: bool,
+    pub unix: bool,
 }
 
 /// Why the filter was not installed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SeccompError {
+pub enum SeccompError {
     /// The architecture has no filter here.
     #[error(
         "no seccomp filter is defined for the {0} architecture; toolhost filters system \
@@ -101,6 +107,10 @@ fn refused_calls() -> Vec<i64> {
         libc::SYS_personality,
         libc::SYS_fanotify_init,
         libc::SYS_vhangup,
+        libc::SYS_memfd_create,
+        libc::SYS_memfd_secret,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
     ];
     #[cfg(target_arch = "x86_64")]
     calls.extend([libc::SYS_iopl, libc::SYS_ioperm]);
@@ -218,10 +228,60 @@ fn clone3_program() -> Result<BpfProgram, SeccompError> {
 
 /// Installs the filters on the calling thread (and what it starts afterwards). Needs
 /// `PR_SET_NO_NEW_PRIVS` (set by the caller) or `CAP_SYS_ADMIN`.
-pub(crate) fn apply(sockets: SocketRules) -> Result<(), SeccompError> {
+pub fn apply(sockets: SocketRules) -> Result<(), SeccompError> {
     let clone3 = clone3_program()?;
     let refusing = refusing_program(sockets)?;
     seccompiler::apply_filter(&clone3)?;
     seccompiler::apply_filter(&refusing)?;
     Ok(())
+}
+
+/// The two filters compiled in a parent, for a child to install between fork and exec
+/// ([`Filters::install`]), where nothing may allocate.
+#[derive(Debug)]
+pub struct Filters {
+    /// `clone3` answers `ENOSYS`.
+    clone3: BpfProgram,
+    /// Everything else refused with `EPERM`.
+    refusing: BpfProgram,
+}
+
+/// `SECCOMP_SET_MODE_FILTER` from `<linux/seccomp.h>`.
+const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+
+impl Filters {
+    /// Compiles the filters for `sockets`.
+    pub fn compile(sockets: SocketRules) -> Result<Filters, SeccompError> {
+        Ok(Filters {
+            clone3: clone3_program()?,
+            refusing: refusing_program(sockets)?,
+        })
+    }
+
+    /// Installs both filters on the calling thread. Async-signal-safe (two `seccomp(2)`
+    /// calls over memory compiled before the fork): it may run in a `pre_exec` hook. Needs
+    /// `PR_SET_NO_NEW_PRIVS` first.
+    pub fn install(&self) -> std::io::Result<()> {
+        for program in [&self.clone3, &self.refusing] {
+            let prog = libc::sock_fprog {
+                len: u16::try_from(program.len())
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::E2BIG))?,
+                filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+            };
+            // SAFETY: seccomp(2) reads `prog` and the `len` instructions it points to, all
+            // alive across the call; seccompiler's `sock_filter` has the kernel's layout.
+            let done = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    SECCOMP_SET_MODE_FILTER,
+                    0 as libc::c_uint,
+                    &raw const prog,
+                )
+            };
+            if done != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
 }
