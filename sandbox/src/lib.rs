@@ -396,9 +396,13 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
     })
 }
 
-/// `rules` with the paths the host hid through the environment added to `hidden`.
+/// `rules` with the paths the host hid through the environment added to `hidden` (unless
+/// an outer sandbox of a worker hides them already, [`protected::hidden_by_outer`]).
 fn with_env_hidden(rules: &SandboxRules) -> SandboxRules {
     let mut rules = rules.clone();
+    if protected::hidden_by_outer() {
+        return rules;
+    }
     for path in protected::from_env() {
         if !rules.hidden.contains(&path) {
             rules.hidden.push(path);

@@ -273,7 +273,8 @@ fn wait_dead(pidfd: &OwnedFd, limit: std::time::Duration) {
         // SAFETY: `fd` is one valid pollfd structure.
         let ready = unsafe { libc::poll(&raw mut fd, 1, millis) };
         if ready != 0 || left.is_zero() {
-            if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            if ready < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
             {
                 continue;
             }

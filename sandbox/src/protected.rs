@@ -21,6 +21,17 @@ use landlock::{AccessFs, BitFlags};
 /// strings.
 pub const ENV: &str = "TOOLHOST_PROTECTED_PATHS";
 
+/// The environment variable a worker sets once its own sandbox hides the paths of
+/// [`ENV`]: the sandboxes of the commands it starts are nested in its own, which only
+/// narrows, so they need not carve again (and could not: the worker may not list the
+/// folders on the way).
+pub const HIDDEN_BY_OUTER: &str = "TOOLHOST_STATE_HIDDEN_BY_WORKER";
+
+/// Whether this process is in a worker's sandbox that hides the host's state already.
+pub fn hidden_by_outer() -> bool {
+    std::env::var_os(HIDDEN_BY_OUTER).is_some_and(|v| v == "1")
+}
+
 /// How deep a rule is carved (folders on the way down to a hidden path); past that the
 /// rule is dropped rather than granted whole.
 const MAX_DEPTH: usize = 32;
@@ -109,10 +120,11 @@ fn carve_one(
     if depth >= MAX_DEPTH {
         return;
     }
-    out.push((path.to_path_buf(), access & on_the_way));
     let Ok(entries) = std::fs::read_dir(path) else {
+        // Not listable: nothing beside the way can be granted, so nothing is.
         return;
     };
+    out.push((path.to_path_buf(), access & on_the_way));
     for entry in entries.flatten() {
         let child = path.join(entry.file_name());
         // A link is granted where it leads (Landlock follows it), so it is carved as its

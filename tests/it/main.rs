@@ -8,6 +8,7 @@ mod audit;
 mod blocking;
 mod cli;
 mod compat;
+mod confinement;
 mod context;
 mod delegation;
 mod descriptions;

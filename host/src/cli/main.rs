@@ -185,6 +185,8 @@ fn confine_what_we_start(config: &LoadedConfig) {
             toolhost_sandbox::protected::ENV,
             toolhost_sandbox::protected::to_env(&hidden),
         );
+        // Only a worker whose own sandbox hides the state may say so.
+        std::env::remove_var(toolhost_sandbox::protected::HIDDEN_BY_OUTER);
     }
 }
 

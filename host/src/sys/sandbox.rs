@@ -4,11 +4,9 @@
 //! the rest of the host, with the seccomp filter (`seccomp`, shared with commands too) and
 //! the hiding of the host's state from every sandbox (`protected`).
 
-pub(crate) use toolhost_sandbox::{caps, protected, seccomp};
-pub(crate) use toolhost_sandbox::process_tree::{
-    self, TaggedProcess, find_tagged, signal_tagged,
-};
+pub(crate) use toolhost_sandbox::process_tree::{self, TaggedProcess, find_tagged, signal_tagged};
 pub(crate) use toolhost_sandbox::{
     SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply, kernel_abi,
     system_read_paths,
 };
+pub(crate) use toolhost_sandbox::{caps, protected, seccomp};

@@ -268,7 +268,9 @@ fn admit(_stream: &UnixStream) -> Result<(Caller, String), Refusal> {
 fn started_by_host(pid: i32) -> Option<String> {
     let me = i32::try_from(std::process::id()).ok()?;
     if pid == me {
-        return Some(format!("process {pid} is the host itself (a plugin in its process)"));
+        return Some(format!(
+            "process {pid} is the host itself (a plugin in its process)"
+        ));
     }
     match crate::sys::sandbox::process_tree::descends_from(pid, me) {
         Some(true) => Some(format!("process {pid} descends from toolhost (pid {me})")),

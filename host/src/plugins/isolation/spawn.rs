@@ -251,10 +251,7 @@ fn launch_process(
     // What the worker's commands must not reach either (their sandbox reads it).
     let hidden = sandbox::protected::from_env();
     if !hidden.is_empty() {
-        command.env(
-            sandbox::protected::ENV,
-            sandbox::protected::to_env(&hidden),
-        );
+        command.env(sandbox::protected::ENV, sandbox::protected::to_env(&hidden));
     }
     command
         .stdin(Stdio::null())

@@ -28,11 +28,11 @@ use crate::plugins::run::call_pool::{self, PoolError};
 use crate::plugins::run::plugin_tool::{PluginAnswer, PluginTool};
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
+use crate::sys::pid_namespace;
 use crate::sys::rlimit::{self, Resource};
 use crate::sys::sandbox::caps;
-use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
-use crate::sys::pid_namespace;
 use crate::sys::sandbox::seccomp;
+use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -314,6 +314,14 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
         return Ok(c);
     }
     let outcome = sandbox::apply(init.sandbox, &init.rules)?;
+    if matches!(
+        outcome,
+        SandboxOutcome::Full { .. } | SandboxOutcome::Partial { .. }
+    ) {
+        // SAFETY: the worker is still single-threaded (confinement runs first), so
+        // nothing reads the environment while it is written.
+        unsafe { std::env::set_var(sandbox::protected::HIDDEN_BY_OUTER, "1") };
+    }
     let abi = match &outcome {
         SandboxOutcome::Full { abi } => Some(*abi),
         SandboxOutcome::Partial { .. } => sandbox::kernel_abi(),

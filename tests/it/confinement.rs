@@ -1,0 +1,487 @@
+//! What toolhost starts is confined like a worker, through the real binary, with the host
+//! as root and as a throwaway plain user: a hostile `run_command` program (in process and
+//! under `--isolate`) and a hostile crate's `build.rs` under `cargo_check` try the
+//! descriptors the host inherited, the host's state (kept outputs, tokens) through a
+//! workspace root that holds it, memfd, Unix sockets and the network; with Unix sockets
+//! allowed, a command (directly, and double-forked with `setsid` and `env -i`) reaches
+//! the control socket and is refused by the host.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{
+    OtherUser, PluginDir, toolhost_command, wait_exit, wait_for_socket, wait_until,
+};
+
+const KEPT: &str = "KEPT OUTPUT OF ANOTHER TOKEN";
+const TOKENS: &str = "TOKEN FILE CONTENT";
+
+/// The hostile program: each attempt prints `name: ok ...` or `name: refused ...`.
+const HOSTILE: &str = r#"
+import os, socket, sys
+kept, tokens, control, planted, outside = sys.argv[1:6]
+def attempt(name, f):
+    try:
+        print(f"{name}: ok {f()!r}")
+    except Exception as e:
+        print(f"{name}: refused {type(e).__name__}: {e}")
+def inherited():
+    # By identity (fstat), not by /proc/self/fd, which a worker's command may not list.
+    want = os.stat(outside)
+    for fd in range(3, 1024):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            os.write(fd, b"escaped through an inherited descriptor\n")
+            return f"descriptor {fd}"
+    raise OSError(9, "Bad file descriptor: no descriptor reaches the file outside")
+attempt("fd7", inherited)
+attempt("read_kept", lambda: open(kept).read())
+attempt("list_kept", lambda: os.listdir(os.path.dirname(kept)))
+attempt("plant_kept", lambda: open(planted, "w").write("planted"))
+attempt("read_tokens", lambda: open(tokens).read())
+attempt("memfd", lambda: os.memfd_create("hoard"))
+attempt("unix", lambda: socket.socket(socket.AF_UNIX).connect(control))
+attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
+"#;
+
+/// A work folder whose workspace root holds everything, the host's state included.
+struct Work {
+    dir: tempfile::TempDir,
+    plugins: PluginDir,
+}
+
+impl Work {
+    fn new(workspace_extra: &str, plugins: &[&str]) -> Work {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        std::fs::write(root.join("config.toml"), "profiles_dir = \"profiles\"\n").expect("cfg");
+        let coder = root.join("profiles").join("coder");
+        std::fs::create_dir_all(&coder).expect("profile");
+        // The root is the whole work folder: the state folder is beneath it.
+        std::fs::write(
+            coder.join("config.toml"),
+            format!("[workspace]\nroots = [\"../..\"]\n{workspace_extra}"),
+        )
+        .expect("profile config");
+        let outputs = root.join("state/toolhost/profiles/coder/outputs");
+        std::fs::create_dir_all(&outputs).expect("outputs");
+        std::fs::write(outputs.join("o-secret.json"), KEPT).expect("kept");
+        std::fs::write(root.join("state/toolhost/tokens.json"), TOKENS).expect("tokens");
+        std::fs::create_dir_all(root.join("proj")).expect("proj");
+        std::fs::write(root.join("proj/hostile.py"), HOSTILE).expect("script");
+        std::fs::write(root.join("outside-fd7"), "").expect("fd target");
+        Work {
+            dir,
+            plugins: PluginDir::with(plugins),
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// The file outside the roots the host has open on descriptor 7 (its real path).
+    fn outside_fd7(&self) -> PathBuf {
+        std::fs::canonicalize(self.path("outside-fd7")).expect("fd 7 target")
+    }
+
+    fn kept(&self) -> PathBuf {
+        self.path("state/toolhost/profiles/coder/outputs/o-secret.json")
+    }
+
+    fn hostile_args(&self, control: &Path) -> Value {
+        json!({
+            "program": "python3",
+            "args": [
+                self.path("proj/hostile.py"),
+                self.kept(),
+                self.path("state/toolhost/tokens.json"),
+                control,
+                self.path("state/toolhost/profiles/coder/outputs/o-planted.json"),
+                self.outside_fd7(),
+            ],
+            "cwd": self.path("proj"),
+        })
+    }
+
+    /// `toolhost` as the host's user (`as_user`: a plain user), with the work folder's
+    /// config and state.
+    fn toolhost(&self, as_user: Option<&OtherUser>) -> Command {
+        let mut cmd = match as_user {
+            Some(user) => {
+                let mut cmd = user.command(env!("CARGO_BIN_EXE_toolhost"));
+                cmd.env("HOME", self.dir.path());
+                cmd
+            }
+            None => toolhost_command(),
+        };
+        cmd.arg("--config")
+            .arg(self.path("config.toml"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_CONFIG_HOME", self.path("config-home"));
+        cmd
+    }
+
+    /// `toolhost call TOOL ARGS --profile coder --yes EXTRA`, with a file outside the
+    /// roots open on descriptor 7 (not close-on-exec), as an inherited descriptor is.
+    fn call_with_fd7(
+        &self,
+        as_user: Option<&OtherUser>,
+        tool: &str,
+        args: &Value,
+        extra: &[&str],
+    ) -> Output {
+        let target = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.path("outside-fd7"))
+            .expect("open the fd 7 target");
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&target);
+        let mut cmd = self.toolhost(as_user);
+        cmd.args([
+            "call",
+            tool,
+            &args.to_string(),
+            "--profile",
+            "coder",
+            "--yes",
+        ])
+        .arg("--plugins")
+        .arg(self.plugins.path())
+        .args(extra)
+        .stdin(Stdio::null());
+        // SAFETY: dup2 is async-signal-safe; the new descriptor lacks close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(raw, 7) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().expect("run toolhost call");
+        drop(target);
+        out
+    }
+
+    fn give_to(&self, user: &OtherUser) {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", user.uid, user.gid))
+            .arg(self.dir.path())
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The line `name: ...` of the hostile program's output.
+fn line<'a>(said: &'a str, name: &str) -> &'a str {
+    let prefix = format!("{name}: ");
+    said.lines()
+        .find_map(|l| l.trim_start_matches(['"', ' ']).strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{name}` line in:\n{said}"))
+}
+
+/// The attempt `name` was refused with an error that holds one of `why` (the kernel's
+/// word for the refusal, not a missing file).
+fn refused(said: &str, name: &str, why: &[&str], context: &str) {
+    let l = line(said, name);
+    assert!(
+        l.starts_with("refused") && why.iter().any(|w| l.contains(w)),
+        "{context}: {name} was not refused as expected ({why:?}): {l}\n{said}"
+    );
+}
+
+const DENIED: &[&str] = &["Permission", "not permitted"];
+
+fn sandbox_or_skip(test: &str) -> bool {
+    if toolhost::sandbox_abi().is_none() {
+        println!("skipped {test}: this kernel has no Landlock");
+        return false;
+    }
+    if Command::new("python3").arg("-c").arg("1").status().is_err() {
+        println!("skipped {test}: python3 is not installed");
+        return false;
+    }
+    true
+}
+
+/// Every attack of the hostile program is refused, and nothing reached outside.
+fn assert_all_refused(work: &Work, out: &Output, context: &str) {
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    refused(&said, "fd7", &["Bad file descriptor"], context);
+    for name in [
+        "read_kept",
+        "plant_kept",
+        "read_tokens",
+        "memfd",
+        "unix",
+        "udp",
+    ] {
+        refused(&said, name, DENIED, context);
+    }
+    assert!(
+        !said.contains(KEPT) && !said.contains(TOKENS),
+        "{context}: {said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path("outside-fd7")).expect("fd 7 target"),
+        "",
+        "{context}: the command wrote through an inherited descriptor"
+    );
+    assert!(
+        !work
+            .path("state/toolhost/profiles/coder/outputs/o-planted.json")
+            .exists(),
+        "{context}: the command planted a kept output"
+    );
+}
+
+#[test]
+fn a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket() {
+    if !sandbox_or_skip("a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket") {
+        return;
+    }
+    let other = OtherUser::create(
+        "a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket",
+    );
+    let users: Vec<Option<&OtherUser>> = std::iter::once(None)
+        .chain(other.as_ref().map(Some))
+        .collect();
+    for user in users {
+        let work = Work::new("", &["toolhost_workspace"]);
+        if let Some(u) = user {
+            work.give_to(u);
+        }
+        for extra in [&[][..], &["--isolate"][..]] {
+            let context = format!(
+                "{} {extra:?}",
+                if user.is_some() { "plain user" } else { "root" }
+            );
+            let args = work.hostile_args(&work.path("nothing.sock"));
+            let out = work.call_with_fd7(user, "run_command", &args, extra);
+            assert!(
+                out.status.success(),
+                "{context}: {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            assert_all_refused(&work, &out, &context);
+        }
+    }
+}
+
+/// `toolhost serve --control SOCKET --profile coder`, as `user`, started.
+fn serve(work: &Work, user: Option<&OtherUser>, socket: &Path) -> std::process::Child {
+    let mut cmd = work.toolhost(user);
+    cmd.args(["serve", "--no-watch", "--plugins"])
+        .arg(work.plugins.path())
+        .arg("--control")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().expect("serve");
+    wait_for_socket(socket);
+    child
+}
+
+/// Connects to the control socket and prints the host's first line; the daemon variant
+/// double-forks, leaves the session and clears its environment first, and writes what it
+/// got to a file.
+const KNOCK: &str = r#"
+import os, socket, sys
+control, out, mode = sys.argv[1:4]
+def knock():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(control)
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"status","params":{}}\n')
+    return s.makefile().readline()
+if mode == "direct":
+    print("knock: " + knock())
+elif mode == "daemon":
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve(sys.executable, [sys.executable, sys.argv[0], control, out, "child"], {})
+        os._exit(0)
+    os.wait()
+else:
+    try:
+        got = knock()
+    except Exception as e:
+        got = f"failed to knock: {e}"
+    with open(out + ".tmp", "w") as f:
+        f.write(got)
+    os.rename(out + ".tmp", out)
+"#;
+
+#[test]
+fn a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks() {
+    if !sandbox_or_skip(
+        "a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks",
+    ) {
+        return;
+    }
+    let other = OtherUser::create(
+        "a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks",
+    );
+    let users: Vec<Option<&OtherUser>> = std::iter::once(None)
+        .chain(other.as_ref().map(Some))
+        .collect();
+    for user in users {
+        let context = if user.is_some() { "plain user" } else { "root" };
+        let work = Work::new("allow_unix_sockets = true\n", &["toolhost_workspace"]);
+        std::fs::write(work.path("proj/knock.py"), KNOCK).expect("script");
+        // Runs without asking: nobody is there to answer through the control socket.
+        std::fs::write(
+            work.path("config.toml"),
+            "profiles_dir = \"profiles\"\n\n[tools.run_command]\nrisk = \"read\"\nallow_lower = true\n",
+        )
+        .expect("config");
+        if let Some(u) = user {
+            work.give_to(u);
+        }
+        let socket = work.path("control.sock");
+        let mut host = serve(&work, user, &socket);
+        let control_call = |mode: &str, out: &Path| {
+            let args = json!({
+                "program": "python3",
+                "args": [work.path("proj/knock.py"), &socket, out, mode],
+                "cwd": work.path("proj"),
+            });
+            let mut cmd = work.toolhost(user);
+            cmd.args([
+                "call",
+                "run_command",
+                &args.to_string(),
+                "--profile",
+                "coder",
+                "--control",
+            ])
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("call --control")
+        };
+        let direct = control_call("direct", &work.path("unused"));
+        let said = format!("{}{}", text(&direct.stdout), text(&direct.stderr));
+        assert!(
+            said.contains("processes toolhost started")
+                && said.contains("may not use the control socket"),
+            "{context}: a command reached the control socket:\n{said}"
+        );
+        let daemon_out = work.path("proj/daemon-knock.txt");
+        let forked = control_call("daemon", &daemon_out);
+        assert!(
+            forked.status.success(),
+            "{context}: {}",
+            text(&forked.stderr)
+        );
+        wait_until("the double-forked daemon's knock", || daemon_out.exists());
+        let got = std::fs::read_to_string(&daemon_out).expect("daemon's answer");
+        assert!(
+            got.contains("processes toolhost started"),
+            "{context}: a double-forked, setsid, env -i daemon reached the control socket: {got}"
+        );
+        let _ = Command::new("kill").arg(host.id().to_string()).status();
+        wait_exit(&mut host, "the host");
+    }
+}
+
+/// A crate whose build script tries the doors a command may not reach, reporting each
+/// attempt as a cargo warning.
+fn hostile_crate(dir: &Path, kept: &Path, control: &Path, outside: &Path) {
+    std::fs::create_dir_all(dir.join("src")).expect("crate");
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"hostile-build\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("manifest");
+    std::fs::write(dir.join("src/lib.rs"), "pub fn f() {}\n").expect("lib");
+    let script = format!(
+        r#"use std::io::Write;
+fn report(name: &str, r: Result<String, std::io::Error>) {{
+    let line = match r {{
+        Ok(v) => format!("{{name}}: ok {{v}}\n"),
+        Err(e) => format!("{{name}}: refused {{e}}\n"),
+    }};
+    let mut f = std::fs::OpenOptions::new().create(true).append(true)
+        .open(concat!(env!("CARGO_MANIFEST_DIR"), "/report.txt")).expect("report");
+    f.write_all(line.as_bytes()).expect("report");
+}}
+fn main() {{
+    use std::os::fd::FromRawFd;
+    report("fd7", (|| {{
+        for entry in std::fs::read_dir("/proc/self/fd")? {{
+            let entry = entry?;
+            let Ok(target) = std::fs::read_link(entry.path()) else {{ continue }};
+            if target == std::path::Path::new({outside:?}) {{
+                let fd: i32 = entry.file_name().to_string_lossy().parse().unwrap_or(-1);
+                let mut f = unsafe {{ std::fs::File::from_raw_fd(fd) }};
+                f.write_all(b"escaped\n")?;
+                std::mem::forget(f);
+                return Ok(format!("descriptor {{fd}}"));
+            }}
+        }}
+        Err(std::io::Error::from_raw_os_error(9))
+    }})());
+    report("read_kept", std::fs::read_to_string({kept:?}));
+    report("unix", std::os::unix::net::UnixStream::connect({control:?}).map(|_| String::new()));
+    report("tcp", std::net::TcpStream::connect("127.0.0.1:9").map(|_| String::new()));
+}}
+"#
+    );
+    std::fs::write(dir.join("build.rs"), script).expect("build.rs");
+}
+
+#[test]
+fn a_hostile_build_script_under_cargo_check_is_confined_like_a_command() {
+    if !sandbox_or_skip("a_hostile_build_script_under_cargo_check_is_confined_like_a_command") {
+        return;
+    }
+    let work = Work::new("", &["toolhost_rust"]);
+    // A live socket for the build script to try (a host's control socket).
+    let socket = work.path("control.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    hostile_crate(
+        &work.path("proj/crate"),
+        &work.kept(),
+        &socket,
+        &work.outside_fd7(),
+    );
+    let krate = work.path("proj/crate");
+    let out = work.call_with_fd7(
+        None,
+        "cargo_check",
+        &json!({}),
+        &["--workspace", &krate.display().to_string()],
+    );
+    let report = std::fs::read_to_string(krate.join("report.txt")).unwrap_or_else(|e| {
+        panic!(
+            "the build script wrote no report ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    let said = format!("{report}{}{}", text(&out.stdout), text(&out.stderr));
+    refused(&said, "fd7", &["Bad file descriptor"], "build.rs");
+    for name in ["read_kept", "unix", "tcp"] {
+        refused(&said, name, DENIED, "build.rs");
+    }
+    assert!(!said.contains(KEPT), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(work.path("outside-fd7")).expect("fd 7"),
+        ""
+    );
+}
