@@ -7,8 +7,16 @@
 //! ring) for its model client, so this adds no HTTP or TLS stack to the workspace, and its
 //! resolver and redirect hooks are stable API (ureq 3 keeps its resolver in an
 //! `unversioned` module). The request runs on a thread of its own and the call's thread
-//! watches the cancel flag, so a cancel returns at once; the abandoned request ends at
-//! its own time limit. No compression is asked for, so the size cap counts the bytes sent.
+//! watches the cancel flag, so a cancel returns at once.
+//!
+//! One deadline, `timeout_secs` from the call's start, covers everything: resolving,
+//! connecting, TLS, every redirect, the headers and the whole body. reqwest's blocking
+//! client only limits each wait (a body dripping a byte at a time never trips it), so the
+//! deadline is held three ways: the request's own (total) timeout in reqwest's runtime,
+//! a check before every body read, and the call's thread, which ends the call when the
+//! deadline has passed whatever the request thread is doing. The error says how far the
+//! request got and how many bytes of the body were read. No compression is asked for, so
+//! the size cap counts the bytes sent.
 
 use std::io::Read as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +43,11 @@ pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub(crate) const MAX_TIMEOUT_SECS: u64 = 120;
 /// Redirects followed at most.
 pub(crate) const MAX_REDIRECTS: usize = 5;
+/// How long past the deadline the call's thread waits for the request thread's own
+/// answer (normally the same time-out error, from reqwest) before it answers itself.
+const DEADLINE_GRACE: Duration = Duration::from_millis(500);
+/// The longest a single connection attempt may take (within the deadline).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arguments of `fetch_url`.
 #[derive(Deserialize, JsonSchema)]
@@ -92,11 +105,13 @@ impl TypedOutputTool for FetchUrl {
          readable Markdown (scripts and styles dropped), text and JSON as they are, other \
          types (images, PDFs, archives) described by type and size, not shown. Follows up \
          to 5 redirects. Reads at most max_bytes of the body (default 5 MiB, up to 50 MiB; \
-         a longer body is cut and marked) within timeout_secs (default 30, up to 120). \
-         Only public internet addresses: loopback, private-network, link-local and cloud \
-         metadata addresses are refused (also when a name resolves to one or a redirect \
-         leads there) unless the workspace config allows private addresses. No cookies, \
-         no authentication, no proxy."
+         a longer body is cut and marked) within timeout_secs (default 30, up to 120), one \
+         limit for the whole request from connecting to the body's last byte. Only public \
+         internet addresses: this machine's own addresses, loopback, private-network, \
+         link-local, cloud metadata, documentation and other special-purpose addresses are \
+         refused (also when a name resolves to one or a redirect leads there); the \
+         workspace config can allow private addresses (local networks and this machine). \
+         No cookies, no authentication, no proxy."
     }
 
     fn risk(&self) -> Risk {
@@ -177,15 +192,46 @@ impl Request {
     }
 }
 
-/// Runs `request` on a thread of its own and waits for it, or for `cancel`.
+/// How far a request got, for the time-out error.
+#[derive(Debug, Clone)]
+struct Progress {
+    /// The URL being fetched (the final one once the headers arrived).
+    url: String,
+    /// The response's headers arrived.
+    headers: bool,
+    /// The body's bytes read so far.
+    bytes: u64,
+    /// The Content-Length the server declared.
+    declared: Option<u64>,
+}
+
+/// [`Progress`] shared between the request thread and the call's thread.
+type SharedProgress = Arc<Mutex<Progress>>;
+
+/// Runs `request` on a thread of its own and waits for it, for `cancel`, or for the
+/// deadline (`timeout_secs` from now).
 fn fetch(request: Request, cancel: &CancelFlag) -> Result<FetchResult, ToolError> {
+    let deadline = Instant::now() + request.timeout;
+    let timeout = request.timeout;
     let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Mutex::new(Progress {
+        url: request.url.to_string(),
+        headers: false,
+        bytes: 0,
+        declared: None,
+    }));
     let (send, receive) = mpsc::channel();
     let worker_stop = Arc::clone(&stop);
+    let worker_progress = Arc::clone(&progress);
     std::thread::Builder::new()
         .name("toolhost-fetch".to_owned())
         .spawn(move || {
-            let _ = send.send(fetch_now(&request, &worker_stop));
+            let _ = send.send(fetch_now(
+                &request,
+                &worker_stop,
+                &worker_progress,
+                deadline,
+            ));
         })
         .map_err(|e| ToolError::failed(format!("could not start the fetch: {e}")))?;
     loop {
@@ -195,6 +241,10 @@ fn fetch(request: Request, cancel: &CancelFlag) -> Result<FetchResult, ToolError
                 stop.store(true, Ordering::Release);
                 return Err(ToolError::failed("cancelled"));
             }
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline + DEADLINE_GRACE => {
+                stop.store(true, Ordering::Release);
+                return Err(deadline_error(timeout, &progress));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(ToolError::failed("the fetch stopped without an answer"));
@@ -203,8 +253,14 @@ fn fetch(request: Request, cancel: &CancelFlag) -> Result<FetchResult, ToolError
     }
 }
 
-/// The request itself (blocking), stopping between reads once `stop` is set.
-fn fetch_now(request: &Request, stop: &AtomicBool) -> Result<FetchResult, ToolError> {
+/// The request itself (blocking), stopping between reads once `stop` is set or the
+/// deadline has passed, and recording how far it got in `progress`.
+fn fetch_now(
+    request: &Request,
+    stop: &AtomicBool,
+    progress: &SharedProgress,
+    deadline: Instant,
+) -> Result<FetchResult, ToolError> {
     // rustls needs a process-wide crypto provider (this plugin's copy of rustls); a second
     // install is a no-op.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -212,7 +268,7 @@ fn fetch_now(request: &Request, stop: &AtomicBool) -> Result<FetchResult, ToolEr
     let client = reqwest::blocking::Client::builder()
         .user_agent(concat!("toolhost-fetch_url/", env!("CARGO_PKG_VERSION")))
         .timeout(request.timeout)
-        .connect_timeout(request.timeout.min(Duration::from_secs(10)))
+        .connect_timeout(request.timeout.min(CONNECT_TIMEOUT))
         .redirect(redirect_policy(
             MAX_REDIRECTS,
             request.allow_private,
@@ -226,15 +282,23 @@ fn fetch_now(request: &Request, stop: &AtomicBool) -> Result<FetchResult, ToolEr
         .map_err(|e| {
             ToolError::failed(format!("could not set up the HTTP client: {}", chain(&e)))
         })?;
-    let started = Instant::now();
+    // The request's own timeout is reqwest's total one: it covers connecting, TLS, the
+    // redirects and the whole body (the client's covers each wait only).
     let mut response = client
         .get(request.url.clone())
+        .timeout(deadline.saturating_duration_since(Instant::now()))
         .send()
-        .map_err(|e| request_error(&request.url, request.timeout, &e))?;
+        .map_err(|e| request_error(&request.url, request.timeout, deadline, progress, &e))?;
     let status = response.status().as_u16();
     let final_url = response.url().to_string();
     let content_type = header(&response, CONTENT_TYPE);
     let declared_length = header(&response, CONTENT_LENGTH).parse().ok();
+    {
+        let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+        p.url.clone_from(&final_url);
+        p.headers = true;
+        p.declared = declared_length;
+    }
     let redirects = hops.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let kind = Kind::of(&content_type);
     let mut body = Vec::new();
@@ -245,12 +309,19 @@ fn fetch_now(request: &Request, stop: &AtomicBool) -> Result<FetchResult, ToolEr
             if stop.load(Ordering::Acquire) {
                 return Err(ToolError::failed("cancelled"));
             }
+            if Instant::now() >= deadline {
+                return Err(deadline_error(request.timeout, progress));
+            }
             let n = response
                 .read(&mut buf)
-                .map_err(|e| body_error(&final_url, request.timeout, started, &e))?;
+                .map_err(|e| body_error(&final_url, request.timeout, deadline, progress, &e))?;
             if n == 0 {
                 break;
             }
+            progress
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .bytes += n as u64;
             let room = usize::try_from(request.max_bytes)
                 .unwrap_or(usize::MAX)
                 .saturating_sub(body.len());
@@ -389,26 +460,64 @@ fn describe(content_type: &str, declared: Option<u64>, body: &[u8], kind: Kind) 
     )
 }
 
-/// A failed request in words: a refused address or redirect, a time-out, or the cause.
-fn request_error(url: &Url, timeout: Duration, e: &reqwest::Error) -> ToolError {
-    let cause = chain(e);
-    if e.is_timeout() {
-        return ToolError::failed(format!(
-            "GET {url} timed out after {} s; pass a larger timeout_secs (up to \
-             {MAX_TIMEOUT_SECS}) or try later",
-            timeout.as_secs()
-        ));
-    }
-    ToolError::failed(format!("GET {url} failed: {cause}"))
+/// The deadline passed: how far the request got and how much of the body was read.
+fn deadline_error(timeout: Duration, progress: &SharedProgress) -> ToolError {
+    let p = progress
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let secs = timeout.as_secs();
+    let how_far = if p.headers {
+        let of = p
+            .declared
+            .map(|n| format!(" of the {n} declared"))
+            .unwrap_or_default();
+        format!(
+            "while the body was arriving: {} bytes{of} were read, and nothing is returned",
+            p.bytes
+        )
+    } else {
+        "before the response's headers arrived (resolving, connecting, TLS, redirects and \
+         the headers all count); nothing of the body was read"
+            .to_owned()
+    };
+    ToolError::failed(format!(
+        "GET {}: the time limit timeout_secs = {secs} s passed {how_far}; pass a larger \
+         timeout_secs (up to {MAX_TIMEOUT_SECS}) or try later",
+        p.url
+    ))
 }
 
-/// A failed body read in words.
-fn body_error(url: &str, timeout: Duration, started: Instant, e: &std::io::Error) -> ToolError {
-    if started.elapsed() >= timeout {
-        ToolError::failed(format!(
-            "GET {url}: the body did not arrive within {} s",
-            timeout.as_secs()
-        ))
+/// Whether `deadline` is at most a timer's slack away (a time-out error this close to it
+/// is the deadline's).
+fn near(deadline: Instant) -> bool {
+    Instant::now() + Duration::from_millis(100) >= deadline
+}
+
+/// A failed request in words: the deadline, a refused address or redirect, or the cause.
+fn request_error(
+    url: &Url,
+    timeout: Duration,
+    deadline: Instant,
+    progress: &SharedProgress,
+    e: &reqwest::Error,
+) -> ToolError {
+    if Instant::now() >= deadline || (e.is_timeout() && near(deadline)) {
+        return deadline_error(timeout, progress);
+    }
+    ToolError::failed(format!("GET {url} failed: {}", chain(e)))
+}
+
+/// A failed body read in words: the deadline, or the cause.
+fn body_error(
+    url: &str,
+    timeout: Duration,
+    deadline: Instant,
+    progress: &SharedProgress,
+    e: &std::io::Error,
+) -> ToolError {
+    if Instant::now() >= deadline || (e.kind() == std::io::ErrorKind::TimedOut && near(deadline)) {
+        deadline_error(timeout, progress)
     } else {
         ToolError::failed(format!("GET {url}: reading the body failed: {e}"))
     }

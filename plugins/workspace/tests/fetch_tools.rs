@@ -1,10 +1,12 @@
 //! `fetch_url` through `TestHost` against a small HTTP server on 127.0.0.1 (a std
 //! `TcpListener` thread): HTML to Markdown, text and JSON, other types described, the size
-//! and redirect caps, and loopback refused unless the workspace allows private addresses
-//! (allowed for the rest).
+//! and redirect caps, loopback and this machine's own addresses refused unless the
+//! workspace allows private addresses (allowed for the rest), and one deadline for the
+//! whole request (a body dripping a byte a second, headers that never come).
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
@@ -13,7 +15,11 @@ use toolhost_workspace::FetchUrl;
 
 /// Starts the server; returns its base URL (`http://127.0.0.1:PORT`).
 fn serve() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    serve_on(TcpListener::bind("127.0.0.1:0").expect("bind"))
+}
+
+/// Serves on `listener`; returns its base URL (`http://ADDRESS:PORT`).
+fn serve_on(listener: TcpListener) -> String {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
@@ -22,6 +28,9 @@ fn serve() -> String {
     });
     base
 }
+
+/// The bytes `/drip` declares and sends at most, one a second.
+const DRIP_BYTES: usize = 60;
 
 /// Answers one request by its path.
 fn answer(mut stream: TcpStream) {
@@ -43,6 +52,28 @@ fn answer(mut stream: TcpStream) {
         .nth(1)
         .unwrap_or("/")
         .to_owned();
+    if path == "/drip" {
+        // Headers at once, then one byte a second: bounded by DRIP_BYTES, and ends as soon
+        // as the client has gone (a write fails).
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {DRIP_BYTES}\r\n\
+             Connection: close\r\n\r\n"
+        );
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for _ in 0..DRIP_BYTES {
+            if stream
+                .write_all(b"x")
+                .and_then(|()| stream.flush())
+                .is_err()
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        return;
+    }
     if path == "/slow" {
         // Never answers: holds the connection until the client closes it.
         let mut rest = String::new();
@@ -251,4 +282,135 @@ fn a_cancel_ends_a_fetch_that_gets_no_answer() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The time a 2 s limit may take on a loaded 2-core machine.
+const LIMIT_AND_MARGIN: Duration = Duration::from_secs(2 + 8);
+
+#[test]
+fn the_time_limit_covers_the_whole_body() {
+    let base = serve();
+    let (host, _dir) = host(true);
+    let started = Instant::now();
+    let e = host
+        .call(
+            &FetchUrl,
+            json!({"url": format!("{base}/drip"), "timeout_secs": 2}),
+        )
+        .expect_err("the limit passes while the body drips")
+        .to_string();
+    let took = started.elapsed();
+    assert!(took < LIMIT_AND_MARGIN, "took {took:?}: {e}");
+    assert!(
+        e.contains("timeout_secs = 2 s") && e.contains("while the body was arriving"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("of the {DRIP_BYTES} declared")), "{e}");
+    assert!(e.contains("bytes"), "{e}");
+}
+
+#[test]
+fn the_time_limit_covers_waiting_for_the_headers() {
+    let base = serve();
+    let (host, _dir) = host(true);
+    let started = Instant::now();
+    let e = host
+        .call(
+            &FetchUrl,
+            json!({"url": format!("{base}/slow"), "timeout_secs": 2}),
+        )
+        .expect_err("no headers within the limit")
+        .to_string();
+    let took = started.elapsed();
+    assert!(took < LIMIT_AND_MARGIN, "took {took:?}: {e}");
+    assert!(
+        e.contains("timeout_secs = 2 s") && e.contains("before the response's headers arrived"),
+        "{e}"
+    );
+}
+
+/// A non-loopback address of this machine (IPv4 first, then an IPv6 address that needs
+/// no scope) and its interface, from getifaddrs.
+fn own_address() -> Option<(IpAddr, String)> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: `head` is a valid place for the list's head; freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = Vec::new();
+    let mut node = head;
+    while !node.is_null() {
+        // SAFETY: an entry of the list getifaddrs returned, not freed yet.
+        let entry = unsafe { &*node };
+        let address = entry.ifa_addr;
+        if !address.is_null() && !entry.ifa_name.is_null() {
+            // SAFETY: a NUL-terminated name of the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) }
+                .to_string_lossy()
+                .into_owned();
+            // SAFETY: non-null socket address of the list; its family says its type.
+            let family = i32::from(unsafe { (*address).sa_family });
+            let ip = match family {
+                libc::AF_INET => {
+                    // SAFETY: an AF_INET address is a sockaddr_in.
+                    let v4 =
+                        unsafe { std::ptr::read_unaligned(address.cast::<libc::sockaddr_in>()) };
+                    Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+                }
+                libc::AF_INET6 => {
+                    // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                    let v6 =
+                        unsafe { std::ptr::read_unaligned(address.cast::<libc::sockaddr_in6>()) };
+                    Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+                }
+                _ => None,
+            };
+            if let Some(ip) = ip {
+                found.push((ip, name));
+            }
+        }
+        node = entry.ifa_next;
+    }
+    // SAFETY: from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    let usable = |ip: &IpAddr| match ip {
+        IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_unspecified(),
+        IpAddr::V6(v6) => {
+            !v6.is_loopback() && !v6.is_unspecified() && (v6.segments()[0] & 0xffc0) != 0xfe80
+        }
+    };
+    let v4 = found
+        .iter()
+        .find(|(ip, _)| ip.is_ipv4() && usable(ip))
+        .cloned();
+    v4.or_else(|| found.into_iter().find(|(ip, _)| usable(ip)))
+}
+
+#[test]
+fn this_machines_own_address_is_refused_unless_private_addresses_are_allowed() {
+    let Some((ip, interface)) = own_address() else {
+        println!("skipped: this machine has no non-loopback address");
+        return;
+    };
+    // A server on that address, so a fetch the guard let through would get an answer.
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0));
+    let base = match listener {
+        Ok(listener) => serve_on(listener),
+        Err(e) => {
+            println!("no server on {ip} ({e}); checking the refusal only");
+            format!("http://{}", SocketAddr::new(ip, 9))
+        }
+    };
+    let (host, _dir) = self::host(false);
+    let e = host
+        .call(&FetchUrl, json!({"url": format!("{base}/json")}))
+        .expect_err("this machine's address")
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "{ip} is an address of this machine (interface {interface})"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("allow_private_addresses"), "{e}");
 }
