@@ -195,7 +195,7 @@ pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished>
 /// Makes this process the child subreaper of what it starts (once; not inherited by its
 /// children): a command's orphan (a double-forked daemon) is reparented here, not to
 /// init, so it stays a descendant of the host, which is how the host's control socket
-/// knows it for a process a tool started ([`crate::process_tree::started_by`]), and the
+/// knows it for a process a tool started ([`crate::process_tree::descends_from`]), and the
 /// kill at the end of the command can reap it.
 pub fn become_subreaper() {
     static DONE: std::sync::Once = std::sync::Once::new();
