@@ -335,21 +335,20 @@ pub struct PreparedSandbox {
     /// The ruleset's descriptor (close-on-exec, as the kernel makes it); `None` when there
     /// is nothing to enter (mode off, or a kernel without Landlock).
     ruleset: Option<OwnedFd>,
-    /// Whether the child sets `PR_SET_NO_NEW_PRIVS` (every mode but off).
-    no_new_privs: bool,
+    /// Whether the child sets `PR_SET_NO_NEW_PRIVS` and marks every descriptor above
+    /// standard error close-on-exec, so nothing the host inherited reaches the program
+    /// (every mode but off).
+    confined: bool,
     /// Whether the child drops every capability (every mode but off), and the highest
     /// capability number and whether the parent holds any, found before `fork`.
     drop_caps: Option<(u32, bool)>,
     /// The seccomp filters the child installs (every mode but off, where this
     /// architecture has them).
     filters: Option<seccomp::Filters>,
-    /// Whether the child marks every descriptor above standard error close-on-exec
-    /// (every mode but off), so nothing the host inherited reaches the program.
-    close_descriptors: bool,
     /// What the child will be held to.
     outcome: SandboxOutcome,
     /// Why the seccomp filter is missing, where it is (an architecture without one).
-    filter_gap: Option<String>,
+    filter_gap: Option<seccomp::SeccompError>,
 }
 
 /// Builds the sandbox of `rules` for a child process, without restricting the caller:
@@ -359,10 +358,9 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
     if mode == SandboxMode::Off {
         return Ok(PreparedSandbox {
             ruleset: None,
-            no_new_privs: false,
+            confined: false,
             drop_caps: None,
             filters: None,
-            close_descriptors: false,
             outcome: SandboxOutcome::Off,
             filter_gap: None,
         });
@@ -383,14 +381,13 @@ pub fn prepare(mode: SandboxMode, rules: &SandboxRules) -> Result<PreparedSandbo
                 detail: e.to_string(),
             });
         }
-        Err(e) => (None, Some(e.to_string())),
+        Err(e) => (None, Some(e)),
     };
     Ok(PreparedSandbox {
         ruleset,
-        no_new_privs: true,
+        confined: true,
         drop_caps: Some((caps::last_cap(), caps::has_any())),
         filters,
-        close_descriptors: true,
         outcome,
         filter_gap,
     })
@@ -419,8 +416,8 @@ impl PreparedSandbox {
 
     /// Why the child gets no seccomp filter (an architecture toolhost has none for), or
     /// `None` when it does (or the mode is off).
-    pub fn filter_gap(&self) -> Option<&str> {
-        self.filter_gap.as_deref()
+    pub fn filter_gap(&self) -> Option<&seccomp::SeccompError> {
+        self.filter_gap.as_ref()
     }
 
     /// Restricts the calling thread (in a child: the child process, whose only thread it
@@ -439,7 +436,7 @@ impl PreparedSandbox {
         if let Some((last_cap, held)) = self.drop_caps {
             caps::drop_all_in_child(last_cap, held)?;
         }
-        if self.no_new_privs {
+        if self.confined {
             // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integers and touches no memory.
             if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
                 return Err(io::Error::last_os_error());
@@ -462,7 +459,7 @@ impl PreparedSandbox {
         if let Some(filters) = &self.filters {
             filters.install()?;
         }
-        if self.close_descriptors {
+        if self.confined {
             close_inherited()?;
         }
         Ok(())

@@ -161,37 +161,59 @@ pub fn kill_tree(leader: i32) -> usize {
     stopped.len()
 }
 
-/// Whether process `pid` descends from process `ancestor` (is it, its child, its child's
-/// child...), by the parent links of `/proc`; `None` when `pid` is gone. A process cannot
-/// choose its parent: when its parent dies the kernel makes its nearest child-subreaper
-/// ancestor its parent (the host is one, [`crate::runner::become_subreaper`]), so neither a
-/// double fork nor `setsid` nor a new environment takes a process out of the host's tree.
-/// A link that exits during the walk (its children move up to the subreaper) restarts it.
-pub fn descends_from(pid: i32, ancestor: i32) -> Option<bool> {
-    for _ in 0..16 {
-        let mut current = pid;
-        let mut restart = false;
-        for _ in 0..4096 {
-            if current == ancestor {
-                return Some(true);
-            }
-            let Some(s) = stat(current) else {
-                if current == pid {
-                    return None;
-                }
-                restart = true;
-                break;
-            };
-            if s.ppid <= 1 {
-                return Some(s.ppid == ancestor);
-            }
-            current = s.ppid;
-        }
-        if !restart {
-            return Some(false);
-        }
+/// Makes this process the child subreaper of what it starts (once per process; not
+/// inherited by its children): an orphan (a double-forked daemon) is reparented here, not
+/// to init, so it stays a descendant ([`descends_from`]) and the kill at the end of a
+/// command can reap it. The host calls it at start, [`crate::runner::run`] in a worker.
+pub fn become_subreaper() -> std::io::Result<()> {
+    static DONE: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    let failed = DONE.get_or_init(|| {
+        let (one, zero): (libc::c_ulong, libc::c_ulong) = (1, 0);
+        // SAFETY: PR_SET_CHILD_SUBREAPER reads only its integer arguments.
+        let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, one, zero, zero, zero) };
+        (done != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    });
+    match failed {
+        None => Ok(()),
+        Some(errno) => Err(std::io::Error::from_raw_os_error(*errno)),
     }
-    Some(false)
+}
+
+/// The ancestors of process `pid` by the parent links of `/proc`, its parent first, up to
+/// (not including) init or a process whose parent is outside this PID namespace; `None`
+/// when `pid` is gone. A link that exits during the walk (its children move up to the
+/// subreaper) restarts it, bounded.
+pub fn ancestors(pid: i32) -> Option<Vec<i32>> {
+    'walk: for _ in 0..16 {
+        let mut chain = Vec::new();
+        let mut current = stat(pid)?.ppid;
+        while current > 1 && chain.len() < 4096 {
+            chain.push(current);
+            match stat(current) {
+                Some(s) => current = s.ppid,
+                None => continue 'walk,
+            }
+        }
+        return Some(chain);
+    }
+    None
+}
+
+/// The session process `pid` is in, or `None` when it is gone.
+pub fn session_of(pid: i32) -> Option<i32> {
+    stat(pid).map(|s| s.session)
+}
+
+/// Whether process `pid` descends from process `ancestor` (is it, its child, its child's
+/// child...); `None` when `pid` is gone. A process cannot choose its parent: when its
+/// parent dies the kernel makes its nearest child-subreaper ancestor its parent (the host
+/// is one, [`become_subreaper`]), so neither a double fork nor `setsid` nor a new
+/// environment takes a process out of the host's tree.
+pub fn descends_from(pid: i32, ancestor: i32) -> Option<bool> {
+    if pid == ancestor {
+        return Some(stat(pid).is_some());
+    }
+    ancestors(pid).map(|chain| chain.contains(&ancestor))
 }
 
 /// The controlling terminal of process `pid` (`/dev/pts/N` where it is a
@@ -272,12 +294,9 @@ fn wait_dead(pidfd: &OwnedFd, limit: std::time::Duration) {
         let millis = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
         // SAFETY: `fd` is one valid pollfd structure.
         let ready = unsafe { libc::poll(&raw mut fd, 1, millis) };
-        if ready != 0 || left.is_zero() {
-            if ready < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
-                continue;
-            }
+        let interrupted =
+            ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if !interrupted || left.is_zero() {
             return;
         }
     }
@@ -368,7 +387,9 @@ pub fn signal_tagged(process: &TaggedProcess, signal: i32) {
     pidfd_signal(&process.pidfd, signal);
 }
 
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+/// `pidfd_open(2)`: a descriptor that holds `pid` (signals through it never reach a
+/// process that reused the pid) and turns readable when it exits (Linux 5.3).
+pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Write as _};
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd as _, RawFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -146,12 +146,13 @@ impl Capture {
 /// tick, up to 100 ms apart); the error is a spawn failure (no such program, a sandbox the
 /// kernel refused) or a failure to watch it.
 pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished> {
-    become_subreaper();
+    // Best effort: without it an orphan goes to init, where the tag still finds it.
+    let _ = process_tree::become_subreaper();
     let start = Instant::now();
     let mut child = spawn(&launch)?;
     let leader = i32::try_from(child.id()).map_err(io::Error::other)?;
     let mut streams = Streams::new(&mut child, launch.stdin)?;
-    let pidfd = pidfd_open(leader);
+    let pidfd = process_tree::pidfd_open(leader);
     let deadline = start + launch.timeout;
     let (mut timed_out, mut was_cancelled) = (false, false);
     let mut killed = 0;
@@ -190,20 +191,6 @@ pub fn run(launch: Launch, cancelled: &dyn Fn() -> bool) -> io::Result<Finished>
         stderr: streams.err,
         killed,
     })
-}
-
-/// Makes this process the child subreaper of what it starts (once; not inherited by its
-/// children): a command's orphan (a double-forked daemon) is reparented here, not to
-/// init, so it stays a descendant of the host, which is how the host's control socket
-/// knows it for a process a tool started ([`crate::process_tree::descends_from`]), and the
-/// kill at the end of the command can reap it.
-pub fn become_subreaper() {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
-        let (one, zero): (libc::c_ulong, libc::c_ulong) = (1, 0);
-        // SAFETY: PR_SET_CHILD_SUBREAPER reads only its integer arguments.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, one, zero, zero, zero) };
-    });
 }
 
 /// Starts the child: its own session, death with this thread, the sandbox.
@@ -267,15 +254,6 @@ fn has_exited(pid: i32) -> io::Result<bool> {
     }
     // SAFETY: after a successful waitid, si_pid is set (0: no state change yet).
     Ok(unsafe { info.si_pid() } != 0)
-}
-
-/// `pidfd_open(2)`: a descriptor that turns readable when `pid` exits (Linux 5.3).
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The child's pipes, non-blocking.

@@ -49,9 +49,12 @@ pub enum SeccompError {
          calls on x86_64 and aarch64"
     )]
     Unsupported(&'static str),
-    /// Building or installing the filter failed.
-    #[error("could not install the seccomp filter: {0}")]
-    Install(#[from] seccompiler::Error),
+    /// The kernel refused the filter.
+    #[error(
+        "could not install the seccomp filter: {0}; the kernel needs seccomp filters \
+         (CONFIG_SECCOMP_FILTER), and the process no new privileges first"
+    )]
+    Install(#[source] std::io::Error),
     /// Building a rule failed.
     #[error("could not build the seccomp filter: {0}")]
     Build(#[from] seccompiler::BackendError),
@@ -226,13 +229,65 @@ fn clone3_program() -> Result<BpfProgram, SeccompError> {
     Ok(filter.try_into()?)
 }
 
-/// Installs the filters on the calling thread (and what it starts afterwards). Needs
+/// How many filters a command's sandbox installs ([`Filters::install`]).
+pub const COMMAND_FILTERS: u32 = 2;
+
+/// How many filters a worker installs ([`apply`]): a command's two and the worker's mark,
+/// a filter that allows everything. Filters can be added, never removed, so every process
+/// a worker started (its commands too) has at least this many more than the host, and a
+/// command the host's own process started has exactly [`COMMAND_FILTERS`] more: the host
+/// tells the two apart by the count ([`filters_of`]).
+pub const WORKER_FILTERS: u32 = COMMAND_FILTERS + 1;
+
+/// Installs a worker's filters on the calling thread (and what it starts afterwards):
+/// those of [`Filters`] and the worker's mark (see [`WORKER_FILTERS`]). Needs
 /// `PR_SET_NO_NEW_PRIVS` (set by the caller) or `CAP_SYS_ADMIN`.
 pub fn apply(sockets: SocketRules) -> Result<(), SeccompError> {
-    let clone3 = clone3_program()?;
-    let refusing = refusing_program(sockets)?;
-    seccompiler::apply_filter(&clone3)?;
-    seccompiler::apply_filter(&refusing)?;
+    Filters::compile(sockets)?
+        .install()
+        .and_then(|()| install(&[ALLOW_ALL]))
+        .map_err(SeccompError::Install)
+}
+
+/// A one-instruction program that allows every call: `BPF_RET | BPF_K`,
+/// `SECCOMP_RET_ALLOW`.
+const ALLOW_ALL: libc::sock_filter = libc::sock_filter {
+    code: 0x06,
+    jt: 0,
+    jf: 0,
+    k: 0x7fff_0000,
+};
+
+/// The number of seccomp filters process `pid` is held to (`Seccomp_filters` of its
+/// `/proc/PID/status`), or `None` when it is gone or the kernel does not say.
+pub fn filters_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Installs one compiled program on the calling thread (`seccomp(2)`, no allocation).
+fn install(program: &[libc::sock_filter]) -> std::io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: u16::try_from(program.len())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: seccomp(2) reads `prog` and the `len` instructions it points to, all alive
+    // across the call.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &raw const prog,
+        )
+    };
+    if done != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     Ok(())
 }
 
@@ -263,24 +318,15 @@ impl Filters {
     /// `PR_SET_NO_NEW_PRIVS` first.
     pub fn install(&self) -> std::io::Result<()> {
         for program in [&self.clone3, &self.refusing] {
-            let prog = libc::sock_fprog {
-                len: u16::try_from(program.len())
-                    .map_err(|_| std::io::Error::from_raw_os_error(libc::E2BIG))?,
-                filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
-            };
-            // SAFETY: seccomp(2) reads `prog` and the `len` instructions it points to, all
-            // alive across the call; seccompiler's `sock_filter` has the kernel's layout.
-            let done = unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    SECCOMP_SET_MODE_FILTER,
-                    0 as libc::c_uint,
-                    &raw const prog,
+            // SAFETY: seccompiler's `sock_filter` is `#[repr(C)]` with the kernel's layout,
+            // the same as libc's: the slice is reinterpreted in place, not copied.
+            let program = unsafe {
+                std::slice::from_raw_parts(
+                    program.as_ptr().cast::<libc::sock_filter>(),
+                    program.len(),
                 )
             };
-            if done != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            install(program)?;
         }
         Ok(())
     }

@@ -247,6 +247,12 @@ fn control_calls_from_a_terminal_are_asked_and_revocations_reach_the_host() {
     // "a": always, also for callers that cannot be asked, and across a restart.
     let always = homes.on_a_terminal(&args, "a\n");
     assert!(always.status.success(), "{}", text(&always.stdout));
+    // The lasting approval names the client by the terminal it really has.
+    let kept = std::fs::read_to_string(homes.approvals_file()).expect("always.json");
+    assert!(
+        kept.contains("control client at terminal /dev/pts/"),
+        "{kept}"
+    );
     std::fs::remove_file(&marker).expect("reset");
     assert!(no_terminal().status.success());
     stop(host);

@@ -204,6 +204,18 @@ fn refused(said: &str, name: &str, why: &[&str], context: &str) {
 
 const DENIED: &[&str] = &["Permission", "not permitted"];
 
+/// Runs `check` as the tests' own user (root in CI) and, where one can be made, as a
+/// throwaway plain user, with words naming which; nothing without Landlock or python3.
+fn as_each_user(test: &str, mut check: impl FnMut(Option<&OtherUser>, &str)) {
+    if !sandbox_or_skip(test) {
+        return;
+    }
+    check(None, "the tests' user");
+    if let Some(other) = OtherUser::create(test) {
+        check(Some(&other), "a plain user");
+    }
+}
+
 fn sandbox_or_skip(test: &str) -> bool {
     if toolhost::sandbox_abi().is_none() {
         println!("skipped {test}: this kernel has no Landlock");
@@ -249,36 +261,27 @@ fn assert_all_refused(work: &Work, out: &Output, context: &str) {
 
 #[test]
 fn a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket() {
-    if !sandbox_or_skip("a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket") {
-        return;
-    }
-    let other = OtherUser::create(
+    as_each_user(
         "a_hostile_command_reaches_no_inherited_descriptor_state_memfd_or_socket",
+        |user, who| {
+            let work = Work::new("", &["toolhost_workspace"]);
+            if let Some(u) = user {
+                work.give_to(u);
+            }
+            for extra in [&[][..], &["--isolate"][..]] {
+                let context = format!("{who} {extra:?}");
+                let args = work.hostile_args(&work.path("nothing.sock"));
+                let out = work.call_with_fd7(user, "run_command", &args, extra);
+                assert!(
+                    out.status.success(),
+                    "{context}: {}{}",
+                    text(&out.stdout),
+                    text(&out.stderr)
+                );
+                assert_all_refused(&work, &out, &context);
+            }
+        },
     );
-    let users: Vec<Option<&OtherUser>> = std::iter::once(None)
-        .chain(other.as_ref().map(Some))
-        .collect();
-    for user in users {
-        let work = Work::new("", &["toolhost_workspace"]);
-        if let Some(u) = user {
-            work.give_to(u);
-        }
-        for extra in [&[][..], &["--isolate"][..]] {
-            let context = format!(
-                "{} {extra:?}",
-                if user.is_some() { "plain user" } else { "root" }
-            );
-            let args = work.hostile_args(&work.path("nothing.sock"));
-            let out = work.call_with_fd7(user, "run_command", &args, extra);
-            assert!(
-                out.status.success(),
-                "{context}: {}{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-            assert_all_refused(&work, &out, &context);
-        }
-    }
 }
 
 /// `toolhost serve --control SOCKET --profile coder`, as `user`, started.
@@ -328,75 +331,66 @@ else:
 
 #[test]
 fn a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks() {
-    if !sandbox_or_skip(
+    as_each_user(
         "a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks",
-    ) {
-        return;
-    }
-    let other = OtherUser::create(
-        "a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_forks",
-    );
-    let users: Vec<Option<&OtherUser>> = std::iter::once(None)
-        .chain(other.as_ref().map(Some))
-        .collect();
-    for user in users {
-        let context = if user.is_some() { "plain user" } else { "root" };
-        let work = Work::new("allow_unix_sockets = true\n", &["toolhost_workspace"]);
-        std::fs::write(work.path("proj/knock.py"), KNOCK).expect("script");
-        // Runs without asking: nobody is there to answer through the control socket.
-        std::fs::write(
+        |user, context| {
+            let work = Work::new("allow_unix_sockets = true\n", &["toolhost_workspace"]);
+            std::fs::write(work.path("proj/knock.py"), KNOCK).expect("script");
+            // Runs without asking: nobody is there to answer through the control socket.
+            std::fs::write(
             work.path("config.toml"),
             "profiles_dir = \"profiles\"\n\n[tools.run_command]\nrisk = \"read\"\nallow_lower = true\n",
         )
         .expect("config");
-        if let Some(u) = user {
-            work.give_to(u);
-        }
-        let socket = work.path("control.sock");
-        let mut host = serve(&work, user, &socket);
-        let control_call = |mode: &str, out: &Path| {
-            let args = json!({
-                "program": "python3",
-                "args": [work.path("proj/knock.py"), &socket, out, mode],
-                "cwd": work.path("proj"),
-            });
-            let mut cmd = work.toolhost(user);
-            cmd.args([
-                "call",
-                "run_command",
-                &args.to_string(),
-                "--profile",
-                "coder",
-                "--control",
-            ])
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .output()
-            .expect("call --control")
-        };
-        let direct = control_call("direct", &work.path("unused"));
-        let said = format!("{}{}", text(&direct.stdout), text(&direct.stderr));
-        assert!(
-            said.contains("processes toolhost started")
-                && said.contains("may not use the control socket"),
-            "{context}: a command reached the control socket:\n{said}"
-        );
-        let daemon_out = work.path("proj/daemon-knock.txt");
-        let forked = control_call("daemon", &daemon_out);
-        assert!(
-            forked.status.success(),
-            "{context}: {}",
-            text(&forked.stderr)
-        );
-        wait_until("the double-forked daemon's knock", || daemon_out.exists());
-        let got = std::fs::read_to_string(&daemon_out).expect("daemon's answer");
-        assert!(
-            got.contains("processes toolhost started"),
-            "{context}: a double-forked, setsid, env -i daemon reached the control socket: {got}"
-        );
-        let _ = Command::new("kill").arg(host.id().to_string()).status();
-        wait_exit(&mut host, "the host");
-    }
+            if let Some(u) = user {
+                work.give_to(u);
+            }
+            let socket = work.path("control.sock");
+            let mut host = serve(&work, user, &socket);
+            let control_call = |mode: &str, out: &Path| {
+                let args = json!({
+                    "program": "python3",
+                    "args": [work.path("proj/knock.py"), &socket, out, mode],
+                    "cwd": work.path("proj"),
+                });
+                let mut cmd = work.toolhost(user);
+                cmd.args([
+                    "call",
+                    "run_command",
+                    &args.to_string(),
+                    "--profile",
+                    "coder",
+                    "--control",
+                ])
+                .arg(&socket)
+                .stdin(Stdio::null())
+                .output()
+                .expect("call --control")
+            };
+            let direct = control_call("direct", &work.path("unused"));
+            let said = format!("{}{}", text(&direct.stdout), text(&direct.stderr));
+            assert!(
+                said.contains("processes toolhost started")
+                    && said.contains("may not use the control socket"),
+                "{context}: a command reached the control socket:\n{said}"
+            );
+            let daemon_out = work.path("proj/daemon-knock.txt");
+            let forked = control_call("daemon", &daemon_out);
+            assert!(
+                forked.status.success(),
+                "{context}: {}",
+                text(&forked.stderr)
+            );
+            wait_until("the double-forked daemon's knock", || daemon_out.exists());
+            let got = std::fs::read_to_string(&daemon_out).expect("daemon's answer");
+            assert!(
+                got.contains("processes toolhost started"),
+                "{context}: a double-forked, setsid, env -i daemon reached the control socket: {got}"
+            );
+            let _ = Command::new("kill").arg(host.id().to_string()).status();
+            wait_exit(&mut host, "the host");
+        },
+    );
 }
 
 /// A crate whose build script tries the doors a command may not reach, reporting each

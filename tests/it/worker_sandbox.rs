@@ -371,6 +371,85 @@ async fn a_child_holding_the_protocol_socket_does_not_hide_its_workers_death() {
     }
 }
 
+/// Memory no per-process limit counts is refused (memfd filled by fallocate, System V
+/// shared memory) under every containment; without a cgroup, a write path on tmpfs makes
+/// status say memory is not bounded, and a required sandbox refuses to start the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_no_mapping_counts_is_refused_and_tmpfs_makes_status_honest() {
+    if !sandbox_or_skip("memory_no_mapping_counts_is_refused_and_tmpfs_makes_status_honest") {
+        return;
+    }
+    let dir = PluginDir::with(&["fixture_hostile"]);
+    for containment in containments() {
+        let catalog = worker_catalog(
+            &dir,
+            IsolationPolicy {
+                memory_limit_bytes: 256 << 20,
+                ..policy(containment)
+            },
+        )
+        .await;
+        let registry = catalog.registry();
+        for action in [
+            json!({"action": "memfd", "mib": 1024}),
+            json!({"action": "shmget"}),
+        ] {
+            let said = answer(&registry, action.clone()).await;
+            assert!(
+                said.starts_with("refused") && said.contains("not permitted"),
+                "{containment:?}: {action}: {said}"
+            );
+        }
+    }
+    let shm = std::path::PathBuf::from("/dev/shm");
+    if !shm.is_dir() {
+        println!("tmpfs part skipped: this machine has no /dev/shm");
+        return;
+    }
+    let tmpfs = tempfile::tempdir_in(&shm).expect("a folder on tmpfs");
+    let on_tmpfs = IsolationPolicy {
+        memory_limit_bytes: 256 << 20,
+        write_paths: vec![tmpfs.path().to_path_buf()],
+        ..policy(ContainmentMode::ProcessGroup)
+    };
+    let catalog = worker_catalog(&dir, on_tmpfs.clone()).await;
+    let _ = answer(&catalog.registry(), json!({"action": "pid"})).await;
+    let status = catalog.status();
+    let memory = status
+        .plugins
+        .iter()
+        .find_map(|p| p.worker.clone())
+        .and_then(|w| w.confinement.get("memory").cloned())
+        .expect("memory in the worker's status");
+    assert!(
+        !memory.enforced && memory.detail.contains("tmpfs"),
+        "{memory:?}"
+    );
+    let required = std::sync::Arc::new(
+        PluginCatalog::new(toolhost::CatalogConfig {
+            dirs: vec![dir.path()],
+            loading: toolhost::LoadPolicy {
+                isolation: std::sync::Arc::new(IsolationPolicy {
+                    sandbox: toolhost::SandboxMode::Required,
+                    ..on_tmpfs
+                }),
+                ..toolhost::LoadPolicy::default()
+            },
+            ..toolhost::CatalogConfig::default()
+        })
+        .expect("catalog"),
+    );
+    let report = crate::support::rescan(&required).await;
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|e| e.error.contains("memory is not bounded") && e.error.contains("tmpfs")),
+        "{:?}",
+        report.errors
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_memory_and_fork_bombs_stop_at_the_limits() {
     if !sandbox_or_skip("shared_memory_and_fork_bombs_stop_at_the_limits") {

@@ -60,6 +60,13 @@ impl Default for AuditSettings {
 }
 
 impl AuditSettings {
+    /// Every file the log may occupy: the log and each rotated file it keeps.
+    pub fn files(&self) -> Vec<PathBuf> {
+        std::iter::once(self.file.clone())
+            .chain((1..=self.keep).map(|n| writer::rotated(&self.file, n)))
+            .collect()
+    }
+
     /// `audit.jsonl` in the state directory (`$XDG_STATE_HOME/toolhost`), if there is one.
     pub fn default_file() -> Option<PathBuf> {
         crate::sys::dirs::state_dir().map(|d| d.join("audit.jsonl"))

@@ -168,14 +168,19 @@ fn init_logging(command: &Command) {
     }
 }
 
-/// Loads the config and runs the command: its exit code, or the error `main` prints.
 /// Sets up what holds every process this host starts, before it starts any (and before
 /// any thread exists): the host becomes their child subreaper (the mark by which the
 /// control socket refuses them, see `frontends::control`), and the paths of its own state
 /// go into its environment, where every sandbox built in this process or in its workers
 /// hides them ([`toolhost_sandbox::protected`]).
 fn confine_what_we_start(config: &LoadedConfig) {
-    toolhost_sandbox::runner::become_subreaper();
+    if let Err(e) = toolhost_sandbox::process_tree::become_subreaper() {
+        tracing::warn!(
+            "could not become the child subreaper of what toolhost starts ({e}): a process \
+             a tool started that double-forks is reparented to init, out of the host's tree, \
+             and the control socket can no longer tell it from an operator's client"
+        );
+    }
     let hidden = config.protected_paths();
     // SAFETY: called from `try_main` before the command runs: no other thread exists yet
     // (the runtime, the watcher and the plugin threads start inside the command), so
@@ -190,6 +195,7 @@ fn confine_what_we_start(config: &LoadedConfig) {
     }
 }
 
+/// Loads the config and runs the command: its exit code, or the error `main` prints.
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = LoadedConfig::load(cli.config.as_deref())?;
     let roots = match &cli.command {

@@ -340,22 +340,13 @@ impl LoadedConfig {
     /// the state folder (kept outputs, lasting approvals, sessions, tokens, the audit log,
     /// the trust file), the profiles' state where it lives elsewhere, and the tokens,
     /// audit and trust files wherever the config puts them (the audit log with its
-    /// rotated files and its head).
+    /// rotated files).
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = self.state_dir().into_iter().collect();
         paths.push(self.profile_state_root());
         paths.extend(self.tokens_file());
         if let Ok(Some(audit)) = self.audit() {
-            let name = audit.file.as_os_str().to_owned();
-            for n in 1..=audit.keep.max(1) {
-                let mut rotated = name.clone();
-                rotated.push(format!(".{n}"));
-                paths.push(PathBuf::from(rotated));
-            }
-            let mut head = name.clone();
-            head.push(".head");
-            paths.push(PathBuf::from(head));
-            paths.push(audit.file);
+            paths.extend(audit.files());
         }
         paths.extend(self.config.trust.file.clone());
         let mut unique: Vec<PathBuf> = Vec::new();

@@ -198,8 +198,11 @@ pub(crate) fn make(
     };
     // Only a process group needs the host to inherit the worker's orphans (a cgroup and a
     // PID namespace hold them); the host then reaps them too.
-    if matches!(made, Ok(Containment::ProcessGroup)) {
-        become_subreaper();
+    // (`main` made the host one already; a host embedded as a library is made one here.)
+    if matches!(made, Ok(Containment::ProcessGroup))
+        && let Err(e) = crate::sys::sandbox::process_tree::become_subreaper()
+    {
+        tracing::debug!("could not become child subreaper: {e}");
     }
     made
 }
@@ -245,22 +248,6 @@ pub(crate) fn pid_namespaces() -> Result<(), &'static NoPidNamespaces> {
         })
         .as_ref()
         .map(|_| ())
-}
-
-/// Makes the host the child subreaper of its descendants (once): a worker's orphan is
-/// reparented to the host, where `kill_escaped_orphans` finds it.
-fn become_subreaper() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let (one, zero): (libc::c_ulong, libc::c_ulong) = (1, 0);
-        // SAFETY: PR_SET_CHILD_SUBREAPER reads only its integer arguments.
-        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, one, zero, zero, zero) } != 0 {
-            tracing::debug!(
-                "could not become child subreaper: {}",
-                io::Error::last_os_error()
-            );
-        }
-    });
 }
 
 /// Ends every live worker and everything it started (its process group, its cgroup,

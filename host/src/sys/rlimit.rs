@@ -128,10 +128,14 @@ pub(crate) fn set_limit(resource: Resource, value: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether `path` (a folder or file that exists) is on a memory-backed filesystem (tmpfs
-/// or ramfs), whose files hold memory that no per-process limit counts. A path that
-/// cannot be examined counts as not.
+/// Whether `path`, a folder or regular file, is on a memory-backed filesystem (tmpfs or
+/// ramfs), where writing holds memory that no per-process limit counts. A device
+/// (`/dev/null` is on devtmpfs) holds nothing written to it; a path that cannot be
+/// examined counts as not.
 pub(crate) fn on_memory_filesystem(path: &std::path::Path) -> bool {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_dir() || m.is_file()) {
+        return false;
+    }
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {

@@ -43,21 +43,9 @@ pub(crate) fn take_all() -> Vec<(u32, Vec<PathBuf>)> {
         .collect()
 }
 
-/// Fields of `/proc/PID/stat` after the command name: (state, ppid, pgrp, session).
-fn stat(pid: u32) -> Option<(u32, u32)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold anything: split after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let _state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let _pgrp = fields.next()?;
-    let session = fields.next()?.parse().ok()?;
-    Some((ppid, session))
-}
-
 /// Why `pid` counts as one of this host's workers or what one started, or `None`.
 pub(crate) fn worker_origin(pid: u32) -> Option<String> {
+    use crate::sys::sandbox::process_tree;
     let live = live_pids();
     let me = std::process::id();
     if live.contains(&pid) {
@@ -68,29 +56,27 @@ pub(crate) fn worker_origin(pid: u32) -> Option<String> {
     {
         return Some(format!("process {pid} is in a plugin worker's cgroup"));
     }
-    let (ppid, session) = stat(pid)?;
+    let as_u32 = |p: i32| u32::try_from(p).ok();
+    let raw = i32::try_from(pid).ok()?;
+    let session = process_tree::session_of(raw).and_then(as_u32)?;
     if live.contains(&session) {
         return Some(format!(
             "process {pid} is in the session of plugin worker {session}"
         ));
     }
-    // Ancestors, up to init (bounded: a cycle cannot happen, but a racing reuse could).
-    let mut current = ppid;
-    for _ in 0..4096 {
-        if current <= 1 {
-            break;
-        }
-        if live.contains(&current) {
-            return Some(format!(
-                "process {pid} was started by plugin worker {current}"
-            ));
-        }
-        if current == me {
-            break;
-        }
-        current = stat(current)?.0;
+    // Ancestors up to the host (or init).
+    let chain = process_tree::ancestors(raw)?;
+    let below_host = chain
+        .iter()
+        .filter_map(|&p| as_u32(p))
+        .take_while(|&p| p != me);
+    if let Some(worker) = below_host.into_iter().find(|p| live.contains(p)) {
+        return Some(format!(
+            "process {pid} was started by plugin worker {worker}"
+        ));
     }
-    if ppid == me && carries_marks(pid) {
+    let parent = chain.first().copied().and_then(as_u32);
+    if parent == Some(me) && carries_marks(pid) {
         return Some(format!(
             "process {pid} was started by a plugin worker (it carries a worker's seccomp \
              filter)"
@@ -99,8 +85,26 @@ pub(crate) fn worker_origin(pid: u32) -> Option<String> {
     None
 }
 
-/// No new privileges and a seccomp filter: what every process a worker starts inherits.
+/// No new privileges and a worker's seccomp filters (at least
+/// [`seccomp::WORKER_FILTERS`](crate::sys::sandbox::seccomp::WORKER_FILTERS) more than this
+/// host has): what every process a worker starts inherits. A command this host's own
+/// process started has fewer (a command's filters only), so it is not taken for one.
 pub(crate) fn carries_marks(pid: u32) -> bool {
+    use crate::sys::sandbox::seccomp;
+    let Some(raw) = i32::try_from(pid).ok() else {
+        return false;
+    };
+    let host = i32::try_from(std::process::id())
+        .ok()
+        .and_then(seccomp::filters_of)
+        .unwrap_or(0);
+    let worker_filters =
+        seccomp::filters_of(raw).is_some_and(|n| n >= host + seccomp::WORKER_FILTERS);
+    worker_filters && no_new_privs_and_filtered(pid)
+}
+
+/// No new privileges and seccomp in filter mode.
+fn no_new_privs_and_filtered(pid: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
@@ -130,6 +134,38 @@ mod tests {
         register(pid, Vec::new());
         assert!(worker_origin(pid).is_some());
         unregister(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_command_this_process_started_is_not_taken_for_a_workers_process() {
+        use std::os::unix::process::CommandExt as _;
+        let rules = crate::sys::sandbox::SandboxRules {
+            read: vec![std::path::PathBuf::from("/")],
+            ..crate::sys::sandbox::SandboxRules::default()
+        };
+        let prepared = std::sync::Arc::new(
+            toolhost_sandbox::prepare(crate::sys::sandbox::SandboxMode::BestEffort, &rules)
+                .expect("prepare"),
+        );
+        if prepared.filter_gap().is_some() {
+            println!("skipped: no seccomp filter on this architecture");
+            return;
+        }
+        let child_side = std::sync::Arc::clone(&prepared);
+        let mut command = std::process::Command::new("sleep");
+        command.arg("30");
+        // SAFETY: `enter` makes system calls only.
+        unsafe { command.pre_exec(move || child_side.enter()) };
+        let mut child = command.spawn().expect("sleep in a command's sandbox");
+        let pid = child.id();
+        // It has a command's marks (no new privileges, the filters) ...
+        assert!(no_new_privs_and_filtered(pid));
+        // ... but not a worker's, so neither the control socket's worker check nor the
+        // cleanup of a worker's escaped processes takes it for one.
+        assert!(!carries_marks(pid));
+        assert_eq!(worker_origin(pid), None);
         let _ = child.kill();
         let _ = child.wait();
     }

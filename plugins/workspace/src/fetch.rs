@@ -174,7 +174,7 @@ impl Request {
                 args.url
             ))
         })?;
-        check_url(&url, allow_private).map_err(ToolError::failed)?;
+        check_url(&url, allow_private).map_err(|e| ToolError::failed(e.to_string()))?;
         let max_bytes = args
             .max_bytes
             .unwrap_or(DEFAULT_MAX_BYTES)

@@ -28,6 +28,64 @@ use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect::{Attempt, Policy};
 
+/// Why the guard refused a URL, a name or a redirect; the text is what the model reads.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GuardError {
+    /// Not an http or https URL.
+    #[error("{url}: only http and https URLs can be fetched, not {}:", url.scheme())]
+    Scheme {
+        /// The URL.
+        url: Url,
+    },
+    /// A URL without a host.
+    #[error("{url} names no host")]
+    NoHost {
+        /// The URL.
+        url: Url,
+    },
+    /// Every address of `what` was refused.
+    #[error("{}", refusal_text(what, refusals, *allow_private))]
+    Refused {
+        /// What was refused ("the host of URL", "the name N (every address ...)").
+        what: String,
+        /// Why, address by address.
+        refusals: Vec<Refusal>,
+        /// `[workspace] allow_private_addresses`, for the hint.
+        allow_private: bool,
+    },
+    /// A name that resolved to no address.
+    #[error("the name {name} has no address")]
+    NoAddress {
+        /// The name.
+        name: String,
+    },
+    /// A name that could not be resolved.
+    #[error("could not resolve {host}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// This machine's addresses could not be listed, so nothing can be checked.
+    #[error("could not list this machine's addresses (getifaddrs): {0}")]
+    Interfaces(#[source] std::io::Error),
+    /// Too many redirects.
+    #[error(
+        "more than {max} redirects (the next one to {next}); fetch the last URL directly if \
+         it is the one you want"
+    )]
+    TooManyRedirects {
+        /// The most followed.
+        max: usize,
+        /// Where the next one led.
+        next: Url,
+    },
+    /// A redirect's target was refused.
+    #[error("a redirect was refused: {0}")]
+    Redirect(#[source] Box<GuardError>),
+}
+
 /// Whether `[workspace] allow_private_addresses` opens a special range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reach {
@@ -354,15 +412,12 @@ pub(crate) struct LocalAddresses(Vec<(IpAddr, String)>);
 
 impl LocalAddresses {
     /// Every address of every interface, now (`getifaddrs`).
-    pub(crate) fn read() -> Result<LocalAddresses, String> {
+    pub(crate) fn read() -> Result<LocalAddresses, GuardError> {
         let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
         // SAFETY: `head` is a valid place for the list's head; on success the list is ours
         // until `freeifaddrs`.
         if unsafe { libc::getifaddrs(&mut head) } != 0 {
-            return Err(format!(
-                "could not list this machine's addresses (getifaddrs): {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(GuardError::Interfaces(std::io::Error::last_os_error()));
         }
         let mut found = Vec::new();
         let mut node = head;
@@ -390,7 +445,7 @@ impl LocalAddresses {
 
     /// What a check needs: nothing when private addresses are allowed (this machine's
     /// addresses are opened by that), else [`LocalAddresses::read`].
-    pub(crate) fn for_check(allow_private: bool) -> Result<LocalAddresses, String> {
+    pub(crate) fn for_check(allow_private: bool) -> Result<LocalAddresses, GuardError> {
         if allow_private {
             Ok(LocalAddresses::default())
         } else {
@@ -535,22 +590,22 @@ fn refusal_text(what: &str, refusals: &[Refusal], allow_private: bool) -> String
 /// Checks a URL the client is about to request (the first, or a redirect's target): its
 /// scheme is http or https, and an address written in it is allowed. Names are checked
 /// when they are resolved ([`GuardedResolver`]).
-pub(crate) fn check_url(url: &Url, allow_private: bool) -> Result<(), String> {
+pub(crate) fn check_url(url: &Url, allow_private: bool) -> Result<(), GuardError> {
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "{url}: only http and https URLs can be fetched, not {}:",
-            url.scheme()
-        ));
+        return Err(GuardError::Scheme { url: url.clone() });
     }
     let ip = match url.host() {
         Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
         Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
         Some(url::Host::Domain(_)) => return Ok(()),
-        None => return Err(format!("{url} names no host")),
+        None => return Err(GuardError::NoHost { url: url.clone() }),
     };
     let local = LocalAddresses::for_check(allow_private)?;
-    check_ip(ip, &local, allow_private)
-        .map_err(|refusal| refusal_text(&format!("the host of {url}"), &[refusal], allow_private))
+    check_ip(ip, &local, allow_private).map_err(|refusal| GuardError::Refused {
+        what: format!("the host of {url}"),
+        refusals: vec![refusal],
+        allow_private,
+    })
 }
 
 /// The addresses of `name` that may be connected to (each one checked); an error naming
@@ -560,7 +615,7 @@ pub(crate) fn allowed_addresses(
     addresses: Vec<SocketAddr>,
     allow_private: bool,
     local: &LocalAddresses,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<Vec<SocketAddr>, GuardError> {
     let mut refused: Vec<Refusal> = Vec::new();
     let mut allowed = Vec::new();
     for address in addresses {
@@ -577,13 +632,15 @@ pub(crate) fn allowed_addresses(
         return Ok(allowed);
     }
     if refused.is_empty() {
-        return Err(format!("the name {name} has no address"));
+        return Err(GuardError::NoAddress {
+            name: name.to_owned(),
+        });
     }
-    Err(refusal_text(
-        &format!("the name {name} (every address it resolves to)"),
-        &refused,
+    Err(GuardError::Refused {
+        what: format!("the name {name} (every address it resolves to)"),
+        refusals: refused,
         allow_private,
-    ))
+    })
 }
 
 /// A resolver that gives the connector only allowed addresses (system resolution, this
@@ -596,10 +653,13 @@ pub(crate) struct GuardedResolver {
 
 impl GuardedResolver {
     /// Resolves `host` and keeps the allowed addresses.
-    fn addresses(&self, host: &str) -> Result<Vec<SocketAddr>, String> {
+    fn addresses(&self, host: &str) -> Result<Vec<SocketAddr>, GuardError> {
         let found: Vec<SocketAddr> = (host, 0)
             .to_socket_addrs()
-            .map_err(|e| format!("could not resolve {host}: {e}"))?
+            .map_err(|source| GuardError::Resolve {
+                host: host.to_owned(),
+                source,
+            })?
             .collect();
         let local = LocalAddresses::for_check(self.allow_private)?;
         allowed_addresses(host, found, self.allow_private, &local)
@@ -611,7 +671,7 @@ impl Resolve for GuardedResolver {
         let result = self.addresses(name.as_str());
         Box::pin(std::future::ready(match result {
             Ok(addresses) => Ok(Box::new(addresses.into_iter()) as Addrs),
-            Err(message) => Err(message.into()),
+            Err(error) => Err(Box::new(error) as Box<dyn std::error::Error + Send + Sync>),
         }))
     }
 }
@@ -623,14 +683,14 @@ pub(crate) fn redirect_decision(
     visited: usize,
     max: usize,
     allow_private: bool,
-) -> Result<(), String> {
+) -> Result<(), GuardError> {
     if visited > max {
-        return Err(format!(
-            "more than {max} redirects (the next one to {next}); fetch the last URL \
-             directly if it is the one you want"
-        ));
+        return Err(GuardError::TooManyRedirects {
+            max,
+            next: next.clone(),
+        });
     }
-    check_url(next, allow_private).map_err(|e| format!("a redirect was refused: {e}"))
+    check_url(next, allow_private).map_err(|e| GuardError::Redirect(Box::new(e)))
 }
 
 /// The redirect policy: at most `max` hops, each checked by [`redirect_decision`] and
@@ -648,7 +708,7 @@ pub(crate) fn redirect_policy(
                     .push(attempt.url().to_string());
                 attempt.follow()
             }
-            Err(message) => attempt.error(message),
+            Err(error) => attempt.error(error),
         }
     })
 }
@@ -951,20 +1011,26 @@ mod tests {
         let url = |s: &str| Url::parse(s).expect("url");
         assert!(check_url(&url("https://example.com/x"), false).is_ok());
         assert!(check_url(&url("http://8.8.8.8/"), false).is_ok());
-        let e = check_url(&url("http://127.0.0.1:8080/"), false).expect_err("loopback");
+        let e = check_url(&url("http://127.0.0.1:8080/"), false)
+            .expect_err("loopback")
+            .to_string();
         assert!(
             e.contains("loopback") && e.contains("allow_private_addresses = true"),
             "{e}"
         );
         assert!(check_url(&url("http://[::ffff:10.0.0.1]/"), false).is_err());
         assert!(check_url(&url("http://127.0.0.1/"), true).is_ok());
-        let e = check_url(&url("http://198.51.100.7/"), true).expect_err("documentation");
+        let e = check_url(&url("http://198.51.100.7/"), true)
+            .expect_err("documentation")
+            .to_string();
         assert!(
             e.contains("198.51.100.7 is in 198.51.100.0/24, documentation (TEST-NET-2)")
                 && e.contains("does not open it"),
             "{e}"
         );
-        let e = check_url(&url("file:///etc/passwd"), true).expect_err("file");
+        let e = check_url(&url("file:///etc/passwd"), true)
+            .expect_err("file")
+            .to_string();
         assert!(e.contains("only http and https"), "{e}");
     }
 
@@ -986,7 +1052,8 @@ mod tests {
             false,
             &none(),
         )
-        .expect_err("metadata");
+        .expect_err("metadata")
+        .to_string();
         assert!(
             e.contains("metadata.example")
                 && e.contains("169.254.169.254 is in")
@@ -995,7 +1062,8 @@ mod tests {
             "{e}"
         );
         let e = allowed_addresses("docs.example", vec![a("203.0.113.9")], true, &none())
-            .expect_err("documentation");
+            .expect_err("documentation")
+            .to_string();
         assert!(
             e.contains("203.0.113.0/24, documentation (TEST-NET-3)"),
             "{e}"
@@ -1022,7 +1090,9 @@ mod tests {
     #[test]
     fn a_redirect_from_a_public_host_to_a_private_address_is_refused() {
         let next = Url::parse("http://169.254.169.254/latest/meta-data/").expect("url");
-        let e = redirect_decision(&next, 1, 5, false).expect_err("refused");
+        let e = redirect_decision(&next, 1, 5, false)
+            .expect_err("refused")
+            .to_string();
         assert!(
             e.contains("redirect was refused") && e.contains("metadata"),
             "{e}"
@@ -1032,7 +1102,9 @@ mod tests {
         assert!(redirect_decision(&next, 1, 5, true).is_err());
         let public = Url::parse("https://example.org/").expect("url");
         assert!(redirect_decision(&public, 5, 5, false).is_ok());
-        let e = redirect_decision(&public, 6, 5, false).expect_err("too many");
+        let e = redirect_decision(&public, 6, 5, false)
+            .expect_err("too many")
+            .to_string();
         assert!(e.contains("more than 5 redirects"), "{e}");
     }
 }

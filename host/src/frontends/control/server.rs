@@ -196,21 +196,15 @@ enum Refusal {
 }
 
 /// Whether the peer of a new connection may use the socket: a process running as this
-/// host's effective uid or root, and neither one of this host's plugin workers nor a
-/// process one started (a worker runs as the host's uid; it must not drive the host).
+/// host's effective uid or root, and no process this host started (a worker, a command,
+/// cargo, a build script, what they start: all run as the host's uid, and none may drive
+/// the host).
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
     let me = crate::sys::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
-            if let Some(why) = cred.pid().and_then(started_by_host) {
-                tracing::warn!(
-                    pid = cred.pid(),
-                    "refused a control connection from a process toolhost started: {why}"
-                );
-                return Err(Refusal::Started { why });
-            }
             if let Some(why) = cred
                 .pid()
                 .and_then(|p| u32::try_from(p).ok())
@@ -221,6 +215,14 @@ fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
                     "refused a control connection from a plugin worker: {why}"
                 );
                 return Err(Refusal::Worker { why });
+            }
+            // After the workers' check, whose refusal says more about a worker.
+            if let Some(why) = cred.pid().and_then(started_by_host) {
+                tracing::warn!(
+                    pid = cred.pid(),
+                    "refused a control connection from a process toolhost started: {why}"
+                );
+                return Err(Refusal::Started { why });
             }
             if trusted_uid(cred.uid()) {
                 let caller = Caller {

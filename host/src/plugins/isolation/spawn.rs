@@ -248,10 +248,9 @@ fn launch_process(
     if let Some(tmp) = tmp {
         command.env("TMPDIR", tmp);
     }
-    // What the worker's commands must not reach either (their sandbox reads it).
-    let hidden = sandbox::protected::from_env();
-    if !hidden.is_empty() {
-        command.env(sandbox::protected::ENV, sandbox::protected::to_env(&hidden));
+    // What the worker's sandbox, and its commands', hide (`sandbox::apply` reads it).
+    if let Some(hidden) = std::env::var_os(sandbox::protected::ENV) {
+        command.env(sandbox::protected::ENV, hidden);
     }
     command
         .stdin(Stdio::null())
@@ -476,9 +475,9 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         read,
         write,
         network,
-        // The host's state stays out of reach, whatever the roots and paths say; only the
-        // profile's own plugin state is granted inside it.
-        hidden: sandbox::protected::from_env(),
+        // The host's state (hidden by `sandbox::apply`, from the environment) stays out of
+        // reach whatever the roots and paths say; only the profile's own plugin state is
+        // granted inside it.
         private,
         ..SandboxRules::default()
     }

@@ -236,14 +236,8 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
         // limit is what the plugin may add.
         let base = rlimit::address_space_in_use().unwrap_or(0);
         let limit = base.saturating_add(init.limits.memory_bytes);
+        // Whether it bounds the worker is known once the filter is in (below).
         rlimit::set_limit(Resource::AddressSpace, limit)?;
-        c.set(Protection::holds(
-            "memory",
-            format!(
-                "RLIMIT_AS: {} MiB per process over its start",
-                init.limits.memory_bytes >> 20
-            ),
-        ));
     } else {
         c.set(Protection::lacks(
             "memory",
@@ -310,6 +304,9 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
             "capabilities",
         ] {
             c.set(Protection::lacks(area, "sandbox = \"off\""));
+        }
+        if init.limits.memory_bytes > 0 {
+            c.set(memory_protection(init, false));
         }
         return Ok(c);
     }
