@@ -15,8 +15,8 @@
 //!   per process (`RLIMIT_AS`), processes by `RLIMIT_NPROC`, which the kernel counts per
 //!   user namespace, so it bounds this worker's tree alone.
 //! - process group: teardown kills the group; a process that left it (`setsid`) is found
-//!   among the host's children (the host is their child subreaper) by the seccomp filter it
-//!   inherited, and killed. Memory is bounded per process (`RLIMIT_AS`); processes are not
+//!   among the host's children (the host is their child subreaper) by the worker's seccomp
+//!   filters it inherited, and killed. Memory is bounded per process (`RLIMIT_AS`); processes are not
 //!   bounded (`RLIMIT_NPROC` counts every process of the uid).
 
 use std::fs::{self, File};
@@ -269,8 +269,8 @@ pub fn end_all_workers() {
 }
 
 /// Kills and reaps the host's children that carry a worker's marks (no new privileges
-/// and a seccomp filter, which nothing the host starts itself has) and are not live
-/// workers: processes a plugin started that left their worker's process group and were
+/// and a worker's seccomp filters, which a command the host's own process starts does
+/// not have: it has one filter fewer) and are not live workers: processes a plugin started that left their worker's process group and were
 /// reparented to the host when their parent died.
 pub(crate) fn kill_escaped_orphans() {
     let me = std::process::id();

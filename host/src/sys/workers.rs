@@ -2,7 +2,8 @@
 //! socket) can refuse it and everything it started, whatever its uid: a peer is refused if
 //! a worker is among its ancestors, if it is in a worker's session (every worker leads
 //! one), if it is in a worker's cgroup, or if it is a child the host inherited (as child
-//! subreaper) that carries a worker's seccomp filter.
+//! subreaper) that carries a worker's seccomp filters (counted: a command the host's own
+//! process started has one fewer, see `seccomp::WORKER_FILTERS`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
