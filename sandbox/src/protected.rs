@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use landlock::{AccessFs, BitFlags};
 
-/// The environment variable the host sets to the paths it hides, as a JSON array of
-/// strings.
+/// The environment variable the host sets to the paths it hides: their bytes, one path a
+/// line, with `%` and a newline inside a path written `%25` and `%0A` (a path is any bytes
+/// but NUL; an environment value is too, so nothing is lost).
 pub const ENV: &str = "TOOLHOST_PROTECTED_PATHS";
 
 /// The environment variable a worker sets once its own sandbox hides the paths of
@@ -38,18 +39,60 @@ const MAX_DEPTH: usize = 32;
 
 /// The hidden paths of the environment ([`ENV`]); none when it is unset or unreadable.
 pub fn from_env() -> Vec<PathBuf> {
-    std::env::var(ENV)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Vec<PathBuf>>(&text).ok())
-        .unwrap_or_default()
-        .into_iter()
+    std::env::var_os(ENV).map(|v| parse(&v)).unwrap_or_default()
+}
+
+/// The paths of a value of [`ENV`] (relative ones dropped).
+fn parse(value: &std::ffi::OsStr) -> Vec<PathBuf> {
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+    value
+        .as_bytes()
+        .split(|b| *b == b'\n')
+        .map(|line| PathBuf::from(std::ffi::OsString::from_vec(unescape(line))))
         .filter(|p| p.is_absolute())
         .collect()
 }
 
 /// The value of [`ENV`] for `paths`.
-pub fn to_env(paths: &[PathBuf]) -> String {
-    serde_json::to_string(paths).unwrap_or_else(|_| "[]".to_owned())
+pub fn to_env(paths: &[PathBuf]) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+    let mut out = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        for &b in path.as_os_str().as_bytes() {
+            match b {
+                b'%' => out.extend_from_slice(b"%25"),
+                b'\n' => out.extend_from_slice(b"%0A"),
+                _ => out.push(b),
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
+/// One line of [`ENV`] back to the path's bytes.
+fn unescape(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let mut rest = line;
+    while let Some((&b, tail)) = rest.split_first() {
+        match (b, tail) {
+            (b'%', [b'2', b'5', more @ ..]) => {
+                out.push(b'%');
+                rest = more;
+            }
+            (b'%', [b'0', b'A', more @ ..]) => {
+                out.push(b'\n');
+                rest = more;
+            }
+            _ => {
+                out.push(b);
+                rest = tail;
+            }
+        }
+    }
+    out
 }
 
 /// `path` with its links resolved as far as it exists (a hidden path that does not exist
@@ -217,10 +260,20 @@ mod tests {
     }
 
     #[test]
-    fn the_environment_round_trips_and_ignores_relative_paths() {
-        let paths = vec![PathBuf::from("/a b/c"), PathBuf::from("/d\nwith newline")];
-        let text = to_env(&paths);
-        let parsed: Vec<PathBuf> = serde_json::from_str(&text).expect("json");
-        assert_eq!(parsed, paths);
+    fn the_environment_round_trips_any_path_and_ignores_relative_paths() {
+        use std::os::unix::ffi::OsStringExt as _;
+        let paths = vec![
+            PathBuf::from("/a b/c"),
+            PathBuf::from("/d\nwith newline/100%25 and %0A"),
+            PathBuf::from(std::ffi::OsString::from_vec(
+                b"/not utf-8 \xff\xfe".to_vec(),
+            )),
+        ];
+        let value = to_env(&paths);
+        assert_eq!(parse(&value), paths);
+        let mut with_relative = value;
+        with_relative.push("\nrelative/path");
+        assert_eq!(parse(&with_relative), paths);
+        assert!(parse(std::ffi::OsStr::new("")).is_empty());
     }
 }
