@@ -158,7 +158,7 @@ impl Drop for ControlSocket {
 #[derive(Debug, thiserror::Error)]
 enum Refusal {
     /// The peer is a process this host started (a command, cargo, a build script, a
-    /// test binary, a worker's child), or the host itself.
+    /// test binary, a worker's child).
     #[error(
         "permission denied: processes toolhost started (commands, cargo, build scripts, \
          plugin workers and what they run) may not use the control socket ({why})"
@@ -270,9 +270,11 @@ fn admit(_stream: &UnixStream) -> Result<(Caller, String), Refusal> {
 fn started_by_host(pid: i32) -> Option<String> {
     let me = i32::try_from(std::process::id()).ok()?;
     if pid == me {
-        return Some(format!(
-            "process {pid} is the host itself (a plugin in its process)"
-        ));
+        // The host's own process: a program embedding the library, or a plugin loaded in
+        // process, which is the host's own native code and could read what the socket
+        // guards straight from memory; refusing it would guard nothing. Plugins that are
+        // not trusted that far run in a worker (`--isolate`), a child refused below.
+        return None;
     }
     match crate::sys::sandbox::process_tree::descends_from(pid, me) {
         Some(true) => Some(format!("process {pid} descends from toolhost (pid {me})")),
