@@ -134,7 +134,7 @@ pub use frontends::mcp::http::{
 };
 pub use frontends::mcp::tokens::{
     AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenFileError, TokenIdentity,
-    TokenRecord, TokenStore,
+    TokenRecord, TokenScope, TokenStore,
 };
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
@@ -166,6 +166,7 @@ pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
 pub use sys::permissions::PermissionProblem;
+pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
 pub use toolhost_sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};

@@ -181,17 +181,11 @@ fn confine_what_we_start(config: &LoadedConfig) {
              and the control socket can no longer tell it from an operator's client"
         );
     }
-    let hidden = config.protected_paths();
-    // SAFETY: called from `try_main` before the command runs: no other thread exists yet
-    // (the runtime, the watcher and the plugin threads start inside the command), so
-    // nothing reads the environment while it is written.
-    unsafe {
-        std::env::set_var(
-            toolhost_sandbox::protected::ENV,
-            toolhost_sandbox::protected::to_env(&hidden),
+    if let Err(e) = toolhost::publish_protected_state(&config.protected_paths()) {
+        tracing::warn!(
+            "could not tell the sandboxes of what toolhost starts where its state is ({e}): \
+             commands and workers may reach the state folders their roots include"
         );
-        // Only a worker whose own sandbox hides the state may say so.
-        std::env::remove_var(toolhost_sandbox::protected::HIDDEN_BY_OUTER);
     }
 }
 

@@ -6,7 +6,8 @@
 //! (`sandbox::seccomp`, in `toolhost-sandbox`), telling systemd what the host is doing (`service_manager`), dropping
 //! capabilities (`caps`), keeping a worker's processes together
 //! (`containment`, `pid_namespace`), what confines a worker (`confinement`), the live
-//! workers the control socket refuses (`workers`), and ending the processes tagged with a
+//! workers the control socket refuses (`workers`), the host's own environment written
+//! while it has one thread (`process_env`), and ending the processes tagged with a
 //! session (`tagged`).
 
 pub(crate) mod confinement;
@@ -16,6 +17,7 @@ pub(crate) mod permissions;
 pub(crate) mod pid_namespace;
 pub(crate) mod private;
 pub(crate) mod process;
+pub(crate) mod process_env;
 pub(crate) mod rlimit;
 pub(crate) mod safe_open;
 pub(crate) mod sandbox;

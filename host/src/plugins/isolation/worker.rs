@@ -315,9 +315,13 @@ fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
         outcome,
         SandboxOutcome::Full { .. } | SandboxOutcome::Partial { .. }
     ) {
-        // SAFETY: the worker is still single-threaded (confinement runs first), so
-        // nothing reads the environment while it is written.
-        unsafe { std::env::set_var(sandbox::protected::HIDDEN_BY_OUTER, "1") };
+        // The worker is still single-threaded here (confinement runs first).
+        if let Err(e) = crate::sys::process_env::mark_state_hidden_by_worker() {
+            tracing::warn!(
+                "the worker could not record that its sandbox hides the host's state ({e}); \
+                 its commands' sandboxes hide it again"
+            );
+        }
     }
     let abi = match &outcome {
         SandboxOutcome::Full { abi } => Some(*abi),
