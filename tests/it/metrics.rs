@@ -318,6 +318,11 @@ fn spawn_logging_port(mut cmd: Command) -> (Child, u16) {
 
 /// A GET of `path` on 127.0.0.1:`port`: the status and the body.
 fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    get_with(port, path, token, &format!("Host: 127.0.0.1:{port}\r\n"))
+}
+
+/// A GET with `headers` (each ending in CRLF) instead of the usual `Host`.
+fn get_with(port: u16, path: &str, token: Option<&str>, headers: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -325,7 +330,7 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\n{headers}{auth}Connection: close\r\n\r\n"
     )
     .expect("send");
     let mut response = String::new();
@@ -485,7 +490,11 @@ fn a_non_loopback_metrics_address_needs_tls_or_insecure_http_and_a_token() {
     let host = MetricsHost::start("", &["--metrics", "0.0.0.0:0", "--insecure-http"]);
     let (status, body) = get(host.port, "/metrics", None);
     assert_eq!(status, 401, "{body}");
-    let token = crate::support::token_add(&crate::support::state_home(), "scraper");
+    let token = crate::support::token_add_with(
+        &crate::support::state_home(),
+        "scraper",
+        &["--scope", "metrics"],
+    );
     let (status, body) = get(host.port, "/metrics", Some(&token));
     assert_eq!(status, 200, "{body}");
     parse(&body).expect("parses");
@@ -499,7 +508,78 @@ fn the_config_can_ask_for_a_token_on_loopback_too() {
         &[],
     );
     assert_eq!(get(host.port, "/metrics", None).0, 401);
-    let token = crate::support::token_add(&crate::support::state_home(), "scraper");
+    let token = crate::support::token_add_with(
+        &crate::support::state_home(),
+        "scraper",
+        &["--scope", "metrics"],
+    );
     let (status, body) = get(host.port, "/metrics", Some(&token));
     assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn metrics_refuse_a_foreign_host_or_origin_and_tokens_without_the_metrics_scope() {
+    let host = MetricsHost::start(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\nrequire_token = true\n",
+        &[],
+    );
+    let state = crate::support::state_home();
+    let scrape = crate::support::token_add_with(&state, "prometheus", &["--scope", "metrics"]);
+    let agent = crate::support::token_add(&state, "agent");
+    let both =
+        crate::support::token_add_with(&state, "both", &["--scope", "mcp", "--scope", "metrics"]);
+    let port = host.port;
+
+    // DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1.
+    let (status, body) = get_with(port, "/metrics", Some(&scrape), "Host: evil.example\r\n");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("evil.example") && body.contains("allowed_hosts"),
+        "{body}"
+    );
+    let (status, body) = get_with(
+        port,
+        "/metrics",
+        Some(&scrape),
+        &format!("Host: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n"),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("Origin") && body.contains("allowed_origins"),
+        "{body}"
+    );
+    let (status, body) = get_with(port, "/metrics", Some(&scrape), "");
+    assert_eq!(status, 400, "no Host at all: {body}");
+    // The server's own origin and the loopback names pass.
+    let (status, body) = get_with(
+        port,
+        "/metrics",
+        Some(&scrape),
+        &format!("Host: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // An MCP token cannot scrape; a metrics token or one with both scopes can.
+    let (status, body) = get(port, "/metrics", Some(&agent));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("--scope metrics"), "{body}");
+    assert_eq!(get(port, "/metrics", Some(&both)).0, 200);
+
+    // `token list` shows each token's scopes.
+    let listed = crate::support::toolhost_command()
+        .args(["token", "list", "--json"])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .expect("token list");
+    let listed: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).expect("token list --json");
+    let scopes = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["name"] == name))
+            .map(|t| t["scopes"].clone())
+    };
+    assert_eq!(scopes("prometheus"), Some(serde_json::json!(["metrics"])));
+    assert_eq!(scopes("agent"), Some(serde_json::json!(["mcp"])));
+    assert_eq!(scopes("both"), Some(serde_json::json!(["mcp", "metrics"])));
 }

@@ -628,8 +628,14 @@ pub(crate) fn serve_command(plugins: &Path, socket: &Path) -> Command {
 /// Makes a bearer token named `name` in the state directory `state` (its
 /// `XDG_STATE_HOME`) with `toolhost token add`, and returns it.
 pub(crate) fn token_add(state: &Path, name: &str) -> String {
+    token_add_with(state, name, &[])
+}
+
+/// `toolhost token add NAME ARGS...` (`--scope metrics`, say) in `state`: the token.
+pub(crate) fn token_add_with(state: &Path, name: &str, args: &[&str]) -> String {
     let made = toolhost_command()
         .args(["token", "add", name])
+        .args(args)
         .env("XDG_STATE_HOME", state)
         .output()
         .expect("run toolhost token add");

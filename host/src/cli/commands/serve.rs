@@ -138,6 +138,7 @@ impl HttpArgs {
             auth,
             tls: self.tls.clone().map(|(cert, key)| TlsFiles { cert, key }),
             insecure_http: self.insecure_http,
+            allowed_hosts: m.allowed_hosts.clone(),
             allowed_origins: m.allowed_origins.clone(),
             limits: m.limits.clone(),
         })
@@ -268,7 +269,8 @@ fn metrics_options(
         auth,
         tls: tls.map(|(cert, key)| TlsFiles { cert, key }),
         insecure_http,
-        allowed_origins: Vec::new(),
+        allowed_hosts: config.mcp().allowed_hosts.clone(),
+        allowed_origins: config.mcp().allowed_origins.clone(),
         limits: config.mcp().limits.clone(),
     };
     toolhost::check_http_options(&options).map_err(|e| usage(format!("--metrics {addr}: {e}")))?;
@@ -336,7 +338,6 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
     let mcp_options = McpOptions {
         profile: args.profile,
         without_elicitation: host_config.mcp().without_elicitation,
-        allowed_hosts: host_config.mcp().allowed_hosts.clone(),
     };
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal().map_err(ServeFailure::Signals)?;

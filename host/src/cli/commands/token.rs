@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use toolhost::{LoadedConfig, TokenStore};
+use toolhost::{LoadedConfig, TokenScope, TokenStore};
 
 use super::resolve_profile;
 use crate::output::{errln, outln, print_table};
@@ -29,12 +29,17 @@ enum TokenAction {
         /// The profile this token's client is served (default: the server's --profile).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
-        /// Print `{"name", "profile", "token", "file"}` as JSON (the token is still shown
+        /// What the token may do: `mcp` (call tools over MCP; the default) or `metrics`
+        /// (read `serve --metrics`). Repeat for both. A metrics token cannot call tools,
+        /// and an MCP token cannot read metrics.
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<TokenScope>,
+        /// Print `{"name", "profile", "scopes", "token", "file"}` as JSON (the token is still shown
         /// only this once).
         #[arg(long)]
         json: bool,
     },
-    /// List the tokens: name, profile, creation time (never the tokens themselves).
+    /// List the tokens: name, profile, scopes, creation time (never the tokens themselves).
     List {
         /// Print JSON.
         #[arg(long)]
@@ -60,8 +65,9 @@ impl TokenArgs {
             TokenAction::Add {
                 name,
                 profile,
+                scopes,
                 json,
-            } => add(config, &store, &name, profile.as_deref(), json)?,
+            } => add(config, &store, &name, profile.as_deref(), &scopes, json)?,
             TokenAction::List { json } => list(&store, json)?,
             TokenAction::Revoke { name, json } => {
                 let revoked = store.revoke(&name)?;
@@ -81,18 +87,20 @@ fn add(
     store: &TokenStore,
     name: &str,
     profile: Option<&str>,
+    scopes: &[TokenScope],
     json: bool,
 ) -> anyhow::Result<()> {
     if profile.is_some() {
         resolve_profile(config, profile)?;
     }
-    let made = store.add(name, profile)?;
+    let made = store.add(name, profile, scopes)?;
     if json {
         outln!(
             "{}",
             serde_json::json!({
                 "name": made.record.name,
                 "profile": profile,
+                "scopes": made.record.scopes,
                 "token": made.token,
                 "file": store.path().display().to_string(),
             })
@@ -101,10 +109,11 @@ fn add(
     }
     outln!("{}", made.token)?;
     errln!(
-        "token '{}' made{}; it is shown only this once. Clients send it as the header\n  \
-         Authorization: Bearer {}\n(kept as a hash in {})",
+        "token '{}' made{} (scopes: {}); it is shown only this once. Clients send it as the \
+         header\n  Authorization: Bearer {}\n(kept as a hash in {})",
         made.record.name,
         profile.map_or_else(String::new, |p| format!(" for profile '{p}'")),
+        scope_list(&made.record.scopes),
         made.token,
         store.path().display()
     );
@@ -117,7 +126,7 @@ fn list(store: &TokenStore, json: bool) -> anyhow::Result<()> {
         let shown: Vec<serde_json::Value> = tokens
             .iter()
             .map(
-                |t| serde_json::json!({"name": t.name, "profile": t.profile, "created": t.created}),
+                |t| serde_json::json!({"name": t.name, "profile": t.profile, "scopes": t.scopes, "created": t.created}),
             )
             .collect();
         outln!(
@@ -133,7 +142,7 @@ fn list(store: &TokenStore, json: bool) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    let rows: Vec<[String; 3]> = tokens
+    let rows: Vec<[String; 4]> = tokens
         .iter()
         .map(|t| {
             [
@@ -141,10 +150,20 @@ fn list(store: &TokenStore, json: bool) -> anyhow::Result<()> {
                 t.profile
                     .clone()
                     .unwrap_or_else(|| "(server's --profile)".to_owned()),
+                scope_list(&t.scopes),
                 t.created.clone(),
             ]
         })
         .collect();
-    print_table(&["NAME", "PROFILE", "CREATED"], &rows)?;
+    print_table(&["NAME", "PROFILE", "SCOPES", "CREATED"], &rows)?;
     Ok(())
+}
+
+/// `mcp,metrics`.
+fn scope_list(scopes: &[TokenScope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }

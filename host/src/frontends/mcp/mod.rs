@@ -40,8 +40,6 @@ pub struct McpOptions {
     pub profile: Option<String>,
     /// What happens to calls that need approval when the client cannot be asked.
     pub without_elicitation: WithoutElicitation,
-    /// Extra `Host` header values HTTP requests may carry (loopback names always pass).
-    pub allowed_hosts: Vec<String>,
 }
 
 /// Why the MCP frontend could not run.

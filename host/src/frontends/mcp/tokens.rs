@@ -1,7 +1,9 @@
 //! Bearer tokens for MCP over HTTP: `toolhost token add | list | revoke` keep them in a
-//! 0600 file (only each token's sha256, name, profile and creation time: the token itself
-//! is shown once and never stored), and the HTTP frontend checks every request against
-//! that file, re-reading it when it changes so a revocation counts from the next request.
+//! 0600 file (only each token's sha256, name, profile, scopes and creation time: the
+//! token itself is shown once and never stored), and the HTTP doors check every request
+//! against that file, re-reading it when it changes so a revocation counts from the next
+//! request. A token's scopes say which door it opens: `mcp` (call tools) or `metrics`
+//! (scrape `/metrics`), so a scrape credential cannot call tools.
 //!
 //! Tokens are 256 random bits, URL-safe base64 with a `thk_` prefix (so a leaked one is
 //! recognisable in logs and by secret scanners). Storing a plain sha256 is enough for
@@ -31,11 +33,66 @@ pub struct TokenRecord {
     pub name: String,
     /// The profile its client is served; `None`: the server's `--profile`.
     pub profile: Option<String>,
+    /// What it may do. A record without the field (written before scopes existed) may
+    /// call tools over MCP, as it could then.
+    #[serde(default = "TokenScope::before_scopes")]
+    pub scopes: Vec<TokenScope>,
     /// When it was made (RFC 3339).
     pub created: String,
     /// sha256 of the token, hex.
     pub sha256: String,
 }
+
+/// What a token may do: which HTTP door it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenScope {
+    /// Call tools over MCP (`serve --mcp http`).
+    Mcp,
+    /// Read Prometheus metrics (`serve --metrics`).
+    Metrics,
+}
+
+impl TokenScope {
+    /// The scopes of a record written before scopes existed: MCP only.
+    fn before_scopes() -> Vec<TokenScope> {
+        vec![TokenScope::Mcp]
+    }
+
+    /// Its name, as the config and `toolhost token` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenScope::Mcp => "mcp",
+            TokenScope::Metrics => "metrics",
+        }
+    }
+}
+
+impl std::str::FromStr for TokenScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TokenScope, String> {
+        match s {
+            "mcp" => Ok(TokenScope::Mcp),
+            "metrics" => Ok(TokenScope::Metrics),
+            other => Err(format!(
+                "'{other}' is not a token scope: use mcp (call tools) or metrics (scrape /metrics)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TokenScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The file's format: version 1 has no scopes (every token calls tools); version 2 is
+/// written as soon as one token has other scopes, so an older toolhost refuses the file
+/// instead of letting a metrics token call tools.
+const VERSION_WITHOUT_SCOPES: u32 = 1;
+const VERSION_WITH_SCOPES: u32 = 2;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,11 +178,24 @@ impl TokenStore {
         Ok(self.read()?.tokens)
     }
 
-    /// Makes a token named `name` for `profile` and stores its hash.
-    pub fn add(&self, name: &str, profile: Option<&str>) -> Result<NewToken, TokenError> {
+    /// Makes a token named `name` for `profile` with `scopes` (none: MCP only) and
+    /// stores its hash.
+    pub fn add(
+        &self,
+        name: &str,
+        profile: Option<&str>,
+        scopes: &[TokenScope],
+    ) -> Result<NewToken, TokenError> {
         if !valid_name(name) {
             return Err(TokenError::BadName(name.to_owned()));
         }
+        let mut scopes = if scopes.is_empty() {
+            TokenScope::before_scopes()
+        } else {
+            scopes.to_vec()
+        };
+        scopes.sort_unstable_by_key(|s| s.as_str());
+        scopes.dedup();
         let _lock = self.lock()?;
         let mut file = self.read()?;
         if file.tokens.iter().any(|t| t.name == name) {
@@ -135,6 +205,7 @@ impl TokenStore {
         let record = TokenRecord {
             name: name.to_owned(),
             profile: profile.map(str::to_owned),
+            scopes,
             created: jiff::Timestamp::now()
                 .round(jiff::Unit::Second)
                 .unwrap_or_else(|_| jiff::Timestamp::now())
@@ -173,7 +244,7 @@ impl TokenStore {
                 parse(&self.path, &bytes)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(TokenFile {
-                version: 1,
+                version: VERSION_WITHOUT_SCOPES,
                 tokens: Vec::new(),
             }),
             Err(e) => Err(self.io("read")(e)),
@@ -212,6 +283,19 @@ impl TokenStore {
     }
 
     fn write(&self, file: &TokenFile) -> Result<(), TokenError> {
+        let scoped = file
+            .tokens
+            .iter()
+            .any(|t| t.scopes != TokenScope::before_scopes());
+        let file = TokenFile {
+            version: if scoped {
+                VERSION_WITH_SCOPES
+            } else {
+                VERSION_WITHOUT_SCOPES
+            },
+            tokens: file.tokens.clone(),
+        };
+        let file = &file;
         let text = serde_json::to_vec_pretty(file).map_err(|e| TokenError::Damaged {
             path: self.path.clone(),
             reason: e.to_string(),
@@ -262,11 +346,11 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<TokenFile, TokenError> {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    if file.version != 1 {
+    if file.version != VERSION_WITHOUT_SCOPES && file.version != VERSION_WITH_SCOPES {
         return Err(TokenError::Damaged {
             path: path.to_path_buf(),
             reason: format!(
-                "version {} (this toolhost knows version 1: a newer toolhost wrote it)",
+                "version {} (this toolhost knows versions 1 and 2: a newer toolhost wrote it)",
                 file.version
             ),
         });
@@ -296,6 +380,9 @@ pub enum AuthFailure {
     Invalid,
     /// The token file could not be read: nobody is let in until it can.
     StoreUnreadable,
+    /// A valid token without the scope this door needs (a metrics token at the MCP door,
+    /// an MCP token at the metrics door).
+    OutOfScope(TokenScope),
 }
 
 /// Why the token file cannot be used now: nobody is let in until it can.
@@ -325,7 +412,7 @@ impl PartialEq for TokenFileError {
 struct Snapshot {
     /// The file as read; `None`: it was missing.
     version: Option<Fingerprint>,
-    tokens: Vec<([u8; 32], TokenIdentity)>,
+    tokens: Vec<([u8; 32], TokenIdentity, Vec<TokenScope>)>,
     error: Option<TokenFileError>,
 }
 
@@ -368,12 +455,16 @@ impl TokenAuthenticator {
         let snapshot = self.refresh();
         match &snapshot.error {
             Some(e) => Err(e.clone()),
-            None => Ok(snapshot.tokens.iter().map(|(_, i)| i.clone()).collect()),
+            None => Ok(snapshot.tokens.iter().map(|(_, i, _)| i.clone()).collect()),
         }
     }
 
-    /// Checks the value of an `Authorization` header.
-    pub fn check(&self, authorization: Option<&[u8]>) -> Result<TokenIdentity, AuthFailure> {
+    /// Checks the value of an `Authorization` header for a door that needs `scope`.
+    pub fn check(
+        &self,
+        authorization: Option<&[u8]>,
+        scope: TokenScope,
+    ) -> Result<TokenIdentity, AuthFailure> {
         let Some(token) = authorization.and_then(bearer) else {
             return Err(AuthFailure::Missing);
         };
@@ -384,12 +475,16 @@ impl TokenAuthenticator {
         }
         // Every stored hash is compared, whatever matches, in constant time.
         let mut found = None;
-        for (stored, identity) in &snapshot.tokens {
+        for (stored, identity, scopes) in &snapshot.tokens {
             if constant_time_eq(stored, &presented) {
-                found = Some(identity);
+                found = Some((identity, scopes));
             }
         }
-        found.cloned().ok_or(AuthFailure::Invalid)
+        match found {
+            None => Err(AuthFailure::Invalid),
+            Some((_, scopes)) if !scopes.contains(&scope) => Err(AuthFailure::OutOfScope(scope)),
+            Some((identity, _)) => Ok(identity.clone()),
+        }
     }
 
     fn refresh(&self) -> std::sync::MutexGuard<'_, Snapshot> {
@@ -417,6 +512,7 @@ impl TokenAuthenticator {
                                 name: r.name,
                                 profile: r.profile,
                             },
+                            r.scopes,
                         ))
                     })
                     .collect();
@@ -473,7 +569,7 @@ mod tests {
         let store = TokenStore::new(dir.path().join("state").join("tokens.json"));
         let auth = TokenAuthenticator::new(store.clone());
         assert_eq!(auth.count(), Ok(0));
-        let laptop = store.add("laptop", Some("coding")).expect("add");
+        let laptop = store.add("laptop", Some("coding"), &[]).expect("add");
         assert!(laptop.token.starts_with(PREFIX));
         assert_eq!(laptop.token.len(), PREFIX.len() + 43);
         assert!(crate::sys::private::is_private(store.path()).expect("stat"));
@@ -483,19 +579,19 @@ mod tests {
             "the token itself is never stored"
         );
         assert!(matches!(
-            store.add("laptop", None),
+            store.add("laptop", None, &[]),
             Err(TokenError::Exists(_))
         ));
         assert!(matches!(
-            store.add("a b", None),
+            store.add("a b", None, &[]),
             Err(TokenError::BadName(_))
         ));
-        let ci = store.add("ci", None).expect("add");
+        let ci = store.add("ci", None, &[]).expect("add");
         assert_ne!(ci.token, laptop.token);
 
         let header = format!("Bearer {}", laptop.token);
         assert_eq!(
-            auth.check(Some(header.as_bytes())),
+            auth.check(Some(header.as_bytes()), TokenScope::Mcp),
             Ok(TokenIdentity {
                 name: "laptop".to_owned(),
                 profile: Some("coding".to_owned())
@@ -503,20 +599,24 @@ mod tests {
         );
         let lower = format!("bearer  {} ", ci.token);
         assert_eq!(
-            auth.check(Some(lower.as_bytes())).map(|i| i.name),
+            auth.check(Some(lower.as_bytes()), TokenScope::Mcp)
+                .map(|i| i.name),
             Ok("ci".to_owned())
         );
-        assert_eq!(auth.check(None), Err(AuthFailure::Missing));
-        assert_eq!(auth.check(Some(b"Basic abc")), Err(AuthFailure::Missing));
+        assert_eq!(auth.check(None, TokenScope::Mcp), Err(AuthFailure::Missing));
+        assert_eq!(
+            auth.check(Some(b"Basic abc"), TokenScope::Mcp),
+            Err(AuthFailure::Missing)
+        );
         let wrong = format!("Bearer {}x", laptop.token);
         assert_eq!(
-            auth.check(Some(wrong.as_bytes())),
+            auth.check(Some(wrong.as_bytes()), TokenScope::Mcp),
             Err(AuthFailure::Invalid)
         );
 
         store.revoke("laptop").expect("revoke");
         assert_eq!(
-            auth.check(Some(header.as_bytes())),
+            auth.check(Some(header.as_bytes()), TokenScope::Mcp),
             Err(AuthFailure::Invalid),
             "a revoked token stops working at the next request"
         );
@@ -528,8 +628,79 @@ mod tests {
 
         fs::write(store.path(), b"{not json").expect("damage");
         assert_eq!(
-            auth.check(Some(lower.as_bytes())),
+            auth.check(Some(lower.as_bytes()), TokenScope::Mcp),
             Err(AuthFailure::StoreUnreadable)
+        );
+    }
+
+    #[test]
+    fn a_token_opens_only_the_doors_of_its_scopes_and_old_files_mean_mcp() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = TokenStore::new(dir.path().join("tokens.json"));
+        let auth = TokenAuthenticator::new(store.clone());
+        let agent = store.add("agent", None, &[]).expect("add");
+        let header = format!("Bearer {}", agent.token);
+        assert_eq!(
+            fs::read_to_string(store.path())
+                .expect("read")
+                .contains("\"version\": 1"),
+            true,
+            "MCP-only tokens keep the format older hosts read"
+        );
+        let scrape = store
+            .add("prometheus", None, &[TokenScope::Metrics])
+            .expect("add");
+        let scrape_header = format!("Bearer {}", scrape.token);
+        assert!(
+            fs::read_to_string(store.path())
+                .expect("read")
+                .contains("\"version\": 2"),
+            "a scoped token makes older hosts refuse the file rather than let it call tools"
+        );
+        assert!(auth.check(Some(header.as_bytes()), TokenScope::Mcp).is_ok());
+        assert_eq!(
+            auth.check(Some(header.as_bytes()), TokenScope::Metrics),
+            Err(AuthFailure::OutOfScope(TokenScope::Metrics))
+        );
+        assert_eq!(
+            auth.check(Some(scrape_header.as_bytes()), TokenScope::Mcp),
+            Err(AuthFailure::OutOfScope(TokenScope::Mcp))
+        );
+        assert!(
+            auth.check(Some(scrape_header.as_bytes()), TokenScope::Metrics)
+                .is_ok()
+        );
+        let both = store
+            .add(
+                "both",
+                None,
+                &[TokenScope::Metrics, TokenScope::Mcp, TokenScope::Mcp],
+            )
+            .expect("add");
+        assert_eq!(
+            both.record.scopes,
+            vec![TokenScope::Mcp, TokenScope::Metrics]
+        );
+
+        // A file written before scopes existed: its tokens call tools, and only that.
+        let old = dir.path().join("old.json");
+        let hash = hash_hex("thk_old");
+        fs::write(
+            &old,
+            format!(
+                r#"{{"version":1,"tokens":[{{"name":"a","profile":null,"created":"x","sha256":"{hash}"}}]}}"#
+            ),
+        )
+        .expect("write");
+        let old_auth = TokenAuthenticator::new(TokenStore::new(old));
+        assert!(
+            old_auth
+                .check(Some(b"Bearer thk_old"), TokenScope::Mcp)
+                .is_ok()
+        );
+        assert_eq!(
+            old_auth.check(Some(b"Bearer thk_old"), TokenScope::Metrics),
+            Err(AuthFailure::OutOfScope(TokenScope::Metrics))
         );
     }
 }

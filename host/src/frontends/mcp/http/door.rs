@@ -16,9 +16,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::connections::{Busy, ConnectionState, Connections, Registered};
+use super::rebinding::AllowedPeers;
 use super::sessions::{SessionTable, TrackedSessions};
 use super::{HttpAuth, HttpLimits, HttpOptions};
-use crate::frontends::mcp::tokens::{AuthFailure, TokenIdentity};
+use crate::frontends::mcp::tokens::{AuthFailure, TokenIdentity, TokenScope};
 use crate::frontends::mcp::{McpOptions, McpServeError, McpServer, McpSession};
 use crate::host::Host;
 
@@ -54,34 +55,10 @@ impl Door {
         bound: SocketAddr,
         stop: CancellationToken,
     ) -> Door {
-        let scheme = if options.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let port = bound.port();
-        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        hosts.extend(server.options().allowed_hosts.iter().cloned());
-        // The server's own origins: every name it may be reached by, on its port.
-        let mut origins: Vec<String> = vec![
-            format!("{scheme}://localhost:{port}"),
-            format!("{scheme}://127.0.0.1:{port}"),
-            format!("{scheme}://[::1]:{port}"),
-        ];
-        if !bound.ip().is_unspecified() {
-            origins.push(format!("{scheme}://{bound}"));
-        }
-        for host in &server.options().allowed_hosts {
-            if host.contains(':') && !host.starts_with('[') {
-                origins.push(format!("{scheme}://{host}"));
-            } else {
-                origins.push(format!("{scheme}://{host}:{port}"));
-            }
-        }
-        origins.extend(options.allowed_origins.iter().cloned());
+        let peers = AllowedPeers::new(options, bound);
         let rmcp_config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_allowed_origins(origins)
+            .with_allowed_hosts(peers.hosts)
+            .with_allowed_origins(peers.origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.limits.max_body_bytes)
             .with_cancellation_token(stop);
@@ -223,13 +200,14 @@ impl Door {
                     .headers()
                     .get(hyper::header::AUTHORIZATION)
                     .map(|v| v.as_bytes());
-                match auth.check(header) {
+                match auth.check(header, TokenScope::Mcp) {
                     Ok(identity) => Some(identity),
                     Err(failure) => {
                         let why = match failure {
                             AuthFailure::Missing => "no bearer token",
                             AuthFailure::Invalid => "unknown or revoked bearer token",
                             AuthFailure::StoreUnreadable => "the token file cannot be read",
+                            AuthFailure::OutOfScope(_) => "a token without the mcp scope",
                         };
                         self.log_refusal(peer, why);
                         return unauthorized(failure);
@@ -307,9 +285,27 @@ pub(super) fn too_large(max: usize) -> hyper::Response<HttpBody> {
     response
 }
 
-/// 401 with the `WWW-Authenticate` challenge; the connection is closed after it.
+/// 401 with the `WWW-Authenticate` challenge (403 for a valid token out of its scope);
+/// the connection is closed after it.
 pub(super) fn unauthorized(failure: AuthFailure) -> hyper::Response<HttpBody> {
     let (challenge, text) = match failure {
+        AuthFailure::OutOfScope(scope) => {
+            let mut response = plain(
+                hyper::StatusCode::FORBIDDEN,
+                &format!(
+                    "this bearer token may not {}; the host's operator makes one that may with                      `toolhost token add NAME --scope {scope}`\n",
+                    match scope {
+                        TokenScope::Mcp => "call tools over MCP",
+                        TokenScope::Metrics => "read metrics",
+                    }
+                ),
+            );
+            response.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            return response;
+        }
         AuthFailure::Missing => (
             r#"Bearer realm="toolhost""#,
             "this toolhost needs a bearer token: send `Authorization: Bearer TOKEN`; the \

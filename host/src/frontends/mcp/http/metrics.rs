@@ -1,7 +1,9 @@
 //! The HTTP door's second use: Prometheus scrapes at `/metrics` (`serve --metrics ADDR`),
 //! under the same rules as MCP over HTTP (checked by [`check_http_options`]: off loopback
 //! a bearer token and TLS, or `--insecure-http`; `--no-auth` only on loopback) with the
-//! same TLS and token code. One request per connection (no keep-alive), at most
+//! same TLS and token code, and the same `Host` and `Origin` checks (`rebinding.rs`). A
+//! token needs the `metrics` scope: an MCP token cannot scrape, and a scrape credential
+//! cannot call tools. One request per connection (no keep-alive), at most
 //! [`MAX_SCRAPE_CONNECTIONS`] at once, each given [`SCRAPE_DEADLINE`] in all, so a
 //! client that connects and sends nothing holds little for little time.
 
@@ -13,9 +15,11 @@ use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 
 use super::door::{HttpBody, plain, unauthorized};
+use super::rebinding::AllowedPeers;
 use super::tls::tls_acceptor;
 use super::{HttpAuth, HttpOptions, check_http_options};
 use crate::frontends::mcp::McpServeError;
+use crate::frontends::mcp::tokens::TokenScope;
 use crate::host::Host;
 
 /// Scrapes served at once; further connections wait to be accepted.
@@ -23,8 +27,8 @@ pub const MAX_SCRAPE_CONNECTIONS: usize = 16;
 /// How long one connection may take, TLS handshake, request and answer together.
 pub const SCRAPE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Binds the metrics endpoint of `host` with `options` (its address, auth, TLS; the
-/// limits and origins are not used). Returns the bound address (port 0 picks one) and
+/// Binds the metrics endpoint of `host` with `options` (its address, auth, TLS, and the
+/// hosts and origins it answers to; the limits are not used). Returns the bound address (port 0 picks one) and
 /// the future that serves until `stop` is cancelled.
 pub async fn bind_metrics(
     host: Arc<Host>,
@@ -44,13 +48,15 @@ pub async fn bind_metrics(
         .local_addr()
         .map_err(|source| McpServeError::Bind { addr, source })?;
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let peers = Arc::new(AllowedPeers::new(&options, bound));
     match &options.auth {
         HttpAuth::NoAuth => tracing::info!(
             "Prometheus metrics at {scheme}://{bound}/metrics without a token (loopback: \
              every user and program on this machine can read tool names and counts)"
         ),
         HttpAuth::Tokens(auth) => tracing::info!(
-            "Prometheus metrics at {scheme}://{bound}/metrics, with a bearer token from {}",
+            "Prometheus metrics at {scheme}://{bound}/metrics, with a bearer token of scope \
+             metrics from {}",
             auth.store().path().display()
         ),
     }
@@ -69,8 +75,9 @@ pub async fn bind_metrics(
                 break;
             };
             let (host, auth, tls) = (Arc::clone(&host), auth.clone(), tls.clone());
+            let peers = Arc::clone(&peers);
             tokio::spawn(async move {
-                let served = serve_scrape(host, auth, stream, tls);
+                let served = serve_scrape(host, auth, peers, stream, tls);
                 if tokio::time::timeout(SCRAPE_DEADLINE, served).await.is_err() {
                     tracing::debug!(%peer, "metrics: connection timed out");
                 }
@@ -84,6 +91,7 @@ pub async fn bind_metrics(
 async fn serve_scrape(
     host: Arc<Host>,
     auth: HttpAuth,
+    peers: Arc<AllowedPeers>,
     stream: tokio::net::TcpStream,
     tls: Option<Arc<tokio_rustls::TlsAcceptor>>,
 ) {
@@ -98,7 +106,7 @@ async fn serve_scrape(
         },
     };
     let handler = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let response = answer(&host, &auth, &request);
+        let response = answer(&host, &auth, &peers, &request);
         async move { Ok::<_, std::convert::Infallible>(response) }
     });
     let served = hyper::server::conn::http1::Builder::new()
@@ -109,11 +117,13 @@ async fn serve_scrape(
     }
 }
 
-/// The answer to one request: 404 off `/metrics`, 405 for anything but GET, 401 without
-/// a valid token (when one is needed), else the metrics.
+/// The answer to one request: 404 off `/metrics`, 405 for anything but GET, 403 for a
+/// `Host` or `Origin` this door does not answer to, 401 without a valid token (when one
+/// is needed), 403 for a token without the metrics scope, else the metrics.
 fn answer(
     host: &Host,
     auth: &HttpAuth,
+    peers: &AllowedPeers,
     request: &hyper::Request<Incoming>,
 ) -> hyper::Response<HttpBody> {
     if request.uri().path() != "/metrics" {
@@ -128,12 +138,16 @@ fn answer(
             "use GET for /metrics\n",
         );
     }
+    if let Err(refused) = peers.check(request.uri(), request.headers()) {
+        tracing::debug!("metrics: refused a request: {refused}");
+        return plain(refused.status(), &format!("{refused}\n"));
+    }
     if let HttpAuth::Tokens(tokens) = auth {
         let header = request
             .headers()
             .get(hyper::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        if let Err(failure) = tokens.check(header) {
+        if let Err(failure) = tokens.check(header, TokenScope::Metrics) {
             return unauthorized(failure);
         }
     }

@@ -17,6 +17,7 @@
 mod connections;
 mod door;
 mod metrics;
+mod rebinding;
 mod sessions;
 mod tls;
 
@@ -63,6 +64,8 @@ pub struct HttpOptions {
     pub tls: Option<TlsFiles>,
     /// Serve plain HTTP on a non-loopback address anyway (`--insecure-http`).
     pub insecure_http: bool,
+    /// Extra `Host` header values requests may carry (loopback names always pass).
+    pub allowed_hosts: Vec<String>,
     /// Browser origins allowed besides the server's own.
     pub allowed_origins: Vec<String>,
     /// The limits.
