@@ -522,10 +522,12 @@ async fn run_and_chat_answer_and_show_the_tool_calls() {
         "chat answer one"
     );
     // Both turns were stored in the default profile's sessions.
+    assert!(crate::support::profile_sessions("default").exists());
     assert!(
-        crate::support::profile_state("default")
+        !crate::support::profile_state("default")
             .join("sessions.sqlite3")
-            .exists()
+            .exists(),
+        "sessions are kept out of the folder plugins may read"
     );
 }
 

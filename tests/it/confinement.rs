@@ -18,11 +18,26 @@ use crate::support::{
 
 const KEPT: &str = "KEPT OUTPUT OF ANOTHER TOKEN";
 const TOKENS: &str = "TOKEN FILE CONTENT";
+/// What the other state files hold (approvals, audit log, sessions, trust pins).
+const STATE: &str = "HOST STATE CONTENT";
+/// The host's state files besides kept outputs and tokens, beneath the work folder.
+/// (The approvals folder's file is not `always.json`, which the host itself reads; the
+/// audit log starts empty and gets the host's own lines, so it is checked for the
+/// command's forged line rather than for being unchanged.)
+const STATE_FILES: [&str; 4] = [
+    "state/toolhost/profiles/coder/approvals/held.json",
+    "state/toolhost/audit.jsonl",
+    "state/toolhost/profiles/coder/sessions/sessions.sqlite3",
+    "state/toolhost/trust.json",
+];
+/// The audit log among [`STATE_FILES`].
+const AUDIT: &str = "state/toolhost/audit.jsonl";
 
 /// The hostile program: each attempt prints `name: ok ...` or `name: refused ...`.
 const HOSTILE: &str = r#"
 import os, socket, sys
 kept, tokens, control, planted, outside = sys.argv[1:6]
+approvals, audit, sessions, trust = sys.argv[6:10]
 def attempt(name, f):
     try:
         print(f"{name}: ok {f()!r}")
@@ -45,6 +60,12 @@ attempt("read_kept", lambda: open(kept).read())
 attempt("list_kept", lambda: os.listdir(os.path.dirname(kept)))
 attempt("plant_kept", lambda: open(planted, "w").write("planted"))
 attempt("read_tokens", lambda: open(tokens).read())
+attempt("read_approvals", lambda: open(approvals).read())
+attempt("write_approvals", lambda: open(approvals, "a").write('{"planted": true}'))
+attempt("read_audit", lambda: open(audit).read())
+attempt("write_audit", lambda: open(audit, "a").write("forged line"))
+attempt("read_sessions", lambda: open(sessions, "rb").read().decode("latin-1"))
+attempt("read_trust", lambda: open(trust).read())
 attempt("memfd", lambda: os.memfd_create("hoard"))
 attempt("unix", lambda: socket.socket(socket.AF_UNIX).connect(control))
 attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
@@ -73,6 +94,12 @@ impl Work {
         std::fs::create_dir_all(&outputs).expect("outputs");
         std::fs::write(outputs.join("o-secret.json"), KEPT).expect("kept");
         std::fs::write(root.join("state/toolhost/tokens.json"), TOKENS).expect("tokens");
+        for file in STATE_FILES {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().expect("a folder")).expect("state folder");
+            let content = if file == AUDIT { "" } else { STATE };
+            std::fs::write(path, content).expect("state file");
+        }
         std::fs::create_dir_all(root.join("proj")).expect("proj");
         std::fs::write(root.join("proj/hostile.py"), HOSTILE).expect("script");
         std::fs::write(root.join("outside-fd7"), "").expect("fd target");
@@ -105,6 +132,10 @@ impl Work {
                 control,
                 self.path("state/toolhost/profiles/coder/outputs/o-planted.json"),
                 self.outside_fd7(),
+                self.path(STATE_FILES[0]),
+                self.path(STATE_FILES[1]),
+                self.path(STATE_FILES[2]),
+                self.path(STATE_FILES[3]),
             ],
             "cwd": self.path("proj"),
         })
@@ -236,6 +267,12 @@ fn assert_all_refused(work: &Work, out: &Output, context: &str) {
         "read_kept",
         "plant_kept",
         "read_tokens",
+        "read_approvals",
+        "write_approvals",
+        "read_audit",
+        "write_audit",
+        "read_sessions",
+        "read_trust",
         "memfd",
         "unix",
         "udp",
@@ -243,9 +280,17 @@ fn assert_all_refused(work: &Work, out: &Output, context: &str) {
         refused(&said, name, DENIED, context);
     }
     assert!(
-        !said.contains(KEPT) && !said.contains(TOKENS),
+        !said.contains(KEPT) && !said.contains(TOKENS) && !said.contains(STATE),
         "{context}: {said}"
     );
+    for file in STATE_FILES {
+        let now = std::fs::read_to_string(work.path(file)).unwrap_or_default();
+        if file == AUDIT {
+            assert!(!now.contains("forged line"), "{context}: {now}");
+        } else {
+            assert_eq!(now, STATE, "{context}: the command changed {file}");
+        }
+    }
     assert_eq!(
         std::fs::read_to_string(work.path("outside-fd7")).expect("fd 7 target"),
         "",

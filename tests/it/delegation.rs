@@ -684,8 +684,7 @@ async fn run_detach_prints_what_still_runs_and_sessions_show_delegations() {
     assert!(shown.contains(id) && shown.contains("cancelled"), "{shown}");
 
     // A delegation left running by a process that is gone shows as lost.
-    let state = crate::support::profile_state("default");
-    let store = SessionStore::open(&state.join("sessions.sqlite3")).expect("store");
+    let store = SessionStore::open(&crate::support::profile_sessions("default")).expect("store");
     store
         .record_delegation(&DelegationRecord {
             id: "d-lost".to_owned(),

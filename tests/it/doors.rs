@@ -392,11 +392,13 @@ async fn the_session_database_of_a_run_is_0600_in_a_0700_folder() {
     assert_eq!(text(&out.stdout).trim(), "private answer");
     let state = crate::support::profile_state("default");
     assert_eq!(mode(&state), 0o700);
-    let db = state.join("sessions.sqlite3");
+    let db = crate::support::profile_sessions("default");
+    let folder = db.parent().expect("the sessions folder").to_path_buf();
+    assert_eq!(mode(&folder), 0o700);
     assert_eq!(mode(&db), 0o600);
     for side in ["sessions.sqlite3-wal", "sessions.sqlite3-shm"] {
-        if state.join(side).exists() {
-            assert_eq!(mode(&state.join(side)), 0o600, "{side}");
+        if folder.join(side).exists() {
+            assert_eq!(mode(&folder.join(side)), 0o600, "{side}");
         }
     }
 }

@@ -667,7 +667,7 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
     let db = work
         .dir
         .path()
-        .join("state/profiles/default/state/sessions.sqlite3");
+        .join("state/profiles/default/sessions/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let (content, details, full_text): (String, String, String) = conn
         .query_row(
@@ -933,7 +933,7 @@ async fn a_plugins_details_reach_the_session_store_and_never_the_model() {
     let db = work
         .dir
         .path()
-        .join("state/profiles/default/state/sessions.sqlite3");
+        .join("state/profiles/default/sessions/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let details: String = conn
         .query_row(

@@ -94,6 +94,29 @@ async fn state_beside_the_config_moves_once_to_the_state_home_with_every_session
     }
     let old_p = profiles.join("p/state");
     let old_default = profiles.join("default/state");
+    // Releases before this one kept the session database in the plugins' state folder:
+    // put it back there, as they left it.
+    for profile in ["p", "default"] {
+        let db = profiles.join(profile).join("sessions/sessions.sqlite3");
+        assert!(
+            db.is_file(),
+            "this release keeps sessions beside the state folder"
+        );
+        for suffix in ["-wal", "-shm", ""] {
+            let from = format!("{}{suffix}", db.display());
+            let to = format!(
+                "{}{suffix}",
+                profiles
+                    .join(profile)
+                    .join("state/sessions.sqlite3")
+                    .display()
+            );
+            if std::path::Path::new(&from).exists() {
+                std::fs::rename(&from, &to).expect("the old place");
+            }
+        }
+        std::fs::remove_dir(profiles.join(profile).join("sessions")).expect("emptied");
+    }
     assert!(old_p.join("memory.json").is_file() && old_p.join("sessions.sqlite3").is_file());
     assert!(old_default.join("sessions.sqlite3").is_file());
     let before_p = sessions(&old_p.join("sessions.sqlite3"));
@@ -166,12 +189,16 @@ async fn state_beside_the_config_moves_once_to_the_state_home_with_every_session
     let log = stderr(&out);
     assert!(out.status.success(), "{log}");
     assert!(!log.contains("moved state"), "{log}");
-    let after = sessions(&new_p.join("sessions.sqlite3"));
+    // ... and moves the database out of the folder plugins may read.
+    let moved_p = new_p.with_file_name("sessions").join("sessions.sqlite3");
+    assert!(!new_p.join("sessions.sqlite3").exists(), "{log}");
+    let after = sessions(&moved_p);
     assert_eq!(after.0, before_p.0 + 1);
     assert!(after.1 > before_p.1);
     assert_eq!(after.2, 3, "the schema version is set (the last one)");
     assert_eq!(
         sessions(&new_default.join("sessions.sqlite3")).0,
-        before_default.0
+        before_default.0,
+        "a profile that did not run keeps its database until it does"
     );
 }

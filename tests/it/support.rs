@@ -361,6 +361,14 @@ pub(crate) fn profile_state(name: &str) -> PathBuf {
         .join("state")
 }
 
+/// Where this test's commands keep profile `name`'s session database (beside its state
+/// folder, out of plugins' reach).
+pub(crate) fn profile_sessions(name: &str) -> PathBuf {
+    profile_state(name)
+        .with_file_name("sessions")
+        .join("sessions.sqlite3")
+}
+
 /// A command running `program` (a toolhost binary) isolated from the environment's config
 /// and state (tokens, trust pins).
 pub(crate) fn isolated(program: impl AsRef<std::ffi::OsStr>) -> Command {

@@ -764,6 +764,90 @@ fn a_root_host_that_stops_takes_its_workers_processes_with_it() {
     }
 }
 
+/// A hostile plugin in its worker reads and writes its own profile's `state/` folder,
+/// and nothing of the host's: not the profile's kept outputs, lasting approvals or
+/// sessions, nor the tokens, audit log or trust file.
+#[test]
+fn a_worker_reaches_none_of_the_hosts_state_beside_its_own_folder() {
+    if !sandbox_or_skip("a_worker_reaches_none_of_the_hosts_state_beside_its_own_folder") {
+        return;
+    }
+    let dir = PluginDir::with(&["fixture_hostile"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let profiles = work.path().join("profiles");
+    std::fs::create_dir_all(profiles.join("a")).expect("profile");
+    std::fs::write(profiles.join("a/config.toml"), "").expect("profile");
+    let own = crate::support::profile_state("a");
+    std::fs::create_dir_all(&own).expect("state");
+    std::fs::write(own.join("memory.json"), "own note").expect("own");
+    let host_state = own
+        .parent()
+        .and_then(|p| p.parent())
+        .and_then(|p| p.parent())
+        .expect("the state folder")
+        .to_path_buf();
+    let secret = "HOST STATE SECRET";
+    let files = [
+        own.with_file_name("outputs").join("o-1.json"),
+        own.with_file_name("approvals").join("always.json"),
+        own.with_file_name("sessions").join("sessions.sqlite3"),
+        host_state.join("tokens.json"),
+        host_state.join("audit.jsonl"),
+        host_state.join("trust.json"),
+    ];
+    for file in &files {
+        std::fs::create_dir_all(file.parent().expect("folder")).expect("folder");
+        std::fs::write(file, secret).expect("state file");
+    }
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("profiles_dir = {:?}\n", profiles.display().to_string()),
+    )
+    .expect("config");
+    let attempt = |args: Value| {
+        let out = toolhost_command()
+            .arg("--config")
+            .arg(&config)
+            .args(["call", "--isolate", "--yes", "--profile", "a", "--plugins"])
+            .arg(dir.path())
+            .args(["attempt", &args.to_string()])
+            .output()
+            .expect("toolhost call");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let mine = attempt(json!({"action": "read", "path": own.join("memory.json")}));
+    assert!(mine.contains("ok own note"), "{mine}");
+    for file in &files {
+        let read = attempt(json!({"action": "read", "path": file}));
+        assert!(
+            read.contains("refused") && !read.contains(secret),
+            "the worker read {}: {read}",
+            file.display()
+        );
+        let write = attempt(json!({"action": "write", "path": file, "name": "forged"}));
+        assert!(
+            write.contains("refused"),
+            "the worker wrote {}: {write}",
+            file.display()
+        );
+        let now = std::fs::read_to_string(file).expect("still there");
+        // The audit log gets the host's own lines for these calls; nothing of the worker's.
+        assert!(
+            now.starts_with(secret) && !now.contains("forged"),
+            "{}: {now}",
+            file.display()
+        );
+        if !file.ends_with("audit.jsonl") {
+            assert_eq!(now, secret, "{}", file.display());
+        }
+    }
+}
+
 #[test]
 fn one_profiles_worker_cannot_read_or_write_anothers_state() {
     if !sandbox_or_skip("one_profiles_worker_cannot_read_or_write_anothers_state") {

@@ -135,9 +135,7 @@ impl Agent {
         requests
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
-        let store = Arc::new(SessionStore::open(
-            &parts.state_dir.join("sessions.sqlite3"),
-        )?);
+        let store = Arc::new(SessionStore::open_for_profile(&parts.state_dir)?);
         // Delegators (delegate_task) wait for child turns, which have their own limit.
         let door = parts
             .door

@@ -412,7 +412,86 @@ fn fts_query(text: &str) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
+/// The session database's file name.
+pub const SESSIONS_FILE: &str = "sessions.sqlite3";
+
+/// Where a profile whose plugins keep their state in `state_dir` keeps its sessions:
+/// `sessions/sessions.sqlite3` beside that folder (like `approvals/`), never inside it,
+/// since a plugin's worker may read and write its profile's state folder and the
+/// conversations are the host's to keep.
+pub fn profile_sessions_file(state_dir: &Path) -> PathBuf {
+    state_dir.with_file_name("sessions").join(SESSIONS_FILE)
+}
+
+/// Moves a session database an older toolhost kept in the plugins' state folder (with
+/// its `-wal`, `-shm` and `-journal` files, those first, so a stop half-way loses no
+/// committed transaction) to [`profile_sessions_file`]. Nothing is moved when the new
+/// file exists already; then the old one is left where it is, with a warning.
+fn move_from_plugin_state(state_dir: &Path, to: &Path) -> Result<(), SessionError> {
+    let old = state_dir.join(SESSIONS_FILE);
+    let is_file = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    if !is_file(&old) {
+        return Ok(());
+    }
+    if is_file(to) {
+        tracing::warn!(
+            "two session databases: {} (kept) and {} (an older toolhost's, left as it is: \
+             move it away once you no longer need it)",
+            to.display(),
+            old.display()
+        );
+        return Ok(());
+    }
+    let file_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SessionError::File { path, source }
+    };
+    if let Some(dir) = to.parent() {
+        crate::sys::private::ensure_private_dir(dir).map_err(file_err(dir))?;
+    }
+    for suffix in ["-wal", "-shm", "-journal", ""] {
+        let with = |p: &Path| {
+            let mut name = p.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        let (from, into) = (with(&old), with(to));
+        match std::fs::rename(&from, &into) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !suffix.is_empty() => {}
+            Err(e) => return Err(file_err(&from)(e)),
+        }
+    }
+    tracing::info!(
+        "moved the session database from {} to {}, out of the folder plugins may read",
+        old.display(),
+        to.display()
+    );
+    Ok(())
+}
+
 impl SessionStore {
+    /// Opens (creating if needed) the session store of the profile whose plugins keep
+    /// their state in `state_dir` ([`profile_sessions_file`]), moving one an older
+    /// toolhost kept inside that folder first.
+    pub fn open_for_profile(state_dir: &Path) -> Result<SessionStore, SessionError> {
+        let path = profile_sessions_file(state_dir);
+        move_from_plugin_state(state_dir, &path)?;
+        if let Some(dir) = path.parent() {
+            crate::sys::private::ensure_private_dir(dir).map_err(|source| SessionError::File {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        SessionStore::open(&path)
+    }
+
+    /// Whether the profile whose plugins keep their state in `state_dir` has a session
+    /// database yet (here or where an older toolhost kept it).
+    pub fn exists_for_profile(state_dir: &Path) -> bool {
+        profile_sessions_file(state_dir).exists() || state_dir.join(SESSIONS_FILE).exists()
+    }
+
     /// Opens (creating if needed) the store at `path`. The database is private: a new
     /// file is created 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
     /// files the database's mode), and existing wider ones are narrowed with a log line.
@@ -763,6 +842,39 @@ pub(super) fn timestamp() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_database_in_the_plugins_state_folder_moves_beside_it_with_its_side_files() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("p").join("state");
+        std::fs::create_dir_all(&state).expect("state");
+        let old = state.join(SESSIONS_FILE);
+        let id = {
+            let store = super::SessionStore::open(&old).expect("the old place");
+            store.create(None).expect("a session")
+        };
+        std::fs::write(state.join("sessions.sqlite3-journal"), b"").expect("side file");
+        std::fs::write(state.join("memory.json"), b"{}").expect("a plugin's file");
+        let store = super::SessionStore::open_for_profile(&state).expect("moved and opened");
+        let new = profile_sessions_file(&state);
+        assert_eq!(new, dir.path().join("p/sessions/sessions.sqlite3"));
+        assert!(new.is_file() && !old.exists());
+        assert!(!state.join("sessions.sqlite3-journal").exists());
+        assert!(state.join("memory.json").exists(), "plugins' files stay");
+        let mode = std::fs::metadata(new.parent().expect("folder"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(store.list().expect("list").iter().any(|s| s.id == id));
+        drop(store);
+        // An old file appearing again beside a new one is left alone.
+        std::fs::write(&old, b"not a database").expect("old again");
+        super::SessionStore::open_for_profile(&state).expect("the new one wins");
+        assert_eq!(std::fs::read(&old).expect("old"), b"not a database");
+        assert!(super::SessionStore::exists_for_profile(&state));
+    }
+
     use super::*;
 
     #[test]

@@ -162,11 +162,11 @@ fn running_delegations(
     };
     let mut found = Vec::new();
     for profile in profiles {
-        let path = profile.state_dir.join("sessions.sqlite3");
-        if !path.exists() {
+        use toolhost::agent::sessions::SessionStore;
+        if !SessionStore::exists_for_profile(&profile.state_dir) {
             continue;
         }
-        let records = toolhost::agent::sessions::SessionStore::open(&path)
+        let records = SessionStore::open_for_profile(&profile.state_dir)
             .and_then(|store| store.delegations(None));
         match records {
             Ok(records) => found.extend(

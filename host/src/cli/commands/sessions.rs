@@ -38,16 +38,15 @@ enum Action {
 impl SessionsArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let profile = resolve_profile(config, self.profile.as_deref())?;
-        let path = profile.state_dir.join("sessions.sqlite3");
-        if !path.exists() {
+        if !SessionStore::exists_for_profile(&profile.state_dir) {
             return Err(usage(format!(
                 "profile '{}' has no sessions yet ({} does not exist); `toolhost run` and \
                  `toolhost chat` make them",
                 profile.name,
-                path.display()
+                toolhost::agent::sessions::profile_sessions_file(&profile.state_dir).display()
             )));
         }
-        let store = SessionStore::open(&path)?;
+        let store = SessionStore::open_for_profile(&profile.state_dir)?;
         match self.action {
             Action::List => {
                 let sessions = store.list()?;
