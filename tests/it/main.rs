@@ -15,6 +15,7 @@ mod descriptions;
 mod dispatch;
 mod door;
 mod doors;
+mod edit_attacks;
 mod ffi_boundary;
 mod fuzz;
 mod http_door;

@@ -5,28 +5,38 @@
 //!
 //! Every edit of a call applies to the same read of the file: anchors name lines of the
 //! file as it is on disk, edits may not overlap, and the edited text is built in one pass
-//! over the original. The write goes through the temporary file and rename of
-//! `write.rs`, keeping the file's mode and line endings. Weak spots: the file is held in
-//! memory (at most [`MAX_EDIT_BYTES`]); a change by someone else between our read and
-//! the rename is detected (inode, size, modification time) but not merged.
+//! over the original. An anchored edit must also prove what it replaces (see `reads`):
+//! each anchor must name its line as it is now, and every line an edit replaces (or
+//! inserts next to) must be unchanged and at the same number since the read on record,
+//! and shown by it. A line changed inside a range, lines added or removed above it, or
+//! no read on record refuse the call with the current lines and fresh anchors, which go
+//! on record so the edit can be redone from them. Edits by exact text need no record.
+//! After a write the record follows the file: the changed lines and their neighbours
+//! (the anchors the answer shows) are on record, other lines as they were.
+//!
+//! The write goes through the temporary file and rename of `write.rs`, keeping the
+//! file's mode and line endings; it replaces this name only, so a file with other hard
+//! links is edited as a copy (the answer says so) and the other names keep the old text.
+//! Weak spots: the file is held in memory (at most [`MAX_EDIT_BYTES`]); a change by
+//! someone else between our read and the rename is detected (inode, size, modification
+//! time) but not merged.
 
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::ops::Range;
 
-use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
+use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
 use crate::anchors::{Anchor, format_line, line_hash};
+pub(crate) use crate::reads::MAX_EDIT_BYTES;
+use crate::reads::{self, Common, Lines, Reads, Record};
 use crate::roots::Workspace;
 use crate::syntax::{EditSpan, Grammar, Verdict, check};
 use crate::write::{Place, changed_lines, replace, write_error};
 
-/// Largest file `edit_file` edits (it holds the file, the edited text and, for the
-/// syntax check, two syntax trees in memory).
-pub(crate) const MAX_EDIT_BYTES: u64 = 8 << 20;
 /// Lines of unified diff shown at most.
 const MAX_DIFF_LINES: usize = 200;
 /// Lines of new anchors shown at most.
@@ -44,8 +54,8 @@ pub struct EditFileArgs {
     /// Edits by anchor, applied together: each names lines by the `NUMBER:HASH` anchors
     /// read_file shows before each line ("12:a3f"; "12:a3f|text" as copied works too).
     /// All anchors refer to the file as you read it (line numbers are not shifted by
-    /// other edits in the list); the edits must not overlap. Use either `edits` or
-    /// `old_text`/`new_text`.
+    /// other edits in the list); the edits must not overlap. The lines an edit replaces
+    /// must be unchanged since you read them. Use either `edits` or `old_text`/`new_text`.
     #[serde(default)]
     edits: Vec<AnchoredEdit>,
     /// Edit by exact text: the text to replace, exactly as it is in the file (whitespace,
@@ -106,14 +116,17 @@ impl TypedTool for EditFile {
          \"new_text\": \"...\"} (replace lines 12-15; \"\" deletes them) or {\"after\": \
          \"12:a3f\", \"new_text\": \"...\"} / {\"before\": ...} (insert lines), using the \
          NUMBER:HASH anchors read_file shows before each line. All anchors refer to the file \
-         as you read it; if a line changed since, the whole call is refused (nothing written) \
-         and the current lines are shown with fresh anchors. (2) By exact text: old_text \
+         as you read it (with read_file, or from edit_file's answers); if a line an edit \
+         replaces changed since, or lines were added or removed above it, or the file was \
+         not read, the whole call is refused (nothing written) and the current lines are \
+         shown with fresh anchors to redo it from. (2) By exact text: old_text \
          (must occur exactly once, or set replace_all) and new_text; if it is not found, the \
          most similar lines are shown. An edit that turns a file that parsed cleanly into \
          one with a syntax error (Rust, Python, JavaScript, TypeScript, JSON, TOML) is \
          refused, naming the error's line and the syntax node the edit split, unless \
          allow_syntax_errors is true. Line endings (LF or CRLF) and permissions are kept; \
-         the write is atomic; symbolic links are not edited through. Files up to 8 MiB. \
+         the write is atomic and replaces this name only (never writing through symbolic \
+         or hard links). Files up to 8 MiB. \
          Returns a unified diff of the change and the new anchors of the changed lines, so \
          further edits need no new read."
     }
@@ -124,7 +137,8 @@ impl TypedTool for EditFile {
 
     async fn run(&self, ctx: &ToolContext<'_>, args: EditFileArgs) -> Result<String, ToolError> {
         let workspace = Workspace::of(ctx).await?;
-        ctx.blocking(move |_| edit(&workspace, &args))
+        let reads = Reads::of(ctx).await;
+        ctx.blocking(move |_| edit(&workspace, &reads, &args))
             .await
             .map_err(ToolError::failed)?
     }
@@ -162,7 +176,7 @@ fn request(args: &EditFileArgs) -> Result<Request<'_>, ToolError> {
     }
 }
 
-fn edit(workspace: &Workspace, args: &EditFileArgs) -> Result<String, ToolError> {
+fn edit(workspace: &Workspace, reads: &Reads, args: &EditFileArgs) -> Result<String, ToolError> {
     let request = request(args)?;
     let resolved = workspace.resolve(&args.path)?;
     let place = Place::open(resolved, false)?;
@@ -209,6 +223,7 @@ fn edit(workspace: &Workspace, args: &EditFileArgs) -> Result<String, ToolError>
             "{shown} changed into something other than a regular file; try again"
         )));
     }
+    let key = reads::key_of(&file, place.resolved.root.path.join(&place.resolved.rel));
     let mut bytes = Vec::new();
     file.take(MAX_EDIT_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -220,9 +235,36 @@ fn edit(workspace: &Workspace, args: &EditFileArgs) -> Result<String, ToolError>
     })?;
 
     let text = Text::new(&before);
+    let now = text.hashes();
+    let (record, record_problem) = match reads.load(&key) {
+        Ok(record) => (record, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let planned = match request {
-        Request::Anchored(edits) => plan_anchored(&text, edits, &shown)?,
-        Request::Exact { old, new, all } => plan_exact(&text, old, new, all, &shown)?,
+        Request::Anchored(edits) => {
+            let parsed = parse_anchored(edits)?;
+            let proof = Proof {
+                record: record.as_ref(),
+                problem: record_problem.as_deref(),
+            };
+            prove_anchored(&text, &parsed, &shown, proof).map(|()| plan_anchored(&text, parsed))
+        }
+        Request::Exact { old, new, all } => plan_exact(&text, old, new, all, &shown),
+    };
+    let planned = match planned {
+        Ok(planned) => planned,
+        Err(Refused::Error(e)) => return Err(e),
+        Err(Refused::Showing { message, lines }) => {
+            let note = put_on_record(reads, &key, record.as_ref(), now, &lines)
+                .map(|e| {
+                    format!(
+                        "\n(note: the lines shown could not be put on record ({e}); read the \
+                         file with read_file before redoing the edit)"
+                    )
+                })
+                .unwrap_or_default();
+            return Err(ToolError::failed(format!("{message}{note}")));
+        }
     };
     let (after, spans) = apply(&before, &planned.splices)?;
     if after == before {
@@ -266,12 +308,95 @@ fn edit(workspace: &Workspace, args: &EditFileArgs) -> Result<String, ToolError>
 
     let mut out = format!("edited {shown}: {}\n", planned.summary);
     out.push_str(&unified_diff(&before, &after, &shown));
-    out.push_str(&new_anchors(&after, &spans));
+    let (anchors, anchored) = new_anchors(&after, &spans);
+    out.push_str(&anchors);
     if let Some(note) = syntax_note {
         out.push_str(&note);
         out.push('\n');
     }
+    // On record now: the lines shown just above, and the others as they were.
+    let carried = Record::carried(record.as_ref(), now);
+    let after_text = Text::new(&after);
+    let mut next = Record {
+        shown: carry_over_edit(&text, &carried.shown, &after_text, &spans),
+        hashes: after_text.hashes(),
+    };
+    for (first, last) in anchored {
+        next.show(first, last);
+    }
+    if let Err(e) = reads.save(&key, &next) {
+        let _ = writeln!(
+            out,
+            "note: the edit could not be put on record ({e}); read the file again before \
+             further edits by anchor"
+        );
+    }
+    if meta.nlink() > 1 {
+        let _ = writeln!(
+            out,
+            "note: {shown} had {} hard links; the edit replaced this name only, the other \
+             links keep the old content",
+            meta.nlink()
+        );
+    }
     Ok(out)
+}
+
+/// Puts lines `lines` of the file now (`now`: its line hashes) on record as shown, with
+/// what `old` had shown carried over; the error if that failed.
+fn put_on_record(
+    reads: &Reads,
+    key: &std::path::Path,
+    old: Option<&Record>,
+    now: Vec<u64>,
+    lines: &[(usize, usize)],
+) -> Option<reads::RecordError> {
+    let mut record = Record::carried(old, now);
+    for &(first, last) in lines {
+        record.show(first, last);
+    }
+    reads.save(key, &record).err()
+}
+
+/// Which lines of the edited text (`after`) stay shown: a line no edit touched keeps what
+/// its line in `before` had (`shown`, per line of `before`); touched lines are not (the
+/// answer's new anchors put them on record).
+fn carry_over_edit(
+    before: &Text<'_>,
+    shown: &[bool],
+    after: &Text<'_>,
+    spans: &[EditSpan],
+) -> Vec<bool> {
+    let mut out = vec![false; after.lines.len()];
+    let mut passed = 0; // spans wholly before the current line
+    for (slot, line) in out.iter_mut().zip(&after.lines) {
+        let end = line.next.max(line.start + 1);
+        while passed < spans.len() && spans[passed].after.end <= line.start {
+            // An empty span (a deletion) at this line's start touches it.
+            if spans[passed].after.is_empty() && spans[passed].after.start == line.start {
+                break;
+            }
+            passed += 1;
+        }
+        let touched = spans[passed..].iter().any(|s| {
+            (s.after.start < end && line.start < s.after.end)
+                || (s.after.is_empty() && s.after.start >= line.start && s.after.start < end)
+        });
+        if touched {
+            continue;
+        }
+        let at = match passed.checked_sub(1).map(|i| &spans[i]) {
+            Some(span) => line.start - span.after.end + span.before.end,
+            None => line.start,
+        };
+        let number = before.line_of(at);
+        *slot = number
+            .checked_sub(1)
+            .and_then(|i| shown.get(i))
+            .copied()
+            .unwrap_or(false);
+    }
+    out
 }
 
 /// The file's text split into lines as `read_file` numbers them (on `\n`; a final line
@@ -350,6 +475,13 @@ impl<'a> Text<'a> {
         (1..=self.lines.len()).map(|n| self.line(n)).collect()
     }
 
+    /// Every line's hash for the read record (as `read_file` hashes them).
+    fn hashes(&self) -> Vec<u64> {
+        (1..=self.lines.len())
+            .map(|n| reads::hash_line(self.line(n).as_bytes()))
+            .collect()
+    }
+
     /// The line (from 1) that byte `at` is on.
     fn line_of(&self, at: usize) -> usize {
         self.lines.partition_point(|l| l.next <= at) + 1
@@ -394,6 +526,32 @@ struct Plan {
     summary: String,
 }
 
+/// A call refused.
+enum Refused {
+    /// An error that shows no lines of the file.
+    Error(ToolError),
+    /// A refusal showing current lines of the file with anchors: `lines` (ranges, from 1,
+    /// inclusive) go on record, so the edit can be redone from them.
+    Showing {
+        message: String,
+        lines: Vec<(usize, usize)>,
+    },
+}
+
+impl From<ToolError> for Refused {
+    fn from(e: ToolError) -> Self {
+        Refused::Error(e)
+    }
+}
+
+/// What shows whether an anchored edit's lines are what was read: the record of the file
+/// (none: never read, or not by this profile), or why it could not be used.
+#[derive(Clone, Copy)]
+struct Proof<'a> {
+    record: Option<&'a Record>,
+    problem: Option<&'a str>,
+}
+
 /// A stale anchor: which edit, which field, what it said.
 struct Stale {
     edit: usize,
@@ -401,10 +559,14 @@ struct Stale {
     anchor: Anchor,
 }
 
-fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result<Plan, ToolError> {
-    let count = text.lines.len();
-    let lines = text.contents();
-    let mut stale = Vec::new();
+/// One anchored edit, read: its number in the call (from 1), what it does, its new text.
+struct Parsed<'a> {
+    number: usize,
+    kind: Kind,
+    new_text: &'a str,
+}
+
+fn parse_anchored(edits: &[AnchoredEdit]) -> Result<Vec<Parsed<'_>>, ToolError> {
     let mut parsed = Vec::with_capacity(edits.len());
     for (i, e) in edits.iter().enumerate() {
         let number = i + 1;
@@ -450,26 +612,196 @@ fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result
                 "edit {number}: new_text is empty, so there is nothing to insert"
             )));
         }
-        for (field, anchor) in kind.anchors() {
+        parsed.push(Parsed {
+            number,
+            kind,
+            new_text: &e.new_text,
+        });
+    }
+    Ok(parsed)
+}
+
+/// Refuses anchored edits that do not prove what they replace: an anchor that does not
+/// name its line as it is now (stale), then, against the record, lines changed inside an
+/// edit's range, lines added or removed above it, lines never shown, or no record at all.
+fn prove_anchored(
+    text: &Text<'_>,
+    parsed: &[Parsed<'_>],
+    shown: &str,
+    proof: Proof<'_>,
+) -> Result<(), Refused> {
+    let count = text.lines.len();
+    let lines = text.contents();
+    let mut stale = Vec::new();
+    for p in parsed {
+        for (field, anchor) in p.kind.anchors() {
             if !anchor.matches(&lines) {
                 stale.push(Stale {
-                    edit: number,
+                    edit: p.number,
                     field,
                     anchor: anchor.clone(),
                 });
             }
         }
-        parsed.push((number, kind, &e.new_text));
     }
+    let now = text.hashes();
+    let common = proof.record.map(|r| r.common(&now));
     if !stale.is_empty() {
-        return Err(ToolError::failed(stale_report(
-            text, &lines, &stale, shown, count,
-        )));
+        let (message, lines) = stale_report(text, &lines, &stale, shown, count, common);
+        return Err(Refused::Showing { message, lines });
     }
+    let (Some(record), Some(common)) = (proof.record, common) else {
+        return Err(unrecorded(text, parsed, shown, proof.problem));
+    };
+    let mut said = String::new();
+    let mut windows = Vec::new();
+    for p in parsed {
+        let (first, last) = p.kind.lines();
+        let verdict = record.lines(&common, first, last);
+        let why = match verdict {
+            Lines::Read => continue,
+            Lines::Changed => {
+                let (a, b) = common.changed_now();
+                let place = match b.cmp(&a) {
+                    std::cmp::Ordering::Less => format!("lines were removed after line {}", a - 1),
+                    std::cmp::Ordering::Equal => format!("it differs at line {a}"),
+                    std::cmp::Ordering::Greater => format!("it differs at lines {a}-{b}"),
+                };
+                format!(
+                    "a line inside the range changed since the read (compared with the read, \
+                     {place} now)"
+                )
+            }
+            Lines::Shifted { by } => {
+                let moved = |n: usize| n.saturating_add_signed(by);
+                windows.push((
+                    moved(first).saturating_sub(AROUND),
+                    moved(last).saturating_add(AROUND),
+                ));
+                format!(
+                    "lines were {} above it since the read: the file shifted by {by:+} lines, \
+                     so what was read as {} is {} now, and the anchors name other lines",
+                    if by > 0 { "added" } else { "removed" },
+                    lines_word(first, last),
+                    lines_word(moved(first), moved(last)),
+                )
+            }
+            Lines::Unseen { first, last } => format!(
+                "{} of it {} not shown with anchors by the read on record (or changed before it)",
+                lines_word(first, last),
+                if first == last { "was" } else { "were" }
+            ),
+        };
+        windows.push((first.saturating_sub(AROUND), last.saturating_add(AROUND)));
+        let _ = writeln!(said, "- edit {} ({}): {why}", p.number, p.kind.label());
+    }
+    if said.is_empty() {
+        return Ok(());
+    }
+    let (current, lines) = anchored_windows(text, windows);
+    Err(Refused::Showing {
+        message: format!(
+            "edit_file refused: nothing was written. Not every line these edits replace is \
+             what was read of {shown}:\n{said}Current lines (on record now, so these anchors \
+             work):\n{current}Redo the edit from the current anchors (read_file shows more of \
+             the file)."
+        ),
+        lines,
+    })
+}
 
+/// The refusal of anchored edits of a file with no read on record: the current lines of
+/// their ranges.
+fn unrecorded(
+    text: &Text<'_>,
+    parsed: &[Parsed<'_>],
+    shown: &str,
+    problem: Option<&str>,
+) -> Refused {
+    let windows = parsed
+        .iter()
+        .map(|p| {
+            let (first, last) = p.kind.lines();
+            (first.saturating_sub(AROUND), last.saturating_add(AROUND))
+        })
+        .collect();
+    let (current, lines) = anchored_windows(text, windows);
+    let problem = problem
+        .map(|p| format!(" (the record could not be used: {p})"))
+        .unwrap_or_default();
+    Refused::Showing {
+        message: format!(
+            "edit_file refused: nothing was written. No read of {shown} is on record for this \
+             profile{problem}, so nothing shows that these anchors come from what you read: \
+             anchored edits take anchors from read_file or batch_read of the file (or from \
+             edit_file's answers), so that an edit never lands on lines that changed since \
+             you saw them.\nThe current lines of the edits' ranges (on record now, so these \
+             anchors work):\n{current}If they are the lines you meant, redo the edit with \
+             these anchors; else read the file first (read_file with offset/limit around \
+             those lines)."
+        ),
+        lines,
+    }
+}
+
+fn lines_word(first: usize, last: usize) -> String {
+    if first == last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
+    }
+}
+
+/// Lines of `text` in `ranges` (from 1, inclusive; clipped to the file and merged) with
+/// their anchors, `…` between windows, at most [`MAX_ANCHOR_LINES`] lines; and the ranges
+/// shown.
+fn anchored_windows(
+    text: &Text<'_>,
+    mut ranges: Vec<(usize, usize)>,
+) -> (String, Vec<(usize, usize)>) {
+    let count = text.lines.len();
+    ranges.retain_mut(|(a, b)| {
+        *a = (*a).max(1);
+        *b = (*b).min(count);
+        a <= b
+    });
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut out = String::new();
+    let mut shown = Vec::new();
+    let mut left = MAX_ANCHOR_LINES;
+    for (i, (a, b)) in merged.iter().enumerate() {
+        if left == 0 {
+            out.push_str("… (more lines left out: read_file shows them)\n");
+            break;
+        }
+        if i > 0 {
+            out.push_str("…\n");
+        }
+        let b = (*b).min(a + left - 1);
+        out.push_str(&text.anchored(*a, b));
+        shown.push((*a, b));
+        left -= b + 1 - a;
+    }
+    (out, shown)
+}
+
+/// The edits' splices, once proven.
+fn plan_anchored(text: &Text<'_>, parsed: Vec<Parsed<'_>>) -> Plan {
     let mut splices = Vec::with_capacity(parsed.len());
     let mut said = Vec::with_capacity(parsed.len());
-    for (number, kind, new_text) in parsed {
+    for Parsed {
+        number,
+        kind,
+        new_text,
+    } in parsed
+    {
         let body = text.with_eol(new_text);
         let body = body
             .strip_suffix(text.eol)
@@ -480,13 +812,9 @@ fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result
         } else {
             body.split(text.eol).count()
         };
-        let (range, replacement, words, label) = match &kind {
+        let (range, replacement, words) = match &kind {
             Kind::Replace(from, to) => {
-                let lines_word = if from.line == to.line {
-                    format!("line {}", from.line)
-                } else {
-                    format!("lines {}-{}", from.line, to.line)
-                };
+                let lines_word = lines_word(from.line, to.line);
                 let (replacement, words) = if new_text.is_empty() {
                     (String::new(), format!("{lines_word} deleted"))
                 } else {
@@ -499,7 +827,6 @@ fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result
                     text.span(from.line).start..text.span(to.line).next,
                     replacement,
                     words,
-                    format!("edit {number} ({lines_word})"),
                 )
             }
             Kind::After(at) => {
@@ -517,7 +844,6 @@ fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result
                         plural(new_lines, "line"),
                         at.line
                     ),
-                    format!("edit {number} (after line {})", at.line),
                 )
             }
             Kind::Before(at) => {
@@ -530,21 +856,20 @@ fn plan_anchored(text: &Text<'_>, edits: &[AnchoredEdit], shown: &str) -> Result
                         plural(new_lines, "line"),
                         at.line
                     ),
-                    format!("edit {number} (before line {})", at.line),
                 )
             }
         };
         splices.push(Splice {
             range,
             text: replacement,
-            label,
+            label: format!("edit {number} ({})", kind.label()),
         });
         said.push(words);
     }
-    Ok(Plan {
+    Plan {
         splices,
         summary: said.join("; "),
-    })
+    }
 }
 
 /// What an anchored edit does.
@@ -563,6 +888,24 @@ impl Kind {
             Kind::Before(a) => vec![("before", a)],
         }
     }
+
+    /// The lines it names (from 1, inclusive): the lines replaced, or the line inserted
+    /// next to.
+    fn lines(&self) -> (usize, usize) {
+        match self {
+            Kind::Replace(from, to) => (from.line, to.line),
+            Kind::After(a) | Kind::Before(a) => (a.line, a.line),
+        }
+    }
+
+    /// "lines 12-15", "after line 3", for messages.
+    fn label(&self) -> String {
+        match self {
+            Kind::Replace(from, to) => lines_word(from.line, to.line),
+            Kind::After(a) => format!("after line {}", a.line),
+            Kind::Before(a) => format!("before line {}", a.line),
+        }
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -574,21 +917,23 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// The refusal of stale anchors: each one, what its line holds now, the current lines
-/// around it with fresh anchors.
+/// around it with fresh anchors (and the ranges shown). With the record's `common`, says
+/// whether lines were added or removed since the read.
 fn stale_report(
     text: &Text<'_>,
     lines: &[&str],
     stale: &[Stale],
     shown: &str,
     count: usize,
-) -> String {
+    common: Option<Common>,
+) -> (String, Vec<(usize, usize)>) {
     let mut out = format!(
         "edit_file refused: nothing was written. {} no longer {} {shown} (it changed since it \
          was read):\n",
         plural(stale.len(), "anchor"),
         if stale.len() == 1 { "matches" } else { "match" }
     );
-    let mut shown_ranges: Vec<(usize, usize)> = Vec::new();
+    let mut windows: Vec<(usize, usize)> = Vec::new();
     for s in stale {
         let n = s.anchor.line;
         let now = if n > count {
@@ -608,29 +953,32 @@ fn stale_report(
                 "; a line with that hash is now line {m} ({m}:{})",
                 s.anchor.hash
             );
-            shown_ranges.push((m.saturating_sub(AROUND), m + AROUND));
+            windows.push((m.saturating_sub(AROUND), m + AROUND));
         }
         out.push('\n');
         let center = n.min(count.max(1));
-        shown_ranges.push((center.saturating_sub(AROUND), center + AROUND));
+        windows.push((center.saturating_sub(AROUND), center + AROUND));
     }
-    shown_ranges.sort_unstable();
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (a, b) in shown_ranges {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
+    if let Some(common) = common
+        && common.shift() != 0
+    {
+        let _ = writeln!(
+            out,
+            "Since the read on record, lines were {}: the file has {} now, {} then.",
+            if common.shift() > 0 {
+                "added"
+            } else {
+                "removed"
+            },
+            plural(common.now, "line"),
+            common.read
+        );
     }
+    let (current, windows) = anchored_windows(text, windows);
     out.push_str("Current lines:\n");
-    for (i, (a, b)) in merged.iter().enumerate() {
-        if i > 0 {
-            out.push_str("…\n");
-        }
-        out.push_str(&text.anchored(*a, *b));
-    }
+    out.push_str(&current);
     out.push_str("Redo the edit with the current anchors (read_file shows more of the file).");
-    out
+    (out, windows)
 }
 
 fn plan_exact(
@@ -639,12 +987,12 @@ fn plan_exact(
     new: &str,
     all: bool,
     shown: &str,
-) -> Result<Plan, ToolError> {
+) -> Result<Plan, Refused> {
     if old.is_empty() {
-        return Err(ToolError::invalid_args(
+        return Err(Refused::Error(ToolError::invalid_args(
             "old_text is empty; give the exact text to replace (or use `edits` with anchors \
              to insert lines)",
-        ));
+        )));
     }
     let normalized = text.with_eol(old);
     let mut needle = normalized.as_str();
@@ -654,7 +1002,8 @@ fn plan_exact(
         starts = text.text.match_indices(needle).map(|(i, _)| i).collect();
     }
     if starts.is_empty() {
-        return Err(ToolError::failed(no_match_report(text, old, shown)));
+        let (message, lines) = no_match_report(text, old, shown);
+        return Err(Refused::Showing { message, lines });
     }
     let match_lines: Vec<usize> = starts.iter().map(|&s| text.line_of(s)).collect();
     let lines_list = |cap: usize| {
@@ -665,14 +1014,14 @@ fn plan_exact(
         list.join(", ")
     };
     if starts.len() > 1 && !all {
-        return Err(ToolError::failed(format!(
+        return Err(Refused::Error(ToolError::failed(format!(
             "edit_file refused: nothing was written. old_text occurs {} times in {shown} (at \
              lines {}); include more of the surrounding lines in old_text so it matches once, \
              pass \"replace_all\": true to replace every occurrence, or use `edits` with \
              anchors",
             starts.len(),
             lines_list(20)
-        )));
+        ))));
     }
     let replacement = text.with_eol(new);
     let splices = starts
@@ -700,8 +1049,8 @@ fn plan_exact(
 }
 
 /// The refusal of an old_text that is not in the file: the most similar lines, with
-/// anchors, and hints about what differs.
-fn no_match_report(text: &Text<'_>, old: &str, shown: &str) -> String {
+/// anchors, and hints about what differs (and the lines shown).
+fn no_match_report(text: &Text<'_>, old: &str, shown: &str) -> (String, Vec<(usize, usize)>) {
     let mut out =
         format!("edit_file refused: nothing was written. old_text was not found in {shown}.\n");
     let lines = text.contents();
@@ -750,9 +1099,13 @@ fn no_match_report(text: &Text<'_>, old: &str, shown: &str) -> String {
             ));
         }
     }
+    let mut windows = Vec::new();
     if let Some((a, b)) = region {
         out.push_str("The nearest lines now:\n");
-        out.push_str(&text.anchored(a.saturating_sub(AROUND - 1), b + AROUND - 1));
+        let (current, shown_lines) =
+            anchored_windows(text, vec![(a.saturating_sub(AROUND - 1), b + AROUND - 1)]);
+        out.push_str(&current);
+        windows = shown_lines;
     } else if lines.is_empty() {
         hints.push(format!(
             "{shown} is empty: use write_file to give it content"
@@ -762,7 +1115,7 @@ fn no_match_report(text: &Text<'_>, old: &str, shown: &str) -> String {
         let _ = writeln!(out, "Hint: {hint}.");
     }
     out.push_str("Copy old_text exactly from the file, or use `edits` with the anchors shown.");
-    out
+    (out, windows)
 }
 
 /// The line (from 1) most like `probe` (trimmed): the lowest edit distance relative to
@@ -872,14 +1225,14 @@ fn unified_diff(before: &str, after: &str, shown: &str) -> String {
 }
 
 /// The changed regions' lines in the edited text, one line of context each side, with
-/// their anchors: what further edits can name without a new read.
-fn new_anchors(after: &str, spans: &[EditSpan]) -> String {
+/// their anchors: what further edits can name without a new read (and the ranges shown).
+fn new_anchors(after: &str, spans: &[EditSpan]) -> (String, Vec<(usize, usize)>) {
     let text = Text::new(after);
     let count = text.lines.len();
     if count == 0 {
-        return "The file is now empty.\n".to_owned();
+        return ("The file is now empty.\n".to_owned(), Vec::new());
     }
-    let mut ranges: Vec<(usize, usize)> = spans
+    let ranges: Vec<(usize, usize)> = spans
         .iter()
         .map(|s| {
             let first = text.line_of(s.after.start);
@@ -888,32 +1241,14 @@ fn new_anchors(after: &str, spans: &[EditSpan]) -> String {
             } else {
                 text.line_of(s.after.end - 1)
             };
-            (first.saturating_sub(1).max(1), (last + 1).min(count))
+            (first.saturating_sub(1), last + 1)
         })
         .collect();
-    ranges.sort_unstable();
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for (a, b) in ranges {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    let mut out = String::from("Anchors of the changed lines now (with one line around):\n");
-    let mut left = MAX_ANCHOR_LINES;
-    for (i, (a, b)) in merged.iter().enumerate() {
-        if left == 0 {
-            out.push_str("… (more changed lines left out: read_file shows them)\n");
-            break;
-        }
-        if i > 0 {
-            out.push_str("…\n");
-        }
-        let b = (*b).min(a + left - 1);
-        out.push_str(&text.anchored(*a, b));
-        left -= b + 1 - a;
-    }
-    out
+    let (lines, shown) = anchored_windows(&text, ranges);
+    (
+        format!("Anchors of the changed lines now (with one line around):\n{lines}"),
+        shown,
+    )
 }
 
 /// Lines around `line` of `text`, numbered (no anchors: the text was not written).
@@ -949,10 +1284,31 @@ mod tests {
         }
     }
 
-    fn run(before: &str, edits: &[AnchoredEdit]) -> Result<String, ToolError> {
-        let text = Text::new(before);
-        let plan = plan_anchored(&text, edits, "f")?;
-        Ok(apply(before, &plan.splices)?.0)
+    fn message(refused: Refused) -> String {
+        match refused {
+            Refused::Error(e) => e.to_string(),
+            Refused::Showing { message, .. } => message,
+        }
+    }
+
+    /// Edits `now` by anchors taken from a read of `read` (recorded whole).
+    fn run_read(read: &str, now: &str, edits: &[AnchoredEdit]) -> Result<String, String> {
+        let record = Record::all_shown(Text::new(read).hashes());
+        let text = Text::new(now);
+        let parsed = parse_anchored(edits).map_err(|e| e.to_string())?;
+        let proof = Proof {
+            record: Some(&record),
+            problem: None,
+        };
+        prove_anchored(&text, &parsed, "f", proof).map_err(message)?;
+        let plan = plan_anchored(&text, parsed);
+        apply(now, &plan.splices)
+            .map(|(after, _)| after)
+            .map_err(|e| e.to_string())
+    }
+
+    fn run(before: &str, edits: &[AnchoredEdit]) -> Result<String, String> {
+        run_read(before, before, edits)
     }
 
     #[test]
@@ -1037,26 +1393,139 @@ mod tests {
         let t = Text::new(read);
         let edit = edit_by(&t, 2, None, "BETA");
         let now = "inserted\nalpha\nbeta\ngamma\n";
-        let e = run(now, &[edit]).expect_err("stale").to_string();
+        let e = run_read(read, now, &[edit]).expect_err("stale");
         assert!(e.contains("nothing was written"), "{e}");
         assert!(e.contains("line 2 is now `2:"), "{e}");
         assert!(e.contains("now line 3"), "{e}");
         assert!(e.contains(&format_line(3, "beta")), "{e}");
+        assert!(
+            e.contains("lines were added: the file has 4 lines now, 3 then"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_line_changed_inside_the_range_is_refused_though_both_anchors_match() {
+        let read = "fn f() {\n    a();\n    b();\n}\n";
+        let t = Text::new(read);
+        let edit = edit_by(&t, 1, Some(4), "fn f() {}");
+        let now = "fn f() {\n    a();\n    evil();\n}\n";
+        let e = run_read(read, now, &[edit]).expect_err("changed inside");
+        assert!(
+            e.contains("edit 1 (lines 1-4): a line inside the range changed"),
+            "{e}"
+        );
+        assert!(e.contains("it differs at line 3 now"), "{e}");
+        assert!(e.contains(&format_line(3, "    evil();")), "{e}");
+    }
+
+    #[test]
+    fn a_shifted_file_is_refused_though_the_anchors_line_looks_the_same() {
+        let read = "fn a() {\n    1\n}\nfn b() {\n    2\n}\n";
+        let t = Text::new(read);
+        // Deleting `}` of a (line 3); three lines come in at the top, and line 3 is a `}`
+        // again, of another function.
+        let edit = edit_by(&t, 3, None, "");
+        let now = "fn z() {}\nfn y() {\n}\nfn a() {\n    1\n}\nfn b() {\n    2\n}\n";
+        assert_eq!(Text::new(now).line(3), "}");
+        let e = run_read(read, now, &[edit]).expect_err("shifted");
+        assert!(
+            e.contains("edit 1 (line 3): lines were added above it"),
+            "{e}"
+        );
+        assert!(e.contains("shifted by +3 lines"), "{e}");
+        assert!(e.contains("what was read as line 3 is line 6 now"), "{e}");
+        assert!(e.contains(&format_line(6, "}")), "{e}");
+    }
+
+    #[test]
+    fn changes_only_above_without_a_shift_or_only_below_do_not_refuse() {
+        let read = "a\nb\nc\nd\ne\n";
+        let t = Text::new(read);
+        let above = "A\nb\nc\nd\ne\n";
+        assert_eq!(
+            run_read(read, above, &[edit_by(&t, 4, None, "D")]).expect("above"),
+            "A\nb\nc\nD\ne\n"
+        );
+        let below = "a\nb\nc\nd\nE\nF\n";
+        assert_eq!(
+            run_read(read, below, &[edit_by(&t, 2, Some(3), "BC")]).expect("below"),
+            "a\nBC\nd\nE\nF\n"
+        );
+    }
+
+    #[test]
+    fn lines_never_shown_or_no_record_are_refused_with_the_current_lines() {
+        let now = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let text = Text::new(now);
+        let parsed_edits = [edit_by(&text, 2, Some(6), "x")];
+        let parsed = parse_anchored(&parsed_edits).expect("parsed");
+        let mut record = Record::carried(None, text.hashes());
+        record.show(1, 4);
+        let proof = Proof {
+            record: Some(&record),
+            problem: None,
+        };
+        let Err(Refused::Showing { message, lines }) = prove_anchored(&text, &parsed, "f", proof)
+        else {
+            panic!("lines 5-6 were never shown");
+        };
+        assert!(
+            message.contains("lines 5-6 of it were not shown"),
+            "{message}"
+        );
+        assert_eq!(lines, [(1, 8)]);
+        let none = Proof {
+            record: None,
+            problem: None,
+        };
+        let Err(Refused::Showing { message, lines }) = prove_anchored(&text, &parsed, "f", none)
+        else {
+            panic!("no record");
+        };
+        assert!(message.contains("No read of f is on record"), "{message}");
+        assert!(message.contains(&format_line(6, "f")), "{message}");
+        assert_eq!(lines, [(1, 8)]);
+    }
+
+    #[test]
+    fn after_an_edit_untouched_lines_keep_what_was_shown_and_touched_ones_lose_it() {
+        let before = "a\nb\nc\nd\ne\n";
+        let text = Text::new(before);
+        let edits = [
+            edit_by(&text, 2, None, "B1\nB2"),
+            AnchoredEdit {
+                from: None,
+                to: None,
+                after: None,
+                before: Some(anchor(&text, 5)),
+                new_text: "new".to_owned(),
+            },
+        ];
+        let plan = plan_anchored(&text, parse_anchored(&edits).expect("parsed"));
+        let (after, spans) = apply(before, &plan.splices).expect("applied");
+        assert_eq!(after, "a\nB1\nB2\nc\nd\nnew\ne\n");
+        let shown = [true, false, false, true, true];
+        let carried = carry_over_edit(&text, &shown, &Text::new(&after), &spans);
+        assert_eq!(carried, [true, false, false, false, true, false, true]);
     }
 
     #[test]
     fn exact_text_needs_one_match_or_replace_all() {
         let before = "let a = 1;\nlet b = 1;\n";
         let t = Text::new(before);
-        let e = plan_exact(&t, "= 1", "= 2", false, "f")
-            .err()
-            .expect("two matches")
-            .to_string();
+        let e = message(
+            plan_exact(&t, "= 1", "= 2", false, "f")
+                .err()
+                .expect("two matches"),
+        );
         assert!(
             e.contains("occurs 2 times") && e.contains("lines 1, 2"),
             "{e}"
         );
-        let plan = plan_exact(&t, "= 1", "= 2", true, "f").expect("all");
+        let Ok(plan) = plan_exact(&t, "= 1", "= 2", true, "f") else {
+            panic!("replace_all");
+        };
         assert!(
             plan.summary.contains("all 2 occurrences"),
             "{}",
@@ -1072,16 +1541,18 @@ mod tests {
     fn no_match_shows_the_nearest_lines_and_whitespace_hints() {
         let before = "fn main() {\n\tlet total = 1;\n}\n";
         let t = Text::new(before);
-        let e = plan_exact(&t, "    let total = 1;", "x", false, "f")
-            .err()
-            .expect("no match")
-            .to_string();
+        let e = message(
+            plan_exact(&t, "    let total = 1;", "x", false, "f")
+                .err()
+                .expect("no match"),
+        );
         assert!(e.contains("spaces, tabs and indentation"), "{e}");
         assert!(e.contains(&format_line(2, "\tlet total = 1;")), "{e}");
-        let e = plan_exact(&t, "let totl = 2;", "x", false, "f")
-            .err()
-            .expect("no match")
-            .to_string();
+        let e = message(
+            plan_exact(&t, "let totl = 2;", "x", false, "f")
+                .err()
+                .expect("no match"),
+        );
         assert!(
             e.contains("most similar line to old_text's first line is line 2"),
             "{e}"
@@ -1106,7 +1577,8 @@ mod tests {
             before: 4..6,
             after: 4..6,
         }];
-        let shown = new_anchors(after, &spans);
+        let (shown, lines) = new_anchors(after, &spans);
+        assert_eq!(lines, [(2, 4)]);
         assert!(shown.contains(&format_line(2, "b")), "{shown}");
         assert!(shown.contains(&format_line(3, "C")), "{shown}");
         assert!(shown.contains(&format_line(4, "d")), "{shown}");

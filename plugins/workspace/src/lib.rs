@@ -15,6 +15,7 @@ mod fetch_guard;
 mod grep;
 mod listing;
 mod read;
+mod reads;
 mod roots;
 mod syntax;
 mod write;

@@ -6,19 +6,27 @@
 //! `..`, an absolute path outside, nor a symbolic link (also one swapped in between a
 //! check and the open) reaches a file outside the workspace. Files over
 //! [`MAX_FILE_BYTES`] are not held whole: only the lines asked for are read, and their
-//! total is not counted. Weak spot: a file is judged binary from its first 8 KiB only (as
-//! ripgrep does); a NUL byte further on is shown as text.
+//! total is not counted. Each read of a file `edit_file` could edit is put on record (see
+//! `reads`): the hash of every line and which lines were shown, so an anchored edit can
+//! prove it replaces what was read.
+//!
+//! A file with several hard links is read (a hard link is the same file under another
+//! name; only someone who may already reach the file can make one, with the kernel's
+//! `fs.protected_hardlinks`, and a sandboxed command cannot link across its Landlock
+//! rules), and the result says how many links it has. Weak spot: a file is judged binary
+//! from its first 8 KiB only (as ripgrep does); a NUL byte further on is shown as text.
 
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read};
 
-use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
+use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedTool};
 
 use crate::anchors;
 use crate::listing::human_size;
+use crate::reads::{self, MAX_EDIT_BYTES, Reads, Record};
 use crate::roots::{self, Workspace};
 
 /// Lines shown when the call names no `limit`.
@@ -125,7 +133,8 @@ impl TypedTool for ReadFile {
     async fn run(&self, ctx: &ToolContext<'_>, args: ReadFileArgs) -> Result<String, ToolError> {
         let range = LineRange::asked(args.offset, args.limit)?;
         let workspace = Workspace::of(ctx).await?;
-        ctx.blocking(move |cancel| read_one(&workspace, &args.path, range, cancel))
+        let reads = Reads::of(ctx).await;
+        ctx.blocking(move |cancel| read_one(&workspace, &reads, &args.path, range, cancel))
             .await
             .map_err(ToolError::failed)?
     }
@@ -168,6 +177,7 @@ impl TypedTool for BatchRead {
         }
         let range = LineRange::asked(None, args.limit)?;
         let workspace = Workspace::of(ctx).await?;
+        let reads = Reads::of(ctx).await;
         ctx.blocking(move |cancel| {
             let mut out = String::new();
             for path in &args.paths {
@@ -177,7 +187,7 @@ impl TypedTool for BatchRead {
                 if !out.is_empty() {
                     out.push('\n');
                 }
-                match read_one(&workspace, path, range, cancel) {
+                match read_one(&workspace, &reads, path, range, cancel) {
                     Ok(block) => out.push_str(&block),
                     Err(e) => {
                         let why = match e {
@@ -194,9 +204,11 @@ impl TypedTool for BatchRead {
     }
 }
 
-/// Reads `path` as `read_file` shows it: the framed block, with the notes after it.
+/// Reads `path` as `read_file` shows it: the framed block, with the notes after it; puts
+/// the lines shown on record.
 pub(crate) fn read_one(
     workspace: &Workspace,
+    reads: &Reads,
     path: &str,
     range: LineRange,
     cancel: &CancelFlag,
@@ -227,7 +239,36 @@ pub(crate) fn read_one(
         )));
     }
     let size = meta.len();
-    read_text(&shown, size, file.into_std(), range, cancel)
+    let key = reads::key_of(&file, resolved.root.path.join(&resolved.rel));
+    let (mut out, seen) = read_text(&shown, size, file.into_std(), range, cancel)?;
+    if let Some(seen) = seen {
+        let old = reads.load(&key).ok().flatten();
+        let mut record = Record::carried(old.as_ref(), seen.hashes);
+        record.show(seen.first, seen.last);
+        if let Err(e) = reads.save(&key, &record) {
+            let _ = writeln!(
+                out,
+                "(note: this read could not be put on record ({e}); edit_file refuses \
+                 anchored edits of lines not on record: edit by old_text/new_text instead)"
+            );
+        }
+    }
+    if meta.nlink() > 1 {
+        let _ = writeln!(
+            out,
+            "(this file has {} hard links: other names for the same file; edit_file and \
+             write_file replace this name only, and write_file's append is refused)",
+            meta.nlink()
+        );
+    }
+    Ok(out)
+}
+
+/// What a read showed of a file it read whole: every line's hash and the lines shown.
+struct Seen {
+    hashes: Vec<u64>,
+    first: usize,
+    last: usize,
 }
 
 fn is_a_directory(shown: &str) -> ToolError {
@@ -236,14 +277,15 @@ fn is_a_directory(shown: &str) -> ToolError {
     ))
 }
 
-/// Reads the lines of an open file (`size` bytes when it was opened).
+/// Reads the lines of an open file (`size` bytes when it was opened), and for a text file
+/// `edit_file` could edit, what to put on record.
 fn read_text(
     shown: &str,
     size: u64,
     file: std::fs::File,
     range: LineRange,
     cancel: &CancelFlag,
-) -> Result<String, ToolError> {
+) -> Result<(String, Option<Seen>), ToolError> {
     let io_err = |e: io::Error| roots::io_error(shown, &e);
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     let mut file = file;
@@ -252,12 +294,13 @@ fn read_text(
         .read_to_end(&mut head)
         .map_err(io_err)?;
     if let Some(kind) = binary_kind(&head) {
-        return Ok(format!(
+        let out = format!(
             "<context path=\"{}\" kind=\"binary\">\n{kind}, {}: binary data, not shown \
              (read_file shows text files only)\n</context>\n",
             attr(shown),
             human_size(size),
-        ));
+        );
+        return Ok((out, None));
     }
     let big = size > MAX_FILE_BYTES;
     let mut reader = BufReader::with_capacity(64 * 1024, head.as_slice().chain(file));
@@ -269,12 +312,23 @@ fn read_text(
     let mut shown_last = 0usize;
     let mut lossy = false;
     let mut complete = true;
+    // Every line's hash, while the file is small enough to edit.
+    let mut hashes = (size <= MAX_EDIT_BYTES).then(Vec::new);
+    let mut bytes_read = 0u64;
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(io_err)? == 0 {
+        let got = reader.read_until(b'\n', &mut line).map_err(io_err)?;
+        if got == 0 {
             break;
         }
         number += 1;
+        bytes_read += got as u64;
+        if bytes_read > MAX_EDIT_BYTES {
+            hashes = None;
+        }
+        if let Some(hashes) = hashes.as_mut() {
+            hashes.push(reads::hash_line(reads::line_content(&line)));
+        }
         if number.is_multiple_of(4096) && cancel.is_cancelled() {
             return Err(ToolError::failed("cancelled"));
         }
@@ -298,10 +352,11 @@ fn read_text(
     }
     let total = number;
     if total == 0 {
-        return Ok(format!(
+        let out = format!(
             "<context path=\"{}\" lines=\"0 of 0\">\n</context>\n(the file is empty)\n",
             attr(shown)
-        ));
+        );
+        return Ok((out, None));
     }
     if shown_last == 0 {
         return Err(ToolError::failed(format!(
@@ -345,7 +400,12 @@ fn read_text(
             shown_last + 1
         );
     }
-    Ok(out)
+    let seen = hashes.filter(|_| complete).map(|hashes| Seen {
+        hashes,
+        first,
+        last: shown_last,
+    });
+    Ok((out, seen))
 }
 
 /// What a file that starts with `head` is, if it is not text: a NUL byte, or bytes that

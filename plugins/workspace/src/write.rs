@@ -9,9 +9,16 @@
 //! the file it points to is written, and only if that is beneath a root); `create` never
 //! follows a link and `append` opens with O_NOFOLLOW. Ported from the `utils` plugin's
 //! `write_file`, which wrote anywhere the host's user could.
+//!
+//! Hard links: a rename replaces the name only, so `overwrite` (and `edit_file`) leave
+//! the file's other names, which may be outside the workspace, with the old content.
+//! `append` is the one write into an existing file in place, and it refuses a file with
+//! more than one link (checked on the opened file, before writing). What a write leaves
+//! is put on record (see `reads`): every line of a file written whole, the appended lines
+//! of an append, so `edit_file` takes anchors of what the model wrote.
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::{self, Read as _, Seek as _, Write};
 use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::{Dir, Metadata, MetadataExt as _, OpenOptions, OpenOptionsExt as _};
@@ -19,6 +26,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
 
+use crate::reads::{self, MAX_EDIT_BYTES, Reads, Record};
 use crate::roots::{Resolved, Workspace, describe_io};
 
 /// How `write_file` treats an existing file.
@@ -73,8 +81,10 @@ impl TypedTool for WriteFile {
          the whole content atomically (keeping the file's permissions), \"append\" adds to \
          its end. The parent folder must exist unless create_dirs is true. A symbolic link \
          at the path is refused unless follow_symlinks is true (the link must point inside \
-         the workspace). To change part of an existing file, prefer edit_file. Returns what \
-         was written where (for overwrite: how many lines changed)."
+         the workspace). Writes replace this name only, never writing through a hard link: \
+         append refuses a file with other links (overwrite it instead). To change part of \
+         an existing file, prefer edit_file. Returns what was written where (for \
+         overwrite: how many lines changed)."
     }
 
     fn risk(&self) -> Risk {
@@ -83,13 +93,14 @@ impl TypedTool for WriteFile {
 
     async fn run(&self, ctx: &ToolContext<'_>, args: WriteFileArgs) -> Result<String, ToolError> {
         let workspace = Workspace::of(ctx).await?;
-        ctx.blocking(move |_| write(&workspace, &args))
+        let reads = Reads::of(ctx).await;
+        ctx.blocking(move |_| write(&workspace, &reads, &args))
             .await
             .map_err(ToolError::failed)?
     }
 }
 
-fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<String, ToolError> {
+fn write(workspace: &Workspace, reads: &Reads, args: &WriteFileArgs) -> Result<String, ToolError> {
     let asked = workspace.resolve(&args.path)?;
     let asked_shown = asked.shown();
     let (target, through) = if args.follow_symlinks {
@@ -109,6 +120,16 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<String, ToolErro
         return Err(place.link_refusal("write_file", "pass \"follow_symlinks\": true to write the file it points to (it must be inside the workspace), or choose another path"));
     }
     let bytes = args.content.len();
+    let fallback = place.resolved.root.path.join(&place.resolved.rel);
+    // A file written whole is on record whole (if it is small enough to edit).
+    let record_whole = |key: &Path| {
+        if bytes as u64 <= MAX_EDIT_BYTES {
+            let record = Record::all_shown(reads::line_hashes(args.content.as_bytes()));
+            record_note(reads.save(key, &record))
+        } else {
+            String::new()
+        }
+    };
     match args.mode {
         WriteMode::Create => {
             if existing.is_some() {
@@ -125,8 +146,10 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<String, ToolErro
                 .map_err(|e| write_error("create", &shown, &e))?;
             file.write_all(args.content.as_bytes())
                 .map_err(|e| write_error("write", &shown, &e))?;
+            let key = reads::key_of(&file, fallback);
+            let note = record_whole(&key);
             Ok(format!(
-                "created {shown} ({bytes} bytes, {} lines)",
+                "created {shown} ({bytes} bytes, {} lines){note}",
                 line_count(&args.content)
             ))
         }
@@ -137,6 +160,15 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<String, ToolErro
                 .and_then(|_| place.dir.read_to_string(&place.name).ok());
             replace(&place, args.content.as_bytes(), None)
                 .map_err(|e| write_error("overwrite", &shown, &e))?;
+            let key = reads::key_in(&place.dir, &place.name, fallback);
+            let mut note = record_whole(&key);
+            if let Some(meta) = existing.as_ref().filter(|m| m.is_file() && m.nlink() > 1) {
+                note.push_str(&format!(
+                    "; it had {} hard links: this name has the new content, the other links \
+                     keep the old",
+                    meta.nlink()
+                ));
+            }
             let summary = match (&existing, before) {
                 (None, _) => "; it did not exist, so it was created".to_owned(),
                 (Some(_), Some(before)) => {
@@ -145,24 +177,100 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<String, ToolErro
                 }
                 (Some(meta), None) => format!("; was {} bytes", meta.len()),
             };
-            Ok(format!("overwrote {shown} ({bytes} bytes{summary})"))
+            Ok(format!("overwrote {shown} ({bytes} bytes{summary}){note}"))
         }
         WriteMode::Append => {
             refuse_special(existing.as_ref()).map_err(|e| write_error("append to", &shown, &e))?;
             let mut options = OpenOptions::new();
             options
+                .read(true)
                 .append(true)
                 .create(true)
                 .mode(0o666)
-                .custom_flags(libc::O_NOFOLLOW);
-            let mut file = place
-                .dir
-                .open_with(&place.name, &options)
-                .map_err(|e| write_error("open", &shown, &e))?;
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+            // Readable too, to put the result on record; a write-only file is appended to
+            // all the same.
+            let (mut file, readable) = match place.dir.open_with(&place.name, &options) {
+                Ok(file) => (file, true),
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    options.read(false);
+                    let file = place
+                        .dir
+                        .open_with(&place.name, &options)
+                        .map_err(|e| write_error("open", &shown, &e))?;
+                    (file, false)
+                }
+                Err(e) => return Err(write_error("open", &shown, &e)),
+            };
+            // The file opened, not the name looked at before: a write in place goes into
+            // every name of the file.
+            let opened = file
+                .metadata()
+                .map_err(|e| write_error("inspect", &shown, &e))?;
+            refuse_special(Some(&opened)).map_err(|e| write_error("append to", &shown, &e))?;
+            if opened.nlink() > 1 {
+                return Err(ToolError::failed(format!(
+                    "write_file refused: nothing was written. {shown} has {} hard links (other \
+                     names for the same file, which may be outside the workspace), and \
+                     appending writes into the file itself, so every name would change. Write \
+                     the whole file with mode \"overwrite\" (it replaces this name only and \
+                     leaves the other links untouched), or remove the extra link first",
+                    opened.nlink()
+                )));
+            }
             file.write_all(args.content.as_bytes())
                 .map_err(|e| write_error("append to", &shown, &e))?;
-            Ok(format!("appended {bytes} bytes to {shown}"))
+            let note = if bytes == 0 || !readable {
+                String::new()
+            } else {
+                let key = reads::key_of(&file, fallback);
+                record_note(record_append(reads, &key, file, bytes as u64))
+            };
+            Ok(format!("appended {bytes} bytes to {shown}{note}"))
         }
+    }
+}
+
+/// Puts the file after an append on record: lines shown before stay shown where they are
+/// unchanged, and the lines the appended bytes (the last `appended` of the file, as far
+/// as this process knows) are on are shown. Files too large to edit are not recorded.
+fn record_append(
+    reads: &Reads,
+    key: &Path,
+    file: cap_std::fs::File,
+    appended: u64,
+) -> Result<(), reads::RecordError> {
+    let io_error = |source| reads::RecordError::Io {
+        action: "read back",
+        path: key.to_path_buf(),
+        source,
+    };
+    let mut file = file.into_std();
+    let end = file.metadata().map_err(io_error)?.len();
+    if end > MAX_EDIT_BYTES {
+        return Ok(());
+    }
+    let mut text = Vec::new();
+    file.rewind().map_err(io_error)?;
+    file.take(end).read_to_end(&mut text).map_err(io_error)?;
+    let start = usize::try_from(end.saturating_sub(appended))
+        .unwrap_or(usize::MAX)
+        .min(text.len());
+    let first = text[..start].iter().filter(|&&b| b == b'\n').count() + 1;
+    let old = reads.load(key).ok().flatten();
+    let mut record = Record::carried(old.as_ref(), reads::line_hashes(&text));
+    record.show(first, usize::MAX);
+    reads.save(key, &record)
+}
+
+/// The words a result ends with when what was written could not be put on record.
+fn record_note(saved: Result<(), reads::RecordError>) -> String {
+    match saved {
+        Ok(()) => String::new(),
+        Err(e) => format!(
+            "; note: not put on record ({e}), so edit_file takes anchors of it only after a \
+             read_file"
+        ),
     }
 }
 

@@ -1,6 +1,8 @@
 //! `edit_file` and `write_file` through the test host, on real temporary folders: anchored
-//! and exact-text edits, stale anchors, syntax checks, line endings and modes, the write
-//! modes, and every way out of the workspace refused.
+//! and exact-text edits, stale anchors, edits that must prove what they replace (a line
+//! changed inside the range, a shifted file, no read on record), syntax checks, line
+//! endings and modes, the write modes, hard links, and every way out of the workspace
+//! refused.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -12,7 +14,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use toolhost_plugin_api::testing::TestHost;
 use toolhost_plugin_api::{Risk, ToolError, WorkspaceAnswer};
-use toolhost_workspace::{EditFile, WriteFile, format_line, line_hash};
+use toolhost_workspace::{EditFile, ReadFile, WriteFile, format_line, line_hash};
 
 /// A workspace root (its real path) and a host whose profile has it as its one root.
 struct Fixture {
@@ -44,6 +46,18 @@ impl Fixture {
 
     fn read(&self, rel: &str) -> String {
         fs::read_to_string(self.root.join(rel)).unwrap()
+    }
+
+    /// `read_file` of `rel`: what the model sees, and what puts the file on record.
+    fn show(&self, rel: &str) -> String {
+        self.host.call(&ReadFile, json!({ "path": rel })).unwrap()
+    }
+
+    /// Writes `rel` and reads it with `read_file`, as a model does before editing.
+    fn put_read(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.put(rel, text);
+        self.show(rel);
+        path
     }
 
     fn edit(&self, args: Value) -> Result<String, ToolError> {
@@ -121,7 +135,7 @@ fn both_tools_are_write_tools_with_documented_arguments() {
 #[test]
 fn anchored_edit_replaces_the_right_lines_and_shows_the_diff_and_new_anchors() {
     let f = fixture();
-    f.put("src/lib.rs", LIB_RS);
+    f.put_read("src/lib.rs", LIB_RS);
     let out = f
         .edit(json!({"path": "src/lib.rs", "edits": [{
             "from": anchor(LIB_RS, 4),
@@ -159,7 +173,7 @@ fn anchored_edit_replaces_the_right_lines_and_shows_the_diff_and_new_anchors() {
 #[test]
 fn a_stale_anchor_is_refused_after_the_file_changed_and_nothing_is_written() {
     let f = fixture();
-    f.put("src/lib.rs", LIB_RS);
+    f.put_read("src/lib.rs", LIB_RS);
     let old_anchor = anchor(LIB_RS, 5);
     // Someone changes the file after the model read it.
     let changed = LIB_RS.replace("n as u32\n", "(n * 2) as u32\n");
@@ -196,7 +210,7 @@ fn a_stale_anchor_is_refused_after_the_file_changed_and_nothing_is_written() {
 fn several_edits_in_one_call_apply_to_the_same_read() {
     let f = fixture();
     let text = "a\nb\nc\nd\ne\n";
-    f.put("notes.txt", text);
+    f.put_read("notes.txt", text);
     let out = f
         .edit(json!({"path": "notes.txt", "edits": [
             {"from": anchor(text, 4), "new_text": "D1\nD2"},
@@ -214,7 +228,7 @@ fn several_edits_in_one_call_apply_to_the_same_read() {
 fn overlapping_edits_are_refused() {
     let f = fixture();
     let text = "a\nb\nc\nd\n";
-    f.put("notes.txt", text);
+    f.put_read("notes.txt", text);
     let message = failed(f.edit(json!({"path": "notes.txt", "edits": [
         {"from": anchor(text, 1), "to": anchor(text, 3), "new_text": "x"},
         {"from": anchor(text, 3), "to": anchor(text, 4), "new_text": "y"},
@@ -293,7 +307,7 @@ fn exact_text_without_a_match_shows_the_nearest_lines_and_hints() {
 #[test]
 fn an_edit_that_breaks_rust_syntax_is_refused_and_a_valid_one_accepted() {
     let f = fixture();
-    f.put("src/lib.rs", LIB_RS);
+    f.put_read("src/lib.rs", LIB_RS);
     // Deleting the closing brace of `parse`.
     let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
         "from": anchor(LIB_RS, 5), "to": anchor(LIB_RS, 6), "new_text": "    n as u32",
@@ -360,7 +374,7 @@ fn allow_syntax_errors_writes_a_breaking_edit_with_a_warning() {
 fn python_json_and_toml_breakage_is_refused() {
     let f = fixture();
     let py = "def area(w, h):\n    return w * h\n\n\nprint(area(2, 3))\n";
-    f.put("app.py", py);
+    f.put_read("app.py", py);
     let message = failed(f.edit(json!({"path": "app.py", "edits": [{
         "from": anchor(py, 1), "new_text": "def area(w, h:",
     }]})));
@@ -376,7 +390,7 @@ fn python_json_and_toml_breakage_is_refused() {
     .unwrap();
 
     let json_text = "{\n  \"name\": \"demo\",\n  \"tags\": [\"a\", \"b\"]\n}\n";
-    f.put("package.json", json_text);
+    f.put_read("package.json", json_text);
     let message = failed(f.edit(json!({"path": "package.json", "edits": [{
         "from": anchor(json_text, 2), "new_text": "  \"name\": \"demo\"",
     }]})));
@@ -386,7 +400,7 @@ fn python_json_and_toml_breakage_is_refused() {
         .unwrap();
 
     let toml = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n";
-    f.put("Cargo.toml", toml);
+    f.put_read("Cargo.toml", toml);
     let message = failed(f.edit(json!({"path": "Cargo.toml", "edits": [{
         "from": anchor(toml, 1), "new_text": "[package",
     }]})));
@@ -395,7 +409,7 @@ fn python_json_and_toml_breakage_is_refused() {
     assert_eq!(f.read("Cargo.toml"), toml);
 
     // Files without a grammar are not checked.
-    f.put("notes.md", "# Title\n");
+    f.put_read("notes.md", "# Title\n");
     let out = f
         .edit(json!({"path": "notes.md", "old_text": "# Title", "new_text": "# Title (("}))
         .unwrap();
@@ -406,7 +420,7 @@ fn python_json_and_toml_breakage_is_refused() {
 fn crlf_line_endings_and_the_file_mode_are_kept() {
     let f = fixture();
     let text = "one\r\ntwo\r\nthree\r\n";
-    let path = f.put("win.txt", text);
+    let path = f.put_read("win.txt", text);
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
     let out = f
         .edit(json!({"path": "win.txt", "edits": [{
@@ -636,4 +650,285 @@ fn without_a_workspace_the_tools_say_which_config_line_to_add() {
         let message = failed(out);
         assert!(message.contains("no workspace configured"), "{message}");
     }
+}
+
+/// The anchor (`N:HASH`) of the line of `shown` (a tool's answer) that ends with `text`.
+fn anchor_in(shown: &str, text: &str) -> String {
+    shown
+        .lines()
+        .filter(|l| l.ends_with(text) && l.contains('|'))
+        .find_map(|l| l.split('|').next())
+        .unwrap_or_else(|| panic!("no line ending with {text:?} in:\n{shown}"))
+        .to_owned()
+}
+
+#[test]
+fn a_line_changed_inside_the_range_after_the_read_is_refused_with_the_current_lines() {
+    let f = fixture();
+    f.put_read("src/lib.rs", LIB_RS);
+    // Someone changes line 4, inside `parse` (lines 3-6); lines 3 and 6 stay as they were.
+    let changed = LIB_RS.replace("input.len()", "input.chars().count()");
+    f.put("src/lib.rs", &changed);
+    let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(LIB_RS, 3), "to": anchor(LIB_RS, 6),
+        "new_text": "pub fn parse(input: &str) -> u32 {\n    0\n}",
+    }]})));
+    assert!(message.contains("nothing was written"), "{message}");
+    assert!(
+        message.contains("edit 1 (lines 3-6): a line inside the range changed since the read"),
+        "{message}"
+    );
+    assert!(message.contains("it differs at line 4 now"), "{message}");
+    let now_4 = "    let n = input.chars().count();";
+    assert!(message.contains(&format_line(4, now_4)), "{message}");
+    assert_eq!(f.read("src/lib.rs"), changed, "nothing was written");
+
+    // The lines shown are on record: the edit redone from them lands.
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor_in(&message, "pub fn parse(input: &str) -> u32 {"),
+        "to": anchor_in(&message, "    n as u32"),
+        "new_text": "pub fn parse(input: &str) -> u32 {\n    input.chars().count() as u32",
+    }]}))
+    .unwrap();
+    assert!(
+        f.read("src/lib.rs")
+            .contains("    input.chars().count() as u32\n}\n")
+    );
+}
+
+#[test]
+fn a_shifted_file_is_refused_when_the_anchors_number_holds_an_identical_line() {
+    let f = fixture();
+    let text = "fn a() {\n    a();\n}\nfn b() {\n}\n";
+    f.put_read("src/lib.rs", text);
+    // The model means line 5, the `}` of b. Two lines come in at the top: line 5 is now
+    // the `}` of a, with the same anchor.
+    let shifted = format!("use std::fmt;\n\n{text}");
+    f.put("src/lib.rs", &shifted);
+    assert_eq!(anchor(&shifted, 5), anchor(text, 5));
+    let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(text, 5), "new_text": "    b();\n}",
+    }]})));
+    assert!(message.contains("nothing was written"), "{message}");
+    assert!(
+        message.contains("edit 1 (line 5): lines were added above it since the read"),
+        "{message}"
+    );
+    assert!(message.contains("shifted by +2 lines"), "{message}");
+    assert!(
+        message.contains("what was read as line 5 is line 7 now"),
+        "{message}"
+    );
+    assert!(message.contains(&format_line(7, "}")), "{message}");
+    assert_eq!(f.read("src/lib.rs"), shifted, "nothing was written");
+
+    // Redone from the anchors shown, it lands in b.
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": "7:".to_owned() + &line_hash("}"), "new_text": "    b();\n}",
+    }]}))
+    .unwrap();
+    assert_eq!(
+        f.read("src/lib.rs"),
+        "use std::fmt;\n\nfn a() {\n    a();\n}\nfn b() {\n    b();\n}\n"
+    );
+}
+
+#[test]
+fn changes_only_below_or_only_above_without_a_shift_do_not_stop_an_edit() {
+    let f = fixture();
+    f.put_read("src/lib.rs", LIB_RS);
+    // Below the range, even with lines added: the range is in the common start.
+    let below = LIB_RS.replace("    7\n", "    8\n") + "\npub fn more() {}\n";
+    f.put("src/lib.rs", &below);
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(LIB_RS, 4), "new_text": "    let n = input.trim().len();",
+    }]}))
+    .unwrap();
+    // Above the range, with the same number of lines: the range is in the common end.
+    let now = f.read("src/lib.rs");
+    let above = now.replace("use std::fmt;", "use std::io;");
+    f.put("src/lib.rs", &above);
+    // Line 9 changed after the read and was never shown since: not on record.
+    let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(&now, 9), "new_text": "    9",
+    }]})));
+    assert!(message.contains("line 9 of it was not shown"), "{message}");
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(&now, 8), "new_text": "pub fn other() -> u64 {",
+    }]}))
+    .unwrap();
+    assert_eq!(
+        f.read("src/lib.rs"),
+        above.replace("other() -> u32", "other() -> u64"),
+        "both edits landed"
+    );
+}
+
+#[test]
+fn an_anchored_edit_of_a_file_never_read_is_refused_with_its_current_lines() {
+    let f = fixture();
+    f.put("src/lib.rs", LIB_RS);
+    let edit = json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(LIB_RS, 9), "new_text": "    8",
+    }]});
+    let message = failed(f.edit(edit.clone()));
+    assert!(
+        message.contains("No read of src/lib.rs is on record for this profile"),
+        "{message}"
+    );
+    assert!(message.contains("read_file with offset/limit"), "{message}");
+    assert!(message.contains(&format_line(9, "    7")), "{message}");
+    assert!(message.contains(&format_line(6, "}")), "{message}");
+    assert_eq!(f.read("src/lib.rs"), LIB_RS, "nothing was written");
+    // The lines it showed are on record: the same edit, seen to be right, lands.
+    f.edit(edit).unwrap();
+    assert!(f.read("src/lib.rs").contains("    8\n"));
+    // Lines it did not show are not.
+    let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(LIB_RS, 1), "new_text": "use std::io;",
+    }]})));
+    assert!(message.contains("line 1 of it was not shown"), "{message}");
+    // Exact text needs no read.
+    f.edit(json!({"path": "src/lib.rs", "old_text": "use std::fmt;", "new_text": "use std::io;"}))
+        .unwrap();
+}
+
+#[test]
+fn consecutive_edits_land_with_the_anchors_edit_file_returns() {
+    let f = fixture();
+    f.put_read("src/lib.rs", LIB_RS);
+    let out = f
+        .edit(json!({"path": "src/lib.rs", "edits": [{
+            "from": anchor(LIB_RS, 4), "to": anchor(LIB_RS, 5),
+            "new_text": "    let n = input.len();\n    let m = n * 2;\n    m as u32",
+        }]}))
+        .unwrap();
+    let out = f
+        .edit(json!({"path": "src/lib.rs", "edits": [{
+            "from": anchor_in(&out, "    let m = n * 2;"), "new_text": "    let m = n * 3;",
+        }]}))
+        .unwrap();
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "after": anchor_in(&out, "    let m = n * 3;"), "new_text": "    let m = m + 1;",
+    }]}))
+    .unwrap();
+    // A line the first read showed, untouched since (now a line further down), too.
+    let now = f.read("src/lib.rs");
+    f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(&now, 11), "new_text": "    70",
+    }]}))
+    .unwrap();
+    assert_eq!(
+        f.read("src/lib.rs"),
+        LIB_RS
+            .replace(
+                "    n as u32\n",
+                "    let m = n * 3;\n    let m = m + 1;\n    m as u32\n"
+            )
+            .replace("    7\n", "    70\n")
+    );
+}
+
+#[test]
+fn a_read_on_record_counts_for_another_process_with_the_same_state_folder() {
+    let f = fixture();
+    f.put_read("src/lib.rs", LIB_RS);
+    let edit = json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(LIB_RS, 9), "new_text": "    8",
+    }]});
+    // Another host of the same profile (another `toolhost call`): the same state folder.
+    let other =
+        TestHost::new().workspace(WorkspaceAnswer::with_roots([f.root.display().to_string()]));
+    let message = failed(other.call(&EditFile, edit.clone()));
+    assert!(message.contains("No read of"), "{message}");
+    let records = f.host.state_dir().join("workspace-reads");
+    for entry in fs::read_dir(&records).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(
+            entry.path(),
+            other
+                .state_dir()
+                .join("workspace-reads")
+                .join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    f.put("src/lib.rs", LIB_RS);
+    other.call(&EditFile, edit).unwrap();
+    assert!(f.read("src/lib.rs").contains("    8\n"));
+}
+
+#[test]
+fn writes_put_what_they_wrote_on_record() {
+    let f = fixture();
+    f.write(json!({"path": "a.txt", "content": "one\ntwo\n"}))
+        .unwrap();
+    f.edit(json!({"path": "a.txt", "edits": [{"from": anchor("one\n", 1), "new_text": "ONE"}]}))
+        .unwrap();
+    f.write(json!({"path": "a.txt", "content": "three\n", "mode": "append"}))
+        .unwrap();
+    f.edit(
+        json!({"path": "a.txt", "edits": [{"from": anchor("\n\nthree\n", 3), "new_text": "3"}]}),
+    )
+    .unwrap();
+    assert_eq!(f.read("a.txt"), "ONE\ntwo\n3\n");
+    f.write(json!({"path": "a.txt", "content": "x\ny\n", "mode": "overwrite"}))
+        .unwrap();
+    f.edit(json!({"path": "a.txt", "edits": [{"from": anchor("x\ny\n", 2), "new_text": "Y"}]}))
+        .unwrap();
+    assert_eq!(f.read("a.txt"), "x\nY\n");
+}
+
+/// A file outside the workspace and a hard link to it inside.
+fn outside_with_a_hard_link(f: &Fixture) -> (TempDir, PathBuf, PathBuf) {
+    let outside = tempfile::tempdir_in(f.root.parent().unwrap()).unwrap();
+    let secret = outside.path().join("secret.txt");
+    fs::write(&secret, "secret\n").unwrap();
+    let inside = f.root.join("linked.txt");
+    fs::hard_link(&secret, &inside).unwrap();
+    (outside, secret, inside)
+}
+
+#[test]
+fn append_never_writes_through_a_hard_link() {
+    let f = fixture();
+    let (_outside, secret, inside) = outside_with_a_hard_link(&f);
+    let message =
+        failed(f.write(json!({"path": "linked.txt", "content": "pwned\n", "mode": "append"})));
+    assert!(message.contains("nothing was written"), "{message}");
+    assert!(message.contains("linked.txt has 2 hard links"), "{message}");
+    assert!(message.contains("mode \"overwrite\""), "{message}");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
+    assert_eq!(fs::read_to_string(&inside).unwrap(), "secret\n");
+    // Reading is allowed, and says so.
+    let shown = f.show("linked.txt");
+    assert!(shown.contains(&format_line(1, "secret")), "{shown}");
+    assert!(shown.contains("this file has 2 hard links"), "{shown}");
+}
+
+#[test]
+fn overwrite_and_edit_replace_the_name_inside_and_leave_the_other_link_alone() {
+    let f = fixture();
+    let (_outside, secret, inside) = outside_with_a_hard_link(&f);
+    let out = f
+        .write(json!({"path": "linked.txt", "content": "mine\n", "mode": "overwrite"}))
+        .unwrap();
+    assert!(out.contains("it had 2 hard links"), "{out}");
+    assert_eq!(fs::read_to_string(&inside).unwrap(), "mine\n");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(fs::metadata(&inside).unwrap().nlink(), 1);
+    assert_eq!(fs::metadata(&secret).unwrap().nlink(), 1);
+
+    fs::remove_file(&inside).unwrap();
+    fs::hard_link(&secret, &inside).unwrap();
+    f.show("linked.txt");
+    let out = f
+        .edit(json!({"path": "linked.txt", "edits": [{
+            "from": anchor("secret\n", 1), "new_text": "edited",
+        }]}))
+        .unwrap();
+    assert!(out.contains("had 2 hard links"), "{out}");
+    assert_eq!(fs::read_to_string(&inside).unwrap(), "edited\n");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
 }
