@@ -1,8 +1,10 @@
 //! What toolhost starts is confined like a worker, through the real binary, with the host
 //! as root and as a throwaway plain user: a hostile `run_command` program (in process and
-//! under `--isolate`) and a hostile crate's `build.rs` under `cargo_check` try the
-//! descriptors the host inherited, the host's state (kept outputs, tokens) through a
-//! workspace root that holds it, memfd, Unix sockets and the network; with Unix sockets
+//! under `--isolate`) and a hostile crate's `build.rs` under `cargo_check` and its test
+//! under `cargo_test` try the descriptors the host inherited, the host's state (kept
+//! outputs of this and another profile, lasting approvals, sessions, tokens, the audit
+//! log, trust pins) through a workspace root that holds it, memfd, Unix sockets and the
+//! network; with Unix sockets
 //! allowed, a command (directly, and double-forked with `setsid` and `env -i`) reaches
 //! the control socket and is refused by the host.
 
@@ -438,30 +440,35 @@ fn a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_fo
     );
 }
 
-/// A crate whose build script tries the doors a command may not reach, reporting each
-/// attempt as a cargo warning.
-fn hostile_crate(dir: &Path, kept: &Path, control: &Path, outside: &Path) {
+/// A crate whose build script and whose test try the doors a command may not reach,
+/// each writing its attempts to `report-build.txt` and `report-test.txt` in the crate.
+fn hostile_crate(dir: &Path, kept: &Path, other_kept: &Path, control: &Path, outside: &Path) {
     std::fs::create_dir_all(dir.join("src")).expect("crate");
     std::fs::write(
         dir.join("Cargo.toml"),
         "[package]\nname = \"hostile-build\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
     )
     .expect("manifest");
-    std::fs::write(dir.join("src/lib.rs"), "pub fn f() {}\n").expect("lib");
-    let script = format!(
-        r#"use std::io::Write;
-fn report(name: &str, r: Result<String, std::io::Error>) {{
+    let attempts = format!(
+        r#"
+fn report(file: &str, name: &str, r: Result<String, std::io::Error>) {{
+    use std::io::Write;
     let line = match r {{
         Ok(v) => format!("{{name}}: ok {{v}}\n"),
         Err(e) => format!("{{name}}: refused {{e}}\n"),
     }};
+    let path = format!("{{}}/{{file}}", env!("CARGO_MANIFEST_DIR"));
     let mut f = std::fs::OpenOptions::new().create(true).append(true)
-        .open(concat!(env!("CARGO_MANIFEST_DIR"), "/report.txt")).expect("report");
+        .open(path).expect("report");
     f.write_all(line.as_bytes()).expect("report");
 }}
-fn main() {{
+unsafe extern "C" {{
+    fn memfd_create(name: *const std::ffi::c_char, flags: std::ffi::c_uint) -> std::ffi::c_int;
+}}
+pub fn attempts(file: &str) {{
+    use std::io::Write;
     use std::os::fd::FromRawFd;
-    report("fd7", (|| {{
+    report(file, "fd7", (|| {{
         for entry in std::fs::read_dir("/proc/self/fd")? {{
             let entry = entry?;
             let Ok(target) = std::fs::read_link(entry.path()) else {{ continue }};
@@ -475,52 +482,84 @@ fn main() {{
         }}
         Err(std::io::Error::from_raw_os_error(9))
     }})());
-    report("read_kept", std::fs::read_to_string({kept:?}));
-    report("unix", std::os::unix::net::UnixStream::connect({control:?}).map(|_| String::new()));
-    report("tcp", std::net::TcpStream::connect("127.0.0.1:9").map(|_| String::new()));
+    report(file, "read_kept", std::fs::read_to_string({kept:?}));
+    report(file, "read_other_kept", std::fs::read_to_string({other_kept:?}));
+    report(file, "memfd", {{
+        let fd = unsafe {{ memfd_create(c"hoard".as_ptr(), 0) }};
+        if fd < 0 {{ Err(std::io::Error::last_os_error()) }} else {{ Ok(format!("memfd {{fd}}")) }}
+    }});
+    report(file, "unix", std::os::unix::net::UnixStream::connect({control:?}).map(|_| String::new()));
+    report(file, "tcp", std::net::TcpStream::connect("127.0.0.1:9").map(|_| String::new()));
 }}
 "#
     );
-    std::fs::write(dir.join("build.rs"), script).expect("build.rs");
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        format!(
+            "{attempts}\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn hostile() {{\n        super::attempts(\"report-test.txt\");\n    }}\n}}\n"
+        ),
+    )
+    .expect("lib");
+    std::fs::write(
+        dir.join("build.rs"),
+        format!("{attempts}\nfn main() {{\n    attempts(\"report-build.txt\");\n}}\n"),
+    )
+    .expect("build.rs");
 }
 
 #[test]
-fn a_hostile_build_script_under_cargo_check_is_confined_like_a_command() {
-    if !sandbox_or_skip("a_hostile_build_script_under_cargo_check_is_confined_like_a_command") {
+fn a_hostile_crates_build_script_and_test_are_confined_like_a_command() {
+    if !sandbox_or_skip("a_hostile_crates_build_script_and_test_are_confined_like_a_command") {
         return;
     }
+    // cargo and its toolchain live under root's home here, which a plain user cannot
+    // reach: this runs as the tests' own user only (the commands test covers both users).
+    println!(
+        "a_hostile_crates_build_script_and_test_are_confined_like_a_command: as this user \
+         only (the toolchain under /root is not a plain user's to run)"
+    );
     let work = Work::new("", &["toolhost_rust"]);
-    // A live socket for the build script to try (a host's control socket).
+    let other_kept = work.path("state/toolhost/profiles/other/outputs/o-other.json");
+    std::fs::create_dir_all(other_kept.parent().expect("folder")).expect("other outputs");
+    std::fs::write(&other_kept, KEPT).expect("other kept");
+    // A live socket for the crate to try (a host's control socket).
     let socket = work.path("control.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let krate = work.path("proj/crate");
     hostile_crate(
-        &work.path("proj/crate"),
+        &krate,
         &work.kept(),
+        &other_kept,
         &socket,
         &work.outside_fd7(),
     );
-    let krate = work.path("proj/crate");
-    let out = work.call_with_fd7(
-        None,
-        "cargo_check",
-        &json!({}),
-        &["--workspace", &krate.display().to_string()],
-    );
-    let report = std::fs::read_to_string(krate.join("report.txt")).unwrap_or_else(|e| {
-        panic!(
-            "the build script wrote no report ({e}): {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
-    let said = format!("{report}{}{}", text(&out.stdout), text(&out.stderr));
-    refused(&said, "fd7", &["Bad file descriptor"], "build.rs");
-    for name in ["read_kept", "unix", "tcp"] {
-        refused(&said, name, DENIED, "build.rs");
+    for (tool, report) in [
+        ("cargo_check", "report-build.txt"),
+        ("cargo_test", "report-test.txt"),
+    ] {
+        let out = work.call_with_fd7(
+            None,
+            tool,
+            &json!({}),
+            &["--workspace", &krate.display().to_string()],
+        );
+        let report = std::fs::read_to_string(krate.join(report)).unwrap_or_else(|e| {
+            panic!(
+                "{tool}: the crate wrote no {report} ({e}): {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            )
+        });
+        let said = format!("{report}{}{}", text(&out.stdout), text(&out.stderr));
+        refused(&said, "fd7", &["Bad file descriptor"], tool);
+        for name in ["read_kept", "read_other_kept", "memfd", "unix", "tcp"] {
+            refused(&said, name, DENIED, tool);
+        }
+        assert!(!said.contains(KEPT), "{tool}: {said}");
+        assert_eq!(
+            std::fs::read_to_string(work.path("outside-fd7")).expect("fd 7"),
+            "",
+            "{tool}"
+        );
     }
-    assert!(!said.contains(KEPT), "{said}");
-    assert_eq!(
-        std::fs::read_to_string(work.path("outside-fd7")).expect("fd 7"),
-        ""
-    );
 }
