@@ -91,7 +91,7 @@ enum McpMode {
 /// then [`ClientStdio`]), or over HTTP with its checked options.
 enum McpDoor<S> {
     Stdio(S),
-    Http(HttpOptions),
+    Http(Box<HttpOptions>),
 }
 
 /// Why `toolhost serve` could not start, or stopped.
@@ -305,7 +305,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         Some(McpMode::Http(http)) => {
             let options = http.options(host_config)?;
             toolhost::check_http_options(&options).map_err(|e| usage(e.to_string()))?;
-            Some(McpDoor::Http(options))
+            Some(McpDoor::Http(Box::new(options)))
         }
     };
     if door.is_none() && args.profile.is_some() {
@@ -415,7 +415,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 } else {
                     "http"
                 };
-                let (bound, serving) = toolhost::bind_http(&server, options, stop.clone()).await?;
+                let (bound, serving) = toolhost::bind_http(&server, *options, stop.clone()).await?;
                 tracing::info!("serving MCP over streamable HTTP at {scheme}://{bound}/mcp");
                 let serving = tokio::spawn(serving);
                 running.run(signals).await;
