@@ -2,7 +2,11 @@
 //! call`, the control socket, MCP over stdio, the agent) and for each decision; arguments
 //! only when asked for; a stalled writer makes calls wait instead of dropping lines; the
 //! chain of hashes found broken at the line that was edited or removed, across
-//! rotations; the file private to its user.
+//! rotations; each way of tampering with the log (its end cut, its start cut, a rotated
+//! file removed, its last line edited, its head removed, lines added past its head) named
+//! by `toolhost audit verify`, and a writer that finds such a log recording it rather than
+//! chaining to it; checkpoints sent to syslog and checked with `verify --expect`; the
+//! file private to its user.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt as _;
@@ -52,7 +56,8 @@ fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// The keys every line has (`arguments` only with `include_arguments`).
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 16] = [
+    "seq",
     "time",
     "profile",
     "frontend",
@@ -142,6 +147,7 @@ fn toolhost_call_writes_one_line_per_call_with_every_field() {
         "cli",
     );
     assert_eq!(first[0]["prev"], ZEROS, "the first line of a log");
+    assert_eq!(first[0]["seq"], 1, "the first line of a log");
     assert_eq!(first[0]["profile"], "default");
     assert_eq!(first[0]["caller"]["uid"], json!(my_uid()));
     // A write tool without a terminal: refused, and recorded as such.
@@ -154,6 +160,7 @@ fn toolhost_call_writes_one_line_per_call_with_every_field() {
     let text = std::fs::read_to_string(&log).expect("log");
     let first_line = text.lines().next().expect("a line");
     assert_eq!(both[1]["prev"], sha256_hex(first_line.as_bytes()));
+    assert_eq!(both[1]["seq"], 2);
     // Arguments only with include_arguments.
     let (_cfg, file) = config("[audit]\ninclude_arguments = true\n");
     let out = toolhost_command()
@@ -703,6 +710,7 @@ fn the_log_is_private_to_its_user_and_never_written_through_a_link() {
     drop(audit);
     let mode = |p: &Path| std::fs::metadata(p).expect("stat").mode() & 0o777;
     assert_eq!(mode(&log), 0o600);
+    assert_eq!(mode(&head_of(&log)), 0o600, "the head, like the log");
     assert_eq!(mode(log.parent().expect("dir")), 0o700);
     // A link planted where the log goes is refused, not followed.
     let target = work.path().join("elsewhere");
@@ -711,6 +719,12 @@ fn the_log_is_private_to_its_user_and_never_written_through_a_link() {
     std::os::unix::fs::symlink(&target, &linked).expect("link");
     let refused = AuditLog::open(&settings(&linked));
     assert!(refused.is_err(), "a link at the log's path is refused");
+    assert_eq!(std::fs::read(&target).expect("target").len(), 0);
+    // So is one where its head goes.
+    let beside = work.path().join("audit/beside.jsonl");
+    std::os::unix::fs::symlink(&target, head_of(&beside)).expect("link");
+    let refused = AuditLog::open(&settings(&beside)).expect_err("a link at the head's path");
+    assert!(refused.to_string().contains("symbolic link"), "{refused}");
     assert_eq!(std::fs::read(&target).expect("target").len(), 0);
 
     let Some(other) = OtherUser::create("the_log_is_private_to_its_user") else {
@@ -768,4 +782,478 @@ async fn the_agents_calls_are_recorded_with_its_session() {
     );
     assert_eq!(all[0]["caller"]["session"], session);
     assert_ne!(all[0]["caller"]["model"], "none");
+}
+
+/// The head file beside the log at `log`.
+fn head_of(log: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.head", log.display()))
+}
+
+/// The `n`th rotated file of the log at `log`.
+fn rotated_file(log: &Path, n: usize) -> PathBuf {
+    PathBuf::from(format!("{}.{n}", log.display()))
+}
+
+fn file_lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .expect("read")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(p: &Path, lines: &[String]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(p, text).expect("write");
+}
+
+fn seq_of(line: &str) -> u64 {
+    serde_json::from_str::<Value>(line).expect("json")["seq"]
+        .as_u64()
+        .expect("a seq")
+}
+
+/// How verify names the lines with seq `from`-`to` that are gone.
+fn gone(from: u64, to: u64) -> String {
+    if from == to {
+        format!("the line with seq {from} is gone")
+    } else {
+        format!("the {} lines with seq {from}-{to} are gone", to - from + 1)
+    }
+}
+
+/// Settings that rotate the log at `log` every few lines.
+fn rotating(log: &Path) -> AuditSettings {
+    AuditSettings {
+        max_bytes: 2000,
+        keep: 10,
+        ..settings(log)
+    }
+}
+
+/// `n` echo calls through `door`.
+async fn echo_calls(door: &CallDoor, n: usize) {
+    let request = door.request(Caller::new(Frontend::Library));
+    for i in 0..n {
+        let result = door
+            .call(
+                &request,
+                ToolCall::new(i.to_string(), "echo", json!({"text": "hi"})),
+            )
+            .await;
+        assert!(!result.is_error, "{}", result.output);
+    }
+}
+
+/// A log of 20 calls in `work`, rotated into at least three files, that verify passes:
+/// the log and its highest rotated file's number.
+async fn rotated_log(work: &Path) -> (PathBuf, usize) {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let log = work.join("audit.jsonl");
+    let (door, audit) = audited_door(&plugins, &work.join("p/state"), &rotating(&log));
+    echo_calls(&door, 20).await;
+    drop(door);
+    drop(audit);
+    let highest = (1..)
+        .take_while(|n| rotated_file(&log, *n).exists())
+        .last()
+        .unwrap_or(0);
+    assert!(highest >= 3, "rotated into at least 3 files, not {highest}");
+    let (ok, said) = verify(&log);
+    assert!(ok, "{said}");
+    assert!(said.contains("ok: 20 lines (seq 1-20)"), "{said}");
+    (log, highest)
+}
+
+/// Runs verify on `log`, which must fail saying each of `needles`; returns what it said.
+fn verify_fails(log: &Path, needles: &[&str]) -> String {
+    let (ok, said) = verify(log);
+    assert!(!ok, "verify passed a log tampered with:\n{said}");
+    for needle in needles {
+        assert!(said.contains(needle), "no {needle:?} in:\n{said}");
+    }
+    said
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_line_cut_from_the_end() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    let mut lines = file_lines(&log);
+    let last = lines.pop().expect("a line");
+    assert_eq!(seq_of(&last), 20);
+    write_lines(&log, &lines);
+    verify_fails(
+        &log,
+        &[
+            "its head records seq 20 as the last line written",
+            "the line with seq 20 was cut from the end",
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_lines_cut_from_the_start() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, highest) = rotated_log(work.path()).await;
+    let oldest = rotated_file(&log, highest);
+    let lines = file_lines(&oldest);
+    assert!(lines.len() >= 2, "{lines:?}");
+    assert_eq!(seq_of(&lines[0]), 1);
+    write_lines(&oldest, &lines[2..]);
+    verify_fails(
+        &log,
+        &[
+            &format!("{}, line 1: the log starts at seq 3", oldest.display()),
+            "the 2 lines with seq 1-2 are gone, cut from the start of this file",
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_rotated_file_removed_from_the_middle() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    let middle = rotated_file(&log, 2);
+    let lines = file_lines(&middle);
+    let (from, to) = (seq_of(&lines[0]), seq_of(lines.last().expect("a line")));
+    std::fs::remove_file(&middle).expect("remove");
+    verify_fails(
+        &log,
+        &[
+            &format!("{} is missing: {}", middle.display(), gone(from, to)),
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_the_oldest_rotated_file_removed() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, highest) = rotated_log(work.path()).await;
+    let oldest = rotated_file(&log, highest);
+    let to = seq_of(file_lines(&oldest).last().expect("a line"));
+    std::fs::remove_file(&oldest).expect("remove");
+    verify_fails(
+        &log,
+        &[
+            &format!("{} is missing: {}", oldest.display(), gone(1, to)),
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_an_edited_last_line() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    let mut lines = file_lines(&log);
+    let n = lines.len();
+    let edited = lines[n - 1].replace("\"ok\"", "\"failed\"");
+    assert_ne!(edited, lines[n - 1]);
+    lines[n - 1] = edited;
+    write_lines(&log, &lines);
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}, line {n}: this last line (seq 20) is not the one its head records",
+                log.display()
+            ),
+            "it was edited after it was written",
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_line_edited_in_the_middle() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, highest) = rotated_log(work.path()).await;
+    let oldest = rotated_file(&log, highest);
+    let mut lines = file_lines(&oldest);
+    lines[0] = lines[0].replace("\"ok\"", "\"failed\"");
+    write_lines(&oldest, &lines);
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}, line 2: its prev does not match the sha256 of line 1",
+                oldest.display()
+            ),
+            "no line is missing between them (seq 1 and 2), so line 1 was changed",
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_a_removed_head() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    std::fs::remove_file(head_of(&log)).expect("remove the head");
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}: there is no head file beside the log",
+                head_of(&log).display()
+            ),
+            "it was removed",
+            "1 problem(s)",
+        ],
+    );
+}
+
+/// The line that chains to `line` as a writer would have written it, numbered `seq`.
+fn chained_after(line: &str, seq: u64) -> String {
+    let mut next: Value = serde_json::from_str(line).expect("json");
+    next["seq"] = json!(seq);
+    next["prev"] = json!(sha256_hex(line.as_bytes()));
+    serde_json::to_string(&next).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_names_lines_added_after_the_head() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    let mut lines = file_lines(&log);
+    let n = lines.len();
+    let first = chained_after(&lines[n - 1], 21);
+    let second = chained_after(&first, 22);
+    lines.extend([first, second]);
+    write_lines(&log, &lines);
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}, line {}: the 2 lines with seq 21-22 come after the last line its head \
+                 records (seq 20)",
+                log.display(),
+                n + 1
+            ),
+            "1 problem(s)",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_records_a_forged_end_instead_of_chaining_to_it() {
+    let work = tempfile::tempdir().expect("work");
+    let (log, _) = rotated_log(work.path()).await;
+    let mut lines = file_lines(&log);
+    let n = lines.len();
+    let original = lines[n - 1].clone();
+    let forged = original.replace("\"ok\"", "\"failed\"");
+    lines[n - 1] = forged.clone();
+    write_lines(&log, &lines);
+    // A host opens the log again and makes a call.
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let state = work.path().join("p/state");
+    let (door, audit) = audited_door(&plugins, &state, &settings(&log));
+    echo_calls(&door, 1).await;
+    drop(door);
+    drop(audit);
+    let now = file_lines(&log);
+    assert_eq!(now.len(), n + 1, "the call has its line");
+    let new: Value = serde_json::from_str(&now[n]).expect("json");
+    assert_eq!(new["seq"], 21);
+    assert_eq!(
+        new["prev"],
+        sha256_hex(original.as_bytes()),
+        "chained to the line the head recorded, not the forged one"
+    );
+    assert_eq!(new["mismatch"]["head"]["seq"], 20, "{new}");
+    assert_eq!(
+        new["mismatch"]["found"]["sha256"],
+        sha256_hex(forged.as_bytes())
+    );
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}, line {}: when this line (seq 21) was written",
+                log.display(),
+                n + 1
+            ),
+            "the last line, seq 20, had been edited",
+            &format!("chained this line to the line the head recorded, not to line {n}"),
+            "1 problem(s)",
+        ],
+    );
+    // A removed head: the next line says so, chains to the log as found, and a new head
+    // is written from there.
+    std::fs::remove_file(head_of(&log)).expect("remove the head");
+    let (door, audit) = audited_door(&plugins, &state, &settings(&log));
+    echo_calls(&door, 1).await;
+    drop(door);
+    drop(audit);
+    let now = file_lines(&log);
+    let newest: Value = serde_json::from_str(&now[n + 1]).expect("json");
+    assert_eq!(newest["seq"], 22);
+    assert_eq!(newest["prev"], sha256_hex(now[n].as_bytes()));
+    assert_eq!(newest["mismatch"]["head"], Value::Null, "{newest}");
+    assert!(head_of(&log).exists(), "a new head");
+    verify_fails(
+        &log,
+        &[
+            &format!(
+                "{}, line {}: when this line (seq 22) was written",
+                log.display(),
+                n + 2
+            ),
+            "the log's head file was missing or unreadable",
+            "2 problem(s)",
+        ],
+    );
+}
+
+/// `head` (a head file's text) with its last line's sha256 replaced by `sha` and its check
+/// made right again: what someone who can write the files does to hide an edit.
+fn rewritten_head(head: &str, sha: &str) -> String {
+    let line = head.trim_end_matches('\n');
+    let (body, _check) = line.rsplit_once(" check=").expect("a check");
+    let mut words: Vec<String> = body.split(' ').map(str::to_owned).collect();
+    for word in &mut words {
+        if word.starts_with("sha256=") {
+            *word = format!("sha256={sha}");
+        }
+    }
+    let body = words.join(" ");
+    let check = &sha256_hex(body.as_bytes())[..16];
+    format!("{body} check={check}\n")
+}
+
+#[test]
+fn checkpoints_go_to_syslog_and_verify_checks_the_log_against_them() {
+    use std::os::unix::net::UnixDatagram;
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let work = tempfile::tempdir().expect("work");
+    let socket_path = work.path().join("syslog.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let log = work.path().join("audit/audit.jsonl");
+    let (_cfg, file) = config(&format!(
+        "[audit]\nfile = {:?}\nsyslog = true\nsyslog_socket = {:?}\n",
+        log.display().to_string(),
+        socket_path.display().to_string()
+    ));
+    for _ in 0..3 {
+        let out = toolhost_command()
+            .env("XDG_STATE_HOME", work.path().join("state"))
+            .arg("--config")
+            .arg(&file)
+            .args(["call", "echo", r#"{"text": "hi"}"#, "--plugins"])
+            .arg(plugins.path())
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // One checkpoint per batch: here one per process (each waited for within the bound).
+    let mut buf = [0u8; 4096];
+    let received: Vec<String> = (0..3)
+        .map(|_| {
+            let n = socket.recv(&mut buf).expect("a checkpoint within 20 s");
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        })
+        .collect();
+    let lines = file_lines(&log);
+    for (i, message) in received.iter().enumerate() {
+        let seq = i + 1;
+        assert!(
+            message.starts_with("<86>") && message.contains(" toolhost-audit["),
+            "authpriv.info, tagged: {message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "]: seq={seq} sha256={} tool=echo outcome=ok lines={seq}-{seq} file={}",
+                sha256_hex(lines[i].as_bytes()),
+                log.display()
+            )),
+            "{message}"
+        );
+    }
+    let checkpoint = |message: &str| -> String {
+        let field = |key: &str| {
+            message
+                .split(' ')
+                .find_map(|w| w.strip_prefix(key))
+                .expect("a field")
+                .to_owned()
+        };
+        format!("{}:{}", field("seq="), field("sha256="))
+    };
+    let last = checkpoint(&received[2]);
+    let verify_expect = |expect: &str| {
+        let out = toolhost_command()
+            .args(["audit", "verify", "--file"])
+            .arg(&log)
+            .args(["--expect", expect])
+            .output()
+            .expect("verify");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, said) = verify_expect(&last);
+    assert!(ok, "{said}");
+    assert!(
+        said.contains(&format!(
+            "checkpoint seq 3 matches {}, line 3",
+            log.display()
+        )),
+        "{said}"
+    );
+    // A checkpoint the log does not match, and one past its end.
+    let wrong = format!("2:{}", sha256_hex(lines[2].as_bytes()));
+    let (ok, said) = verify_expect(&wrong);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&format!(
+            "{}, line 2: this line is seq 2, but its sha256 is",
+            log.display()
+        )),
+        "{said}"
+    );
+    let past = format!("9:{}", sha256_hex(lines[2].as_bytes()));
+    let (ok, said) = verify_expect(&past);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("the checkpoint names seq 9, but the log ends at seq 3"),
+        "{said}"
+    );
+    // Whoever can write the files edits the last line and its head to match: verify alone
+    // passes; the checkpoint from syslog does not.
+    let mut edited = lines.clone();
+    edited[2] = edited[2].replace("\"ok\"", "\"failed\"");
+    write_lines(&log, &edited);
+    let head = std::fs::read_to_string(head_of(&log)).expect("head");
+    std::fs::write(
+        head_of(&log),
+        rewritten_head(&head, &sha256_hex(edited[2].as_bytes())),
+    )
+    .expect("head");
+    let (ok, said) = verify(&log);
+    assert!(
+        ok,
+        "the log and its head rewritten together pass alone: {said}"
+    );
+    let (ok, said) = verify_expect(&last);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&format!(
+            "{}, line 3: this line is seq 3, but its sha256 is",
+            log.display()
+        )),
+        "{said}"
+    );
 }

@@ -1,20 +1,27 @@
 //! The audit log: one JSON line per call (who, as which profile, which tool of which
-//! plugin file, how it was decided, how it ended), each carrying the sha256 of the line
-//! before it, so a removed or edited line breaks the chain (`toolhost audit verify`).
+//! plugin file, how it was decided, how it ended), each numbered (`seq`) and carrying the
+//! sha256 of the line before it (`prev`), and beside it a head file (`FILE.head`: the last
+//! line's `seq` and sha256, and what rotation dropped), so `toolhost audit verify` names a
+//! line edited or removed anywhere, lines cut from either end, a rotated file removed,
+//! and an edited last line.
 //!
 //! [`AuditLog`] is a [`CallObserver`] on the door: it sees every call of every frontend
 //! after its output budget, builds the record on the call path (clones of what the call
 //! already has) and hands it to a writer thread through a bounded queue; when the queue
 //! is full the call waits for room, so records are never dropped. Hashing the arguments,
-//! encoding and writing happen on the writer thread (`writer.rs`); reading and checking
-//! the chain in `read.rs`.
+//! numbering, encoding, writing and the head happen on the writer thread (`writer.rs`,
+//! `head.rs`); reading and checking in `read.rs`; the copy sent to syslog in `syslog.rs`.
 //!
-//! What the chain does not show: the last lines of a log cut off at its end (nothing
-//! follows them to disagree), and a log rewritten whole by someone who can write the
-//! file. Keep a copy of a line elsewhere (or ship lines off the machine) to anchor it.
+//! What the files cannot show: whoever can write them (the host's user, or root) can
+//! rewrite the log and its head together, consistently, and `verify` then finds nothing.
+//! Against that holds only a copy the host cannot rewrite later: `[audit] syslog = true`
+//! sends a checkpoint of each batch of lines to syslog (the journal, ideally sealed or
+//! shipped off the machine), and `verify --expect SEQ:SHA256` checks the log against it.
 
+mod head;
 mod read;
 mod record;
+mod syslog;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -29,8 +36,12 @@ use crate::calls::outputs::FULL_OUTPUT_DETAIL;
 use crate::calls::tool::DynTool;
 use writer::{Msg, Pending, Sink};
 
-pub use read::{VerifyReport, log_files, read_records, verify};
-pub use record::{AuditCaller, AuditClient, AuditPlugin, AuditRecord, GENESIS, canonical_json};
+pub use head::{HEAD_VERSION, Head, head_path};
+pub use read::{Problem, ProblemKind, VerifyReport, log_files, read_records, verify};
+pub use record::{
+    AuditCaller, AuditClient, AuditPlugin, AuditRecord, ChainPoint, GENESIS, HeadMismatch,
+    canonical_json,
+};
 
 /// The audit log's settings (`[audit]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +56,8 @@ pub struct AuditSettings {
     pub keep: usize,
     /// Lines waiting for the writer at most; past it calls wait.
     pub queue: usize,
+    /// The syslog socket each batch's checkpoint is sent to (`None`: none sent).
+    pub syslog: Option<PathBuf>,
 }
 
 impl Default for AuditSettings {
@@ -55,17 +68,22 @@ impl Default for AuditSettings {
             max_bytes: 64 * 1024 * 1024,
             keep: 5,
             queue: 1024,
+            syslog: None,
         }
     }
 }
 
 impl AuditSettings {
-    /// Every file the log may occupy: the log and each rotated file it keeps.
+    /// Every file the log may occupy: the log, its head and each rotated file it keeps.
     pub fn files(&self) -> Vec<PathBuf> {
-        std::iter::once(self.file.clone())
+        [self.file.clone(), head_path(&self.file)]
+            .into_iter()
             .chain((1..=self.keep).map(|n| writer::rotated(&self.file, n)))
             .collect()
     }
+
+    /// The syslog socket checkpoints go to when none is named: `/dev/log`.
+    pub const DEFAULT_SYSLOG_SOCKET: &'static str = "/dev/log";
 
     /// `audit.jsonl` in the state directory (`$XDG_STATE_HOME/toolhost`), if there is one.
     pub fn default_file() -> Option<PathBuf> {
@@ -88,10 +106,11 @@ pub enum AuditError {
         /// Why.
         source: std::io::Error,
     },
-    /// A line breaks the chain or is no audit record.
+    /// A line read back is no audit record ([`read_records`]; [`verify`] names every
+    /// problem in its report instead).
     #[error("{}, line {line}: {reason}", file.display())]
     Broken {
-        /// The file holding the first bad line.
+        /// The file holding the bad line.
         file: PathBuf,
         /// Its line number (from 1).
         line: u64,
@@ -129,14 +148,17 @@ impl AuditLog {
     /// Opens (creating) the log of `settings` and starts its writer.
     pub fn open(settings: &AuditSettings) -> Result<Arc<AuditLog>, AuditError> {
         let path = settings.file.clone();
-        let sink =
-            Sink::new(path.clone(), settings.max_bytes, settings.keep).map_err(|source| {
-                AuditError::Io {
-                    action: "open",
-                    path: path.clone(),
-                    source,
-                }
-            })?;
+        let sink = Sink::new(
+            path.clone(),
+            settings.max_bytes,
+            settings.keep,
+            settings.syslog.clone(),
+        )
+        .map_err(|source| AuditError::Io {
+            action: "open",
+            path: path.clone(),
+            source,
+        })?;
         let (sender, rx) = tokio::sync::mpsc::channel(settings.queue.max(1));
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -184,6 +206,7 @@ impl AuditLog {
             (None, false) => "ok".to_owned(),
         };
         let record = AuditRecord {
+            seq: 0,
             time: jiff::Timestamp::now().to_string(),
             profile: ctx.turn.profile_id.clone(),
             frontend: caller.frontend.to_string(),
@@ -216,6 +239,7 @@ impl AuditLog {
                 .map(|k| k.id),
             arguments_sha256: String::new(),
             arguments: None,
+            mismatch: None,
             prev: String::new(),
         };
         Box::new(Pending {

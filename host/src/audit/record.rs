@@ -1,5 +1,6 @@
 //! One line of the audit log, as written and as read back: [`AuditRecord`]. Its field
-//! order is the line's, and `prev` (the sha256 of the line before) comes last.
+//! order is the line's: `seq` (its number in the log) first, `prev` (the sha256 of the line
+//! before) last.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +14,10 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// One call, as the audit log records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
+    /// The line's number in the log: 1 for its first line, one more for each line after
+    /// (across rotations). 0 when read from a line written before lines were numbered.
+    #[serde(default)]
+    pub seq: u64,
     /// When the call ended (RFC 3339, UTC).
     pub time: String,
     /// The profile it ran as.
@@ -44,9 +49,34 @@ pub struct AuditRecord {
     /// The arguments themselves, only with `[audit] include_arguments = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// Set by a writer that found the log's end disagreeing with its head (`FILE.head`)
+    /// when it came to write this line: what the head said and what the log held. The line
+    /// then chains to the head's last line, not to the log's (see `writer.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<HeadMismatch>,
     /// sha256 (hex) of the previous line's bytes (without its newline); all zeros for the
     /// first line of a log.
     pub prev: String,
+}
+
+/// A line of the log named by its number and the sha256 of its bytes (without the
+/// newline): what the head records of the last line, and what a checkpoint says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainPoint {
+    /// The line's `seq` (0: a line without one, or an empty log).
+    pub seq: u64,
+    /// sha256 (hex) of the line ([`GENESIS`] for an empty log).
+    pub sha256: String,
+}
+
+/// What a writer found when the log's end and its head disagreed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadMismatch {
+    /// The last line the head recorded (`None`: there was no head file, or none the writer
+    /// could read).
+    pub head: Option<ChainPoint>,
+    /// The line the log ended with (`seq` 0 for a line without one or no record at all).
+    pub found: ChainPoint,
 }
 
 /// Who called, as far as the frontend knows.

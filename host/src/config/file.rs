@@ -98,6 +98,11 @@ pub struct RawAudit {
     pub keep: usize,
     /// Lines waiting for the writer at most; past it, calls wait for the writer.
     pub queue: usize,
+    /// Whether a checkpoint of each batch of lines (its last line's seq and sha256) goes
+    /// to syslog, a copy the host cannot rewrite later (default false).
+    pub syslog: bool,
+    /// The syslog socket (default `/dev/log`).
+    pub syslog_socket: Option<PathBuf>,
 }
 
 impl Default for RawAudit {
@@ -110,6 +115,8 @@ impl Default for RawAudit {
             max_bytes: d.max_bytes,
             keep: d.keep,
             queue: d.queue,
+            syslog: false,
+            syslog_socket: None,
         }
     }
 }

@@ -174,6 +174,7 @@ impl LoadedConfig {
         config.mcp.tokens_file = config.mcp.tokens_file.as_ref().map(resolve);
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.audit.file = config.audit.file.as_ref().map(resolve);
+        config.audit.syslog_socket = config.audit.syslog_socket.as_ref().map(resolve);
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
         config.workspace.roots = config.workspace.roots.as_ref().map(|roots| {
@@ -402,6 +403,11 @@ impl LoadedConfig {
             max_bytes: a.max_bytes,
             keep: a.keep,
             queue: a.queue.max(1),
+            syslog: a.syslog.then(|| {
+                a.syslog_socket.clone().unwrap_or_else(|| {
+                    PathBuf::from(crate::audit::AuditSettings::DEFAULT_SYSLOG_SOCKET)
+                })
+            }),
         }))
     }
 
@@ -634,7 +640,7 @@ impl Profile {
         let state_dir = state_root.join("state");
         if state_root != dir {
             // Older releases kept state beside the config: moved once, never lost.
-            for what in ["state", "outputs"] {
+            for what in ["state", "outputs", "sessions", "approvals"] {
                 super::state_move::move_state(&dir.join(what), &state_root.join(what)).map_err(
                     |e| ConfigError::Invalid {
                         path: dir.join(what),

@@ -1,12 +1,13 @@
 //! `toolhost audit [--tool NAME] [--since TIME|DURATION] [--json]` reads the audit log (a
-//! table, or one JSON record per line), and `toolhost audit verify` checks its chain of
-//! hashes across the rotated files, naming the first line that breaks it.
+//! table, or one JSON record per line), and `toolhost audit verify [--expect SEQ:SHA256]`
+//! checks it (its chain and numbering across every rotated file, its ends against its
+//! head, and checkpoints taken from syslog), naming each thing wrong.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use toolhost::LoadedConfig;
-use toolhost::audit::{AuditRecord, AuditSettings, read_records, verify};
+use toolhost::audit::{AuditRecord, AuditSettings, ChainPoint, read_records, verify};
 
 use crate::output::{outln, print_table};
 
@@ -34,12 +35,18 @@ pub(crate) struct AuditArgs {
 /// `toolhost audit ...`.
 #[derive(clap::Subcommand)]
 enum AuditAction {
-    /// Check the chain: every line carries the sha256 of the line before it, across the
-    /// rotated files. Exit 1 naming the first line that breaks it.
+    /// Check the log: every line numbered and carrying the sha256 of the line before it,
+    /// across every rotated file (none missing), from the oldest line its head says
+    /// rotation left to the last line its head records. Exit 1 naming each thing wrong.
     Verify {
         /// The log file (default as for `toolhost audit`).
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
+        /// A checkpoint from syslog or the journal (the `seq=` and `sha256=` of a
+        /// toolhost-audit message): the log's line of that seq must have that sha256.
+        /// Repeatable.
+        #[arg(long, value_name = "SEQ:SHA256")]
+        expect: Vec<ChainPoint>,
     },
 }
 
@@ -54,6 +61,46 @@ fn since(text: &str) -> Result<jiff::Timestamp, String> {
     jiff::Timestamp::now()
         .checked_sub(span)
         .map_err(|e| format!("'{text}' reaches too far back: {e}"))
+}
+
+/// `toolhost audit verify`: the report, and exit 1 when anything is wrong.
+fn verify_log(path: &std::path::Path, expect: &[ChainPoint]) -> anyhow::Result<ExitCode> {
+    let report = verify(path, expect)?;
+    if !report.is_ok() {
+        outln!(
+            "the audit log {} does not hold what was written: {} problem(s)",
+            path.display(),
+            report.problems.len()
+        )?;
+        for problem in &report.problems {
+            outln!("- {problem}")?;
+        }
+        for note in &report.notes {
+            outln!("note: {note}")?;
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let seqs = report
+        .seqs
+        .map(|(first, last)| format!(" (seq {first}-{last})"))
+        .unwrap_or_default();
+    outln!(
+        "ok: {} lines{seqs} in {} file(s), each chained to the one before, none missing; \
+         the head agrees with both ends",
+        report.lines,
+        report.files.len()
+    )?;
+    for note in &report.notes {
+        outln!("note: {note}")?;
+    }
+    if expect.is_empty() {
+        outln!(
+            "note: whoever can write these files (this user, root) can rewrite the log and \
+             its head together; check a checkpoint kept elsewhere with --expect SEQ:SHA256 \
+             ([audit] syslog = true sends them to syslog)"
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The log to read: `explicit`, else the config's, else the default.
@@ -71,21 +118,8 @@ fn log_file(config: &LoadedConfig, explicit: Option<PathBuf>) -> anyhow::Result<
 
 impl AuditArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        if let Some(AuditAction::Verify { file }) = self.action {
-            let path = log_file(config, file)?;
-            let report = verify(&path)?;
-            outln!(
-                "ok: {} lines in {} file(s), each chained to the one before",
-                report.lines,
-                report.files.len()
-            )?;
-            if report.starts_after_removed_files {
-                outln!(
-                    "note: the oldest line follows lines in rotated files no longer kept \
-                     ([audit] keep)"
-                )?;
-            }
-            return Ok(ExitCode::SUCCESS);
+        if let Some(AuditAction::Verify { file, expect }) = self.action {
+            return verify_log(&log_file(config, file)?, &expect);
         }
         let path = log_file(config, self.file)?;
         let records: Vec<AuditRecord> = read_records(&path)?
