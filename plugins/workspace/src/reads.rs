@@ -32,6 +32,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::write::random_u64;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
 use toolhost_plugin_api::ToolContext;
@@ -587,20 +588,6 @@ fn prune(dir: &Dir, keep: &OsString) {
             bytes = bytes.saturating_sub(len);
         }
     }
-}
-
-/// 64 unpredictable bits, for temporary names: the standard library's randomly keyed
-/// hasher over the clock and a counter.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(nanos);
-    hasher.finish()
 }
 
 #[cfg(test)]

@@ -546,9 +546,9 @@ fn create_temp(dir: &Dir, name: &OsString) -> io::Result<(OsString, cap_std::fs:
     Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
 }
 
-/// 64 unpredictable bits: the standard library's randomly keyed hasher (seeded from the
-/// operating system's random source) over the clock and a counter.
-fn random_u64() -> u64 {
+/// 64 unpredictable bits, for temporary names: the standard library's randomly keyed
+/// hasher (seeded from the operating system's random source) over the clock and a counter.
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher as _, Hasher as _};
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
