@@ -32,10 +32,11 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::write::random_u64;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
 use toolhost_plugin_api::ToolContext;
+
+use crate::write::random_u64;
 
 /// Largest file `edit_file` edits and a read records (`edit_file` holds the file, the
 /// edited text and, for the syntax check, two syntax trees in memory).
