@@ -358,9 +358,12 @@ fn put_on_record(
     reads.save(key, &record).err()
 }
 
-/// Which lines of the edited text (`after`) stay shown: a line no edit touched keeps what
-/// its line in `before` had (`shown`, per line of `before`); touched lines are not (the
-/// answer's new anchors put them on record).
+/// Which lines of the edited text (`after`) stay shown: a line no edit touched and that
+/// kept its number keeps what its line in `before` had (`shown`, per line of `before`);
+/// touched lines are not (the answer's new anchors put them on record), and neither are
+/// lines an edit moved (lines added or removed above them): an anchor kept from before
+/// the edit names such a line by its old number, where an identical line (`}`, a blank
+/// line) may now stand, so it must be shown again at its new number first.
 fn carry_over_edit(
     before: &Text<'_>,
     shown: &[bool],
@@ -369,7 +372,7 @@ fn carry_over_edit(
 ) -> Vec<bool> {
     let mut out = vec![false; after.lines.len()];
     let mut passed = 0; // spans wholly before the current line
-    for (slot, line) in out.iter_mut().zip(&after.lines) {
+    for (index, (slot, line)) in out.iter_mut().zip(&after.lines).enumerate() {
         let end = line.next.max(line.start + 1);
         while passed < spans.len() && spans[passed].after.end <= line.start {
             // An empty span (a deletion) at this line's start touches it.
@@ -390,11 +393,12 @@ fn carry_over_edit(
             None => line.start,
         };
         let number = before.line_of(at);
-        *slot = number
-            .checked_sub(1)
-            .and_then(|i| shown.get(i))
-            .copied()
-            .unwrap_or(false);
+        *slot = number == index + 1
+            && number
+                .checked_sub(1)
+                .and_then(|i| shown.get(i))
+                .copied()
+                .unwrap_or(false);
     }
     out
 }
@@ -687,7 +691,8 @@ fn prove_anchored(
                 )
             }
             Lines::Unseen { first, last } => format!(
-                "{} of it {} not shown with anchors by the read on record (or changed before it)",
+                "{} of it {} not shown with anchors by the read on record (or changed before \
+                 it, or moved by an edit that added or removed lines above since)",
                 lines_word(first, last),
                 if first == last { "was" } else { "were" }
             ),
@@ -1489,7 +1494,7 @@ mod tests {
     }
 
     #[test]
-    fn after_an_edit_untouched_lines_keep_what_was_shown_and_touched_ones_lose_it() {
+    fn after_an_edit_untouched_lines_keep_what_was_shown_and_touched_or_moved_ones_lose_it() {
         let before = "a\nb\nc\nd\ne\n";
         let text = Text::new(before);
         let edits = [
@@ -1507,7 +1512,15 @@ mod tests {
         assert_eq!(after, "a\nB1\nB2\nc\nd\nnew\ne\n");
         let shown = [true, false, false, true, true];
         let carried = carry_over_edit(&text, &shown, &Text::new(&after), &spans);
-        assert_eq!(carried, [true, false, false, false, true, false, true]);
+        // `a` kept its number; `c`, `d` and `e` moved down (two lines for one above them,
+        // then one inserted), so they must be shown again before an anchor names them.
+        assert_eq!(carried, [true, false, false, false, false, false, false]);
+        // An edit that adds no line keeps the lines below it shown.
+        let same = [edit_by(&text, 2, None, "B")];
+        let plan = plan_anchored(&text, parse_anchored(&same).expect("parsed"));
+        let (after, spans) = apply(before, &plan.splices).expect("applied");
+        let carried = carry_over_edit(&text, &shown, &Text::new(&after), &spans);
+        assert_eq!(carried, [true, false, false, true, true]);
     }
 
     #[test]

@@ -812,8 +812,18 @@ fn consecutive_edits_land_with_the_anchors_edit_file_returns() {
         "after": anchor_in(&out, "    let m = n * 3;"), "new_text": "    let m = m + 1;",
     }]}))
     .unwrap();
-    // A line the first read showed, untouched since (now a line further down), too.
+    // A line the first read showed, untouched since but moved down by the edits that
+    // added lines above it: its old anchor is refused (an identical line could stand at
+    // its old number), the refusal shows it at its new number, and from there it lands.
     let now = f.read("src/lib.rs");
+    assert_eq!(now.lines().nth(10), Some("    7"));
+    let message = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(&now, 11), "new_text": "    70",
+    }]})));
+    assert!(
+        message.contains("moved by an edit") && message.contains(&format_line(11, "    7")),
+        "{message}"
+    );
     f.edit(json!({"path": "src/lib.rs", "edits": [{
         "from": anchor(&now, 11), "new_text": "    70",
     }]}))
