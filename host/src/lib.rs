@@ -134,7 +134,7 @@ pub use frontends::mcp::http::{
 };
 pub use frontends::mcp::tokens::{
     AuthFailure, NewToken, TokenAuthenticator, TokenError, TokenFileError, TokenIdentity,
-    TokenRecord, TokenScope, TokenStore,
+    TokenRecord, TokenScope, TokenStore, UnknownScope,
 };
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,

@@ -423,10 +423,26 @@ pub fn profile_sessions_file(state_dir: &Path) -> PathBuf {
     state_dir.with_file_name("sessions").join(SESSIONS_FILE)
 }
 
+/// SQLite's files beside a database, in the order a move takes them (the side files
+/// first, so a stop half-way loses no committed transaction).
+const SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// `path` with `suffix` appended to its file name (`sessions.sqlite3-wal`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A [`SessionError::File`] for `path`.
+fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + use<> {
+    let path = path.to_path_buf();
+    move |source| SessionError::File { path, source }
+}
+
 /// Moves a session database an older toolhost kept in the plugins' state folder (with
-/// its `-wal`, `-shm` and `-journal` files, those first, so a stop half-way loses no
-/// committed transaction) to [`profile_sessions_file`]. Nothing is moved when the new
-/// file exists already; then the old one is left where it is, with a warning.
+/// its [`SIDE_FILES`], those first) to `to`, whose folder exists. Nothing is moved when
+/// the new file exists already; then the old one is left where it is, with a warning.
 fn move_from_plugin_state(state_dir: &Path, to: &Path) -> Result<(), SessionError> {
     let old = state_dir.join(SESSIONS_FILE);
     let is_file = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
@@ -442,26 +458,16 @@ fn move_from_plugin_state(state_dir: &Path, to: &Path) -> Result<(), SessionErro
         );
         return Ok(());
     }
-    let file_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| SessionError::File { path, source }
-    };
-    if let Some(dir) = to.parent() {
-        crate::sys::private::ensure_private_dir(dir).map_err(file_err(dir))?;
-    }
-    for suffix in ["-wal", "-shm", "-journal", ""] {
-        let with = |p: &Path| {
-            let mut name = p.as_os_str().to_owned();
-            name.push(suffix);
-            PathBuf::from(name)
-        };
-        let (from, into) = (with(&old), with(to));
-        match std::fs::rename(&from, &into) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !suffix.is_empty() => {}
-            Err(e) => return Err(file_err(&from)(e)),
+    for suffix in SIDE_FILES {
+        let from = with_suffix(&old, suffix);
+        match std::fs::rename(&from, with_suffix(to, suffix)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(file_error(&from)(e));
+            }
+            _ => {}
         }
     }
+    std::fs::rename(&old, to).map_err(file_error(&old))?;
     tracing::info!(
         "moved the session database from {} to {}, out of the folder plugins may read",
         old.display(),
@@ -476,13 +482,10 @@ impl SessionStore {
     /// toolhost kept inside that folder first.
     pub fn open_for_profile(state_dir: &Path) -> Result<SessionStore, SessionError> {
         let path = profile_sessions_file(state_dir);
-        move_from_plugin_state(state_dir, &path)?;
         if let Some(dir) = path.parent() {
-            crate::sys::private::ensure_private_dir(dir).map_err(|source| SessionError::File {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            crate::sys::private::ensure_private_dir(dir).map_err(file_error(dir))?;
         }
+        move_from_plugin_state(state_dir, &path)?;
         SessionStore::open(&path)
     }
 
@@ -503,16 +506,10 @@ impl SessionStore {
             path: path.to_path_buf(),
             source,
         };
-        let file_err = |file: &Path| {
-            let file = file.to_path_buf();
-            move |source| SessionError::File { path: file, source }
-        };
-        drop(crate::sys::private::open_private_file(path).map_err(file_err(path))?);
-        for suffix in ["-wal", "-shm", "-journal"] {
-            let mut side = path.as_os_str().to_owned();
-            side.push(suffix);
-            let side = Path::new(&side);
-            crate::sys::private::tighten_existing_file(side).map_err(file_err(side))?;
+        drop(crate::sys::private::open_private_file(path).map_err(file_error(path))?);
+        for suffix in SIDE_FILES {
+            let side = with_suffix(path, suffix);
+            crate::sys::private::tighten_existing_file(&side).map_err(file_error(&side))?;
         }
         let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let mut conn = Connection::open_with_flags(path, flags).map_err(db)?;
@@ -842,6 +839,8 @@ pub(super) fn timestamp() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_database_in_the_plugins_state_folder_moves_beside_it_with_its_side_files() {
         use std::os::unix::fs::PermissionsExt as _;
@@ -850,12 +849,12 @@ mod tests {
         std::fs::create_dir_all(&state).expect("state");
         let old = state.join(SESSIONS_FILE);
         let id = {
-            let store = super::SessionStore::open(&old).expect("the old place");
+            let store = SessionStore::open(&old).expect("the old place");
             store.create(None).expect("a session")
         };
         std::fs::write(state.join("sessions.sqlite3-journal"), b"").expect("side file");
         std::fs::write(state.join("memory.json"), b"{}").expect("a plugin's file");
-        let store = super::SessionStore::open_for_profile(&state).expect("moved and opened");
+        let store = SessionStore::open_for_profile(&state).expect("moved and opened");
         let new = profile_sessions_file(&state);
         assert_eq!(new, dir.path().join("p/sessions/sessions.sqlite3"));
         assert!(new.is_file() && !old.exists());
@@ -870,12 +869,10 @@ mod tests {
         drop(store);
         // An old file appearing again beside a new one is left alone.
         std::fs::write(&old, b"not a database").expect("old again");
-        super::SessionStore::open_for_profile(&state).expect("the new one wins");
+        SessionStore::open_for_profile(&state).expect("the new one wins");
         assert_eq!(std::fs::read(&old).expect("old"), b"not a database");
-        assert!(super::SessionStore::exists_for_profile(&state));
+        assert!(SessionStore::exists_for_profile(&state));
     }
-
-    use super::*;
 
     #[test]
     fn delegations_are_kept_and_a_running_one_of_a_gone_process_shows_as_lost() {

@@ -10,10 +10,11 @@ pub enum ProcessEnvError {
     /// Other threads exist (or their number could not be read): one of them could read
     /// the environment while it is written.
     #[error(
-        "the environment can only be set while the process has one thread, and it has {0} \
-         (set it before starting the runtime)"
+        "the environment can only be set while the process has one thread, and it has {} \
+         (set it before starting the runtime)",
+        .0.map_or_else(|| "an unknown number".to_owned(), |n| n.to_string())
     )]
-    Threads(String),
+    Threads(Option<usize>),
 }
 
 /// How many threads this process has, from `/proc/self/status`.
@@ -28,8 +29,7 @@ fn threads() -> Option<usize> {
 fn single_threaded() -> Result<(), ProcessEnvError> {
     match threads() {
         Some(1) => Ok(()),
-        Some(n) => Err(ProcessEnvError::Threads(n.to_string())),
-        None => Err(ProcessEnvError::Threads("an unknown number".to_owned())),
+        other => Err(ProcessEnvError::Threads(other)),
     }
 }
 
@@ -59,4 +59,22 @@ pub(crate) fn mark_state_hidden_by_worker() -> Result<(), ProcessEnvError> {
     // SAFETY: a single thread, checked above.
     unsafe { std::env::set_var(toolhost_sandbox::protected::HIDDEN_BY_OUTER, "1") };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_process_with_threads_is_refused_and_says_how_many() {
+        // A second thread, alive until the check is done, whatever the harness does.
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || wait.recv());
+        assert!(super::threads().is_some_and(|n| n > 1));
+        let err = super::publish_protected_state(&[]).expect_err("threads exist");
+        assert!(
+            err.to_string().contains("one thread") && err.to_string().contains("before"),
+            "{err}"
+        );
+        drop(done);
+        let _ = other.join();
+    }
 }

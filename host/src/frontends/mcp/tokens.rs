@@ -44,7 +44,7 @@ pub struct TokenRecord {
 }
 
 /// What a token may do: which HTTP door it opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenScope {
     /// Call tools over MCP (`serve --mcp http`).
@@ -68,16 +68,19 @@ impl TokenScope {
     }
 }
 
-impl std::str::FromStr for TokenScope {
-    type Err = String;
+/// A scope name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a token scope: use mcp (call tools) or metrics (scrape /metrics)")]
+pub struct UnknownScope(pub String);
 
-    fn from_str(s: &str) -> Result<TokenScope, String> {
+impl std::str::FromStr for TokenScope {
+    type Err = UnknownScope;
+
+    fn from_str(s: &str) -> Result<TokenScope, UnknownScope> {
         match s {
             "mcp" => Ok(TokenScope::Mcp),
             "metrics" => Ok(TokenScope::Metrics),
-            other => Err(format!(
-                "'{other}' is not a token scope: use mcp (call tools) or metrics (scrape /metrics)"
-            )),
+            other => Err(UnknownScope(other.to_owned())),
         }
     }
 }
@@ -194,7 +197,7 @@ impl TokenStore {
         } else {
             scopes.to_vec()
         };
-        scopes.sort_unstable_by_key(|s| s.as_str());
+        scopes.sort_unstable();
         scopes.dedup();
         let _lock = self.lock()?;
         let mut file = self.read()?;
@@ -213,7 +216,7 @@ impl TokenStore {
             sha256: hash_hex(&token),
         };
         file.tokens.push(record.clone());
-        self.write(&file)?;
+        self.write(&mut file)?;
         Ok(NewToken { record, token })
     }
 
@@ -225,7 +228,7 @@ impl TokenStore {
             return Err(TokenError::NoSuchToken(name.to_owned()));
         };
         let removed = file.tokens.remove(index);
-        self.write(&file)?;
+        self.write(&mut file)?;
         Ok(removed)
     }
 
@@ -282,20 +285,17 @@ impl TokenStore {
         Ok(())
     }
 
-    fn write(&self, file: &TokenFile) -> Result<(), TokenError> {
+    /// Writes `file`, its version set by what its tokens need.
+    fn write(&self, file: &mut TokenFile) -> Result<(), TokenError> {
         let scoped = file
             .tokens
             .iter()
             .any(|t| t.scopes != TokenScope::before_scopes());
-        let file = TokenFile {
-            version: if scoped {
-                VERSION_WITH_SCOPES
-            } else {
-                VERSION_WITHOUT_SCOPES
-            },
-            tokens: file.tokens.clone(),
+        file.version = if scoped {
+            VERSION_WITH_SCOPES
+        } else {
+            VERSION_WITHOUT_SCOPES
         };
-        let file = &file;
         let text = serde_json::to_vec_pretty(file).map_err(|e| TokenError::Damaged {
             path: self.path.clone(),
             reason: e.to_string(),
