@@ -92,17 +92,19 @@ pub use calls::context::{
     ProfileRequests, TurnIdentity, TurnServices,
 };
 pub use calls::decision::{ApprovalScope, Decision};
+pub use calls::details::{
+    ContentOmitted, DetailError, Details, FullOutput, HostDetail, StructuredOmitted, ToolFailed,
+};
 pub use calls::dispatcher::{
-    CallErrorKind, CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
-    ToolResult,
+    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
 };
 pub use calls::door::{
     CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
     fixed_profile,
 };
 pub use calls::outputs::{
-    Budget, Cut, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, FULL_OUTPUT_DETAIL, MIN_MAX_CHARS,
-    OutputError, OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL,
+    Budget, Cut, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, MIN_MAX_CHARS, OutputError,
+    OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL, RangeError,
     ReadRange, Rest, Size, cut, is_id,
 };
 pub use calls::policy::{
@@ -113,6 +115,7 @@ pub use calls::policy::{
 pub use calls::registry::{
     InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
 };
+pub use calls::result::{CallErrorKind, ToolResult};
 pub use calls::stats::{CallStats, ToolStatsSnapshot};
 pub use calls::tool::{
     Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,

@@ -16,7 +16,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::calls::context::CallContext;
-use crate::calls::dispatcher::{CallErrorKind, CallObserver, ToolResult};
+use crate::calls::dispatcher::CallObserver;
+use crate::calls::result::{CallErrorKind, ToolResult};
 
 /// The content type of [`CallMetrics::render`]'s text.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -557,7 +557,7 @@ async fn a_session_interrupted_between_a_call_and_its_result_can_go_on() {
                     arguments: "{\"text\": \"x\"}".to_owned(),
                 }],
                 tool_call_id: None,
-                details: None,
+                details: Default::default(),
                 full_text: None,
             },
         )

@@ -24,7 +24,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +31,8 @@ use super::messages::{Message, Role};
 use super::model::{ModelError, TextSink};
 use super::sessions::{Compaction, CompactionStage};
 use super::{AgentError, AgentInner, blocking};
-use crate::calls::outputs::{FULL_OUTPUT_DETAIL, OutputMeta, Owner, Size};
+use crate::calls::details::{FullOutput, HostDetail as _};
+use crate::calls::outputs::Owner;
 use crate::calls::tool::ToolSpec;
 
 /// Characters per token of the uncalibrated estimate.
@@ -295,12 +295,7 @@ pub(super) fn stub_text(tool: &str, chars: usize, kept: Option<&str>) -> String 
 
 /// The kept output id a tool result's details name, if any.
 fn kept_id(m: &Message) -> Option<String> {
-    m.details
-        .as_ref()?
-        .get(FULL_OUTPUT_DETAIL)?
-        .get("id")?
-        .as_str()
-        .map(str::to_owned)
+    FullOutput::read(&m.details).map(|full| full.id)
 }
 
 /// The messages `span` as a transcript for the summarising call, at most `max_chars`
@@ -696,23 +691,17 @@ impl AgentInner {
         }
         let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
         let text = m.full_text.clone().or_else(|| m.content.clone())?;
-        let meta = OutputMeta {
-            owner: Owner {
-                profile: self.profile.clone(),
-                token: None,
-            },
-            tool: tool.to_owned(),
-            created: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            is_error: false,
-            size: Size::of(&text),
-            result: serde_json::Value::Null,
+        let owner = Owner {
+            profile: self.profile.clone(),
+            token: None,
         };
-        let size = meta.size;
-        let saved = tokio::task::spawn_blocking(move || store.save(meta, &text)).await;
-        let id = match saved {
-            Ok(Ok(id)) => id,
+        let tool = tool.to_owned();
+        let kept = tokio::task::spawn_blocking(move || {
+            store.keep(&owner, &tool, &text, false, serde_json::Value::Null)
+        })
+        .await;
+        let full = match kept {
+            Ok(Ok(full)) => full,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "could not keep a tool result for its stub");
                 return None;
@@ -722,18 +711,9 @@ impl AgentInner {
                 return None;
             }
         };
-        let mut details = match m.details.take() {
-            Some(serde_json::Value::Object(map)) => map,
-            _ => serde_json::Map::new(),
-        };
-        details.insert(
-            FULL_OUTPUT_DETAIL.to_owned(),
-            serde_json::json!({
-                "id": id, "chars": size.chars, "lines": size.lines, "bytes": size.bytes,
-            }),
-        );
-        let details = serde_json::Value::Object(details);
-        m.details = Some(details.clone());
+        let id = full.id.clone();
+        full.insert_into(&mut m.details);
+        let details = m.details.clone();
         if let (Some(call), Some(content)) = (m.tool_call_id.clone(), m.content.clone()) {
             let (store, session) = (std::sync::Arc::clone(&self.store), session.to_owned());
             let noted =
@@ -808,7 +788,7 @@ mod tests {
                 arguments: "{}".to_owned(),
             }],
             tool_call_id: None,
-            details: None,
+            details: crate::calls::details::Details::new(),
             full_text: None,
         }
     }

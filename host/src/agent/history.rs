@@ -6,14 +6,11 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
 use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer, ToolUse};
 
 use super::messages::{Message, Role};
-use crate::calls::dispatcher::ToolResult;
-
-/// The detail kind that marks a stored tool result as an error (with its error kind).
-pub(super) const ERROR_DETAIL: &str = "toolhost/error";
+use crate::calls::details::{Details, HostDetail as _, ToolFailed};
+use crate::calls::result::ToolResult;
 
 /// How many requests an answer holds unless asked otherwise, and at most.
 const DEFAULT_LAST: u32 = 20;
@@ -27,19 +24,13 @@ const ERROR_CHARS: usize = 120;
 const ERRORS_PER_REQUEST: usize = 3;
 
 /// The details a tool result is stored with: the result's own, and for an error the
-/// `toolhost/error` kind (which the summary counts). `None` when there are none.
-pub(super) fn tool_message_details(result: &ToolResult) -> Option<Value> {
+/// [`ToolFailed`] kind (which the summary counts).
+pub(super) fn tool_message_details(result: &ToolResult) -> Details {
     let mut details = result.details.clone();
     if result.is_error {
-        let kind = result
-            .error
-            .and_then(|k| serde_json::to_value(k).ok())
-            .unwrap_or(Value::Null);
-        details.insert(ERROR_DETAIL.to_owned(), serde_json::json!({ "kind": kind }));
+        ToolFailed { kind: result.error }.insert_into(&mut details);
     }
-    (!details.is_empty())
-        .then(|| serde_json::to_value(&details).ok())
-        .flatten()
+    details
 }
 
 /// The summary of `session`'s `messages`, its last `last` requests (default 20, at most
@@ -84,10 +75,7 @@ pub(super) fn summarize(
                 let Some(current) = requests.last_mut() else {
                     continue;
                 };
-                let is_error = message
-                    .details
-                    .as_ref()
-                    .is_some_and(|d| d.get(ERROR_DETAIL).is_some());
+                let is_error = ToolFailed::is_in(&message.details);
                 if !is_error {
                     continue;
                 }
@@ -150,7 +138,9 @@ mod tests {
 
     fn failed(id: &str, text: &str) -> Message {
         Message {
-            details: Some(serde_json::json!({ERROR_DETAIL: {"kind": "failed"}})),
+            details: crate::calls::details::from_value(
+                serde_json::json!({"toolhost/error": {"kind": "failed"}}),
+            ),
             ..Message::tool_result(id, text)
         }
     }

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::calls::details::Details;
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -44,8 +46,8 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     /// For a tool message: the result's details (JSON object by kind), kept in the session
     /// store and never sent to the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Details::is_empty")]
+    pub details: Details,
     /// For a tool message whose text was cut to the output budget: the full text, kept in
     /// the session store and never sent to the model (it gets `content`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +62,7 @@ impl Message {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
-            details: None,
+            details: Details::new(),
             full_text: None,
         }
     }
@@ -72,7 +74,7 @@ impl Message {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(id.into()),
-            details: None,
+            details: Details::new(),
             full_text: None,
         }
     }

@@ -574,7 +574,9 @@ impl SessionStore {
                     SessionError::Worker(format!("could not encode the tool calls: {e}"))
                 })?)
             };
-            let details = message.details.as_ref().map(serde_json::Value::to_string);
+            let details = (!message.details.is_empty())
+                .then(|| serde_json::to_string(&message.details).ok())
+                .flatten();
             tx.execute(
                 "INSERT INTO messages
                      (session, role, content, tool_calls, tool_call_id, created, details, full_text)
@@ -612,7 +614,9 @@ impl SessionStore {
                 let calls: Option<String> = row.get(2)?;
                 let details: Option<String> = row.get(4)?;
                 Ok(Message {
-                    details: details.and_then(|d| serde_json::from_str(&d).ok()),
+                    details: details
+                        .and_then(|d| serde_json::from_str(&d).ok())
+                        .unwrap_or_default(),
                     full_text: row.get(5)?,
                     role: row.get(0)?,
                     content: row.get(1)?,
@@ -698,13 +702,18 @@ impl SessionStore {
         session: &str,
         call_id: &str,
         content: &str,
-        details: &serde_json::Value,
+        details: &crate::calls::details::Details,
     ) -> Result<(), SessionError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.execute(
             "UPDATE messages SET details = ?4
              WHERE session = ?1 AND role = 'tool' AND tool_call_id = ?2 AND content = ?3",
-            params![session, call_id, content, details.to_string()],
+            params![
+                session,
+                call_id,
+                content,
+                serde_json::to_string(details).unwrap_or_default()
+            ],
         )
         .map_err(|e| self.db(e))?;
         Ok(())
@@ -991,14 +1000,16 @@ mod tests {
         }
         let store = SessionStore::open(&path).expect("migrated");
         let kept = Message {
-            details: Some(serde_json::json!({"toolhost/full_output": {"id": "o1"}})),
+            details: crate::calls::details::from_value(
+                serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
+            ),
             full_text: Some("the whole text".to_owned()),
             ..Message::tool_result("c1", "the cut text")
         };
         store.append("s", &kept).expect("append");
         let messages = store.messages("s").expect("messages");
         assert_eq!(messages[0].content.as_deref(), Some("old words"));
-        assert_eq!(messages[0].details, None);
+        assert!(messages[0].details.is_empty());
         assert_eq!(messages[1], kept);
         drop(store);
         SessionStore::open(&path).expect("a second open adds nothing");
@@ -1075,12 +1086,14 @@ mod tests {
         store
             .append(&a, &Message::tool_result("c1", "long text"))
             .expect("append");
-        let details = serde_json::json!({"toolhost/full_output": {"id": "o1"}});
+        let details = crate::calls::details::from_value(
+            serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
+        );
         store
             .set_details(&a, "c1", "long text", &details)
             .expect("noted");
         let messages = store.messages(&a).expect("messages");
-        assert_eq!(messages[0].details.as_ref(), Some(&details));
+        assert_eq!(messages[0].details, details);
         assert_eq!(messages[0].content.as_deref(), Some("long text"));
     }
 
@@ -1122,7 +1135,7 @@ mod tests {
             content: None,
             tool_calls: vec![call("a"), call("b")],
             tool_call_id: None,
-            details: None,
+            details: crate::calls::details::Details::new(),
             full_text: None,
         };
         let history = vec![

@@ -13,7 +13,8 @@ use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
 use super::{AgentError, AgentInner, blocking};
 use crate::calls::context::{Caller, Frontend};
-use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
+use crate::calls::dispatcher::ToolCall;
+use crate::calls::result::{CallErrorKind, ToolResult};
 use crate::calls::tool::Arguments;
 
 /// What a person watching a turn sees happen (the chat shows each as it comes).
@@ -194,12 +195,8 @@ impl AgentInner {
     /// The full text of a result the door cut (read back from the profile's kept
     /// outputs); `None` for a result that was not cut.
     async fn full_text(&self, result: &ToolResult) -> Option<String> {
-        let id = result
-            .details
-            .get(crate::calls::outputs::FULL_OUTPUT_DETAIL)?
-            .get("id")?
-            .as_str()?
-            .to_owned();
+        use crate::calls::details::{FullOutput, HostDetail as _};
+        let id = FullOutput::read(&result.details)?.id;
         let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
         let owner = crate::calls::outputs::Owner {
             profile: self.profile.clone(),

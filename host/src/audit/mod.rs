@@ -31,8 +31,9 @@ use std::time::Duration;
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::calls::context::CallContext;
-use crate::calls::dispatcher::{CallObserver, ObservedCall, ObserverWait, ToolResult};
-use crate::calls::outputs::FULL_OUTPUT_DETAIL;
+use crate::calls::details::{FullOutput, HostDetail as _};
+use crate::calls::dispatcher::{CallObserver, ObservedCall, ObserverWait};
+use crate::calls::result::ToolResult;
 use crate::calls::tool::DynTool;
 use writer::{Msg, Pending, Sink};
 
@@ -192,10 +193,6 @@ impl AuditLog {
         tool: Option<&dyn DynTool>,
         arguments: Option<&serde_json::Value>,
     ) -> Box<Pending> {
-        #[derive(serde::Deserialize)]
-        struct Kept {
-            id: String,
-        }
         let caller = &ctx.caller;
         let outcome = match (result.error, result.is_error) {
             (Some(kind), _) => serde_json::to_value(kind)
@@ -232,11 +229,7 @@ impl AuditLog {
             outcome,
             duration_ms: result.elapsed.as_secs_f64() * 1e3,
             output_bytes: result.output.len() as u64,
-            output_id: result
-                .details
-                .get(FULL_OUTPUT_DETAIL)
-                .and_then(|v| serde_json::from_value::<Kept>(v.clone()).ok())
-                .map(|k| k.id),
+            output_id: FullOutput::read(&result.details).map(|full| full.id),
             arguments_sha256: String::new(),
             arguments: None,
             mismatch: None,

@@ -3,23 +3,22 @@
 //! Every failure (unknown tool, refused by policy, invalid arguments, tool error, panic,
 //! timeout, cancellation) is a result with `is_error: true`, never an early return.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use toolhost_plugin_api::{CatchUnwind, Content, ToolOutput, take_message};
+use toolhost_plugin_api::{CatchUnwind, ToolOutput, take_message};
 
 use crate::calls::context::CallContext;
 use crate::calls::decision::Decision;
 use crate::calls::policy::{CallPolicy, Refusal, denied_message};
 use crate::calls::registry::{RegisteredTool, ToolRegistry};
+use crate::calls::result::{CallErrorKind, ToolResult};
 use crate::calls::tool::{Arguments, Risk, ToolError};
 
 /// One call the model asked for.
@@ -46,102 +45,6 @@ impl ToolCall {
             arguments: arguments.into(),
         }
     }
-}
-
-/// The outcome of one call, as it goes back to the model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolResult {
-    /// The id of the call.
-    pub call_id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The tool's output, or the error message.
-    pub output: String,
-    /// Whether `output` is an error.
-    pub is_error: bool,
-    /// What kind of error, if any.
-    pub error: Option<CallErrorKind>,
-    /// How long the call took, policy and validation included.
-    #[serde(serialize_with = "serialize_secs")]
-    pub elapsed: Duration,
-    /// The tool's structured result, checked against its output schema when it declares
-    /// one (MCP `structuredContent`); never on an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub structured: Option<Value>,
-    /// Structured data about the call for the session store, status and clients, never
-    /// the model's text, by kind (see `toolhost_plugin_api::Details`). The host adds
-    /// `toolhost/...` kinds: `toolhost/full_output` when the text was cut (where the full
-    /// output is kept), `toolhost/structured_omitted` when the structured result was left
-    /// out for the budget.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub details: BTreeMap<String, Value>,
-    /// Content blocks for clients that show them (MCP); the model reads `output`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub content: Vec<Content>,
-    /// How admission decided the call (who approved it, or why it never ran). Not
-    /// serialized: it is the host's record (the audit log's), not the caller's answer.
-    #[serde(skip)]
-    pub decision: Decision,
-}
-
-impl ToolResult {
-    /// An error result for a call that never ran (refused before it reached a
-    /// dispatcher: an unknown profile, a model's unparseable arguments, ...).
-    pub fn refused(call_id: String, name: String, message: String, kind: CallErrorKind) -> Self {
-        ToolResult {
-            call_id,
-            name,
-            output: message,
-            is_error: true,
-            error: Some(kind),
-            elapsed: Duration::ZERO,
-            structured: None,
-            details: BTreeMap::new(),
-            content: Vec::new(),
-            decision: match kind {
-                CallErrorKind::ToolNotFound => Decision::NotFound,
-                CallErrorKind::Denied => Decision::Denied,
-                CallErrorKind::Unavailable => Decision::Unavailable,
-                CallErrorKind::SchemaViolation => Decision::InvalidArguments,
-                _ => Decision::Undecided,
-            },
-        }
-    }
-}
-
-fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}
-
-/// Why a call ended in an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallErrorKind {
-    /// No tool with that name.
-    ToolNotFound,
-    /// The tool is switched off by policy.
-    Denied,
-    /// The call needed approval that was not given.
-    NotApproved,
-    /// The tool's requirements (environment, programs) are not met.
-    Unavailable,
-    /// The tool said the arguments made no sense (its own `InvalidArgs`: a value out of
-    /// range, an unknown time zone).
-    InvalidArgs,
-    /// The arguments do not match the tool's argument schema (or are not JSON): the host
-    /// refused them before the tool ran.
-    SchemaViolation,
-    /// The tool ran and failed.
-    Failed,
-    /// The tool returned a structured result that does not match its output schema (or
-    /// none, although it declares one).
-    InvalidOutput,
-    /// Host-side tool code panicked (plugin panics are caught in the plugin: `Failed`).
-    Panicked,
-    /// The call ran past its timeout.
-    TimedOut,
-    /// The turn was cancelled.
-    Cancelled,
 }
 
 /// Sees every call a dispatcher (and so the [`CallDoor`](crate::CallDoor)) runs, with

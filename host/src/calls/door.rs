@@ -6,7 +6,7 @@
 //! token, and every [`CallObserver`] registered on it sees every call.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -14,14 +14,11 @@ use crate::calls::availability::Availability;
 use crate::calls::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
-use crate::calls::dispatcher::{
-    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall, ToolResult,
-};
-use crate::calls::outputs::{
-    Budget, FULL_OUTPUT_DETAIL, OutputMeta, OutputSettings, OutputStore, Owner, Rest, Size, cut,
-};
+use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall};
+use crate::calls::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
 use crate::calls::policy::{ApprovalPolicy, Approver, LastingApprovals};
 use crate::calls::registry::ToolRegistry;
+use crate::calls::result::ToolResult;
 use crate::calls::tool::DynTool;
 use crate::calls::tool::ToolSpec;
 
@@ -380,7 +377,7 @@ impl CallDoor {
             call.id,
             call.name,
             e.to_string(),
-            crate::calls::dispatcher::CallErrorKind::ToolNotFound,
+            crate::calls::result::CallErrorKind::ToolNotFound,
         );
         let ctx = self.context(request, e.name.clone(), None, None);
         let seen = Seen {
@@ -467,146 +464,6 @@ impl CallDoor {
 struct Seen {
     tool: Option<Arc<dyn DynTool>>,
     arguments: Option<serde_json::Value>,
-}
-
-/// What the door holds to budget a request's results: the budget, and where (and for
-/// whom) cut outputs are kept.
-pub(crate) struct Budgeting {
-    pub(crate) budget: Budget,
-    pub(crate) store: Option<Arc<OutputStore>>,
-    pub(crate) owner: Owner,
-}
-
-impl Budgeting {
-    /// `result` within the budget: as it is if it fits, else cut, with its full text kept
-    /// (off the runtime's threads) and recorded as the `toolhost/full_output` detail. An
-    /// error stays an error. A structured value or content blocks over the character
-    /// budget (by their JSON and their text and data) are kept with the output and left
-    /// out of the result, each with a detail saying so. (`read_output` cuts its own
-    /// answers to the same budget, so it never makes a new kept output.)
-    pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
-        let max = self.budget.max_chars;
-        let over = |n: usize| max != 0 && n > max;
-        let structured_chars = result
-            .structured
-            .as_ref()
-            .filter(|_| max != 0)
-            .map(json_len);
-        let structured_over = structured_chars.is_some_and(over);
-        let content_chars = (max != 0 && !result.content.is_empty())
-            .then(|| result.content.iter().map(content_len).sum::<usize>());
-        let content_over = content_chars.is_some_and(over);
-        if !structured_over && !content_over && self.budget.fits(&result.output) {
-            return result;
-        }
-        let budget = self.budget;
-        let store = self.store.clone();
-        let owner = self.owner.clone();
-        let call_id = result.call_id.clone();
-        let name = result.name.clone();
-        let decision = result.decision.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let text = std::mem::take(&mut result.output);
-            let kept = store.and_then(|store| {
-                let meta = OutputMeta {
-                    owner,
-                    tool: result.name.clone(),
-                    created: SystemTime::now()
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs()),
-                    is_error: result.is_error,
-                    size: Size::of(&text),
-                    result: serde_json::to_value(&result).unwrap_or(serde_json::Value::Null),
-                };
-                let size = meta.size;
-                match store.save(meta, &text) {
-                    Ok(id) => Some((id, size)),
-                    Err(e) => {
-                        tracing::warn!(tool = %result.name, error = %e, "could not keep a cut output; the model gets the cut text only");
-                        None
-                    }
-                }
-            });
-            let rest = kept.as_ref().map_or(Rest::NotKept, |(id, _)| Rest::Kept(id));
-            if let Some(cut) = cut(&text, budget.max_chars, budget.max_lines, rest) {
-                result.output = cut.text;
-            } else {
-                result.output = text;
-            }
-            // Kept with the output (its record holds the whole result); left out here.
-            if structured_over {
-                result.structured = None;
-                result.details.insert(
-                    STRUCTURED_OMITTED_DETAIL.to_owned(),
-                    serde_json::json!({"chars": structured_chars}),
-                );
-            }
-            if content_over {
-                result.content = Vec::new();
-                result.details.insert(
-                    CONTENT_OMITTED_DETAIL.to_owned(),
-                    serde_json::json!({"chars": content_chars}),
-                );
-            }
-            if let Some((id, size)) = kept {
-                result.details.insert(
-                    FULL_OUTPUT_DETAIL.to_owned(),
-                    serde_json::json!({
-                        "id": id, "chars": size.chars, "lines": size.lines, "bytes": size.bytes,
-                    }),
-                );
-            }
-            result
-        })
-        .await;
-        done.unwrap_or_else(|e| {
-            let message = format!("the output of tool '{name}' could not be budgeted: {e}");
-            ToolResult {
-                decision,
-                ..ToolResult::refused(
-                    call_id,
-                    name,
-                    message,
-                    crate::calls::dispatcher::CallErrorKind::Panicked,
-                )
-            }
-        })
-    }
-}
-
-/// The detail kind recording a structured result left out for the output budget.
-pub(crate) const STRUCTURED_OMITTED_DETAIL: &str = "toolhost/structured_omitted";
-
-/// The detail kind recording content blocks left out for the output budget (the model's
-/// text, cut, stands in for them).
-pub(crate) const CONTENT_OMITTED_DETAIL: &str = "toolhost/content_omitted";
-
-/// What a content block weighs against the character budget: its text, or its data.
-fn content_len(block: &toolhost_plugin_api::Content) -> usize {
-    use toolhost_plugin_api::Content;
-    match block {
-        Content::Text { text } => text.len(),
-        Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
-        Content::Resource { resource } => resource.text.len(),
-    }
-}
-
-/// The length of `value`'s JSON text, without writing it out.
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// `scope`'s tools without `request`'s exclusions.

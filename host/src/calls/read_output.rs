@@ -92,7 +92,7 @@ impl DynTool for ReadOutput {
             .await
             .map_err(|e| ToolError::Failed(format!("reading the output failed: {e}")))?
             .map_err(|e| match e {
-                OutputError::BadRange(m) => ToolError::InvalidArgs(m),
+                OutputError::BadRange(e) => ToolError::InvalidArgs(e.to_string()),
                 other => ToolError::Failed(other.to_string()),
             })?;
         let mut text = excerpt.text;

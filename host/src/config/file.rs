@@ -198,7 +198,7 @@ impl Default for RawOutput {
             max_lines: d.budget.max_lines,
             keep_days: d.keep_for.map_or(0.0, |k| k.as_secs_f64() / 86_400.0),
             keep_mb: d.keep_bytes >> 20,
-            mcp_max_chars_ceiling: d.mcp_max_chars_ceiling,
+            mcp_max_chars_ceiling: d.max_chars_ceiling,
             read_output: d.read_output,
         }
     }

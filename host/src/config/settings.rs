@@ -228,7 +228,7 @@ pub(super) fn output_settings(o: &RawOutput) -> Result<OutputSettings, String> {
         },
         keep_for: (!keep_for.is_zero()).then_some(keep_for),
         keep_bytes: o.keep_mb.saturating_mul(1 << 20),
-        mcp_max_chars_ceiling: o.mcp_max_chars_ceiling,
+        max_chars_ceiling: o.mcp_max_chars_ceiling,
         read_output: o.read_output,
     })
 }

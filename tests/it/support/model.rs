@@ -176,7 +176,7 @@ impl ModelProvider for ScriptedModel {
                     })
                     .collect(),
                 tool_call_id: None,
-                details: None,
+                details: Default::default(),
                 full_text: None,
             }),
             Reply::Status(status, body) => Err(ModelError::Status {

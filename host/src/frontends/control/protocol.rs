@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::legacy_error_line;
-use crate::calls::dispatcher::{CallErrorKind, ToolResult};
+use crate::calls::result::{CallErrorKind, ToolResult};
 use crate::host::HostStatus;
 use crate::plugins::catalog::RescanReport;
 
@@ -416,7 +416,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::calls::dispatcher::CallErrorKind;
+    use crate::calls::result::CallErrorKind;
 
     fn fault(line: &str) -> (Value, ControlFault) {
         match decode(line.as_bytes()) {

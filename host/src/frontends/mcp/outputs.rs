@@ -12,10 +12,9 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use crate::calls::dispatcher::ToolResult;
-use crate::calls::outputs::{
-    DEFAULT_CONTEXT, FULL_OUTPUT_DETAIL, OutputError, OutputStore, Owner, ReadRange,
-};
+use crate::calls::details::{FullOutput, HostDetail as _};
+use crate::calls::outputs::{DEFAULT_CONTEXT, OutputError, OutputStore, Owner, ReadRange};
+use crate::calls::result::ToolResult;
 
 /// The `_meta` key by which a client (Claude Code) says how many characters of one result
 /// it takes.
@@ -33,27 +32,13 @@ pub(super) fn max_result_chars(params: Option<&MetaObject>, request: &MetaObject
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-/// A cut result's kept output: id, size, URI.
-pub(super) struct Link {
-    id: String,
-    chars: u64,
-    lines: u64,
-    bytes: u64,
-}
-
 /// The kept output of `result`, if its text was cut.
-pub(super) fn link(result: &ToolResult) -> Option<Link> {
-    let full = result.details.get(FULL_OUTPUT_DETAIL)?;
-    Some(Link {
-        id: full.get("id")?.as_str()?.to_owned(),
-        chars: full.get("chars")?.as_u64()?,
-        lines: full.get("lines")?.as_u64()?,
-        bytes: full.get("bytes")?.as_u64()?,
-    })
+pub(super) fn link(result: &ToolResult) -> Option<FullOutput> {
+    FullOutput::read(&result.details)
 }
 
 /// `result` with a `resource_link` to the kept output and `_meta["toolhost/output"]`.
-pub(super) fn with_link(mut result: CallToolResult, link: Option<Link>) -> CallToolResult {
+pub(super) fn with_link(mut result: CallToolResult, link: Option<FullOutput>) -> CallToolResult {
     let Some(link) = link else {
         return result;
     };
@@ -120,7 +105,7 @@ pub(super) async fn read(
             uri,
         )])),
         Err(OutputError::NotFound { .. }) => Err(not_found(&uri)),
-        Err(OutputError::BadRange(m)) => Err(McpError::invalid_params(m, None)),
+        Err(OutputError::BadRange(e)) => Err(McpError::invalid_params(e.to_string(), None)),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
 }

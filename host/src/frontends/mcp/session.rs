@@ -28,9 +28,10 @@ use super::caller::{McpCaller, level_rank};
 use super::outputs;
 use super::state::SessionState;
 use crate::calls::context::CallerChannel;
-use crate::calls::dispatcher::{CallErrorKind, ToolCall, ToolResult};
-use crate::calls::door::STRUCTURED_OMITTED_DETAIL;
+use crate::calls::details::{HostDetail as _, StructuredOmitted};
+use crate::calls::dispatcher::ToolCall;
 use crate::calls::policy::Approver;
+use crate::calls::result::{CallErrorKind, ToolResult};
 use crate::calls::tool::{Risk, ToolSpec};
 
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
@@ -428,14 +429,12 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
     // A structured result left out for the output budget: clients validate a result of a
     // tool with an output schema and would refuse one without it, so it is an error that
     // says why, with the (cut) text.
-    let omitted = !result.is_error
-        && declares_schema
-        && result.details.contains_key(STRUCTURED_OMITTED_DETAIL);
+    let omitted = !result.is_error && declares_schema && StructuredOmitted::is_in(&result.details);
     let meta = (!result.details.is_empty()).then(|| {
         let mut meta = MetaObject::new();
         meta.insert(
             "toolhost/details".to_owned(),
-            Value::Object(result.details.into_iter().collect()),
+            crate::calls::details::to_object(result.details),
         );
         meta
     });

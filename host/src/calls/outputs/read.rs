@@ -1,0 +1,200 @@
+//! Reading a kept output back: a range of lines, or the lines a regular expression
+//! matches with context around them (`read_output`, `toolhost output`, MCP
+//! `resources/read`).
+
+use std::fmt::Write as _;
+
+use super::budget::Size;
+
+/// Which part of an output a read returns.
+#[derive(Debug, Clone)]
+pub enum ReadRange {
+    /// All of it, exactly as kept.
+    All,
+    /// Lines `offset..offset+limit` (1-based; `None`: to the end), exactly as kept
+    /// (newlines included).
+    Lines {
+        /// The first line, 1-based.
+        offset: usize,
+        /// How many lines; `None`: to the end.
+        limit: Option<usize>,
+    },
+    /// The lines that match, with `context` lines around each, numbered like `grep -n`
+    /// (`12:` a match, `11-` context, `--` between groups).
+    Grep {
+        /// What to look for.
+        pattern: regex::Regex,
+        /// Lines shown before and after each match.
+        context: usize,
+    },
+}
+
+/// A range a reader asked for that is no range.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RangeError {
+    /// Not `A:B`, `A:` or `A`.
+    #[error(
+        "`{0}` is not a range of lines: give A:B (lines A to B), A: (line A to the end) or A, \
+         with lines counted from 1"
+    )]
+    NotLines(String),
+    /// Not a regular expression.
+    #[error("`{pattern}` is not a regular expression: {source}")]
+    NotRegex {
+        /// The pattern given.
+        pattern: String,
+        /// What is wrong with it.
+        source: regex::Error,
+    },
+    /// An offset of 0.
+    #[error("line numbers start at 1 (offset 0 is not a line)")]
+    LineZero,
+}
+
+/// Lines shown before and after each match of a grep read, unless the reader says.
+pub const DEFAULT_CONTEXT: usize = 2;
+
+impl ReadRange {
+    /// `A:B` (lines A to B), `A:` (line A to the end) or `A` (line A alone), counted from
+    /// 1, as the command line and MCP take them. `Err` says what to write instead.
+    pub fn lines(text: &str) -> Result<ReadRange, RangeError> {
+        let bad = || RangeError::NotLines(text.to_owned());
+        let number = |s: &str| s.trim().parse::<usize>().ok().filter(|n| *n >= 1);
+        let (from, to) = match text.split_once(':') {
+            Some((a, "")) => (number(a).ok_or_else(bad)?, None),
+            Some((a, b)) => (number(a).ok_or_else(bad)?, Some(number(b).ok_or_else(bad)?)),
+            None => {
+                let a = number(text).ok_or_else(bad)?;
+                (a, Some(a))
+            }
+        };
+        if to.is_some_and(|to| to < from) {
+            return Err(bad());
+        }
+        Ok(ReadRange::Lines {
+            offset: from,
+            limit: to.map(|to| to - from + 1),
+        })
+    }
+
+    /// The lines matching the regular expression `pattern`, with `context` lines around
+    /// each. `Err` names what is wrong with it.
+    pub fn grep(pattern: &str, context: usize) -> Result<ReadRange, RangeError> {
+        regex::Regex::new(pattern)
+            .map(|pattern| ReadRange::Grep { pattern, context })
+            .map_err(|source| RangeError::NotRegex {
+                pattern: pattern.to_owned(),
+                source,
+            })
+    }
+}
+
+/// A part of an output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excerpt {
+    /// The text.
+    pub text: String,
+    /// The output's line number of its first line (1-based; 1 for a grep).
+    pub first_line: usize,
+    /// The output's size.
+    pub size: Size,
+    /// For a grep, how many lines matched.
+    pub matches: Option<usize>,
+}
+
+/// The matching lines of `text` with `context` lines around them, numbered like
+/// `grep -n`, and how many lines matched.
+fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let hits: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| pattern.is_match(l))
+        .map(|(i, _)| i)
+        .collect();
+    let mut out = String::new();
+    let mut shown_to = None::<usize>; // last line index written
+    for &hit in &hits {
+        let from = hit.saturating_sub(context);
+        let to = (hit + context).min(lines.len().saturating_sub(1));
+        let start = match shown_to {
+            Some(last) if from <= last + 1 => last + 1,
+            Some(_) => {
+                out.push_str("--\n");
+                from
+            }
+            None => from,
+        };
+        for (i, line) in lines.iter().enumerate().take(to + 1).skip(start) {
+            let sep = if hits.binary_search(&i).is_ok() {
+                ':'
+            } else {
+                '-'
+            };
+            let _ = writeln!(out, "{}{sep}{line}", i + 1);
+        }
+        shown_to = Some(shown_to.map_or(to, |last| last.max(to)));
+    }
+    (out, hits.len())
+}
+
+impl ReadRange {
+    /// This part of `text`, an output of `size`.
+    pub(super) fn apply(&self, text: String, size: Size) -> Result<Excerpt, RangeError> {
+        Ok(match self {
+            ReadRange::All => Excerpt {
+                text,
+                first_line: 1,
+                size,
+                matches: None,
+            },
+            ReadRange::Lines { offset, limit } => {
+                if *offset == 0 {
+                    return Err(RangeError::LineZero);
+                }
+                let lines = text.split_inclusive('\n').skip(offset - 1);
+                let part: String = match limit {
+                    Some(n) => lines.take(*n).collect(),
+                    None => lines.collect(),
+                };
+                Excerpt {
+                    text: part,
+                    first_line: *offset,
+                    size,
+                    matches: None,
+                }
+            }
+            ReadRange::Grep { pattern, context } => {
+                let (text, matches) = grep(&text, pattern, *context);
+                Excerpt {
+                    text,
+                    first_line: 1,
+                    size,
+                    matches: Some(matches),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbered(n: usize) -> String {
+        (1..=n).map(|i| format!("line {i}\n")).collect()
+    }
+
+    #[test]
+    fn grep_numbers_matches_and_context_like_grep_n() {
+        let text = numbered(20);
+        let re = regex::Regex::new(r"^line (5|7|15)$").expect("regex");
+        let (out, n) = grep(&text, &re, 1);
+        assert_eq!(n, 3);
+        assert_eq!(
+            out,
+            "4-line 4\n5:line 5\n6-line 6\n7:line 7\n8-line 8\n--\n14-line 14\n15:line 15\n16-line 16\n"
+        );
+    }
+}
