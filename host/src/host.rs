@@ -25,6 +25,7 @@ use crate::plugins::catalog::watch::WatchConfig;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
 use crate::plugins::catalog::{CatalogStatus, RescanReport};
 use crate::plugins::run::call_pool::StuckCall;
+use crate::profile_dirs::ProfileDirs;
 
 /// How to run a host.
 #[derive(Debug, Clone)]
@@ -242,7 +243,7 @@ impl Host {
         for p in &config.profiles {
             outputs.insert(
                 p.name.clone(),
-                Arc::new(OutputStore::for_profile(&p.state_dir, &p.output)),
+                Arc::new(OutputStore::for_profile(&p.dirs, &p.output)),
             );
         }
         // A default profile the config has no entry for (a library's ServeConfig) keeps
@@ -253,19 +254,16 @@ impl Host {
             .iter()
             .any(|p| p.name == config.default_profile))
         .then(|| {
-            crate::sys::dirs::state_dir().map(|d| {
-                d.join("profiles")
-                    .join(&config.default_profile)
-                    .join("state")
-            })
+            crate::sys::dirs::state_dir()
+                .map(|d| ProfileDirs::under(&d.join("profiles"), &config.default_profile))
         })
         .flatten();
-        let implicit_requests = implicit_default.as_ref().map(|state| {
+        let implicit_requests = implicit_default.as_ref().map(|dirs| {
             outputs.insert(
                 config.default_profile.clone(),
-                Arc::new(OutputStore::for_profile(state, &OutputSettings::default())),
+                Arc::new(OutputStore::for_profile(dirs, &OutputSettings::default())),
             );
-            Arc::new(ProfileRequests::new(state.clone())) as Arc<dyn HostRequests>
+            Arc::new(ProfileRequests::new(dirs.state())) as Arc<dyn HostRequests>
         });
         // Outputs past their age or over the size limit go at start (and after writes), on
         // a thread of their own: a folder of many outputs does not hold up the start.
@@ -287,11 +285,11 @@ impl Host {
             config
                 .profiles
                 .iter()
-                .map(|p| (p.name.clone(), p.state_dir.clone()))
+                .map(|p| (p.name.clone(), p.dirs.clone()))
                 .chain(
                     implicit_default
                         .iter()
-                        .map(|state| (config.default_profile.clone(), state.clone())),
+                        .map(|dirs| (config.default_profile.clone(), dirs.clone())),
                 ),
         );
         let profiles = Arc::new(HostProfiles {

@@ -79,12 +79,13 @@ mod frontends;
 mod host;
 mod metrics;
 mod plugins;
+mod profile_dirs;
 mod serve;
 mod sys;
 mod text;
 
 pub use calls::approvals::{
-    APPROVALS_FILE, ApprovalFile, ApprovalFiles, ApprovalsError, LastingApproval, approvals_dir,
+    APPROVALS_FILE, ApprovalFile, ApprovalFiles, ApprovalsError, LastingApproval,
 };
 pub use calls::availability::{Availability, Unavailable};
 pub use calls::context::{
@@ -165,6 +166,7 @@ pub use plugins::load::trust::{
 pub use plugins::run::call_pool::StuckCall;
 pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use plugins::settings::PluginSettings;
+pub use profile_dirs::{Folder, ProfileDirs};
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;

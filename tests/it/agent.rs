@@ -75,7 +75,7 @@ impl Setup {
         let tools = fixed_profile(&profile, Arc::new(registry), None);
         Agent::new(AgentParts {
             profile,
-            state_dir: state.to_path_buf(),
+            dirs: toolhost::ProfileDirs::of_state(state),
             workspace: toolhost::WorkspaceSettings::default(),
             door: CallDoor::new(&settings, tools, Arc::new(AutoApprove)),
             model,

@@ -193,6 +193,57 @@ fn toolhost_call_writes_one_line_per_call_with_every_field() {
     assert_eq!(lines(&log).len(), 3);
 }
 
+/// With `state_dir` set and no `[audit] file`, `toolhost audit` reads the log the host
+/// wrote (in that state folder), not one in XDG's.
+#[test]
+fn the_audit_command_reads_the_log_the_host_writes_under_a_configured_state_dir() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let xdg = tempfile::tempdir().expect("xdg state");
+    let custom = tempfile::tempdir().expect("state_dir");
+    let (_cfg, file) = config(&format!(
+        "state_dir = {:?}\n",
+        custom.path().display().to_string()
+    ));
+    let run = |args: &[&str]| {
+        toolhost_command()
+            .env("XDG_STATE_HOME", xdg.path())
+            .arg("--config")
+            .arg(&file)
+            .args(args)
+            .output()
+            .expect("run toolhost")
+    };
+    let out = toolhost_command()
+        .env("XDG_STATE_HOME", xdg.path())
+        .arg("--config")
+        .arg(&file)
+        .args(["call", "echo", r#"{"text": "hi"}"#, "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("run toolhost");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = custom.path().join("audit.jsonl");
+    assert_eq!(lines(&log).len(), 1, "the host writes under state_dir");
+    assert!(!xdg.path().join("toolhost/audit.jsonl").exists());
+    let listed = run(&["audit", "--json"]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("\"tool\":\"echo\""), "{text}");
+    let verified = run(&["audit", "verify"]);
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{said}");
+    assert!(said.starts_with("ok: 1 lines"), "{said}");
+}
+
 fn my_uid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid())
@@ -344,7 +395,10 @@ fn audited_door(
     settings: &AuditSettings,
 ) -> (CallDoor, Arc<AuditLog>) {
     let (_report, registry, _) = load(plugins);
-    let store = Arc::new(OutputStore::for_profile(state, &OutputSettings::default()));
+    let store = Arc::new(OutputStore::for_profile(
+        &toolhost::ProfileDirs::of_state(state),
+        &OutputSettings::default(),
+    ));
     let output = OutputSettings {
         budget: toolhost::Budget {
             max_chars: 1000,
@@ -361,7 +415,7 @@ fn audited_door(
     )
     .with_lasting_approvals(Arc::new(ApprovalFiles::new([(
         "p".to_owned(),
-        state.to_path_buf(),
+        toolhost::ProfileDirs::of_state(state),
     )])))
     .with_observer(Arc::clone(&audit) as Arc<dyn toolhost::CallObserver>);
     (door, audit)
@@ -430,7 +484,7 @@ async fn every_decision_is_recorded_as_the_policy_made_it() {
     );
     let mut third = ask(ApprovalAnswer::Decline("not today".into()));
     third.session = "s3".to_owned();
-    toolhost::ApprovalFile::for_state_dir(&state)
+    toolhost::ApprovalFile::for_profile(&toolhost::ProfileDirs::of_state(&state))
         .revoke(None)
         .expect("revoke");
     results.push(door.call(&third, write()).await);
@@ -756,7 +810,7 @@ async fn the_agents_calls_are_recorded_with_its_session() {
     ]);
     let agent = Agent::new(AgentParts {
         profile: "p".to_owned(),
-        state_dir: state.clone(),
+        dirs: toolhost::ProfileDirs::of_state(&state),
         workspace: toolhost::WorkspaceSettings::default(),
         door,
         model: model as Arc<dyn toolhost::agent::model::ModelProvider>,

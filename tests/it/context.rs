@@ -56,7 +56,10 @@ impl Harness {
         let work = tempfile::tempdir().expect("temp dir");
         let state: PathBuf = work.path().join("p").join("state");
         let settings = OutputSettings::default();
-        let outputs = Arc::new(OutputStore::for_profile(&state, &settings));
+        let outputs = Arc::new(OutputStore::for_profile(
+            &toolhost::ProfileDirs::of_state(&state),
+            &settings,
+        ));
         let scope = toolhost::ProfileScope::new("p", Arc::new(registry), None)
             .with_outputs(Arc::clone(&outputs), settings);
         let door = toolhost::CallDoor::new(
@@ -81,7 +84,7 @@ impl Harness {
         };
         let agent = Agent::new(AgentParts {
             profile: "p".to_owned(),
-            state_dir: state,
+            dirs: toolhost::ProfileDirs::of_state(&state),
             workspace: toolhost::WorkspaceSettings::default(),
             door,
             model: Arc::new(model),

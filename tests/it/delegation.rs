@@ -29,7 +29,7 @@ fn new_agent(model: &Arc<ScriptedModel>, state: &Path, children: ChildSettings) 
     let tools = fixed_profile("p", Arc::new(registry), None);
     Agent::new(AgentParts {
         profile: "p".to_owned(),
-        state_dir: state.to_path_buf(),
+        dirs: toolhost::ProfileDirs::of_state(state),
         workspace: toolhost::WorkspaceSettings::default(),
         door: CallDoor::new(&CallSettings::default(), tools, Arc::new(AutoApprove)),
         model: Arc::clone(model) as Arc<dyn ModelProvider>,

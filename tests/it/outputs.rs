@@ -759,7 +759,10 @@ async fn a_child_turn_gets_the_cut_text_too() {
     let work = tempfile::tempdir().expect("temp dir");
     let state = work.path().join("p").join("state");
     let settings = toolhost::OutputSettings::default();
-    let store = Arc::new(toolhost::OutputStore::for_profile(&state, &settings));
+    let store = Arc::new(toolhost::OutputStore::for_profile(
+        &toolhost::ProfileDirs::of_state(&state),
+        &settings,
+    ));
     let scope = toolhost::ProfileScope::new("p", Arc::new(registry), None)
         .with_outputs(Arc::clone(&store), settings);
     let door = toolhost::CallDoor::new(
@@ -769,7 +772,7 @@ async fn a_child_turn_gets_the_cut_text_too() {
     );
     let agent = Agent::new(AgentParts {
         profile: "p".to_owned(),
-        state_dir: state.clone(),
+        dirs: toolhost::ProfileDirs::of_state(&state),
         workspace: toolhost::WorkspaceSettings::default(),
         door,
         model: Arc::clone(&model) as _,
@@ -884,7 +887,10 @@ fn another_tool_named_read_output_is_the_one_left_out() {
         .expect("register");
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = toolhost::OutputSettings::default();
-    let store = Arc::new(toolhost::OutputStore::for_profile(dir.path(), &settings));
+    let store = Arc::new(toolhost::OutputStore::for_profile(
+        &toolhost::ProfileDirs::of_state(dir.path()),
+        &settings,
+    ));
     let scope =
         toolhost::ProfileScope::new("p", Arc::new(registry), None).with_outputs(store, settings);
     let kept = scope.tools.get("read_output").expect("read_output");

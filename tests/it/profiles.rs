@@ -126,7 +126,7 @@ fn toolsets_expand_and_a_profile_without_a_list_gets_every_tool() {
         )
     );
     assert!(
-        writer.state_dir.is_dir(),
+        writer.dirs.state().is_dir(),
         "each profile has its own state folder"
     );
     let sees = writer.check(&registry).expect("all listed tools exist");

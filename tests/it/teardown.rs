@@ -37,7 +37,7 @@ pub(crate) fn agent_over(
     let tools = fixed_profile("p", Arc::new(registry), None);
     Agent::new(AgentParts {
         profile: "p".to_owned(),
-        state_dir: state.to_path_buf(),
+        dirs: toolhost::ProfileDirs::of_state(state),
         workspace,
         door: CallDoor::new(&CallSettings::default(), tools, Arc::new(AutoApprove)),
         model: Arc::clone(model) as Arc<dyn ModelProvider>,

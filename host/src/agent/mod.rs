@@ -25,7 +25,6 @@ mod wire;
 pub use delegations::DelegationReport;
 pub use turn::TurnObserver;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -110,8 +109,8 @@ struct AgentInner {
 pub struct AgentParts {
     /// The profile's name.
     pub profile: String,
-    /// Its state folder (the sessions database lives there).
-    pub state_dir: PathBuf,
+    /// Its folders (the plugins' state folder, the sessions database beside it).
+    pub dirs: crate::profile_dirs::ProfileDirs,
     /// Its workspace, answered to plugins' `profile.workspace` requests (default: none).
     pub workspace: crate::config::WorkspaceSettings,
     /// The door its calls enter by (which finds the profile's tools, and asks for
@@ -131,11 +130,11 @@ impl Agent {
     /// An agent; opens (or creates) the profile's session store.
     pub fn new(parts: AgentParts) -> Result<Agent, AgentError> {
         let requests =
-            ProfileRequests::new(parts.state_dir.clone()).with_workspace(parts.workspace.answer());
+            ProfileRequests::new(parts.dirs.state()).with_workspace(parts.workspace.answer());
         requests
             .state_dir()
             .map_err(|e| AgentError::StateDir(e.to_string()))?;
-        let store = Arc::new(SessionStore::open_for_profile(&parts.state_dir)?);
+        let store = Arc::new(SessionStore::open_for_profile(&parts.dirs)?);
         // Delegators (delegate_task) wait for child turns, which have their own limit.
         let door = parts
             .door

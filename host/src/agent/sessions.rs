@@ -19,6 +19,7 @@ use serde::de::IntoDeserializer as _;
 use toolhost_plugin_api::SessionHit;
 
 use super::messages::{Message, ModelToolCall, Role};
+use crate::profile_dirs::ProfileDirs;
 
 /// Why the session store failed.
 #[derive(Debug, thiserror::Error)]
@@ -415,12 +416,11 @@ fn fts_query(text: &str) -> Option<String> {
 /// The session database's file name.
 pub const SESSIONS_FILE: &str = "sessions.sqlite3";
 
-/// Where a profile whose plugins keep their state in `state_dir` keeps its sessions:
-/// `sessions/sessions.sqlite3` beside that folder (like `approvals/`), never inside it,
-/// since a plugin's worker may read and write its profile's state folder and the
-/// conversations are the host's to keep.
-pub fn profile_sessions_file(state_dir: &Path) -> PathBuf {
-    state_dir.with_file_name("sessions").join(SESSIONS_FILE)
+/// Where a profile keeps its sessions: `sessions/sessions.sqlite3`, beside its plugins'
+/// state folder (like `approvals/`), never inside it, since a plugin's worker may read
+/// and write that folder and the conversations are the host's to keep.
+pub fn profile_sessions_file(dirs: &ProfileDirs) -> PathBuf {
+    dirs.sessions().join(SESSIONS_FILE)
 }
 
 /// SQLite's files beside a database, in the order a move takes them (the side files
@@ -480,19 +480,19 @@ impl SessionStore {
     /// Opens (creating if needed) the session store of the profile whose plugins keep
     /// their state in `state_dir` ([`profile_sessions_file`]), moving one an older
     /// toolhost kept inside that folder first.
-    pub fn open_for_profile(state_dir: &Path) -> Result<SessionStore, SessionError> {
-        let path = profile_sessions_file(state_dir);
+    pub fn open_for_profile(dirs: &ProfileDirs) -> Result<SessionStore, SessionError> {
+        let path = profile_sessions_file(dirs);
         if let Some(dir) = path.parent() {
             crate::sys::private::ensure_private_dir(dir).map_err(file_error(dir))?;
         }
-        move_from_plugin_state(state_dir, &path)?;
+        move_from_plugin_state(&dirs.state(), &path)?;
         SessionStore::open(&path)
     }
 
     /// Whether the profile whose plugins keep their state in `state_dir` has a session
     /// database yet (here or where an older toolhost kept it).
-    pub fn exists_for_profile(state_dir: &Path) -> bool {
-        profile_sessions_file(state_dir).exists() || state_dir.join(SESSIONS_FILE).exists()
+    pub fn exists_for_profile(dirs: &ProfileDirs) -> bool {
+        profile_sessions_file(dirs).exists() || dirs.state().join(SESSIONS_FILE).exists()
     }
 
     /// Opens (creating if needed) the store at `path`. The database is private: a new
@@ -863,8 +863,9 @@ mod tests {
         };
         std::fs::write(state.join("sessions.sqlite3-journal"), b"").expect("side file");
         std::fs::write(state.join("memory.json"), b"{}").expect("a plugin's file");
-        let store = SessionStore::open_for_profile(&state).expect("moved and opened");
-        let new = profile_sessions_file(&state);
+        let store = SessionStore::open_for_profile(&ProfileDirs::of_state(&state))
+            .expect("moved and opened");
+        let new = profile_sessions_file(&ProfileDirs::of_state(&state));
         assert_eq!(new, dir.path().join("p/sessions/sessions.sqlite3"));
         assert!(new.is_file() && !old.exists());
         assert!(!state.join("sessions.sqlite3-journal").exists());
@@ -878,9 +879,11 @@ mod tests {
         drop(store);
         // An old file appearing again beside a new one is left alone.
         std::fs::write(&old, b"not a database").expect("old again");
-        SessionStore::open_for_profile(&state).expect("the new one wins");
+        SessionStore::open_for_profile(&ProfileDirs::of_state(&state)).expect("the new one wins");
         assert_eq!(std::fs::read(&old).expect("old"), b"not a database");
-        assert!(SessionStore::exists_for_profile(&state));
+        assert!(SessionStore::exists_for_profile(&ProfileDirs::of_state(
+            &state
+        )));
     }
 
     #[test]

@@ -22,14 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::calls::policy::{ApprovalKey, LastingApprovals};
 use crate::calls::tool::Risk;
+use crate::profile_dirs::ProfileDirs;
 
-/// The file name of a profile's lasting approvals, in [`approvals_dir`].
+/// The file name of a profile's lasting approvals, in its `approvals/` folder
+/// ([`ProfileDirs::approvals`]).
 pub const APPROVALS_FILE: &str = "always.json";
-
-/// The folder of a profile's lasting approvals: `approvals/` beside its `state/` folder.
-pub fn approvals_dir(state_dir: &Path) -> PathBuf {
-    state_dir.with_file_name("approvals")
-}
 
 /// One lasting approval as the file keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,10 +98,10 @@ pub struct ApprovalFile {
 }
 
 impl ApprovalFile {
-    /// The approvals file of the profile whose state folder is `state_dir`.
-    pub fn for_state_dir(state_dir: &Path) -> ApprovalFile {
+    /// The approvals file of the profile whose folders are `dirs`.
+    pub fn for_profile(dirs: &ProfileDirs) -> ApprovalFile {
         ApprovalFile {
-            path: approvals_dir(state_dir).join(APPROVALS_FILE),
+            path: dirs.approvals().join(APPROVALS_FILE),
         }
     }
 
@@ -206,12 +203,12 @@ pub struct ApprovalFiles {
 }
 
 impl ApprovalFiles {
-    /// A store over these profiles' state folders (profile name -> state folder).
-    pub fn new(state_dirs: impl IntoIterator<Item = (String, PathBuf)>) -> ApprovalFiles {
+    /// A store over these profiles' approvals (profile name -> its folders).
+    pub fn new(profiles: impl IntoIterator<Item = (String, ProfileDirs)>) -> ApprovalFiles {
         ApprovalFiles {
-            files: state_dirs
+            files: profiles
                 .into_iter()
-                .map(|(name, dir)| (name, ApprovalFile::for_state_dir(&dir)))
+                .map(|(name, dirs)| (name, ApprovalFile::for_profile(&dirs)))
                 .collect(),
             cache: Mutex::new(BTreeMap::new()),
         }
@@ -284,8 +281,8 @@ mod tests {
     #[test]
     fn kept_approvals_match_only_the_same_file_schema_and_risk_and_revoke_is_seen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("p1").join("state");
-        let files = ApprovalFiles::new([("p1".to_owned(), state.clone())]);
+        let dirs = ProfileDirs::under(dir.path(), "p1");
+        let files = ApprovalFiles::new([("p1".to_owned(), dirs.clone())]);
         assert!(files.available("p1") && !files.available("p2"));
         assert!(!files.approved("p1", &key("t", "a")));
         files.keep("p1", &key("t", "a"), "terminal").expect("kept");
@@ -294,7 +291,7 @@ mod tests {
         let mut raised = key("t", "a");
         raised.risk = Risk::Destructive;
         assert!(!files.approved("p1", &raised), "another risk");
-        let file = ApprovalFile::for_state_dir(&state);
+        let file = ApprovalFile::for_profile(&dirs);
         assert!(crate::sys::private::is_private(file.path()).expect("stat"));
         assert!(crate::sys::private::is_private(file.path().parent().expect("dir")).expect("stat"));
         assert_eq!(file.revoke(Some("t")).expect("revoked"), 1);

@@ -16,6 +16,7 @@ use crate::calls::door::CallSettings;
 use crate::calls::policy::RiskOverride;
 use crate::plugins::load::loader::LoadPolicy;
 use crate::plugins::load::trust::TrustPolicy;
+use crate::profile_dirs::{Folder, ProfileDirs};
 
 /// The environment variable `name` read as a `T`, if it is set (and not blank), or what
 /// is wrong with it (`what` says what it should be).
@@ -379,24 +380,31 @@ impl LoadedConfig {
     }
 
     /// The audit log's settings (`[audit]`), or `None` when it is switched off. Its file:
-    /// `[audit] file`, else `audit.jsonl` in the state directory; an error when neither
-    /// that nor `XDG_STATE_HOME`/`HOME` says where.
+    /// Where the audit log is, whether or not it is enabled now (the host writes it,
+    /// `toolhost audit` reads it): `[audit] file`, else `audit.jsonl` in the state
+    /// directory (`state_dir`, else XDG's); `None` when nothing says where.
+    pub fn audit_file(&self) -> Option<PathBuf> {
+        self.config
+            .audit
+            .file
+            .clone()
+            .or_else(|| self.state_dir().map(|d| d.join("audit.jsonl")))
+    }
+
+    /// The audit log's settings ([`LoadedConfig::audit_file`]); `None` when it is off, an
+    /// error when it is on and nothing says where it goes.
     pub fn audit(&self) -> Result<Option<crate::audit::AuditSettings>, ConfigError> {
         let a = &self.config.audit;
         if !a.enabled {
             return Ok(None);
         }
-        let file = a
-            .file
-            .clone()
-            .or_else(|| self.state_dir().map(|d| d.join("audit.jsonl")))
-            .ok_or_else(|| ConfigError::Invalid {
-                path: self.file.clone().unwrap_or_default(),
-                message: "[audit] is enabled but has no file, and there is no state folder \
+        let file = self.audit_file().ok_or_else(|| ConfigError::Invalid {
+            path: self.file.clone().unwrap_or_default(),
+            message: "[audit] is enabled but has no file, and there is no state folder \
                           (`state_dir`, XDG_STATE_HOME or HOME): set `[audit] file` or \
                           `enabled = false`"
-                    .to_owned(),
-            })?;
+                .to_owned(),
+        })?;
         Ok(Some(crate::audit::AuditSettings {
             file,
             include_arguments: a.include_arguments,
@@ -636,14 +644,15 @@ impl Profile {
                 config.file.as_deref()
             },
         )?;
-        let state_root = config.profile_state_root().join(name);
-        let state_dir = state_root.join("state");
-        if state_root != dir {
+        let dirs = ProfileDirs::under(&config.profile_state_root(), name);
+        let state_dir = dirs.state();
+        if dirs.root() != dir {
             // Older releases kept state beside the config: moved once, never lost.
-            for what in ["state", "outputs", "sessions", "approvals"] {
-                super::state_move::move_state(&dir.join(what), &state_root.join(what)).map_err(
+            let old = ProfileDirs::at(dir.clone());
+            for folder in Folder::ALL {
+                super::state_move::move_state(&old.path(folder), &dirs.path(folder)).map_err(
                     |e| ConfigError::Invalid {
-                        path: dir.join(what),
+                        path: old.path(folder),
                         message: e.to_string(),
                     },
                 )?;
@@ -665,7 +674,7 @@ impl Profile {
         Ok(Profile {
             name: name.to_owned(),
             dir,
-            state_dir,
+            dirs,
             tools,
             file,
             system_prompt: parsed.system_prompt,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::ConfigError;
 use crate::calls::registry::ToolRegistry;
+use crate::profile_dirs::ProfileDirs;
 
 /// A profile: `<profiles_dir>/<name>/config.toml` and its own state folder.
 #[derive(Debug, Clone)]
@@ -16,10 +17,10 @@ pub struct Profile {
     pub name: String,
     /// Its directory.
     pub dir: PathBuf,
-    /// Where its state lives (memory notes, sessions):
-    /// `<state_dir>/profiles/<name>/state` (kept outputs in `outputs` beside it), created
-    /// (mode 0700) on load; state older releases kept in `<dir>/state` is moved there.
-    pub state_dir: PathBuf,
+    /// Where it keeps what it keeps ([`ProfileDirs`]: `<state_dir>/profiles/<name>/`,
+    /// the plugins' `state/` created (mode 0700) on load); state older releases kept in
+    /// `<dir>/` is moved there.
+    pub dirs: ProfileDirs,
     /// The tools its agent gets (`@toolset` entries expanded); `None`: every tool.
     pub tools: Option<Vec<String>>,
     /// Its config file, if it has one.
@@ -47,7 +48,7 @@ impl Profile {
     /// The host requests this profile answers on its own: its state folder and its
     /// workspace.
     pub fn requests(&self) -> crate::ProfileRequests {
-        crate::ProfileRequests::new(self.state_dir.clone()).with_workspace(self.workspace.answer())
+        crate::ProfileRequests::new(self.dirs.state()).with_workspace(self.workspace.answer())
     }
 
     /// What the profile's agent gets from `full`: its listed tools (or all). Listed tools

@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::budget::{OutputSettings, Size};
 use super::read::{Excerpt, RangeError, ReadRange};
 use crate::calls::details::FullOutput;
+use crate::profile_dirs::ProfileDirs;
 
 /// Who made an output, and so who may read it: the profile, and over MCP HTTP the name
 /// of the token (`None` for local callers: the command line, the control socket, stdio,
@@ -147,11 +148,11 @@ impl OutputStore {
         }
     }
 
-    /// The store of a profile whose state folder is `state_dir`: `outputs/` beside it,
-    /// not in it. Plugin workers of the profile may write its state folder, and a kept
+    /// The store of a profile: its `outputs/` folder, beside the plugins' state folder,
+    /// not in it. Plugin workers of the profile may write their state folder, and a kept
     /// output is the host's: another plugin's or another token's, read back by the host.
-    pub fn for_profile(state_dir: &Path, settings: &OutputSettings) -> OutputStore {
-        OutputStore::new(state_dir.with_file_name("outputs"), settings)
+    pub fn for_profile(dirs: &ProfileDirs, settings: &OutputSettings) -> OutputStore {
+        OutputStore::new(dirs.outputs(), settings)
     }
 
     /// Keeps `text` with `meta` (whose `size` is `Size::of(text)`) and returns its new id.

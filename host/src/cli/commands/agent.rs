@@ -227,7 +227,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts, printer: Arc<Printer>) -> anyhow:
     let door = super::with_audit_and_approvals(door, config, &profile)?;
     let agent = Agent::new(AgentParts {
         profile: profile.name.clone(),
-        state_dir: profile.state_dir.clone(),
+        dirs: profile.dirs.clone(),
         workspace: profile.workspace.clone(),
         door,
         model: Arc::new(model),
@@ -278,7 +278,7 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
 /// Where the chat of `a`'s profile keeps its prompt history: its state folder.
 fn agent_history(a: &AgentOpts, config: &LoadedConfig) -> std::path::PathBuf {
     super::resolve_profile(config, a.profile.as_deref())
-        .map(|p| p.state_dir.join("chat_history"))
+        .map(|p| p.dirs.state().join("chat_history"))
         .unwrap_or_default()
 }
 

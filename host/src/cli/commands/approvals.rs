@@ -47,7 +47,7 @@ impl ApprovalsArgs {
         match self.action {
             ApprovalsAction::List { profile, json } => {
                 let profile = resolve_profile(config, profile.as_deref())?;
-                let file = ApprovalFile::for_state_dir(&profile.state_dir);
+                let file = ApprovalFile::for_profile(&profile.dirs);
                 let approvals = file.list()?;
                 if json {
                     outln!("{}", serde_json::to_string_pretty(&approvals)?)?;
@@ -77,7 +77,7 @@ impl ApprovalsArgs {
             }
             ApprovalsAction::Revoke { tool, all, profile } => {
                 let profile = resolve_profile(config, profile.as_deref())?;
-                let file = ApprovalFile::for_state_dir(&profile.state_dir);
+                let file = ApprovalFile::for_profile(&profile.dirs);
                 let tool = if all { None } else { tool };
                 let removed = file.revoke(tool.as_deref())?;
                 match (tool, removed) {

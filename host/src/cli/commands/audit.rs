@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use toolhost::LoadedConfig;
-use toolhost::audit::{AuditRecord, AuditSettings, ChainPoint, read_records, verify};
+use toolhost::audit::{AuditRecord, ChainPoint, read_records, verify};
 
 use crate::output::{outln, print_table};
 
@@ -103,17 +103,15 @@ fn verify_log(path: &std::path::Path, expect: &[ChainPoint]) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// The log to read: `explicit`, else the config's, else the default.
+/// The log to read: `explicit`, else the one the host writes
+/// ([`LoadedConfig::audit_file`]).
 fn log_file(config: &LoadedConfig, explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    explicit
-        .or_else(|| config.config.audit.file.clone())
-        .or_else(AuditSettings::default_file)
-        .ok_or_else(|| {
-            anyhow::Error::msg(
-                "there is no state directory for the audit log: set XDG_STATE_HOME or HOME, \
-                 or pass --file",
-            )
-        })
+    explicit.or_else(|| config.audit_file()).ok_or_else(|| {
+        anyhow::Error::msg(
+            "there is no state directory for the audit log: set state_dir, XDG_STATE_HOME or \
+             HOME, or pass --file",
+        )
+    })
 }
 
 impl AuditArgs {

@@ -163,11 +163,11 @@ fn running_delegations(
     let mut found = Vec::new();
     for profile in profiles {
         use toolhost::agent::sessions::SessionStore;
-        if !SessionStore::exists_for_profile(&profile.state_dir) {
+        if !SessionStore::exists_for_profile(&profile.dirs) {
             continue;
         }
-        let records = SessionStore::open_for_profile(&profile.state_dir)
-            .and_then(|store| store.delegations(None));
+        let records =
+            SessionStore::open_for_profile(&profile.dirs).and_then(|store| store.delegations(None));
         match records {
             Ok(records) => found.extend(
                 records

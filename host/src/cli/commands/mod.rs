@@ -142,7 +142,7 @@ pub(crate) fn profile_door_scope(
 ) -> Arc<dyn toolhost::Profiles> {
     let requests = Arc::new(profile.requests());
     let store = Arc::new(toolhost::OutputStore::for_profile(
-        &profile.state_dir,
+        &profile.dirs,
         &profile.output,
     ));
     let scope = toolhost::ProfileScope::new(&profile.name, Arc::new(registry), Some(requests))
@@ -167,7 +167,7 @@ pub(crate) fn with_audit_and_approvals(
     config: &LoadedConfig,
     profile: &Profile,
 ) -> anyhow::Result<toolhost::CallDoor> {
-    let lasting = toolhost::ApprovalFiles::new([(profile.name.clone(), profile.state_dir.clone())]);
+    let lasting = toolhost::ApprovalFiles::new([(profile.name.clone(), profile.dirs.clone())]);
     let door = door.with_lasting_approvals(Arc::new(lasting));
     Ok(match audit_log(config)? {
         Some(log) => door.with_observer(log),

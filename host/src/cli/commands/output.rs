@@ -48,7 +48,7 @@ impl OutputArgs {
             }
             (None, None) => ReadRange::All,
         };
-        let store = OutputStore::for_profile(&profile.state_dir, &profile.output);
+        let store = OutputStore::for_profile(&profile.dirs, &profile.output);
         let owner = Owner {
             profile: profile.name.clone(),
             token: self.token,

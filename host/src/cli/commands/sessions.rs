@@ -38,15 +38,15 @@ enum Action {
 impl SessionsArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let profile = resolve_profile(config, self.profile.as_deref())?;
-        if !SessionStore::exists_for_profile(&profile.state_dir) {
+        if !SessionStore::exists_for_profile(&profile.dirs) {
             return Err(usage(format!(
                 "profile '{}' has no sessions yet ({} does not exist); `toolhost run` and \
                  `toolhost chat` make them",
                 profile.name,
-                toolhost::agent::sessions::profile_sessions_file(&profile.state_dir).display()
+                toolhost::agent::sessions::profile_sessions_file(&profile.dirs).display()
             )));
         }
-        let store = SessionStore::open_for_profile(&profile.state_dir)?;
+        let store = SessionStore::open_for_profile(&profile.dirs)?;
         match self.action {
             Action::List => {
                 let sessions = store.list()?;

@@ -20,6 +20,7 @@ use super::protocol::{
 };
 use super::{IsolationPolicy, worker_profile};
 use crate::calls::tool::Risk;
+use crate::profile_dirs::ProfileDirs;
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::{self, Containment};
 use crate::sys::sandbox::{self, SandboxMode, SandboxRules};
@@ -445,13 +446,16 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
     read.extend(policy.read_paths.iter().cloned());
     // Writing to /dev/null is how output is thrown away (`Stdio::null()`).
     let mut write: Vec<PathBuf> = vec![PathBuf::from("/dev/null")];
-    let state = policy
+    // The folders of the profile a worker may write: its plugins' state folder, never
+    // the host's outputs, approvals or sessions beside it.
+    let writable = policy
         .profile_states
         .as_ref()
         .filter(|_| !worker_profile(profile).is_empty())
-        .map(|dir| dir.join(profile).join("state"));
+        .map(|root| ProfileDirs::under(root, profile).worker_writable())
+        .unwrap_or_default();
     let mut private = Vec::new();
-    if let Some(dir) = &state {
+    for dir in &writable {
         private.push(dir.clone());
         // A state folder the host would make on the plugin's first `state_dir()` must
         // exist now for the sandbox to allow it (made 0700, as the host makes it). One
