@@ -47,8 +47,9 @@ impl ToolCall {
     }
 }
 
-/// Sees every call a dispatcher (and so the [`CallDoor`](crate::CallDoor)) runs, with
-/// who called and how it ended (e.g. [`CallStats`](crate::CallStats)).
+/// Sees every call the [`CallDoor`](crate::CallDoor) runs, with who called and how it
+/// ended, as the caller got it (after the output budget; e.g.
+/// [`CallStats`](crate::CallStats)). The door is the one place observers are registered.
 pub trait CallObserver: Send + Sync {
     /// Called once per call, after it ended; `ctx` is the context it ran in (profile,
     /// session, caller).
@@ -114,7 +115,6 @@ impl Default for DispatchConfig {
 pub struct Dispatcher {
     config: DispatchConfig,
     policy: Arc<dyn CallPolicy>,
-    observers: Arc<[Arc<dyn CallObserver>]>,
     /// Per-tool limits that replace `config`'s (for a tool that waits on others, such as
     /// delegate_task, whose limit the agent sizes to its child turns).
     tool_timeouts: Arc<std::collections::HashMap<String, Duration>>,
@@ -126,7 +126,6 @@ impl Dispatcher {
         Dispatcher {
             config,
             policy,
-            observers: Arc::from([]),
             tool_timeouts: Arc::default(),
         }
     }
@@ -139,15 +138,6 @@ impl Dispatcher {
         let mut all = (*self.tool_timeouts).clone();
         all.extend(timeouts);
         self.tool_timeouts = Arc::new(all);
-        self
-    }
-
-    /// The same dispatcher, reporting every call to `observer` too (e.g.
-    /// [`CallStats`](crate::CallStats)).
-    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
-        let mut all = self.observers.to_vec();
-        all.push(observer);
-        self.observers = Arc::from(all);
         self
     }
 
@@ -249,7 +239,6 @@ impl Dispatcher {
             call,
             turn,
             policy: self.policy.as_ref(),
-            observers: &self.observers,
             config: self.config,
             tool_timeouts: &self.tool_timeouts,
         }
@@ -307,7 +296,6 @@ struct CallJob<'a> {
     call: ToolCall,
     turn: &'a CallContext,
     policy: &'a dyn CallPolicy,
-    observers: &'a [Arc<dyn CallObserver>],
     config: DispatchConfig,
     tool_timeouts: &'a std::collections::HashMap<String, Duration>,
 }
@@ -330,7 +318,8 @@ enum Stop {
 }
 
 impl<'a> CallJob<'a> {
-    /// Admits the call, executes it, and reports the result to the observer.
+    /// Admits the call and executes it. (The door's observers see the result, once,
+    /// after its output budget.)
     async fn run(mut self) -> ToolResult {
         let start = Instant::now();
         let mut decision = Decision::Undecided;
@@ -360,9 +349,6 @@ impl<'a> CallJob<'a> {
             },
         };
         result.decision = decision;
-        for o in self.observers {
-            o.record(self.turn, &result);
-        }
         result
     }
 

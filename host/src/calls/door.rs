@@ -290,16 +290,19 @@ impl CallDoor {
     /// Runs one call. Its result is held to the output budget (see
     /// [`OutputSettings`]).
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
-        match self.prepare(request) {
-            Ok((dispatcher, tools, ctx, budgeting)) => {
-                let seen = self.before(&tools, &call);
-                let result = dispatcher.call(&tools, &ctx, call).await;
-                let result = budgeting.apply(result).await;
-                self.observe(&ctx, &result, seen).await;
-                result
-            }
-            Err(e) => self.refused(request, call, &e).await,
-        }
+        let (call_id, name) = (call.id.clone(), call.name.clone());
+        self.dispatch(request, vec![call])
+            .await
+            .pop()
+            .unwrap_or_else(|| {
+                // `dispatch` returns one result per call.
+                ToolResult::refused(
+                    call_id,
+                    name,
+                    "the call came back without a result".to_owned(),
+                    crate::calls::result::CallErrorKind::Panicked,
+                )
+            })
     }
 
     /// Runs the calls of one model response; one result per call, in order (see
