@@ -144,6 +144,73 @@ async fn the_requests_approver_is_asked_and_without_one_the_doors() {
     assert!(marker.exists(), "the approved call ran");
 }
 
+/// Answers "for this session" to every question, and records what each offered.
+#[derive(Default)]
+struct ForTheSession(Mutex<Vec<(bool, bool)>>);
+
+#[async_trait::async_trait]
+impl toolhost::Approver for ForTheSession {
+    async fn ask(&self, request: &toolhost::ApprovalRequest) -> toolhost::ApprovalAnswer {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((request.offer_session, request.offer_always));
+        toolhost::ApprovalAnswer::ApproveForSession
+    }
+
+    fn who(&self) -> String {
+        "test".to_owned()
+    }
+}
+
+/// A caller with no session to remember an answer for (a sessionless MCP client) is not
+/// offered "for this session", and such an answer is not remembered; a caller with a
+/// session is offered it and is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_without_a_session_is_not_offered_or_given_session_answers() {
+    let (_dir, door, _) = door(CallSettings::default());
+    let (_marker_dir, marker) = marker();
+    let args = json!({"marker": marker.to_str().expect("utf-8")});
+    let approver = Arc::new(ForTheSession::default());
+    for _ in 0..2 {
+        let mut sessionless = door.request(Caller::new(Frontend::Mcp));
+        sessionless.session = "s1".to_owned();
+        sessionless.session_answers = false;
+        sessionless.approver = Some(Arc::clone(&approver) as Arc<dyn toolhost::Approver>);
+        let ran = door
+            .call(&sessionless, call("1", "risky_write", args.clone()))
+            .await;
+        assert!(!ran.is_error, "{ran:?}");
+    }
+    assert_eq!(
+        *approver.0.lock().unwrap_or_else(PoisonError::into_inner),
+        vec![(false, false), (false, false)],
+        "asked both times, never offered the session"
+    );
+    for _ in 0..2 {
+        let mut with_session = door.request(Caller::new(Frontend::Mcp));
+        with_session.session = "s2".to_owned();
+        with_session.approver = Some(Arc::clone(&approver) as Arc<dyn toolhost::Approver>);
+        let ran = door
+            .call(&with_session, call("2", "risky_write", args.clone()))
+            .await;
+        assert!(!ran.is_error, "{ran:?}");
+    }
+    assert_eq!(
+        approver
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len(),
+        3,
+        "a session's answer is remembered"
+    );
+    assert_eq!(
+        approver.0.lock().unwrap_or_else(PoisonError::into_inner)[2],
+        (true, false)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_cap_shortens_the_limit_and_never_lengthens_it() {
     let (_dir, door, _) = door(CallSettings {

@@ -151,6 +151,9 @@ pub struct CallRequest {
     pub requests: Option<Arc<dyn HostRequests>>,
     /// Tools left out of the profile's for these calls (a child turn's exclusions).
     pub without: Arc<[String]>,
+    /// Whether the caller has a session a "for this session" answer can be remembered
+    /// for (`false`: a sessionless client; the choice is then not offered). Default true.
+    pub session_answers: bool,
     /// The most characters the caller takes in one result (an MCP client's
     /// `_meta["anthropic/maxResultSizeChars"]`), held within the profile's ceiling;
     /// `None`: the profile's budget.
@@ -241,6 +244,7 @@ impl CallDoor {
             child_turns: None,
             requests: None,
             without: Arc::from([]),
+            session_answers: true,
             max_chars: None,
         }
     }
@@ -434,8 +438,15 @@ impl CallDoor {
         let scope = self.profiles.scope(request.profile.as_deref())?;
         let tools = without(&scope, request);
         let mut dispatcher = std::borrow::Cow::Borrowed(&self.dispatcher);
-        if let Some(approver) = &request.approver {
-            let policy = self.policy.with_approver(Arc::clone(approver));
+        let mut policy = request
+            .approver
+            .as_ref()
+            .map(|approver| self.policy.with_approver(Arc::clone(approver)));
+        if !request.session_answers {
+            let base = policy.as_ref().unwrap_or(&self.policy);
+            policy = Some(base.without_session_answers());
+        }
+        if let Some(policy) = policy {
             dispatcher = std::borrow::Cow::Owned(dispatcher.with_policy(Arc::new(policy)));
         }
         if let Some(cap) = request.timeout_cap {

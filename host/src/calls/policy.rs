@@ -260,6 +260,16 @@ impl ApprovalPolicy {
         }
     }
 
+    /// The same policy (sharing what it remembered) for a caller with no session to
+    /// remember an answer for (a sessionless MCP client): "for this session" is neither
+    /// offered nor remembered.
+    pub fn without_session_answers(&self) -> Self {
+        ApprovalPolicy {
+            remember: false,
+            ..self.with_approver(Arc::clone(&self.approver))
+        }
+    }
+
     /// Whether "approve for this session" answers are remembered.
     pub fn remembers(&self) -> bool {
         self.remember

@@ -3,8 +3,8 @@
 //! bound to a fingerprint of the call), or applying `[mcp] without_elicitation`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, ElicitRequest, InputRequest, InputRequiredResult};
@@ -48,11 +48,9 @@ pub(super) struct McpApprover {
     mode: ApproverMode,
     pub(super) needs_input: AtomicBool,
     shared: Arc<Shared>,
-    /// Whether "for the rest of the session" is offered: the policy remembers, and the
-    /// session outlives this call (a sessionless HTTP request does not).
-    offer_remember: bool,
-    /// Whether "always" is offered (the profile keeps lasting approvals).
-    offer_always: bool,
+    /// The choices the policy offered when it asked ("for the session", "always"), kept
+    /// for the question a sessionless client gets after the call.
+    offers: Mutex<Offers>,
     /// Who answers, for the audit log.
     who: String,
 }
@@ -100,12 +98,6 @@ impl McpApprover {
             }
             _ => ApproverMode::Configured(shared.options.without_elicitation),
         };
-        let offer_remember = shared.host.door().remembers_approvals()
-            && !(session.transport == "http" && facts.sessionless);
-        let offer_always = shared
-            .host
-            .door()
-            .keeps_lasting_approvals(&shared.profile_name);
         let client = facts
             .caller
             .client
@@ -122,8 +114,7 @@ impl McpApprover {
             mode,
             needs_input: AtomicBool::new(false),
             shared,
-            offer_remember,
-            offer_always,
+            offers: Mutex::new(Offers::default()),
             who,
         }
     }
@@ -141,10 +132,8 @@ impl McpApprover {
         let state = self.shared.pending.add(*call);
         let question = approval_question(&spec.name, spec.risk, arguments);
         let mut requests = BTreeMap::new();
-        if let Ok(request) = elicit_request(
-            &question,
-            approval_schema(self.offer_remember, self.offer_always),
-        ) {
+        let offers = *self.offers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(request) = elicit_request(&question, approval_schema(offers)) {
             requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(request));
         }
         Some(InputRequiredResult::new(Some(requests), Some(state)))
@@ -171,9 +160,25 @@ fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {
     format!("Allow the tool '{tool}' (risk: {risk}) to run with these arguments?\n{shown}")
 }
 
-fn approval_schema(offer_remember: bool, offer_always: bool) -> Value {
+/// Which lasting answers an approval question offers, as the policy's request says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Offers {
+    session: bool,
+    always: bool,
+}
+
+impl Offers {
+    fn of(request: &ApprovalRequest) -> Offers {
+        Offers {
+            session: request.offer_session,
+            always: request.offer_always,
+        }
+    }
+}
+
+fn approval_schema(offers: Offers) -> Value {
     let mut properties = serde_json::Map::new();
-    if offer_always {
+    if offers.always {
         properties.insert(
             "always".to_owned(),
             json!({
@@ -183,7 +188,7 @@ fn approval_schema(offer_remember: bool, offer_always: bool) -> Value {
             }),
         );
     }
-    if offer_remember {
+    if offers.session {
         properties.insert(
             "remember".to_owned(),
             json!({
@@ -238,10 +243,7 @@ impl Approver for McpApprover {
         match &self.mode {
             ApproverMode::Elicit(peer) => {
                 let question = approval_question(&request.tool, request.risk, &request.arguments);
-                let params = match elicit_params(
-                    &question,
-                    approval_schema(self.offer_remember, self.offer_always),
-                ) {
+                let params = match elicit_params(&question, approval_schema(Offers::of(request))) {
                     Ok(p) => p,
                     Err(e) => return ApprovalAnswer::Decline(e.to_string()),
                 };
@@ -268,6 +270,7 @@ impl Approver for McpApprover {
                 ..
             } => answer.clone(),
             ApproverMode::InputRequired { answer: None, .. } => {
+                *self.offers.lock().unwrap_or_else(PoisonError::into_inner) = Offers::of(request);
                 self.needs_input.store(true, Ordering::Release);
                 ApprovalAnswer::Decline("waiting for the user's approval".to_owned())
             }
@@ -321,17 +324,46 @@ mod tests {
     fn the_approval_question_is_a_valid_form() {
         for remember in [true, false] {
             for always in [true, false] {
-                assert!(elicit_params("Allow?", approval_schema(remember, always)).is_ok());
-                assert!(elicit_request("Allow?", approval_schema(remember, always)).is_ok());
+                assert!(
+                    elicit_params(
+                        "Allow?",
+                        approval_schema(Offers {
+                            session: remember,
+                            always
+                        })
+                    )
+                    .is_ok()
+                );
+                assert!(
+                    elicit_request(
+                        "Allow?",
+                        approval_schema(Offers {
+                            session: remember,
+                            always
+                        })
+                    )
+                    .is_ok()
+                );
             }
         }
         assert!(
-            !approval_schema(false, false)
+            !approval_schema(Offers::default())
                 .to_string()
                 .contains("remember")
         );
-        assert!(!approval_schema(false, false).to_string().contains("always"));
-        assert!(approval_schema(false, true).to_string().contains("always"));
+        assert!(
+            !approval_schema(Offers::default())
+                .to_string()
+                .contains("always")
+        );
+        assert!(
+            approval_schema(Offers {
+                session: false,
+                always: true
+            })
+            .to_string()
+            .contains("always")
+        );
     }
 
     #[test]

@@ -286,6 +286,23 @@ fn is_traceparent(t: &str) -> bool {
 }
 
 impl McpSession {
+    /// A request of this session's client to the door: its profile, session and model,
+    /// and whether it has a session to remember a "for this session" answer for (a
+    /// sessionless HTTP request has not).
+    fn door_request(
+        &self,
+        door: &crate::calls::door::CallDoor,
+        who: Arc<crate::calls::context::Caller>,
+        facts: &super::state::ClientFacts,
+    ) -> crate::calls::door::CallRequest {
+        let mut request = door.request(who);
+        request.profile = Some(self.state.shared.profile_name.clone());
+        request.session = self.state.session_id.clone();
+        request.model = facts.model.clone();
+        request.session_answers = !(self.state.transport == "http" && facts.sessionless);
+        request
+    }
+
     /// tools/call: through the host's dispatcher, as the session's client.
     async fn call(
         &self,
@@ -314,10 +331,7 @@ impl McpSession {
         let Some(tool) = view.get(&request.name) else {
             // Through the door all the same, so the audit log records the attempt.
             let door = shared.host.door();
-            let mut attempt = door.request(Arc::clone(&who));
-            attempt.profile = Some(shared.profile_name.clone());
-            attempt.session = self.state.session_id.clone();
-            attempt.model = facts.model.clone();
+            let attempt = self.door_request(door, Arc::clone(&who), &facts);
             let arguments = Value::Object(request.arguments.take().unwrap_or_default());
             let _ = door
                 .call(
@@ -376,10 +390,7 @@ impl McpSession {
         });
         // The call stops when the client cancels the request, or when the host shuts down.
         let door = shared.host.door();
-        let mut call_request = door.request(who);
-        call_request.profile = Some(shared.profile_name.clone());
-        call_request.session = self.state.session_id.clone();
-        call_request.model = facts.model.clone();
+        let mut call_request = self.door_request(door, who, &facts);
         call_request.approver = approver
             .as_ref()
             .map(|a| Arc::clone(a) as Arc<dyn Approver>);
