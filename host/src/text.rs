@@ -1,11 +1,24 @@
-//! Text for messages and for what is sent on: shortening (cut at a character boundary,
-//! saying how much was left out), and escaping the control characters of text that came
+//! Text for messages and for what is sent on: numbers with their thousands grouped,
+//! shortening (cut at a character boundary, saying how much was left out), and escaping the control characters of text that came
 //! from a plugin before it reaches a terminal.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::sync::OnceLock;
+
+/// `n` with its thousands grouped by commas (`1,048,576`), as messages show counts.
+pub(crate) fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
 
 /// `text` cut to at most `max_chars` characters, with a note of how many more there were.
 pub(crate) fn shorten(text: &str, max_chars: usize) -> String {

@@ -265,30 +265,17 @@ fn cut_text(text: &str, keep: usize) -> String {
     )
 }
 
-/// `n` with thousands separators (12,480).
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The one line a tool result is sent as in stage 1.
 pub(super) fn stub_text(tool: &str, chars: usize, kept: Option<&str>) -> String {
     match kept {
         Some(id) => format!(
             "[output of {tool} ({} chars) kept as {id}; call read_output to see it again]",
-            thousands(chars)
+            crate::text::grouped(chars)
         ),
         None => format!(
             "[output of {tool} ({} chars) left out to fit the context window, and not kept \
              (the profile keeps no outputs); call the tool again if you need it]",
-            thousands(chars)
+            crate::text::grouped(chars)
         ),
     }
 }
@@ -904,8 +891,8 @@ mod tests {
             "[output of grep (12,480 chars) kept as out-1; call read_output to see it again]"
         );
         assert!(stub_text("grep", 5, None).contains("not kept"));
-        assert_eq!(thousands(1_234_567), "1,234,567");
-        assert_eq!(thousands(999), "999");
+        assert_eq!(crate::text::grouped(1_234_567), "1,234,567");
+        assert_eq!(crate::text::grouped(999), "999");
     }
 
     #[test]

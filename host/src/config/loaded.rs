@@ -68,6 +68,8 @@ struct Resolved {
     agent: AgentSettings,
     mcp: McpSettings,
     watch: crate::plugins::catalog::watch::WatchConfig,
+    /// `[output]`, checked at load (profiles resolve their own overrides).
+    output: crate::calls::outputs::OutputSettings,
 }
 
 impl Resolved {
@@ -125,6 +127,8 @@ impl Resolved {
             model_timeout,
             model_stream: c.model.stream,
             agent: AgentSettings::new(&c.agent, child_timeout),
+            // Set (and checked) by `LoadedConfig::resolve`.
+            output: crate::calls::outputs::OutputSettings::default(),
             mcp,
         })
     }
@@ -218,6 +222,12 @@ impl LoadedConfig {
             .map_err(env_invalid)?
             .or(m.reserve_output_tokens);
         resolved.agent.context = ContextSettings::new(window, reserve).map_err(invalid)?;
+        resolved.output = super::settings::output_settings(&config.output).map_err(|message| {
+            ConfigError::Invalid {
+                path: file.clone().unwrap_or_default(),
+                message,
+            }
+        })?;
         Ok(LoadedConfig {
             config,
             file,
@@ -311,7 +321,6 @@ impl LoadedConfig {
                 }
             }
         }
-        super::settings::output_settings(&c.output).map_err(|m| self.invalid(m))?;
         if c.plugins.max_file_size == 0 {
             return Err(self
                 .invalid("`plugins.max_file_size` must be a positive number of bytes".to_owned()));
@@ -541,7 +550,7 @@ impl LoadedConfig {
 
     /// The host config's `[output]` settings (what a profile without its own gets).
     pub fn output(&self) -> crate::calls::outputs::OutputSettings {
-        super::settings::output_settings(&self.config.output).unwrap_or_default()
+        self.resolved.output
     }
 
     /// The MCP frontend's settings (`[mcp]`).

@@ -290,10 +290,7 @@ pub fn cut(text: &str, max_chars: usize, max_lines: usize, rest: Rest<'_>) -> Op
 
 /// The marker line (ASCII only, so its length in bytes is its length in characters).
 fn marker(rest: Rest<'_>, chars: usize, lines: usize, offset: usize, limit: usize) -> String {
-    let (chars, lines) = (
-        toolhost_plugin_api::__private::grouped(chars),
-        toolhost_plugin_api::__private::grouped(lines),
-    );
+    let (chars, lines) = (crate::text::grouped(chars), crate::text::grouped(lines));
     match rest {
         Rest::Kept(id) => format!(
             "[toolhost: {chars} characters in {lines} lines left out of this output (id {id}); \

@@ -69,7 +69,7 @@ impl Link {
                         format!(
                             "the {what} is {} bytes, more than the {} MiB a worker may send; \
                              return less or write it to a file",
-                            toolhost_plugin_api::__private::grouped(if len > protocol::MAX_FRAME {
+                            crate::text::grouped(if len > protocol::MAX_FRAME {
                                 len
                             } else {
                                 frame
