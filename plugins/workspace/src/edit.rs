@@ -659,9 +659,17 @@ fn prove_anchored(
     };
     let mut said = String::new();
     let mut windows = Vec::new();
+    let mut on_record = Vec::new();
     for p in parsed {
         let (first, last) = p.kind.lines();
         let verdict = record.lines(&common, first, last);
+        // The lines the refusal shows: the range where its lines are now, with context.
+        // What it puts on record is the same, except for a shifted range: only the range
+        // itself at its new numbers. Its old numbers (inside the context when the shift is
+        // small) now hold other lines, and putting those on record would let the same
+        // call, retried, land on them when one is identical (`}`, a blank line).
+        let mut window = (first, last);
+        let mut exact = false;
         let why = match verdict {
             Lines::Read => continue,
             Lines::Changed => {
@@ -678,10 +686,8 @@ fn prove_anchored(
             }
             Lines::Shifted { by } => {
                 let moved = |n: usize| n.saturating_add_signed(by);
-                windows.push((
-                    moved(first).saturating_sub(AROUND),
-                    moved(last).saturating_add(AROUND),
-                ));
+                window = (moved(first), moved(last));
+                exact = true;
                 format!(
                     "lines were {} above it since the read: the file shifted by {by:+} lines, \
                      so what was read as {} is {} now, and the anchors name other lines",
@@ -697,19 +703,26 @@ fn prove_anchored(
                 if first == last { "was" } else { "were" }
             ),
         };
-        windows.push((first.saturating_sub(AROUND), last.saturating_add(AROUND)));
+        let around = (
+            window.0.saturating_sub(AROUND),
+            window.1.saturating_add(AROUND),
+        );
+        windows.push(around);
+        on_record.push(if exact { window } else { around });
         let _ = writeln!(said, "- edit {} ({}): {why}", p.number, p.kind.label());
     }
     if said.is_empty() {
         return Ok(());
     }
-    let (current, lines) = anchored_windows(text, windows);
+    let (current, shown_lines) = anchored_windows(text, windows);
+    let lines = within(&on_record, &shown_lines);
     Err(Refused::Showing {
         message: format!(
             "edit_file refused: nothing was written. Not every line these edits replace is \
              what was read of {shown}:\n{said}Current lines (on record now, so these anchors \
-             work):\n{current}Redo the edit from the current anchors (read_file shows more of \
-             the file)."
+             work; of a range that moved, only the range itself, at its new numbers):\n\
+             {current}Redo the edit from the current anchors (read_file shows more of the \
+             file)."
         ),
         lines,
     })
@@ -747,6 +760,21 @@ fn unrecorded(
         ),
         lines,
     }
+}
+
+/// The parts of `wanted` (line ranges, inclusive) that lie within `shown` (the ranges
+/// an answer showed with anchors): only what was shown goes on record.
+fn within(wanted: &[(usize, usize)], shown: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for &(a, b) in wanted {
+        for &(c, d) in shown {
+            let (first, last) = (a.max(c), b.min(d));
+            if first <= last {
+                out.push((first, last));
+            }
+        }
+    }
+    out
 }
 
 fn lines_word(first: usize, last: usize) -> String {

@@ -722,6 +722,14 @@ fn a_shifted_file_is_refused_when_the_anchors_number_holds_an_identical_line() {
     assert!(message.contains(&format_line(7, "}")), "{message}");
     assert_eq!(f.read("src/lib.rs"), shifted, "nothing was written");
 
+    // The same call again, after the refusal showed line 5 as context: still refused
+    // (only the moved range went on record), never landed in a.
+    let again = failed(f.edit(json!({"path": "src/lib.rs", "edits": [{
+        "from": anchor(text, 5), "new_text": "    b();\n}",
+    }]})));
+    assert!(again.contains("nothing was written"), "{again}");
+    assert_eq!(f.read("src/lib.rs"), shifted, "nothing was written");
+
     // Redone from the anchors shown, it lands in b.
     f.edit(json!({"path": "src/lib.rs", "edits": [{
         "from": "7:".to_owned() + &line_hash("}"), "new_text": "    b();\n}",
@@ -851,6 +859,12 @@ fn a_read_on_record_counts_for_another_process_with_the_same_state_folder() {
         TestHost::new().workspace(WorkspaceAnswer::with_roots([f.root.display().to_string()]));
     let message = failed(other.call(&EditFile, edit.clone()));
     assert!(message.contains("No read of"), "{message}");
+    // The refusal put the lines it showed on record in the other's folder: cleared, so
+    // only the record copied from the first host can let the edit land.
+    let theirs = other.state_dir().join("workspace-reads");
+    for entry in fs::read_dir(&theirs).unwrap() {
+        fs::remove_file(entry.unwrap().path()).unwrap();
+    }
     let records = f.host.state_dir().join("workspace-reads");
     for entry in fs::read_dir(&records).unwrap() {
         let entry = entry.unwrap();
