@@ -693,9 +693,9 @@ async fn run_detach_prints_what_still_runs_and_sessions_show_delegations() {
             units: vec![UnitRecord {
                 id: "d-lost/u1".to_owned(),
                 tasks: vec![0],
-                state: "running".to_owned(),
+                state: toolhost::agent::sessions::RunState::Running,
             }],
-            state: "running".to_owned(),
+            state: toolhost::agent::sessions::RunState::Running,
             pid: u32::MAX,
             started: "2026-01-01T00:00:00Z".to_owned(),
             ended: None,

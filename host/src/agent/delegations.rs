@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentError;
 use super::messages::{Message, Role};
-use super::sessions::{self, DelegationRecord, SessionError, SessionStore, UnitRecord};
+use super::sessions::{self, DelegationRecord, RunState, SessionError, SessionStore, UnitRecord};
 
 /// What a person watching sees when a unit of a background delegation finishes (the
 /// chat prints a line).
@@ -33,8 +33,8 @@ pub struct DelegationReport {
     pub unit: String,
     /// How many tasks the unit had.
     pub tasks: usize,
-    /// `done`, `failed` (every task failed) or `cancelled`.
-    pub state: String,
+    /// Where the unit ended: done, failed (every task failed) or cancelled.
+    pub state: RunState,
     /// How many units of the delegation are still running.
     pub still_running: usize,
 }
@@ -149,13 +149,13 @@ impl Delegations {
                 .map(|(i, tasks)| UnitRecord {
                     id: format!("{id}/u{}", i + 1),
                     tasks: tasks.clone(),
-                    state: "running".to_owned(),
+                    state: RunState::Running,
                 })
                 .collect(),
             id,
             parent: parent.to_owned(),
             children: Vec::new(),
-            state: "running".to_owned(),
+            state: RunState::Running,
             pid: std::process::id(),
             started: sessions::timestamp(),
             ended: None,
@@ -202,28 +202,31 @@ impl Delegations {
         cancelled: bool,
     ) -> Option<DelegationReport> {
         let unit_state = if cancelled {
-            "cancelled"
+            RunState::Cancelled
         } else if outcomes.iter().all(|o| o.answer.is_err()) {
-            "failed"
+            RunState::Failed
         } else {
-            "done"
+            RunState::Done
         };
         let mut state = self.state();
         let running = state.running.get_mut(id)?;
         let record = &mut running.record;
         let unit_record = record.units.get_mut(unit)?;
-        unit_record.state = unit_state.to_owned();
+        unit_record.state = unit_state;
         let unit_id = unit_record.id.clone();
-        let still_running = record.units.iter().filter(|u| u.state == "running").count();
+        let still_running = record
+            .units
+            .iter()
+            .filter(|u| u.state == RunState::Running)
+            .count();
         if still_running == 0 {
-            record.state = if record.units.iter().any(|u| u.state == "cancelled") {
-                "cancelled"
-            } else if record.units.iter().all(|u| u.state == "failed") {
-                "failed"
+            record.state = if record.units.iter().any(|u| u.state == RunState::Cancelled) {
+                RunState::Cancelled
+            } else if record.units.iter().all(|u| u.state == RunState::Failed) {
+                RunState::Failed
             } else {
-                "done"
-            }
-            .to_owned();
+                RunState::Done
+            };
             record.ended = Some(sessions::timestamp());
         }
         let record = record.clone();
@@ -251,7 +254,7 @@ impl Delegations {
             delegation: record.id,
             unit: unit_id,
             tasks: outcomes.len(),
-            state: unit_state.to_owned(),
+            state: unit_state,
             still_running,
         })
     }
@@ -269,11 +272,11 @@ impl Delegations {
         let running: Vec<Running> = self.state().running.drain().map(|(_, r)| r).collect();
         for Running { mut record, cancel } in running {
             cancel.cancel();
-            record.state = "cancelled".to_owned();
+            record.state = RunState::Cancelled;
             record.ended = Some(sessions::timestamp());
             for unit in &mut record.units {
-                if unit.state == "running" {
-                    unit.state = "cancelled".to_owned();
+                if unit.state == RunState::Running {
+                    unit.state = RunState::Cancelled;
                 }
             }
             if let Err(e) = self.store.record_delegation(&record) {
@@ -358,10 +361,10 @@ fn completion_message(
     delegation: &str,
     unit: &str,
     outcomes: &[TaskOutcome],
-    state: &str,
+    state: RunState,
     still_running: usize,
 ) -> Message {
-    let verb = if state == "cancelled" {
+    let verb = if state == RunState::Cancelled {
         "cancelled"
     } else {
         "finished"
@@ -416,7 +419,7 @@ mod tests {
                 answer: Err("it broke".to_owned()),
             },
         ];
-        let m = completion_message("d-1", "d-1/u1", &outcomes, "done", 2);
+        let m = completion_message("d-1", "d-1/u1", &outcomes, RunState::Done, 2);
         assert_eq!(m.role, Role::User);
         let text = m.content.unwrap_or_default();
         let (head, body) = text.split_once('\n').unwrap_or_default();

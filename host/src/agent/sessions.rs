@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Deserialize as _;
 use serde::de::IntoDeserializer as _;
@@ -68,6 +68,107 @@ pub enum SessionError {
     Worker(String),
 }
 
+/// A stored name this build does not know (a newer toolhost wrote it, or the database was
+/// edited by hand).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{name}' is not a {kind} this toolhost knows ({known}); a newer toolhost may have written \
+     it: use that version, or remove the row"
+)]
+pub struct UnknownName {
+    /// What it should have named.
+    pub kind: &'static str,
+    /// The name found.
+    pub name: String,
+    /// The names there are, comma-separated.
+    pub known: String,
+}
+
+/// An enum kept as text, in the database and in JSON, by one list of names: its
+/// `as_str`, `FromStr`, `Display`, serde and SQLite forms all read that list, so no
+/// second mapping can drift from it, and an unknown name is an [`UnknownName`] error.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($kind:literal) {
+            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// Its name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownName;
+
+            fn from_str(text: &str) -> Result<Self, UnknownName> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(UnknownName {
+                        kind: $kind,
+                        name: text.to_owned(),
+                        known: [$($text),+].join(", "),
+                    }),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $name {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value
+                    .as_str()?
+                    .parse()
+                    .map_err(|e: UnknownName| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    };
+}
+
 /// A role is stored as its wire name (`user`, `assistant`, ...), the one serde gives it.
 impl ToSql for Role {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -90,33 +191,61 @@ impl FromSql for Role {
     }
 }
 
-/// A stage of compaction (`agent/compaction.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CompactionStage {
-    /// Old tool results sent as one-line stubs naming their kept output.
-    Stubs,
-    /// Older turns sent as a summary the model wrote.
-    Summary,
-    /// Messages still too large sent cut, with a marker.
-    Cut,
+named_enum! {
+    /// A stage of compaction (`agent/compaction.rs`).
+    pub enum CompactionStage ("compaction stage") {
+        /// Old tool results sent as one-line stubs naming their kept output.
+        Stubs = "stubs",
+        /// Older turns sent as a summary the model wrote.
+        Summary = "summary",
+        /// Messages still too large sent cut, with a marker.
+        Cut = "cut",
+    }
 }
 
-impl CompactionStage {
-    fn name(self) -> &'static str {
+named_enum! {
+    /// Where a background delegation, or one of its completion units, stands.
+    pub enum RunState ("delegation state") {
+        /// Its tasks are running.
+        Running = "running",
+        /// It finished (some task answered).
+        Done = "done",
+        /// Every task failed.
+        Failed = "failed",
+        /// It was cancelled (its parent turn was, or the agent ended).
+        Cancelled = "cancelled",
+    }
+}
+
+/// A delegation's state as shown: its recorded one, or lost when it is recorded running
+/// but its process is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShownState {
+    /// As recorded.
+    Recorded(RunState),
+    /// Recorded running, but its process exited (delegations live in their process).
+    Lost,
+}
+
+impl ShownState {
+    /// As it is shown.
+    pub fn as_str(self) -> &'static str {
         match self {
-            CompactionStage::Stubs => "stubs",
-            CompactionStage::Summary => "summary",
-            CompactionStage::Cut => "cut",
+            ShownState::Recorded(state) => state.as_str(),
+            ShownState::Lost => "lost: its process exited",
         }
     }
+}
 
-    fn from_name(name: &str) -> CompactionStage {
-        match name {
-            "stubs" => CompactionStage::Stubs,
-            "summary" => CompactionStage::Summary,
-            _ => CompactionStage::Cut,
-        }
+impl std::fmt::Display for ShownState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ShownState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -260,8 +389,8 @@ pub struct DelegationRecord {
     pub children: Vec<String>,
     /// Its completion units.
     pub units: Vec<UnitRecord>,
-    /// `running`, `done`, `failed` (every task failed) or `cancelled`.
-    pub state: String,
+    /// Where it stands (`failed`: every task failed).
+    pub state: RunState,
     /// The process running it.
     pub pid: u32,
     /// When it started (RFC 3339).
@@ -277,18 +406,18 @@ pub struct UnitRecord {
     pub id: String,
     /// Its tasks, as indexes into the delegation's.
     pub tasks: Vec<usize>,
-    /// `running`, `done`, `failed` or `cancelled`.
-    pub state: String,
+    /// Where it stands.
+    pub state: RunState,
 }
 
 impl DelegationRecord {
     /// The state to show: a `running` delegation whose process is gone is
     /// `lost: its process exited` (delegations live only as long as their process).
-    pub fn shown_state(&self) -> String {
-        if self.state == "running" && !process_exists(self.pid) {
-            "lost: its process exited".to_owned()
+    pub fn shown_state(&self) -> ShownState {
+        if self.state == RunState::Running && !process_exists(self.pid) {
+            ShownState::Lost
         } else {
-            self.state.clone()
+            ShownState::Recorded(self.state)
         }
     }
 }
@@ -640,7 +769,7 @@ impl SessionStore {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 session,
-                c.stage.name(),
+                c.stage,
                 count(c.messages),
                 count(c.tokens_before),
                 count(c.tokens_after),
@@ -665,10 +794,9 @@ impl SessionStore {
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         let rows = stmt
             .query_map([session], |row| {
-                let stage: String = row.get(0)?;
                 let through: Option<i64> = row.get(5)?;
                 Ok(Compaction {
-                    stage: CompactionStage::from_name(&stage),
+                    stage: row.get(0)?,
                     messages: count(row.get(1)?),
                     tokens_before: count(row.get(2)?),
                     tokens_after: count(row.get(3)?),
@@ -898,9 +1026,9 @@ mod tests {
             units: vec![UnitRecord {
                 id: "d-1/u1".to_owned(),
                 tasks: vec![0, 1],
-                state: "running".to_owned(),
+                state: RunState::Running,
             }],
-            state: "running".to_owned(),
+            state: RunState::Running,
             pid: std::process::id(),
             started: now(),
             ended: None,
@@ -912,14 +1040,60 @@ mod tests {
         );
         assert_eq!(record.shown_state(), "running");
         record.children.push("c-1".to_owned());
-        record.state = "done".to_owned();
+        record.state = RunState::Done;
         store.record_delegation(&record).expect("update");
         assert_eq!(store.delegations(None).expect("list"), [record.clone()]);
         assert!(store.delegations(Some("other")).expect("list").is_empty());
         // A pid no process has (past the kernel's limit).
-        record.state = "running".to_owned();
+        record.state = RunState::Running;
         record.pid = u32::MAX;
         assert_eq!(record.shown_state(), "lost: its process exited");
+    }
+
+    #[test]
+    fn each_stored_name_round_trips_and_an_unknown_one_is_an_error_naming_it() {
+        for stage in CompactionStage::ALL {
+            assert_eq!(stage.as_str().parse::<CompactionStage>(), Ok(*stage));
+            let json = serde_json::to_value(stage).expect("json");
+            assert_eq!(json, serde_json::json!(stage.as_str()));
+            assert_eq!(
+                serde_json::from_value::<CompactionStage>(json).ok(),
+                Some(*stage)
+            );
+        }
+        for state in RunState::ALL {
+            assert_eq!(state.as_str().parse::<RunState>(), Ok(*state));
+            assert_eq!(state.to_string(), state.as_str());
+        }
+        let e = "paused".parse::<RunState>().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(
+                |e| e.contains("'paused'") && e.contains("running, done, failed, cancelled")
+            ),
+            "{e:?}"
+        );
+        assert!(serde_json::from_value::<CompactionStage>(serde_json::json!("squash")).is_err());
+
+        // A row a newer toolhost wrote is an error naming it, not a silent `cut`.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SessionStore::open(&dir.path().join("s.db")).expect("open");
+        let a = store.create(None).expect("session");
+        store
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .execute(
+                "INSERT INTO compactions
+                     (session, stage, messages, tokens_before, tokens_after, created)
+                 VALUES (?1, 'squash', 1, 2, 1, 'now')",
+                [&a],
+            )
+            .expect("insert");
+        let e = store.compactions(&a).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains("'squash'")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -183,9 +183,9 @@ impl TurnObserver for Printer {
             1 => "1 task".to_owned(),
             n => format!("{n} tasks"),
         };
-        let state = match report.state.as_str() {
-            "done" => "finished",
-            other => other,
+        let state = match report.state {
+            toolhost::agent::sessions::RunState::Done => "finished",
+            other => other.as_str(),
         };
         let more = match report.still_running {
             0 => String::new(),

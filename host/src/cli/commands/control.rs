@@ -128,7 +128,7 @@ impl StatusArgs {
                         let mut value = serde_json::to_value(d).unwrap_or_default();
                         if let Some(o) = value.as_object_mut() {
                             o.insert("profile".to_owned(), profile.clone().into());
-                            o.insert("state".to_owned(), d.shown_state().into());
+                            o.insert("state".to_owned(), d.shown_state().as_str().into());
                         }
                         value
                     })
@@ -172,7 +172,7 @@ fn running_delegations(
             Ok(records) => found.extend(
                 records
                     .into_iter()
-                    .filter(|d| d.state == "running")
+                    .filter(|d| d.state == toolhost::agent::sessions::RunState::Running)
                     .map(|d| (profile.name.clone(), d)),
             ),
             Err(e) => {

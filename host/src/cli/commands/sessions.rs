@@ -54,7 +54,7 @@ impl SessionsArgs {
                 let running: Vec<DelegationRecord> = store
                     .delegations(None)?
                     .into_iter()
-                    .filter(|d| d.state == "running")
+                    .filter(|d| d.state == toolhost::agent::sessions::RunState::Running)
                     .collect();
                 if self.json {
                     // Each session with the running delegations its turns started.
@@ -159,7 +159,7 @@ impl SessionsArgs {
 fn delegation_json(d: &DelegationRecord) -> serde_json::Value {
     let mut value = serde_json::to_value(d).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
-        object.insert("state".to_owned(), d.shown_state().into());
+        object.insert("state".to_owned(), d.shown_state().as_str().into());
     }
     value
 }
@@ -177,7 +177,7 @@ pub(crate) fn print_delegations(delegations: &[DelegationRecord]) -> anyhow::Res
             [
                 d.id.clone(),
                 d.parent.clone(),
-                d.shown_state(),
+                d.shown_state().to_string(),
                 units.join(", "),
                 d.children.join(", "),
                 d.pid.to_string(),
