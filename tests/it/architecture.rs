@@ -601,3 +601,104 @@ fn the_ring_check_sees_a_ring() {
     write("c.rs", "//! c\npub struct C;\n");
     assert!(circles(dir.path()).is_empty());
 }
+
+/// Every module folder under a crate's `src/`, relative to it (`calls/outputs`).
+fn module_folders(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read a source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                let rel = path.strip_prefix(src).expect("below src");
+                out.push(rel.to_string_lossy().into_owned());
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The backticked folder names of `text` (`` `frontends/mcp/` ``), without their last `/`.
+fn named_folders(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| {
+            t.len() > 1
+                && t.ends_with('/')
+                && t.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '/')
+        })
+        .map(|t| t.trim_end_matches('/').to_owned())
+        .collect()
+}
+
+/// What a map (`text`) misses of `folders` (module folders, relative to their `src/`),
+/// and the module folders it names that are not among them.
+fn map_problems(text: &str, folders: &[String]) -> (Vec<String>, Vec<String>) {
+    let named = named_folders(text);
+    let is_named = |folder: &str| {
+        named
+            .iter()
+            .any(|n| folder == n || folder.ends_with(&format!("/{n}")))
+    };
+    let unnamed = folders.iter().filter(|f| !is_named(f)).cloned().collect();
+    // A path of several parts that starts at a module folder (`frontends/mcp/http/`) must
+    // be one: single names are ambiguous with the state folders (`outputs/`, `state/`).
+    let tops: Vec<&str> = folders
+        .iter()
+        .filter(|f| !f.contains('/'))
+        .map(String::as_str)
+        .collect();
+    let gone = named
+        .iter()
+        .filter(|n| n.contains('/'))
+        .filter(|n| n.split('/').next().is_some_and(|top| tops.contains(&top)))
+        .filter(|n| {
+            !folders
+                .iter()
+                .any(|f| f == *n || f.ends_with(&format!("/{n}")))
+        })
+        .cloned()
+        .collect();
+    (unnamed, gone)
+}
+
+#[test]
+fn the_architecture_map_names_every_module_folder_and_only_folders_that_exist() {
+    // ARCHITECTURE.md is the map of the crates: a folder it does not name is a part a
+    // newcomer cannot place; a folder it names that is gone is a wrong turn.
+    let root = root();
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    for src in ["host/src", "plugin-api/src", "sandbox/src"] {
+        let folders = module_folders(&root.join(src));
+        let (unnamed, gone) = map_problems(&map, &folders);
+        assert!(
+            unnamed.is_empty(),
+            "module folders of {src} that ARCHITECTURE.md does not name: {unnamed:?}"
+        );
+        if src == "host/src" {
+            assert!(
+                gone.is_empty(),
+                "ARCHITECTURE.md names module folders of {src} that do not exist: {gone:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_folder_map_check_sees_a_missing_and_a_stale_folder() {
+    let folders = [
+        "calls".to_owned(),
+        "calls/outputs".to_owned(),
+        "agent".to_owned(),
+    ];
+    let (unnamed, gone) = map_problems(
+        "`calls/` holds `outputs/`; `calls/gone/` and `x` and `state/`",
+        &folders,
+    );
+    assert_eq!(unnamed, ["agent"]);
+    assert_eq!(gone, ["calls/gone"]);
+}
