@@ -61,6 +61,12 @@ impl Host {
             Arc::new(PluginCatalog::new(config.catalog.clone()).map_err(ServeError::Loader)?);
         let host = Arc::new(Host::new(Arc::clone(&catalog), &config));
         let socket = ControlSocket::bind(&config.control_path).await?;
+        // Watching starts before the first scan: a plugin dropped in while the scan runs
+        // is seen (an event during the scan is at worst one more rescan).
+        let watcher = match config.watch {
+            Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
+            None => None,
+        };
         let first = Arc::clone(&catalog);
         match tokio::task::spawn_blocking(move || first.rescan()).await {
             Ok(report) => tracing::info!(
@@ -93,10 +99,6 @@ impl Host {
         for profile in &config.profiles {
             profile.check(&registry)?;
         }
-        let watcher = match config.watch {
-            Some(watch) => Some(PluginWatcher::start(Arc::clone(&catalog), watch)?),
-            None => None,
-        };
         Ok(RunningHost {
             host,
             socket,

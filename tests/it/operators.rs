@@ -48,11 +48,15 @@ impl Host {
         }
         let child = cmd.spawn().expect("start toolhost serve");
         wait_for_socket(&socket);
-        Host {
+        let host = Host {
             child,
             socket,
             _sockets: sockets,
-        }
+        };
+        // The socket exists from the start of start-up; an answer comes once the host
+        // serves (plugins scanned, directories watched), which is what the tests wait for.
+        host.status();
+        host
     }
 
     fn signal(&self, signal: libc::c_int) {
