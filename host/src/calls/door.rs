@@ -294,19 +294,15 @@ impl CallDoor {
     /// Runs one call. Its result is held to the output budget (see
     /// [`OutputSettings`]).
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
-        let (call_id, name) = (call.id.clone(), call.name.clone());
-        self.dispatch(request, vec![call])
-            .await
-            .pop()
-            .unwrap_or_else(|| {
-                // `dispatch` returns one result per call.
-                ToolResult::refused(
-                    call_id,
-                    name,
-                    "the call came back without a result".to_owned(),
-                    crate::calls::result::CallErrorKind::Panicked,
-                )
-            })
+        // `dispatch` of one, without its vectors (the one-call path is the hot one).
+        match self.prepare(request) {
+            Ok((dispatcher, tools, ctx, budgeting)) => {
+                let seen = self.before(&tools, &call);
+                let result = dispatcher.call(&tools, &ctx, call).await;
+                self.finish(&ctx, &budgeting, result, seen).await
+            }
+            Err(e) => self.refused(request, call, &e).await,
+        }
     }
 
     /// Runs the calls of one model response; one result per call, in order (see
@@ -318,9 +314,7 @@ impl CallDoor {
                 let results = dispatcher.dispatch(&tools, &ctx, calls).await;
                 let mut out = Vec::with_capacity(results.len());
                 for (result, seen) in results.into_iter().zip(seen) {
-                    let result = budgeting.apply(result).await;
-                    self.observe(&ctx, &result, seen).await;
-                    out.push(result);
+                    out.push(self.finish(&ctx, &budgeting, result, seen).await);
                 }
                 out
             }
@@ -332,6 +326,20 @@ impl CallDoor {
                 out
             }
         }
+    }
+
+    /// An ended call's way out, the same for every call: held to the output budget, then
+    /// shown to every observer as the caller gets it.
+    async fn finish(
+        &self,
+        ctx: &CallContext,
+        budgeting: &Budgeting,
+        result: ToolResult,
+        seen: Seen,
+    ) -> ToolResult {
+        let result = budgeting.apply(result).await;
+        self.observe(ctx, &result, seen).await;
+        result
     }
 
     /// What the observers will need of `call` once it ended: its tool and, if one of
