@@ -255,7 +255,12 @@ fn shell_quote(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chat_edits_lines_and_recalls_the_last_chats_prompts() {
-    let work = AgentWork::new(vec![text("first answer"), text("second answer")]).await;
+    let work = AgentWork::new(vec![
+        text("first answer"),
+        text("second answer"),
+        text("third answer"),
+    ])
+    .await;
     let first = tokio::task::block_in_place(|| {
         on_a_terminal(
             &work,
@@ -277,7 +282,13 @@ async fn the_chat_edits_lines_and_recalls_the_last_chats_prompts() {
             .map(|m| m["content"].clone()),
         Some(json!("what is the first question"))
     );
-    let history = crate::support::profile_state("default").join("chat_history");
+    // Beside the conversations, out of the plugins' state folder (a worker may read that).
+    let history = crate::support::profile_sessions("default").with_file_name("chat_history");
+    assert!(
+        !crate::support::profile_state("default")
+            .join("chat_history")
+            .exists()
+    );
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&history)
             .expect("history kept")
@@ -289,6 +300,20 @@ async fn the_chat_edits_lines_and_recalls_the_last_chats_prompts() {
     assert!(second.status.success(), "{}", out(&second.stdout));
     assert_eq!(
         work.server.request(1)["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].clone()),
+        Some(json!("what is the first question"))
+    );
+    // A history an older toolhost kept in the state folder is moved out of it, and kept.
+    let old = crate::support::profile_state("default").join("chat_history");
+    std::fs::rename(&history, &old).expect("put the history where older releases kept it");
+    let third = tokio::task::block_in_place(|| on_a_terminal(&work, "chat", b"\x1b[A\r\r"));
+    assert!(third.status.success(), "{}", out(&third.stdout));
+    assert!(!old.exists(), "moved out of the state folder");
+    assert!(history.exists());
+    assert_eq!(
+        work.server.request(2)["messages"]
             .as_array()
             .and_then(|m| m.last())
             .map(|m| m["content"].clone()),

@@ -275,11 +275,28 @@ async fn cancellable<T>(cancel: &CancellationToken, run: impl Future<Output = T>
 }
 
 /// The agent, its session (the one asked for, or a new one) and a runtime to run it on.
-/// Where the chat of `a`'s profile keeps its prompt history: its state folder.
+/// Where the chat of `a`'s profile keeps its prompt history: beside its conversations
+/// in `sessions/`, never in the plugins' `state/` folder (a plugin's worker may read and
+/// write that one: it would read what was typed, or plant lines the up arrow brings
+/// back). A history an older toolhost kept there is moved once.
 fn agent_history(a: &AgentOpts, config: &LoadedConfig) -> std::path::PathBuf {
-    super::resolve_profile(config, a.profile.as_deref())
-        .map(|p| p.dirs.state().join("chat_history"))
-        .unwrap_or_default()
+    let Ok(profile) = super::resolve_profile(config, a.profile.as_deref()) else {
+        return std::path::PathBuf::new();
+    };
+    let file = profile.dirs.sessions().join("chat_history");
+    let old = profile.dirs.state().join("chat_history");
+    let is_file = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    if is_file(&old)
+        && !is_file(&file)
+        && let Err(e) = std::fs::rename(&old, &file)
+    {
+        tracing::warn!(
+            "could not move the chat history from {} to {}: {e}; it starts anew",
+            old.display(),
+            file.display()
+        );
+    }
+    file
 }
 
 fn prepare(
