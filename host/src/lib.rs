@@ -47,8 +47,8 @@
 //! That is the whole surface: the nouns above, their settings and their errors, plus
 //! [`escape_controls`] for anyone printing plugin text to a terminal. The OS helpers
 //! (private state files, resource limits, sandbox and containment internals) stay inside
-//! the crate, and the `toolhost` binary (`src/cli/`) uses nothing but this surface. The
-//! config file's schema as read is in [`raw`].
+//! the crate, and the `toolhost` binary (the `toolhost-cli` package) uses nothing but this
+//! surface. The config file's schema as read is in [`raw`].
 //!
 //! ```no_run
 //! use std::sync::Arc;

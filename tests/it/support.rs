@@ -13,7 +13,7 @@ use toolhost::{
 pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("host/ has a parent")
+        .expect("cli/ has a parent")
         .to_path_buf()
 }
 
@@ -144,7 +144,7 @@ pub(crate) fn built() -> &'static Path {
             "--target-dir",
             t,
             "-p",
-            "toolhost",
+            "toolhost-cli",
             "--bin",
             "toolhost",
             "--features",

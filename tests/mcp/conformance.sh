@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bash tests/mcp/setup.sh
-cargo build --quiet --locked -p toolhost -p fixture-conformance
+cargo build --quiet --locked -p toolhost-cli -p fixture-conformance
 work=$(mktemp -d)
 server=
 cleanup() {

@@ -1,5 +1,5 @@
 """The Python SDK's server with one echo tool, on stdio: the baseline the MCP benchmark
-(host/benches/mcp.rs) compares toolhost with."""
+(cli/benches/mcp.rs) compares toolhost with."""
 
 from mcp.server.mcpserver import MCPServer
 

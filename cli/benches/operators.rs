@@ -16,7 +16,7 @@
 //! every one registers its own tools; the benchmark checks that they all load with no
 //! duplicate. Prints figures; asserts nothing about speed.
 //!
-//! Run: `cargo bench -p toolhost --bench operators`
+//! Run: `cargo bench -p toolhost-cli --bench operators`
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! `max_lines = 0`: the whole text goes to the client), side by side: the median wall time
 //! of a call and the server's peak RSS (VmHWM) after the calls.
 //!
-//! `cargo bench -p toolhost --bench outputs`. Printed figures only.
+//! `cargo bench -p toolhost-cli --bench outputs`. Printed figures only.
 
 mod common;
 

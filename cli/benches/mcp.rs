@@ -8,7 +8,7 @@
 //! a bearer token, toolhost with `--no-auth`, and a minimal rmcp HTTP server, interleaved
 //! in the same run, to price the HTTP door's authentication.
 //!
-//! `cargo bench -p toolhost --bench mcp` (run `bash tests/mcp/setup.sh` first for the
+//! `cargo bench -p toolhost-cli --bench mcp` (run `bash tests/mcp/setup.sh` first for the
 //! Python and Node servers; without them those rows are skipped). Printed figures only.
 //! `TOOLHOST_BENCH_BASELINE=/path/to/toolhost` adds another build of toolhost (main before
 //! a change, say) to the stdio rows, serving the same plugin, and leaves the Python and Node

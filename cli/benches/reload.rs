@@ -4,7 +4,7 @@
 //! reload keeps; and, as a baseline in the same run, the rescan alone (`toolhost reload`
 //! without watching). Prints figures; asserts nothing.
 //!
-//! Run: `cargo bench -p toolhost --bench reload`
+//! Run: `cargo bench -p toolhost-cli --bench reload`
 
 mod common;
 

@@ -8,7 +8,7 @@
 //! also measured under each containment and without the sandbox, to show what each costs.
 //! Prints figures; asserts nothing.
 //!
-//! Run: `cargo bench -p toolhost --bench isolation`
+//! Run: `cargo bench -p toolhost-cli --bench isolation`
 
 mod common;
 

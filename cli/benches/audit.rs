@@ -3,7 +3,7 @@
 //! from a .so, with the audit log on and off, interleaved in rounds in the same run.
 //! Target: under 5% added to the median.
 //!
-//! `cargo bench -p toolhost --bench audit`. Printed figures only.
+//! `cargo bench -p toolhost-cli --bench audit`. Printed figures only.
 
 mod common;
 

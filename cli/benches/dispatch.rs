@@ -2,7 +2,7 @@
 //! dispatcher path, (a) from a plugin .so and (b) compiled in as a native tool, side by
 //! side in one run; and the time to load one plugin file. Prints figures; asserts nothing.
 //!
-//! Run: `cargo bench -p toolhost --bench dispatch`
+//! Run: `cargo bench -p toolhost-cli --bench dispatch`
 
 mod common;
 
