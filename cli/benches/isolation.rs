@@ -172,7 +172,7 @@ fn round_trips(echo: &Path) {
         let loader = loader(mode);
         let report = loader.load_dirs(&[dir.path().to_path_buf()]);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
-        let (registry, _) = ToolRegistry::from_plugins(&report.plugins);
+        let (registry, _) = toolhost::LoadedPlugin::registry(&report.plugins);
         let label = match mode {
             IsolationMode::InProcess => "in-process (plugin threads)",
             IsolationMode::Process => "isolated (worker process)",
@@ -220,7 +220,7 @@ fn round_trips(echo: &Path) {
         .expect("loader");
         let report = loader.load_dirs(&[dir.path().to_path_buf()]);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
-        let (registry, _) = ToolRegistry::from_plugins(&report.plugins);
+        let (registry, _) = toolhost::LoadedPlugin::registry(&report.plugins);
         extra.push((label, percentiles(dispatch_round_trips(&rt, &registry))));
     }
     rows.push((
@@ -378,7 +378,7 @@ fn crash_to_next_call(crashy: &Path, rt: &tokio::runtime::Runtime) {
     })
     .expect("loader");
     let report = loader.load_dirs(&[dir.path().to_path_buf()]);
-    let (registry, _) = ToolRegistry::from_plugins(&report.plugins);
+    let (registry, _) = toolhost::LoadedPlugin::registry(&report.plugins);
     let d = dispatcher();
     let turn = CallContext::new(TurnIdentity::default());
     let call = |name: &str, args: serde_json::Value| ToolCall {

@@ -332,7 +332,7 @@ fn hundred_plugin_start(echo: &Path) {
     // Every one loads, each with its own tools.
     let loader = toolhost::PluginLoader::new().expect("loader");
     let report = loader.load_dirs(&[plugins.path().to_path_buf()]);
-    let (registry, problems) = toolhost::ToolRegistry::from_plugins(&report.plugins);
+    let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
     let distinct = report.errors.is_empty() && problems.is_empty();
     println!(
         "\n{PLUGINS} plugins ({} KiB each): {} loaded, {} tools, {} load errors, {} registry \

@@ -12,20 +12,20 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::calls::context::{HostRequests, ProfileRequests};
-use crate::calls::dispatcher::DispatchConfig;
-use crate::calls::door::{CallDoor, CallSettings, ProfileScope, Profiles, UnknownProfile};
-use crate::calls::outputs::{OutputSettings, OutputStore};
-use crate::calls::policy::NobodyToAsk;
-use crate::calls::registry::ToolRegistry;
-use crate::calls::stats::{CallStats, ToolStatsSnapshot};
 use crate::config::Profile;
 use crate::metrics::{CallMetrics, ScrapeFacts};
 use crate::plugins::catalog::watch::WatchConfig;
 use crate::plugins::catalog::{CatalogConfig, PluginCatalog};
 use crate::plugins::catalog::{CatalogStatus, RescanReport};
 use crate::plugins::run::call_pool::StuckCall;
-use crate::profile_dirs::ProfileDirs;
+use toolhost_calls::context::{HostRequests, ProfileRequests};
+use toolhost_calls::dispatcher::DispatchConfig;
+use toolhost_calls::door::{CallDoor, CallSettings, ProfileScope, Profiles, UnknownProfile};
+use toolhost_calls::outputs::{OutputSettings, OutputStore};
+use toolhost_calls::policy::NobodyToAsk;
+use toolhost_calls::profile_dirs::ProfileDirs;
+use toolhost_calls::registry::ToolRegistry;
+use toolhost_calls::stats::{CallStats, ToolStatsSnapshot};
 
 /// How to run a host.
 #[derive(Debug, Clone)]
@@ -116,7 +116,7 @@ impl HostProfiles {
         }
         // read_output first, so that a plugin tool of that name is the refused one.
         let view = if read_output && self.outputs.contains_key(name) {
-            Arc::new(crate::calls::read_output::with_read_output(&view))
+            Arc::new(toolhost_calls::read_output::with_read_output(&view))
         } else {
             view
         };
@@ -281,7 +281,7 @@ impl Host {
             tracing::warn!(error = %e, "could not start pruning the kept outputs; the first write prunes");
         }
         // Lasting approvals are kept per profile, beside its state folder.
-        let lasting = crate::calls::approvals::ApprovalFiles::new(
+        let lasting = toolhost_calls::approvals::ApprovalFiles::new(
             config
                 .profiles
                 .iter()

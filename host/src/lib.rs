@@ -52,8 +52,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use toolhost::{AutoApprove, CallDoor, CallSettings, Caller, Frontend, PluginLoader,
-//!                ToolCall, ToolRegistry, fixed_profile};
+//! use toolhost::{AutoApprove, CallDoor, CallSettings, Caller, Frontend, LoadedPlugin,
+//!                PluginLoader, ToolCall, fixed_profile};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let loader = PluginLoader::new()?;
@@ -61,7 +61,7 @@
 //! for e in &report.errors {
 //!     eprintln!("{e}");
 //! }
-//! let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+//! let (registry, problems) = LoadedPlugin::registry(&report.plugins);
 //! let tools = fixed_profile("default", Arc::new(registry), None);
 //! let door = CallDoor::new(&CallSettings::default(), tools, Arc::new(AutoApprove));
 //! let request = door.request(Caller::new(Frontend::Library));
@@ -73,54 +73,15 @@
 
 pub mod agent;
 pub mod audit;
-mod calls;
 mod config;
 mod frontends;
 mod host;
 mod metrics;
 mod plugins;
-mod profile_dirs;
 mod serve;
 mod sys;
 mod text;
 
-pub use calls::approvals::{
-    APPROVALS_FILE, ApprovalFile, ApprovalFiles, ApprovalsError, LastingApproval,
-};
-pub use calls::availability::{Availability, Unavailable};
-pub use calls::context::{
-    CallContext, Caller, CallerChannel, ChildTurnError, ChildTurnService, Frontend, HostRequests,
-    ProfileRequests, TurnIdentity, TurnServices,
-};
-pub use calls::decision::{ApprovalScope, Decision};
-pub use calls::details::{
-    ContentOmitted, DetailError, Details, FullOutput, HostDetail, StructuredOmitted, ToolFailed,
-};
-pub use calls::dispatcher::{
-    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
-};
-pub use calls::door::{
-    CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
-    fixed_profile,
-};
-pub use calls::outputs::{
-    Budget, Cut, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, MIN_MAX_CHARS, OutputError,
-    OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL, RangeError,
-    ReadRange, Rest, Size, cut, is_id,
-};
-pub use calls::policy::{
-    ApprovalAnswer, ApprovalKey, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove,
-    CallPolicy, LastingApprovals, NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal,
-    RiskOverride, apply_risk_overrides,
-};
-pub use calls::registry::{
-    InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
-};
-pub use calls::result::{CallErrorKind, ToolResult};
-pub use calls::stats::{CallStats, ToolStatsSnapshot};
-pub use calls::tool::{
-    Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
-};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
     LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView,
@@ -166,13 +127,50 @@ pub use plugins::load::trust::{
 pub use plugins::run::call_pool::StuckCall;
 pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use plugins::settings::PluginSettings;
-pub use profile_dirs::{Folder, ProfileDirs};
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
 pub use sys::permissions::PermissionProblem;
 pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};
+pub use toolhost_calls::approvals::{
+    APPROVALS_FILE, ApprovalFile, ApprovalFiles, ApprovalsError, LastingApproval,
+};
+pub use toolhost_calls::availability::{Availability, Unavailable};
+pub use toolhost_calls::context::{
+    CallContext, Caller, CallerChannel, ChildTurnError, ChildTurnService, Frontend, HostRequests,
+    ProfileRequests, TurnIdentity, TurnServices,
+};
+pub use toolhost_calls::decision::{ApprovalScope, Decision};
+pub use toolhost_calls::details::{
+    ContentOmitted, DetailError, Details, FullOutput, HostDetail, StructuredOmitted, ToolFailed,
+};
+pub use toolhost_calls::dispatcher::{
+    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
+};
+pub use toolhost_calls::door::{
+    CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,
+    fixed_profile,
+};
+pub use toolhost_calls::outputs::{
+    Budget, Cut, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, MIN_MAX_CHARS, OutputError,
+    OutputMeta, OutputSettings, OutputStore, Owner, PruneReport, READ_OUTPUT_TOOL, RangeError,
+    ReadRange, Rest, Size, cut, is_id,
+};
+pub use toolhost_calls::policy::{
+    ApprovalAnswer, ApprovalKey, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove,
+    CallPolicy, LastingApprovals, NobodyToAsk, OverrideOutcome, ReadOnlyPolicy, Refusal,
+    RiskOverride, apply_risk_overrides,
+};
+pub use toolhost_calls::profile_dirs::{Folder, ProfileDirs};
+pub use toolhost_calls::registry::{
+    InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
+};
+pub use toolhost_calls::result::{CallErrorKind, ToolResult};
+pub use toolhost_calls::stats::{CallStats, ToolStatsSnapshot};
+pub use toolhost_calls::tool::{
+    Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
+};
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
 pub use toolhost_sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
 

@@ -15,9 +15,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::calls::context::CallContext;
-use crate::calls::dispatcher::CallObserver;
-use crate::calls::result::{CallErrorKind, ToolResult};
+use toolhost_calls::context::CallContext;
+use toolhost_calls::dispatcher::CallObserver;
+use toolhost_calls::result::{CallErrorKind, ToolResult};
 
 /// The content type of [`CallMetrics::render`]'s text.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -84,7 +84,7 @@ impl Host {
         // An override that would lower a tool without `allow_lower` stops start-up.
         let registry = catalog.registry();
         let refused =
-            crate::calls::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides)
+            toolhost_calls::policy::apply_risk_overrides(&registry, &config.catalog.risk_overrides)
                 .refused;
         if let Some(problem) = refused.into_iter().next() {
             return Err(ServeError::Config(ConfigError::Invalid {

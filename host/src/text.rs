@@ -7,18 +7,9 @@ use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::sync::OnceLock;
 
-/// `n` with its thousands grouped by commas (`1,048,576`), as messages show counts.
-pub(crate) fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `n` with its thousands grouped by commas, as messages show counts (the call core
+/// holds the one formatter).
+pub(crate) use toolhost_calls::text::grouped;
 
 /// `text` cut to at most `max_chars` characters, with a note of how many more there were.
 pub(crate) fn shorten(text: &str, max_chars: usize) -> String {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::export::ToolMetadata;
+pub use crate::export::ToolMetadata;
 use crate::limits::MAX_TOOLS_PER_PLUGIN;
 use crate::outcome::ToolOutput;
 
@@ -73,7 +73,7 @@ impl SchemaRole {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::{ToolMetadata, check_tool};
+/// use toolhost_plugin_api::check::{ToolMetadata, check_tool};
 /// let meta = ToolMetadata {
 ///     name: "Search Notes".into(),
 ///     description: "Searches.".into(),
@@ -94,7 +94,7 @@ pub fn check_tool(meta: &ToolMetadata) -> Result<CheckedTool, String> {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::check_parts;
+/// use toolhost_plugin_api::check::check_parts;
 /// let checked = check_parts("search", &serde_json::json!({"type": "object"}), None);
 /// assert!(checked.is_ok_and(|c| c.output.is_none()));
 /// # }
@@ -123,7 +123,7 @@ pub fn check_parts(
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::check_name;
+/// use toolhost_plugin_api::check::check_name;
 /// assert!(check_name("search_notes").is_ok());
 /// assert!(check_name("Search Notes").unwrap_err().contains("' '"));
 /// # }
@@ -156,7 +156,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::{SchemaRole, check_schema};
+/// use toolhost_plugin_api::check::{SchemaRole, check_schema};
 /// let bad = serde_json::json!({"type": "object", "properties": {"q": {"type": "strnig"}}});
 /// let why = check_schema(SchemaRole::Arguments, &bad).unwrap_err();
 /// assert!(why.contains("at /properties/q/type"), "{why}");
@@ -200,7 +200,7 @@ fn not_an_object_schema(schema: &Value) -> Option<String> {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::check_tool_count;
+/// use toolhost_plugin_api::check::check_tool_count;
 /// assert!(check_tool_count(3).is_ok());
 /// assert!(check_tool_count(1_001).is_err());
 /// # }
@@ -224,7 +224,7 @@ pub fn check_tool_count(count: usize) -> Result<(), String> {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::duplicate_tools;
+/// use toolhost_plugin_api::check::duplicate_tools;
 /// let refused = duplicate_tools("notes", [(0, "a"), (1, "b"), (4, "a")]);
 /// assert_eq!(refused, vec![(
 ///     4,
@@ -261,7 +261,7 @@ pub fn duplicate_tools<'a>(
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::problems;
+/// use toolhost_plugin_api::check::problems;
 /// let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
 /// let validator = jsonschema::validator_for(&schema).expect("compiles");
 /// assert_eq!(problems(&validator, &serde_json::json!({"n": 1})), None);
@@ -338,7 +338,7 @@ fn allowed_values(e: &jsonschema::ValidationError<'_>) -> Option<Vec<String>> {
 ///
 /// ```
 /// # #[cfg(feature = "check")] {
-/// use toolhost_plugin_api::__private::check_output;
+/// use toolhost_plugin_api::check::check_output;
 /// let schema = serde_json::json!({"type": "object", "required": ["n"]});
 /// let validator = jsonschema::validator_for(&schema).expect("compiles");
 /// assert!(check_output(Some(&validator), Some(&serde_json::json!({"n": 1}))).is_ok());
@@ -376,7 +376,7 @@ pub fn check_output(
 /// ```
 /// # #[cfg(feature = "check")] {
 /// use toolhost_plugin_api::ToolOutput;
-/// use toolhost_plugin_api::__private::finish_output;
+/// use toolhost_plugin_api::check::finish_output;
 /// let mut out = ToolOutput::default().with_structured(serde_json::json!({"n": 1}));
 /// finish_output(None, &mut out).expect("no schema: anything passes");
 /// assert_eq!(out.text, r#"{"n":1}"#);

@@ -404,7 +404,6 @@ pub fn call_root_module_loader(
 
 /// A tool's metadata as a host reads it through the tool's vtable (see
 /// [`read_tool_metadata`]).
-#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolMetadata {
     /// The name the model calls it by.
@@ -435,7 +434,6 @@ pub struct ToolMetadata {
 /// # Safety
 /// `tool` must be an object exported with its vtable (what [`into_ffi_tool`] and the
 /// plugin's `tools` function make) and not yet dropped.
-#[doc(hidden)]
 pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMetadata, String> {
     let (vt, this) = (tool.vtable, tool.this);
     let panicked = |what: &str, m: RString| format!("reading its {what} panicked: {m}");
@@ -570,7 +568,6 @@ fn read_schema(text: &str, what: &str) -> Result<serde_json::Value, String> {
 /// What a plugin's answer means, the one reading hosts and the harness share: the
 /// outcome (see `outcome_from_ffi`), or the tool's error, a panic's message with the
 /// hint a tokio panic gets (for plugins built before the hint too).
-#[doc(hidden)]
 pub fn answer_from_ffi(
     tool: &str,
     answer: Result<(RString, RString), FfiToolError>,
@@ -591,7 +588,7 @@ pub fn answer_from_ffi(
 
 /// `n` with its thousands grouped by commas (`1,048,576`), as the cap messages show it.
 #[doc(hidden)]
-pub fn grouped(n: usize) -> String {
+pub(crate) fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

@@ -162,7 +162,8 @@
 
 mod blocking;
 #[cfg(feature = "check")]
-mod check;
+#[cfg_attr(docsrs, doc(cfg(feature = "check")))]
+pub mod check;
 mod content;
 mod context;
 mod export;
@@ -202,19 +203,14 @@ pub use schema::{schema_for, tidy_schema};
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
-/// Used by the host and by `export_plugin!`; not part of the stable interface.
+/// Used by `export_plugin!` and the plugins it builds; not part of the stable interface.
+/// (Hosts read plugins through [`ffi`] and check tools with `check`.)
 #[doc(hidden)]
 pub mod __private {
-    #[cfg(feature = "check")]
-    pub use crate::check::{
-        CheckedTool, MAX_TOOL_NAME_CHARS, SchemaRole, check_name, check_output, check_parts,
-        check_schema, check_tool, check_tool_count, duplicate_tools, finish_output, problems,
-    };
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        CREATING_TOOL, FailedTool, ToolMetadata, ToolsResult, answer_from_ffi,
-        call_root_module_loader, create_tool, export_tools, grouped, into_ffi_tool, lib_header,
-        read_tool_metadata, root_module,
+        CREATING_TOOL, FailedTool, ToolsResult, call_root_module_loader, create_tool, export_tools,
+        into_ffi_tool, lib_header, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};

@@ -44,7 +44,7 @@ fn registry(loader: &PluginLoader, dir: &PluginDir) -> ToolRegistry {
         "{:?}",
         report.plugins
     );
-    ToolRegistry::from_plugins(&report.plugins).0
+    toolhost::LoadedPlugin::registry(&report.plugins).0
 }
 
 async fn run(registry: &ToolRegistry, tool: &str, args: Value) -> ToolResult {

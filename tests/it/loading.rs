@@ -261,9 +261,8 @@ async fn loading_the_same_file_twice_gives_two_independent_generations() {
     let file = dir.path().join("libfixture_basic.so");
     let a = loader().load_file(&file).expect("first load");
     let b = loader().load_file(&file).expect("second load");
-    let registry = |p: &toolhost::LoadedPlugin| {
-        toolhost::ToolRegistry::from_plugins(std::slice::from_ref(p)).0
-    };
+    let registry =
+        |p: &toolhost::LoadedPlugin| toolhost::LoadedPlugin::registry(std::slice::from_ref(p)).0;
     let (ra, rb) = (registry(&a), registry(&b));
     // `slow` counts the calls in flight in a static of its library: two separate copies of
     // the library each see only their own call, one shared (cached) library would see two.

@@ -439,7 +439,7 @@ fn served(registry: &toolhost::ToolRegistry) -> Vec<(String, String)> {
 
 /// The registry's tools and its refusals, as one comparable value.
 fn registry_shape(report: &toolhost::LoadReport) -> (Vec<(String, String)>, Vec<String>) {
-    let (registry, problems) = toolhost::ToolRegistry::from_plugins(&report.plugins);
+    let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
     (
         served(&registry),
         problems.iter().map(ToString::to_string).collect(),

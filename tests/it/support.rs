@@ -311,7 +311,7 @@ pub(crate) fn process_policy() -> toolhost::IsolationPolicy {
 /// Loads a directory and builds its registry.
 pub(crate) fn load(dir: &PluginDir) -> (LoadReport, ToolRegistry, Vec<toolhost::RegistryError>) {
     let report = loader().load_dirs(&[dir.path()]);
-    let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+    let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
     (report, registry, problems)
 }
 

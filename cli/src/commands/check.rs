@@ -91,7 +91,7 @@ impl CheckArgs {
             toolhost::ABI_VERSION
         )?;
         // Registered into a scratch registry, as a host would: what it refuses is marked.
-        let (registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+        let (registry, problems) = toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
         let refused = refusals(&plugin, &problems);
         outln!(
             "tools:       {} ({} refused)",
@@ -187,7 +187,8 @@ impl CheckArgs {
                 "host_api_version": toolhost::API_VERSION,
                 "mode": plugin.mode,
             });
-            let (registry, problems) = ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+            let (registry, problems) =
+                toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
             report["warnings"] = description_warnings(&plugin, &registry).into();
             let refused = refusals(&plugin, &problems);
             let mut tools: Vec<serde_json::Value> = plugin

@@ -157,8 +157,7 @@ impl InstallArgs {
             anyhow::bail!("{}: {refusal}", file.display());
         }
         let plugin = loader.load_file(file)?;
-        let (_scratch, problems) =
-            toolhost::ToolRegistry::from_plugins(std::slice::from_ref(&plugin));
+        let (_scratch, problems) = toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
         let failed = failures(&plugin, &problems);
         if !failed.is_empty() {
             return Err(Failure::Several(failed).into());

@@ -207,7 +207,7 @@ fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
     for e in &report.errors {
         errln!("warning: {e}");
     }
-    let (registry, problems) = ToolRegistry::from_plugins(&report.plugins);
+    let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
     for e in &problems {
         errln!("warning: {e}");
     }

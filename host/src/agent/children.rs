@@ -24,7 +24,7 @@ use toolhost_plugin_api::{
 
 use super::delegations::{TaskOutcome, units_of};
 use super::{AgentInner, blocking};
-use crate::calls::context::{ChildTurnError, ChildTurnService, TurnIdentity};
+use toolhost_calls::context::{ChildTurnError, ChildTurnService, TurnIdentity};
 
 /// The concurrency slot of one tool call: one permit of its depth's semaphore, held
 /// while any child turn of the call waits or runs, and the call's own task limit.

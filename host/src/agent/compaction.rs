@@ -31,9 +31,9 @@ use super::messages::{Message, Role};
 use super::model::{ModelError, TextSink};
 use super::sessions::{Compaction, CompactionStage};
 use super::{AgentError, AgentInner, blocking};
-use crate::calls::details::{FullOutput, HostDetail as _};
-use crate::calls::outputs::Owner;
-use crate::calls::tool::ToolSpec;
+use toolhost_calls::details::{FullOutput, HostDetail as _};
+use toolhost_calls::outputs::Owner;
+use toolhost_calls::tool::ToolSpec;
 
 /// Characters per token of the uncalibrated estimate.
 const CHARS_PER_TOKEN: u64 = 4;
@@ -775,7 +775,7 @@ mod tests {
                 arguments: "{}".to_owned(),
             }],
             tool_call_id: None,
-            details: crate::calls::details::Details::new(),
+            details: toolhost_calls::details::Details::new(),
             full_text: None,
         }
     }

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer, ToolUse};
 
 use super::messages::{Message, Role};
-use crate::calls::details::{Details, HostDetail as _, ToolFailed};
-use crate::calls::result::ToolResult;
+use toolhost_calls::details::{Details, HostDetail as _, ToolFailed};
+use toolhost_calls::result::ToolResult;
 
 /// How many requests an answer holds unless asked otherwise, and at most.
 const DEFAULT_LAST: u32 = 20;
@@ -138,7 +138,7 @@ mod tests {
 
     fn failed(id: &str, text: &str) -> Message {
         Message {
-            details: crate::calls::details::from_value(
+            details: toolhost_calls::details::from_value(
                 serde_json::json!({"toolhost/error": {"kind": "failed"}}),
             ),
             ..Message::tool_result(id, text)

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::calls::details::Details;
+use toolhost_calls::details::Details;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

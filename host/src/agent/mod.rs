@@ -31,11 +31,11 @@ use std::sync::atomic::AtomicU64;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::context::{CallerChannel, ProfileRequests};
-use crate::calls::door::{CallDoor, UnknownProfile};
 use crate::config::AgentSettings;
 use model::{ModelError, ModelProvider};
 use sessions::{SessionError, SessionStore};
+use toolhost_calls::context::{CallerChannel, ProfileRequests};
+use toolhost_calls::door::{CallDoor, UnknownProfile};
 
 /// Why a turn ended without an answer. What was said before stays in the session.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub struct AgentParts {
     /// The profile's name.
     pub profile: String,
     /// Its folders (the plugins' state folder, the sessions database beside it).
-    pub dirs: crate::profile_dirs::ProfileDirs,
+    pub dirs: toolhost_calls::profile_dirs::ProfileDirs,
     /// Its workspace, answered to plugins' `profile.workspace` requests (default: none).
     pub workspace: crate::config::WorkspaceSettings,
     /// The door its calls enter by (which finds the profile's tools, and asks for

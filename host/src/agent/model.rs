@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 pub use super::messages::{Message, ModelToolCall, Role, Usage};
 use super::stream::{Assembly, SseDecoder};
 use super::wire::{ChatRequest, ChatResponse, ResponseError};
-use crate::calls::tool::ToolSpec;
 use crate::config::ModelSettings;
+use toolhost_calls::tool::ToolSpec;
 
 /// Why the model did not answer.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use toolhost_plugin_api::{HostAnswer, HostRequest, ServiceError, SessionsSearchAnswer};
 
 use super::{AgentInner, blocking};
-use crate::calls::context::{HostRequests, TurnIdentity};
+use toolhost_calls::context::{HostRequests, TurnIdentity};
 
 /// Plugins' host requests in an agent's turns: the state folder, session search and
 /// summary.

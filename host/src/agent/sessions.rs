@@ -19,7 +19,7 @@ use serde::de::IntoDeserializer as _;
 use toolhost_plugin_api::SessionHit;
 
 use super::messages::{Message, ModelToolCall, Role};
-use crate::profile_dirs::ProfileDirs;
+use toolhost_calls::profile_dirs::ProfileDirs;
 
 /// Why the session store failed.
 #[derive(Debug, thiserror::Error)]
@@ -612,7 +612,7 @@ impl SessionStore {
     pub fn open_for_profile(dirs: &ProfileDirs) -> Result<SessionStore, SessionError> {
         let path = profile_sessions_file(dirs);
         if let Some(dir) = path.parent() {
-            crate::sys::private::ensure_private_dir(dir).map_err(file_error(dir))?;
+            toolhost_calls::private::ensure_private_dir(dir).map_err(file_error(dir))?;
         }
         move_from_plugin_state(&dirs.state(), &path)?;
         SessionStore::open(&path)
@@ -635,10 +635,10 @@ impl SessionStore {
             path: path.to_path_buf(),
             source,
         };
-        drop(crate::sys::private::open_private_file(path).map_err(file_error(path))?);
+        drop(toolhost_calls::private::open_private_file(path).map_err(file_error(path))?);
         for suffix in SIDE_FILES {
             let side = with_suffix(path, suffix);
-            crate::sys::private::tighten_existing_file(&side).map_err(file_error(&side))?;
+            toolhost_calls::private::tighten_existing_file(&side).map_err(file_error(&side))?;
         }
         let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let mut conn = Connection::open_with_flags(path, flags).map_err(db)?;
@@ -830,7 +830,7 @@ impl SessionStore {
         session: &str,
         call_id: &str,
         content: &str,
-        details: &crate::calls::details::Details,
+        details: &toolhost_calls::details::Details,
     ) -> Result<(), SessionError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.execute(
@@ -1177,7 +1177,7 @@ mod tests {
         }
         let store = SessionStore::open(&path).expect("migrated");
         let kept = Message {
-            details: crate::calls::details::from_value(
+            details: toolhost_calls::details::from_value(
                 serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
             ),
             full_text: Some("the whole text".to_owned()),
@@ -1263,7 +1263,7 @@ mod tests {
         store
             .append(&a, &Message::tool_result("c1", "long text"))
             .expect("append");
-        let details = crate::calls::details::from_value(
+        let details = toolhost_calls::details::from_value(
             serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
         );
         store
@@ -1312,7 +1312,7 @@ mod tests {
             content: None,
             tool_calls: vec![call("a"), call("b")],
             tool_call_id: None,
-            details: crate::calls::details::Details::new(),
+            details: toolhost_calls::details::Details::new(),
             full_text: None,
         };
         let history = vec![

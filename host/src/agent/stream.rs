@@ -250,7 +250,7 @@ impl Assembly {
                 content,
                 tool_calls,
                 tool_call_id: None,
-                details: crate::calls::details::Details::new(),
+                details: toolhost_calls::details::Details::new(),
                 full_text: None,
             },
             self.usage,

@@ -12,10 +12,10 @@ use super::messages::{Message, Role};
 use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
 use super::{AgentError, AgentInner, blocking};
-use crate::calls::context::{Caller, Frontend};
-use crate::calls::dispatcher::ToolCall;
-use crate::calls::result::{CallErrorKind, ToolResult};
-use crate::calls::tool::Arguments;
+use toolhost_calls::context::{Caller, Frontend};
+use toolhost_calls::dispatcher::ToolCall;
+use toolhost_calls::result::{CallErrorKind, ToolResult};
+use toolhost_calls::tool::Arguments;
 
 /// What a person watching a turn sees happen (the chat shows each as it comes).
 pub trait TurnObserver: Send + Sync {
@@ -85,7 +85,7 @@ impl AgentInner {
                 call_id: None,
             }));
             if depth > 0 && self.config.children.auto_approve {
-                request.approver = Some(Arc::new(crate::calls::policy::AutoApprove));
+                request.approver = Some(Arc::new(toolhost_calls::policy::AutoApprove));
             }
             let max_iterations = if depth > 0 {
                 self.config.children.max_iterations
@@ -195,15 +195,15 @@ impl AgentInner {
     /// The full text of a result the door cut (read back from the profile's kept
     /// outputs); `None` for a result that was not cut.
     async fn full_text(&self, result: &ToolResult) -> Option<String> {
-        use crate::calls::details::{FullOutput, HostDetail as _};
+        use toolhost_calls::details::{FullOutput, HostDetail as _};
         let id = FullOutput::read(&result.details)?.id;
         let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
-        let owner = crate::calls::outputs::Owner {
+        let owner = toolhost_calls::outputs::Owner {
             profile: self.profile.clone(),
             token: None,
         };
         let read = tokio::task::spawn_blocking(move || {
-            store.read(&owner, &id, &crate::calls::outputs::ReadRange::All)
+            store.read(&owner, &id, &toolhost_calls::outputs::ReadRange::All)
         })
         .await;
         match read {

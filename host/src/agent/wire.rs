@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::messages::{Message, ModelToolCall, Role, Usage};
-use crate::calls::tool::ToolSpec;
+use toolhost_calls::tool::ToolSpec;
 
 /// A `POST /chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -375,7 +375,7 @@ impl ChatResponse {
                 content,
                 tool_calls,
                 tool_call_id: None,
-                details: crate::calls::details::Details::new(),
+                details: toolhost_calls::details::Details::new(),
                 full_text: None,
             },
             usage,
@@ -444,7 +444,7 @@ mod tests {
                     arguments: "{\"text\":\"x\"}".to_owned(),
                 }],
                 tool_call_id: None,
-                details: crate::calls::details::Details::new(),
+                details: toolhost_calls::details::Details::new(),
                 full_text: None,
             },
             Message::tool_result("c1", "x"),

@@ -147,7 +147,7 @@ pub(super) enum HeadState {
 /// Reads the head of the log at `log` (a link or FIFO at its path is an error).
 pub(super) fn read_head(log: &Path) -> io::Result<HeadState> {
     let path = head_path(log);
-    match crate::sys::private::open_regular_file(&path) {
+    match toolhost_calls::private::open_regular_file(&path) {
         Ok(file) => read_from(&file),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HeadState::Missing),
         Err(e) => Err(e),
@@ -210,7 +210,7 @@ impl HeadFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HeadState::Missing),
             _ => {}
         }
-        let file = crate::sys::private::open_private_file(&self.path)?;
+        let file = toolhost_calls::private::open_private_file(&self.path)?;
         let state = read_from(&file)?;
         let ino = file.metadata()?.ino();
         self.open = Some((file, ino));
@@ -221,7 +221,7 @@ impl HeadFile {
     pub(super) fn write(&mut self, head: &Head) -> io::Result<()> {
         let bytes = head.encode();
         if self.open.is_none() {
-            let file = crate::sys::private::open_private_file(&self.path)?;
+            let file = toolhost_calls::private::open_private_file(&self.path)?;
             let meta = file.metadata()?;
             if meta.len() > bytes.len() as u64 {
                 file.set_len(bytes.len() as u64)?;

@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::calls::context::CallContext;
-use crate::calls::details::{FullOutput, HostDetail as _};
-use crate::calls::dispatcher::{CallObserver, ObservedCall, ObserverWait};
-use crate::calls::result::ToolResult;
-use crate::calls::tool::DynTool;
+use toolhost_calls::context::CallContext;
+use toolhost_calls::details::{FullOutput, HostDetail as _};
+use toolhost_calls::dispatcher::{CallObserver, ObservedCall, ObserverWait};
+use toolhost_calls::result::ToolResult;
+use toolhost_calls::tool::DynTool;
 use writer::{Msg, Pending, Sink};
 
 pub use head::{HEAD_VERSION, Head, head_path};

@@ -171,7 +171,7 @@ fn snapshot(path: &Path) -> Result<Snapshot, AuditError> {
         path: path.to_path_buf(),
         source,
     };
-    let open = |p: &Path| match crate::sys::private::open_regular_file(p) {
+    let open = |p: &Path| match toolhost_calls::private::open_regular_file(p) {
         Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error("open", p, e)),
@@ -915,11 +915,12 @@ impl<'a> Check<'a> {
 pub fn read_records(path: &Path) -> Result<Vec<AuditRecord>, AuditError> {
     let mut out = Vec::new();
     for file in log_files(path) {
-        let f = crate::sys::private::open_regular_file(&file).map_err(|source| AuditError::Io {
-            action: "open",
-            path: file.clone(),
-            source,
-        })?;
+        let f =
+            toolhost_calls::private::open_regular_file(&file).map_err(|source| AuditError::Io {
+                action: "open",
+                path: file.clone(),
+                source,
+            })?;
         for (i, line) in lines(f, &file)?.iter().enumerate() {
             let record = serde_json::from_slice(line).map_err(|e| AuditError::Broken {
                 file: file.clone(),

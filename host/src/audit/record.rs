@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::calls::decision::Decision;
-use crate::calls::tool::Risk;
+use toolhost_calls::decision::Decision;
+use toolhost_calls::tool::Risk;
 
 /// `prev` of the very first line of a log.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -156,7 +156,7 @@ pub fn canonical_json(value: &Value) -> String {
 /// sha256 of `bytes`, in lower-case hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
-    crate::calls::policy::hex(&sha2::Sha256::digest(bytes))
+    toolhost_calls::policy::hex(&sha2::Sha256::digest(bytes))
 }
 
 #[cfg(test)]

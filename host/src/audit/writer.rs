@@ -169,7 +169,7 @@ impl Sink {
         syslog: Option<PathBuf>,
     ) -> io::Result<Sink> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::sys::private::ensure_private_dir(dir)?;
+            toolhost_calls::private::ensure_private_dir(dir)?;
         }
         let fresh = Head {
             last: ChainPoint {
@@ -200,7 +200,7 @@ impl Sink {
     }
 
     fn reopen(&mut self) -> io::Result<()> {
-        let file = crate::sys::private::open_private_file(&self.path)?;
+        let file = toolhost_calls::private::open_private_file(&self.path)?;
         let ino = file.metadata()?.ino();
         self.open = Some(Open {
             file,
@@ -306,7 +306,7 @@ impl Sink {
         if len > 0 {
             return Ok(Some(Tail::of(&last_line(&open.file, len)?)));
         }
-        match crate::sys::private::open_regular_file(&rotated(&self.path, 1)) {
+        match toolhost_calls::private::open_regular_file(&rotated(&self.path, 1)) {
             Ok(older) => {
                 let len = older.metadata()?.len();
                 if len > 0 {
@@ -535,7 +535,7 @@ fn dropped_last_seq(path: &Path, file: &File, len: u64, keep: usize) -> io::Resu
     }
     let mut newest = None;
     for n in rotated_numbers(path)?.into_iter().filter(|n| *n >= keep) {
-        let older = match crate::sys::private::open_regular_file(&rotated(path, n)) {
+        let older = match toolhost_calls::private::open_regular_file(&rotated(path, n)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             other => other?,
         };
@@ -577,7 +577,7 @@ fn ends_with_newline(file: &File, len: u64) -> io::Result<bool> {
 /// The `seq` of the first line of the file at `path` (`None`: no file, no line, or no
 /// audit record).
 fn first_seq(path: &Path) -> io::Result<Option<u64>> {
-    let file = match crate::sys::private::open_regular_file(path) {
+    let file = match toolhost_calls::private::open_regular_file(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         other => other?,
     };
@@ -708,7 +708,7 @@ mod tests {
     use crate::audit::ProblemKind;
     use crate::audit::head::{head_path, read_head};
     use crate::audit::record::AuditCaller;
-    use crate::calls::decision::Decision;
+    use toolhost_calls::decision::Decision;
 
     fn record(n: usize) -> AuditRecord {
         AuditRecord {
@@ -769,7 +769,7 @@ mod tests {
         let head = head_of(&path);
         assert_eq!(head.last.seq, 30);
         assert_eq!(head.oldest, 1, "nothing dropped with keep = 20");
-        assert!(crate::sys::private::is_private(&head_path(&path)).expect("stat"));
+        assert!(toolhost_calls::private::is_private(&head_path(&path)).expect("stat"));
         // A torn last line (a crash mid-write) is ended; the next line says the log did not
         // end at its head, and verify names both.
         let mut f = std::fs::OpenOptions::new()

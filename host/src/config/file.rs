@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::calls::tool::Risk;
 use crate::plugins::isolation::IsolationMode;
 use crate::plugins::load::loader::DEFAULT_MAX_FILE_SIZE;
 use crate::plugins::load::trust::{PublisherEntry, TrustMode};
 use crate::sys::sandbox::SandboxMode;
+use toolhost_calls::tool::Risk;
 
 /// The host's config file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -192,7 +192,7 @@ impl Default for RawOutput {
     /// The resolved defaults (`OutputSettings::default`, written once), as the file says
     /// them.
     fn default() -> Self {
-        let d = crate::calls::outputs::OutputSettings::default();
+        let d = toolhost_calls::outputs::OutputSettings::default();
         RawOutput {
             max_chars: d.budget.max_chars,
             max_lines: d.budget.max_lines,

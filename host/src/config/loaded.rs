@@ -12,11 +12,11 @@ use super::{
     AgentSettings, ConfigError, ContextSettings, HttpLimits, MAX_CONFIG_FILE_SIZE, McpSettings,
     ModelSettings, Profile, RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
 };
-use crate::calls::door::CallSettings;
-use crate::calls::policy::RiskOverride;
 use crate::plugins::load::loader::LoadPolicy;
 use crate::plugins::load::trust::TrustPolicy;
-use crate::profile_dirs::{Folder, ProfileDirs};
+use toolhost_calls::door::CallSettings;
+use toolhost_calls::policy::RiskOverride;
+use toolhost_calls::profile_dirs::{Folder, ProfileDirs};
 
 /// The environment variable `name` read as a `T`, if it is set (and not blank), or what
 /// is wrong with it (`what` says what it should be).
@@ -69,20 +69,20 @@ struct Resolved {
     mcp: McpSettings,
     watch: crate::plugins::catalog::watch::WatchConfig,
     /// `[output]`, checked at load (profiles resolve their own overrides).
-    output: crate::calls::outputs::OutputSettings,
+    output: toolhost_calls::outputs::OutputSettings,
 }
 
 impl Resolved {
     /// Resolves `c`, or names the first key whose seconds are not a usable number.
     fn new(c: &RawConfig) -> Result<Resolved, (&'static str, SecondsError)> {
         let positive = |key: &'static str, secs: f64| positive_seconds(secs).map_err(|e| (key, e));
-        let calls = crate::calls::dispatcher::DispatchConfig {
+        let calls = toolhost_calls::dispatcher::DispatchConfig {
             timeout: positive("calls.timeout_secs", c.calls.timeout_secs)?,
             interactive_timeout: positive(
                 "calls.interactive_timeout_secs",
                 c.calls.interactive_timeout_secs,
             )?,
-            ..crate::calls::dispatcher::DispatchConfig::default()
+            ..toolhost_calls::dispatcher::DispatchConfig::default()
         };
         // Zero: availability answers are not cached.
         let availability_ttl = seconds_or_zero(c.availability.cache_secs)
@@ -128,7 +128,7 @@ impl Resolved {
             model_stream: c.model.stream,
             agent: AgentSettings::new(&c.agent, child_timeout),
             // Set (and checked) by `LoadedConfig::resolve`.
-            output: crate::calls::outputs::OutputSettings::default(),
+            output: toolhost_calls::outputs::OutputSettings::default(),
             mcp,
         })
     }
@@ -549,7 +549,7 @@ impl LoadedConfig {
     }
 
     /// The host config's `[output]` settings (what a profile without its own gets).
-    pub fn output(&self) -> crate::calls::outputs::OutputSettings {
+    pub fn output(&self) -> toolhost_calls::outputs::OutputSettings {
         self.resolved.output
     }
 
@@ -670,7 +670,7 @@ impl Profile {
         if dir.exists() {
             // Notes and conversations: private to the host's user (0700, tightened).
             // A link there is refused, not followed.
-            crate::sys::private::ensure_private_dir(&state_dir).map_err(|source| {
+            toolhost_calls::private::ensure_private_dir(&state_dir).map_err(|source| {
                 ConfigError::Invalid {
                     path: state_dir.clone(),
                     message: format!(

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::ConfigError;
-use crate::calls::registry::ToolRegistry;
-use crate::profile_dirs::ProfileDirs;
+use toolhost_calls::profile_dirs::ProfileDirs;
+use toolhost_calls::registry::ToolRegistry;
 
 /// A profile: `<profiles_dir>/<name>/config.toml` and its own state folder.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub struct Profile {
     pub system_prompt: Option<String>,
     /// Its output budget and kept outputs (`[output]`: the host config's, with the
     /// profile's keys in their place).
-    pub output: crate::calls::outputs::OutputSettings,
+    pub output: toolhost_calls::outputs::OutputSettings,
     /// Its workspace (`[workspace]`: the host config's, with the profile's keys in their
     /// place, and `--workspace` roots in place of both).
     pub workspace: super::WorkspaceSettings,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::file::DEFAULT_CHILD_TIMEOUT_SECS;
 use super::{RawAgent, RawOutput, WithoutElicitation, seconds_or_zero};
-use crate::calls::outputs::{Budget, MIN_MAX_CHARS, OutputSettings};
+use toolhost_calls::outputs::{Budget, MIN_MAX_CHARS, OutputSettings};
 
 /// An OpenAI-compatible Chat Completions server: `[model]` with the environment's
 /// overrides, when both a base URL and a model are set somewhere.

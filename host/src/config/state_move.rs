@@ -83,7 +83,7 @@ pub(crate) fn move_state(old: &Path, new: &Path) -> Result<Moved, StateMoveError
         Err(e) => return Err(fail(e)),
     }
     if let Some(parent) = new.parent() {
-        crate::sys::private::ensure_private_dir(parent).map_err(fail)?;
+        toolhost_calls::private::ensure_private_dir(parent).map_err(fail)?;
     }
     match fs::rename(old, new) {
         Ok(()) => {

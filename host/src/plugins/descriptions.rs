@@ -21,8 +21,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::calls::registry::ToolRegistry;
-use crate::calls::tool::ToolSpec;
+use toolhost_calls::registry::ToolRegistry;
+use toolhost_calls::tool::ToolSpec;
 
 /// Tool names models know from other agents (hermes-agent, rho, Claude Code, Codex,
 /// OpenAI's hosted tools), counted besides the loaded plugins' tools. A trailing `*`
@@ -146,7 +146,7 @@ impl DescriptionRule {
     pub fn check(&self, view: &ToolRegistry) -> Vec<Mention> {
         let shown: BTreeSet<&str> = view
             .iter()
-            .filter(|t| t.spec().risk != crate::calls::tool::Risk::Deny)
+            .filter(|t| t.spec().risk != toolhost_calls::tool::Risk::Deny)
             .map(|t| t.spec().name.as_str())
             .collect();
         let mut out = Vec::new();

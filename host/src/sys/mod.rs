@@ -1,5 +1,5 @@
 //! Operating-system helpers every door uses: where the platform puts config and state
-//! (`dirs`), private files and folders (`private`),
+//! (`dirs`) (private files and folders are the call core's `toolhost_calls::private`),
 //! opening a path without following it into a FIFO or device (`safe_open`), ownership and
 //! mode checks (`permissions`), resource limits (`rlimit`), descriptors and processes for
 //! plugin workers (`process`), the Landlock sandbox (`sandbox`), the seccomp filter
@@ -15,7 +15,6 @@ pub(crate) mod containment;
 pub(crate) mod dirs;
 pub(crate) mod permissions;
 pub(crate) mod pid_namespace;
-pub(crate) mod private;
 pub(crate) mod process;
 pub(crate) mod process_env;
 pub(crate) mod rlimit;

@@ -196,7 +196,7 @@ fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
-pub(crate) use crate::sys::private::effective_uid;
+pub(crate) use toolhost_calls::private::effective_uid;
 
 /// The name of user `uid` in the user database, if it has one.
 pub(crate) fn user_name(uid: u32) -> Option<String> {

@@ -10,10 +10,10 @@ use super::{
     ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlFault, ControlHandler,
     ControlPeer, ControlRequest, ControlResult,
 };
-use crate::calls::dispatcher::ToolCall;
-use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::host::Host;
 use crate::plugins::catalog::RescanReport;
+use toolhost_calls::dispatcher::ToolCall;
+use toolhost_calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
 
 impl ControlHandler for Host {
     async fn handle(

@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::calls::context::Caller;
+use toolhost_calls::context::Caller;
 
 pub use client::{ApprovalPrompt, ControlClient};
 pub use protocol::*;
@@ -45,7 +45,7 @@ pub fn default_control_path() -> PathBuf {
         return dir.join("control.sock");
     }
     #[cfg(unix)]
-    let user = crate::sys::private::effective_uid().to_string();
+    let user = toolhost_calls::private::effective_uid().to_string();
     #[cfg(not(unix))]
     let user = "user".to_owned();
     std::env::temp_dir()
@@ -231,7 +231,7 @@ fn is_socket(_meta: &std::fs::Metadata) -> bool {
 fn check_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
-    let me = crate::sys::private::effective_uid();
+    let me = toolhost_calls::private::effective_uid();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -273,7 +273,7 @@ fn legacy_error_line(message: &str) -> String {
 /// Whether a process or file of `uid` may be trusted on the control socket: ours or root's.
 #[cfg(unix)]
 fn trusted_uid(uid: u32) -> bool {
-    uid == crate::sys::private::effective_uid() || uid == 0
+    uid == toolhost_calls::private::effective_uid() || uid == 0
 }
 
 /// `uid N (name)`, or `uid N` for a user without a name.

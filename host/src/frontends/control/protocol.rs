@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::legacy_error_line;
-use crate::calls::result::{CallErrorKind, ToolResult};
 use crate::host::HostStatus;
 use crate::plugins::catalog::RescanReport;
+use toolhost_calls::result::{CallErrorKind, ToolResult};
 
 /// What a client asks the host, by method. Its JSON form is the `method` and `params` of a
 /// request line.
@@ -103,7 +103,7 @@ pub struct ApprovalQuestion {
     /// The tool.
     pub tool: String,
     /// Its risk after overrides.
-    pub risk: crate::calls::tool::Risk,
+    pub risk: toolhost_calls::tool::Risk,
     /// Where it comes from (for people).
     pub origin: String,
     /// The call's arguments.
@@ -416,7 +416,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::calls::result::CallErrorKind;
+    use toolhost_calls::result::CallErrorKind;
 
     fn fault(line: &str) -> (Value, ControlFault) {
         match decode(line.as_bytes()) {

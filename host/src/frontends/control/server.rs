@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::context::{Caller, Frontend};
+use toolhost_calls::context::{Caller, Frontend};
 
 use super::default_control_path;
 use super::protocol::{APPROVE_METHOD, AnswerLine, JSONRPC, QuestionLine, decode};
@@ -202,7 +202,7 @@ enum Refusal {
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
-    let me = crate::sys::private::effective_uid();
+    let me = toolhost_calls::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
             if let Some(why) = cred

@@ -15,11 +15,11 @@ use toolhost_plugin_api::AskAnswer;
 
 use super::caller::{NotAForm, elicit_params};
 use super::state::{APPROVAL_TTL, ClientFacts, SessionState, Shared};
-use crate::calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
-use crate::calls::registry::RegisteredTool;
-use crate::calls::tool::{Risk, ToolSpec};
 use crate::config::WithoutElicitation;
 use crate::text::shorten;
+use toolhost_calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
+use toolhost_calls::registry::RegisteredTool;
+use toolhost_calls::tool::{Risk, ToolSpec};
 
 /// The key of the approval question in an input-required result.
 const APPROVAL_KEY: &str = "toolhost_approval";

@@ -22,7 +22,7 @@ use toolhost_plugin_api::{
     AskAnswer, AskRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError,
 };
 
-use crate::calls::context::CallerChannel;
+use toolhost_calls::context::CallerChannel;
 
 /// Routes a call's progress, log lines, questions and sampling to the MCP client.
 pub(super) struct McpCaller {

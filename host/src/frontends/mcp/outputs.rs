@@ -12,9 +12,9 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use crate::calls::details::{FullOutput, HostDetail as _};
-use crate::calls::outputs::{DEFAULT_CONTEXT, OutputError, OutputStore, Owner, ReadRange};
-use crate::calls::result::ToolResult;
+use toolhost_calls::details::{FullOutput, HostDetail as _};
+use toolhost_calls::outputs::{DEFAULT_CONTEXT, OutputError, OutputStore, Owner, ReadRange};
+use toolhost_calls::result::ToolResult;
 
 /// The `_meta` key by which a client (Claude Code) says how many characters of one result
 /// it takes.

@@ -27,12 +27,12 @@ use super::approval::McpApprover;
 use super::caller::{McpCaller, level_rank};
 use super::outputs;
 use super::state::SessionState;
-use crate::calls::context::CallerChannel;
-use crate::calls::details::{HostDetail as _, StructuredOmitted};
-use crate::calls::dispatcher::ToolCall;
-use crate::calls::policy::Approver;
-use crate::calls::result::{CallErrorKind, ToolResult};
-use crate::calls::tool::{Risk, ToolSpec};
+use toolhost_calls::context::CallerChannel;
+use toolhost_calls::details::{HostDetail as _, StructuredOmitted};
+use toolhost_calls::dispatcher::ToolCall;
+use toolhost_calls::policy::Approver;
+use toolhost_calls::result::{CallErrorKind, ToolResult};
+use toolhost_calls::tool::{Risk, ToolSpec};
 
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
 const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
@@ -256,7 +256,7 @@ impl ServerHandler for McpSession {
             .scope(Some(&shared.profile_name))
             .ok()
             .and_then(|s| s.outputs);
-        let owner = crate::calls::outputs::Owner {
+        let owner = toolhost_calls::outputs::Owner {
             profile: shared.profile_name.clone(),
             token: facts.caller.token.clone(),
         };
@@ -291,10 +291,10 @@ impl McpSession {
     /// sessionless HTTP request has not).
     fn door_request(
         &self,
-        door: &crate::calls::door::CallDoor,
-        who: Arc<crate::calls::context::Caller>,
+        door: &toolhost_calls::door::CallDoor,
+        who: Arc<toolhost_calls::context::Caller>,
         facts: &super::state::ClientFacts,
-    ) -> crate::calls::door::CallRequest {
+    ) -> toolhost_calls::door::CallRequest {
         let mut request = door.request(who);
         request.profile = Some(self.state.shared.profile_name.clone());
         request.session = self.state.session_id.clone();
@@ -322,9 +322,9 @@ impl McpSession {
             .and_then(Value::as_str)
             .filter(|t| is_traceparent(t));
         let who = match traceparent {
-            Some(t) => Arc::new(crate::calls::context::Caller {
+            Some(t) => Arc::new(toolhost_calls::context::Caller {
                 traceparent: Some(t.to_owned()),
-                ..crate::calls::context::Caller::clone(&facts.caller)
+                ..toolhost_calls::context::Caller::clone(&facts.caller)
             }),
             None => Arc::clone(&facts.caller),
         };
@@ -445,7 +445,7 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
         let mut meta = MetaObject::new();
         meta.insert(
             "toolhost/details".to_owned(),
-            crate::calls::details::to_object(result.details),
+            toolhost_calls::details::to_object(result.details),
         );
         meta
     });

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpOptions;
 use super::clients::{ClientEntry, McpClients};
-use crate::calls::context::{Caller, Frontend};
-use crate::calls::registry::ToolRegistry;
 use crate::host::Host;
+use toolhost_calls::context::{Caller, Frontend};
+use toolhost_calls::registry::ToolRegistry;
 
 /// How long a 2026-07-28 client has to answer an approval question.
 pub(super) const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
@@ -179,7 +179,7 @@ impl SessionState {
                 caller: Arc::new(Caller {
                     frontend: Frontend::Mcp,
                     // A stdio client is a process this user started.
-                    uid: (self.transport == "stdio").then(crate::sys::private::effective_uid),
+                    uid: (self.transport == "stdio").then(toolhost_calls::private::effective_uid),
                     token: self.token.clone(),
                     client: context.client_info().map(|c| (c.name, c.version)),
                     traceparent: None,

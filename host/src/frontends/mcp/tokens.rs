@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::sys::private::{ensure_private_dir, tighten_existing, write_private_file};
 use crate::sys::safe_open::{Fingerprint, fingerprint};
+use toolhost_calls::private::{ensure_private_dir, tighten_existing, write_private_file};
 
 /// The prefix every token starts with.
 const PREFIX: &str = "thk_";
@@ -259,7 +259,7 @@ impl TokenStore {
     fn check_owner(&self) -> Result<(), TokenError> {
         use std::os::unix::fs::MetadataExt as _;
         let meta = fs::metadata(&self.path).map_err(self.io("read"))?;
-        let me = crate::sys::private::effective_uid();
+        let me = toolhost_calls::private::effective_uid();
         if meta.uid() != me && meta.uid() != 0 {
             return Err(TokenError::Damaged {
                 path: self.path.clone(),
@@ -310,7 +310,8 @@ impl TokenStore {
         }
         tighten_existing(&self.path).map_err(self.io("secure"))?;
         let lock_path = self.path.with_extension("lock");
-        let lock = crate::sys::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
+        let lock =
+            toolhost_calls::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
         lock.lock().map_err(self.io("lock"))?;
         Ok(lock)
     }
@@ -572,7 +573,7 @@ mod tests {
         let laptop = store.add("laptop", Some("coding"), &[]).expect("add");
         assert!(laptop.token.starts_with(PREFIX));
         assert_eq!(laptop.token.len(), PREFIX.len() + 43);
-        assert!(crate::sys::private::is_private(store.path()).expect("stat"));
+        assert!(toolhost_calls::private::is_private(store.path()).expect("stat"));
         let text = fs::read_to_string(store.path()).expect("read");
         assert!(
             !text.contains(&laptop.token),

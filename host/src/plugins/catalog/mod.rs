@@ -33,13 +33,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
 
-use crate::calls::policy::{RiskOverride, apply_risk_overrides};
-use crate::calls::registry::ToolRegistry;
 use crate::plugins::isolation::supervisor::WorkerPlugin;
 use crate::plugins::load::error::LoadErrorKind;
 use crate::plugins::load::loader::{LoadPolicy, PluginLoader};
 use crate::plugins::run::plugin_tool::LoadedPlugin;
 use crate::sys::safe_open::{Fingerprint, fingerprint};
+use toolhost_calls::policy::{RiskOverride, apply_risk_overrides};
+use toolhost_calls::registry::ToolRegistry;
 
 pub(crate) use status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
@@ -494,7 +494,7 @@ impl PluginCatalog {
     /// Rebuilds the registry from the entries in load order and swaps it in.
     fn swap_registry(&self, state: &mut State) -> RegistryEvent {
         let plugins: Vec<LoadedPlugin> = state.entries.values().map(|e| e.plugin.clone()).collect();
-        let (new, errors) = ToolRegistry::from_plugins(&plugins);
+        let (new, errors) = LoadedPlugin::registry(&plugins);
         let overridden = apply_risk_overrides(&new, &self.config.risk_overrides);
         let new = overridden.registry;
         state.registry_errors = errors.iter().map(ToString::to_string).collect();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::calls::registry::ToolRegistry;
+use toolhost_calls::registry::ToolRegistry;
 
 /// What changed in the registry: tool names added, removed, and changed (same name, new
 /// generation or another plugin).

@@ -21,10 +21,10 @@ use toolhost_plugin_api::{HostRequest, HostRequestError, LogLevel, ServiceError}
 use super::error::{SendError, WorkerStopped};
 use super::lifecycle::AfterCrash;
 use super::protocol::{self, FrameReader, FromWorker, ServiceCall, ToWorker, WireServiceError};
-use crate::calls::context::{TurnIdentity, TurnServices};
-use crate::calls::tool::{ToolError, ToolOutput};
 use crate::sys::confinement::Confinement;
 use crate::sys::containment::Containment;
+use toolhost_calls::context::{TurnIdentity, TurnServices};
+use toolhost_calls::tool::{ToolError, ToolOutput};
 
 /// What a call gets back from the connection: the tool's result, or why the worker
 /// could not give one.
@@ -483,7 +483,7 @@ async fn answer_service(
         }
         ServiceCall::Host { method, params } => match HostRequest::from_wire(&method, params) {
             Ok(request) => encode(
-                crate::calls::context::answer_host_request(
+                toolhost_calls::context::answer_host_request(
                     &services,
                     &turn,
                     cancel,

@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolhost_plugin_api::{AskRequest, ChildTurnCall, SampleRequest, ServiceError};
 
-use crate::calls::tool::ToolSpec;
 use crate::sys::confinement::Confinement;
 use crate::sys::containment::ContainmentKind;
 use crate::sys::sandbox::{SandboxMode, SandboxRules};
+use toolhost_calls::tool::ToolSpec;
 
 /// Bumped whenever a message changes; both sides refuse another version.
 pub(crate) const PROTOCOL_VERSION: u32 = 3;
@@ -243,8 +243,8 @@ pub(crate) struct WireOutcome {
     pub(crate) content: Vec<toolhost_plugin_api::Content>,
 }
 
-impl From<crate::calls::tool::ToolOutput> for WireOutcome {
-    fn from(o: crate::calls::tool::ToolOutput) -> Self {
+impl From<toolhost_calls::tool::ToolOutput> for WireOutcome {
+    fn from(o: toolhost_calls::tool::ToolOutput) -> Self {
         WireOutcome {
             text: o.text,
             structured: o.structured,
@@ -254,9 +254,9 @@ impl From<crate::calls::tool::ToolOutput> for WireOutcome {
     }
 }
 
-impl From<WireOutcome> for crate::calls::tool::ToolOutput {
+impl From<WireOutcome> for toolhost_calls::tool::ToolOutput {
     fn from(o: WireOutcome) -> Self {
-        crate::calls::tool::ToolOutput {
+        toolhost_calls::tool::ToolOutput {
             text: o.text,
             structured: o.structured,
             details: o.details,
@@ -274,9 +274,9 @@ pub(crate) struct WireToolError {
     pub(crate) message: String,
 }
 
-impl From<crate::calls::tool::ToolError> for WireToolError {
-    fn from(e: crate::calls::tool::ToolError) -> Self {
-        use crate::calls::tool::ToolError;
+impl From<toolhost_calls::tool::ToolError> for WireToolError {
+    fn from(e: toolhost_calls::tool::ToolError) -> Self {
+        use toolhost_calls::tool::ToolError;
         match e {
             ToolError::InvalidArgs(message) => WireToolError {
                 invalid_args: true,
@@ -290,7 +290,7 @@ impl From<crate::calls::tool::ToolError> for WireToolError {
     }
 }
 
-impl From<WireToolError> for crate::calls::tool::ToolError {
+impl From<WireToolError> for toolhost_calls::tool::ToolError {
     fn from(e: WireToolError) -> Self {
         if e.invalid_args {
             Self::InvalidArgs(e.message)

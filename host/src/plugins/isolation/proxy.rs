@@ -17,7 +17,7 @@ use toolhost_plugin_api::{
 
 use super::link::Link;
 use super::protocol::{FromWorker, ServiceCall, WireServiceError};
-use crate::calls::context::{
+use toolhost_calls::context::{
     CallerChannel, ChildTurnError, ChildTurnService, HostRequests, TurnIdentity, unknown_request,
 };
 

@@ -19,11 +19,11 @@ use super::protocol::{
     self, FrameReader, FromWorker, Hello, Init, Limits, PROTOCOL_VERSION, ToWorker,
 };
 use super::{IsolationPolicy, worker_profile};
-use crate::calls::tool::Risk;
-use crate::profile_dirs::ProfileDirs;
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::{self, Containment};
 use crate::sys::sandbox::{self, SandboxMode, SandboxRules};
+use toolhost_calls::profile_dirs::ProfileDirs;
+use toolhost_calls::tool::Risk;
 
 /// How a worker is started: its environment and whether it may use TCP. Derived from the
 /// plugin's declared tools after the first start.
@@ -460,7 +460,7 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         // A state folder the host would make on the plugin's first `state_dir()` must
         // exist now for the sandbox to allow it (made 0700, as the host makes it). One
         // that was refused (a link: the sandbox would allow its target) is left out.
-        match crate::sys::private::ensure_private_dir(dir) {
+        match toolhost_calls::private::ensure_private_dir(dir) {
             Ok(()) => write.push(dir.clone()),
             Err(e) => tracing::warn!(
                 "could not create the state folder {} for plugin workers, who will not be \

@@ -19,8 +19,8 @@ use super::connection::{Connection, WorkerOwner};
 use super::error::{WorkerStartError, WorkerUnavailable};
 use super::lifecycle::{Admission, AfterCrash, CrashLimits, Lifecycle};
 use super::spawn::{Launch, Started, WorkerFile, spawn};
-use crate::calls::tool::ToolSpec;
 use crate::sys::confinement::Confinement;
+use toolhost_calls::tool::ToolSpec;
 
 /// What a worker looks like in status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

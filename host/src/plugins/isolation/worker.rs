@@ -20,8 +20,6 @@ use super::protocol::{
     WireToolError,
 };
 use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
-use crate::calls::context::{CallContext, TurnIdentity, TurnServices};
-use crate::calls::tool::ToolError;
 use crate::plugins::load::error::PluginLoadError;
 use crate::plugins::load::loader;
 use crate::plugins::run::call_pool::{self, PoolError};
@@ -33,6 +31,8 @@ use crate::sys::rlimit::{self, Resource};
 use crate::sys::sandbox::caps;
 use crate::sys::sandbox::seccomp;
 use crate::sys::sandbox::{self, SandboxMode, SandboxOutcome};
+use toolhost_calls::context::{CallContext, TurnIdentity, TurnServices};
+use toolhost_calls::tool::ToolError;
 
 /// How long a fresh worker waits for its `init` before it gives up.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -542,16 +542,16 @@ fn start_call(
     let services = TurnServices {
         caller: frame.caller.then(|| {
             Arc::new(ProxyCaller::new(Arc::clone(link), id))
-                as Arc<dyn crate::calls::context::CallerChannel>
+                as Arc<dyn toolhost_calls::context::CallerChannel>
         }),
         child_turns: frame.child_turns.then(|| {
             Arc::new(ProxyChildTurns::new(Arc::clone(link), id))
-                as Arc<dyn crate::calls::context::ChildTurnService>
+                as Arc<dyn toolhost_calls::context::ChildTurnService>
         }),
         // Always one, for the plugin's settings; the profile's requests only with a profile.
         requests: Some(
             Arc::new(ProxyRequests::new(Arc::clone(link), id, frame.requests))
-                as Arc<dyn crate::calls::context::HostRequests>,
+                as Arc<dyn toolhost_calls::context::HostRequests>,
         ),
         ..TurnServices::default()
     };

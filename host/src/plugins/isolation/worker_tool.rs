@@ -14,8 +14,8 @@ use super::connection::{Connection, Outcome, Pending};
 use super::protocol::{self, CallFrame, ToWorker};
 use super::supervisor::WorkerPlugin;
 use super::worker_profile;
-use crate::calls::context::CallContext;
-use crate::calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput, ToolSpec};
+use toolhost_calls::context::CallContext;
+use toolhost_calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 impl WorkerPlugin {
     /// The plugin's tools as host tools (the plugin at `version`), whose plugin's settings

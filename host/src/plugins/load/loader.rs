@@ -28,16 +28,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abi_stable::library::{RawLibrary, lib_header_from_raw_library};
-use toolhost_plugin_api::__private::{check_tool_count, duplicate_tools};
+use toolhost_plugin_api::check::{check_tool_count, duplicate_tools};
 use toolhost_plugin_api::ffi::PluginRoot_Ref;
 
-use crate::calls::tool::{DynTool, ToolOrigin};
 use crate::plugins::load::error::{LoadErrorKind, PluginLoadError};
 use crate::plugins::load::trust::{TrustPolicy, TrustRefusal};
 use crate::plugins::run::plugin_tool::{LoadedPlugin, PluginTool};
 use crate::plugins::settings::PluginSettings;
 use crate::sys::permissions::{self, PermissionCheck};
 use crate::sys::safe_open::{self, OpenError};
+use toolhost_calls::tool::{DynTool, ToolOrigin};
 
 use super::abi_check::{check_tables, library_error, root_error};
 use super::elf::check_elf_header;

@@ -132,7 +132,7 @@ pub(super) fn sweep_dead_private_dirs(base: &Path) -> usize {
     let Ok(entries) = fs::read_dir(base) else {
         return 0;
     };
-    let uid = crate::sys::private::effective_uid();
+    let uid = toolhost_calls::private::effective_uid();
     let mut swept = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();

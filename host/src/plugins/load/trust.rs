@@ -203,11 +203,11 @@ impl TrustStore {
             source,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::sys::private::ensure_private_dir(dir).map_err(write_err)?;
+            toolhost_calls::private::ensure_private_dir(dir).map_err(write_err)?;
         }
         let text =
             serde_json::to_string_pretty(self).map_err(|e| write_err(std::io::Error::other(e)))?;
-        crate::sys::private::write_private_file(path, format!("{text}\n").as_bytes())
+        toolhost_calls::private::write_private_file(path, format!("{text}\n").as_bytes())
             .map_err(write_err)
     }
 
@@ -477,8 +477,8 @@ mod tests {
         store.add(pin("bb", "/p/b.so"));
         store.add(pin("aa", "/p/a2.so"));
         store.save(&path).expect("save");
-        assert!(crate::sys::private::is_private(&path).expect("stat"));
-        assert!(crate::sys::private::is_private(path.parent().expect("dir")).expect("stat"));
+        assert!(toolhost_calls::private::is_private(&path).expect("stat"));
+        assert!(toolhost_calls::private::is_private(path.parent().expect("dir")).expect("stat"));
         let mut back = TrustStore::load(&path).expect("load");
         assert_eq!(back.pins.len(), 2);
         assert!(back.is_pinned("aa") && back.is_pinned("bb"));

@@ -25,7 +25,7 @@ use toolhost_plugin_api::{
     ServiceError,
 };
 
-use crate::calls::context::CallContext;
+use toolhost_calls::context::CallContext;
 
 use super::timers::HostSleep;
 
@@ -242,7 +242,7 @@ unsafe extern "C" fn host_host_request(
             };
             let no_requests = |_: &HostRequest| no_profile(&method);
             to_ffi(
-                crate::calls::context::answer_host_request(
+                toolhost_calls::context::answer_host_request(
                     &services,
                     &turn,
                     cancel,
@@ -286,10 +286,10 @@ type ServiceFuture<A> =
 /// errors in the form the plugin side reads back into a [`ServiceError`].
 fn caller_service<R, A>(
     runtime: Option<tokio::runtime::Handle>,
-    caller: Option<Arc<dyn crate::calls::context::CallerChannel>>,
+    caller: Option<Arc<dyn toolhost_calls::context::CallerChannel>>,
     request: RStr<'_>,
     what: &'static str,
-    run: impl FnOnce(Arc<dyn crate::calls::context::CallerChannel>, R) -> ServiceFuture<A>,
+    run: impl FnOnce(Arc<dyn toolhost_calls::context::CallerChannel>, R) -> ServiceFuture<A>,
 ) -> FfiFuture<RResult<RString, RString>>
 where
     R: serde::de::DeserializeOwned,

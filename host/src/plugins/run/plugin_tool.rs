@@ -15,17 +15,18 @@ use std::task::{Context, Poll};
 use abi_stable::std_types::{RStr, RString};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
-use toolhost_plugin_api::__private::{CheckedTool, answer_from_ffi};
+use toolhost_plugin_api::check::CheckedTool;
+use toolhost_plugin_api::ffi::answer_from_ffi;
 use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiOutcomeResult, FfiTool};
 use toolhost_plugin_api::{ToolError, ToolOutput};
 
 use super::call_pool;
 use super::host_services::CallState;
-use crate::calls::context::CallContext;
-use crate::calls::registry::{RegistryError, ToolRegistry};
-use crate::calls::tool::{Arguments, DynTool, ToolOrigin, ToolSpec};
 use crate::plugins::isolation::IsolationMode;
 use crate::plugins::isolation::supervisor::WorkerPlugin;
+use toolhost_calls::context::CallContext;
+use toolhost_calls::registry::{RegistryError, ToolRegistry};
+use toolhost_calls::tool::{Arguments, DynTool, ToolOrigin, ToolSpec};
 
 /// A plugin loaded from one file.
 #[derive(Clone)]
@@ -140,11 +141,11 @@ impl PluginTool {
 
     fn read_spec(ffi: &FfiTool, index: usize) -> Result<(ToolSpec, CheckedTool), UnreadableTool> {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
-        let meta = unsafe { toolhost_plugin_api::__private::read_tool_metadata(ffi, index) }
+        let meta = unsafe { toolhost_plugin_api::ffi::read_tool_metadata(ffi, index) }
             .map_err(UnreadableTool)?;
         // Here, so a tool a host refuses is left out at load (in a worker too) and `check`
         // says why; the registry takes the compiled schemas instead of checking again.
-        let checked = toolhost_plugin_api::__private::check_tool(&meta).map_err(UnreadableTool)?;
+        let checked = toolhost_plugin_api::check::check_tool(&meta).map_err(UnreadableTool)?;
         let spec = ToolSpec {
             name: meta.name,
             description: meta.description,
@@ -303,22 +304,11 @@ impl Future for PluginCall {
     }
 }
 
-impl ToolRegistry {
-    /// Registers the tools of `plugins` in their load order. A tool that cannot be
-    /// registered (duplicate name, bad name or schema) is left out with an error; the
-    /// rest are registered. A deprecated tool superseded by one of its name that is not
-    /// (see [`Superseded`](crate::Superseded)) is left out without error, logged at info
-    /// level.
-    pub fn from_plugins(plugins: &[LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
-        let mut registry = ToolRegistry::new();
-        let mut errors = Vec::new();
-        for tool in plugins.iter().flat_map(|p| &p.tools) {
-            match registry.register(Arc::clone(tool)) {
-                Ok(None) => {}
-                Ok(Some(left_out)) => tracing::info!("{left_out}"),
-                Err(e) => errors.push(e),
-            }
-        }
-        (registry, errors)
+impl LoadedPlugin {
+    /// A registry of the tools of `plugins`, in their load order (see
+    /// [`ToolRegistry::from_tools`]: a tool that cannot be registered is left out with an
+    /// error, the rest are registered).
+    pub fn registry(plugins: &[LoadedPlugin]) -> (ToolRegistry, Vec<RegistryError>) {
+        ToolRegistry::from_tools(plugins.iter().flat_map(|p| p.tools.iter().cloned()))
     }
 }

@@ -8,17 +8,17 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::calls::context::CallContext;
-use crate::calls::outputs::{
+use crate::context::CallContext;
+use crate::outputs::{
     DEFAULT_CONTEXT, DEFAULT_READ_LINES, OutputError, Owner, READ_OUTPUT_TOOL, ReadRange, Rest, cut,
 };
-use crate::calls::registry::ToolRegistry;
-use crate::calls::tool::{
+use crate::registry::ToolRegistry;
+use crate::tool::{
     Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
 };
 
 /// The `read_output` tool.
-pub(crate) struct ReadOutput;
+pub struct ReadOutput;
 
 static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
     name: READ_OUTPUT_TOOL.to_owned(),
@@ -120,7 +120,7 @@ impl DynTool for ReadOutput {
 
 /// `tools` with `read_output` first: a plugin tool of that name is left out (with a
 /// warning), as the second of two tools with one name always is.
-pub(crate) fn with_read_output(tools: &ToolRegistry) -> ToolRegistry {
+pub fn with_read_output(tools: &ToolRegistry) -> ToolRegistry {
     let mut out = ToolRegistry::new();
     if let Err(e) = out.register(Arc::new(ReadOutput)) {
         tracing::warn!(error = %e, "read_output could not be registered");

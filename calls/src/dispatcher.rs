@@ -14,12 +14,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use toolhost_plugin_api::{CatchUnwind, ToolOutput, take_message};
 
-use crate::calls::context::CallContext;
-use crate::calls::decision::Decision;
-use crate::calls::policy::{CallPolicy, Refusal, denied_message};
-use crate::calls::registry::{RegisteredTool, ToolRegistry};
-use crate::calls::result::{CallErrorKind, ToolResult};
-use crate::calls::tool::{Arguments, Risk, ToolError};
+use crate::context::CallContext;
+use crate::decision::Decision;
+use crate::policy::{CallPolicy, Refusal, denied_message};
+use crate::registry::{RegisteredTool, ToolRegistry};
+use crate::result::{CallErrorKind, ToolResult};
+use crate::tool::{Arguments, Risk, ToolError};
 
 /// One call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,15 +47,15 @@ impl ToolCall {
     }
 }
 
-/// Sees every call the [`CallDoor`](crate::CallDoor) runs, with who called and how it
+/// Sees every call the [`CallDoor`](crate::door::CallDoor) runs, with who called and how it
 /// ended, as the caller got it (after the output budget; e.g.
-/// [`CallStats`](crate::CallStats)). The door is the one place observers are registered.
+/// [`CallStats`](crate::stats::CallStats)). The door is the one place observers are registered.
 pub trait CallObserver: Send + Sync {
     /// Called once per call, after it ended; `ctx` is the context it ran in (profile,
     /// session, caller).
     fn record(&self, ctx: &CallContext, result: &ToolResult);
 
-    /// What the [`CallDoor`](crate::CallDoor) calls once per call, after the output
+    /// What the [`CallDoor`](crate::door::CallDoor) calls once per call, after the output
     /// budget: the result as the caller gets it, with the tool that was called (if it
     /// exists) and its arguments (if [`CallObserver::wants_arguments`]). An observer that
     /// must not lose a record (the audit log) may return a wait the call then awaits
@@ -83,7 +83,7 @@ pub struct ObservedCall<'a> {
     /// admission decided).
     pub result: &'a ToolResult,
     /// The tool called, when the profile has one of that name.
-    pub tool: Option<&'a dyn crate::calls::tool::DynTool>,
+    pub tool: Option<&'a dyn crate::tool::DynTool>,
     /// The call's arguments, when an observer asked for them.
     pub arguments: Option<&'a Value>,
 }

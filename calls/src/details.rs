@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use toolhost_plugin_api::Details;
 
-use crate::calls::result::CallErrorKind;
+use crate::result::CallErrorKind;
 
 /// A detail read back under a host key whose value has another shape (written by an older
 /// or newer host, or edited by hand).
@@ -126,13 +126,12 @@ impl HostDetail for ToolFailed {
 
 /// `details` as one JSON object (for clients: MCP's `_meta["toolhost/details"]`, the
 /// control socket).
-pub(crate) fn to_object(details: Details) -> Value {
+pub fn to_object(details: Details) -> Value {
     Value::Object(details.into_iter().collect())
 }
 
 /// The details a stored JSON value holds (an object); anything else holds none.
-#[cfg(test)]
-pub(crate) fn from_value(value: Value) -> Details {
+pub fn from_value(value: Value) -> Details {
     match value {
         Value::Object(map) => map.into_iter().collect(),
         _ => Details::new(),

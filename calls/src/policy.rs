@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::calls::availability::Availability;
-use crate::calls::context::{CallContext, TurnIdentity};
-use crate::calls::decision::{ApprovalScope, Decision};
-use crate::calls::registry::ToolRegistry;
-use crate::calls::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec};
+use crate::availability::Availability;
+use crate::context::{CallContext, TurnIdentity};
+use crate::decision::{ApprovalScope, Decision};
+use crate::registry::ToolRegistry;
+use crate::tool::{Arguments, DynTool, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec};
 
 /// Decides whether a call may run. A refusal is a message for the model.
 #[async_trait]
@@ -88,7 +88,7 @@ impl CallPolicy for ReadOnlyPolicy {
 }
 
 /// What the model reads when it calls a tool switched off by policy.
-pub(crate) fn denied_message(spec: &ToolSpec) -> String {
+pub fn denied_message(spec: &ToolSpec) -> String {
     format!("tool '{}' is denied by policy and never runs", spec.name)
 }
 
@@ -171,7 +171,7 @@ impl ApprovalKey {
 }
 
 /// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

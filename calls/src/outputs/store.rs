@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::budget::{OutputSettings, Size};
 use super::read::{Excerpt, RangeError, ReadRange};
-use crate::calls::details::FullOutput;
+use crate::details::FullOutput;
 use crate::profile_dirs::ProfileDirs;
 
 /// Who made an output, and so who may read it: the profile, and over MCP HTTP the name
@@ -166,11 +166,11 @@ impl OutputStore {
                 source,
             }
         };
-        crate::sys::private::ensure_private_dir(&self.dir)
+        crate::private::ensure_private_dir(&self.dir)
             .map_err(io("create the output folder", &self.dir))?;
         let id = new_id().map_err(io("make an id for an output in", &self.dir))?;
         let txt = self.dir.join(format!("{id}.txt"));
-        crate::sys::private::open_private_file(&txt)
+        crate::private::open_private_file(&txt)
             .and_then(|mut f| f.write_all(text.as_bytes()))
             .map_err(io("write", &txt))?;
         let json = self.dir.join(format!("{id}.json"));
@@ -179,7 +179,7 @@ impl OutputStore {
             path: json.clone(),
             source: std::io::Error::other(e),
         })?;
-        crate::sys::private::write_private_file(&json, &meta_text).map_err(io("write", &json))?;
+        crate::private::write_private_file(&json, &meta_text).map_err(io("write", &json))?;
         let written = text.len() as u64 + meta_text.len() as u64;
         let prune = {
             let mut total = self.total.lock().unwrap_or_else(PoisonError::into_inner);
@@ -400,7 +400,7 @@ impl OutputStore {
 /// `sys::private::open_regular_file`).
 fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    crate::sys::private::open_regular_file(path)?.read_to_end(&mut bytes)?;
+    crate::private::open_regular_file(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 

@@ -86,7 +86,7 @@ impl Caller {
     pub fn this_process(frontend: Frontend) -> Caller {
         Caller {
             frontend,
-            uid: Some(crate::sys::private::effective_uid()),
+            uid: Some(crate::private::effective_uid()),
             ..Caller::default()
         }
     }
@@ -133,7 +133,7 @@ pub trait ChildTurnService: Send + Sync {
 /// Answers a plugin's host request with a call's services: a delegation goes to its
 /// child-turn service, the rest to its host requests; `no_requests` says why a call
 /// without either has no answer.
-pub(crate) async fn answer_host_request(
+pub async fn answer_host_request(
     services: &TurnServices,
     turn: &TurnIdentity,
     cancel: CancellationToken,
@@ -264,7 +264,7 @@ impl ProfileRequests {
     /// `profile.state_dir`: the folder, created (mode 0700) if missing; an existing one
     /// that others can reach is narrowed with a log line.
     pub fn state_dir(&self) -> Result<StateDirAnswer, ServiceError> {
-        crate::sys::private::ensure_private_dir(&self.state_dir).map_err(|e| {
+        crate::private::ensure_private_dir(&self.state_dir).map_err(|e| {
             ServiceError::Failed(format!(
                 "could not create the profile's state folder {}: {e}",
                 self.state_dir.display()
@@ -314,7 +314,7 @@ impl HostRequests for ProfileRequests {
 }
 
 /// What a host says to a request it has no answer for (one a newer plugin-api added).
-pub(crate) fn unknown_request(request: &HostRequest) -> ServiceError {
+pub fn unknown_request(request: &HostRequest) -> ServiceError {
     let method = request
         .to_wire()
         .map_or_else(|_| format!("{request:?}"), |(method, _)| method);
@@ -332,9 +332,9 @@ pub struct TurnServices {
     pub requests: Option<Arc<dyn HostRequests>>,
     /// Where the profile keeps cut outputs (`read_output` reads them); `None` where
     /// nothing is kept.
-    pub outputs: Option<Arc<crate::calls::outputs::OutputStore>>,
+    pub outputs: Option<Arc<crate::outputs::OutputStore>>,
     /// The budget the calls' results are held to (`read_output` cuts its own to it).
-    pub budget: crate::calls::outputs::Budget,
+    pub budget: crate::outputs::Budget,
 }
 
 /// The context calls run in: who they work for, how to stop them, what services they
@@ -366,7 +366,7 @@ impl CallContext {
     /// The context of the call `call_id` of this batch: the same identity and services
     /// (the child-turn service made the call's own), and a cancel token of its own that
     /// the batch's cancels.
-    pub(crate) fn for_call(&self, call_id: &str) -> CallContext {
+    pub fn for_call(&self, call_id: &str) -> CallContext {
         let mut services = self.services.clone();
         services.child_turns = services
             .child_turns

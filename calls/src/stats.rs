@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::calls::context::CallContext;
-use crate::calls::dispatcher::CallObserver;
-use crate::calls::result::{CallErrorKind, ToolResult};
+use crate::context::CallContext;
+use crate::dispatcher::CallObserver;
+use crate::result::{CallErrorKind, ToolResult};
 
 const WINDOW: usize = 1024;
 /// The detail kinds counted per tool; a tool that invents more is counted under the

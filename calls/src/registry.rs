@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::calls::tool::{DynTool, ToolOrigin, ToolOutput, ToolSpec};
+use crate::tool::{DynTool, ToolOrigin, ToolOutput, ToolSpec};
 
 /// A tool the registry refused.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub enum RegistryError {
         tool: String,
         /// Where it came from.
         origin: ToolOrigin,
-        /// What is wrong (`tool 'x': ...`), as `toolhost_plugin_api::__private::check_tool`
+        /// What is wrong (`tool 'x': ...`), as `toolhost_plugin_api::check::check_tool`
         /// words it.
         reason: String,
     },
@@ -126,13 +126,13 @@ impl RegisteredTool {
     /// with no text its JSON as the text; the harness does the same. `Err` completes
     /// "tool 'x' ...".
     pub fn finish_output(&self, output: &mut ToolOutput) -> Result<(), String> {
-        toolhost_plugin_api::__private::finish_output(self.output_validator.as_deref(), output)
+        toolhost_plugin_api::check::finish_output(self.output_validator.as_deref(), output)
     }
 
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
     /// model can act on (at most five, each with the JSON path it concerns).
     pub fn validate(&self, args: &Value) -> Result<(), InvalidArguments> {
-        match toolhost_plugin_api::__private::problems(&self.validator, args) {
+        match toolhost_plugin_api::check::problems(&self.validator, args) {
             None => Ok(()),
             Some(text) => Err(InvalidArguments { text }),
         }
@@ -167,13 +167,32 @@ impl fmt::Debug for RegisteredTool {
 
 /// Tool names that every model API accepts: 1-64 of `[A-Za-z0-9_-]`.
 pub fn is_valid_tool_name(name: &str) -> bool {
-    toolhost_plugin_api::__private::check_name(name).is_ok()
+    toolhost_plugin_api::check::check_name(name).is_ok()
 }
 
 impl ToolRegistry {
     /// An empty registry.
     pub fn new() -> Self {
         ToolRegistry::default()
+    }
+
+    /// Registers `tools` in order. A tool that cannot be registered (duplicate name, bad
+    /// name or schema) is left out with an error; the rest are registered. A deprecated
+    /// tool superseded by one of its name that is not (see [`Superseded`]) is left out
+    /// without error, logged at info level.
+    pub fn from_tools(
+        tools: impl IntoIterator<Item = Arc<dyn DynTool>>,
+    ) -> (ToolRegistry, Vec<RegistryError>) {
+        let mut registry = ToolRegistry::new();
+        let mut errors = Vec::new();
+        for tool in tools {
+            match registry.register(tool) {
+                Ok(None) => {}
+                Ok(Some(left_out)) => tracing::info!("{left_out}"),
+                Err(e) => errors.push(e),
+            }
+        }
+        (registry, errors)
     }
 
     /// Adds a tool. Fails, leaving the registry unchanged, when the name is taken (the
@@ -216,7 +235,7 @@ impl ToolRegistry {
         // tool passed it at load and brings its compiled schemas.
         let checked = match tool.checked() {
             Some(checked) => checked.clone(),
-            None => toolhost_plugin_api::__private::check_parts(
+            None => toolhost_plugin_api::check::check_parts(
                 &spec.name,
                 &spec.schema,
                 spec.output_schema.as_ref(),
@@ -246,10 +265,7 @@ impl ToolRegistry {
     /// keeps it when exactly one is (the deprecated one is returned as [`Superseded`]);
     /// otherwise this registry's keeps it and the other is returned as a
     /// [`RegistryError::Duplicate`].
-    pub(crate) fn add_all(
-        &mut self,
-        other: &ToolRegistry,
-    ) -> (Vec<RegistryError>, Vec<Superseded>) {
+    pub fn add_all(&mut self, other: &ToolRegistry) -> (Vec<RegistryError>, Vec<Superseded>) {
         let mut refused = Vec::new();
         let mut superseded = Vec::new();
         for (name, entry) in &other.tools {
@@ -297,13 +313,13 @@ impl ToolRegistry {
         self.tools
             .values()
             .map(RegisteredTool::spec)
-            .filter(|s| s.risk != crate::Risk::Deny)
+            .filter(|s| s.risk != crate::tool::Risk::Deny)
             .collect()
     }
 
     /// A copy whose tools are `f(tool)`, each keeping its compiled validator. `f` must
     /// return a tool with the same name and schema (a wrapper that changes, say, the risk).
-    pub(crate) fn map_tools(
+    pub fn map_tools(
         &self,
         mut f: impl FnMut(&Arc<dyn DynTool>) -> Arc<dyn DynTool>,
     ) -> ToolRegistry {
@@ -340,10 +356,10 @@ impl ToolRegistry {
             .map(|t| {
                 let spec = t.spec();
                 let file = match t.tool().origin() {
-                    crate::ToolOrigin::Plugin { file, .. } => {
+                    crate::tool::ToolOrigin::Plugin { file, .. } => {
                         Value::from(file.display().to_string())
                     }
-                    crate::ToolOrigin::Native => Value::Null,
+                    crate::tool::ToolOrigin::Native => Value::Null,
                 };
                 serde_json::json!({
                     "name": spec.name,
@@ -408,8 +424,8 @@ mod tests {
     use toolhost_plugin_api::tidy_schema;
 
     use super::{RegistryError, Superseded, ToolRegistry};
-    use crate::calls::context::CallContext;
-    use crate::calls::tool::{
+    use crate::context::CallContext;
+    use crate::tool::{
         Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
     };
 

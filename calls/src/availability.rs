@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::calls::tool::{Requirements, ToolSpec};
+use crate::tool::{Requirements, ToolSpec};
 
 /// Checks requirements, caching each tool's answer for `ttl`.
 pub struct Availability {
@@ -113,7 +113,10 @@ impl Default for Availability {
 
 impl Availability {
     /// The specs of `registry` the model should see: those whose requirements are met.
-    pub fn visible_specs<'a>(&self, registry: &'a crate::ToolRegistry) -> Vec<&'a ToolSpec> {
+    pub fn visible_specs<'a>(
+        &self,
+        registry: &'a crate::registry::ToolRegistry,
+    ) -> Vec<&'a ToolSpec> {
         registry
             .specs()
             .into_iter()

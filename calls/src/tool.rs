@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 pub use toolhost_plugin_api::{Requirements, Risk, ToolError, ToolOutput};
 
-use crate::calls::context::CallContext;
+use crate::context::CallContext;
 
 /// What describes a tool: the model sees `name`, `description` and `schema`; the host
 /// reads `risk` and `interactive`.
@@ -165,7 +165,7 @@ pub trait DynTool: Send + Sync {
     /// Its schemas as the shared check compiled them when it was loaded, if it was (a
     /// plugin tool in this process): the registry takes them instead of compiling again.
     #[doc(hidden)]
-    fn checked(&self) -> Option<&toolhost_plugin_api::__private::CheckedTool> {
+    fn checked(&self) -> Option<&toolhost_plugin_api::check::CheckedTool> {
         None
     }
 

@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 /// The effective uid of this process: the user whose files and sockets it trusts.
-pub(crate) fn effective_uid() -> u32 {
+pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -184,7 +184,7 @@ fn open_folder(path: &Path) -> io::Result<OwnedFd> {
         Ok(m) if m.file_type().is_symlink() => link_refused(path),
         Ok(m) if !m.is_dir() => wrong_kind(
             path,
-            crate::sys::safe_open::kind_of(&m.file_type()),
+            kind_of(std::os::unix::fs::MetadataExt::mode(&m) as libc::mode_t),
             "a folder",
         ),
         _ => e,
@@ -276,7 +276,7 @@ fn set_blocking(fd: &OwnedFd) -> io::Result<()> {
 /// Creates `dir` (and missing parents) with mode 0700; an existing `dir` that group or
 /// others can reach is narrowed to 0700 with a log line. Parents that already exist are
 /// left alone. `dir` itself must be a folder, not a link to one: a link is refused.
-pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     let fd = make_folder(dir, false)?;
     let st = stat_fd(&fd)?;
     tighten_fd(&fd, &st, 0o700, dir)
@@ -345,13 +345,13 @@ fn open_folder_following(path: &Path) -> io::Result<OwnedFd> {
 /// Narrows an existing file to 0600 (or a folder to 0700) if group or others have any
 /// access, saying so in the log. A missing path is fine; a link (or a FIFO, device or
 /// socket) is refused, and nothing is changed through it.
-pub(crate) fn tighten_existing(path: &Path) -> io::Result<()> {
+pub fn tighten_existing(path: &Path) -> io::Result<()> {
     tighten_existing_as(path, Accept::FileOrFolder)
 }
 
 /// Like [`tighten_existing`], but only a regular file is accepted (a folder is refused):
 /// for files beside a state file, such as a database's `-wal`.
-pub(crate) fn tighten_existing_file(path: &Path) -> io::Result<()> {
+pub fn tighten_existing_file(path: &Path) -> io::Result<()> {
     tighten_existing_as(path, Accept::File)
 }
 
@@ -377,7 +377,7 @@ fn tighten_existing_as(path: &Path, accept: Accept) -> io::Result<()> {
 /// Opens `path` for reading and writing, creating it with mode 0600 if it is missing; an
 /// existing file that is wider is narrowed (by `fchmod` on the opened file). A link, or
 /// anything but a regular file, at `path` or at its folder is refused.
-pub(crate) fn open_private_file(path: &Path) -> io::Result<fs::File> {
+pub fn open_private_file(path: &Path) -> io::Result<fs::File> {
     let (parent, name) = split(path)?;
     let dir = open_folder(parent)?;
     let c = c_name(name, path)?;
@@ -390,7 +390,7 @@ pub(crate) fn open_private_file(path: &Path) -> io::Result<fs::File> {
 /// Opens the regular file `path` for reading. A link at it or at its folder, a FIFO or
 /// anything but a regular file is refused (never followed, never blocked on), so a file
 /// planted in a folder someone else can write cannot make the reader open another one.
-pub(crate) fn open_regular_file(path: &Path) -> io::Result<fs::File> {
+pub fn open_regular_file(path: &Path) -> io::Result<fs::File> {
     let (parent, name) = split(path)?;
     let dir = open_folder(parent)?;
     let c = c_name(name, path)?;
@@ -404,7 +404,7 @@ pub(crate) fn open_regular_file(path: &Path) -> io::Result<fs::File> {
 /// sees the old contents or the new, never half a file. The folder is opened once (a link
 /// at it is refused) and both steps happen relative to it; a link at `path` is replaced,
 /// not followed.
-pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (parent, name) = split(path)?;
     let dir = open_folder(parent)?;
     let target = c_name(name, path)?;
@@ -448,8 +448,7 @@ pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Whether `path` is private: not readable, writable or searchable by group or others
 /// (what the tests of every state file check).
-#[cfg(test)]
-pub(crate) fn is_private(path: &Path) -> io::Result<bool> {
+pub fn is_private(path: &Path) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt as _;
     Ok(fs::symlink_metadata(path)?.mode() & 0o077 == 0)
 }

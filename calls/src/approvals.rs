@@ -20,9 +20,9 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::calls::policy::{ApprovalKey, LastingApprovals};
-use crate::calls::tool::Risk;
+use crate::policy::{ApprovalKey, LastingApprovals};
 use crate::profile_dirs::ProfileDirs;
+use crate::tool::Risk;
 
 /// The file name of a profile's lasting approvals, in its `approvals/` folder
 /// ([`ProfileDirs::approvals`]).
@@ -122,7 +122,7 @@ impl ApprovalFile {
             source,
         };
         let mut text = String::new();
-        match crate::sys::private::open_regular_file(&self.path) {
+        match crate::private::open_regular_file(&self.path) {
             Ok(mut f) => {
                 f.read_to_string(&mut text).map_err(|e| io("read", e))?;
             }
@@ -144,14 +144,12 @@ impl ApprovalFile {
             source,
         };
         if let Some(dir) = self.path.parent() {
-            crate::sys::private::ensure_private_dir(dir)
-                .map_err(|e| io("create the folder of", e))?;
+            crate::private::ensure_private_dir(dir).map_err(|e| io("create the folder of", e))?;
         }
         let mut text = serde_json::to_string_pretty(contents)
             .map_err(|e| io("encode", std::io::Error::other(e)))?;
         text.push('\n');
-        crate::sys::private::write_private_file(&self.path, text.as_bytes())
-            .map_err(|e| io("write", e))
+        crate::private::write_private_file(&self.path, text.as_bytes()).map_err(|e| io("write", e))
     }
 
     /// Adds (or renews) `entry`; an older entry for the same tool is replaced.
@@ -292,8 +290,8 @@ mod tests {
         raised.risk = Risk::Destructive;
         assert!(!files.approved("p1", &raised), "another risk");
         let file = ApprovalFile::for_profile(&dirs);
-        assert!(crate::sys::private::is_private(file.path()).expect("stat"));
-        assert!(crate::sys::private::is_private(file.path().parent().expect("dir")).expect("stat"));
+        assert!(crate::private::is_private(file.path()).expect("stat"));
+        assert!(crate::private::is_private(file.path().parent().expect("dir")).expect("stat"));
         assert_eq!(file.revoke(Some("t")).expect("revoked"), 1);
         assert!(!files.approved("p1", &key("t", "a")), "revocation seen");
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolhost_plugin_api::{Content, Details};
 
-use crate::calls::decision::Decision;
+use crate::decision::Decision;
 
 /// The outcome of one call, as it goes back to the model.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,6 +1,6 @@
 //! How the host decided a call: ran without asking, approved (by whom, for how long),
 //! refused, denied, unavailable, invalid arguments, not found. The dispatcher records the
-//! [`Decision`] its admission reached on every [`ToolResult`](crate::ToolResult), so
+//! [`Decision`] its admission reached on every [`ToolResult`](crate::result::ToolResult), so
 //! observers (the audit log) see what the policy decided, not a guess from the outcome.
 
 use serde::{Deserialize, Serialize};

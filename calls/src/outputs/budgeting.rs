@@ -6,16 +6,19 @@ use std::sync::Arc;
 
 use super::budget::{Budget, Rest, cut};
 use super::store::{OutputStore, Owner};
-use crate::calls::details::{ContentOmitted, HostDetail as _, StructuredOmitted};
-use crate::calls::result::{CallErrorKind, ToolResult};
+use crate::details::{ContentOmitted, HostDetail as _, StructuredOmitted};
+use crate::result::{CallErrorKind, ToolResult};
 
 /// What the door holds to budget a request's results: the budget, and where (and for
 /// whom) cut outputs are kept.
 #[derive(Clone)]
-pub(crate) struct Budgeting {
-    pub(crate) budget: Budget,
-    pub(crate) store: Option<Arc<OutputStore>>,
-    pub(crate) owner: Owner,
+pub struct Budgeting {
+    /// The most the result may hold.
+    pub budget: Budget,
+    /// Where cut outputs are kept (none: the cut text is lost, and the result says so).
+    pub store: Option<Arc<OutputStore>>,
+    /// Whose outputs they are (read back only by the same profile and caller).
+    pub owner: Owner,
 }
 
 impl Budgeting {
@@ -26,8 +29,8 @@ impl Budgeting {
     /// result, each with a detail saying so. (`read_output` cuts its own answers to the
     /// same budget, so it never makes a new kept output.)
     ///
-    /// [`FullOutput`]: crate::calls::details::FullOutput
-    pub(crate) async fn apply(&self, mut result: ToolResult) -> ToolResult {
+    /// [`FullOutput`]: crate::details::FullOutput
+    pub async fn apply(&self, mut result: ToolResult) -> ToolResult {
         let max = self.budget.max_chars;
         let over = |n: usize| max != 0 && n > max;
         let structured_chars = result

@@ -7,13 +7,13 @@
 //! applies the budget to every result; `read_output`, `toolhost output` and MCP
 //! `resources/read` read kept outputs back through [`OutputStore::read`].
 
-pub(crate) mod budget;
-pub(crate) mod budgeting;
-pub(crate) mod read;
-pub(crate) mod store;
+pub mod budget;
+pub mod budgeting;
+pub mod read;
+pub mod store;
 
 pub use budget::{Budget, Cut, DEFAULT_READ_LINES, MIN_MAX_CHARS, OutputSettings, Rest, Size, cut};
-pub(crate) use budgeting::Budgeting;
+pub use budgeting::Budgeting;
 pub use read::{DEFAULT_CONTEXT, Excerpt, RangeError, ReadRange};
 pub use store::{OutputError, OutputMeta, OutputStore, Owner, PruneReport, is_id};
 

@@ -10,17 +10,17 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::availability::Availability;
-use crate::calls::context::{
+use crate::availability::Availability;
+use crate::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
-use crate::calls::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall};
-use crate::calls::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
-use crate::calls::policy::{ApprovalPolicy, Approver, LastingApprovals};
-use crate::calls::registry::ToolRegistry;
-use crate::calls::result::ToolResult;
-use crate::calls::tool::DynTool;
-use crate::calls::tool::ToolSpec;
+use crate::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall};
+use crate::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
+use crate::policy::{ApprovalPolicy, Approver, LastingApprovals};
+use crate::registry::ToolRegistry;
+use crate::result::ToolResult;
+use crate::tool::DynTool;
+use crate::tool::ToolSpec;
 
 /// A profile's part in a call: its name, the tools it sees now, the host requests its
 /// calls can make (its state folder), and the output budget with the store where cut
@@ -61,7 +61,7 @@ impl ProfileScope {
     /// left out, with a warning).
     pub fn with_outputs(mut self, store: Arc<OutputStore>, settings: OutputSettings) -> Self {
         if settings.read_output {
-            self.tools = Arc::new(crate::calls::read_output::with_read_output(&self.tools));
+            self.tools = Arc::new(crate::read_output::with_read_output(&self.tools));
         }
         self.outputs = Some(store);
         self.output = settings;
@@ -215,7 +215,7 @@ impl CallDoor {
         self.policy = Arc::new(self.policy.with_lasting(store));
         self.dispatcher = self
             .dispatcher
-            .with_policy(Arc::clone(&self.policy) as Arc<dyn crate::calls::policy::CallPolicy>);
+            .with_policy(Arc::clone(&self.policy) as Arc<dyn crate::policy::CallPolicy>);
         self
     }
 
@@ -392,7 +392,7 @@ impl CallDoor {
             call.id,
             call.name,
             e.to_string(),
-            crate::calls::result::CallErrorKind::ToolNotFound,
+            crate::result::CallErrorKind::ToolNotFound,
         );
         let ctx = self.context(request, e.name.clone(), None, None);
         let seen = Seen {
