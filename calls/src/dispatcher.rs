@@ -3,6 +3,7 @@
 //! Every failure (unknown tool, refused by policy, invalid arguments, tool error, panic,
 //! timeout, cancellation) is a result with `is_error: true`, never an early return.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -110,56 +111,89 @@ impl Default for DispatchConfig {
     }
 }
 
-/// Runs tool calls against a registry under a policy.
-#[derive(Clone)]
-pub struct Dispatcher {
-    config: DispatchConfig,
-    policy: Arc<dyn CallPolicy>,
-    /// Per-tool limits that replace `config`'s (for a tool that waits on others, such as
-    /// delegate_task, whose limit the agent sizes to its child turns).
-    tool_timeouts: Arc<std::collections::HashMap<String, Duration>>,
+/// A batch's time limits: the settings, and per-tool limits that replace them (for a
+/// tool that waits on others, such as delegate_task, whose limit the agent sizes to its
+/// child turns). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    /// The limits every tool gets.
+    pub config: DispatchConfig,
+    /// Tools whose calls are limited to their own durations.
+    pub tool_timeouts: Arc<HashMap<String, Duration>>,
 }
 
-impl Dispatcher {
-    /// A dispatcher with these settings and policy.
-    pub fn new(config: DispatchConfig, policy: Arc<dyn CallPolicy>) -> Self {
-        Dispatcher {
+impl Limits {
+    /// `config` for every tool.
+    pub fn new(config: DispatchConfig) -> Limits {
+        Limits {
             config,
-            policy,
             tool_timeouts: Arc::default(),
         }
     }
 
-    /// The same dispatcher, with these tools' calls limited to their own durations.
+    /// The same limits, with these tools' calls limited to their own durations.
     pub fn with_tool_timeouts(
         mut self,
         timeouts: impl IntoIterator<Item = (String, Duration)>,
-    ) -> Self {
+    ) -> Limits {
         let mut all = (*self.tool_timeouts).clone();
         all.extend(timeouts);
         self.tool_timeouts = Arc::new(all);
         self
     }
 
-    /// The same dispatcher (policy, observer) with other settings.
-    pub fn with_config(&self, config: DispatchConfig) -> Self {
-        Dispatcher {
-            config,
-            ..self.clone()
-        }
+    /// These limits held to `cap` (a request's shorter limit), or `None` when `cap`
+    /// shortens none of them.
+    pub fn capped(&self, cap: Duration) -> Option<Limits> {
+        let c = self.config;
+        (cap < c.timeout || cap < c.interactive_timeout).then(|| Limits {
+            config: DispatchConfig {
+                timeout: cap.min(c.timeout),
+                interactive_timeout: cap.min(c.interactive_timeout),
+                ..c
+            },
+            tool_timeouts: Arc::clone(&self.tool_timeouts),
+        })
     }
 
-    /// The same dispatcher (settings, observer) under another policy.
-    pub fn with_policy(&self, policy: Arc<dyn CallPolicy>) -> Self {
-        Dispatcher {
+    /// How long a call of `spec`'s tool may run.
+    fn for_tool(&self, spec: &crate::tool::ToolSpec) -> Duration {
+        match self.tool_timeouts.get(&spec.name) {
+            Some(limit) => *limit,
+            None if spec.interactive => self.config.interactive_timeout,
+            None => self.config.timeout,
+        }
+    }
+}
+
+/// What a request's calls run under: the policy that admits them and their time limits.
+/// The dispatcher itself holds nothing ([`admit`] and [`execute`] take what they need);
+/// the [`CallDoor`](crate::door::CallDoor) makes one plan per request, from its one
+/// policy and its limits with the request's approver and cap. Cheap to clone.
+#[derive(Clone)]
+pub struct Plan {
+    /// Admits each call (availability, approval).
+    pub policy: Arc<dyn CallPolicy>,
+    /// How long each call may run.
+    pub limits: Limits,
+}
+
+impl Plan {
+    /// A plan with these settings and policy.
+    pub fn new(config: DispatchConfig, policy: Arc<dyn CallPolicy>) -> Self {
+        Plan {
             policy,
-            ..self.clone()
+            limits: Limits::new(config),
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> DispatchConfig {
-        self.config
+    /// The same plan, with these tools' calls limited to their own durations.
+    pub fn with_tool_timeouts(
+        mut self,
+        timeouts: impl IntoIterator<Item = (String, Duration)>,
+    ) -> Self {
+        self.limits = self.limits.with_tool_timeouts(timeouts);
+        self
     }
 
     /// Runs the calls of one model response and returns one result per call, in the
@@ -192,11 +226,11 @@ impl Dispatcher {
                 .cloned()
                 .ok_or_else(|| UnknownTool::new(&call.name, registry));
             let turn = turn.clone();
-            let this = self.clone();
+            let plan = self.clone();
             tokio::spawn(async move {
                 match entry {
-                    Ok(e) => this.job(Ok(&e), &turn, call).run().await,
-                    Err(unknown) => this.job(Err(unknown), &turn, call).run().await,
+                    Ok(e) => run(&plan, Ok(&e), &turn, call).await,
+                    Err(unknown) => run(&plan, Err(unknown), &turn, call).await,
                 }
             })
         });
@@ -225,23 +259,7 @@ impl Dispatcher {
         let entry = registry
             .get(&call.name)
             .ok_or_else(|| UnknownTool::new(&call.name, registry));
-        self.job(entry, turn, call).run().await
-    }
-
-    fn job<'a>(
-        &'a self,
-        entry: Result<&'a RegisteredTool, UnknownTool>,
-        turn: &'a CallContext,
-        call: ToolCall,
-    ) -> CallJob<'a> {
-        CallJob {
-            entry,
-            call,
-            turn,
-            policy: self.policy.as_ref(),
-            config: self.config,
-            tool_timeouts: &self.tool_timeouts,
-        }
+        run(self, entry, turn, call).await
     }
 }
 
@@ -259,10 +277,11 @@ impl Drop for TaskGroup {
 /// A call of a tool the registry does not have; says which tools it has.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct UnknownTool(String);
+pub struct UnknownTool(String);
 
 impl UnknownTool {
-    fn new(name: &str, registry: &ToolRegistry) -> UnknownTool {
+    /// The call of `name`, which `registry` does not have.
+    pub fn new(name: &str, registry: &ToolRegistry) -> UnknownTool {
         UnknownTool(unknown_tool_message(name, registry))
     }
 }
@@ -289,25 +308,18 @@ fn unknown_tool_message(name: &str, registry: &ToolRegistry) -> String {
     msg
 }
 
-/// One call, borrowing what it needs from the dispatcher and the turn (no clones on the
-/// one-call path).
-struct CallJob<'a> {
-    entry: Result<&'a RegisteredTool, UnknownTool>,
-    call: ToolCall,
-    turn: &'a CallContext,
-    policy: &'a dyn CallPolicy,
-    config: DispatchConfig,
-    tool_timeouts: &'a std::collections::HashMap<String, Duration>,
-}
-
 /// Why a call ended without output: the message for the model and its kind.
-struct CallFailure {
-    message: String,
-    kind: CallErrorKind,
+#[derive(Debug)]
+pub struct CallFailure {
+    /// What the model is told.
+    pub message: String,
+    /// Why, for callers that act on it.
+    pub kind: CallErrorKind,
 }
 
 impl CallFailure {
-    fn new(message: String, kind: CallErrorKind) -> Self {
+    /// A failure with this message and kind.
+    pub fn new(message: String, kind: CallErrorKind) -> Self {
         CallFailure { message, kind }
     }
 }
@@ -317,213 +329,219 @@ enum Stop {
     Cancelled,
 }
 
-impl<'a> CallJob<'a> {
-    /// Admits the call and executes it. (The door's observers see the result, once,
-    /// after its output budget.)
-    async fn run(mut self) -> ToolResult {
-        let start = Instant::now();
-        let mut decision = Decision::Undecided;
-        let outcome = match self.admit(&mut decision).await {
-            Ok(tool) => {
-                let arguments = std::mem::take(&mut self.call.arguments);
-                self.execute(tool, arguments).await
-            }
-            Err(refused) => Err(refused),
-        };
-        let mut result = match outcome {
-            Ok(out) => ToolResult {
-                call_id: self.call.id,
-                name: self.call.name,
-                is_error: false,
-                output: out.text,
-                error: None,
-                elapsed: start.elapsed(),
-                structured: out.structured,
-                details: out.details,
-                content: out.content,
-                decision: Decision::Undecided,
-            },
-            Err(failure) => ToolResult {
-                elapsed: start.elapsed(),
-                ..ToolResult::refused(self.call.id, self.call.name, failure.message, failure.kind)
-            },
-        };
-        result.decision = decision;
-        result
-    }
+/// Admits one call under `plan` and executes it. (The door's observers see the result,
+/// once, after its output budget.)
+async fn run(
+    plan: &Plan,
+    entry: Result<&RegisteredTool, UnknownTool>,
+    turn: &CallContext,
+    mut call: ToolCall,
+) -> ToolResult {
+    let start = Instant::now();
+    let mut decision = Decision::Undecided;
+    let outcome = match admit(plan.policy.as_ref(), entry, &call, turn, &mut decision).await {
+        Ok(tool) => {
+            let arguments = std::mem::take(&mut call.arguments);
+            execute(&plan.limits, tool, &call.id, arguments, turn).await
+        }
+        Err(refused) => Err(refused),
+    };
+    let mut result = match outcome {
+        Ok(out) => ToolResult {
+            call_id: call.id,
+            name: call.name,
+            is_error: false,
+            output: out.text,
+            error: None,
+            elapsed: start.elapsed(),
+            structured: out.structured,
+            details: out.details,
+            content: out.content,
+            decision: Decision::Undecided,
+        },
+        Err(failure) => ToolResult {
+            elapsed: start.elapsed(),
+            ..ToolResult::refused(call.id, call.name, failure.message, failure.kind)
+        },
+    };
+    result.decision = decision;
+    result
+}
 
-    /// Admission, in order: the turn is still running, the tool exists, it is not
-    /// switched off (`deny`, the only place that is checked), its arguments are valid
-    /// (nobody should be asked to approve a call that cannot run), and the policy allows
-    /// it (availability, approval). Nothing of the tool's code runs here. `decision` is
-    /// set to what was decided (left undecided when the call stops before that).
-    async fn admit(&self, decision: &mut Decision) -> Result<&'a RegisteredTool, CallFailure> {
-        let name = &self.call.name;
-        if self.turn.cancel.is_cancelled() {
+/// Admission, in order: the turn is still running, the tool exists, it is not
+/// switched off (`deny`, the only place that is checked), its arguments are valid
+/// (nobody should be asked to approve a call that cannot run), and the policy allows
+/// it (availability, approval). Nothing of the tool's code runs here. `decision` is
+/// set to what was decided (left undecided when the call stops before that).
+pub async fn admit<'a>(
+    policy: &dyn CallPolicy,
+    entry: Result<&'a RegisteredTool, UnknownTool>,
+    call: &ToolCall,
+    turn: &CallContext,
+    decision: &mut Decision,
+) -> Result<&'a RegisteredTool, CallFailure> {
+    let name = &call.name;
+    if turn.cancel.is_cancelled() {
+        return Err(CallFailure::new(
+            format!("tool '{name}' was not started: the turn was cancelled"),
+            CallErrorKind::Cancelled,
+        ));
+    }
+    let entry = match entry {
+        Ok(e) => e,
+        Err(unknown) => {
+            *decision = Decision::NotFound;
             return Err(CallFailure::new(
-                format!("tool '{name}' was not started: the turn was cancelled"),
-                CallErrorKind::Cancelled,
+                unknown.to_string(),
+                CallErrorKind::ToolNotFound,
             ));
         }
-        let entry = match &self.entry {
-            Ok(e) => *e,
-            Err(unknown) => {
-                *decision = Decision::NotFound;
-                return Err(CallFailure::new(
-                    unknown.to_string(),
-                    CallErrorKind::ToolNotFound,
-                ));
-            }
-        };
-        // A tool switched off is refused before anything else, whatever its arguments.
-        if entry.spec().risk == Risk::Deny {
-            *decision = Decision::Denied;
+    };
+    // A tool switched off is refused before anything else, whatever its arguments.
+    if entry.spec().risk == Risk::Deny {
+        *decision = Decision::Denied;
+        return Err(CallFailure::new(
+            denied_message(entry.spec()),
+            CallErrorKind::Denied,
+        ));
+    }
+    let arguments = call.arguments.value();
+    match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(arguments))) {
+        Ok(Ok(())) => {}
+        Ok(Err(problems)) => {
+            *decision = Decision::InvalidArguments;
             return Err(CallFailure::new(
-                denied_message(entry.spec()),
-                CallErrorKind::Denied,
+                format!("invalid arguments: {problems}"),
+                CallErrorKind::SchemaViolation,
             ));
         }
-        let arguments = self.call.arguments.value();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| entry.validate(arguments))) {
-            Ok(Ok(())) => {}
-            Ok(Err(problems)) => {
-                *decision = Decision::InvalidArguments;
-                return Err(CallFailure::new(
-                    format!("invalid arguments: {problems}"),
-                    CallErrorKind::SchemaViolation,
-                ));
-            }
-            Err(panic) => {
-                return Err(CallFailure::new(
-                    format!(
-                        "validating the arguments of tool '{name}' failed in the host: {}",
-                        take_message(panic)
-                    ),
-                    CallErrorKind::Panicked,
-                ));
-            }
-        }
-        // The check may wait for a person; stopping the turn stops the wait.
-        let checked = tokio::select! {
-            // The check first: most finish at once, and the cancel branch is then never
-            // polled (polling it registers a waiter on the token).
-            biased;
-            checked = CatchUnwind::new(self.policy.decide(entry.tool().as_ref(), arguments, &self.turn.turn)) => checked,
-            () = self.turn.cancel.cancelled() => {
-                return Err(CallFailure::new(
-                    format!("tool '{name}' was cancelled while waiting for approval"),
-                    CallErrorKind::Cancelled,
-                ));
-            }
-        };
-        match checked {
-            Ok(Ok(decided)) => {
-                *decision = decided;
-                Ok(entry)
-            }
-            Ok(Err(Refusal::Denied(m))) => {
-                *decision = Decision::Denied;
-                Err(CallFailure::new(m, CallErrorKind::Denied))
-            }
-            Ok(Err(Refusal::NotApproved(m))) => {
-                *decision = Decision::Refused {
-                    by: "policy".to_owned(),
-                };
-                Err(CallFailure::new(m, CallErrorKind::NotApproved))
-            }
-            Ok(Err(Refusal::Declined { by, message })) => {
-                *decision = Decision::Refused { by };
-                Err(CallFailure::new(message, CallErrorKind::NotApproved))
-            }
-            Ok(Err(Refusal::Unavailable(m))) => {
-                *decision = Decision::Unavailable;
-                Err(CallFailure::new(m, CallErrorKind::Unavailable))
-            }
-            Err(panic) => Err(CallFailure::new(
-                format!("the policy check of tool '{name}' failed in the host: {panic}"),
-                CallErrorKind::Panicked,
-            )),
-        }
-    }
-
-    /// Execution of an admitted call: the tool runs under its time limit (which counts
-    /// its own run, not the admission before it) and the turn's cancel token; when either
-    /// stops it, the tool is told, gets the grace period to return, and is then dropped.
-    async fn execute(
-        &self,
-        entry: &RegisteredTool,
-        arguments: Arguments,
-    ) -> Result<ToolOutput, CallFailure> {
-        let name = &self.call.name;
-        let limit = match self.tool_timeouts.get(name) {
-            Some(limit) => *limit,
-            None if entry.spec().interactive => self.config.interactive_timeout,
-            None => self.config.timeout,
-        };
-        let turn = self.turn;
-        let ctx = turn.for_call(&self.call.id);
-        let cancel = ctx.cancel.clone();
-        let running = Instant::now();
-        let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
-        let stop = tokio::select! {
-            biased;
-            outcome = &mut future => {
-                return match outcome {
-                    Ok(Ok(mut output)) => match entry.finish_output(&mut output) {
-                        Ok(()) => Ok(output),
-                        Err(problem) => Err(CallFailure::new(
-                            format!("tool '{name}' {problem}"),
-                            CallErrorKind::InvalidOutput,
-                        )),
-                    },
-                    Ok(Err(ToolError::InvalidArgs(m))) => Err(CallFailure::new(
-                        format!("invalid arguments: {m}"),
-                        CallErrorKind::InvalidArgs,
-                    )),
-                    // A tool that stops with an error because its turn was cancelled
-                    // reports the cancellation, not a failure.
-                    Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => {
-                        Err(CallFailure::new(
-                            format!(
-                                "tool '{name}' was cancelled after {:.1} s: {m}",
-                                running.elapsed().as_secs_f64()
-                            ),
-                            CallErrorKind::Cancelled,
-                        ))
-                    }
-                    Ok(Err(ToolError::Failed(m))) => Err(CallFailure::new(m, CallErrorKind::Failed)),
-                    Err(panic) => Err(CallFailure::new(
-                        format!("tool '{name}' panicked: {panic}"),
-                        CallErrorKind::Panicked,
-                    )),
-                };
-            }
-            () = turn.cancel.cancelled() => Stop::Cancelled,
-            () = tokio::time::sleep(limit) => Stop::TimedOut,
-        };
-        let ran = running.elapsed().as_secs_f64();
-        // Tell the tool, give it a moment to wind down, then drop it.
-        cancel.cancel();
-        let wound_down = tokio::time::timeout(self.config.cancel_grace, &mut future).await;
-        // A tool that stops with its own word on the cancellation gets it passed on (a
-        // worker killed because its call ignored the cancel says so).
-        let word = match wound_down {
-            Ok(Ok(Err(ToolError::Failed(m)))) => format!(": {m}"),
-            _ => String::new(),
-        };
-        Err(match stop {
-            Stop::TimedOut => CallFailure::new(
+        Err(panic) => {
+            return Err(CallFailure::new(
                 format!(
-                    "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was \
-                     cancelled{word}",
-                    limit.as_secs_f64()
+                    "validating the arguments of tool '{name}' failed in the host: {}",
+                    take_message(panic)
                 ),
-                CallErrorKind::TimedOut,
-            ),
-            Stop::Cancelled => CallFailure::new(
-                format!("tool '{name}' was cancelled after {ran:.1} s{word}"),
-                CallErrorKind::Cancelled,
-            ),
-        })
+                CallErrorKind::Panicked,
+            ));
+        }
     }
+    // The check may wait for a person; stopping the turn stops the wait.
+    let checked = tokio::select! {
+        // The check first: most finish at once, and the cancel branch is then never
+        // polled (polling it registers a waiter on the token).
+        biased;
+        checked = CatchUnwind::new(policy.decide(entry.tool().as_ref(), arguments, &turn.turn)) => checked,
+        () = turn.cancel.cancelled() => {
+            return Err(CallFailure::new(
+                format!("tool '{name}' was cancelled while waiting for approval"),
+                CallErrorKind::Cancelled,
+            ));
+        }
+    };
+    match checked {
+        Ok(Ok(decided)) => {
+            *decision = decided;
+            Ok(entry)
+        }
+        Ok(Err(Refusal::Denied(m))) => {
+            *decision = Decision::Denied;
+            Err(CallFailure::new(m, CallErrorKind::Denied))
+        }
+        Ok(Err(Refusal::NotApproved(m))) => {
+            *decision = Decision::Refused {
+                by: "policy".to_owned(),
+            };
+            Err(CallFailure::new(m, CallErrorKind::NotApproved))
+        }
+        Ok(Err(Refusal::Declined { by, message })) => {
+            *decision = Decision::Refused { by };
+            Err(CallFailure::new(message, CallErrorKind::NotApproved))
+        }
+        Ok(Err(Refusal::Unavailable(m))) => {
+            *decision = Decision::Unavailable;
+            Err(CallFailure::new(m, CallErrorKind::Unavailable))
+        }
+        Err(panic) => Err(CallFailure::new(
+            format!("the policy check of tool '{name}' failed in the host: {panic}"),
+            CallErrorKind::Panicked,
+        )),
+    }
+}
+
+/// Execution of an admitted call: the tool runs under its time limit (which counts
+/// its own run, not the admission before it) and the turn's cancel token; when either
+/// stops it, the tool is told, gets the grace period to return, and is then dropped.
+pub async fn execute(
+    limits: &Limits,
+    entry: &RegisteredTool,
+    call_id: &str,
+    arguments: Arguments,
+    turn: &CallContext,
+) -> Result<ToolOutput, CallFailure> {
+    let name = &entry.spec().name;
+    let limit = limits.for_tool(entry.spec());
+    let ctx = turn.for_call(call_id);
+    let cancel = ctx.cancel.clone();
+    let running = Instant::now();
+    let mut future = pin!(CatchUnwind::new(entry.tool().call(&ctx, arguments)));
+    let stop = tokio::select! {
+        biased;
+        outcome = &mut future => {
+            return match outcome {
+                Ok(Ok(mut output)) => match entry.finish_output(&mut output) {
+                    Ok(()) => Ok(output),
+                    Err(problem) => Err(CallFailure::new(
+                        format!("tool '{name}' {problem}"),
+                        CallErrorKind::InvalidOutput,
+                    )),
+                },
+                Ok(Err(ToolError::InvalidArgs(m))) => Err(CallFailure::new(
+                    format!("invalid arguments: {m}"),
+                    CallErrorKind::InvalidArgs,
+                )),
+                // A tool that stops with an error because its turn was cancelled
+                // reports the cancellation, not a failure.
+                Ok(Err(ToolError::Failed(m))) if turn.cancel.is_cancelled() => {
+                    Err(CallFailure::new(
+                        format!(
+                            "tool '{name}' was cancelled after {:.1} s: {m}",
+                            running.elapsed().as_secs_f64()
+                        ),
+                        CallErrorKind::Cancelled,
+                    ))
+                }
+                Ok(Err(ToolError::Failed(m))) => Err(CallFailure::new(m, CallErrorKind::Failed)),
+                Err(panic) => Err(CallFailure::new(
+                    format!("tool '{name}' panicked: {panic}"),
+                    CallErrorKind::Panicked,
+                )),
+            };
+        }
+        () = turn.cancel.cancelled() => Stop::Cancelled,
+        () = tokio::time::sleep(limit) => Stop::TimedOut,
+    };
+    let ran = running.elapsed().as_secs_f64();
+    // Tell the tool, give it a moment to wind down, then drop it.
+    cancel.cancel();
+    let wound_down = tokio::time::timeout(limits.config.cancel_grace, &mut future).await;
+    // A tool that stops with its own word on the cancellation gets it passed on (a
+    // worker killed because its call ignored the cancel says so).
+    let word = match wound_down {
+        Ok(Ok(Err(ToolError::Failed(m)))) => format!(": {m}"),
+        _ => String::new(),
+    };
+    Err(match stop {
+        Stop::TimedOut => CallFailure::new(
+            format!(
+                "tool '{name}' timed out after {ran:.1} s (the limit is {:.1} s) and was \
+                 cancelled{word}",
+                limit.as_secs_f64()
+            ),
+            CallErrorKind::TimedOut,
+        ),
+        Stop::Cancelled => CallFailure::new(
+            format!("tool '{name}' was cancelled after {ran:.1} s{word}"),
+            CallErrorKind::Cancelled,
+        ),
+    })
 }

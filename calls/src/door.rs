@@ -14,9 +14,9 @@ use crate::availability::Availability;
 use crate::context::{
     CallContext, Caller, CallerChannel, ChildTurnService, HostRequests, TurnIdentity, TurnServices,
 };
-use crate::dispatcher::{CallObserver, DispatchConfig, Dispatcher, ObservedCall, ToolCall};
+use crate::dispatcher::{CallObserver, DispatchConfig, Limits, ObservedCall, Plan, ToolCall};
 use crate::outputs::{Budgeting, OutputSettings, OutputStore, Owner};
-use crate::policy::{ApprovalPolicy, Approver, LastingApprovals};
+use crate::policy::{ApprovalPolicy, Approver, CallPolicy, LastingApprovals};
 use crate::registry::ToolRegistry;
 use crate::result::ToolResult;
 use crate::tool::DynTool;
@@ -165,8 +165,11 @@ pub struct CallRequest {
 pub struct CallDoor {
     profiles: Arc<dyn Profiles>,
     availability: Arc<Availability>,
+    /// The one policy: every request's plan is this one, or derived from it (another
+    /// approver, no session answers).
     policy: Arc<ApprovalPolicy>,
-    dispatcher: Dispatcher,
+    /// Call time limits.
+    limits: Limits,
     /// See every call after its output budget (statistics, the audit log).
     observers: Arc<[Arc<dyn CallObserver>]>,
     /// Whether any observer wants the calls' arguments.
@@ -189,7 +192,7 @@ impl CallDoor {
             settings.remember_approvals,
         ));
         CallDoor {
-            dispatcher: Dispatcher::new(settings.dispatch, Arc::clone(&policy) as _),
+            limits: Limits::new(settings.dispatch),
             profiles,
             availability,
             policy,
@@ -213,9 +216,6 @@ impl CallDoor {
     /// there (the answer "always" is offered only for profiles the store keeps).
     pub fn with_lasting_approvals(mut self, store: Arc<dyn LastingApprovals>) -> CallDoor {
         self.policy = Arc::new(self.policy.with_lasting(store));
-        self.dispatcher = self
-            .dispatcher
-            .with_policy(Arc::clone(&self.policy) as Arc<dyn crate::policy::CallPolicy>);
         self
     }
 
@@ -225,7 +225,7 @@ impl CallDoor {
         mut self,
         timeouts: impl IntoIterator<Item = (String, Duration)>,
     ) -> CallDoor {
-        self.dispatcher = self.dispatcher.with_tool_timeouts(timeouts);
+        self.limits = self.limits.with_tool_timeouts(timeouts);
         self
     }
 
@@ -266,7 +266,7 @@ impl CallDoor {
 
     /// Call time limits.
     pub fn limits(&self) -> DispatchConfig {
-        self.dispatcher.config()
+        self.limits.config
     }
 
     /// Whether "approve for this session" answers are remembered.
@@ -296,25 +296,25 @@ impl CallDoor {
     pub async fn call(&self, request: &CallRequest, call: ToolCall) -> ToolResult {
         // `dispatch` of one, without its vectors (the one-call path is the hot one).
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx, budgeting)) => {
-                let seen = self.before(&tools, &call);
-                let result = dispatcher.call(&tools, &ctx, call).await;
-                self.finish(&ctx, &budgeting, result, seen).await
+            Ok(p) => {
+                let seen = self.before(&p.tools, &call);
+                let result = p.plan.call(&p.tools, &p.ctx, call).await;
+                self.finish(&p.ctx, &p.budgeting, result, seen).await
             }
             Err(e) => self.refused(request, call, &e).await,
         }
     }
 
     /// Runs the calls of one model response; one result per call, in order (see
-    /// [`Dispatcher::dispatch`]), each held to the output budget.
+    /// [`Plan::dispatch`](crate::dispatcher::Plan::dispatch)), each held to the output budget.
     pub async fn dispatch(&self, request: &CallRequest, calls: Vec<ToolCall>) -> Vec<ToolResult> {
         match self.prepare(request) {
-            Ok((dispatcher, tools, ctx, budgeting)) => {
-                let seen: Vec<Seen> = calls.iter().map(|c| self.before(&tools, c)).collect();
-                let results = dispatcher.dispatch(&tools, &ctx, calls).await;
+            Ok(p) => {
+                let seen: Vec<Seen> = calls.iter().map(|c| self.before(&p.tools, c)).collect();
+                let results = p.plan.dispatch(&p.tools, &p.ctx, calls).await;
                 let mut out = Vec::with_capacity(results.len());
                 for (result, seen) in results.into_iter().zip(seen) {
-                    out.push(self.finish(&ctx, &budgeting, result, seen).await);
+                    out.push(self.finish(&p.ctx, &p.budgeting, result, seen).await);
                 }
                 out
             }
@@ -429,23 +429,12 @@ impl CallDoor {
         }
     }
 
-    /// What a request runs with: the dispatcher (under the request's approver and
-    /// timeout cap), the tools, the calls' context and the output budget.
-    fn prepare(
-        &self,
-        request: &CallRequest,
-    ) -> Result<
-        (
-            std::borrow::Cow<'_, Dispatcher>,
-            Arc<ToolRegistry>,
-            CallContext,
-            Budgeting,
-        ),
-        UnknownProfile,
-    > {
+    /// The one plan of a request: its policy (the door's, under the request's approver
+    /// and without session answers when it has no session), its limits (held to its
+    /// cap), the tools, the calls' context and the output budget.
+    fn prepare(&self, request: &CallRequest) -> Result<Prepared, UnknownProfile> {
         let scope = self.profiles.scope(request.profile.as_deref())?;
         let tools = without(&scope, request);
-        let mut dispatcher = std::borrow::Cow::Borrowed(&self.dispatcher);
         let mut policy = request
             .approver
             .as_ref()
@@ -454,20 +443,14 @@ impl CallDoor {
             let base = policy.as_ref().unwrap_or(&self.policy);
             policy = Some(base.without_session_answers());
         }
-        if let Some(policy) = policy {
-            dispatcher = std::borrow::Cow::Owned(dispatcher.with_policy(Arc::new(policy)));
-        }
-        if let Some(cap) = request.timeout_cap {
-            let limits = dispatcher.config();
-            if cap < limits.timeout || cap < limits.interactive_timeout {
-                let capped = DispatchConfig {
-                    timeout: cap.min(limits.timeout),
-                    interactive_timeout: cap.min(limits.interactive_timeout),
-                    ..limits
-                };
-                dispatcher = std::borrow::Cow::Owned(dispatcher.with_config(capped));
-            }
-        }
+        let policy: Arc<dyn CallPolicy> = match policy {
+            Some(derived) => Arc::new(derived),
+            None => Arc::clone(&self.policy) as _,
+        };
+        let limits = request
+            .timeout_cap
+            .and_then(|cap| self.limits.capped(cap))
+            .unwrap_or_else(|| self.limits.clone());
         let budgeting = Budgeting {
             budget: scope.output.budget_for(request.max_chars),
             store: scope.outputs.clone(),
@@ -477,8 +460,21 @@ impl CallDoor {
             },
         };
         let ctx = self.context(request, scope.name, scope.requests, Some(&budgeting));
-        Ok((dispatcher, tools, ctx, budgeting))
+        Ok(Prepared {
+            plan: Plan { policy, limits },
+            tools,
+            ctx,
+            budgeting,
+        })
     }
+}
+
+/// What a request runs with, made once by [`CallDoor::prepare`].
+struct Prepared {
+    plan: Plan,
+    tools: Arc<ToolRegistry>,
+    ctx: CallContext,
+    budgeting: Budgeting,
 }
 
 /// What the door keeps of a call for its observers.

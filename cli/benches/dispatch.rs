@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::Value;
 use toolhost::{
-    Arguments, CallContext, DispatchConfig, Dispatcher, DynTool, PluginLoader, ReadOnlyPolicy,
-    Risk, ToolCall, ToolError, ToolOrigin, ToolOutput, ToolRegistry, ToolSpec, TurnIdentity,
+    Arguments, CallContext, DispatchConfig, DynTool, Plan, PluginLoader, ReadOnlyPolicy, Risk,
+    ToolCall, ToolError, ToolOrigin, ToolOutput, ToolRegistry, ToolSpec, TurnIdentity,
 };
 
 const WARMUP: u32 = 20_000;
@@ -58,26 +58,22 @@ use common::median;
 
 // Separate, never-inlined entry points so a profiler (callgrind) can tell the paths apart.
 #[inline(never)]
-fn measure_native(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
+fn measure_native(rt: &tokio::runtime::Runtime, d: &Plan, registry: &ToolRegistry) -> f64 {
     measure(rt, d, registry)
 }
 
 #[inline(never)]
-fn measure_plugin_untyped(
-    rt: &tokio::runtime::Runtime,
-    d: &Dispatcher,
-    registry: &ToolRegistry,
-) -> f64 {
+fn measure_plugin_untyped(rt: &tokio::runtime::Runtime, d: &Plan, registry: &ToolRegistry) -> f64 {
     measure(rt, d, registry)
 }
 
 #[inline(never)]
-fn measure_plugin(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
+fn measure_plugin(rt: &tokio::runtime::Runtime, d: &Plan, registry: &ToolRegistry) -> f64 {
     measure(rt, d, registry)
 }
 
 /// Median over rounds of the mean ns per call.
-fn measure(rt: &tokio::runtime::Runtime, d: &Dispatcher, registry: &ToolRegistry) -> f64 {
+fn measure(rt: &tokio::runtime::Runtime, d: &Plan, registry: &ToolRegistry) -> f64 {
     let calls = calls_per_round();
     let turn = CallContext::new(TurnIdentity::default());
     // As a model or the command line sends them: JSON text, parsed once by the host.
@@ -151,7 +147,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let d = Dispatcher::new(
+    let d = Plan::new(
         DispatchConfig {
             timeout: Duration::from_secs(60),
             ..DispatchConfig::default()

@@ -24,9 +24,9 @@ use common::peer::Peer;
 use common::rss_of;
 use serde_json::json;
 use toolhost::{
-    CallContext, CatalogConfig, ContainmentMode, DispatchConfig, Dispatcher, IsolationMode,
-    IsolationPolicy, LoadPolicy, PluginCatalog, PluginLoader, ReadOnlyPolicy, SandboxMode,
-    ToolCall, ToolRegistry, TurnIdentity,
+    CallContext, CatalogConfig, ContainmentMode, DispatchConfig, IsolationMode, IsolationPolicy,
+    LoadPolicy, Plan, PluginCatalog, PluginLoader, ReadOnlyPolicy, SandboxMode, ToolCall,
+    ToolRegistry, TurnIdentity,
 };
 
 const CALLS: usize = 20_000;
@@ -60,8 +60,8 @@ fn loader(mode: IsolationMode) -> PluginLoader {
     .expect("loader")
 }
 
-fn dispatcher() -> Dispatcher {
-    Dispatcher::new(
+fn dispatcher() -> Plan {
+    Plan::new(
         DispatchConfig {
             timeout: Duration::from_secs(60),
             ..DispatchConfig::default()

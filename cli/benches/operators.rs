@@ -31,8 +31,8 @@ use common::median;
 use common::peer::Peer;
 use serde_json::json;
 use toolhost::{
-    CallContext, CatalogConfig, DispatchConfig, Dispatcher, PluginCatalog, PluginWatcher,
-    ReadOnlyPolicy, ToolCall, TurnIdentity, WatchConfig,
+    CallContext, CatalogConfig, DispatchConfig, Plan, PluginCatalog, PluginWatcher, ReadOnlyPolicy,
+    ToolCall, TurnIdentity, WatchConfig,
 };
 
 const ROUNDS: usize = 30;
@@ -113,7 +113,7 @@ async fn rename_to_first_call(builds: &[PathBuf; 2]) {
         name: "build_version".to_owned(),
         arguments: json!({}).into(),
     };
-    let d = Arc::new(Dispatcher::new(
+    let d = Arc::new(Plan::new(
         DispatchConfig::default(),
         Arc::new(ReadOnlyPolicy),
     ));

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::{
-    CallContext, CatalogConfig, DispatchConfig, Dispatcher, PluginCatalog, PluginWatcher,
-    ReadOnlyPolicy, ToolCall, TurnIdentity, WatchConfig,
+    CallContext, CatalogConfig, DispatchConfig, Plan, PluginCatalog, PluginWatcher, ReadOnlyPolicy,
+    ToolCall, TurnIdentity, WatchConfig,
 };
 
 const RELOADS: usize = 50;
@@ -62,7 +62,7 @@ fn main() {
         catalog.rescan();
         let _watcher =
             PluginWatcher::start(Arc::clone(&catalog), WatchConfig::default()).expect("watch");
-        let d = Dispatcher::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
+        let d = Plan::new(DispatchConfig::default(), Arc::new(ReadOnlyPolicy));
         let turn = CallContext::new(TurnIdentity::default());
         let call = ToolCall {
             id: "1".to_owned(),

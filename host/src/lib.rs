@@ -20,14 +20,15 @@
 //! - **Door**: [`CallDoor`] is the one way every call enters, whichever frontend it came
 //!   from. A frontend fills a [`CallRequest`] (the [`Caller`], the profile, who can be
 //!   asked, the channel back, a timeout cap, a cancel token) and renders the
-//!   [`ToolResult`]; the door resolves the profile's tools ([`Profiles`]), the approval
-//!   policy with that approver and the dispatcher, and every [`CallObserver`] registered on
-//!   it (statistics) sees every call with its context.
-//! - **Dispatcher**: [`Dispatcher`] runs the [`ToolCall`]s of one model response,
-//!   concurrently or one at a time when any is interactive. Each call is first admitted
-//!   (exists, not `deny`, valid [`Arguments`], allowed by the [`CallPolicy`]) and then
-//!   executed under a time limit and the [`CallContext`]'s cancel token; every outcome is a
-//!   [`ToolResult`] in request order.
+//!   [`ToolResult`]; the door makes one [`Plan`] per request (its one policy with that
+//!   approver, its [`Limits`] held to the request's cap), resolves the profile's tools
+//!   ([`Profiles`]), and every [`CallObserver`] registered on it (statistics) sees every
+//!   call with its context, as the caller got it.
+//! - **Dispatcher**: holds nothing. A [`Plan`] runs the [`ToolCall`]s of one model
+//!   response, concurrently or one at a time when any is interactive. Each call is first
+//!   admitted ([`admit`]: exists, not `deny`, valid [`Arguments`], allowed by the
+//!   [`CallPolicy`]) and then executed ([`execute`]: under its time limit and the
+//!   [`CallContext`]'s cancel token); every outcome is a [`ToolResult`] in request order.
 //! - **Policy**: [`ApprovalPolicy`] runs `read` tools and asks an [`Approver`] for the
 //!   others; operators override declared risks ([`RiskOverride`]).
 //! - **Context**: each call gets a [`CallContext`]: the [`TurnIdentity`] (profile, session,
@@ -146,7 +147,8 @@ pub use toolhost_calls::details::{
     ContentOmitted, DetailError, Details, FullOutput, HostDetail, StructuredOmitted, ToolFailed,
 };
 pub use toolhost_calls::dispatcher::{
-    CallObserver, DispatchConfig, Dispatcher, ObservedCall, ObserverWait, ToolCall,
+    CallFailure, CallObserver, DispatchConfig, Limits, ObservedCall, ObserverWait, Plan, ToolCall,
+    UnknownTool, admit, execute,
 };
 pub use toolhost_calls::door::{
     CallDoor, CallRequest, CallSettings, FixedProfile, ProfileScope, Profiles, UnknownProfile,

@@ -58,10 +58,6 @@ use async_ffi::{BorrowingFfiFuture, FfiFuture};
 
 use crate::risk::RiskCode;
 
-// Reading a plugin, host side: each tool's metadata through its vtable, and what its
-// answer to a call means. The one reading hosts and the test harness share.
-pub use crate::export::{ToolMetadata, answer_from_ffi, read_tool_metadata};
-
 /// The root module every plugin exports, built by [`crate::export_plugin!`].
 ///
 /// Every field is required (a prefix type that may never grow: changing it breaks every

@@ -203,8 +203,16 @@ pub use schema::{schema_for, tidy_schema};
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
+/// Reading a plugin, host side: each tool's metadata through its vtable
+/// ([`read_tool_metadata`](host::read_tool_metadata)) and what its answer to a call means
+/// ([`answer_from_ffi`](host::answer_from_ffi)), the one reading hosts and the test
+/// harness share. Plugin authors need none of it.
+pub mod host {
+    pub use crate::export::{ToolMetadata, answer_from_ffi, read_tool_metadata};
+}
+
 /// Used by `export_plugin!` and the plugins it builds; not part of the stable interface.
-/// (Hosts read plugins through [`ffi`] and check tools with `check`.)
+/// (Hosts read plugins through [`host`] and [`ffi`], and check tools with `check`.)
 #[doc(hidden)]
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;

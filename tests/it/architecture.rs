@@ -281,7 +281,8 @@ fn every_call_enters_by_the_door() {
     // The door alone wires policy, approver, dispatcher and cancellation; a frontend that
     // built its own would skip whatever observes the door (statistics, audit).
     let machinery = [
-        "Dispatcher",
+        "Plan::new(",
+        "Plan { policy",
         "ApprovalPolicy",
         "CallPolicy",
         "ReadOnlyPolicy",

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 use toolhost::{
     ApprovalAnswer, ApprovalPolicy, ApprovalRequest, Approver, AutoApprove, Availability,
-    CallContext, CallErrorKind, CatalogConfig, DispatchConfig, Dispatcher, NobodyToAsk,
-    PluginCatalog, Risk, RiskOverride, ToolRegistry, TurnIdentity, apply_risk_overrides,
+    CallContext, CallErrorKind, CatalogConfig, DispatchConfig, NobodyToAsk, Plan, PluginCatalog,
+    Risk, RiskOverride, ToolRegistry, TurnIdentity, apply_risk_overrides,
 };
 
 use crate::support::{PluginDir, call, echo_build, load, marker};
@@ -62,7 +62,7 @@ impl Approver for Counting {
 async fn a_write_tool_never_runs_without_approval_and_runs_with_it() {
     let (_dir, registry) = basic();
     let (_m, path) = marker();
-    let refused = Dispatcher::new(DispatchConfig::default(), policy(nobody()))
+    let refused = Plan::new(DispatchConfig::default(), policy(nobody()))
         .call(
             &registry,
             &turn("s"),
@@ -82,7 +82,7 @@ async fn a_write_tool_never_runs_without_approval_and_runs_with_it() {
         asked: AtomicUsize::new(0),
         answer: ApprovalAnswer::Decline("the user answered no".into()),
     });
-    let r = Dispatcher::new(DispatchConfig::default(), policy(declined.clone()))
+    let r = Plan::new(DispatchConfig::default(), policy(declined.clone()))
         .call(
             &registry,
             &turn("s"),
@@ -93,7 +93,7 @@ async fn a_write_tool_never_runs_without_approval_and_runs_with_it() {
     assert_eq!(declined.asked.load(Ordering::SeqCst), 1);
     assert!(!path.exists());
 
-    let ok = Dispatcher::new(DispatchConfig::default(), policy(Arc::new(AutoApprove)))
+    let ok = Plan::new(DispatchConfig::default(), policy(Arc::new(AutoApprove)))
         .call(
             &registry,
             &turn("s"),
@@ -111,7 +111,7 @@ async fn read_runs_without_asking_and_deny_never_runs() {
         asked: AtomicUsize::new(0),
         answer: ApprovalAnswer::Approve,
     });
-    let d = Dispatcher::new(DispatchConfig::default(), policy(counting.clone()));
+    let d = Plan::new(DispatchConfig::default(), policy(counting.clone()));
     let echo = d
         .call(
             &registry,
@@ -160,7 +160,7 @@ async fn operator_overrides_change_what_happens() {
     ]);
     let outcome = apply_risk_overrides(&registry, &overrides);
     assert!(outcome.refused.is_empty() && outcome.lowered.is_empty());
-    let d = Dispatcher::new(DispatchConfig::default(), policy(nobody()));
+    let d = Plan::new(DispatchConfig::default(), policy(nobody()));
     let raised = d
         .call(
             &outcome.registry,
@@ -222,7 +222,7 @@ async fn lowering_a_risk_must_be_explicit_and_is_reported() {
 
     let allowed = apply_risk_overrides(&registry, &lower(true));
     assert_eq!(allowed.lowered.len(), 1, "logged at start-up");
-    let r = Dispatcher::new(DispatchConfig::default(), policy(nobody()))
+    let r = Plan::new(DispatchConfig::default(), policy(nobody()))
         .call(
             &allowed.registry,
             &turn("s"),
@@ -253,7 +253,7 @@ async fn a_remembered_approval_is_asked_again_after_the_plugin_file_changes() {
         asked: AtomicUsize::new(0),
         answer: ApprovalAnswer::ApproveForSession,
     });
-    let d = Dispatcher::new(DispatchConfig::default(), policy(approver.clone()));
+    let d = Plan::new(DispatchConfig::default(), policy(approver.clone()));
     let (_m, path) = marker();
     let write = || call("1", "note_write", json!({"marker": path}));
     for _ in 0..3 {
@@ -295,7 +295,7 @@ async fn a_remembered_approval_is_asked_again_after_the_plugin_file_changes() {
 #[tokio::test]
 async fn an_unavailable_tool_is_refused_with_the_reason() {
     let (_dir, registry) = basic();
-    let d = Dispatcher::new(DispatchConfig::default(), policy(nobody()));
+    let d = Plan::new(DispatchConfig::default(), policy(nobody()));
     let r = d
         .call(&registry, &turn("s"), call("1", "needs_program", json!({})))
         .await;

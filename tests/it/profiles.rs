@@ -554,7 +554,7 @@ async fn without_remember_for_session_every_call_asks() {
         Arc::new(toolhost::Availability::default()),
         false,
     );
-    let d = toolhost::Dispatcher::new(DispatchConfig::default(), Arc::new(policy));
+    let d = toolhost::Plan::new(DispatchConfig::default(), Arc::new(policy));
     let turn = toolhost::CallContext::new(toolhost::TurnIdentity::default());
     let (_m, path) = crate::support::marker();
     for _ in 0..2 {

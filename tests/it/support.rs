@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use toolhost::{
-    DispatchConfig, Dispatcher, LoadReport, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry,
+    DispatchConfig, LoadReport, Plan, PluginLoader, ReadOnlyPolicy, ToolCall, ToolRegistry,
 };
 
 pub(crate) fn workspace_root() -> PathBuf {
@@ -315,8 +315,8 @@ pub(crate) fn load(dir: &PluginDir) -> (LoadReport, ToolRegistry, Vec<toolhost::
     (report, registry, problems)
 }
 
-pub(crate) fn dispatcher(config: DispatchConfig) -> Dispatcher {
-    Dispatcher::new(config, Arc::new(ReadOnlyPolicy))
+pub(crate) fn dispatcher(config: DispatchConfig) -> Plan {
+    Plan::new(config, Arc::new(ReadOnlyPolicy))
 }
 
 pub(crate) fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCall {
@@ -414,7 +414,7 @@ pub(crate) async fn rescan(catalog: &Arc<toolhost::PluginCatalog>) -> toolhost::
         .expect("the rescan ran")
 }
 
-/// Dispatcher settings with a short call timeout and a long grace, so a tool that heeds
+/// Call time limits with a short call timeout and a long grace, so a tool that heeds
 /// its cancel signal always gets to report it.
 pub(crate) fn short_timeout(ms: u64) -> DispatchConfig {
     DispatchConfig {

@@ -16,8 +16,8 @@ use abi_stable::std_types::{RStr, RString};
 use async_ffi::BorrowingFfiFuture;
 use async_trait::async_trait;
 use toolhost_plugin_api::check::CheckedTool;
-use toolhost_plugin_api::ffi::answer_from_ffi;
 use toolhost_plugin_api::ffi::{FfiCallContext, FfiCallResult, FfiOutcomeResult, FfiTool};
+use toolhost_plugin_api::host::answer_from_ffi;
 use toolhost_plugin_api::{ToolError, ToolOutput};
 
 use super::call_pool;
@@ -141,7 +141,7 @@ impl PluginTool {
 
     fn read_spec(ffi: &FfiTool, index: usize) -> Result<(ToolSpec, CheckedTool), UnreadableTool> {
         // SAFETY: `ffi` came from the plugin's `tools` function and is not dropped yet.
-        let meta = unsafe { toolhost_plugin_api::ffi::read_tool_metadata(ffi, index) }
+        let meta = unsafe { toolhost_plugin_api::host::read_tool_metadata(ffi, index) }
             .map_err(UnreadableTool)?;
         // Here, so a tool a host refuses is left out at load (in a worker too) and `check`
         // says why; the registry takes the compiled schemas instead of checking again.
