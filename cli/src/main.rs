@@ -203,7 +203,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         config = config.with_workspace_roots(roots)?;
     }
     confine_what_we_start(&config);
-    if !config.config.plugins.strict_permissions {
+    if !config.strict_permissions() {
         tracing::warn!(
             "[plugins] strict_permissions = false: plugin files that other users can change \
              are loaded (anyone who can write them runs code as this user); for development \

@@ -85,9 +85,9 @@ mod text;
 
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, ModelSettings, Profile, ProfileView,
-    SecondsError, WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
-    positive_seconds,
+    LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings, ModelSettings, Profile,
+    ProfileView, ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings,
+    default_config_path, default_plugin_dir, positive_seconds,
 };
 pub use frontends::control::{
     ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
@@ -190,8 +190,9 @@ pub mod worker {
     pub use crate::sys::process::forbid_same_user_inspection;
 }
 
-/// The config file's schema as read ([`LoadedConfig::config`]), before it is checked and
-/// resolved into the settings everything else uses.
+/// The config file's schema as read, before it is checked and resolved into the settings
+/// everything else uses (a [`LoadedConfig`] keeps it to itself): the reference for the
+/// file's keys.
 pub mod raw {
     pub use crate::config::{
         RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation,

@@ -374,11 +374,54 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
 }
 
 #[test]
+fn every_section_is_checked_at_load_and_read_resolved() {
+    // A bad metrics address stops every command at load, naming the file and the key,
+    // not only the command that would serve metrics.
+    let bad = ConfigDir::new("state_dir = \"state\"\n[metrics]\nlisten = \"nine\"\n", &[]);
+    let e = LoadedConfig::load(Some(&bad.file()))
+        .expect_err("a bad address is refused")
+        .to_string();
+    assert!(
+        e.contains("[metrics] listen = \"nine\" is not an address") && e.contains("config.toml"),
+        "{e}"
+    );
+    let out = toolhost(&bad.file(), &["list", "--plugins", "/nonexistent"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("is not an address"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let good = ConfigDir::new(
+        "state_dir = \"state\"\ndefault_profile = \"dev\"\n[metrics]\nlisten = \"127.0.0.1:9464\"\n\
+         require_token = true\n[reload]\nwatch = false\nmax_generations = 3\n",
+        &[],
+    );
+    let loaded = good.load();
+    assert_eq!(
+        loaded.metrics(),
+        toolhost::MetricsSettings {
+            listen: Some("127.0.0.1:9464".parse().expect("address")),
+            require_token: true,
+        }
+    );
+    assert_eq!(
+        loaded.reload(),
+        toolhost::ReloadSettings {
+            watch: false,
+            max_generations: 3,
+        }
+    );
+    assert_eq!(loaded.default_profile(), "dev");
+}
+
+#[test]
 fn the_shipped_example_config_is_valid() {
     let example = crate::support::workspace_root().join("toolhost.example.toml");
     let loaded = LoadedConfig::load(Some(&example)).expect("the example config loads");
-    assert_eq!(loaded.config.toolsets["text"], ["json_query", "text_stats"]);
-    assert!(loaded.config.toolsets["workspace"].contains(&"edit_file".to_owned()));
+    assert_eq!(loaded.toolsets()["text"], ["json_query", "text_stats"]);
+    assert!(loaded.toolsets()["workspace"].contains(&"edit_file".to_owned()));
     assert_eq!(
         loaded.risk_overrides()["edit_text"].risk,
         toolhost::Risk::Deny

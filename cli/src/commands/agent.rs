@@ -202,7 +202,7 @@ impl TurnObserver for Printer {
 /// The profile's agent, with a terminal for approvals and questions when there is one,
 /// watched by `printer`.
 fn agent(config: &LoadedConfig, a: &AgentOpts, printer: Arc<Printer>) -> anyhow::Result<Agent> {
-    let model = OpenAiClient::new(config.model().ok_or(ModelError::NotConfigured)?)?;
+    let model = OpenAiClient::new(config.model().cloned().ok_or(ModelError::NotConfigured)?)?;
     let loader = new_loader(config, a.plugins.isolate)?;
     let Loaded {
         registry,

@@ -99,8 +99,8 @@ impl PluginDirs {
         if let Some(v) = std::env::var_os("TOOLHOST_PLUGINS").filter(|v| !v.is_empty()) {
             return std::env::split_paths(&v).collect();
         }
-        if !config.config.plugin_dirs.is_empty() {
-            return config.config.plugin_dirs.clone();
+        if !config.plugin_dirs().is_empty() {
+            return config.plugin_dirs().to_vec();
         }
         vec![toolhost::default_plugin_dir()]
     }
@@ -119,7 +119,7 @@ pub(crate) fn configured_plugin_dirs(config: &LoadedConfig) -> Vec<PathBuf> {
 /// The control socket: `explicit` (`--control`), else the config's, else the default.
 pub(crate) fn control_socket(config: &LoadedConfig, explicit: Option<PathBuf>) -> PathBuf {
     explicit
-        .or_else(|| config.config.control_socket.clone())
+        .or_else(|| config.control_socket().map(PathBuf::from))
         .unwrap_or_else(toolhost::default_control_path)
 }
 
@@ -130,7 +130,7 @@ pub(crate) fn resolve_profile(
     config: &LoadedConfig,
     requested: Option<&str>,
 ) -> Result<Profile, ConfigError> {
-    Profile::load(config, requested.unwrap_or(&config.config.default_profile))
+    Profile::load(config, requested.unwrap_or(config.default_profile()))
 }
 
 /// The one profile a one-shot command's door serves: `profile` with `registry`, its

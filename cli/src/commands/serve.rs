@@ -216,12 +216,12 @@ impl ServeArgs {
             Serve {
                 dirs: self.plugins.resolve(config),
                 isolate: self.plugins.isolate,
-                watch: !self.no_watch && config.config.reload.watch,
+                watch: !self.no_watch && config.reload().watch,
                 control: control_socket(config, self.control),
                 control_explicit,
                 max_generations: self
                     .max_generations
-                    .unwrap_or(config.config.reload.max_generations),
+                    .unwrap_or(config.reload().max_generations),
                 timeout: self.timeout,
                 mcp,
                 profile: self.profile,
@@ -241,21 +241,11 @@ fn metrics_options(
     insecure_http: bool,
     tls: Option<(PathBuf, PathBuf)>,
 ) -> anyhow::Result<Option<HttpOptions>> {
-    let addr = match (flag, &config.config.metrics.listen) {
-        (Some(addr), _) => addr,
-        (None, None) => return Ok(None),
-        (None, Some(text)) => text.parse().map_err(|e| {
-            usage(format!(
-                "[metrics] listen = {text:?} in {} is not an address ({e}): write it as \
-                 \"127.0.0.1:9464\" or \"[::1]:9464\"",
-                config
-                    .file
-                    .as_deref()
-                    .map_or_else(|| "the config".to_owned(), |f| f.display().to_string())
-            ))
-        })?,
+    let settings = config.metrics();
+    let Some(addr) = flag.or(settings.listen) else {
+        return Ok(None);
     };
-    let wants_token = !addr.ip().is_loopback() || config.config.metrics.require_token;
+    let wants_token = !addr.ip().is_loopback() || settings.require_token;
     let auth = if no_auth || !wants_token {
         HttpAuth::NoAuth
     } else {
@@ -329,7 +319,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         shutdown_grace: Duration::from_secs(5),
         profiles,
         remember_approvals: calls.remember_approvals,
-        default_profile: host_config.config.default_profile.clone(),
+        default_profile: host_config.default_profile().to_owned(),
         config_file: host_config.file.clone(),
         availability_ttl: calls.availability_ttl,
         audit: super::audit_log(host_config)?,

@@ -12,6 +12,76 @@ use crate::plugins::load::trust::{PublisherEntry, TrustMode};
 use crate::sys::sandbox::SandboxMode;
 use toolhost_calls::tool::Risk;
 
+/// Writes a section a profile may override once: its keys are listed here and nowhere
+/// else, and the merge (each key a profile gives replaces the host config's) follows from
+/// them, so a new key cannot be left out of it.
+///
+/// `options`: the section's keys are all optional (unset means the built-in default,
+/// resolved later) and a profile writes the same section. `with profile form`: the
+/// section has its defaults; the profile's form, every key optional, is generated beside
+/// it with `has_any`.
+macro_rules! overridable_section {
+    (
+        options
+        $(#[$meta:meta])*
+        pub struct $raw:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : Option<$ty:ty>, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $raw {
+            $( $(#[$fmeta])* pub $field: Option<$ty>, )*
+        }
+
+        impl $raw {
+            /// These settings with `profile`'s keys in their place.
+            pub fn overridden(&self, profile: &$raw) -> $raw {
+                $raw {
+                    $( $field: Clone::clone(&profile.$field).or_else(|| Clone::clone(&self.$field)), )*
+                }
+            }
+        }
+    };
+    (
+        with profile form $(#[$pmeta:meta])* $profile:ident;
+        $(#[$meta:meta])*
+        pub struct $raw:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $raw {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        $(#[$pmeta])*
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct $profile {
+            $(
+                #[doc = concat!("See [`", stringify!($raw), "::", stringify!($field), "`].")]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl $profile {
+            /// Whether the profile sets any key.
+            pub fn has_any(&self) -> bool {
+                false $( || self.$field.is_some() )*
+            }
+        }
+
+        impl $raw {
+            /// These settings with `profile`'s keys in their place.
+            pub fn overridden(&self, profile: &$profile) -> $raw {
+                $raw {
+                    $( $field: Clone::clone(&profile.$field).unwrap_or_else(|| Clone::clone(&self.$field)), )*
+                }
+            }
+        }
+    };
+}
+
 /// The host's config file as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,71 +191,58 @@ impl Default for RawAudit {
     }
 }
 
-/// `[workspace]`: the folders the workspace tools may read and write beneath, and the
-/// rules for the commands and fetches they make. In a profile's config.toml, each key
-/// given replaces the host config's.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawWorkspace {
-    /// The roots (relative paths are relative to the file that sets them; `~/` is the
-    /// home folder). None: no workspace.
-    pub roots: Option<Vec<PathBuf>>,
-    /// Commands may use the network (default false).
-    pub allow_network: Option<bool>,
-    /// `run_command` takes shell command lines (default false: a program and arguments).
-    pub shell: Option<bool>,
-    /// Programs `run_command` refuses, besides the built-in list.
-    pub deny_programs: Option<Vec<String>>,
-    /// Environment variables passed to commands besides the built-in allowlist.
-    pub env: Option<Vec<String>>,
-    /// A command's time limit, seconds (default 120).
-    pub command_timeout_secs: Option<u64>,
-    /// `fetch_url` may reach loopback, private, link-local and metadata addresses
-    /// (default false).
-    pub allow_private_addresses: Option<bool>,
-    /// Commands may make Unix-domain sockets (default false: the seccomp filter refuses
-    /// them, so no command reaches the host's control socket or another local service).
-    pub allow_unix_sockets: Option<bool>,
-}
-
-impl RawWorkspace {
-    /// These settings with `profile`'s keys in their place.
-    pub fn overridden(&self, profile: &RawWorkspace) -> RawWorkspace {
-        RawWorkspace {
-            roots: profile.roots.clone().or_else(|| self.roots.clone()),
-            allow_network: profile.allow_network.or(self.allow_network),
-            shell: profile.shell.or(self.shell),
-            deny_programs: profile
-                .deny_programs
-                .clone()
-                .or_else(|| self.deny_programs.clone()),
-            env: profile.env.clone().or_else(|| self.env.clone()),
-            command_timeout_secs: profile.command_timeout_secs.or(self.command_timeout_secs),
-            allow_private_addresses: profile
-                .allow_private_addresses
-                .or(self.allow_private_addresses),
-            allow_unix_sockets: profile.allow_unix_sockets.or(self.allow_unix_sockets),
-        }
+overridable_section! {
+    options
+    /// `[workspace]`: the folders the workspace tools may read and write beneath, and the
+    /// rules for the commands and fetches they make. In a profile's config.toml, each key
+    /// given replaces the host config's.
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct RawWorkspace {
+        /// The roots (relative paths are relative to the file that sets them; `~/` is the
+        /// home folder). None: no workspace.
+        pub roots: Option<Vec<PathBuf>>,
+        /// Commands may use the network (default false).
+        pub allow_network: Option<bool>,
+        /// `run_command` takes shell command lines (default false: a program and arguments).
+        pub shell: Option<bool>,
+        /// Programs `run_command` refuses, besides the built-in list.
+        pub deny_programs: Option<Vec<String>>,
+        /// Environment variables passed to commands besides the built-in allowlist.
+        pub env: Option<Vec<String>>,
+        /// A command's time limit, seconds (default 120).
+        pub command_timeout_secs: Option<u64>,
+        /// `fetch_url` may reach loopback, private, link-local and metadata addresses
+        /// (default false).
+        pub allow_private_addresses: Option<bool>,
+        /// Commands may make Unix-domain sockets (default false: the seccomp filter refuses
+        /// them, so no command reaches the host's control socket or another local service).
+        pub allow_unix_sockets: Option<bool>,
     }
 }
 
-/// `[output]`: how much text one result may carry, and how long cut outputs are kept.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawOutput {
-    /// The most characters of one result's text; 0: no limit (at least 1000 otherwise).
-    pub max_chars: usize,
-    /// The most lines of one result's text; 0: no limit.
-    pub max_lines: usize,
-    /// Days a cut output's full text is kept; 0: kept regardless of age.
-    pub keep_days: f64,
-    /// The most MiB of kept outputs per profile (the oldest go first); 0: no limit.
-    pub keep_mb: u64,
-    /// The most characters an MCP client may raise its limit to with
-    /// `_meta["anthropic/maxResultSizeChars"]`; 0: clients cannot change it.
-    pub mcp_max_chars_ceiling: usize,
-    /// Whether profiles get the `read_output` tool.
-    pub read_output: bool,
+overridable_section! {
+    with profile form
+    /// A profile's `[output]`: each key given replaces the host config's.
+    RawProfileOutput;
+    /// `[output]`: how much text one result may carry, and how long cut outputs are kept.
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct RawOutput {
+        /// The most characters of one result's text; 0: no limit (at least 1000 otherwise).
+        pub max_chars: usize,
+        /// The most lines of one result's text; 0: no limit.
+        pub max_lines: usize,
+        /// Days a cut output's full text is kept; 0: kept regardless of age.
+        pub keep_days: f64,
+        /// The most MiB of kept outputs per profile (the oldest go first); 0: no limit.
+        pub keep_mb: u64,
+        /// The most characters an MCP client may raise its limit to with
+        /// `_meta["anthropic/maxResultSizeChars"]`; 0: clients cannot change it.
+        pub mcp_max_chars_ceiling: usize,
+        /// Whether profiles get the `read_output` tool.
+        pub read_output: bool,
+    }
 }
 
 impl Default for RawOutput {
@@ -200,52 +257,6 @@ impl Default for RawOutput {
             keep_mb: d.keep_bytes >> 20,
             mcp_max_chars_ceiling: d.max_chars_ceiling,
             read_output: d.read_output,
-        }
-    }
-}
-
-/// A profile's `[output]`: each key given replaces the host config's.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawProfileOutput {
-    /// See [`RawOutput::max_chars`].
-    pub max_chars: Option<usize>,
-    /// See [`RawOutput::max_lines`].
-    pub max_lines: Option<usize>,
-    /// See [`RawOutput::keep_days`].
-    pub keep_days: Option<f64>,
-    /// See [`RawOutput::keep_mb`].
-    pub keep_mb: Option<u64>,
-    /// See [`RawOutput::mcp_max_chars_ceiling`].
-    pub mcp_max_chars_ceiling: Option<usize>,
-    /// See [`RawOutput::read_output`].
-    pub read_output: Option<bool>,
-}
-
-impl RawProfileOutput {
-    /// Whether the profile sets any key.
-    pub fn has_any(&self) -> bool {
-        self.max_chars.is_some()
-            || self.max_lines.is_some()
-            || self.keep_days.is_some()
-            || self.keep_mb.is_some()
-            || self.mcp_max_chars_ceiling.is_some()
-            || self.read_output.is_some()
-    }
-}
-
-impl RawOutput {
-    /// These settings with `profile`'s keys in their place.
-    pub fn overridden(&self, profile: &RawProfileOutput) -> RawOutput {
-        RawOutput {
-            max_chars: profile.max_chars.unwrap_or(self.max_chars),
-            max_lines: profile.max_lines.unwrap_or(self.max_lines),
-            keep_days: profile.keep_days.unwrap_or(self.keep_days),
-            keep_mb: profile.keep_mb.unwrap_or(self.keep_mb),
-            mcp_max_chars_ceiling: profile
-                .mcp_max_chars_ceiling
-                .unwrap_or(self.mcp_max_chars_ceiling),
-            read_output: profile.read_output.unwrap_or(self.read_output),
         }
     }
 }

@@ -48,12 +48,17 @@ pub fn default_plugin_dir() -> PathBuf {
 /// A loaded configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
-    /// The file as written (its relative paths made relative to its directory).
-    pub config: RawConfig,
+    /// The file as written (its relative paths made relative to its directory): private
+    /// to `config/`, which resolves every section of it at load; everything else reads
+    /// the resolved settings.
+    config: RawConfig,
     /// The file, if one was read.
     pub file: Option<PathBuf>,
     /// What loading resolved from it.
     resolved: Resolved,
+    /// How plugins are isolated, resolved with every profile's workspace (again when the
+    /// command line replaces the roots).
+    isolation: crate::IsolationPolicy,
     /// Workspace roots given on the command line (`--workspace DIR`): every profile's,
     /// in place of the configured ones.
     workspace_roots: Option<Vec<PathBuf>>,
@@ -70,6 +75,32 @@ struct Resolved {
     watch: crate::plugins::catalog::watch::WatchConfig,
     /// `[output]`, checked at load (profiles resolve their own overrides).
     output: toolhost_calls::outputs::OutputSettings,
+    /// `[model]` with the environment's overrides, read at load.
+    model: Option<ModelSettings>,
+    /// `[metrics]`, its address parsed.
+    metrics: MetricsSettings,
+    /// `[reload]`'s watch switch and generation count.
+    reload: ReloadSettings,
+}
+
+/// `[metrics]`, checked: where the Prometheus endpoint listens, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// The address (`--metrics ADDR` wins).
+    pub listen: Option<std::net::SocketAddr>,
+    /// Whether scrapers on a loopback address need a token too (off loopback they always
+    /// do).
+    pub require_token: bool,
+}
+
+/// `[reload]`: whether `toolhost serve` watches its plugin folders, and after how many
+/// reloads status recommends a restart (the watcher's timing is [`LoadedConfig::watch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReloadSettings {
+    /// Watch the plugin folders.
+    pub watch: bool,
+    /// Reloads after which status recommends a restart.
+    pub max_generations: u64,
 }
 
 impl Resolved {
@@ -129,6 +160,15 @@ impl Resolved {
             agent: AgentSettings::new(&c.agent, child_timeout),
             // Set (and checked) by `LoadedConfig::resolve`.
             output: toolhost_calls::outputs::OutputSettings::default(),
+            model: None,
+            metrics: MetricsSettings {
+                listen: None,
+                require_token: c.metrics.require_token,
+            },
+            reload: ReloadSettings {
+                watch: c.reload.watch,
+                max_generations: c.reload.max_generations,
+            },
             mcp,
         })
     }
@@ -228,12 +268,26 @@ impl LoadedConfig {
                 message,
             }
         })?;
-        Ok(LoadedConfig {
+        resolved.model = model_settings(&config.model, &resolved);
+        if let Some(text) = &config.metrics.listen {
+            let addr = text.parse().map_err(|e| ConfigError::Invalid {
+                path: file.clone().unwrap_or_default(),
+                message: format!(
+                    "[metrics] listen = {text:?} is not an address ({e}): write it as \
+                     \"127.0.0.1:9464\" or \"[::1]:9464\""
+                ),
+            })?;
+            resolved.metrics.listen = Some(addr);
+        }
+        let mut loaded = LoadedConfig {
             config,
             file,
             resolved,
+            isolation: crate::IsolationPolicy::default(),
             workspace_roots: None,
-        })
+        };
+        loaded.isolation = loaded.resolve_isolation();
+        Ok(loaded)
     }
 
     /// Every profile's workspace roots are `roots` (`--workspace DIR`), in place of the
@@ -251,6 +305,8 @@ impl LoadedConfig {
             }
         }
         self.workspace_roots = Some(real);
+        // The workers' sandboxes follow the roots.
+        self.isolation = self.resolve_isolation();
         Ok(self)
     }
 
@@ -445,7 +501,7 @@ impl LoadedConfig {
             strict_permissions: self.config.plugins.strict_permissions,
             max_file_size: self.config.plugins.max_file_size,
             trust: self.trust_policy()?,
-            isolation: std::sync::Arc::new(self.isolation_policy()),
+            isolation: std::sync::Arc::new(self.isolation.clone()),
             settings: crate::PluginSettings::new(self.config.plugins.settings.clone()),
             load_threads: self.config.plugins.load_threads,
         })
@@ -454,7 +510,13 @@ impl LoadedConfig {
     /// How plugins are isolated (`[isolation]`); `--isolate` then calls
     /// [`crate::IsolationPolicy::isolate_all`]. Each profile's workers may write that
     /// profile's state folder.
-    pub fn isolation_policy(&self) -> crate::IsolationPolicy {
+    pub fn isolation_policy(&self) -> &crate::IsolationPolicy {
+        &self.isolation
+    }
+
+    /// `[isolation]` resolved, with each profile's workspace roots (a profile that does
+    /// not load has none here; the commands that use it stop with its own error).
+    fn resolve_isolation(&self) -> crate::IsolationPolicy {
         let c = &self.config.isolation;
         crate::IsolationPolicy {
             default: c.default,
@@ -508,20 +570,46 @@ impl LoadedConfig {
 
     /// The model server: `[model]` with the environment's overrides
     /// (`TOOLHOST_MODEL_BASE_URL`, `TOOLHOST_MODEL`, `TOOLHOST_API_KEY`, else the variable
-    /// `api_key_env` names, `TOOLHOST_MODEL_STREAM`); `None` unless both a base URL and a
-    /// model are set somewhere.
-    pub fn model(&self) -> Option<ModelSettings> {
-        let m = &self.config.model;
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        Some(ModelSettings {
-            base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone())?,
-            model: var("TOOLHOST_MODEL").or_else(|| m.model.clone())?,
-            api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
-            timeout: self.resolved.model_timeout,
-            max_retries: m.max_retries,
-            backoff: MODEL_RETRY_BACKOFF,
-            stream: self.resolved.model_stream,
-        })
+    /// `api_key_env` names, `TOOLHOST_MODEL_STREAM`), read when the config was loaded;
+    /// `None` unless both a base URL and a model are set somewhere.
+    pub fn model(&self) -> Option<&ModelSettings> {
+        self.resolved.model.as_ref()
+    }
+
+    /// The plugin folders the file names, in load order (relative to the file).
+    pub fn plugin_dirs(&self) -> &[PathBuf] {
+        &self.config.plugin_dirs
+    }
+
+    /// The control socket the file names, if any.
+    pub fn control_socket(&self) -> Option<&Path> {
+        self.config.control_socket.as_deref()
+    }
+
+    /// The profile used when none is named.
+    pub fn default_profile(&self) -> &str {
+        &self.config.default_profile
+    }
+
+    /// Whether plugin files others can change are refused (`[plugins]
+    /// strict_permissions`).
+    pub fn strict_permissions(&self) -> bool {
+        self.config.plugins.strict_permissions
+    }
+
+    /// `[metrics]`, its address checked at load.
+    pub fn metrics(&self) -> MetricsSettings {
+        self.resolved.metrics
+    }
+
+    /// `[reload]`: watching and the generation count.
+    pub fn reload(&self) -> ReloadSettings {
+        self.resolved.reload
+    }
+
+    /// The named tool lists (`[toolsets]`) profiles use as `"@name"`.
+    pub fn toolsets(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.config.toolsets
     }
 
     /// The agent settings for `profile`: `[agent]` and the profile's system prompt.
@@ -736,5 +824,19 @@ pub(super) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
             path: path.to_path_buf(),
             reason: other.to_string(),
         },
+    })
+}
+
+/// `[model]` with the environment's overrides (see [`LoadedConfig::model`]).
+fn model_settings(m: &super::RawModel, resolved: &Resolved) -> Option<ModelSettings> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    Some(ModelSettings {
+        base_url: var("TOOLHOST_MODEL_BASE_URL").or_else(|| m.base_url.clone())?,
+        model: var("TOOLHOST_MODEL").or_else(|| m.model.clone())?,
+        api_key: var("TOOLHOST_API_KEY").or_else(|| var(&m.api_key_env)),
+        timeout: resolved.model_timeout,
+        max_retries: m.max_retries,
+        backoff: MODEL_RETRY_BACKOFF,
+        stream: resolved.model_stream,
     })
 }

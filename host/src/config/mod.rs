@@ -60,7 +60,9 @@ pub use file::{
     RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
     RawTrust, RawWorkspace, WithoutElicitation,
 };
-pub use loaded::{LoadedConfig, default_config_path, default_plugin_dir};
+pub use loaded::{
+    LoadedConfig, MetricsSettings, ReloadSettings, default_config_path, default_plugin_dir,
+};
 pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
