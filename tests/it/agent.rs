@@ -558,7 +558,7 @@ async fn a_session_interrupted_between_a_call_and_its_result_can_go_on() {
                 }],
                 tool_call_id: None,
                 details: Default::default(),
-                full_text: None,
+                id: None,
             },
         )
         .expect("append");

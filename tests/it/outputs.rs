@@ -632,7 +632,7 @@ fn over_http_another_token_gets_not_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
+async fn an_agent_turn_gets_the_cut_text_and_the_full_one_is_kept_once() {
     use crate::support::model::{ModelServer, calls, text as answer};
     let server = ModelServer::scripted(vec![
         calls(&[("big_output", big_args(false))]),
@@ -669,7 +669,7 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
         .path()
         .join("state/profiles/default/sessions/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
-    let (content, details, full_text): (String, String, String) = conn
+    let (content, details, full_text): (String, String, Option<String>) = conn
         .query_row(
             "SELECT content, details, full_text FROM messages WHERE role = 'tool'",
             [],
@@ -680,10 +680,15 @@ async fn an_agent_turn_gets_the_cut_text_and_the_session_keeps_the_full_one() {
         content, answers[0].1,
         "the session replays what the model saw"
     );
-    assert!(full_text == full, "the session keeps the full text");
+    // The full text has one home, the profile's kept outputs, which the session's
+    // details name; the session does not hold a second copy.
+    assert_eq!(full_text, None, "the session keeps no second copy");
     let details: Value = serde_json::from_str(&details).expect("details");
     assert_eq!(details["toolhost/full_output"]["id"], json!(id));
     assert_eq!(details["toolhost/full_output"]["bytes"], json!(full.len()));
+    let kept = std::fs::read_to_string(work.outputs("default").join(format!("{id}.txt")))
+        .expect("the kept output");
+    assert!(kept == full, "the kept output is the whole text");
 }
 
 #[test]

@@ -107,14 +107,19 @@ impl SessionsArgs {
                     let role = serde_json::to_value(message.role)?;
                     let role = role.as_str().unwrap_or("?");
                     match (&message.tool_call_id, &message.content) {
-                        (Some(call), content) => outln!(
-                            "[{role} {call}] {}",
-                            message
-                                .full_text
-                                .as_deref()
-                                .or(content.as_deref())
-                                .unwrap_or("")
-                        )?,
+                        (Some(call), content) => {
+                            outln!("[{role} {call}] {}", content.as_deref().unwrap_or(""))?;
+                            // A result cut for the model: its whole output is kept.
+                            if let Some(full) = <toolhost::FullOutput as toolhost::HostDetail>::read(
+                                &message.details,
+                            ) {
+                                outln!(
+                                    "[{role} {call} kept whole: toolhost output {} --profile {}]",
+                                    full.id,
+                                    profile.name
+                                )?;
+                            }
+                        }
                         (None, Some(content)) => outln!("[{role}] {content}")?,
                         (None, None) => {}
                     }

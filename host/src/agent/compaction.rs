@@ -481,12 +481,12 @@ impl AgentInner {
                 .cloned()
                 .unwrap_or_else(|| "a tool".to_owned());
             let kept = self.keep_output(session, &mut messages[i], &tool).await;
-            let full = messages[i]
-                .full_text
-                .as_deref()
-                .or(messages[i].content.as_deref())
-                .unwrap_or("");
-            request[i].content = Some(stub_text(&tool, full.chars().count(), kept.as_deref()));
+            // The whole output's size: the kept output's (a cut result), else the text's.
+            let chars = FullOutput::read(&messages[i].details).map_or_else(
+                || messages[i].content.as_deref().unwrap_or("").chars().count(),
+                |full| usize::try_from(full.chars).unwrap_or(usize::MAX),
+            );
+            request[i].content = Some(stub_text(&tool, chars, kept.as_deref()));
         }
         let after_stubs = request_total(&request, tools, ratio);
         if n > 0 {
@@ -677,7 +677,7 @@ impl AgentInner {
             return Some(id);
         }
         let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
-        let text = m.full_text.clone().or_else(|| m.content.clone())?;
+        let text = m.content.clone()?;
         let owner = Owner {
             profile: self.profile.clone(),
             token: None,
@@ -701,10 +701,9 @@ impl AgentInner {
         let id = full.id.clone();
         full.insert_into(&mut m.details);
         let details = m.details.clone();
-        if let (Some(call), Some(content)) = (m.tool_call_id.clone(), m.content.clone()) {
+        if let Some(row) = m.id {
             let (store, session) = (std::sync::Arc::clone(&self.store), session.to_owned());
-            let noted =
-                blocking(move || store.set_details(&session, &call, &content, &details)).await;
+            let noted = blocking(move || store.set_details(&session, row, &details)).await;
             if let Err(e) = noted {
                 tracing::warn!(error = %e, "could not note a kept tool result in the session");
             }
@@ -776,7 +775,7 @@ mod tests {
             }],
             tool_call_id: None,
             details: toolhost_calls::details::Details::new(),
-            full_text: None,
+            id: None,
         }
     }
 

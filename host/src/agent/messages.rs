@@ -31,8 +31,9 @@ pub struct ModelToolCall {
     pub arguments: String,
 }
 
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One message of a conversation. Two messages are equal when they say the same thing;
+/// where they are stored ([`Message::id`]) is not compared.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Message {
     /// Who said it.
     pub role: Role,
@@ -48,10 +49,21 @@ pub struct Message {
     /// store and never sent to the model.
     #[serde(default, skip_serializing_if = "Details::is_empty")]
     pub details: Details,
-    /// For a tool message whose text was cut to the output budget: the full text, kept in
-    /// the session store and never sent to the model (it gets `content`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub full_text: Option<String>,
+    /// Its row in the session store (`None` until it is stored): how the store finds it
+    /// again. A cut result's full text is not here: the profile's kept outputs hold it,
+    /// under the id its [`FullOutput`](toolhost_calls::details::FullOutput) detail names.
+    #[serde(skip)]
+    pub id: Option<i64>,
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.role == other.role
+            && self.content == other.content
+            && self.tool_calls == other.tool_calls
+            && self.tool_call_id == other.tool_call_id
+            && self.details == other.details
+    }
 }
 
 impl Message {
@@ -63,7 +75,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             details: Details::new(),
-            full_text: None,
+            id: None,
         }
     }
 
@@ -75,7 +87,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(id.into()),
             details: Details::new(),
-            full_text: None,
+            id: None,
         }
     }
 }

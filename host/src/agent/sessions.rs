@@ -330,7 +330,8 @@ END;
 const ADDED_COLUMNS: [&str; 2] = [
     // A tool message's details (JSON), never the model's.
     "details",
-    // A tool message's full text when the model got it cut to the output budget.
+    // A tool message's full text when the model got it cut to the output budget (no
+    // longer written: kept outputs hold it; older rows keep theirs).
     "full_text",
 ];
 
@@ -686,15 +687,24 @@ impl SessionStore {
             .map_err(|e| self.db(e))
     }
 
-    /// Appends a message to `session`, committed before this returns.
-    pub fn append(&self, session: &str, message: &Message) -> Result<(), SessionError> {
-        self.append_all(session, std::slice::from_ref(message))
+    /// Appends a message to `session`, committed before this returns; its row id.
+    pub fn append(&self, session: &str, message: &Message) -> Result<i64, SessionError> {
+        let ids = self.append_all(session, std::slice::from_ref(message))?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| SessionError::Worker("the message was not stored".to_owned()))
     }
 
-    /// Appends messages to `session` in one transaction, committed before this returns.
-    pub fn append_all(&self, session: &str, messages: &[Message]) -> Result<(), SessionError> {
+    /// Appends messages to `session` in one transaction, committed before this returns;
+    /// their row ids, in order (what [`SessionStore::set_details`] takes).
+    pub fn append_all(
+        &self,
+        session: &str,
+        messages: &[Message],
+    ) -> Result<Vec<i64>, SessionError> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = conn.transaction().map_err(|e| self.db(e))?;
+        let mut ids = Vec::with_capacity(messages.len());
         for message in messages {
             let calls = if message.tool_calls.is_empty() {
                 None
@@ -706,10 +716,12 @@ impl SessionStore {
             let details = (!message.details.is_empty())
                 .then(|| serde_json::to_string(&message.details).ok())
                 .flatten();
+            // (The `full_text` column of schema 3 is no longer written: a cut result's
+            // full text has one home, the profile's kept outputs.)
             tx.execute(
                 "INSERT INTO messages
-                     (session, role, content, tool_calls, tool_call_id, created, details, full_text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                     (session, role, content, tool_calls, tool_call_id, created, details)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     session,
                     message.role,
@@ -718,12 +730,13 @@ impl SessionStore {
                     message.tool_call_id,
                     now(),
                     details,
-                    message.full_text,
                 ],
             )
             .map_err(|e| self.db(e))?;
+            ids.push(tx.last_insert_rowid());
         }
-        tx.commit().map_err(|e| self.db(e))
+        tx.commit().map_err(|e| self.db(e))?;
+        Ok(ids)
     }
 
     /// The messages of `session`, in order.
@@ -734,7 +747,7 @@ impl SessionStore {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut stmt = conn
             .prepare(
-                "SELECT role, content, tool_calls, tool_call_id, details, full_text FROM messages
+                "SELECT role, content, tool_calls, tool_call_id, details, id FROM messages
                  WHERE session = ?1 ORDER BY id",
             )
             .map_err(|e| self.db(e))?;
@@ -746,7 +759,7 @@ impl SessionStore {
                     details: details
                         .and_then(|d| serde_json::from_str(&d).ok())
                         .unwrap_or_default(),
-                    full_text: row.get(5)?,
+                    id: row.get(5)?,
                     role: row.get(0)?,
                     content: row.get(1)?,
                     tool_calls: calls
@@ -823,27 +836,31 @@ impl SessionStore {
             .find(|c| c.stage == stage))
     }
 
-    /// Notes on `session`'s tool result for `call_id` (with this `content`) that its text is
-    /// kept as an output: its details become `details`. The text stays as it was.
+    /// Notes on `session`'s message `id` (its row, from [`SessionStore::append_all`] or
+    /// [`Message::id`]) that its text is kept as an output: its details become
+    /// `details`. The text stays as it was. An id that is not a message of `session` is
+    /// an error naming both.
     pub fn set_details(
         &self,
         session: &str,
-        call_id: &str,
-        content: &str,
+        id: i64,
         details: &toolhost_calls::details::Details,
     ) -> Result<(), SessionError> {
+        let text = serde_json::to_string(details).map_err(|e| {
+            SessionError::Worker(format!("could not encode the details of message {id}: {e}"))
+        })?;
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        conn.execute(
-            "UPDATE messages SET details = ?4
-             WHERE session = ?1 AND role = 'tool' AND tool_call_id = ?2 AND content = ?3",
-            params![
-                session,
-                call_id,
-                content,
-                serde_json::to_string(details).unwrap_or_default()
-            ],
-        )
-        .map_err(|e| self.db(e))?;
+        let changed = conn
+            .execute(
+                "UPDATE messages SET details = ?3 WHERE session = ?1 AND id = ?2",
+                params![session, id, text],
+            )
+            .map_err(|e| self.db(e))?;
+        if changed == 0 {
+            return Err(SessionError::Worker(format!(
+                "session '{session}' has no message {id}"
+            )));
+        }
         Ok(())
     }
 
@@ -1180,14 +1197,14 @@ mod tests {
             details: toolhost_calls::details::from_value(
                 serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
             ),
-            full_text: Some("the whole text".to_owned()),
             ..Message::tool_result("c1", "the cut text")
         };
-        store.append("s", &kept).expect("append");
+        let id = store.append("s", &kept).expect("append");
         let messages = store.messages("s").expect("messages");
         assert_eq!(messages[0].content.as_deref(), Some("old words"));
         assert!(messages[0].details.is_empty());
         assert_eq!(messages[1], kept);
+        assert_eq!(messages[1].id, Some(id));
         drop(store);
         SessionStore::open(&path).expect("a second open adds nothing");
         let conn = Connection::open(&path).expect("open");
@@ -1216,10 +1233,14 @@ mod tests {
         let store = SessionStore::open(&path).expect("adopted");
         let messages = store.messages("s").expect("messages");
         assert_eq!(messages.len(), 1);
-        assert_eq!(messages[0].full_text.as_deref(), Some("all of it"));
+        assert_eq!(messages[0].content.as_deref(), Some("kept words"));
         assert_eq!(store.search("kept", 5, None).expect("search").len(), 1);
         drop(store);
         let conn = Connection::open(&path).expect("open");
+        let kept: String = conn
+            .query_row("SELECT full_text FROM messages", [], |r| r.get(0))
+            .expect("the older row's full text");
+        assert_eq!(kept, "all of it", "an older row keeps what it had");
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
@@ -1260,18 +1281,29 @@ mod tests {
             .expect("one");
         assert_eq!(last.tokens_after, 400);
 
-        store
-            .append(&a, &Message::tool_result("c1", "long text"))
+        // Two results with the same call id and text: the one noted is the one named.
+        let ids = store
+            .append_all(
+                &a,
+                &[
+                    Message::tool_result("c1", "long text"),
+                    Message::tool_result("c1", "long text"),
+                ],
+            )
             .expect("append");
         let details = toolhost_calls::details::from_value(
             serde_json::json!({"toolhost/full_output": {"id": "o1"}}),
         );
-        store
-            .set_details(&a, "c1", "long text", &details)
-            .expect("noted");
+        store.set_details(&a, ids[1], &details).expect("noted");
         let messages = store.messages(&a).expect("messages");
-        assert_eq!(messages[0].details, details);
-        assert_eq!(messages[0].content.as_deref(), Some("long text"));
+        assert!(messages[0].details.is_empty());
+        assert_eq!(messages[1].details, details);
+        assert_eq!(messages[1].content.as_deref(), Some("long text"));
+        assert_eq!(messages[1].id, Some(ids[1]));
+        let e = store
+            .set_details("elsewhere", ids[1], &details)
+            .expect_err("another session's message");
+        assert!(e.to_string().contains("has no message"), "{e}");
     }
 
     #[test]
@@ -1313,7 +1345,7 @@ mod tests {
             tool_calls: vec![call("a"), call("b")],
             tool_call_id: None,
             details: toolhost_calls::details::Details::new(),
-            full_text: None,
+            id: None,
         };
         let history = vec![
             Message::text(Role::User, "go"),

@@ -251,7 +251,7 @@ impl Assembly {
                 tool_calls,
                 tool_call_id: None,
                 details: toolhost_calls::details::Details::new(),
-                full_text: None,
+                id: None,
             },
             self.usage,
         ))

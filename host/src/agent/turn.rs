@@ -59,8 +59,7 @@ impl AgentInner {
             // left calls unanswered; the model would refuse the conversation.
             messages.extend(sessions::repair(history));
             let user = Message::text(Role::User, prompt);
-            self.append(&session, vec![user.clone()]).await?;
-            messages.push(user);
+            messages.extend(self.append(&session, vec![user]).await?);
 
             // Every call of the turn enters by the door, as this profile's agent (or a
             // child turn of it), with the person at the terminal to approve.
@@ -101,8 +100,7 @@ impl AgentInner {
                 // The step boundary: completions that arrived go in before the model call.
                 let arrived = self.delegations.drain(&session);
                 if !arrived.is_empty() {
-                    self.append(&session, arrived.clone()).await?;
-                    messages.extend(arrived);
+                    messages.extend(self.append(&session, arrived).await?);
                 }
                 let specs = self.door.visible(&registry);
                 // Compacted to fit the model's window (compaction.rs); streamed text goes
@@ -110,7 +108,7 @@ impl AgentInner {
                 let reply = self
                     .ask_model(&session, &mut messages, &specs, depth, &cancel)
                     .await?;
-                self.append(&session, vec![reply.clone()]).await?;
+                let reply = self.append_one(&session, reply).await?;
                 if let (Some(observer), Some(text)) = (&self.observer, &reply.content)
                     && !text.is_empty()
                 {
@@ -164,17 +162,16 @@ impl AgentInner {
                     if let Some(observer) = &self.observer {
                         observer.tool_result(depth, result);
                     }
-                    // The door held the text to the budget; the session keeps the full
-                    // text and the details beside it, which the model never gets.
+                    // The door held the text to the budget and kept the full output; the
+                    // session keeps what the model got and the details (which name the
+                    // kept output), which the model never gets.
                     answers.push(Message {
                         details: super::history::tool_message_details(result),
-                        full_text: self.full_text(result).await,
                         ..Message::tool_result(&result.call_id, result.output.clone())
                     });
                 }
                 // One transaction: a batch's results are stored all or none.
-                self.append(&session, answers.clone()).await?;
-                messages.extend(answers);
+                messages.extend(self.append(&session, answers).await?);
                 if cancel.is_cancelled() {
                     return Err(AgentError::Cancelled);
                 }
@@ -185,37 +182,29 @@ impl AgentInner {
 }
 
 impl AgentInner {
-    async fn append(&self, session: &str, messages: Vec<Message>) -> Result<(), SessionError> {
+    /// Stores `messages` in `session` (one transaction) and returns them with their row
+    /// ids, so compaction can note on them later.
+    async fn append(
+        &self,
+        session: &str,
+        mut messages: Vec<Message>,
+    ) -> Result<Vec<Message>, SessionError> {
         let (store, session) = (Arc::clone(&self.store), session.to_owned());
-        blocking(move || store.append_all(&session, &messages)).await
-    }
-}
-
-impl AgentInner {
-    /// The full text of a result the door cut (read back from the profile's kept
-    /// outputs); `None` for a result that was not cut.
-    async fn full_text(&self, result: &ToolResult) -> Option<String> {
-        use toolhost_calls::details::{FullOutput, HostDetail as _};
-        let id = FullOutput::read(&result.details)?.id;
-        let store = self.door.scope(Some(&self.profile)).ok()?.outputs?;
-        let owner = toolhost_calls::outputs::Owner {
-            profile: self.profile.clone(),
-            token: None,
-        };
-        let read = tokio::task::spawn_blocking(move || {
-            store.read(&owner, &id, &toolhost_calls::outputs::ReadRange::All)
+        blocking(move || {
+            let ids = store.append_all(&session, &messages)?;
+            for (m, id) in messages.iter_mut().zip(ids) {
+                m.id = Some(id);
+            }
+            Ok(messages)
         })
-        .await;
-        match read {
-            Ok(Ok(excerpt)) => Some(excerpt.text),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "the session keeps a cut tool result without its full text");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the session keeps a cut tool result without its full text");
-                None
-            }
-        }
+        .await
+    }
+
+    /// [`AgentInner::append`] of one message.
+    async fn append_one(&self, session: &str, message: Message) -> Result<Message, SessionError> {
+        let mut stored = self.append(session, vec![message]).await?;
+        stored
+            .pop()
+            .ok_or_else(|| SessionError::Worker("the message was not stored".to_owned()))
     }
 }

@@ -376,7 +376,7 @@ impl ChatResponse {
                 tool_calls,
                 tool_call_id: None,
                 details: toolhost_calls::details::Details::new(),
-                full_text: None,
+                id: None,
             },
             usage,
         ))
@@ -445,7 +445,7 @@ mod tests {
                 }],
                 tool_call_id: None,
                 details: toolhost_calls::details::Details::new(),
-                full_text: None,
+                id: None,
             },
             Message::tool_result("c1", "x"),
         ];

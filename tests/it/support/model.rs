@@ -177,7 +177,7 @@ impl ModelProvider for ScriptedModel {
                     .collect(),
                 tool_call_id: None,
                 details: Default::default(),
-                full_text: None,
+                id: None,
             }),
             Reply::Status(status, body) => Err(ModelError::Status {
                 url: "scripted".to_owned(),
