@@ -158,6 +158,10 @@ pub struct CallRequest {
     /// `_meta["anthropic/maxResultSizeChars"]`), held within the profile's ceiling;
     /// `None`: the profile's budget.
     pub max_chars: Option<usize>,
+    /// The tools the calls run against, when the caller already resolved them
+    /// ([`CallDoor::pin_tools`]): the same snapshot it looked a tool up in, even if the
+    /// profile's tools changed since. `None`: the profile's tools now.
+    pub tools: Option<Arc<ToolRegistry>>,
 }
 
 /// The door every call enters by. Cheap to clone.
@@ -246,6 +250,7 @@ impl CallDoor {
             without: Arc::from([]),
             session_answers: true,
             max_chars: None,
+            tools: None,
         }
     }
 
@@ -372,11 +377,32 @@ impl CallDoor {
         }
     }
 
-    /// The tools a request's calls may use: its profile's now, without the request's
-    /// exclusions.
+    /// The tools a request's calls may use: its pinned tools, else its profile's now,
+    /// without the request's exclusions.
     pub fn tools(&self, request: &CallRequest) -> Result<Arc<ToolRegistry>, UnknownProfile> {
+        if let Some(tools) = &request.tools {
+            return Ok(Arc::clone(tools));
+        }
         let scope = self.profiles.scope(request.profile.as_deref())?;
         Ok(without(&scope, request))
+    }
+
+    /// Resolves the tools `request`'s calls may use and pins them on it: what the caller
+    /// looks a tool up in is what its calls run against (a reload in between does not
+    /// make the two differ).
+    pub fn pin_tools(
+        &self,
+        request: &mut CallRequest,
+    ) -> Result<Arc<ToolRegistry>, UnknownProfile> {
+        let tools = self.tools(request)?;
+        request.tools = Some(Arc::clone(&tools));
+        Ok(tools)
+    }
+
+    /// Whether a call of `spec`'s tool may be put to an approver (every tool but a
+    /// `read` one): a frontend whose approver costs something to build asks first.
+    pub fn may_ask(&self, spec: &ToolSpec) -> bool {
+        ApprovalPolicy::may_ask(spec)
     }
 
     /// The result of a call whose request named a profile the door does not have, seen
@@ -434,7 +460,10 @@ impl CallDoor {
     /// cap), the tools, the calls' context and the output budget.
     fn prepare(&self, request: &CallRequest) -> Result<Prepared, UnknownProfile> {
         let scope = self.profiles.scope(request.profile.as_deref())?;
-        let tools = without(&scope, request);
+        let tools = match &request.tools {
+            Some(pinned) => Arc::clone(pinned),
+            None => without(&scope, request),
+        };
         let mut policy = request
             .approver
             .as_ref()
@@ -523,5 +552,48 @@ mod tests {
             e.map(|e| e.to_string()),
             Some("this host has no profile 'ops'; its profiles are: dev".to_owned())
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_runs_against_the_tools_its_request_pinned() {
+        use crate::context::Frontend;
+        use crate::result::CallErrorKind;
+        let door = CallDoor::new(
+            &CallSettings::default(),
+            fixed_profile("dev", Arc::new(ToolRegistry::default()), None),
+            Arc::new(crate::policy::AutoApprove),
+        );
+        let call = || ToolCall::new("1", "read_output", serde_json::json!({"id": "o-x"}));
+        // The profile has no tools now...
+        let now = door.request(Caller::new(Frontend::Library));
+        let unpinned = door.call(&now, call()).await;
+        assert_eq!(unpinned.error, Some(CallErrorKind::ToolNotFound));
+        // ...but a request that pinned a snapshot with the tool runs it there.
+        let snapshot = Arc::new(crate::read_output::with_read_output(
+            &ToolRegistry::default(),
+        ));
+        let mut pinned = door.request(Caller::new(Frontend::Library));
+        pinned.tools = Some(Arc::clone(&snapshot));
+        let tools = door.tools(&pinned).expect("pinned tools");
+        assert!(Arc::ptr_eq(&tools, &snapshot));
+        let ran = door.call(&pinned, call()).await;
+        assert_ne!(
+            ran.error,
+            Some(CallErrorKind::ToolNotFound),
+            "{}",
+            ran.output
+        );
+        // pin_tools resolves the profile's tools and pins what it returns.
+        let mut request = door.request(Caller::new(Frontend::Library));
+        let resolved = door.pin_tools(&mut request).expect("the profile");
+        assert!(
+            request
+                .tools
+                .as_ref()
+                .is_some_and(|t| Arc::ptr_eq(t, &resolved))
+        );
+        // The door says which tools may be put to an approver: all but read ones.
+        let read = snapshot.get("read_output").expect("read_output");
+        assert!(!door.may_ask(read.spec()));
     }
 }

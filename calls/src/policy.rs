@@ -236,6 +236,14 @@ pub struct ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
+    /// Whether a call of `spec`'s tool may be put to an approver: every tool but a
+    /// `read` one, which runs without asking (a `deny` tool is refused before any policy
+    /// sees it). The one statement of that rule: [`CallPolicy::decide`] follows it, and
+    /// a frontend asks it (through the door) before it builds an approver.
+    pub fn may_ask(spec: &ToolSpec) -> bool {
+        spec.risk != Risk::Read
+    }
+
     /// A policy asking `approver`; `remember` allows "approve for this session".
     pub fn new(
         approver: Arc<dyn Approver>,
@@ -337,7 +345,7 @@ impl CallPolicy for ApprovalPolicy {
         self.availability
             .check(spec)
             .map_err(|e| Refusal::Unavailable(e.to_string()))?;
-        if spec.risk == Risk::Read {
+        if !Self::may_ask(spec) {
             return Ok(Decision::RanWithoutAsking);
         }
         let remembered = |how| Decision::Approved {

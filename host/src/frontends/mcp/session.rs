@@ -311,7 +311,6 @@ impl McpSession {
     ) -> Result<CallToolResponse, McpError> {
         self.state.register_from(&context);
         let shared = &self.state.shared;
-        let view = shared.view();
         let facts = self.state.client_facts(&context);
         // The W3C trace context the client sent, for the audit log.
         let traceparent = request
@@ -328,14 +327,17 @@ impl McpSession {
             }),
             None => Arc::clone(&facts.caller),
         };
-        let Some(tool) = view.get(&request.name) else {
+        // The door resolves the profile's tools once: the tool looked up here is the
+        // one the call runs (a reload in between does not make them differ).
+        let door = shared.host.door();
+        let mut call_request = self.door_request(door, who, &facts);
+        let tools = door.pin_tools(&mut call_request).unwrap_or_default();
+        let Some(tool) = tools.get(&request.name) else {
             // Through the door all the same, so the audit log records the attempt.
-            let door = shared.host.door();
-            let attempt = self.door_request(door, Arc::clone(&who), &facts);
             let arguments = Value::Object(request.arguments.take().unwrap_or_default());
             let _ = door
                 .call(
-                    &attempt,
+                    &call_request,
                     ToolCall::new(String::new(), request.name.to_string(), arguments),
                 )
                 .await;
@@ -350,9 +352,9 @@ impl McpSession {
             ));
         };
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
-        // Only calls that need approval get an approver of their own (read tools run under
-        // the host's policy, which never asks).
-        let approver = (tool.spec().risk != Risk::Read).then(|| {
+        // Only calls the policy may put to an approver get one of their own (it is built
+        // from the call: its question and, for a sessionless client, its fingerprint).
+        let approver = door.may_ask(tool.spec()).then(|| {
             Arc::new(McpApprover::new(
                 &self.state,
                 &request,
@@ -389,8 +391,6 @@ impl McpSession {
             sender: Mutex::new(None),
         });
         // The call stops when the client cancels the request, or when the host shuts down.
-        let door = shared.host.door();
-        let mut call_request = self.door_request(door, who, &facts);
         call_request.approver = approver
             .as_ref()
             .map(|a| Arc::clone(a) as Arc<dyn Approver>);
