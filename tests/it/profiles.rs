@@ -417,6 +417,17 @@ fn every_section_is_checked_at_load_and_read_resolved() {
 }
 
 #[test]
+fn a_file_that_sets_nothing_resolves_to_the_settings_own_defaults() {
+    // Each section's defaults live in its resolved type; the file's schema says them
+    // from there, so the two cannot drift.
+    let loaded = ConfigDir::new("", &[]).load();
+    assert_eq!(loaded.call_settings(), toolhost::CallSettings::default());
+    assert_eq!(loaded.output(), toolhost::OutputSettings::default());
+    assert_eq!(loaded.mcp().limits, toolhost::HttpLimits::default());
+    assert_eq!(loaded.watch(), toolhost::WatchConfig::default());
+}
+
+#[test]
 fn the_shipped_example_config_is_valid() {
     let example = crate::support::workspace_root().join("toolhost.example.toml");
     let loaded = LoadedConfig::load(Some(&example)).expect("the example config loads");

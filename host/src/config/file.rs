@@ -504,19 +504,21 @@ pub struct RawMcp {
 }
 
 impl Default for RawMcp {
+    /// The resolved defaults (`HttpLimits::default`), as the file says them.
     fn default() -> Self {
+        let limits = super::HttpLimits::default();
         RawMcp {
             without_elicitation: WithoutElicitation::default(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tokens_file: None,
-            max_connections: 512,
-            header_read_timeout_secs: 10.0,
-            idle_timeout_secs: 60.0,
-            max_sessions: 256,
-            max_sessions_per_token: 64,
-            session_idle_secs: 1800.0,
-            max_body_bytes: 4 * 1024 * 1024,
+            max_connections: limits.max_connections,
+            header_read_timeout_secs: limits.header_read_timeout.as_secs_f64(),
+            idle_timeout_secs: limits.idle_timeout.as_secs_f64(),
+            max_sessions: limits.max_sessions,
+            max_sessions_per_token: limits.max_sessions_per_token,
+            session_idle_secs: limits.session_idle.as_secs_f64(),
+            max_body_bytes: limits.max_body_bytes,
         }
     }
 }
@@ -544,10 +546,12 @@ pub struct RawCalls {
 }
 
 impl Default for RawCalls {
+    /// The resolved defaults (`DispatchConfig::default`), as the file says them.
     fn default() -> Self {
+        let d = toolhost_calls::dispatcher::DispatchConfig::default();
         RawCalls {
-            timeout_secs: 60.0,
-            interactive_timeout_secs: 900.0,
+            timeout_secs: d.timeout.as_secs_f64(),
+            interactive_timeout_secs: d.interactive_timeout.as_secs_f64(),
         }
     }
 }
@@ -561,9 +565,10 @@ pub struct RawApproval {
 }
 
 impl Default for RawApproval {
+    /// The resolved default (`CallSettings::default`).
     fn default() -> Self {
         RawApproval {
-            remember_for_session: true,
+            remember_for_session: toolhost_calls::door::CallSettings::default().remember_approvals,
         }
     }
 }
@@ -577,8 +582,13 @@ pub struct RawAvailability {
 }
 
 impl Default for RawAvailability {
+    /// The resolved default (`CallSettings::default`), in seconds.
     fn default() -> Self {
-        RawAvailability { cache_secs: 30.0 }
+        RawAvailability {
+            cache_secs: toolhost_calls::door::CallSettings::default()
+                .availability_ttl
+                .as_secs_f64(),
+        }
     }
 }
 
@@ -599,11 +609,13 @@ pub struct RawReload {
 
 impl Default for RawReload {
     fn default() -> Self {
+        // The watcher's timing from its resolved defaults (`WatchConfig::default`).
+        let watch = crate::plugins::catalog::watch::WatchConfig::default();
         RawReload {
             watch: true,
             max_generations: 64,
-            debounce_secs: 0.05,
-            immediate: true,
+            debounce_secs: watch.debounce.as_secs_f64(),
+            immediate: watch.immediate,
         }
     }
 }

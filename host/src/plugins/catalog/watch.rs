@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use crate::plugins::catalog::PluginCatalog;
 
 /// Watcher settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchConfig {
     /// Quiet time after the last file event before rescanning.
     pub debounce: Duration,
