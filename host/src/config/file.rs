@@ -506,7 +506,7 @@ pub struct RawMcp {
 impl Default for RawMcp {
     /// The resolved defaults (`HttpLimits::default`), as the file says them.
     fn default() -> Self {
-        let limits = super::HttpLimits::default();
+        let limits = super::http_limits::HttpLimits::default();
         RawMcp {
             without_elicitation: WithoutElicitation::default(),
             allowed_hosts: Vec::new(),

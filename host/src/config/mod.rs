@@ -45,6 +45,7 @@
 //! command line alike.
 
 mod file;
+mod http_limits;
 mod loaded;
 mod plugin_settings;
 mod profile;
@@ -60,6 +61,7 @@ pub use file::{
     RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
     RawTrust, RawWorkspace, WithoutElicitation,
 };
+pub use http_limits::HttpLimits;
 pub use loaded::{
     LoadedConfig, MetricsSettings, ReloadSettings, default_config_path, default_plugin_dir,
 };
@@ -67,7 +69,7 @@ pub use profile::{Profile, ProfileView};
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, HttpLimits, McpSettings,
+    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, McpSettings,
     ModelSettings,
 };
 pub use workspace::WorkspaceSettings;
