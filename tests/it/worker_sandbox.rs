@@ -296,6 +296,13 @@ async fn processes_a_plugin_starts_end_with_its_worker_under_every_containment()
         // SAFETY: kill takes integers; the pid is our worker's.
         unsafe { libc::kill(libc::pid_t::try_from(pid).expect("pid"), libc::SIGKILL) };
         wait_gone(&t, &format!("{containment:?}: the worker was killed"));
+        // The orphan dies with the worker at once; the host learns of the death from the
+        // worker's pidfd on its own time (later on a loaded machine). A call sent before
+        // that would go to the dead worker and count as the same crash.
+        wait_until(
+            &format!("{containment:?}: the host sees its worker {pid} killed"),
+            || worker_pid(&catalog) != Some(pid),
+        );
 
         // Quarantine (max_crashes 2: the third failure within the window).
         let t = tag();
