@@ -105,9 +105,12 @@ impl Availability {
     }
 }
 
+/// How long an availability answer is cached unless the config says otherwise.
+pub const DEFAULT_AVAILABILITY_TTL: Duration = Duration::from_secs(30);
+
 impl Default for Availability {
     fn default() -> Self {
-        Availability::new(Duration::from_secs(30))
+        Availability::new(DEFAULT_AVAILABILITY_TTL)
     }
 }
 

@@ -117,7 +117,7 @@ impl Default for CallSettings {
     fn default() -> Self {
         CallSettings {
             dispatch: DispatchConfig::default(),
-            availability_ttl: Duration::from_secs(30),
+            availability_ttl: crate::availability::DEFAULT_AVAILABILITY_TTL,
             remember_approvals: true,
         }
     }
@@ -158,10 +158,11 @@ pub struct CallRequest {
     /// `_meta["anthropic/maxResultSizeChars"]`), held within the profile's ceiling;
     /// `None`: the profile's budget.
     pub max_chars: Option<usize>,
-    /// The tools the calls run against, when the caller already resolved them
-    /// ([`CallDoor::pin_tools`]): the same snapshot it looked a tool up in, even if the
-    /// profile's tools changed since. `None`: the profile's tools now.
-    pub tools: Option<Arc<ToolRegistry>>,
+    /// The tools the calls run against, when the caller already resolved them (only
+    /// [`CallDoor::pin_tools`] sets it, so the request's exclusions always apply): the
+    /// same snapshot it looked a tool up in, even if the profile's tools changed since.
+    /// `None`: the profile's tools now.
+    pub(crate) tools: Option<Arc<ToolRegistry>>,
 }
 
 /// The door every call enters by. Cheap to clone.

@@ -587,7 +587,6 @@ pub fn answer_from_ffi(
 }
 
 /// `n` with its thousands grouped by commas (`1,048,576`), as the cap messages show it.
-#[doc(hidden)]
 pub(crate) fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);

@@ -669,11 +669,11 @@ async fn an_agent_turn_gets_the_cut_text_and_the_full_one_is_kept_once() {
         .path()
         .join("state/profiles/default/sessions/sessions.sqlite3");
     let conn = rusqlite::Connection::open(&db).expect("db");
-    let (content, details, full_text): (String, String, Option<String>) = conn
+    let (session, content, details, full_text): (String, String, String, Option<String>) = conn
         .query_row(
-            "SELECT content, details, full_text FROM messages WHERE role = 'tool'",
+            "SELECT session, content, details, full_text FROM messages WHERE role = 'tool'",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .expect("the tool message");
     assert_eq!(
@@ -689,6 +689,27 @@ async fn an_agent_turn_gets_the_cut_text_and_the_full_one_is_kept_once() {
     let kept = std::fs::read_to_string(work.outputs("default").join(format!("{id}.txt")))
         .expect("the kept output");
     assert!(kept == full, "the kept output is the whole text");
+    // `sessions show` prints what the model saw and names the kept output, and the
+    // command it names prints the whole text.
+    let show = work
+        .command()
+        .args(["sessions", "show", &session])
+        .output()
+        .expect("sessions show");
+    assert!(show.status.success(), "{}", text(&show.stderr));
+    let shown = text(&show.stdout);
+    let named = format!("kept whole: toolhost output {id} --profile default]");
+    assert!(shown.contains(&named), "{shown}");
+    assert!(
+        !shown.contains("line 010000"),
+        "the cut text, not the whole"
+    );
+    let whole = work.output(&id, &["--profile", "default"]);
+    assert!(whole.status.success(), "{}", text(&whole.stderr));
+    assert!(
+        whole.stdout == full.as_bytes(),
+        "toolhost output prints the whole text"
+    );
 }
 
 #[test]

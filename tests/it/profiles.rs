@@ -425,6 +425,33 @@ fn a_file_that_sets_nothing_resolves_to_the_settings_own_defaults() {
     assert_eq!(loaded.output(), toolhost::OutputSettings::default());
     assert_eq!(loaded.mcp().limits, toolhost::HttpLimits::default());
     assert_eq!(loaded.watch(), toolhost::WatchConfig::default());
+    assert_eq!(loaded.reload(), toolhost::ReloadSettings::default());
+    let (isolation, defaults) = (
+        loaded.isolation_policy(),
+        toolhost::IsolationPolicy::default(),
+    );
+    assert_eq!(
+        (
+            isolation.memory_limit_bytes,
+            isolation.max_processes,
+            isolation.open_files,
+            isolation.max_crashes,
+            isolation.crash_window,
+            isolation.kill_after_cancel,
+            isolation.start_timeout,
+            isolation.allow_network,
+        ),
+        (
+            defaults.memory_limit_bytes,
+            defaults.max_processes,
+            defaults.open_files,
+            defaults.max_crashes,
+            defaults.crash_window,
+            defaults.kill_after_cancel,
+            defaults.start_timeout,
+            defaults.allow_network,
+        )
+    );
 }
 
 #[test]

@@ -128,10 +128,7 @@ impl HttpArgs {
         let auth = if self.no_auth {
             HttpAuth::NoAuth
         } else {
-            let file = config
-                .tokens_file()
-                .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
-            HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
+            token_auth(config)?
         };
         Ok(HttpOptions {
             addr: self.listen,
@@ -231,6 +228,16 @@ impl ServeArgs {
     }
 }
 
+/// Bearer tokens from the config's token file (MCP over HTTP and metrics share it).
+fn token_auth(config: &LoadedConfig) -> anyhow::Result<HttpAuth> {
+    let file = config
+        .tokens_file()
+        .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
+    Ok(HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(
+        TokenStore::new(file),
+    ))))
+}
+
 /// The metrics endpoint's options, checked: `--metrics`, else `[metrics] listen`. A
 /// token is asked off loopback always and on loopback with `[metrics] require_token`
 /// (`--no-auth`, refused off loopback, turns it off).
@@ -249,10 +256,7 @@ fn metrics_options(
     let auth = if no_auth || !wants_token {
         HttpAuth::NoAuth
     } else {
-        let file = config
-            .tokens_file()
-            .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
-        HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(TokenStore::new(file))))
+        token_auth(config)?
     };
     let options = HttpOptions {
         addr,

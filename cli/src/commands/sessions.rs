@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use toolhost::HostDetail as _;
 use toolhost::LoadedConfig;
 use toolhost::agent::sessions::{DelegationRecord, SessionStore};
 
@@ -110,9 +111,7 @@ impl SessionsArgs {
                         (Some(call), content) => {
                             outln!("[{role} {call}] {}", content.as_deref().unwrap_or(""))?;
                             // A result cut for the model: its whole output is kept.
-                            if let Some(full) = <toolhost::FullOutput as toolhost::HostDetail>::read(
-                                &message.details,
-                            ) {
+                            if let Some(full) = toolhost::FullOutput::read(&message.details) {
                                 outln!(
                                     "[{role} {call} kept whole: toolhost output {} --profile {}]",
                                     full.id,

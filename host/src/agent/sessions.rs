@@ -66,6 +66,25 @@ pub enum SessionError {
     /// The worker thread running a store operation failed.
     #[error("a session-store operation failed: {0}")]
     Worker(String),
+    /// A value could not be written as JSON (a bug: report it with the session's id).
+    #[error("could not encode the {what} of session '{session}' as JSON: {source}")]
+    Encode {
+        /// What was being stored.
+        what: &'static str,
+        /// The session.
+        session: String,
+        /// The encoder's message.
+        source: serde_json::Error,
+    },
+    /// A message id that is not one of the session's (it was removed, or the id is of
+    /// another session).
+    #[error("session '{session}' has no message {id}; read the session's messages again")]
+    NoMessage {
+        /// The session.
+        session: String,
+        /// The row id asked for.
+        id: i64,
+    },
 }
 
 /// A stored name this build does not know (a newer toolhost wrote it, or the database was
@@ -689,10 +708,8 @@ impl SessionStore {
 
     /// Appends a message to `session`, committed before this returns; its row id.
     pub fn append(&self, session: &str, message: &Message) -> Result<i64, SessionError> {
-        let ids = self.append_all(session, std::slice::from_ref(message))?;
-        ids.first()
-            .copied()
-            .ok_or_else(|| SessionError::Worker("the message was not stored".to_owned()))
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        self.insert(&conn, session, message)
     }
 
     /// Appends messages to `session` in one transaction, committed before this returns;
@@ -704,39 +721,52 @@ impl SessionStore {
     ) -> Result<Vec<i64>, SessionError> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = conn.transaction().map_err(|e| self.db(e))?;
-        let mut ids = Vec::with_capacity(messages.len());
-        for message in messages {
-            let calls = if message.tool_calls.is_empty() {
-                None
-            } else {
-                Some(serde_json::to_string(&message.tool_calls).map_err(|e| {
-                    SessionError::Worker(format!("could not encode the tool calls: {e}"))
-                })?)
-            };
-            let details = (!message.details.is_empty())
-                .then(|| serde_json::to_string(&message.details).ok())
-                .flatten();
-            // (The `full_text` column of schema 3 is no longer written: a cut result's
-            // full text has one home, the profile's kept outputs.)
-            tx.execute(
-                "INSERT INTO messages
-                     (session, role, content, tool_calls, tool_call_id, created, details)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    session,
-                    message.role,
-                    message.content,
-                    calls,
-                    message.tool_call_id,
-                    now(),
-                    details,
-                ],
-            )
-            .map_err(|e| self.db(e))?;
-            ids.push(tx.last_insert_rowid());
-        }
+        let ids = messages
+            .iter()
+            .map(|message| self.insert(&tx, session, message))
+            .collect::<Result<Vec<_>, _>>()?;
         tx.commit().map_err(|e| self.db(e))?;
         Ok(ids)
+    }
+
+    /// Inserts one message (inside the caller's transaction, if any); its row id.
+    fn insert(
+        &self,
+        conn: &Connection,
+        session: &str,
+        message: &Message,
+    ) -> Result<i64, SessionError> {
+        let encode = |what, value: Result<String, serde_json::Error>| {
+            value.map_err(|source| SessionError::Encode {
+                what,
+                session: session.to_owned(),
+                source,
+            })
+        };
+        let calls = (!message.tool_calls.is_empty())
+            .then(|| encode("tool calls", serde_json::to_string(&message.tool_calls)))
+            .transpose()?;
+        let details = (!message.details.is_empty())
+            .then(|| encode("details", serde_json::to_string(&message.details)))
+            .transpose()?;
+        // (The `full_text` column of schema 3 is no longer written: a cut result's full
+        // text has one home, the profile's kept outputs.)
+        conn.execute(
+            "INSERT INTO messages
+                 (session, role, content, tool_calls, tool_call_id, created, details)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                session,
+                message.role,
+                message.content,
+                calls,
+                message.tool_call_id,
+                now(),
+                details,
+            ],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(conn.last_insert_rowid())
     }
 
     /// The messages of `session`, in order.
@@ -846,8 +876,10 @@ impl SessionStore {
         id: i64,
         details: &toolhost_calls::details::Details,
     ) -> Result<(), SessionError> {
-        let text = serde_json::to_string(details).map_err(|e| {
-            SessionError::Worker(format!("could not encode the details of message {id}: {e}"))
+        let text = serde_json::to_string(details).map_err(|source| SessionError::Encode {
+            what: "details",
+            session: session.to_owned(),
+            source,
         })?;
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let changed = conn
@@ -857,9 +889,10 @@ impl SessionStore {
             )
             .map_err(|e| self.db(e))?;
         if changed == 0 {
-            return Err(SessionError::Worker(format!(
-                "session '{session}' has no message {id}"
-            )));
+            return Err(SessionError::NoMessage {
+                session: session.to_owned(),
+                id,
+            });
         }
         Ok(())
     }
@@ -932,8 +965,12 @@ impl SessionStore {
 impl SessionStore {
     /// Writes `record` (a new one, or its new state), committed before this returns.
     pub fn record_delegation(&self, record: &DelegationRecord) -> Result<(), SessionError> {
-        let encode = |what: &str, value: Result<String, serde_json::Error>| {
-            value.map_err(|e| SessionError::Worker(format!("could not encode the {what}: {e}")))
+        let encode = |what, value: Result<String, serde_json::Error>| {
+            value.map_err(|source| SessionError::Encode {
+                what,
+                session: record.parent.clone(),
+                source,
+            })
         };
         let children = encode("child sessions", serde_json::to_string(&record.children))?;
         let units = encode("units", serde_json::to_string(&record.units))?;

@@ -201,10 +201,16 @@ impl AgentInner {
     }
 
     /// [`AgentInner::append`] of one message.
-    async fn append_one(&self, session: &str, message: Message) -> Result<Message, SessionError> {
-        let mut stored = self.append(session, vec![message]).await?;
-        stored
-            .pop()
-            .ok_or_else(|| SessionError::Worker("the message was not stored".to_owned()))
+    async fn append_one(
+        &self,
+        session: &str,
+        mut message: Message,
+    ) -> Result<Message, SessionError> {
+        let (store, session) = (Arc::clone(&self.store), session.to_owned());
+        blocking(move || {
+            message.id = Some(store.append(&session, &message)?);
+            Ok(message)
+        })
+        .await
     }
 }

@@ -609,11 +609,12 @@ pub struct RawReload {
 
 impl Default for RawReload {
     fn default() -> Self {
-        // The watcher's timing from its resolved defaults (`WatchConfig::default`).
+        // The resolved defaults (`ReloadSettings`, and the watcher's `WatchConfig`).
+        let reload = super::reload::ReloadSettings::default();
         let watch = crate::plugins::catalog::watch::WatchConfig::default();
         RawReload {
-            watch: true,
-            max_generations: 64,
+            watch: reload.watch,
+            max_generations: reload.max_generations,
             debounce_secs: watch.debounce.as_secs_f64(),
             immediate: watch.immediate,
         }
@@ -711,23 +712,26 @@ pub struct RawIsolation {
 }
 
 impl Default for RawIsolation {
+    /// The resolved defaults (`IsolationPolicy::default`), as the file says them.
     fn default() -> Self {
+        let d = crate::plugins::isolation::IsolationPolicy::default();
         RawIsolation {
-            default: IsolationMode::InProcess,
-            plugins: BTreeMap::new(),
-            sandbox: SandboxMode::BestEffort,
-            read_paths: Vec::new(),
-            write_paths: Vec::new(),
-            allow_network: false,
-            memory_limit_mb: 1024,
-            max_processes: 256,
-            containment: crate::sys::containment::ContainmentMode::Auto,
-            unix_sockets: Vec::new(),
-            open_files: 256,
-            max_crashes: 5,
-            crash_window_secs: 60,
-            kill_after_cancel_ms: 1500,
-            start_timeout_secs: 10,
+            default: d.default,
+            plugins: d.plugins,
+            sandbox: d.sandbox,
+            read_paths: d.read_paths,
+            write_paths: d.write_paths,
+            allow_network: d.allow_network,
+            memory_limit_mb: d.memory_limit_bytes >> 20,
+            max_processes: d.max_processes,
+            containment: d.containment,
+            unix_sockets: d.unix_sockets,
+            open_files: d.open_files,
+            max_crashes: d.max_crashes,
+            crash_window_secs: d.crash_window.as_secs(),
+            kill_after_cancel_ms: u64::try_from(d.kill_after_cancel.as_millis())
+                .unwrap_or(u64::MAX),
+            start_timeout_secs: d.start_timeout.as_secs(),
         }
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::settings::MODEL_RETRY_BACKOFF;
 use super::{
     AgentSettings, ConfigError, ContextSettings, HttpLimits, MAX_CONFIG_FILE_SIZE, McpSettings,
-    ModelSettings, Profile, RawConfig, RawProfile, SecondsError, positive_seconds, seconds_or_zero,
+    ModelSettings, Profile, RawConfig, RawProfile, ReloadSettings, SecondsError, positive_seconds,
+    seconds_or_zero,
 };
 use crate::plugins::load::loader::LoadPolicy;
 use crate::plugins::load::trust::TrustPolicy;
@@ -56,9 +57,10 @@ pub struct LoadedConfig {
     pub file: Option<PathBuf>,
     /// What loading resolved from it.
     resolved: Resolved,
-    /// How plugins are isolated, resolved with every profile's workspace (again when the
-    /// command line replaces the roots).
-    isolation: crate::IsolationPolicy,
+    /// How plugins are isolated, resolved with every profile's workspace the first time a
+    /// command asks (it reads every profile's file: commands that load no plugin never
+    /// pay for it), again when the command line replaces the roots.
+    isolation: std::sync::OnceLock<crate::IsolationPolicy>,
     /// Workspace roots given on the command line (`--workspace DIR`): every profile's,
     /// in place of the configured ones.
     workspace_roots: Option<Vec<PathBuf>>,
@@ -91,16 +93,6 @@ pub struct MetricsSettings {
     /// Whether scrapers on a loopback address need a token too (off loopback they always
     /// do).
     pub require_token: bool,
-}
-
-/// `[reload]`: whether `toolhost serve` watches its plugin folders, and after how many
-/// reloads status recommends a restart (the watcher's timing is [`LoadedConfig::watch`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReloadSettings {
-    /// Watch the plugin folders.
-    pub watch: bool,
-    /// Reloads after which status recommends a restart.
-    pub max_generations: u64,
 }
 
 impl Resolved {
@@ -279,15 +271,13 @@ impl LoadedConfig {
             })?;
             resolved.metrics.listen = Some(addr);
         }
-        let mut loaded = LoadedConfig {
+        Ok(LoadedConfig {
             config,
             file,
             resolved,
-            isolation: crate::IsolationPolicy::default(),
+            isolation: std::sync::OnceLock::new(),
             workspace_roots: None,
-        };
-        loaded.isolation = loaded.resolve_isolation();
-        Ok(loaded)
+        })
     }
 
     /// Every profile's workspace roots are `roots` (`--workspace DIR`), in place of the
@@ -306,7 +296,7 @@ impl LoadedConfig {
         }
         self.workspace_roots = Some(real);
         // The workers' sandboxes follow the roots.
-        self.isolation = self.resolve_isolation();
+        self.isolation = std::sync::OnceLock::new();
         Ok(self)
     }
 
@@ -501,7 +491,7 @@ impl LoadedConfig {
             strict_permissions: self.config.plugins.strict_permissions,
             max_file_size: self.config.plugins.max_file_size,
             trust: self.trust_policy()?,
-            isolation: std::sync::Arc::new(self.isolation.clone()),
+            isolation: std::sync::Arc::new(self.isolation_policy().clone()),
             settings: crate::PluginSettings::new(self.config.plugins.settings.clone()),
             load_threads: self.config.plugins.load_threads,
         })
@@ -511,7 +501,7 @@ impl LoadedConfig {
     /// [`crate::IsolationPolicy::isolate_all`]. Each profile's workers may write that
     /// profile's state folder.
     pub fn isolation_policy(&self) -> &crate::IsolationPolicy {
-        &self.isolation
+        self.isolation.get_or_init(|| self.resolve_isolation())
     }
 
     /// `[isolation]` resolved, with each profile's workspace roots (a profile that does

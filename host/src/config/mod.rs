@@ -49,6 +49,7 @@ mod http_limits;
 mod loaded;
 mod plugin_settings;
 mod profile;
+mod reload;
 mod seconds;
 mod settings;
 mod state_move;
@@ -62,10 +63,9 @@ pub use file::{
     RawTrust, RawWorkspace, WithoutElicitation,
 };
 pub use http_limits::HttpLimits;
-pub use loaded::{
-    LoadedConfig, MetricsSettings, ReloadSettings, default_config_path, default_plugin_dir,
-};
+pub use loaded::{LoadedConfig, MetricsSettings, default_config_path, default_plugin_dir};
 pub use profile::{Profile, ProfileView};
+pub use reload::ReloadSettings;
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
