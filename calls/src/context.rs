@@ -152,6 +152,12 @@ pub async fn answer_host_request(
                     .to_owned(),
             )),
         },
+        // The call's own budget: known wherever the call runs (a worker gets it with
+        // the call), so it is answered there, profile or not.
+        HostRequest::OutputBudget(_) => Ok(HostAnswer::from(toolhost_plugin_api::OutputBudget {
+            max_chars: services.budget.max_chars as u64,
+            max_lines: services.budget.max_lines as u64,
+        })),
         request => match &services.requests {
             Some(requests) => requests.request(turn, request).await,
             None => Err(no_requests(&request)),

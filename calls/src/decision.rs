@@ -49,6 +49,12 @@ pub enum Decision {
         /// earlier.
         by: String,
     },
+    /// It needs approval and the person asked has not answered yet (the caller asks
+    /// again with the answer): neither run nor refused.
+    Pending {
+        /// Who was asked.
+        by: String,
+    },
     /// It needed approval and was not approved.
     Refused {
         /// Who was asked (or `policy` when nobody could be).
@@ -71,6 +77,7 @@ impl Decision {
             Decision::Undecided => "undecided".to_owned(),
             Decision::RanWithoutAsking => "ran".to_owned(),
             Decision::Approved { how, by } => format!("approved {how} by {by}"),
+            Decision::Pending { by } => format!("waiting for {by}"),
             Decision::Refused { by } => format!("refused by {by}"),
             Decision::Denied => "denied".to_owned(),
             Decision::Unavailable => "unavailable".to_owned(),

@@ -350,9 +350,10 @@ async fn run(
         Ok(out) => ToolResult {
             call_id: call.id,
             name: call.name,
-            is_error: false,
+            is_error: out.is_error,
             output: out.text,
-            error: None,
+            // A call that ran to the end and did not do what was asked.
+            error: out.is_error.then_some(CallErrorKind::Failed),
             elapsed: start.elapsed(),
             structured: out.structured,
             details: out.details,
@@ -452,6 +453,10 @@ pub async fn admit<'a>(
                 by: "policy".to_owned(),
             };
             Err(CallFailure::new(m, CallErrorKind::NotApproved))
+        }
+        Ok(Err(Refusal::Pending { by, message })) => {
+            *decision = Decision::Pending { by };
+            Err(CallFailure::new(message, CallErrorKind::NotApproved))
         }
         Ok(Err(Refusal::Declined { by, message })) => {
             *decision = Decision::Refused { by };

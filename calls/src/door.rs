@@ -305,7 +305,8 @@ impl CallDoor {
             Ok(p) => {
                 let seen = self.before(&p.tools, &call);
                 let result = p.plan.call(&p.tools, &p.ctx, call).await;
-                self.finish(&p.ctx, &p.budgeting, result, seen).await
+                self.finish(&p.tools, &p.ctx, &p.budgeting, result, seen)
+                    .await
             }
             Err(e) => self.refused(request, call, &e).await,
         }
@@ -320,7 +321,10 @@ impl CallDoor {
                 let results = p.plan.dispatch(&p.tools, &p.ctx, calls).await;
                 let mut out = Vec::with_capacity(results.len());
                 for (result, seen) in results.into_iter().zip(seen) {
-                    out.push(self.finish(&p.ctx, &p.budgeting, result, seen).await);
+                    out.push(
+                        self.finish(&p.tools, &p.ctx, &p.budgeting, result, seen)
+                            .await,
+                    );
                 }
                 out
             }
@@ -338,12 +342,18 @@ impl CallDoor {
     /// shown to every observer as the caller gets it.
     async fn finish(
         &self,
+        tools: &ToolRegistry,
         ctx: &CallContext,
         budgeting: &Budgeting,
         result: ToolResult,
         seen: Seen,
     ) -> ToolResult {
-        let result = budgeting.apply(result).await;
+        // A tool that declares an output schema owes its clients the value whole (MCP
+        // clients refuse a result without it): only its text is held to the budget.
+        let schema = tools
+            .get(&result.name)
+            .is_some_and(|e| e.tool().spec().output_schema.is_some());
+        let result = budgeting.apply(result, schema).await;
         self.observe(ctx, &result, seen).await;
         result
     }

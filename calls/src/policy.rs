@@ -54,6 +54,13 @@ pub enum Refusal {
     NotApproved(String),
     /// The tool's requirements are not met.
     Unavailable(String),
+    /// The person asked (`by`) has not answered yet (see [`ApprovalAnswer::Pending`]).
+    Pending {
+        /// Who was asked.
+        by: String,
+        /// What the caller reads.
+        message: String,
+    },
     /// The person asked (`by`) declined; `message` goes to the model.
     Declined {
         /// Who was asked (see [`Approver::who`]).
@@ -122,6 +129,10 @@ pub enum ApprovalAnswer {
     /// Run this call and every later call of this tool by this profile, across restarts
     /// (until its plugin file, schema or risk changes, or the approval is revoked).
     ApproveAlways,
+    /// Don't run it yet: the person was asked and has not answered (an MCP client of
+    /// 2026-07-28 answers by calling again, `input-required`). The call is neither run
+    /// nor refused: statistics count it as pending, the audit log as waiting.
+    Pending(String),
     /// Don't run it; the reason goes to the model.
     Decline(String),
 }
@@ -414,6 +425,13 @@ impl CallPolicy for ApprovalPolicy {
             ApprovalAnswer::ApproveForSession => Ok(Decision::Approved {
                 how: ApprovalScope::Once,
                 by,
+            }),
+            ApprovalAnswer::Pending(why) => Err(Refusal::Pending {
+                by,
+                message: format!(
+                    "tool '{}' (risk {}) is waiting for the user's approval: {why}",
+                    spec.name, spec.risk
+                ),
             }),
             ApprovalAnswer::Decline(reason) => Err(Refusal::Declined {
                 by,

@@ -1,8 +1,9 @@
 //! `read_output`: the native tool that reads a kept output back (a line range, or the
 //! lines matching a regex with context), for the profile and token that made it. Its own
-//! result is cut to the call's budget with a marker that points to smaller ranges; it
-//! never makes a new kept output.
+//! result is a page of whole lines within the call's budget that says where to read on;
+//! it never makes a new kept output.
 
+use std::fmt::Write as _;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
@@ -10,7 +11,8 @@ use serde::Deserialize;
 
 use crate::context::CallContext;
 use crate::outputs::{
-    DEFAULT_CONTEXT, DEFAULT_READ_LINES, OutputError, Owner, READ_OUTPUT_TOOL, ReadRange, Rest, cut,
+    Budget, DEFAULT_CONTEXT, DEFAULT_READ_LINES, Excerpt, OutputError, Owner, READ_OUTPUT_TOOL,
+    ReadRange,
 };
 use crate::registry::ToolRegistry;
 use crate::tool::{
@@ -26,7 +28,9 @@ static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| ToolSpec {
         "Reads the full text of a tool output that was cut (its marker line names the id). \
          Give `offset` (first line, 1-based) and `limit` (lines, default {DEFAULT_READ_LINES}) \
          for a range, or `grep` (a regular expression) for the matching lines with `context` \
-         lines around each (default {DEFAULT_CONTEXT}), numbered like grep -n."
+         lines around each (default {DEFAULT_CONTEXT}), each group under a `[lines A-B]` \
+         header. Lines are shown as they were output; an answer holds what fits in the \
+         output budget and says the offset to read on from."
     ),
     schema: serde_json::json!({
         "type": "object",
@@ -88,14 +92,14 @@ impl DynTool for ReadOutput {
             token: ctx.caller.token.clone(),
         };
         let id = args.id.clone();
-        let excerpt = tokio::task::spawn_blocking(move || store.read(&owner, &id, &range))
+        let mut excerpt = tokio::task::spawn_blocking(move || store.read(&owner, &id, &range))
             .await
             .map_err(|e| ToolError::Failed(format!("reading the output failed: {e}")))?
             .map_err(|e| match e {
                 OutputError::BadRange(e) => ToolError::InvalidArgs(e.to_string()),
                 other => ToolError::Failed(other.to_string()),
             })?;
-        let mut text = excerpt.text;
+        let mut text = std::mem::take(&mut excerpt.text);
         if text.is_empty() {
             text = match excerpt.matches {
                 Some(_) => "(no line matches)".to_owned(),
@@ -105,17 +109,63 @@ impl DynTool for ReadOutput {
                 ),
             };
         }
-        let budget = ctx.services.budget;
-        let rest = Rest::Excerpt {
-            id: &args.id,
-            first_line: excerpt.first_line,
-        };
-        Ok(match cut(&text, budget.max_chars, budget.max_lines, rest) {
-            Some(c) => c.text,
-            None => text,
-        }
-        .into())
+        Ok(page(&text, &excerpt, ctx.services.budget).into())
     }
+}
+
+/// An excerpt as `read_output` answers: whole lines within the budget, and, where lines
+/// are left (past the budget, or past the range asked for), where to read on. A page is
+/// never cut in the middle.
+fn page(text: &str, excerpt: &Excerpt, budget: Budget) -> String {
+    let budget = toolhost_plugin_api::OutputBudget {
+        max_chars: budget.max_chars as u64,
+        max_lines: budget.max_lines as u64,
+    };
+    let mut page = budget.page(300, 2);
+    let mut shown = 0usize;
+    for line in text.lines() {
+        if !page.push_line(line) {
+            break;
+        }
+        shown += 1;
+    }
+    if page.is_empty() && !text.is_empty() {
+        // A first line longer than the whole budget: shown cut, and said so.
+        let room = page.room_chars().unwrap_or(0) as usize;
+        let line = text.lines().next().unwrap_or("");
+        let head: String = line.chars().take(room.saturating_sub(80)).collect();
+        let rest = line.chars().count() - head.chars().count();
+        return format!(
+            "{head}… [+{rest} characters of this line not shown: it is longer than the output \
+             budget; `toolhost output` prints it whole]\n"
+        );
+    }
+    let mut out = page.into_text();
+    let total_here = text.lines().count();
+    match excerpt.matches {
+        Some(_) if shown < total_here => {
+            let _ = writeln!(
+                out,
+                "({} more lines of matches not shown: this is what fits in the output budget; \
+                 use a narrower pattern, or read by offset from the line numbers above)",
+                total_here - shown
+            );
+        }
+        Some(_) => {}
+        None => {
+            let last = excerpt.first_line + shown.saturating_sub(1);
+            if last < excerpt.size.lines {
+                let _ = writeln!(
+                    out,
+                    "(lines {}-{last} of {} shown; read on with offset {})",
+                    excerpt.first_line,
+                    excerpt.size.lines,
+                    last + 1
+                );
+            }
+        }
+    }
+    out
 }
 
 /// `tools` with `read_output` first: a plugin tool of that name is left out (with a

@@ -21,6 +21,7 @@ const MAX_DETAIL_KINDS: usize = 32;
 struct Counters {
     calls: u64,
     errors: u64,
+    pending: u64,
     total: Duration,
     recent: VecDeque<Duration>,
     last_error: Option<String>,
@@ -42,6 +43,10 @@ pub struct ToolStatsSnapshot {
     pub calls: u64,
     /// Of which ended in an error result.
     pub errors: u64,
+    /// Calls that waited for a person's answer and were not run (an MCP client's
+    /// `input-required` leg, answered by calling again): not counted in `calls`.
+    #[serde(default)]
+    pub pending: u64,
     /// Mean latency in milliseconds.
     pub mean_ms: f64,
     /// 99th-percentile latency over the last 1024 calls, in milliseconds.
@@ -80,6 +85,7 @@ impl CallStats {
                     name: name.clone(),
                     calls: c.calls,
                     errors: c.errors,
+                    pending: c.pending,
                     mean_ms: mean,
                     p99_ms: p99.as_secs_f64() * 1e3,
                     last_error: c.last_error.clone(),
@@ -98,6 +104,10 @@ impl CallObserver for CallStats {
         }
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
         let c = tools.entry(result.name.clone()).or_default();
+        if matches!(result.decision, crate::decision::Decision::Pending { .. }) {
+            c.pending += 1;
+            return;
+        }
         c.calls += 1;
         c.total += result.elapsed;
         if c.recent.len() == WINDOW {

@@ -245,7 +245,9 @@ impl toolhost::ApprovalPrompt for TerminalPrompt {
             ApprovalAnswer::Approve => toolhost::ApprovalReply::Once,
             ApprovalAnswer::ApproveForSession => toolhost::ApprovalReply::Session,
             ApprovalAnswer::ApproveAlways => toolhost::ApprovalReply::Always,
-            ApprovalAnswer::Decline(reason) => toolhost::ApprovalReply::No { reason },
+            ApprovalAnswer::Decline(reason) | ApprovalAnswer::Pending(reason) => {
+                toolhost::ApprovalReply::No { reason }
+            }
         }
     }
 }

@@ -165,6 +165,7 @@ pub use toolhost_calls::policy::{
     RiskOverride, apply_risk_overrides,
 };
 pub use toolhost_calls::profile_dirs::{Folder, ProfileDirs};
+pub use toolhost_calls::read_output::with_read_output;
 pub use toolhost_calls::registry::{
     InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
 };

@@ -37,6 +37,7 @@ fn latency_histogram() -> Histogram {
 pub struct CallMetrics {
     calls: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
+    pending: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
@@ -45,6 +46,7 @@ impl Default for CallMetrics {
         CallMetrics {
             calls: Family::default(),
             errors: Family::default(),
+            pending: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
         }
     }
@@ -87,6 +89,12 @@ impl CallMetrics {
             "tool_errors",
             "Calls of each tool that ended in an error, by kind",
             self.errors.clone(),
+        );
+        registry.register(
+            "tool_calls_pending",
+            "Calls of each tool that waited for a person's answer and were not run (an MCP \
+             client's input-required leg, answered by calling again); not in tool_calls",
+            self.pending.clone(),
         );
         registry.register_with_unit(
             "tool_call_duration",
@@ -180,6 +188,13 @@ impl CallObserver for CallMetrics {
             return;
         }
         let tool: Labels = vec![("tool", result.name.clone())];
+        if matches!(
+            result.decision,
+            toolhost_calls::decision::Decision::Pending { .. }
+        ) {
+            self.pending.get_or_create(&tool).inc();
+            return;
+        }
         self.calls.get_or_create(&tool).inc();
         self.latency
             .get_or_create(&tool)

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::blocking::CancelFlag;
+use crate::budget::OutputBudget;
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
     ChildRole, DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit,
@@ -811,6 +812,32 @@ impl ToolContext<'_> {
     /// ```
     pub async fn workspace(&self) -> Result<WorkspaceAnswer, ServiceError> {
         self.request(&HostRequest::ProfileWorkspace(NoParams)).await
+    }
+
+    /// The most text this call's result may hold before the host cuts it (0.1.4). A
+    /// tool that shows part of something large (a file, search matches, a listing) fills
+    /// a [`Page`](crate::Page) up to it and says where to read on, so its result is never
+    /// cut in the middle; the host's cut stays the backstop for results that do not page.
+    /// A host older than 0.1.4 does not say: the answer is then
+    /// [`OutputBudget::UNLIMITED`], and the tool's own limits apply.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolContext;
+    ///
+    /// async fn numbers(ctx: &ToolContext<'_>, count: u64) -> String {
+    ///     let mut page = ctx.output_budget().await.page(60, 1);
+    ///     let shown = (1..=count).take_while(|n| page.push_line(&n.to_string())).count() as u64;
+    ///     let mut text = page.into_text();
+    ///     if shown < count {
+    ///         text.push_str(&format!("({} more; ask again from {})\n", count - shown, shown + 1));
+    ///     }
+    ///     text
+    /// }
+    /// ```
+    pub async fn output_budget(&self) -> OutputBudget {
+        self.request(&HostRequest::OutputBudget(NoParams))
+            .await
+            .unwrap_or(OutputBudget::UNLIMITED)
     }
 
     /// Starts a background delegation (0.1.4): the host runs `request`'s tasks as child

@@ -316,6 +316,11 @@ unsafe extern "C" fn call_tool<'a, T: Tool>(
     // What a host that predates `call_outcome` gets: the outcome's degraded text.
     BorrowingFfiFuture::new(async move {
         match run_guarded(tool, ctx, args).await {
+            // A failed call stays a failure there, with its whole text.
+            Ok(output) if output.is_error => RResult::RErr(FfiToolError {
+                kind: FfiToolError::FAILED,
+                message: output.degraded_text().into(),
+            }),
             Ok(output) => RResult::ROk(RString::from(output.degraded_text())),
             Err(e) => RResult::RErr(e),
         }

@@ -62,6 +62,12 @@ pub enum HostRequest {
     /// in an agent's turn (a host without one answers [`ServiceError::Unavailable`](crate::ServiceError::Unavailable)).
     #[serde(rename = "sessions.summary")]
     SessionsSummary(SummaryQuery),
+    /// `call.output_budget` (0.1.4): the most text this call's result may hold before
+    /// the host cuts it. Takes no parameters. Answered with
+    /// [`OutputBudget`](crate::OutputBudget); every host since 0.1.4 answers it, for every
+    /// call.
+    #[serde(rename = "call.output_budget")]
+    OutputBudget(NoParams),
 }
 
 /// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
@@ -436,13 +442,14 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 6] = [
+    pub const METHODS: [&'static str; 7] = [
         "profile.state_dir",
         "sessions.search",
         "plugin.settings",
         "profile.workspace",
         "agent.delegate",
         "sessions.summary",
+        "call.output_budget",
     ];
 
     /// The method name and the parameters, as they cross the ABI.
@@ -564,6 +571,14 @@ pub enum HostAnswer {
     SessionsSummary(SessionsSummaryAnswer),
     /// To [`HostRequest::Delegate`].
     Delegation(DelegationAnswer),
+    /// To [`HostRequest::OutputBudget`].
+    OutputBudget(crate::OutputBudget),
+}
+
+impl From<crate::OutputBudget> for HostAnswer {
+    fn from(answer: crate::OutputBudget) -> Self {
+        HostAnswer::OutputBudget(answer)
+    }
 }
 
 impl From<DelegationAnswer> for HostAnswer {

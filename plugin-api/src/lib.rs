@@ -161,6 +161,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod blocking;
+mod budget;
 #[cfg(feature = "check")]
 #[cfg_attr(docsrs, doc(cfg(feature = "check")))]
 pub mod check;
@@ -185,6 +186,7 @@ mod tool;
 mod unwind;
 
 pub use blocking::{CancelFlag, blocking};
+pub use budget::{OutputBudget, Page};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
     AskAnswer, AskRequest, Cancelled, ChildTurnCall, ChildTurnRequest, SampleAnswer, SampleRequest,
@@ -199,7 +201,7 @@ pub use host_request::{
 };
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};
-pub use schema::{schema_for, tidy_schema};
+pub use schema::{schema_for, standard_formats, tidy_schema};
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 

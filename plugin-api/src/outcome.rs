@@ -120,7 +120,8 @@ impl Diagnostic {
     }
 }
 
-/// The whole outcome of one successful call.
+/// The whole outcome of one call that ran: what it gave, and whether it did what was
+/// asked.
 ///
 /// - `text` is what the model reads (and what hosts that predate 0.1.4 get, see
 ///   [`degraded_text`](Self::degraded_text)).
@@ -132,6 +133,20 @@ impl Diagnostic {
 ///   model's text.
 /// - `content` are blocks (text, image, audio, resource) for clients that show them; the
 ///   model reads `text`.
+/// - `is_error` says the call did not do what was asked although the tool ran to the end
+///   and has a whole outcome to show: a command that exited non-zero, a check that found
+///   errors, tests that failed. The result is an error on every path (MCP `isError`, the
+///   agent's tool result, `toolhost call`'s exit status) and keeps all of the above.
+///
+/// # When to return an error
+///
+/// The flag means one thing everywhere: *the call did not do what was asked*. Return
+/// `Err(ToolError)` when there is nothing to show but why (bad arguments, a file that is
+/// not there); return an outcome with [`ToolOutput::failed`] when the call ran and its
+/// output is how the model finds out what went wrong (a compiler's errors, a failing
+/// test's panic, a command's stderr). A result the host cut to the output budget is still
+/// a success if the call was one. Plugins built before 0.1.4 never set the flag: their
+/// outcomes stay successes, their `Err`s errors.
 ///
 /// ```
 /// use toolhost_plugin_api::{Content, Diagnostic, ToolOutput};
@@ -158,6 +173,9 @@ pub struct ToolOutput {
     pub details: Details,
     /// Content blocks for clients that show them.
     pub content: Vec<Content>,
+    /// The call did not do what was asked (see [When to return an
+    /// error](ToolOutput#when-to-return-an-error)).
+    pub is_error: bool,
 }
 
 impl ToolOutput {
@@ -186,6 +204,21 @@ impl ToolOutput {
             structured: Some(value),
             ..ToolOutput::default()
         }
+    }
+
+    /// The same outcome marked as a failed call: it ran, and did not do what was asked
+    /// (see [When to return an error](ToolOutput#when-to-return-an-error)).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ToolOutput;
+    ///
+    /// let out = ToolOutput::text("exit code 1\nerror: no such file").failed();
+    /// assert!(out.is_error);
+    /// ```
+    #[must_use]
+    pub fn failed(mut self) -> Self {
+        self.is_error = true;
+        self
     }
 
     /// The same outcome with a structured value (the text stays).
@@ -274,7 +307,10 @@ impl ToolOutput {
     /// assert!(toolhost_plugin_api::ToolOutput::text("x").is_text_only());
     /// ```
     pub fn is_text_only(&self) -> bool {
-        self.structured.is_none() && self.details.is_empty() && self.content.is_empty()
+        self.structured.is_none()
+            && self.details.is_empty()
+            && self.content.is_empty()
+            && !self.is_error
     }
 }
 
@@ -320,6 +356,8 @@ struct Extra {
     details: Details,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     content: Vec<Content>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    is_error: bool,
 }
 
 /// Splits an outcome into the text and the `extra` JSON text that cross (`""` when there
@@ -333,6 +371,7 @@ pub fn outcome_to_ffi(out: ToolOutput) -> (String, String) {
         structured: out.structured,
         details: out.details,
         content: out.content,
+        is_error: out.is_error,
     };
     let extra = serde_json::to_string(&extra).unwrap_or_else(|e| {
         // Only a map with non-string keys fails, which `Details` cannot hold.
@@ -361,6 +400,7 @@ pub fn outcome_from_ffi(text: String, extra: &str) -> Result<ToolOutput, String>
         structured: extra.structured,
         details: extra.details,
         content: extra.content,
+        is_error: extra.is_error,
     })
 }
 

@@ -89,6 +89,11 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 ///   descriptions are appended to the description as "Values: `a`: ... `b`: ...". Its
 ///   `type` is added when every alternative declares the same one.
 ///
+/// - a `format` JSON Schema does not define (`uint64`, `double`, as schemars writes for
+///   Rust's number types) becomes what it means: an integer format its bounds, any other
+///   dropped (see [`standard_formats`]); this applies to every schema, one that names its
+///   dialect too, so no validator warns about a format it does not know.
+///
 /// The result accepts exactly the arguments the input accepts. Where that cannot be made
 /// sure, the schema is returned exactly as written:
 ///
@@ -130,9 +135,121 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 /// );
 /// ```
 pub fn tidy_schema(schema: Value) -> Value {
-    match tidied(&schema) {
+    let mut schema = match tidied(&schema) {
         Some(tidied) => tidied,
         None => schema,
+    };
+    standard_formats(&mut schema);
+    schema
+}
+
+/// The formats JSON Schema defines (2020-12 and the drafts before it). A validator knows
+/// these; others (`uint64`, `double`, as schemars writes for Rust's number types) make
+/// validators warn on every schema (Ajv: `unknown format "uint64" ignored`).
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// What an integer format of Rust's means as bounds (`None`: no bound that JSON numbers
+/// carry exactly).
+fn integer_bounds(format: &str) -> Option<(Option<i64>, Option<i64>)> {
+    Some(match format {
+        "int8" => (Some(i8::MIN.into()), Some(i8::MAX.into())),
+        "int16" => (Some(i16::MIN.into()), Some(i16::MAX.into())),
+        "int32" => (Some(i32::MIN.into()), Some(i32::MAX.into())),
+        "uint8" => (Some(0), Some(u8::MAX.into())),
+        "uint16" => (Some(0), Some(u16::MAX.into())),
+        "uint32" => (Some(0), Some(u32::MAX.into())),
+        "uint64" | "uint128" | "uint" => (Some(0), None),
+        "int64" | "int128" | "int" => (None, None),
+        _ => return None,
+    })
+}
+
+/// Replaces every format a standard validator does not know by what it means: an integer
+/// format by its bounds (`uint64`: `minimum: 0`; a bound already as strict stays), any
+/// other (`float`, `double`) dropped, as it only annotates. Values (`const`, `enum`,
+/// `default`, `examples`) are data and left alone.
+///
+/// ```
+/// use serde_json::json;
+/// use toolhost_plugin_api::tidy_schema;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "count": {"type": "integer", "format": "uint64", "minimum": 0},
+///     "small": {"type": "integer", "format": "uint8", "minimum": 0},
+///     "ratio": {"type": "number", "format": "double"},
+///     "when": {"type": "string", "format": "date-time"}
+/// }});
+/// assert_eq!(tidy_schema(schema), json!({"type": "object", "properties": {
+///     "count": {"type": "integer", "minimum": 0},
+///     "small": {"type": "integer", "minimum": 0, "maximum": 255},
+///     "ratio": {"type": "number"},
+///     "when": {"type": "string", "format": "date-time"}
+/// }}));
+/// ```
+pub fn standard_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::String(format)) = map.get("format")
+                && !STANDARD_FORMATS.contains(&format.as_str())
+            {
+                let bounds = integer_bounds(format);
+                map.remove("format");
+                if let Some((low, high)) = bounds {
+                    let tighten =
+                        |map: &mut serde_json::Map<String, Value>,
+                         key: &str,
+                         bound: Option<i64>,
+                         stricter: fn(f64, f64) -> bool| {
+                            let Some(bound) = bound else { return };
+                            let keep = map
+                                .get(key)
+                                .and_then(Value::as_f64)
+                                .is_some_and(|have| !stricter(bound as f64, have));
+                            if !keep {
+                                map.insert(key.to_owned(), Value::from(bound));
+                            }
+                        };
+                    tighten(map, "minimum", low, |new, have| new > have);
+                    tighten(map, "maximum", high, |new, have| new < have);
+                }
+            }
+            for (key, value) in map.iter_mut() {
+                match key.as_str() {
+                    // Values, not schemas.
+                    "const" | "enum" | "default" | "examples" => {}
+                    // Maps of names to schemas: a property named `default` is a schema.
+                    "properties" | "patternProperties" | "$defs" | "definitions"
+                    | "dependentSchemas" => {
+                        if let Value::Object(named) = value {
+                            named.values_mut().for_each(standard_formats);
+                        }
+                    }
+                    _ => standard_formats(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(standard_formats),
+        _ => {}
     }
 }
 

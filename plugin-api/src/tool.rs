@@ -471,6 +471,14 @@ pub trait TypedOutputTool: Send + Sync + 'static {
         let _ = output;
         Details::new()
     }
+    /// Whether a result says the call did not do what was asked (a command that exited
+    /// non-zero, a check with errors): it goes out as an error with its text and value
+    /// (see [When to return an error](ToolOutput#when-to-return-an-error)). `false` by
+    /// default.
+    fn is_error(&self, output: &Self::Output) -> bool {
+        let _ = output;
+        false
+    }
 }
 
 impl<T: TypedOutputTool> TypedTool for T {
@@ -499,6 +507,9 @@ impl<T: TypedOutputTool> TypedTool for T {
         args: <T as TypedOutputTool>::Args,
     ) -> Result<String, ToolError> {
         let value = TypedOutputTool::run(self, ctx, args).await?;
+        if self.is_error(&value) {
+            return Err(ToolError::failed(self.text(&value)));
+        }
         Ok(self.text(&value))
     }
     async fn run_output(
@@ -514,6 +525,7 @@ impl<T: TypedOutputTool> TypedTool for T {
             structured: Some(structured),
             details: self.details(&value),
             content: Vec::new(),
+            is_error: self.is_error(&value),
         })
     }
 }

@@ -23,20 +23,23 @@ pub struct Budgeting {
 
 impl Budgeting {
     /// `result` within the budget: as it is if it fits, else cut, with its full text kept
-    /// (off the runtime's threads) and recorded as the [`FullOutput`] detail. An error
-    /// stays an error. A structured value or content blocks over the character budget (by
-    /// their JSON and their text and data) are kept with the output and left out of the
-    /// result, each with a detail saying so. (`read_output` cuts its own answers to the
-    /// same budget, so it never makes a new kept output.)
+    /// (off the runtime's threads) and recorded as the [`FullOutput`] detail. The flag
+    /// stays what the call was: a cut never makes a success an error, or an error a
+    /// success. A structured value or content blocks over the character budget (by their
+    /// JSON and their text and data) are kept with the output and left out of the result,
+    /// each with a detail saying so, except a structured value its tool declares an output
+    /// schema for (`schema`): clients are owed that whole (MCP clients refuse a result of
+    /// such a tool without it), so it stays and only the text is cut. (`read_output` pages
+    /// its own answers within the same budget, so it never makes a new kept output.)
     ///
     /// [`FullOutput`]: crate::details::FullOutput
-    pub async fn apply(&self, mut result: ToolResult) -> ToolResult {
+    pub async fn apply(&self, mut result: ToolResult, schema: bool) -> ToolResult {
         let max = self.budget.max_chars;
         let over = |n: usize| max != 0 && n > max;
         let structured_chars = result
             .structured
             .as_ref()
-            .filter(|_| max != 0)
+            .filter(|_| max != 0 && !schema)
             .map(json_len);
         let structured_over = structured_chars.is_some_and(over);
         let content_chars = (max != 0 && !result.content.is_empty())

@@ -19,8 +19,8 @@ pub enum ReadRange {
         /// How many lines; `None`: to the end.
         limit: Option<usize>,
     },
-    /// The lines that match, with `context` lines around each, numbered like `grep -n`
-    /// (`12:` a match, `11-` context, `--` between groups).
+    /// The lines that match, with `context` lines around each, as they are, each group
+    /// under a header naming its lines (`[lines 11-13]`).
     Grep {
         /// What to look for.
         pattern: regex::Regex,
@@ -103,8 +103,10 @@ pub struct Excerpt {
     pub matches: Option<usize>,
 }
 
-/// The matching lines of `text` with `context` lines around them, numbered like
-/// `grep -n`, and how many lines matched.
+/// The matching lines of `text` with `context` lines around them, each group under a
+/// header naming its lines in the output (`[lines 4-8]`), and how many lines matched.
+/// The lines are shown as they are: a line that carries its own number (a file's
+/// `12:a3f|` anchor, a search hit's `path:12:`) gets no second one.
 fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let hits: Vec<usize> = lines
@@ -113,28 +115,27 @@ fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
         .filter(|(_, l)| pattern.is_match(l))
         .map(|(i, _)| i)
         .collect();
-    let mut out = String::new();
-    let mut shown_to = None::<usize>; // last line index written
+    // Groups of overlapping or touching ranges, as line indexes.
+    let mut groups: Vec<(usize, usize)> = Vec::new();
     for &hit in &hits {
         let from = hit.saturating_sub(context);
         let to = (hit + context).min(lines.len().saturating_sub(1));
-        let start = match shown_to {
-            Some(last) if from <= last + 1 => last + 1,
-            Some(_) => {
-                out.push_str("--\n");
-                from
-            }
-            None => from,
-        };
-        for (i, line) in lines.iter().enumerate().take(to + 1).skip(start) {
-            let sep = if hits.binary_search(&i).is_ok() {
-                ':'
-            } else {
-                '-'
-            };
-            let _ = writeln!(out, "{}{sep}{line}", i + 1);
+        match groups.last_mut() {
+            Some(last) if from <= last.1 + 1 => last.1 = last.1.max(to),
+            _ => groups.push((from, to)),
         }
-        shown_to = Some(shown_to.map_or(to, |last| last.max(to)));
+    }
+    let mut out = String::new();
+    for (from, to) in groups {
+        if from == to {
+            let _ = writeln!(out, "[line {}]", from + 1);
+        } else {
+            let _ = writeln!(out, "[lines {}-{}]", from + 1, to + 1);
+        }
+        for line in &lines[from..=to] {
+            out.push_str(line);
+            out.push('\n');
+        }
     }
     (out, hits.len())
 }
@@ -187,14 +188,16 @@ mod tests {
     }
 
     #[test]
-    fn grep_numbers_matches_and_context_like_grep_n() {
+    fn grep_groups_matches_and_context_under_headers_without_numbering_lines() {
         let text = numbered(20);
         let re = regex::Regex::new(r"^line (5|7|15)$").expect("regex");
         let (out, n) = grep(&text, &re, 1);
         assert_eq!(n, 3);
         assert_eq!(
             out,
-            "4-line 4\n5:line 5\n6-line 6\n7:line 7\n8-line 8\n--\n14-line 14\n15:line 15\n16-line 16\n"
+            "[lines 4-8]\nline 4\nline 5\nline 6\nline 7\nline 8\n[lines 14-16]\nline 14\nline 15\nline 16\n"
         );
+        let (alone, _) = grep(&text, &regex::Regex::new("^line 20$").expect("regex"), 0);
+        assert_eq!(alone, "[line 20]\nline 20\n");
     }
 }

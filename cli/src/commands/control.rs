@@ -308,7 +308,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
         };
         outln!("profile {}: {} tools{note}", p.name, p.tools)?;
     }
-    let tools: Vec<[String; 7]> = status
+    let tools: Vec<[String; 8]> = status
         .tools
         .iter()
         .map(|t| {
@@ -316,6 +316,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 t.name.clone(),
                 t.calls.to_string(),
                 t.errors.to_string(),
+                t.pending.to_string(),
                 format!("{:.2}", t.mean_ms),
                 format!("{:.2}", t.p99_ms),
                 t.details
@@ -337,6 +338,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 "TOOL",
                 "CALLS",
                 "ERRORS",
+                "PENDING",
                 "MEAN MS",
                 "P99 MS",
                 "DETAILS",

@@ -1,6 +1,7 @@
 //! `toolhost list`: loads the plugins once and prints their tools, as a table or JSON,
-//! optionally as one profile's agent sees them (then with a warning for each description
-//! that names a tool the profile does not show).
+//! optionally as one profile's agent sees them (the host's own tools included, marked
+//! `(host)`; then with a warning for each description that names a tool the profile does
+//! not show).
 
 use std::process::ExitCode;
 
@@ -31,8 +32,15 @@ impl ListArgs {
             report,
             registry,
             mentions,
-            ..
+            profile: resolved,
         } = setup(config, &loader, &dirs, profile)?;
+        // A profile's agent (and every MCP client) also gets the host's own tools: the
+        // listing shows them too, as the host's.
+        let registry = if profile.is_some() && resolved.output.read_output {
+            toolhost::with_read_output(&registry)
+        } else {
+            registry
+        };
         if report.plugins.is_empty() {
             let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
             errln!("note: no plugins loaded from {}", shown.join(", "));
@@ -59,7 +67,10 @@ impl ListArgs {
                     spec.name.clone(),
                     spec.risk.to_string(),
                     if spec.interactive { "yes" } else { "no" }.to_owned(),
-                    t.tool().origin().plugin_name().to_owned(),
+                    match t.tool().origin() {
+                        toolhost::ToolOrigin::Native => "(host)".to_owned(),
+                        origin => origin.plugin_name().to_owned(),
+                    },
                     summary(&spec.description, 72),
                 ]
             })

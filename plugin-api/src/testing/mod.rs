@@ -210,6 +210,8 @@ pub struct TestHost {
     settings: Value,
     /// The profile's workspace (`ctx.workspace()`), no roots unless set.
     workspace: crate::WorkspaceAnswer,
+    /// The call's output budget (`ctx.output_budget()`), the host's default unless set.
+    output_budget: crate::OutputBudget,
     /// The conversation's history (`ctx.session_summary()`), if set.
     summary: Option<crate::SessionsSummaryAnswer>,
     records: Mutex<Records>,
@@ -233,6 +235,7 @@ impl Default for TestHost {
             scripts: Scripts::default(),
             settings: Value::Object(serde_json::Map::new()),
             workspace: crate::WorkspaceAnswer::default(),
+            output_budget: TestHost::DEFAULT_OUTPUT_BUDGET,
             summary: None,
             records: Mutex::default(),
             signal: Arc::default(),
@@ -329,6 +332,31 @@ impl TestHost {
     #[must_use]
     pub fn workspace(mut self, workspace: crate::WorkspaceAnswer) -> Self {
         self.workspace = workspace;
+        self
+    }
+
+    /// The budget toolhost holds results to unless a profile's `[output]` says otherwise:
+    /// 30,000 characters and 1,000 lines. The harness answers `call.output_budget` with it
+    /// unless [`TestHost::output_budget`] sets another.
+    pub const DEFAULT_OUTPUT_BUDGET: crate::OutputBudget = crate::OutputBudget {
+        max_chars: 30_000,
+        max_lines: 1_000,
+    };
+
+    /// The call's output budget, what
+    /// [`ToolContext::output_budget`](crate::ToolContext::output_budget) reads (the
+    /// harness does not cut results to it: check a tool that pages stays within it).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::OutputBudget;
+    ///
+    /// let host = TestHost::new().output_budget(OutputBudget { max_chars: 2000, max_lines: 50 });
+    /// # let _ = host;
+    /// ```
+    #[must_use]
+    pub fn output_budget(mut self, budget: crate::OutputBudget) -> Self {
+        self.output_budget = budget;
         self
     }
 

@@ -151,6 +151,10 @@ impl TestHost {
                     settings: self.settings.clone(),
                 });
             }
+            // And the output budget: `TestHost::output_budget`.
+            Ok(HostRequest::OutputBudget(_)) => {
+                return encode(&self.output_budget);
+            }
             // So is the profile's workspace: `TestHost::workspace`.
             Ok(HostRequest::ProfileWorkspace(_)) => {
                 return encode(&self.workspace);

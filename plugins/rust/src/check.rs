@@ -114,6 +114,10 @@ impl TypedOutputTool for CargoCheck {
     fn details(&self, report: &CheckReport) -> Details {
         report_details(report)
     }
+
+    fn is_error(&self, report: &CheckReport) -> bool {
+        !report.success
+    }
 }
 
 impl TypedOutputTool for CargoClippy {
@@ -151,6 +155,10 @@ impl TypedOutputTool for CargoClippy {
 
     fn details(&self, report: &CheckReport) -> Details {
         report_details(report)
+    }
+
+    fn is_error(&self, report: &CheckReport) -> bool {
+        !report.success
     }
 }
 
@@ -284,13 +292,28 @@ pub(crate) fn tail(text: &str, max: usize) -> String {
     format!("[... {start} bytes left out ...]\n{}", &text[start..])
 }
 
+/// The headline of a cargo run that failed before it compiled anything (a manifest it
+/// cannot read, a dependency it cannot resolve): cargo's own first error line.
+pub(crate) fn cargo_failed_headline(what: &str, cargo_error: &str) -> String {
+    let said = cargo_error
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("error"))
+        .or_else(|| cargo_error.lines().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or("cargo stopped without saying why");
+    format!("{what} failed before compiling: {said}\n")
+}
+
 /// The model's text of a check.
 fn report_text(what: &str, r: &CheckReport) -> String {
     let verdict = if r.success { "passed" } else { "failed" };
-    let mut text = format!(
-        "{what} {verdict}: {} errors, {} warnings\n",
-        r.errors, r.warnings
-    );
+    let mut text = match &r.cargo_error {
+        Some(error) if !r.success && r.errors == 0 => cargo_failed_headline(what, error),
+        _ => format!(
+            "{what} {verdict}: {} errors, {} warnings\n",
+            r.errors, r.warnings
+        ),
+    };
     text.push_str(&diagnostics::compact_list(&r.diagnostics, TEXT_LIMIT));
     if let Some(error) = &r.cargo_error {
         text.push_str("--- cargo said ---\n");

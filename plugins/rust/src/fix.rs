@@ -173,6 +173,10 @@ impl TypedOutputTool for CargoFix {
         .map_err(ToolError::failed)?
     }
 
+    fn is_error(&self, r: &FixReport) -> bool {
+        !r.success
+    }
+
     fn text(&self, r: &FixReport) -> String {
         let mut text = if r.changed.is_empty() {
             format!(

@@ -139,16 +139,25 @@ impl TypedOutputTool for CargoTest {
         .map_err(ToolError::failed)?
     }
 
+    fn is_error(&self, r: &TestReport) -> bool {
+        !r.success
+    }
+
     fn text(&self, r: &TestReport) -> String {
         let t = &r.totals;
-        let mut text = format!(
-            "cargo test {}: {} passed, {} failed, {} ignored, {} filtered out\n",
-            if r.success { "passed" } else { "failed" },
-            t.passed,
-            t.failed,
-            t.ignored,
-            t.filtered_out
-        );
+        let mut text = match &r.cargo_error {
+            Some(error) if !r.success && r.suites.is_empty() => {
+                crate::check::cargo_failed_headline("cargo test", error)
+            }
+            _ => format!(
+                "cargo test {}: {} passed, {} failed, {} ignored, {} filtered out\n",
+                if r.success { "passed" } else { "failed" },
+                t.passed,
+                t.failed,
+                t.ignored,
+                t.filtered_out
+            ),
+        };
         for case in &r.failed {
             text.push_str(&format!("\nFAILED {}\n", case.name));
             if let Some(output) = &case.output {

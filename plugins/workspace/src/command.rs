@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{
+    CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedOutputTool,
+};
 use toolhost_sandbox::runner::{self, Finished, Launch};
 use toolhost_sandbox::{
     PreparedSandbox, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI,
@@ -84,6 +86,65 @@ pub struct CommandResult {
     pub sandbox: String,
     /// Notes: the time limit used, processes killed, output left out, sandbox gaps.
     pub notes: Vec<String>,
+    /// The streams whole, where `stdout` and `stderr` above were cut to the output
+    /// budget (the text the model reads has them whole; the host keeps it when it cuts).
+    #[serde(skip)]
+    whole: Option<(String, String)>,
+}
+
+impl CommandResult {
+    /// The call did not do what was asked: the command did not exit with 0 (it failed,
+    /// was killed, timed out or was cancelled).
+    fn failed(&self) -> bool {
+        self.exit_code != Some(0)
+    }
+
+    /// Holds the structured value within `budget`'s characters: past it, each stream
+    /// keeps its head and tail with a marker, and the whole streams stay for the text.
+    fn hold_to(&mut self, budget: OutputBudget) {
+        let chars =
+            |r: &CommandResult| serde_json::to_string(r).map_or(usize::MAX, |j| j.chars().count());
+        let max = budget.max_chars as usize;
+        if max == 0 || chars(self) <= max {
+            return;
+        }
+        let whole = (
+            std::mem::take(&mut self.stdout),
+            std::mem::take(&mut self.stderr),
+        );
+        let fixed = chars(self) + 400;
+        // Room for both streams, halved until their JSON (escapes included) fits.
+        let mut room = max.saturating_sub(fixed) / 2;
+        loop {
+            self.stdout = head_and_tail(&whole.0, room);
+            self.stderr = head_and_tail(&whole.1, room);
+            if chars(self) <= max || room == 0 {
+                break;
+            }
+            room /= 2;
+        }
+        self.notes.push(
+            "stdout and stderr in the structured result are cut to the output budget (head \
+             and tail); the text result has them whole"
+                .to_owned(),
+        );
+        self.whole = Some(whole);
+    }
+}
+
+/// `text` within `room` characters: its head and tail with a marker line between.
+fn head_and_tail(text: &str, room: usize) -> String {
+    let total = text.chars().count();
+    if total <= room {
+        return text.to_owned();
+    }
+    let half = room.saturating_sub(80) / 2;
+    let head: String = text.chars().take(half).collect();
+    let tail: String = text.chars().skip(total - half).collect();
+    format!(
+        "{head}\n[… {} characters left out here; the text result has them …]\n{tail}",
+        total - 2 * half
+    )
 }
 
 /// The `run_command` tool.
@@ -116,7 +177,8 @@ impl TypedOutputTool for RunCommand {
          the command and every process it started are killed, as is anything it leaves \
          running when it exits. Each stream is kept up to 8 MiB (the middle dropped past \
          that, marked); long results are cut by the host, whose full text stays readable \
-         with read_output."
+         with read_output. A command that does not exit with 0 (or is killed, times out or \
+         is cancelled) is an error result, with all of its output."
     }
 
     fn risk(&self) -> Risk {
@@ -131,12 +193,24 @@ impl TypedOutputTool for RunCommand {
         let workspace = Workspace::of(ctx).await?;
         let mut planned = plan(&workspace, args)?;
         planned.session = ctx.session_id().to_owned();
-        ctx.blocking(move |cancel| execute(planned, cancel))
+        let budget = ctx.output_budget().await;
+        let mut done = ctx
+            .blocking(move |cancel| execute(planned, cancel))
             .await
-            .map_err(ToolError::failed)?
+            .map_err(ToolError::failed)??;
+        done.hold_to(budget);
+        Ok(done)
+    }
+
+    fn is_error(&self, r: &CommandResult) -> bool {
+        r.failed()
     }
 
     fn text(&self, r: &CommandResult) -> String {
+        let (stdout, stderr) = r
+            .whole
+            .as_ref()
+            .map_or((&r.stdout, &r.stderr), |(out, err)| (out, err));
         let mut text = match (r.exit_code, r.signal) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(signal)) => format!("killed by signal {signal}"),
@@ -146,16 +220,16 @@ impl TypedOutputTool for RunCommand {
         for note in &r.notes {
             text.push_str(&format!("note: {note}\n"));
         }
-        if r.stdout.is_empty() && r.stderr.is_empty() {
+        if stdout.is_empty() && stderr.is_empty() {
             text.push_str("(no output)\n");
         }
-        text.push_str(&r.stdout);
-        if !r.stderr.is_empty() {
+        text.push_str(stdout);
+        if !stderr.is_empty() {
             if !text.ends_with('\n') {
                 text.push('\n');
             }
             text.push_str("--- stderr ---\n");
-            text.push_str(&r.stderr);
+            text.push_str(stderr);
         }
         text
     }
@@ -514,5 +588,6 @@ fn result(
         stderr: f.stderr.text(),
         sandbox,
         notes,
+        whole: None,
     }
 }

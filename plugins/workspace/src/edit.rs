@@ -287,14 +287,31 @@ fn edit(workspace: &Workspace, reads: &Reads, args: &EditFileArgs) -> Result<Str
             )),
             Verdict::Unchecked(why) => Some(format!("note: syntax not checked: {why}")),
             Verdict::Broken(breakage) if !args.allow_syntax_errors => {
+                let (from, to) = breakage.edited;
+                let mut shown_text = format!(
+                    "The edited lines ({}) as they would read, marked >, with the lines \
+                     around them:\n{}\n",
+                    if from == to {
+                        format!("line {from}")
+                    } else {
+                        format!("lines {from}-{to}")
+                    },
+                    numbered_lines(&after, from, to)
+                );
+                let error_line = breakage.error.line;
+                if error_line + 2 < from || error_line > to + 2 {
+                    shown_text.push_str(&format!(
+                        "Where the parser noticed it (line {error_line}):\n{}\n",
+                        numbered_excerpt(&after, error_line)
+                    ));
+                }
                 return Err(ToolError::failed(format!(
                     "edit_file refused: nothing was written. The edit would break {shown}: {}.\n\
-                     The edited text around the error:\n{}\n\
+                     {shown_text}\
                      Fix the new text so the file still parses (read the lines again if \
                      needed), or pass \"allow_syntax_errors\": true if the breakage is \
                      intended (e.g. one step of several edits).",
                     breakage.describe(),
-                    numbered_excerpt(&after, breakage.error.line)
                 )));
             }
             Verdict::Broken(breakage) => Some(format!(
@@ -1285,6 +1302,38 @@ fn new_anchors(after: &str, spans: &[EditSpan]) -> (String, Vec<(usize, usize)>)
 }
 
 /// Lines around `line` of `text`, numbered (no anchors: the text was not written).
+/// Lines `from..=to` of `text` marked `>`, with two lines before and after, numbered
+/// (at most 40 edited lines shown: the first and last 20).
+fn numbered_lines(text: &str, from: usize, to: usize) -> String {
+    let first = from.saturating_sub(2).max(1);
+    let last = to + 2;
+    let mut out = Vec::new();
+    for (i, l) in text
+        .lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(last + 1 - first)
+    {
+        let n = i + 1;
+        let edited = (from..=to).contains(&n);
+        if edited && to - from >= 40 && n >= from + 20 && n + 20 <= to {
+            if n == from + 20 {
+                out.push(format!(
+                    "       … {} edited lines not shown …",
+                    to - from - 39
+                ));
+            }
+            continue;
+        }
+        let mark = if edited { ">" } else { " " };
+        out.push(format!(
+            "{mark}{n:>5} | {}",
+            l.strip_suffix('\r').unwrap_or(l)
+        ));
+    }
+    out.join("\n")
+}
+
 fn numbered_excerpt(text: &str, line: usize) -> String {
     let first = line.saturating_sub(2).max(1);
     text.lines()

@@ -25,7 +25,9 @@ use ignore::WalkState;
 use ignore::types::TypesBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{
+    CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedOutputTool,
+};
 
 use crate::listing::{Globs, walk_parallel, walker};
 use crate::roots::{self, Workspace};
@@ -114,6 +116,13 @@ pub struct GrepOutput {
     /// The most matching lines shown.
     #[serde(skip)]
     max_matches: usize,
+    /// The output budget, when lines were left out to stay within it.
+    #[serde(skip)]
+    budget_cut: Option<OutputBudget>,
+    /// About how many matching lines like these the output budget holds (`None`: no
+    /// limit, or nothing to measure).
+    #[serde(skip)]
+    room: Option<usize>,
 }
 
 /// One file's lines in the result.
@@ -156,8 +165,9 @@ impl TypedOutputTool for Grep {
          upper case); `context`/`before_context`/`after_context` lines (at most 20). \
          Returns ripgrep-style lines sorted by path: `path:line:text` for matches, \
          `path-line-text` for context, `--` between groups; long lines are cut after 500 \
-         characters. Shows at most `max_matches` matching lines (default 200, at most 2000) \
-         and counts the rest (total matches and files). Paths are relative to the first \
+         characters. Shows at most `max_matches` matching lines (default 200, at most 2000), \
+         fewer where the result would pass the output budget, and counts the rest (total \
+         matches and files). Paths are relative to the first \
          workspace root."
     }
 
@@ -168,9 +178,12 @@ impl TypedOutputTool for Grep {
     async fn run(&self, ctx: &ToolContext<'_>, args: GrepArgs) -> Result<GrepOutput, ToolError> {
         let query = Query::new(&args)?;
         let workspace = Workspace::of(ctx).await?;
+        let budget = ctx.output_budget().await;
         ctx.blocking(move |cancel| {
             let path = args.path.as_deref().unwrap_or(".");
-            search(&workspace, path, &query, cancel)
+            let mut found = search(&workspace, path, &query, cancel)?;
+            fit(&mut found, budget);
+            Ok(found)
         })
         .await
         .map_err(ToolError::failed)?
@@ -584,6 +597,98 @@ pub(crate) fn search(
     Ok(result)
 }
 
+/// Keeps the first lines of `output` (in path order) that fit `budget` both as the text
+/// and as the structured value, so neither is cut by the host; the lines left out are
+/// counted with the others.
+fn fit(output: &mut GrepOutput, budget: OutputBudget) {
+    let fits = |o: &GrepOutput| {
+        let json = serde_json::to_string(o).map_or(usize::MAX, |j| j.chars().count());
+        budget.fits(&render(o)) && (budget.max_chars == 0 || json as u64 <= budget.max_chars)
+    };
+    output.room = room(output, budget);
+    if fits(output) {
+        return;
+    }
+    let all: usize = output.files.iter().map(|f| f.lines.len()).sum();
+    // The most lines that fit, by bisection (each try renders the result once).
+    let (mut lo, mut hi) = (0usize, all);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(&first_lines(output, mid)) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    *output = first_lines(output, lo);
+    output.budget_cut = Some(budget);
+}
+
+/// `output` with only its first `keep` lines, the counts of what is left out updated.
+fn first_lines(output: &GrepOutput, keep: usize) -> GrepOutput {
+    let mut files = Vec::new();
+    let mut left = keep;
+    for file in &output.files {
+        if left == 0 {
+            break;
+        }
+        let mut lines = file.lines[..left.min(file.lines.len())].to_vec();
+        // A group does not end in context lines without its match.
+        while lines.last().is_some_and(|l| !l.is_match) && lines.len() < file.lines.len() {
+            lines.pop();
+        }
+        left -= left.min(file.lines.len());
+        if lines.iter().any(|l| l.is_match) {
+            files.push(FileMatches {
+                path: file.path.clone(),
+                lines,
+            });
+        }
+    }
+    let shown: usize = files
+        .iter()
+        .map(|f| f.lines.iter().filter(|l| l.is_match).count())
+        .sum();
+    GrepOutput {
+        matches_left_out: output.total_matches - shown,
+        files_left_out: output.files_with_matches - files.len(),
+        files,
+        total_matches: output.total_matches,
+        files_with_matches: output.files_with_matches,
+        files_searched: output.files_searched,
+        binary_files_skipped: output.binary_files_skipped,
+        errors: output.errors,
+        with_context: output.with_context,
+        max_matches: output.max_matches,
+        budget_cut: output.budget_cut,
+        room: output.room,
+    }
+}
+
+/// About how many matching lines the size of `output`'s lines (text and structured
+/// value, the larger) lets `budget` hold.
+fn room(output: &GrepOutput, budget: OutputBudget) -> Option<usize> {
+    let lines: usize = output.files.iter().map(|f| f.lines.len()).sum();
+    let matches: usize = output
+        .files
+        .iter()
+        .map(|f| f.lines.iter().filter(|l| l.is_match).count())
+        .sum();
+    if matches == 0 {
+        return None;
+    }
+    let text = render(output).chars().count();
+    let json = serde_json::to_string(output).map_or(usize::MAX, |j| j.chars().count());
+    let by_chars = (budget.max_chars > 0)
+        .then(|| (budget.max_chars as usize).saturating_mul(matches) / text.max(json).max(1));
+    let by_lines = (budget.max_lines > 0)
+        .then(|| (budget.max_lines as usize).saturating_mul(matches) / lines.max(1));
+    match (by_chars, by_lines) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 fn collect_files(hits: Hits, show: impl Fn(&Path) -> String) -> Vec<FileMatches> {
     hits.files
         .into_iter()
@@ -646,13 +751,38 @@ fn render(output: &GrepOutput) -> String {
         ").\n"
     });
     if output.matches_left_out > 0 {
-        let _ = writeln!(
+        let shown = output.total_matches - output.matches_left_out;
+        let _ = write!(
             out,
-            "{} more matching lines in {} more files left out (showing the first {} in path \
-             order); narrow the search with path, glob or type, or raise max_matches (at most \
-             {MAX_MATCHES}).",
-            output.matches_left_out, output.files_left_out, output.max_matches
+            "{} more matching lines ({} more files) left out, showing the first {shown} in path \
+             order",
+            output.matches_left_out, output.files_left_out
         );
+        if output.budget_cut.is_some() {
+            // More would not fit: raising max_matches would not show more.
+            out.push_str(
+                ": that is what fits in this result's output budget; narrow the search with \
+                 path, glob or type to see the others.\n",
+            );
+        } else {
+            // Raising max_matches helps only as far as the budget holds.
+            let most = output.room.unwrap_or(MAX_MATCHES).min(MAX_MATCHES);
+            if most > output.max_matches {
+                let _ = writeln!(
+                    out,
+                    " (max_matches {}); narrow the search with path, glob or type, or raise \
+                     max_matches (up to about {most} lines like these fit in this result).",
+                    output.max_matches
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    " (max_matches {}, about what fits in this result); narrow the search with \
+                     path, glob or type to see the others.",
+                    output.max_matches
+                );
+            }
+        }
     }
     out
 }

@@ -22,7 +22,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedTool};
 
 use crate::anchors;
 use crate::listing::human_size;
@@ -118,8 +118,9 @@ impl TypedTool for ReadFile {
          <context path=\"...\" lines=\"A-B of N\"> ... </context>, each line shown as \
          NUMBER:HASH|text (e.g. `12:a3f|fn main() {`); the NUMBER:HASH anchors are what \
          edit_file takes to name lines. Shows 2000 lines from `offset` (default line 1) \
-         unless `limit` says otherwise (at most 20000), and says at the end which lines were \
-         left out and the offset to read on from. Lines longer than 2000 characters are cut \
+         unless `limit` says otherwise (at most 20000), fewer where the result would pass \
+         the output budget, and says at the end which lines were left out and the offset \
+         to read on from. Lines longer than 2000 characters are cut \
          (the cut is marked). Files over 10 MiB are read only up to the lines asked for. \
          Binary files (images, archives, executables...) are described (kind and size), not \
          shown; a directory is refused (use list_dir). Paths are relative to the first \
@@ -134,7 +135,8 @@ impl TypedTool for ReadFile {
         let range = LineRange::asked(args.offset, args.limit)?;
         let workspace = Workspace::of(ctx).await?;
         let reads = Reads::of(ctx).await;
-        ctx.blocking(move |cancel| read_one(&workspace, &reads, &args.path, range, cancel))
+        let budget = ctx.output_budget().await;
+        ctx.blocking(move |cancel| read_one(&workspace, &reads, &args.path, range, budget, cancel))
             .await
             .map_err(ToolError::failed)?
     }
@@ -155,9 +157,10 @@ impl TypedTool for BatchRead {
          it: one <context path=\"...\" lines=\"A-B of N\"> ... </context> block per file, \
          lines as NUMBER:HASH|text anchors, binary files described rather than shown. \
          `limit` (default 2000, at most 20000) is the lines shown of each file, from its \
-         first line; use read_file with offset to read further. A file that cannot be read \
-         gets an <error path=\"...\">why</error> block in its place; the others are still \
-         read."
+         first line (the files share the output budget equally, what one leaves going to \
+         the next; a file there is no room for is marked not-read); use read_file with \
+         offset to read further. A file that cannot be read gets an \
+         <error path=\"...\">why</error> block in its place; the others are still read."
     }
 
     fn risk(&self) -> Risk {
@@ -178,16 +181,23 @@ impl TypedTool for BatchRead {
         let range = LineRange::asked(None, args.limit)?;
         let workspace = Workspace::of(ctx).await?;
         let reads = Reads::of(ctx).await;
+        let budget = ctx.output_budget().await;
         ctx.blocking(move |cancel| {
             let mut out = String::new();
-            for path in &args.paths {
+            for (i, path) in args.paths.iter().enumerate() {
                 if cancel.is_cancelled() {
                     return Err(ToolError::failed("cancelled"));
                 }
                 if !out.is_empty() {
                     out.push('\n');
                 }
-                match read_one(&workspace, &reads, path, range, cancel) {
+                // What is left of the budget, less a line for each file still to come.
+                let later = &args.paths[i + 1..];
+                let Some(left) = budget_left(budget, &out, later) else {
+                    let _ = writeln!(out, "{}", not_read(path));
+                    continue;
+                };
+                match read_one(&workspace, &reads, path, range, left, cancel) {
                     Ok(block) => out.push_str(&block),
                     Err(e) => {
                         let why = match e {
@@ -204,13 +214,48 @@ impl TypedTool for BatchRead {
     }
 }
 
-/// Reads `path` as `read_file` shows it: the framed block, with the notes after it; puts
-/// the lines shown on record.
+/// The line `batch_read` shows for a file it had no budget left to read.
+fn not_read(path: &str) -> String {
+    format!(
+        "<not-read path=\"{}\">no room for it in this result's output budget; read it with read_file</not-read>",
+        attr(path)
+    )
+}
+
+/// This file's share of what is left of `budget` after `out`: an equal part for it and
+/// each of `later` (what a file leaves of its part goes to those after it); `None` when
+/// the share is too small to show a file (its frame and a few lines).
+fn budget_left(budget: OutputBudget, out: &str, later: &[String]) -> Option<OutputBudget> {
+    let used_chars = out.chars().count() as u64;
+    let used_lines = out.bytes().filter(|&b| b == b'\n').count() as u64;
+    let files = later.len() as u64 + 1;
+    let share = |max: u64, used: u64, least: u64| -> Option<u64> {
+        if max == 0 {
+            return Some(0);
+        }
+        Some(max.checked_sub(used)? / files).filter(|share| *share >= least)
+    };
+    Some(OutputBudget {
+        max_chars: share(budget.max_chars, used_chars, FRAME_CHARS + 200)?,
+        max_lines: share(budget.max_lines, used_lines, FRAME_LINES + 3)?,
+    })
+}
+
+/// The characters a read keeps for its frame and notes besides the path (the context
+/// lines, the "read on" note, the notes on encoding, record and hard links).
+const FRAME_CHARS: u64 = 1200;
+/// The lines it keeps for them.
+const FRAME_LINES: u64 = 6;
+
+/// Reads `path` as `read_file` shows it: the framed block, with the notes after it, within
+/// `budget` (the lines past it are left for the next read, which the note says); puts the
+/// lines shown on record.
 pub(crate) fn read_one(
     workspace: &Workspace,
     reads: &Reads,
     path: &str,
     range: LineRange,
+    budget: OutputBudget,
     cancel: &CancelFlag,
 ) -> Result<String, ToolError> {
     let resolved = workspace.resolve(path)?;
@@ -240,7 +285,7 @@ pub(crate) fn read_one(
     }
     let size = meta.len();
     let key = reads::key_of(&file, resolved.root.path.join(&resolved.rel));
-    let (mut out, seen) = read_text(&shown, size, file.into_std(), range, cancel)?;
+    let (mut out, seen) = read_text(&shown, size, file.into_std(), range, budget, cancel)?;
     if let Some(seen) = seen {
         let old = reads.load(&key).ok().flatten();
         let mut record = Record::carried(old.as_ref(), seen.hashes);
@@ -284,6 +329,7 @@ fn read_text(
     size: u64,
     file: std::fs::File,
     range: LineRange,
+    budget: OutputBudget,
     cancel: &CancelFlag,
 ) -> Result<(String, Option<Seen>), ToolError> {
     let io_err = |e: io::Error| roots::io_error(shown, &e);
@@ -306,7 +352,10 @@ fn read_text(
     let mut reader = BufReader::with_capacity(64 * 1024, head.as_slice().chain(file));
     let first = range.offset;
     let last_wanted = range.offset.saturating_add(range.limit - 1);
-    let mut body = String::new();
+    let mut page = budget.page(
+        FRAME_CHARS + 2 * attr(shown).chars().count() as u64,
+        FRAME_LINES,
+    );
     let mut line = Vec::new();
     let mut number = 0usize;
     let mut shown_last = 0usize;
@@ -335,7 +384,7 @@ fn read_text(
         if number < first {
             continue;
         }
-        if number > last_wanted {
+        if number > last_wanted || page.is_full() {
             if big {
                 // Over the size limit: stop after the lines asked for, uncounted.
                 complete = false;
@@ -346,8 +395,30 @@ fn read_text(
         let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
         let text = String::from_utf8_lossy(bytes);
         lossy |= matches!(text, std::borrow::Cow::Owned(_));
-        body.push_str(&anchors::format_line_cut(number, &text, MAX_LINE_CHARS));
-        body.push('\n');
+        let mut shown_line = anchors::format_line_cut(number, &text, MAX_LINE_CHARS);
+        if page.is_empty()
+            && let Some(room) = page.room_chars()
+            && shown_line.chars().count() as u64 > room
+        {
+            // Not even the first line fits whole: it is shown cut to the room there is.
+            let keep = (room as usize).saturating_sub(48);
+            shown_line = anchors::format_line_cut(number, &text, keep);
+        }
+        if !page.push_line(&shown_line) {
+            if page.is_empty() {
+                return Err(ToolError::failed(format!(
+                    "the output budget ({} characters, {} lines) is too small to show line \
+                     {number} of {shown}",
+                    budget.max_chars, budget.max_lines
+                )));
+            }
+            // The budget is reached: the lines from here are the next read's.
+            if big {
+                complete = false;
+                break;
+            }
+            continue;
+        }
         shown_last = number;
     }
     let total = number;
@@ -364,6 +435,7 @@ fn read_text(
              {total})"
         )));
     }
+    let body = page.into_text();
     let mut out = String::with_capacity(body.len() + 200);
     let of = if complete {
         format!(" of {total}")

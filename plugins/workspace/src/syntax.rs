@@ -127,6 +127,9 @@ pub(crate) struct Breakage {
     pub(crate) error: ErrorSite,
     /// The node the edit split (or the one holding the error), in words.
     pub(crate) node: String,
+    /// The lines of the edited text the edit nearest the error wrote (from 1, both
+    /// ends included; for a deletion, the line where the text was taken out).
+    pub(crate) edited: (usize, usize),
 }
 
 impl Breakage {
@@ -193,10 +196,20 @@ pub(crate) fn check(grammar: Grammar, before: &str, after: &str, spans: &[EditSp
     } else {
         "the error is at the top level of the file".to_owned()
     };
+    let edited = by_distance
+        .first()
+        .map_or((error.line, error.line), |span| {
+            let line_of = |at: usize| after.get(..at).map_or(1, |t| t.matches('\n').count() + 1);
+            let start = line_of(span.after.start);
+            // The last line the new text is on (its final line break belongs to it).
+            let end_at = span.after.end.saturating_sub(1).max(span.after.start);
+            (start, line_of(end_at).max(start))
+        });
     Verdict::Broken(Breakage {
         grammar,
         error,
         node,
+        edited,
     })
 }
 

@@ -333,14 +333,31 @@ fn the_environment_is_reduced_to_the_allowlist_and_the_configured_names() {
 }
 
 #[test]
-fn long_output_is_returned_whole_for_the_host_to_cut() {
+fn long_output_is_whole_in_the_text_for_the_host_to_cut_and_within_the_budget_in_the_value() {
     let dir = tempfile::tempdir().expect("tmp");
     let host = host_with(dir.path(), |_| {});
     let (value, text) = run(&host, json!({"program": "seq", "args": ["1", "20000"]}));
-    let stdout = value["stdout"].as_str().expect("stdout");
-    assert!(stdout.len() > 30_000, "{}", stdout.len());
-    assert_eq!(stdout.lines().count(), 20_000);
+    // The text the model reads is whole: the host cuts it and keeps it for read_output.
+    assert!(text.contains("\n1\n2\n3\n"), "{}", &text[..200]);
     assert!(text.contains("\n19999\n20000\n"));
+    assert_eq!(
+        text.lines().filter(|l| l.parse::<u32>().is_ok()).count(),
+        20_000
+    );
+    // The structured value holds the head and the tail within the budget, and says so.
+    let json = value.to_string();
+    let budget = TestHost::DEFAULT_OUTPUT_BUDGET.max_chars as usize;
+    assert!(json.chars().count() <= budget, "{} > {budget}", json.len());
+    let stdout = value["stdout"].as_str().expect("stdout");
+    assert!(stdout.starts_with("1\n2\n3\n"), "{stdout:.100}");
+    assert!(stdout.ends_with("19999\n20000\n"));
+    assert!(stdout.contains("characters left out here"));
+    assert!(
+        value["notes"].as_array().expect("notes").iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("cut to the output budget"))),
+        "{value}"
+    );
 }
 
 #[test]
@@ -374,4 +391,25 @@ fn a_command_of_a_root_host_holds_no_capabilities() {
             unsafe { libc::geteuid() }
         );
     }
+}
+
+#[test]
+fn a_command_that_exits_non_zero_is_an_error_result_with_all_its_output() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let host = host_with(dir.path(), |_| {});
+    let out = host
+        .call_output(
+            &RunCommand,
+            json!({"program": "ls", "args": ["no-such-file-here"]}),
+        )
+        .expect("ran");
+    assert!(out.is_error, "{}", out.text);
+    assert!(out.text.starts_with("exit code 2"), "{}", out.text);
+    assert!(out.text.contains("no-such-file-here"), "{}", out.text);
+    let value = out.structured.expect("the value too");
+    assert_eq!(value["exit_code"], 2);
+    let ok = host
+        .call_output(&RunCommand, json!({"program": "true"}))
+        .expect("ran");
+    assert!(!ok.is_error, "{}", ok.text);
 }

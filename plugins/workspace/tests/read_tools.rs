@@ -695,7 +695,12 @@ fn grep_caps_matches_in_path_order_and_counts_the_rest() {
         "400 matching lines in 40 files (40 files searched)."
     );
     assert!(
-        lines[26].starts_with("375 more matching lines in 37 more files left out"),
+        lines[26].starts_with("375 more matching lines (37 more files) left out"),
+        "{}",
+        lines[26]
+    );
+    assert!(
+        lines[26].contains("raise max_matches (up to about"),
         "{}",
         lines[26]
     );
@@ -795,4 +800,110 @@ fn grep_never_reads_outside_through_a_file_swapped_for_a_link_while_it_runs() {
     stop.store(true, Ordering::Relaxed);
     flipper.join().unwrap();
     assert!(seen_inside > 0, "the files inside were searched");
+}
+
+#[test]
+fn grep_stops_at_the_output_budget_whole_in_text_and_value_and_hints_no_more_than_fits() {
+    let (root, _outside) = workspace_and_outside();
+    for f in 0..40 {
+        let body: String = (0..50)
+            .map(|i| format!("needle {f} {i} {}\n", "x".repeat(60)))
+            .collect();
+        write(root.path(), &format!("d{}/f{f:02}.txt", f % 4), body);
+    }
+    let budget = toolhost_plugin_api::OutputBudget {
+        max_chars: 6_000,
+        max_lines: 1_000,
+    };
+    let host = host(root.path()).output_budget(budget);
+    let out = host
+        .call_output(&Grep, json!({"pattern": "needle", "max_matches": 2000}))
+        .unwrap();
+    assert!(budget.fits(&out.text), "{} chars", out.text.chars().count());
+    let value = out.structured.expect("value");
+    assert!(value.to_string().chars().count() <= 6_000);
+    let shown = value["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["lines"].as_array().unwrap().len())
+        .sum::<usize>();
+    assert!(shown > 10, "{shown}");
+    assert_eq!(value["matches_left_out"], json!(2000 - shown));
+    let last = out.text.lines().last().unwrap();
+    assert!(
+        last.contains("fits in this result's output budget"),
+        "{last}"
+    );
+    assert!(!out.text.contains("raise max_matches"), "{last}");
+    // Every line shown is whole.
+    for line in out.text.lines().filter(|l| l.contains(":needle ")) {
+        assert!(line.ends_with(&"x".repeat(60)), "{line}");
+    }
+}
+
+#[test]
+fn read_file_pages_within_the_budget_and_batch_read_shares_it() {
+    let (root, _outside) = workspace_and_outside();
+    let body: String = (1..=5000)
+        .map(|i| format!("line {i} {}\n", "y".repeat(i % 90)))
+        .collect();
+    write(root.path(), "big.txt", body);
+    write(root.path(), "small.txt", "one\ntwo\n".to_owned());
+    let budget = toolhost_plugin_api::OutputBudget {
+        max_chars: 30_000,
+        max_lines: 1_000,
+    };
+    let paged = host(root.path()).output_budget(budget);
+    let mut offset = 1usize;
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        let page = ok(paged.call(&ReadFile, json!({"path": "big.txt", "offset": offset})));
+        assert!(budget.fits(&page), "page at {offset} is over the budget");
+        for line in page
+            .lines()
+            .filter(|l| !l.starts_with('<') && !l.starts_with('('))
+        {
+            let (anchor, text) = line.split_once('|').expect("an anchored line");
+            let number: usize = anchor.split(':').next().unwrap().parse().unwrap();
+            assert_eq!(number, seen.len() + 1, "{line}");
+            assert_eq!(text, format!("line {number} {}", "y".repeat(number % 90)));
+            seen.push(number);
+        }
+        match page
+            .lines()
+            .last()
+            .and_then(|l| l.rsplit_once("read on with offset "))
+        {
+            Some((_, next)) => offset = next.trim_end_matches(')').parse().unwrap(),
+            None => break,
+        }
+        assert_eq!(
+            offset,
+            seen.len() + 1,
+            "read on from the line after the last shown"
+        );
+    }
+    assert_eq!(seen.len(), 5000, "every line, once, in order");
+    let both = ok(paged.call(&BatchRead, json!({"paths": ["big.txt", "small.txt"]})));
+    assert!(budget.fits(&both));
+    assert!(
+        both.contains("<context path=\"small.txt\""),
+        "{}",
+        &both[both.len() - 400..]
+    );
+    let tight = host(root.path()).output_budget(toolhost_plugin_api::OutputBudget {
+        max_chars: 2_000,
+        max_lines: 0,
+    });
+    let spent = ok(tight.call(
+        &BatchRead,
+        json!({"paths": ["big.txt", "big.txt", "small.txt"]}),
+    ));
+    assert!(spent.chars().count() <= 2_000, "{spent}");
+    assert!(
+        spent.contains("<not-read path=\"big.txt\">no room"),
+        "{spent}"
+    );
+    assert!(spent.contains("<context path=\"small.txt\""), "{spent}");
 }

@@ -272,7 +272,7 @@ impl Approver for McpApprover {
             ApproverMode::InputRequired { answer: None, .. } => {
                 *self.offers.lock().unwrap_or_else(PoisonError::into_inner) = Offers::of(request);
                 self.needs_input.store(true, Ordering::Release);
-                ApprovalAnswer::Decline("waiting for the user's approval".to_owned())
+                ApprovalAnswer::Pending("the client asks the user and calls again".to_owned())
             }
             ApproverMode::Configured(WithoutElicitation::Approve) => ApprovalAnswer::Approve,
             ApproverMode::Configured(WithoutElicitation::Refuse) => {

@@ -28,7 +28,6 @@ use super::caller::{McpCaller, level_rank};
 use super::outputs;
 use super::state::SessionState;
 use toolhost_calls::context::CallerChannel;
-use toolhost_calls::details::{HostDetail as _, StructuredOmitted};
 use toolhost_calls::dispatcher::ToolCall;
 use toolhost_calls::policy::Approver;
 use toolhost_calls::result::{CallErrorKind, ToolResult};
@@ -426,21 +425,18 @@ impl McpSession {
             return Ok(question.into());
         }
         let link = outputs::link(&result);
-        let declares_schema = tool.spec().output_schema.is_some();
-        let result = call_result(result, &request.name, declares_schema);
+        let result = call_result(result, &request.name);
         Ok(outputs::with_link(result, link).into())
     }
 }
 
-/// A call's result as MCP has it: the content blocks (the tool's own, or its text); a
-/// structured result as `structuredContent` with its JSON text among the blocks too (for
-/// clients that predate structured results, as the spec asks); the details under
-/// `_meta["toolhost/details"]`; an error as `isError` with its message.
-fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToolResult {
-    // A structured result left out for the output budget: clients validate a result of a
-    // tool with an output schema and would refuse one without it, so it is an error that
-    // says why, with the (cut) text.
-    let omitted = !result.is_error && declares_schema && StructuredOmitted::is_in(&result.details);
+/// A call's result as MCP has it, each fact once: the model's text (or the tool's own
+/// content blocks) as `content`, a structured value as `structuredContent` (its JSON is a
+/// text block only when the tool has no text of its own, as the spec asks for clients
+/// that predate structured results), the details under `_meta["toolhost/details"]`, and
+/// `isError` exactly when the call did not do what was asked (a cut to the output budget
+/// is not a failure). A result with an error keeps its structured value too.
+fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
     let meta = (!result.details.is_empty()).then(|| {
         let mut meta = MetaObject::new();
         meta.insert(
@@ -449,16 +445,9 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
         );
         meta
     });
-    let mut out = if omitted {
-        CallToolResult::error(vec![
-            ContentBlock::text(format!(
-                "tool '{tool}' returned a structured result larger than this client's output \
-                 budget, so it is left out; the text follows (read the whole result with \
-                 read_output or the resource link)"
-            )),
-            ContentBlock::text(result.output),
-        ])
-    } else if result.is_error {
+    let mut content: Vec<ContentBlock> = if !result.content.is_empty() {
+        result.content.iter().map(content_block).collect()
+    } else if !result.output.is_empty() {
         let mut message = result.output;
         // Only where the schema refused them: a tool's own "no such time zone" is not
         // fixed by rereading the schema, and saying so misleads the model.
@@ -466,29 +455,21 @@ fn call_result(result: ToolResult, tool: &str, declares_schema: bool) -> CallToo
             message =
                 format!("{message} (check the arguments against the inputSchema of '{tool}')");
         }
-        CallToolResult::error(vec![ContentBlock::text(message)])
+        vec![ContentBlock::text(message)]
     } else {
-        let mut content: Vec<ContentBlock> = if result.content.is_empty() {
-            vec![ContentBlock::text(result.output)]
-        } else {
-            result.content.iter().map(content_block).collect()
-        };
-        if let Some(value) = &result.structured {
-            // The tool's text is usually that JSON already (in its own key order).
-            let has_json = content.iter().any(|b| {
-                b.as_text().is_some_and(|t| {
-                    t.text.trim_start().starts_with(['{', '['])
-                        && serde_json::from_str::<Value>(&t.text).is_ok_and(|v| v == *value)
-                })
-            });
-            if !has_json {
-                content.push(ContentBlock::text(value.to_string()));
-            }
-        }
-        let mut out = CallToolResult::success(content);
-        out.structured_content = result.structured;
-        out
+        Vec::new()
     };
+    if content.is_empty()
+        && let Some(value) = &result.structured
+    {
+        content.push(ContentBlock::text(value.to_string()));
+    }
+    let mut out = if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    out.structured_content = result.structured;
     out.meta = meta;
     out
 }

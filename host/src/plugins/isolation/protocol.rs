@@ -147,6 +147,8 @@ pub(crate) struct CallFrame {
     pub(crate) child_turns: bool,
     /// See above.
     pub(crate) requests: bool,
+    /// The call's output budget (`call.output_budget`), characters and lines (0: off).
+    pub(crate) budget: (usize, usize),
 }
 
 /// What a worker sends the host.
@@ -241,6 +243,9 @@ pub(crate) struct WireOutcome {
     /// Content blocks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) content: Vec<toolhost_plugin_api::Content>,
+    /// The call did not do what was asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) is_error: bool,
 }
 
 impl From<toolhost_calls::tool::ToolOutput> for WireOutcome {
@@ -250,6 +255,7 @@ impl From<toolhost_calls::tool::ToolOutput> for WireOutcome {
             structured: o.structured,
             details: o.details,
             content: o.content,
+            is_error: o.is_error,
         }
     }
 }
@@ -261,6 +267,7 @@ impl From<WireOutcome> for toolhost_calls::tool::ToolOutput {
             structured: o.structured,
             details: o.details,
             content: o.content,
+            is_error: o.is_error,
         }
     }
 }

@@ -553,6 +553,10 @@ fn start_call(
             Arc::new(ProxyRequests::new(Arc::clone(link), id, frame.requests))
                 as Arc<dyn toolhost_calls::context::HostRequests>,
         ),
+        budget: toolhost_calls::outputs::Budget {
+            max_chars: frame.budget.0,
+            max_lines: frame.budget.1,
+        },
         ..TurnServices::default()
     };
     let ctx = CallContext {

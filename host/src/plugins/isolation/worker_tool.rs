@@ -205,6 +205,7 @@ impl WorkerTool {
             caller: ctx.services.caller.is_some(),
             child_turns: ctx.services.child_turns.is_some(),
             requests: ctx.services.requests.is_some(),
+            budget: (ctx.services.budget.max_chars, ctx.services.budget.max_lines),
         };
         // A call whose frame is refused (too large to encode, or the write failed, which
         // also kills the worker) fails now, not at its timeout.
