@@ -109,14 +109,17 @@ impl DynTool for ReadOutput {
                 ),
             };
         }
-        Ok(page(&text, &excerpt, ctx.services.budget).into())
+        // A range the caller chose comes back exactly, unless the budget stops it early.
+        let chosen = args.limit.is_some();
+        Ok(page(&text, &excerpt, ctx.services.budget, chosen).into())
     }
 }
 
 /// An excerpt as `read_output` answers: whole lines within the budget, and, where lines
-/// are left (past the budget, or past the range asked for), where to read on. A page is
-/// never cut in the middle.
-fn page(text: &str, excerpt: &Excerpt, budget: Budget) -> String {
+/// are left (past the budget, or past a default range), where to read on. A range whose
+/// `limit` the caller `chose` and that fits comes back exactly. A page is never cut in
+/// the middle.
+fn page(text: &str, excerpt: &Excerpt, budget: Budget, chosen: bool) -> String {
     let budget = toolhost_plugin_api::OutputBudget {
         max_chars: budget.max_chars as u64,
         max_lines: budget.max_lines as u64,
@@ -154,7 +157,8 @@ fn page(text: &str, excerpt: &Excerpt, budget: Budget) -> String {
         Some(_) => {}
         None => {
             let last = excerpt.first_line + shown.saturating_sub(1);
-            if last < excerpt.size.lines {
+            let stopped = shown < total_here;
+            if last < excerpt.size.lines && (stopped || !chosen) {
                 let _ = writeln!(
                     out,
                     "(lines {}-{last} of {} shown; read on with offset {})",

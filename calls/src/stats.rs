@@ -127,3 +127,38 @@ impl CallObserver for CallStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Decision;
+
+    #[test]
+    fn a_leg_waiting_for_an_answer_is_pending_and_neither_a_call_nor_an_error() {
+        let stats = CallStats::new();
+        let ctx = CallContext::default();
+        let waiting = ToolResult {
+            decision: Decision::Pending {
+                by: "mcp client x (input required)".to_owned(),
+            },
+            ..ToolResult::refused(
+                "1".to_owned(),
+                "write".to_owned(),
+                "waiting".to_owned(),
+                CallErrorKind::NotApproved,
+            )
+        };
+        stats.record(&ctx, &waiting);
+        let refused = ToolResult::refused(
+            "2".to_owned(),
+            "write".to_owned(),
+            "declined".to_owned(),
+            CallErrorKind::NotApproved,
+        );
+        stats.record(&ctx, &refused);
+        let snapshot = stats.snapshot();
+        let write = &snapshot[0];
+        assert_eq!((write.calls, write.errors, write.pending), (1, 1, 1));
+        assert_eq!(write.last_error.as_deref(), Some("declined"));
+    }
+}

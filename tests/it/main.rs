@@ -24,6 +24,7 @@ mod limits;
 mod loading;
 mod mcp;
 mod metrics;
+mod model_view;
 mod new_plugin;
 mod operating;
 mod operators;

@@ -17,7 +17,7 @@ use crate::support::{
 const PYTHON_SDK: &str = "mcp==2.3.0";
 
 /// The virtualenv's python with the MCP SDK, created under target/ on first use.
-fn python() -> &'static Path {
+pub(crate) fn python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
         let venv = workspace_root()
@@ -58,7 +58,7 @@ fn plugins() -> PluginDir {
 }
 
 /// Kills the server when the test ends, however it ends.
-pub(crate) struct Server(Child);
+pub(crate) struct Server(pub(crate) Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -69,7 +69,11 @@ impl Drop for Server {
 
 /// Starts `toolhost serve --mcp http` on a free port, with a bearer token made in `state`
 /// (its `XDG_STATE_HOME`); returns it with its URL and the token.
-fn http_server(plugins: &Path, control: &Path, state: &Path) -> (Server, String, String) {
+pub(crate) fn http_server(
+    plugins: &Path,
+    control: &Path,
+    state: &Path,
+) -> (Server, String, String) {
     let token = token_add(state, "python-sdk");
     let mut command = toolhost_command();
     command

@@ -165,9 +165,11 @@ fn check_read_back(work: &Work, id: &str, full: &str) {
     assert_eq!(text(&range.stdout), expected);
     let grep = work.output(id, &["--grep", "NEEDLE", "--context", "1"]);
     let lines: Vec<String> = text(&grep.stdout).lines().map(str::to_owned).collect();
-    assert_eq!(lines.len(), 3, "{lines:?}");
-    assert_eq!(lines[1], format!("{NEEDLE}:line {NEEDLE:06} NEEDLE here é"));
-    assert!(lines[0].starts_with(&format!("{}-line", NEEDLE - 1)));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    // One header names the group's lines; the lines are as they were output.
+    assert_eq!(lines[0], format!("[lines {}-{}]", NEEDLE - 1, NEEDLE + 1));
+    assert_eq!(lines[2], format!("line {NEEDLE:06} NEEDLE here é"));
+    assert!(lines[1].starts_with(&format!("line {:06}", NEEDLE - 1)));
     let foreign = work.output(id, &["--profile", "other"]);
     assert!(!foreign.status.success());
     let unknown = work.output(&format!("o{}", "0".repeat(32)), &[]);
@@ -502,7 +504,10 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
             .collect::<String>()
     );
     let grep = read(&mut mcp, &format!("{uri}?grep=NEEDLE&context=0"));
-    assert_eq!(grep, format!("{NEEDLE}:line {NEEDLE:06} NEEDLE here é\n"));
+    assert_eq!(
+        grep,
+        format!("[line {NEEDLE}]\nline {NEEDLE:06} NEEDLE here é\n")
+    );
     let missing = mcp.request(
         "resources/read",
         json!({"uri": format!("toolhost://output/o{}", "1".repeat(32))}),
@@ -985,34 +990,56 @@ async fn a_plugins_details_reach_the_session_store_and_never_the_model() {
     );
 }
 
-/// A structured result over the budget is kept with the output and left out of the
-/// result, with a detail saying so; its text is cut like any other.
+/// A structured result over the budget of a tool without an output schema is kept with
+/// the output and left out of the result, with a detail saying so; one whose tool
+/// declares an output schema is owed to its clients whole and stays (only its text is
+/// cut). Neither is an error: the calls did what was asked.
 #[test]
-fn a_structured_result_over_the_budget_is_kept_and_left_out() {
+fn a_structured_result_over_the_budget_is_kept_and_left_out_unless_its_schema_is_owed() {
     let work = Work::new("[output]\nmax_chars = 2000\n");
     work.plugins.install("fixture_outcomes");
-    let out = work
-        .command()
-        .args([
-            "call",
-            "series",
-            r#"{"count": 5000}"#,
-            "--json",
-            "--plugins",
-        ])
-        .arg(work.plugins.path())
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let result: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let call = |tool: &str| -> Value {
+        let out = work
+            .command()
+            .args(["call", tool, r#"{"count": 5000}"#, "--json", "--plugins"])
+            .arg(work.plugins.path())
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let result = call("raw_series");
+    assert_eq!(result["is_error"], false, "{result}");
     assert!(result.get("structured").is_none(), "{result}");
     let omitted = result["details"]["toolhost/structured_omitted"]["chars"]
         .as_u64()
         .expect("the omission is recorded");
     assert!(omitted > 2000, "{omitted}");
-    let output = result["output"].as_str().expect("text");
-    assert!(output.chars().count() <= 2000, "{}", output.len());
+    assert_eq!(result["output"], "5000 numbers from zero");
     let id = result["details"]["toolhost/full_output"]["id"]
+        .as_str()
+        .expect("kept");
+    let kept = work
+        .command()
+        .args(["output", id])
+        .output()
+        .expect("toolhost output");
+    assert!(kept.status.success(), "{}", text(&kept.stderr));
+    let schemed = call("series");
+    assert_eq!(schemed["is_error"], false);
+    assert_eq!(
+        schemed["structured"]["values"].as_array().map(Vec::len),
+        Some(5000),
+        "the value its schema promises goes out whole"
+    );
+    assert!(
+        schemed["details"]
+            .get("toolhost/structured_omitted")
+            .is_none()
+    );
+    let output = schemed["output"].as_str().expect("text");
+    assert!(output.chars().count() <= 2000, "{}", output.len());
+    let id = schemed["details"]["toolhost/full_output"]["id"]
         .as_str()
         .expect("kept");
     let whole = work

@@ -224,15 +224,22 @@ fn list_profile_shows_exactly_what_the_agent_sees_and_how_big_it_is() {
         .collect();
     assert_eq!(
         names,
-        ["slow"],
-        "deny tools (declared or overridden) and unavailable ones are not shown:\n{listing}"
+        ["read_output", "slow"],
+        "deny tools (declared or overridden) and unavailable ones are not shown; the host's \
+         own read_output is, as the agent gets it:\n{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with("read_output") && l.contains("(host)")),
+        "the host's tool is marked as the host's:\n{listing}"
     );
     assert!(
         listing.contains("unavailable: tool 'needs_env' is unavailable"),
         "{listing}"
     );
     let summary = listing.lines().last().unwrap_or_default();
-    assert!(summary.contains("its agent sees 1 tools"), "{summary}");
+    assert!(summary.contains("its agent sees 2 tools"), "{summary}");
     assert!(
         summary.contains("characters") && summary.contains("tokens"),
         "{summary}"
@@ -253,7 +260,7 @@ fn list_profile_shows_exactly_what_the_agent_sees_and_how_big_it_is() {
             .lines()
             .last()
             .unwrap_or_default()
-            .contains("sees 2 tools"),
+            .contains("sees 3 tools"),
         "{listing}"
     );
 }

@@ -320,6 +320,17 @@ fn an_edit_that_breaks_rust_syntax_is_refused_and_a_valid_one_accepted() {
         "{message}"
     );
     assert!(message.contains("allow_syntax_errors"), "{message}");
+    // The refusal shows the edited lines as they would read, marked, with the lines
+    // around them, wherever the parser noticed the error.
+    assert!(
+        message.contains("The edited lines (line 5) as they would read"),
+        "{message}"
+    );
+    assert!(message.contains(">    5 |     n as u32"), "{message}");
+    assert!(
+        message.contains("     4 |     let n = input.len();"),
+        "{message}"
+    );
     assert_eq!(f.read("src/lib.rs"), LIB_RS);
 
     // An unbalanced expression inside one line: the node it is inside is named.

@@ -849,7 +849,7 @@ fn read_file_pages_within_the_budget_and_batch_read_shares_it() {
         .map(|i| format!("line {i} {}\n", "y".repeat(i % 90)))
         .collect();
     write(root.path(), "big.txt", body);
-    write(root.path(), "small.txt", "one\ntwo\n".to_owned());
+    write(root.path(), "small.txt", "one\ntwo\n");
     let budget = toolhost_plugin_api::OutputBudget {
         max_chars: 30_000,
         max_lines: 1_000,
