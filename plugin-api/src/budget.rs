@@ -51,7 +51,9 @@ impl OutputBudget {
 
     /// A page that fills up to this budget less `reserve_chars` characters and
     /// `reserve_lines` lines, the room a tool keeps for what it writes around the page (a
-    /// header, a "read on with offset N" line).
+    /// header, a "read on with offset N" line). A budget smaller than the reserve still
+    /// leaves room for one line of one character, so a page always shows something (the
+    /// host's cut is the backstop for what passes the budget then).
     ///
     /// ```
     /// use toolhost_plugin_api::OutputBudget;
@@ -65,10 +67,13 @@ impl OutputBudget {
     /// assert!(budget.fits(&text));
     /// ```
     pub fn page(&self, reserve_chars: u64, reserve_lines: u64) -> Page {
-        let room = |max: u64, reserve: u64| (max != 0).then(|| max.saturating_sub(reserve));
+        let room = |max: u64, reserve: u64, least: u64| {
+            (max != 0).then(|| max.saturating_sub(reserve).max(least))
+        };
         Page {
-            max_chars: room(self.max_chars, reserve_chars),
-            max_lines: room(self.max_lines, reserve_lines),
+            // One character and its newline; one line.
+            max_chars: room(self.max_chars, reserve_chars, 2),
+            max_lines: room(self.max_lines, reserve_lines, 1),
             chars: 0,
             lines: 0,
             text: String::new(),
@@ -169,6 +174,14 @@ mod tests {
         assert_eq!(page.lines(), 2);
         let unlimited = OutputBudget::UNLIMITED.page(100, 100);
         assert_eq!(unlimited.room_chars(), None);
+        // A reserve past the budget still leaves one line.
+        let mut tiny = OutputBudget {
+            max_chars: 50,
+            max_lines: 3,
+        }
+        .page(100, 6);
+        assert!(tiny.push_line("x"));
+        assert!(!tiny.push_line("y"));
     }
 
     #[test]

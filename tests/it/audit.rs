@@ -594,21 +594,23 @@ async fn a_stalled_writer_makes_calls_wait_and_loses_no_line() {
             done.fetch_add(1, Ordering::SeqCst);
             r
         }));
-        // One at a time, so which ones wait is known: the writer holds the first line,
-        // the queue the second.
+        // One at a time: the writer takes the first line, the queue the second, so at
+        // least two finish.
         let expected = (i + 1).min(2);
         crate::support::eventually_async(Duration::from_secs(20), "calls finishing", || {
             finished.load(Ordering::SeqCst) >= expected
         })
         .await;
     }
-    // Two calls are done; the other two wait for room. They stay waiting (checked for a
+    // Two calls are done; the writer holds one or two lines (it gathers what is queued
+    // when it takes a line, and the second call's line may arrive in time) and the queue
+    // one more, so one or two calls wait for room. They stay waiting (checked for a
     // bounded while) as long as the writer cannot write.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        finished.load(Ordering::SeqCst),
-        2,
-        "calls waited for the writer"
+    let done = finished.load(Ordering::SeqCst);
+    assert!(
+        (2..=3).contains(&done),
+        "calls waited for the writer: {done} of 4 finished while it could not write"
     );
     assert!(
         lines(&log).is_empty(),
