@@ -277,16 +277,7 @@ class Checks:
         return json.loads(out.stdout)
 
     def status_shows_client(self) -> None:
-        out = subprocess.run(
-            [self.args.toolhost, "status", "--json", "--control", self.args.control],
-            capture_output=True,
-            text=True,
-            timeout=LIMIT,
-            env={**os.environ, "XDG_CONFIG_HOME": self.args.work},
-        )
-        if out.returncode != 0:
-            fail(f"toolhost status failed: {out.stderr}")
-        clients = json.loads(out.stdout).get("mcp_clients", [])
+        clients = self.status().get("mcp_clients", [])
         mine = [c for c in clients if c["transport"] == self.args.transport]
         if not mine or not mine[0]["client_name"] or not mine[0]["protocol_version"]:
             fail(f"toolhost status does not list this client: {clients}")

@@ -156,14 +156,6 @@ pub enum Rest<'a> {
     Kept(&'a str),
     /// Not kept (no store, or it could not be written): the marker says so.
     NotKept,
-    /// The text is an excerpt of the kept output `id` that starts at line `first_line`:
-    /// the marker points to smaller ranges of it (no new id).
-    Excerpt {
-        /// The kept output.
-        id: &'a str,
-        /// The output's line number of the excerpt's first line (1-based).
-        first_line: usize,
-    },
 }
 
 /// A text cut to a budget.
@@ -300,12 +292,6 @@ fn marker(rest: Rest<'_>, chars: usize, lines: usize, offset: usize, limit: usiz
         Rest::NotKept => format!(
             "[toolhost: {chars} characters in {lines} lines left out of this output; the full \
              output was not kept]"
-        ),
-        Rest::Excerpt { id, first_line } => format!(
-            "[toolhost: {chars} characters in {lines} lines left out of this excerpt; read \
-             fewer lines at a time, e.g. read_output {{\"id\":\"{id}\",\"offset\":{},\
-             \"limit\":{limit}}}]",
-            first_line + offset - 1
         ),
     }
 }

@@ -601,12 +601,12 @@ pub(crate) fn search(
 /// and as the structured value, so neither is cut by the host; the lines left out are
 /// counted with the others.
 fn fit(output: &mut GrepOutput, budget: OutputBudget) {
-    let fits = |o: &GrepOutput| {
-        let json = serde_json::to_string(o).map_or(usize::MAX, |j| j.chars().count());
-        budget.fits(&render(o)) && (budget.max_chars == 0 || json as u64 <= budget.max_chars)
+    let fits = |text: &str, json: usize| {
+        budget.fits(text) && (budget.max_chars == 0 || json as u64 <= budget.max_chars)
     };
-    output.room = room(output, budget);
-    if fits(output) {
+    let (text, json) = sizes(output);
+    output.room = room(output, budget, text.chars().count(), json);
+    if fits(&text, json) {
         return;
     }
     let all: usize = output.files.iter().map(|f| f.lines.len()).sum();
@@ -614,7 +614,8 @@ fn fit(output: &mut GrepOutput, budget: OutputBudget) {
     let (mut lo, mut hi) = (0usize, all);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
-        if fits(&first_lines(output, mid)) {
+        let (text, json) = sizes(&first_lines(output, mid));
+        if fits(&text, json) {
             lo = mid;
         } else {
             hi = mid - 1;
@@ -665,9 +666,15 @@ fn first_lines(output: &GrepOutput, keep: usize) -> GrepOutput {
     }
 }
 
-/// About how many matching lines the size of `output`'s lines (text and structured
-/// value, the larger) lets `budget` hold.
-fn room(output: &GrepOutput, budget: OutputBudget) -> Option<usize> {
+/// `output`'s text, and the characters of its structured value's JSON.
+fn sizes(output: &GrepOutput) -> (String, usize) {
+    let json = serde_json::to_string(output).map_or(usize::MAX, |j| j.chars().count());
+    (render(output), json)
+}
+
+/// About how many matching lines the size of `output`'s lines (its `text` and `json`
+/// characters, the larger) lets `budget` hold.
+fn room(output: &GrepOutput, budget: OutputBudget, text: usize, json: usize) -> Option<usize> {
     let lines: usize = output.files.iter().map(|f| f.lines.len()).sum();
     let matches: usize = output
         .files
@@ -677,8 +684,6 @@ fn room(output: &GrepOutput, budget: OutputBudget) -> Option<usize> {
     if matches == 0 {
         return None;
     }
-    let text = render(output).chars().count();
-    let json = serde_json::to_string(output).map_or(usize::MAX, |j| j.chars().count());
     let by_chars = (budget.max_chars > 0)
         .then(|| (budget.max_chars as usize).saturating_mul(matches) / text.max(json).max(1));
     let by_lines = (budget.max_lines > 0)
