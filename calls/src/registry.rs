@@ -84,14 +84,47 @@ fn is_deprecated(tool: &dyn DynTool) -> bool {
     tool.spec().schema.get("deprecated") == Some(&Value::Bool(true))
 }
 
-/// Which of two tools of one name keeps it: `Some(true)` the new one, `Some(false)` the
-/// one registered already, `None` neither by deprecation (both or neither deprecated: a
-/// duplicate, and the first keeps it).
-fn newcomer_wins(existing: &dyn DynTool, newcomer: &dyn DynTool) -> Option<bool> {
+/// Which of two tools of one name keeps it, by [`same_name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keeps {
+    /// The tool registered (or installed) already.
+    Existing,
+    /// The tool that comes to it.
+    Newcomer,
+}
+
+/// The registry's one rule for two tools of one name, which the loader, a reload and
+/// `toolhost install` all ask: when exactly one of them is deprecated, the other keeps the
+/// name whatever the order they come in (`Ok`, with the [`Superseded`] note to log);
+/// otherwise it is a real clash, a [`RegistryError::Duplicate`] in which the existing
+/// tool keeps the name.
+pub fn same_name(
+    existing: &dyn DynTool,
+    newcomer: &dyn DynTool,
+) -> Result<(Keeps, Superseded), RegistryError> {
+    let tool = newcomer.spec().name.clone();
     match (is_deprecated(existing), is_deprecated(newcomer)) {
-        (true, false) => Some(true),
-        (false, true) => Some(false),
-        _ => None,
+        (true, false) => Ok((
+            Keeps::Newcomer,
+            Superseded {
+                tool,
+                kept: newcomer.origin().clone(),
+                left_out: existing.origin().clone(),
+            },
+        )),
+        (false, true) => Ok((
+            Keeps::Existing,
+            Superseded {
+                tool,
+                kept: existing.origin().clone(),
+                left_out: newcomer.origin().clone(),
+            },
+        )),
+        _ => Err(RegistryError::Duplicate {
+            tool,
+            kept: existing.origin().clone(),
+            rejected: newcomer.origin().clone(),
+        }),
     }
 }
 
@@ -207,28 +240,9 @@ impl ToolRegistry {
         let spec = tool.spec();
         let mut superseded = None;
         if let Some(existing) = self.tools.get(&spec.name) {
-            match newcomer_wins(existing.tool.as_ref(), tool.as_ref()) {
-                Some(false) => {
-                    return Ok(Some(Superseded {
-                        tool: spec.name.clone(),
-                        kept: existing.tool.origin().clone(),
-                        left_out: tool.origin().clone(),
-                    }));
-                }
-                Some(true) => {
-                    superseded = Some(Superseded {
-                        tool: spec.name.clone(),
-                        kept: tool.origin().clone(),
-                        left_out: existing.tool.origin().clone(),
-                    });
-                }
-                None => {
-                    return Err(RegistryError::Duplicate {
-                        tool: spec.name.clone(),
-                        kept: existing.tool.origin().clone(),
-                        rejected: tool.origin().clone(),
-                    });
-                }
+            match same_name(existing.tool.as_ref(), tool.as_ref())? {
+                (Keeps::Existing, note) => return Ok(Some(note)),
+                (Keeps::Newcomer, note) => superseded = Some(note),
             }
         }
         // The check plugins' tests run too (`testing::check_plugin`): one verdict. A plugin
@@ -273,25 +287,13 @@ impl ToolRegistry {
                 self.tools.insert(name.clone(), entry.clone());
                 continue;
             };
-            match newcomer_wins(existing.tool.as_ref(), entry.tool.as_ref()) {
-                Some(true) => {
-                    superseded.push(Superseded {
-                        tool: name.clone(),
-                        kept: entry.tool.origin().clone(),
-                        left_out: existing.tool.origin().clone(),
-                    });
+            match same_name(existing.tool.as_ref(), entry.tool.as_ref()) {
+                Ok((Keeps::Newcomer, note)) => {
+                    superseded.push(note);
                     self.tools.insert(name.clone(), entry.clone());
                 }
-                Some(false) => superseded.push(Superseded {
-                    tool: name.clone(),
-                    kept: existing.tool.origin().clone(),
-                    left_out: entry.tool.origin().clone(),
-                }),
-                None => refused.push(RegistryError::Duplicate {
-                    tool: name.clone(),
-                    kept: existing.tool.origin().clone(),
-                    rejected: entry.tool.origin().clone(),
-                }),
+                Ok((Keeps::Existing, note)) => superseded.push(note),
+                Err(duplicate) => refused.push(duplicate),
             }
         }
         (refused, superseded)
