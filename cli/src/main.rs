@@ -7,6 +7,7 @@
 mod approve;
 mod commands;
 mod output;
+mod system;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +26,13 @@ struct Cli {
     /// file means the defaults).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Use the system service's folders: config /etc/toolhost, state and plugins
+    /// /var/lib/toolhost, control socket /run/toolhost/control.sock (systemd's
+    /// $CONFIGURATION_DIRECTORY, $STATE_DIRECTORY and $RUNTIME_DIRECTORY where set). Run
+    /// by root, the command acts as the user who owns /var/lib/toolhost (the unit's
+    /// user), so what it writes is the service's.
+    #[arg(long, global = true)]
+    system: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -109,12 +117,25 @@ fn main() -> ExitCode {
         let code = toolhost::worker::run(fd);
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
+    // Before anything reads a folder, and while there is one thread (it may change user).
+    let acting = if cli.system {
+        match system::enter() {
+            Ok(acting) => Some(acting),
+            Err(e) => return report(&e.into()),
+        }
+    } else {
+        None
+    };
     init_logging(&cli.command);
+    if let Some(system::ActingAs::ServiceUser { uid }) = acting {
+        tracing::debug!("--system: acting as the service's user (uid {uid})");
+    }
     // Commands the workspace tools run are this user's programs: they must not read the
     // host's environment (API keys) or memory through /proc/PID.
     if let Err(e) = toolhost::worker::forbid_same_user_inspection() {
         tracing::warn!(
-            "could not keep other programs of this user from reading toolhost's environment              through /proc: {e}"
+            "could not keep other programs of this user from reading toolhost's environment \
+             through /proc: {e}"
         );
     }
     // Writing a new crate, completions and the manual need no config (a broken one must

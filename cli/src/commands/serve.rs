@@ -208,10 +208,28 @@ impl ServeArgs {
                 tls: self.tls_cert.zip(self.tls_key),
             }),
         });
+        let dirs = self.plugins.resolve(config);
+        // The default plugin folder is toolhost's own to make (a first start, a service's
+        // empty state folder): a watching host needs it to exist. Folders an operator
+        // named are theirs; a missing one is reported.
+        let default = toolhost::default_plugin_dir();
+        if dirs == [default.clone()] && !default.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .create(&default)
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "could not create the plugin directory {}: {e}; create it, or name \
+                         another with --plugins",
+                        default.display()
+                    )
+                })?;
+            tracing::info!(dir = %default.display(), "created the plugin directory");
+        }
         serve(
             config,
             Serve {
-                dirs: self.plugins.resolve(config),
+                dirs,
                 isolate: self.plugins.isolate,
                 watch: !self.no_watch && config.reload().watch,
                 control: control_socket(config, self.control),
