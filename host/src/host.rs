@@ -422,10 +422,10 @@ impl Host {
         &self.control_clients
     }
 
-    /// The Prometheus metrics as OpenMetrics text (content type
-    /// [`METRICS_CONTENT_TYPE`](crate::METRICS_CONTENT_TYPE)): the door's call counters
-    /// and what status knows now.
-    pub fn metrics_text(&self) -> String {
+    /// The Prometheus metrics as text in `format` (its content type is
+    /// [`MetricsFormat::content_type`](crate::MetricsFormat::content_type)): the door's
+    /// call counters and what status knows now.
+    pub fn metrics_text(&self, format: crate::MetricsFormat) -> String {
         let catalog = self.catalog.status();
         let facts = ScrapeFacts {
             reloads: catalog.reloads,
@@ -452,7 +452,7 @@ impl Host {
                 })
                 .collect(),
         };
-        self.metrics.render(&facts)
+        self.metrics.render_as(&facts, format)
     }
 
     /// The status snapshot.

@@ -3,7 +3,9 @@
 //! frontend's calls count, once); and, read at scrape time from what status shows
 //! ([`ScrapeFacts`]), reloads, plugin generations and the memory they keep, MCP sessions
 //! by protocol version, control-socket clients and plugin workers. The only module that
-//! knows `prometheus-client`; rendered as OpenMetrics text, which Prometheus reads.
+//! knows `prometheus-client`; rendered as OpenMetrics text, or as Prometheus' classic
+//! text format (0.0.4) when the scrape's `Accept` header does not ask for OpenMetrics
+//! ([`MetricsFormat::negotiate`]).
 //!
 //! What a scrape reveals: tool and plugin names, call and error counts, latencies, MCP
 //! protocol versions in use. Never arguments, results, tokens, profiles or callers.
@@ -19,8 +21,89 @@ use toolhost_calls::context::CallContext;
 use toolhost_calls::dispatcher::CallObserver;
 use toolhost_calls::result::{CallErrorKind, ToolResult};
 
-/// The content type of [`CallMetrics::render`]'s text.
+/// The content type of [`CallMetrics::render`]'s text in [`MetricsFormat::OpenMetrics`].
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of the classic text format ([`MetricsFormat::Classic`]).
+pub const CLASSIC_METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The two text formats a scrape can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsFormat {
+    /// OpenMetrics 1.0 (what Prometheus asks for first).
+    OpenMetrics,
+    /// Prometheus' classic text format 0.0.4 (what a scrape gets that does not ask for
+    /// OpenMetrics: older scrapers, `curl`).
+    Classic,
+}
+
+impl MetricsFormat {
+    /// The format an `Accept` header asks for: OpenMetrics when it lists
+    /// `application/openmetrics-text` with a quality above 0 and at least that of
+    /// `text/plain`; otherwise (no header, `*/*`, `text/plain`) the classic format.
+    pub fn negotiate(accept: Option<&str>) -> MetricsFormat {
+        let Some(accept) = accept else {
+            return MetricsFormat::Classic;
+        };
+        let (mut open, mut classic) = (0.0_f64, 0.0_f64);
+        for range in accept.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .and_then(|(_, v)| v.trim().parse::<f64>().ok())
+                .unwrap_or(1.0);
+            match media.as_str() {
+                "application/openmetrics-text" => open = open.max(q),
+                "text/plain" => classic = classic.max(q),
+                _ => {}
+            }
+        }
+        if open > 0.0 && open >= classic {
+            MetricsFormat::OpenMetrics
+        } else {
+            MetricsFormat::Classic
+        }
+    }
+
+    /// The `Content-Type` of this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            MetricsFormat::OpenMetrics => METRICS_CONTENT_TYPE,
+            MetricsFormat::Classic => CLASSIC_METRICS_CONTENT_TYPE,
+        }
+    }
+}
+
+/// OpenMetrics text (as `prometheus-client` writes it) in the classic format: a counter
+/// family is named by its samples' `_total` name in `# HELP` and `# TYPE`, `# UNIT` and
+/// `# EOF` go (the classic format has neither), and everything else is the same text.
+fn to_classic(open_metrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = open_metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open_metrics.len());
+    for line in open_metrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            (counters.contains(name) && !name.ends_with("_total"))
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(line) => out.push_str(&line),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
 
 /// Latency buckets, in seconds: from a fast in-process call to a long command.
 const LATENCY_BUCKETS: [f64; 12] = [
@@ -75,6 +158,15 @@ impl CallMetrics {
     /// Empty metrics.
     pub fn new() -> Self {
         CallMetrics::default()
+    }
+
+    /// The metrics in `format`: the call counters and `facts`.
+    pub fn render_as(&self, facts: &ScrapeFacts, format: MetricsFormat) -> String {
+        let text = self.render(facts);
+        match format {
+            MetricsFormat::OpenMetrics => text,
+            MetricsFormat::Classic => to_classic(&text),
+        }
     }
 
     /// The metrics as OpenMetrics text: the call counters and `facts`.
@@ -256,5 +348,63 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn the_accept_header_picks_the_format() {
+        // What Prometheus 2.x and 3.x send, then scrapers that ask for the classic text.
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                          version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(
+            MetricsFormat::negotiate(Some(prometheus)),
+            MetricsFormat::OpenMetrics
+        );
+        for classic in [
+            None,
+            Some("*/*"),
+            Some("text/plain"),
+            Some("text/plain;version=0.0.4"),
+            Some("application/openmetrics-text;q=0.2, text/plain;q=0.9"),
+            Some("application/openmetrics-text;q=0"),
+        ] {
+            assert_eq!(
+                MetricsFormat::negotiate(classic),
+                MetricsFormat::Classic,
+                "{classic:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_classic_text_names_counters_by_their_samples_and_has_no_eof() {
+        let m = CallMetrics::new();
+        let ok = ToolResult::refused(
+            "1".to_owned(),
+            "echo".to_owned(),
+            "no".to_owned(),
+            CallErrorKind::InvalidArgs,
+        );
+        m.record(&CallContext::default(), &ok);
+        let text = m.render_as(&ScrapeFacts::default(), MetricsFormat::Classic);
+        assert!(
+            text.contains("# TYPE toolhost_tool_calls_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP toolhost_tool_calls_total Calls"),
+            "{text}"
+        );
+        assert!(
+            text.contains("toolhost_tool_calls_total{tool=\"echo\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE toolhost_tool_call_duration_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
     }
 }

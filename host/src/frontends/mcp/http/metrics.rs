@@ -151,10 +151,16 @@ fn answer(
             return unauthorized(failure);
         }
     }
-    let mut response = plain(hyper::StatusCode::OK, &host.metrics_text());
+    let format = crate::metrics::MetricsFormat::negotiate(
+        request
+            .headers()
+            .get(hyper::header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let mut response = plain(hyper::StatusCode::OK, &host.metrics_text(format));
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(crate::metrics::METRICS_CONTENT_TYPE),
+        hyper::header::HeaderValue::from_static(format.content_type()),
     );
     response
 }
