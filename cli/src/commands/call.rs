@@ -27,16 +27,18 @@ pub(crate) struct CallArgs {
     /// Default: the config's `calls.timeout_secs`, else 60.
     #[arg(long, value_parser = super::seconds)]
     timeout: Option<Duration>,
-    /// Run the call in the host listening on this control socket instead of loading
-    /// the plugins here.
-    #[arg(long, value_name = "PATH")]
-    control: Option<PathBuf>,
+    /// Run the call in the running host instead of loading the plugins here: on its
+    /// control socket at PATH, or with no PATH on the default one (as for `status`). Put
+    /// it after the tool and its arguments, or write `--control=PATH`.
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    control: Option<Option<PathBuf>>,
     /// Call as this profile's agent: only its tools.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Approve write, destructive and network tools without asking. Without it, a
     /// terminal is asked ([y]es, [s]ession, [a]lways, [N]o); with no terminal such calls
-    /// are refused. With --control the running host asks this terminal instead.
+    /// are refused. With --control the running host asks this terminal instead, or with
+    /// --yes approves the call itself when this is the host's own user (or root).
     #[arg(long)]
     yes: bool,
     /// Print the whole result as JSON: the text (`output`), `is_error` and the error's
@@ -50,22 +52,36 @@ impl CallArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let limits = config.dispatch();
         let timeout = self.timeout.unwrap_or(limits.timeout);
-        if let Some(socket) = &self.control {
-            if !self.plugins.dirs.is_empty() || self.yes || !self.workspace.roots.is_empty() {
+        if let Some(explicit) = &self.control {
+            if !self.plugins.dirs.is_empty() || !self.workspace.roots.is_empty() {
                 return Err(usage(
-                    "--plugins, --workspace and --yes don't go with --control: the running \
-                     host's plugins, workspaces and approval policy are used (from a \
-                     terminal, the host asks you there)",
+                    "--plugins and --workspace don't go with --control: the running host's \
+                     plugins, workspaces and approval policy are used (from a terminal, the \
+                     host asks you there; --yes approves as the host's own user)",
                 ));
             }
+            // `--control echo '{}'`: clap took the tool's name for the socket's path.
+            if let Some(path) = explicit
+                && path.components().count() == 1
+                && !path.exists()
+            {
+                return Err(usage(format!(
+                    "--control took '{}' as the control socket's path: put --control after \
+                     the tool and its arguments (`toolhost call TOOL ARGS --control`) for \
+                     the default socket, or write --control=PATH",
+                    path.display()
+                )));
+            }
+            let socket = super::control_socket(config, explicit.clone());
             let arguments = parse_call_args(&self.args)?;
             return super::control::call(
-                socket,
+                &socket,
                 self.tool,
                 arguments.into_value(),
                 timeout,
                 self.profile,
                 self.json,
+                self.yes,
             );
         }
         let arguments = parse_call_args(&self.args)?;

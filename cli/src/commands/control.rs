@@ -403,12 +403,13 @@ pub(crate) fn call(
     timeout: Duration,
     profile: Option<String>,
     json: bool,
+    yes: bool,
 ) -> anyhow::Result<ExitCode> {
     // The host's own cancel grace comes on top of the call's timeout.
     let (runtime, client) = connect(socket, timeout + Duration::from_secs(10))?;
     // From a terminal, the host asks the person here about calls that need approval;
     // otherwise it refuses them.
-    let mut client = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+    let mut client = if !yes && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         client.answering(std::sync::Arc::new(crate::approve::TerminalPrompt))
     } else {
         client
@@ -419,6 +420,7 @@ pub(crate) fn call(
         profile,
         timeout: Some(timeout),
         ask: false,
+        yes,
     }))?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&reply)?)?;

@@ -52,7 +52,26 @@ async fn call(
     door.scope(params.profile.as_deref())
         .map_err(|e| ControlFault::new(ControlFault::UNKNOWN_PROFILE, e.to_string()))?;
     let mut request = door.request(peer.caller.clone());
-    if params.ask {
+    if params.yes {
+        // The host's own user (and root) could run the tools themselves; nobody else may
+        // wave approval through.
+        let own = toolhost_calls::private::effective_uid();
+        match peer.caller.uid {
+            Some(uid) if uid == own || uid == 0 => {
+                request.approver = Some(Arc::new(toolhost_calls::policy::AutoApprove));
+            }
+            uid => {
+                return Err(ControlFault::new(
+                    ControlFault::INVALID_PARAMS,
+                    format!(
+                        "--yes is only for the host's own user (uid {own}) or root; this client \
+                         is {}: run the call without --yes and answer at the terminal",
+                        uid.map_or_else(|| "of unknown uid".to_owned(), |u| format!("uid {u}"))
+                    ),
+                ));
+            }
+        }
+    } else if params.ask {
         // The person at the client's terminal is asked, over this connection (whose
         // peer was admitted by uid).
         request.approver = Some(Arc::new(ControlApprover(peer.clone())));

@@ -91,6 +91,11 @@ pub struct CallParams {
     /// reply. Without it, such calls are refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ask: bool,
+    /// Approve the call without asking (`toolhost call --control --yes`), as the host's
+    /// own user may: honoured only for a peer whose uid is the host's (or root's); any
+    /// other peer's call is refused with a fault saying so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub yes: bool,
 }
 
 /// A question the host sends over the control connection while a call waits for a
@@ -448,6 +453,7 @@ mod tests {
                 profile: Some("p".to_owned()),
                 timeout: Some(Duration::from_secs(2)),
                 ask: false,
+                yes: false,
             })
         );
     }
@@ -521,6 +527,7 @@ mod tests {
             profile: None,
             timeout: None,
             ask: false,
+            yes: false,
         });
         let line = serde_json::to_value(Outgoing {
             jsonrpc: JSONRPC,
