@@ -109,7 +109,9 @@ pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
     UnavailableTool,
 };
-pub use metrics::{CallMetrics, METRICS_CONTENT_TYPE, ScrapeFacts};
+pub use metrics::{
+    CLASSIC_METRICS_CONTENT_TYPE, CallMetrics, METRICS_CONTENT_TYPE, MetricsFormat, ScrapeFacts,
+};
 pub use plugins::catalog::status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
 };
@@ -131,6 +133,7 @@ pub use plugins::settings::PluginSettings;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
+pub use sys::dirs::{SystemLayout, system_layout, use_system_layout};
 pub use sys::permissions::PermissionProblem;
 pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};
@@ -167,7 +170,8 @@ pub use toolhost_calls::policy::{
 pub use toolhost_calls::profile_dirs::{Folder, ProfileDirs};
 pub use toolhost_calls::read_output::with_read_output;
 pub use toolhost_calls::registry::{
-    InvalidArguments, RegisteredTool, RegistryError, Superseded, ToolRegistry, is_valid_tool_name,
+    InvalidArguments, Keeps, RegisteredTool, RegistryError, Superseded, ToolRegistry,
+    is_valid_tool_name, same_name,
 };
 pub use toolhost_calls::result::{CallErrorKind, ToolResult};
 pub use toolhost_calls::stats::{CallStats, ToolStatsSnapshot};

@@ -68,19 +68,16 @@ impl Host {
             None => None,
         };
         let first = Arc::clone(&catalog);
-        match tokio::task::spawn_blocking(move || first.rescan()).await {
-            Ok(report) => tracing::info!(
-                plugins = report.plugins_added.len(),
-                tools = catalog.registry().len(),
-                errors = report.errors.len(),
-                control = %socket.path().display(),
-                "toolhost is serving"
-            ),
-            Err(e) => tracing::error!(
-                "the first scan of the plugin directories failed: {e}; serving no tools \
-                 until `toolhost reload` or a file change"
-            ),
-        }
+        let scanned = match tokio::task::spawn_blocking(move || first.rescan()).await {
+            Ok(report) => Some((report.plugins_added.len(), report.errors.len())),
+            Err(e) => {
+                tracing::error!(
+                    "the first scan of the plugin directories failed: {e}; serving no tools \
+                     until `toolhost reload` or a file change"
+                );
+                None
+            }
+        };
         // An override that would lower a tool without `allow_lower` stops start-up.
         let registry = catalog.registry();
         let refused =
@@ -98,6 +95,41 @@ impl Host {
         // A profile that lists a tool no plugin provides stops start-up, naming both.
         for profile in &config.profiles {
             profile.check(&registry)?;
+        }
+        // A settings table no plugin reads is most likely a misspelt plugin name.
+        let loaded: Vec<String> = catalog
+            .status()
+            .plugins
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        let names: Vec<&str> = loaded.iter().map(String::as_str).collect();
+        for (table, nearest) in config.catalog.loading.settings.unread(&names) {
+            match nearest {
+                Some(plugin) => tracing::warn!(
+                    "config: [plugins.{table}.settings] names no loaded plugin, so no plugin \
+                     reads it: did you mean [plugins.{plugin}.settings]?"
+                ),
+                None => tracing::warn!(
+                    "config: [plugins.{table}.settings] names no loaded plugin, so no plugin \
+                     reads it (loaded plugins: {}, as `toolhost status` names them)",
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            }
+        }
+        // Only now, with nothing left that could stop start-up, is it serving.
+        if let Some((plugins, errors)) = scanned {
+            tracing::info!(
+                plugins,
+                tools = registry.len(),
+                errors,
+                control = %socket.path().display(),
+                "toolhost is serving"
+            );
         }
         Ok(RunningHost {
             host,

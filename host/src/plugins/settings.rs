@@ -19,6 +19,25 @@ impl PluginSettings {
         PluginSettings(Arc::new(by_plugin))
     }
 
+    /// The tables that name none of `plugins` (the loaded plugins' names), each with the
+    /// nearest of those names when one is close (a misspelling: `notes_index` for
+    /// `notes-index`): no plugin reads them.
+    pub fn unread<'a>(&self, plugins: &[&'a str]) -> Vec<(String, Option<&'a str>)> {
+        self.0
+            .keys()
+            .filter(|name| !plugins.contains(&name.as_str()))
+            .map(|name| {
+                let nearest = plugins
+                    .iter()
+                    .map(|p| (strsim::levenshtein(name, p), *p))
+                    .filter(|(d, p)| *d <= (p.len().max(name.len()) / 3).max(1))
+                    .min()
+                    .map(|(_, p)| p);
+                (name.clone(), nearest)
+            })
+            .collect()
+    }
+
     /// The settings of `plugin`: its table, or `{}`.
     pub fn of(&self, plugin: &str) -> Arc<Value> {
         Arc::new(
@@ -49,5 +68,21 @@ mod tests {
         )]));
         assert_eq!(all.of("weather")["units"], "metric");
         assert_eq!(*all.of("other"), serde_json::json!({}));
+    }
+
+    #[test]
+    fn a_table_no_plugin_reads_is_named_with_the_nearest_plugin() {
+        let all = PluginSettings::new(BTreeMap::from([
+            ("notes_index".to_owned(), serde_json::json!({})),
+            ("weather".to_owned(), serde_json::json!({})),
+            ("zzz".to_owned(), serde_json::json!({})),
+        ]));
+        assert_eq!(
+            all.unread(&["notes-index", "weather", "memory"]),
+            vec![
+                ("notes_index".to_owned(), Some("notes-index")),
+                ("zzz".to_owned(), None)
+            ]
+        );
     }
 }

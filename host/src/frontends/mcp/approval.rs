@@ -106,9 +106,13 @@ impl McpApprover {
         let who = match &mode {
             ApproverMode::Elicit(_) => format!("mcp client {client} (elicitation)"),
             ApproverMode::InputRequired { .. } => format!("mcp client {client} (input required)"),
-            ApproverMode::Configured(_) => {
+            ApproverMode::Configured(WithoutElicitation::Approve) => {
                 "config ([mcp] without_elicitation = \"approve\")".to_owned()
             }
+            ApproverMode::Configured(WithoutElicitation::Refuse) => format!(
+                "nobody: mcp client {client} cannot ask its user ([mcp] without_elicitation = \
+                 \"refuse\", the default)"
+            ),
         };
         McpApprover {
             mode,

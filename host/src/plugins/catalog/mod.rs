@@ -102,6 +102,10 @@ struct State {
     pending: BTreeSet<PathBuf>,
     /// Survives removal: a path deleted and added again continues its generations.
     paths: BTreeMap<PathBuf, PathCounters>,
+    /// Every in-process generation mapped, by path and sha256 (libraries are never
+    /// unloaded, so keeping them costs nothing): a file added again with the same bytes
+    /// at the same path is served from its mapping instead of a new one.
+    mapped: BTreeMap<(PathBuf, String), LoadedPlugin>,
     reloads: u64,
     generations_mapped: u64,
     retained_bytes: u64,
@@ -322,10 +326,40 @@ impl PluginCatalog {
         changed: Vec<((usize, PathBuf), Fingerprint)>,
         report: &mut RescanReport,
     ) {
-        let files: Vec<PathBuf> = changed.iter().map(|((_, f), _)| f.clone()).collect();
-        let results = self.loader.load_files(&files);
-        for ((key, fingerprint), result) in changed.into_iter().zip(results) {
-            self.apply_load(state, key, fingerprint, result, report);
+        // A file with a mapping of its own already (removed and added again, or put back
+        // as it was): its static and trust checks again, and if its bytes are the ones
+        // mapped, that mapping serves. Everything else loads on the pool.
+        let mut reused: Vec<Option<LoadedPlugin>> = Vec::with_capacity(changed.len());
+        for ((_, file), _) in &changed {
+            let known = state.mapped.range((file.clone(), String::new())..).next();
+            let found = match known {
+                Some(((path, _), _)) if path == file => self
+                    .loader
+                    .inspect(file)
+                    .ok()
+                    .filter(|facts| facts.untrusted.is_none())
+                    .and_then(|facts| state.mapped.get(&(file.clone(), facts.sha256)).cloned()),
+                _ => None,
+            };
+            reused.push(found);
+        }
+        let files: Vec<PathBuf> = changed
+            .iter()
+            .zip(&reused)
+            .filter(|(_, r)| r.is_none())
+            .map(|(((_, f), _), _)| f.clone())
+            .collect();
+        let mut loaded = self.loader.load_files(&files).into_iter();
+        for ((key, fingerprint), again) in changed.into_iter().zip(reused) {
+            match again {
+                Some(plugin) => self.apply_load(state, key, fingerprint, Ok(plugin), true, report),
+                None => {
+                    let Some(result) = loaded.next() else {
+                        break;
+                    };
+                    self.apply_load(state, key, fingerprint, result, false, report);
+                }
+            }
         }
     }
 
@@ -417,6 +451,7 @@ impl PluginCatalog {
         key: (usize, PathBuf),
         fingerprint: Fingerprint,
         result: Result<LoadedPlugin, crate::plugins::load::error::PluginLoadError>,
+        reused: bool,
         report: &mut RescanReport,
     ) {
         let file = key.1.clone();
@@ -424,11 +459,22 @@ impl PluginCatalog {
             Ok(plugin) => {
                 let counters = state.paths.entry(file.clone()).or_default();
                 counters.generations += 1;
-                counters.mapped += 1;
-                counters.mapped_bytes += plugin.size;
+                if !reused {
+                    counters.mapped += 1;
+                    counters.mapped_bytes += plugin.size;
+                }
                 let generation = counters.generations;
-                state.generations_mapped += 1;
-                state.retained_bytes += plugin.size;
+                if !reused {
+                    state.generations_mapped += 1;
+                    state.retained_bytes += plugin.size;
+                    // In-process mappings are kept for a later return of the same bytes;
+                    // a worker's plugin is started afresh.
+                    if plugin.worker.is_none() {
+                        state
+                            .mapped
+                            .insert((file.clone(), plugin.sha256.clone()), plugin.clone());
+                    }
+                }
                 if generation > 1 {
                     state.reloads += 1;
                 }
@@ -449,6 +495,7 @@ impl PluginCatalog {
                     version = %plugin.version,
                     generation,
                     tools = plugin.tools.len(),
+                    reused_mapping = reused,
                     "plugin loaded"
                 );
                 state.load_errors.remove(&file);
