@@ -27,6 +27,7 @@ mod metrics;
 mod model_view;
 mod new_plugin;
 mod operating;
+mod operator_seams;
 mod operators;
 mod outcomes;
 mod outputs;

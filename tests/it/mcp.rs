@@ -14,7 +14,9 @@ use crate::support::{
 };
 
 /// The version of the Python SDK the tests use (as `.ci/run` installs it).
-const PYTHON_SDK: &str = "mcp==2.3.0";
+/// What the test virtualenv holds (as `tests/mcp/setup.sh` installs it): the MCP SDK, and
+/// Prometheus' own client, whose parsers read both metrics formats.
+const PYTHON_PACKAGES: [&str; 2] = ["mcp==2.3.0", "prometheus-client==0.26.0"];
 
 /// The virtualenv's python with the MCP SDK, created under target/ on first use.
 pub(crate) fn python() -> &'static Path {
@@ -26,7 +28,7 @@ pub(crate) fn python() -> &'static Path {
             .join("venv");
         let python = venv.join("bin").join("python");
         let ready = Command::new(&python)
-            .args(["-c", "import mcp, mcp_types"])
+            .args(["-c", "import mcp, mcp_types, prometheus_client"])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -38,10 +40,14 @@ pub(crate) fn python() -> &'static Path {
                 .expect("python3 is needed for the MCP client tests (python3 -m venv)");
             assert!(made.success(), "python3 -m venv {} failed", venv.display());
             let installed = Command::new(venv.join("bin").join("pip"))
-                .args(["install", "--quiet", PYTHON_SDK])
+                .args(["install", "--quiet"])
+                .args(PYTHON_PACKAGES)
                 .status()
                 .expect("run pip");
-            assert!(installed.success(), "pip install {PYTHON_SDK} failed");
+            assert!(
+                installed.success(),
+                "pip install {PYTHON_PACKAGES:?} failed"
+            );
         }
         python
     })

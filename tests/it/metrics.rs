@@ -271,8 +271,17 @@ impl MetricsHost {
             .success()
     }
 
+    /// A scrape as Prometheus makes it (OpenMetrics preferred), parsed strictly.
     fn scrape(&self) -> Vec<Sample> {
-        let (status, body) = get(self.port, "/metrics", None);
+        let (status, body) = get_with(
+            self.port,
+            "/metrics",
+            None,
+            &format!(
+                "Host: 127.0.0.1:{}\r\nAccept: {PROMETHEUS_ACCEPT}\r\n",
+                self.port
+            ),
+        );
         assert_eq!(status, 200, "{body}");
         parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))
     }
@@ -316,13 +325,33 @@ fn spawn_logging_port(mut cmd: Command) -> (Child, u16) {
     }
 }
 
-/// A GET of `path` on 127.0.0.1:`port`: the status and the body.
+/// A GET of `path` on 127.0.0.1:`port` as Prometheus sends it: the status and the body.
 fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
-    get_with(port, path, token, &format!("Host: 127.0.0.1:{port}\r\n"))
+    get_with(
+        port,
+        path,
+        token,
+        &format!("Host: 127.0.0.1:{port}\r\nAccept: {PROMETHEUS_ACCEPT}\r\n"),
+    )
 }
+
+/// The `Accept` header Prometheus (2.x and 3.x) sends with a scrape.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,\
+     application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// A GET with `headers` (each ending in CRLF) instead of the usual `Host`.
 fn get_with(port: u16, path: &str, token: Option<&str>, headers: &str) -> (u16, String) {
+    let (status, _, body) = get_response(port, path, token, headers);
+    (status, body)
+}
+
+/// A GET with `headers`: the status, the response's head and its body.
+fn get_response(
+    port: u16,
+    path: &str,
+    token: Option<&str>,
+    headers: &str,
+) -> (u16, String, String) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -340,11 +369,11 @@ fn get_with(port: u16, path: &str, token: Option<&str>, headers: &str) -> (u16, 
         .nth(1)
         .and_then(|s| s.parse().ok())
         .expect("a status");
-    let body = response
+    let (head, body) = response
         .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
+        .map(|(h, b)| (h.to_owned(), b.to_owned()))
         .unwrap_or_default();
-    (status, body)
+    (status, head, body)
 }
 
 #[test]
@@ -582,4 +611,135 @@ fn metrics_refuse_a_foreign_host_or_origin_and_tokens_without_the_metrics_scope(
     assert_eq!(scopes("prometheus"), Some(serde_json::json!(["metrics"])));
     assert_eq!(scopes("agent"), Some(serde_json::json!(["mcp"])));
     assert_eq!(scopes("both"), Some(serde_json::json!(["mcp", "metrics"])));
+}
+
+/// Prometheus' own parsers (the Python client's): `classic` reads the text format 0.0.4,
+/// `openmetrics` OpenMetrics 1.0. Prints each family's name, type and samples as JSON.
+const PROMETHEUS_PARSE: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families as classic
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+parse = classic if sys.argv[1] == "classic" else openmetrics
+families = []
+for family in parse(sys.stdin.read()):
+    families.append({"name": family.name, "type": family.type,
+                     "samples": [[s.name, s.labels, s.value] for s in family.samples]})
+print(json.dumps(families))
+"#;
+
+/// One sample as Prometheus' parser read it: (family, type, sample name, labels, value).
+type ParsedSample = (String, String, String, BTreeMap<String, String>, f64);
+
+/// `text` read by Prometheus' parser for `format`: every sample.
+fn prometheus_parse(format: &str, text: &str) -> Vec<ParsedSample> {
+    let mut child = Command::new(crate::mcp::python())
+        .args(["-c", PROMETHEUS_PARSE, format])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the scrape");
+    let out = child.wait_with_output().expect("python");
+    assert!(
+        out.status.success(),
+        "Prometheus' {format} parser refused the text: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let families: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("the parser's JSON");
+    let mut samples = Vec::new();
+    for f in families {
+        for s in f["samples"].as_array().expect("samples") {
+            let labels = s[1]
+                .as_object()
+                .expect("labels")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect();
+            samples.push((
+                f["name"].as_str().unwrap_or_default().to_owned(),
+                f["type"].as_str().unwrap_or_default().to_owned(),
+                s[0].as_str().unwrap_or_default().to_owned(),
+                labels,
+                s[2].as_f64().expect("a value"),
+            ));
+        }
+    }
+    samples
+}
+
+#[test]
+fn both_metrics_formats_read_the_same_in_prometheus_own_parsers() {
+    let host = MetricsHost::start("", &["--metrics", "127.0.0.1:0"]);
+    for _ in 0..3 {
+        assert!(host.call("echo", r#"{"text": "hi"}"#));
+    }
+    assert!(!host.call("echo", "{}"));
+    let host_header = format!("Host: 127.0.0.1:{}\r\n", host.port);
+    for (accept, format, content_type) in [
+        (
+            PROMETHEUS_ACCEPT,
+            "openmetrics",
+            "application/openmetrics-text; version=1.0.0",
+        ),
+        (
+            "text/plain;version=0.0.4",
+            "classic",
+            "text/plain; version=0.0.4",
+        ),
+        // No Accept header (curl): the classic text.
+        ("", "classic", "text/plain; version=0.0.4"),
+    ] {
+        let headers = if accept.is_empty() {
+            host_header.clone()
+        } else {
+            format!("{host_header}Accept: {accept}\r\n")
+        };
+        let (status, head, body) = get_response(host.port, "/metrics", None, &headers);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains(&format!("content-type: {content_type}")),
+            "Accept {accept:?}: {head}"
+        );
+        let samples = prometheus_parse(format, &body);
+        let find = |name: &str, labels: &[(&str, &str)]| {
+            samples
+                .iter()
+                .find(|(_, _, n, l, _)| {
+                    n == name
+                        && labels
+                            .iter()
+                            .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+                })
+                .map(|(family, kind, _, _, value)| (family.clone(), kind.clone(), *value))
+                .unwrap_or_else(|| panic!("{format}: no {name} {labels:?} in {samples:?}"))
+        };
+        let (family, kind, calls) = find("toolhost_tool_calls_total", &[("tool", "echo")]);
+        assert_eq!(
+            (kind.as_str(), calls),
+            ("counter", 4.0),
+            "{format}: {family}"
+        );
+        let (_, kind, errors) = find(
+            "toolhost_tool_errors_total",
+            &[("tool", "echo"), ("kind", "schema_violation")],
+        );
+        assert_eq!((kind.as_str(), errors), ("counter", 1.0), "{format}");
+        let (_, kind, count) = find(
+            "toolhost_tool_call_duration_seconds_count",
+            &[("tool", "echo")],
+        );
+        assert_eq!((kind.as_str(), count), ("histogram", 4.0), "{format}");
+        let (_, kind, loaded) = find("toolhost_plugins_loaded", &[]);
+        assert_eq!((kind.as_str(), loaded), ("gauge", 1.0), "{format}");
+        let (_, kind, _) = find("toolhost_reloads_total", &[]);
+        assert_eq!(kind, "counter", "{format}");
+    }
 }

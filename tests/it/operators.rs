@@ -387,6 +387,8 @@ fn the_shipped_unit_passes_systemd_analyze_verify() {
         "NoNewPrivileges=yes",
         "StateDirectory=toolhost",
         "RuntimeDirectory=toolhost",
+        "ConfigurationDirectory=toolhost",
+        "ExecStart=/usr/local/bin/toolhost --system serve",
     ] {
         assert!(
             unit.lines().any(|l| l == directive),
@@ -421,6 +423,26 @@ fn the_shipped_unit_passes_systemd_analyze_verify() {
         "systemd-analyze verify: {complaints:#?}\n{}",
         text(&out.stderr)
     );
+    // The exposure score the README and the unit state: at most 4.0.
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(&copy)
+        .output()
+        .expect("run systemd-analyze security");
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    let Some(score) = said
+        .lines()
+        .find_map(|l| {
+            l.split("Overall exposure level for toolhost.service: ")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+    else {
+        eprintln!("skipped the security score: systemd-analyze security --offline said {said}");
+        return;
+    };
+    assert!(score <= 4.0, "exposure {score} > 4.0:\n{said}");
 }
 
 /// Each tool of `registry` with the plugin serving it, sorted by name.

@@ -184,6 +184,7 @@ fn a_profile_listing_a_missing_tool_stops_start_up_naming_the_profile_and_the_to
         .arg(&p)
         .arg("--control")
         .arg(&socket)
+        .env("TOOLHOST_LOG", "info")
         .output()
         .expect("run serve");
     assert_eq!(out.status.code(), Some(1), "serve stops at start-up");
@@ -191,6 +192,10 @@ fn a_profile_listing_a_missing_tool_stops_start_up_naming_the_profile_and_the_to
     assert!(
         err.contains("profile 'ops'") && err.contains("'deploy'"),
         "{err}"
+    );
+    assert!(
+        !err.contains("toolhost is serving"),
+        "a host that stops at start-up never says it serves: {err}"
     );
     assert!(!socket.exists());
 }

@@ -1,0 +1,522 @@
+//! Where an operator's steps meet, through the real binary with HOME and XDG folders of
+//! their own: the README's install command on an empty machine, an install that is all
+//! or nothing, the system service's layout shared by `serve` and the admin commands (run
+//! as root against a service running as another user), `call --control` on the default
+//! socket with `--yes`, the manual pages, and settings tables no plugin reads.
+
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::support::{
+    OtherUser, PluginDir, built, so, spawn_http_server, toolhost_command, wait_exit,
+    wait_for_socket, workspace_root,
+};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A machine nobody has used toolhost on: a HOME of its own, and no XDG variable, plugin
+/// folder or runtime folder from the environment.
+struct FreshHome {
+    home: tempfile::TempDir,
+}
+
+impl FreshHome {
+    fn new() -> FreshHome {
+        FreshHome {
+            home: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// `toolhost ARGS` as a new user runs it, in `cwd`.
+    fn toolhost(&self, args: &[&str], cwd: &Path) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(args)
+            .current_dir(cwd)
+            .env("HOME", self.path())
+            .env("TMPDIR", self.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("TOOLHOST_PLUGINS")
+            .env_remove("TOOLHOST_FIXTURE_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toolhost")
+    }
+}
+
+/// The README's install line, `toolhost install target/release/libtoolhost_*.so`, with
+/// its pattern expanded as a shell would in `dir` (the test build's plugins stand in for
+/// the release build's: the same crates, the same file names).
+fn readme_install_files(dir: &Path) -> Vec<PathBuf> {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    assert!(
+        readme
+            .lines()
+            .any(|l| l
+                == "cargo build --release && toolhost install target/release/libtoolhost_*.so"),
+        "the README's install line is as this test runs it"
+    );
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read the build folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libtoolhost_") && n.ends_with(".so"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_readme_install_command_installs_the_bundled_set_on_an_empty_machine() {
+    let machine = FreshHome::new();
+    let build = built().join("debug");
+    let files = readme_install_files(&build);
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    for bundled in ["libtoolhost_utils.so", "libtoolhost_workspace.so"] {
+        assert!(names.contains(&bundled.to_owned()), "{names:?}");
+    }
+    let mut args = vec!["install"];
+    args.extend(files.iter().map(|f| f.to_str().expect("utf-8 path")));
+    let out = machine.toolhost(&args, &build);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // The deprecated write_file gives way, as the loader's rule says: no clash.
+    assert!(
+        stdout.contains("note: tool 'write_file' of plugin 'utils'")
+            && stdout.contains("is deprecated and left out"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no host is running"), "{stdout}");
+    let installed = machine.path().join(".local/share/toolhost/plugins");
+    for name in &names {
+        assert!(installed.join(name).is_file(), "{name} in {installed:?}");
+    }
+    // A host on that folder serves them all, workspace's write_file among them.
+    let listed = machine.toolhost(&["list"], machine.path());
+    let table = text(&listed.stdout);
+    assert!(listed.status.success(), "{table}{}", text(&listed.stderr));
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("write_file"))
+        .unwrap_or_else(|| panic!("write_file listed:\n{table}"));
+    assert!(
+        row.split_whitespace().any(|w| w == "workspace"),
+        "the workspace plugin's write_file keeps the name: {row}"
+    );
+}
+
+#[test]
+fn a_multi_file_install_is_all_or_nothing() {
+    let machine = FreshHome::new();
+    let target = PluginDir::with(&[]);
+    let dir = target.path();
+    let broken = PluginDir::with(&[]);
+    let bad = broken.write("libbroken.so", b"not an ELF file at all");
+    let hello = so("hello_tools");
+    let out = machine.toolhost(
+        &[
+            "install",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+            hello.to_str().expect("utf-8"),
+            bad.to_str().expect("utf-8"),
+        ],
+        machine.path(),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("libbroken.so") && err.contains("nothing was installed (none of the 2 files)"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing installed, nothing left: {left:?}");
+
+    // Two files that clash with each other (both export `echo`): refused even with
+    // --replace.
+    let (echo, duplicate) = (crate::support::echo_build("v1"), so("fixture_duplicate"));
+    let out = machine.toolhost(
+        &[
+            "install",
+            "--replace",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+            hello.to_str().expect("utf-8"),
+            echo.to_str().expect("utf-8"),
+            duplicate.to_str().expect("utf-8"),
+        ],
+        machine.path(),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("'echo'") && err.contains("clash with each other"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).expect("read dir").count(), 0);
+
+    // And a set that fits goes in whole.
+    let out = machine.toolhost(
+        &[
+            "install",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+            hello.to_str().expect("utf-8"),
+            echo.to_str().expect("utf-8"),
+        ],
+        machine.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("libhello_tools.so").is_file() && dir.join("libfixture_echo.so").is_file());
+}
+
+/// The system service's folders in a temporary root, as systemd makes them for the unit:
+/// config (root's), state and runtime (the service user's, 0700).
+struct SystemFolders {
+    root: tempfile::TempDir,
+}
+
+impl SystemFolders {
+    fn new(user: &OtherUser) -> SystemFolders {
+        let root = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let folders = SystemFolders { root };
+        std::fs::create_dir_all(folders.config()).expect("config");
+        std::fs::write(folders.config().join("config.toml"), "").expect("config.toml");
+        for dir in [folders.state(), folders.runtime()] {
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+            user.chown(&dir);
+        }
+        folders
+    }
+
+    fn config(&self) -> PathBuf {
+        self.root.path().join("etc/toolhost")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.root.path().join("var/lib/toolhost")
+    }
+
+    fn runtime(&self) -> PathBuf {
+        self.root.path().join("run/toolhost")
+    }
+
+    /// The unit's environment: only what systemd sets for it.
+    fn environment(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("CONFIGURATION_DIRECTORY", self.config())
+            .env("STATE_DIRECTORY", self.state())
+            .env("RUNTIME_DIRECTORY", self.runtime())
+            .env("TOOLHOST_LOG", "info,rmcp=warn");
+    }
+
+    /// `toolhost --system ARGS` as root, with systemd's variables as the unit sets them
+    /// (an operator's shell would not have them: the defaults, /etc/toolhost and so on,
+    /// are what it finds; here they point into the temporary root).
+    fn admin(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        self.environment(&mut cmd);
+        cmd.env("HOME", "/root")
+            .arg("--system")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toolhost --system")
+    }
+}
+
+/// A raw MCP `initialize` over HTTP with `token`: the status code.
+fn initialize_status(port: u16, token: Option<&str>) -> u16 {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"seams","version":"1"}}}"#;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"))
+}
+
+#[test]
+fn admin_commands_run_by_root_act_on_the_running_services_state() {
+    let Some(user) =
+        OtherUser::create("admin_commands_run_by_root_act_on_the_running_services_state")
+    else {
+        return;
+    };
+    let folders = SystemFolders::new(&user);
+    // A plugin file anyone may read, for root's install (which runs as the service user).
+    let shelf = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(shelf.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let hello = shelf.path().join("libhello_tools.so");
+    std::fs::copy(so("hello_tools"), &hello).expect("copy");
+    std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    // The service: the unit's command line, as its user, in its environment.
+    let mut service = user.command(env!("CARGO_BIN_EXE_toolhost"));
+    folders.environment(&mut service);
+    service.args([
+        "--system",
+        "serve",
+        "--mcp",
+        "http",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let (mut child, port) = spawn_http_server(service);
+    let socket = folders.runtime().join("control.sock");
+    wait_for_socket(&socket);
+
+    // Root adds a token with --system: the running service accepts it at once.
+    assert_eq!(initialize_status(port, None), 401);
+    let added = folders.admin(&["token", "add", "laptop"]);
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let token = text(&added.stdout).trim().to_owned();
+    assert!(!token.is_empty());
+    let tokens: Vec<PathBuf> = std::fs::read_dir(folders.state())
+        .expect("state")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("token"))
+        .collect();
+    assert!(
+        !tokens.is_empty(),
+        "the token file is in the service's state"
+    );
+    for file in &tokens {
+        assert_eq!(
+            std::fs::metadata(file).expect("stat").uid(),
+            user.uid,
+            "{file:?} is the service user's"
+        );
+    }
+    assert_eq!(initialize_status(port, Some(&token)), 200);
+
+    // Root installs a plugin: into the service's folder, as its user, and the running
+    // service reports loading it.
+    let installed = folders.admin(&["install", hello.to_str().expect("utf-8")]);
+    let out = text(&installed.stdout);
+    assert!(
+        installed.status.success(),
+        "{out}{}",
+        text(&installed.stderr)
+    );
+    assert!(
+        out.contains("loaded hello") && !out.contains("no host is running"),
+        "{out}"
+    );
+    let placed = folders.state().join("plugins/libhello_tools.so");
+    assert_eq!(
+        std::fs::metadata(&placed).expect("installed").uid(),
+        user.uid
+    );
+
+    // status and call find the service's socket with no --control.
+    let status = folders.admin(&["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    assert!(text(&status.stdout).contains("libhello_tools.so"));
+    let called = folders.admin(&["call", "greet", r#"{"name": "ops"}"#, "--control"]);
+    assert!(called.status.success(), "{}", text(&called.stderr));
+
+    // SIGTERM, as systemctl stop sends it.
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(child.id()).expect("pid"),
+            libc::SIGTERM,
+        )
+    };
+    let status = wait_exit(&mut child, "the service");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn call_control_uses_the_default_socket_and_yes_approves_as_the_hosts_own_user() {
+    let runtime = tempfile::tempdir().expect("temp dir");
+    let plugins = PluginDir::with(&["toolhost_utils"]);
+    let mut serve = toolhost_command();
+    serve
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .args(["serve", "--no-watch", "--plugins"])
+        .arg(plugins.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = serve.spawn().expect("start serve");
+    wait_for_socket(&runtime.path().join("toolhost/control.sock"));
+    let call = |args: &[&str]| {
+        toolhost_command()
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .arg("call")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolhost call")
+    };
+    let read = call(&["time_now", r#"{"timezone": "UTC"}"#, "--control"]);
+    assert!(read.status.success(), "{}", text(&read.stderr));
+
+    // A write tool: refused with no terminal to ask, run with --yes.
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let target = out_dir.path().join("written.txt");
+    let args = serde_json::json!({"path": target, "content": "by --yes"}).to_string();
+    let refused = call(&["write_file", &args, "--control"]);
+    assert!(!refused.status.success());
+    assert!(!target.exists());
+    let approved = call(&["write_file", &args, "--control", "--yes"]);
+    assert!(approved.status.success(), "{}", text(&approved.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("written"),
+        "by --yes"
+    );
+
+    // `--control TOOL ARGS`: the tool's name taken for the path is said plainly.
+    let mistaken = call(&["--control", "time_now", "{}"]);
+    assert_eq!(mistaken.status.code(), Some(2));
+    assert!(
+        text(&mistaken.stderr).contains("put --control after the tool"),
+        "{}",
+        text(&mistaken.stderr)
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn every_command_has_a_manual_page_with_files_environment_and_exit_status() {
+    let pages = tempfile::tempdir().expect("temp dir");
+    let out = toolhost_command()
+        .args(["man", "--dir"])
+        .arg(pages.path())
+        .output()
+        .expect("toolhost man --dir");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let main = std::fs::read_to_string(pages.path().join("toolhost.1")).expect("toolhost.1");
+    // Every page the main page points to exists, and every page has the sections.
+    let mut referenced = 0;
+    for word in main.split(|c: char| c.is_whitespace() || c == ',') {
+        let word = word
+            .replace("\\fB", "")
+            .replace("\\fR", "")
+            .replace("\\-", "-");
+        if let Some(name) = word.strip_suffix("(1)")
+            && name.starts_with("toolhost-")
+        {
+            referenced += 1;
+            let page = pages.path().join(format!("{name}.1"));
+            assert!(
+                page.is_file(),
+                "toolhost(1) names {name}(1), which was not written"
+            );
+        }
+    }
+    assert!(referenced >= 10, "{referenced} pages referenced:\n{main}");
+    for entry in std::fs::read_dir(pages.path()).expect("pages") {
+        let page = std::fs::read_to_string(entry.expect("entry").path()).expect("page");
+        for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH FILES"] {
+            assert!(page.contains(section), "{section} missing:\n{page}");
+        }
+    }
+    let call = toolhost_command()
+        .args(["man", "call"])
+        .output()
+        .expect("toolhost man call");
+    assert!(call.status.success());
+    let page = text(&call.stdout);
+    assert!(page.contains(".TH toolhost-call 1"), "{page}");
+    assert!(page.contains("\\-\\-control"), "{page}");
+}
+
+#[test]
+fn a_settings_table_no_plugin_reads_is_warned_with_the_nearest_name() {
+    let config = tempfile::tempdir().expect("temp dir");
+    let file = config.path().join("config.toml");
+    std::fs::write(
+        &file,
+        "[plugins.helo.settings]\ngreeting = \"hi\"\n\n[plugins.nothing_like_it.settings]\nx = 1\n",
+    )
+    .expect("config");
+    let plugins = PluginDir::with(&["hello_tools"]);
+    let socket = config.path().join("control.sock");
+    let mut child = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["serve", "--no-watch", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(&socket)
+        .env("TOOLHOST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    wait_for_socket(&socket);
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(child.id()).expect("pid"),
+            libc::SIGTERM,
+        )
+    };
+    wait_exit(&mut child, "serve");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("log");
+    assert!(
+        log.contains("[plugins.helo.settings] names no loaded plugin")
+            && log.contains("did you mean [plugins.hello.settings]?"),
+        "{log}"
+    );
+    assert!(
+        log.contains("[plugins.nothing_like_it.settings] names no loaded plugin")
+            && log.contains("loaded plugins: hello"),
+        "{log}"
+    );
+    let warned = log.find("names no loaded plugin").expect("warned");
+    let serving = log.find("toolhost is serving").expect("serving logged");
+    assert!(warned < serving, "warned before serving:\n{log}");
+}
