@@ -67,6 +67,8 @@ pub struct Host {
     started: Instant,
     control_path: PathBuf,
     watching: bool,
+    /// Approval questions waiting for a terminal (MCP clients without elicitation).
+    approvals: Arc<crate::frontends::relay::ApprovalRelay>,
 }
 
 /// The host's profiles as the door sees them: each one's view of the catalog's current
@@ -341,6 +343,7 @@ impl Host {
             started: Instant::now(),
             control_path: config.control_path.clone(),
             watching: config.watch.is_some(),
+            approvals: Arc::new(crate::frontends::relay::ApprovalRelay::new()),
         }
     }
 
@@ -415,6 +418,12 @@ impl Host {
             .filter_map(Weak::upgrade)
             .flat_map(|d| d.connected())
             .collect()
+    }
+
+    /// The approval questions waiting for a terminal: MCP frontends ask there, the
+    /// control socket lists and answers them.
+    pub fn approval_relay(&self) -> &Arc<crate::frontends::relay::ApprovalRelay> {
+        &self.approvals
     }
 
     /// The count of open control-socket connections, which the control frontend keeps.

@@ -85,9 +85,9 @@ mod text;
 
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings, ModelSettings, Profile,
-    ProfileView, ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings,
-    default_config_path, default_plugin_dir, positive_seconds,
+    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings,
+    ModelSettings, Profile, ProfileView, ReloadSettings, SecondsError, WithoutElicitation,
+    WorkspaceSettings, default_config_path, default_plugin_dir, positive_seconds,
 };
 pub use frontends::control::{
     ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
@@ -105,6 +105,7 @@ pub use frontends::mcp::tokens::{
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
+pub use frontends::relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
     UnavailableTool,

@@ -520,3 +520,132 @@ fn a_settings_table_no_plugin_reads_is_warned_with_the_nearest_name() {
     let serving = log.find("toolhost is serving").expect("serving logged");
     assert!(warned < serving, "warned before serving:\n{log}");
 }
+
+/// An MCP client without elicitation (over stdio) on a host whose config relays its
+/// approval questions to a terminal, and the host's control socket.
+fn relaying_host(
+    limit_secs: u32,
+) -> (crate::mcp::RawClient, PathBuf, tempfile::TempDir, PluginDir) {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp]\nwithout_elicitation = \"terminal\"\nterminal_approval_secs = {limit_secs}\n"
+        ),
+    )
+    .expect("config");
+    let socket = dir.path().join("c.sock");
+    let mut cmd = toolhost_command();
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["serve", "--no-watch", "--mcp", "stdio", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(&socket);
+    let client = crate::mcp::RawClient::start(cmd);
+    (client, socket, dir, plugins)
+}
+
+/// `toolhost approvals ARGS --control SOCKET`.
+fn approvals(socket: &Path, args: &[&str]) -> Output {
+    toolhost_command()
+        .arg("approvals")
+        .args(args)
+        .arg("--control")
+        .arg(socket)
+        .output()
+        .expect("toolhost approvals")
+}
+
+/// Waits for the one question about `tool` in `approvals pending --json`; its id.
+fn waiting_question(socket: &Path, tool: &str) -> u64 {
+    let mut id = None;
+    crate::support::wait_until(&format!("a question about {tool} waiting"), || {
+        let out = approvals(socket, &["pending", "--json"]);
+        let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        id = listed
+            .as_array()
+            .and_then(|qs| qs.iter().find(|q| q["tool"] == tool))
+            .and_then(|q| q["id"].as_u64());
+        id.is_some()
+    });
+    id.unwrap_or_default()
+}
+
+#[test]
+fn a_terminal_answers_the_calls_of_an_mcp_client_that_cannot_ask() {
+    let (client, socket, _dir, _plugins) = relaying_host(600);
+    let (_markers, marker) = crate::support::marker();
+    let call = |mut client: crate::mcp::RawClient, marker: PathBuf| {
+        std::thread::spawn(move || {
+            let reply = client.request(
+                "tools/call",
+                serde_json::json!({"name": "risky_write", "arguments": {"marker": marker}}),
+            );
+            (client, reply)
+        })
+    };
+    // Yes: the call runs.
+    let calling = call(client, marker.clone());
+    let id = waiting_question(&socket, "risky_write");
+    let listed = text(&approvals(&socket, &["pending"]).stdout);
+    assert!(
+        listed.contains("risky_write") && listed.contains("raw-test-client"),
+        "{listed}"
+    );
+    let answered = approvals(&socket, &["answer", &id.to_string(), "yes"]);
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+    let (client, reply) = calling.join().expect("the call returned");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(marker.exists(), "the approved call ran");
+    // The question is gone; answering it again says so.
+    let again = approvals(&socket, &["answer", &id.to_string(), "yes"]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("no approval question"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    // No, with a reason: the call is refused with it.
+    let refused_marker = marker.with_file_name("refused");
+    let calling = call(client, refused_marker.clone());
+    let id = waiting_question(&socket, "risky_write");
+    let answered = approvals(
+        &socket,
+        &[
+            "answer",
+            &id.to_string(),
+            "no",
+            "--reason",
+            "not on a Friday",
+        ],
+    );
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+    let (_client, reply) = calling.join().expect("the call returned");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(reply.to_string().contains("not on a Friday"), "{reply}");
+    assert!(!refused_marker.exists(), "the refused call did not run");
+}
+
+#[test]
+fn a_relayed_question_nobody_answers_is_refused_at_its_time_limit() {
+    let (mut client, socket, _dir, _plugins) = relaying_host(1);
+    let (_markers, marker) = crate::support::marker();
+    let reply = client.request(
+        "tools/call",
+        serde_json::json!({"name": "risky_write", "arguments": {"marker": marker}}),
+    );
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(
+        reply
+            .to_string()
+            .contains("nobody answered at a terminal within 1 s"),
+        "{reply}"
+    );
+    assert!(!marker.exists());
+    let listed = text(&approvals(&socket, &["pending"]).stdout);
+    assert!(listed.contains("no call waits"), "{listed}");
+}

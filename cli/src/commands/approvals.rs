@@ -1,6 +1,9 @@
 //! `toolhost approvals list [--profile] [--json] | revoke TOOL|--all [--profile]`: the
 //! profile's lasting ("always") approvals. A running host re-reads the file when it
-//! changes, so a revocation counts from its next check.
+//! changes, so a revocation counts from its next check. `approvals pending` and
+//! `approvals answer ID yes|session|always|no` list and answer, on the control socket, the
+//! questions of MCP clients that cannot ask their user (`[mcp] without_elicitation =
+//! "terminal"`).
 
 use std::process::ExitCode;
 
@@ -28,6 +31,33 @@ enum ApprovalsAction {
         #[arg(long)]
         json: bool,
     },
+    /// List the calls waiting for an answer at a terminal: calls from MCP clients that
+    /// cannot ask their user, with `[mcp] without_elicitation = "terminal"` (on the running
+    /// host's control socket).
+    Pending {
+        /// The running host's control socket (default as for `serve`).
+        #[arg(long, value_name = "PATH")]
+        control: Option<std::path::PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a waiting call by its id (as `approvals pending` shows it): yes runs it,
+    /// session runs it and the tool's later calls in that client's session, always keeps
+    /// the approval, no refuses it.
+    Answer {
+        /// The question's id.
+        id: u64,
+        /// The answer.
+        #[arg(value_enum)]
+        answer: AnswerArg,
+        /// With `no`: the reason the model is told.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// The running host's control socket (default as for `serve`).
+        #[arg(long, value_name = "PATH")]
+        control: Option<std::path::PathBuf>,
+    },
     /// Revoke a tool's lasting approval (or every one with --all): its next call asks.
     Revoke {
         /// The tool.
@@ -42,9 +72,84 @@ enum ApprovalsAction {
     },
 }
 
+/// An answer to a waiting call.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AnswerArg {
+    /// Run this call.
+    Yes,
+    /// Run it and the tool's later calls in the client's session.
+    Session,
+    /// Run it and keep the approval (where the question offers it).
+    Always,
+    /// Refuse it.
+    No,
+}
+
+/// Lists the questions waiting on the control socket `control`.
+fn pending(
+    config: &LoadedConfig,
+    control: Option<std::path::PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let socket = super::control_socket(config, control);
+    let (runtime, mut client) = super::control::connect(&socket, ANSWER_WITHIN)?;
+    let waiting = runtime.block_on(client.approvals_pending())?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&waiting)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if waiting.is_empty() {
+        outln!("no call waits for an answer")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 6]> = waiting
+        .iter()
+        .map(|q| {
+            [
+                q.id.to_string(),
+                q.tool.clone(),
+                q.risk.to_string(),
+                q.asked_by.clone(),
+                format!("{} s", q.expires_in_secs),
+                crate::output::summary(&q.arguments.to_string(), 60),
+            ]
+        })
+        .collect();
+    print_table(
+        &["ID", "TOOL", "RISK", "ASKED BY", "EXPIRES", "ARGUMENTS"],
+        &rows,
+    )?;
+    outln!("answer with `toolhost approvals answer ID yes` (or session, always, no)")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long a request to the host may take.
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl ApprovalsArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         match self.action {
+            ApprovalsAction::Pending { control, json } => return pending(config, control, json),
+            ApprovalsAction::Answer {
+                id,
+                answer,
+                reason,
+                control,
+            } => {
+                let reply = match answer {
+                    AnswerArg::Yes => toolhost::ApprovalReply::Once,
+                    AnswerArg::Session => toolhost::ApprovalReply::Session,
+                    AnswerArg::Always => toolhost::ApprovalReply::Always,
+                    AnswerArg::No => toolhost::ApprovalReply::No {
+                        reason: reason
+                            .unwrap_or_else(|| "the operator declined it at a terminal".to_owned()),
+                    },
+                };
+                let socket = super::control_socket(config, control);
+                let (runtime, mut client) = super::control::connect(&socket, ANSWER_WITHIN)?;
+                runtime.block_on(client.approvals_answer(id, reply))?;
+                outln!("answered {id}: the call goes on")?;
+            }
             ApprovalsAction::List { profile, json } => {
                 let profile = resolve_profile(config, profile.as_deref())?;
                 let file = ApprovalFile::for_profile(&profile.dirs);

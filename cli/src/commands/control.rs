@@ -39,7 +39,7 @@ pub(crate) struct StatusArgs {
 
 /// A connection to the host on `socket` whose answers are awaited at most `limit`, and
 /// the runtime it runs on.
-fn connect(
+pub(crate) fn connect(
     socket: &Path,
     limit: Duration,
 ) -> anyhow::Result<(tokio::runtime::Runtime, ControlClient)> {

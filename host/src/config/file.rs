@@ -476,6 +476,9 @@ pub struct RawMcp {
     /// What happens to a call that needs approval when the MCP client cannot be asked
     /// (it does not support elicitation).
     pub without_elicitation: WithoutElicitation,
+    /// With `without_elicitation = "terminal"`: seconds a call waits for a terminal's
+    /// answer before it is refused.
+    pub terminal_approval_secs: f64,
     /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
     /// the loopback names, which are always allowed (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -509,6 +512,7 @@ impl Default for RawMcp {
         let limits = super::http_limits::HttpLimits::default();
         RawMcp {
             without_elicitation: WithoutElicitation::default(),
+            terminal_approval_secs: super::settings::DEFAULT_TERMINAL_APPROVAL.as_secs_f64(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tokens_file: None,
@@ -533,6 +537,10 @@ pub enum WithoutElicitation {
     /// Run it: the operator trusts the client to ask its user (most clients ask before
     /// every tool call).
     Approve,
+    /// Wait for an operator to answer it at a terminal on the control socket (`toolhost
+    /// approvals pending`, `toolhost approvals answer ID`), `terminal_approval_secs` at
+    /// most; unanswered, it is refused.
+    Terminal,
 }
 
 /// `[calls]`.

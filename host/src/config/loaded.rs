@@ -116,6 +116,7 @@ impl Resolved {
         let m = &c.mcp;
         let mcp = McpSettings {
             without_elicitation: m.without_elicitation,
+            terminal_approval: positive("mcp.terminal_approval_secs", m.terminal_approval_secs)?,
             allowed_hosts: m.allowed_hosts.clone(),
             allowed_origins: m.allowed_origins.clone(),
             limits: HttpLimits {

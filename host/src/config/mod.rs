@@ -69,8 +69,8 @@ pub use reload::ReloadSettings;
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, McpSettings,
-    ModelSettings,
+    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT,
+    DEFAULT_TERMINAL_APPROVAL, McpSettings, ModelSettings,
 };
 pub use workspace::WorkspaceSettings;
 

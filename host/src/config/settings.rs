@@ -188,11 +188,17 @@ impl AgentSettings {
     }
 }
 
+/// How long a call waits for a terminal's answer by default (`[mcp]
+/// terminal_approval_secs`).
+pub const DEFAULT_TERMINAL_APPROVAL: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The MCP frontend (`[mcp]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpSettings {
     /// What happens to a call that needs approval when the client cannot be asked.
     pub without_elicitation: WithoutElicitation,
+    /// How long such a call waits for a terminal (`without_elicitation = "terminal"`).
+    pub terminal_approval: std::time::Duration,
     /// Host names (or `host:port`) HTTP requests may name besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Browser origins allowed to call besides the server's own.

@@ -147,6 +147,27 @@ impl ControlClient {
         self.send_typed(&ControlRequest::Call(params)).await
     }
 
+    /// The approval questions waiting for a terminal.
+    pub async fn approvals_pending(
+        &mut self,
+    ) -> Result<Vec<crate::frontends::relay::RelayedQuestion>, ControlError> {
+        self.send_typed(&ControlRequest::ApprovalsPending).await
+    }
+
+    /// Answers the waiting approval question `id`.
+    pub async fn approvals_answer(
+        &mut self,
+        id: u64,
+        reply: super::ApprovalReply,
+    ) -> Result<(), ControlError> {
+        self.send(&ControlRequest::ApprovalsAnswer(super::AnswerParams {
+            id,
+            reply,
+        }))
+        .await
+        .map(|_| ())
+    }
+
     /// Sends `request` and reads its result as `T`.
     async fn send_typed<T: serde::de::DeserializeOwned>(
         &mut self,

@@ -26,6 +26,21 @@ impl ControlHandler for Host {
             ControlRequest::Status => ControlResult::Status(Box::new(self.status())),
             ControlRequest::List => ControlResult::List(self.catalog().registry().listing()),
             ControlRequest::Call(params) => ControlResult::Call(call(self, params, peer).await?),
+            ControlRequest::ApprovalsPending => {
+                ControlResult::ApprovalsPending(self.approval_relay().pending())
+            }
+            ControlRequest::ApprovalsAnswer(params) => {
+                tracing::info!(
+                    id = params.id,
+                    answer = ?params.reply,
+                    by = %peer.who,
+                    "an approval question was answered on the control socket"
+                );
+                self.approval_relay()
+                    .answer(params.id, params.reply)
+                    .map_err(|e| ControlFault::new(ControlFault::INVALID_PARAMS, e.to_string()))?;
+                ControlResult::ApprovalsAnswered
+            }
         })
     }
 

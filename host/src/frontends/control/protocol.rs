@@ -28,11 +28,30 @@ pub enum ControlRequest {
     /// Run one tool call as a profile's agent; answered with a [`CallReply`] (a call that
     /// fails is still a result, with `is_error` and a code saying why).
     Call(CallParams),
+    /// The approval questions waiting for a terminal (`[mcp] without_elicitation =
+    /// "terminal"`); answered with an array of
+    /// [`RelayedQuestion`](crate::frontends::relay::RelayedQuestion).
+    ApprovalsPending,
+    /// Answer one of them; answered with `null` once the call it held goes on.
+    ApprovalsAnswer(AnswerParams),
+}
+
+/// The parameters of [`ControlRequest::ApprovalsAnswer`]: the question's id and the
+/// answer (`{"id": 3, "answer": "once"}`, `"session"`, `"always"`, or `"no"` with a
+/// `reason`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerParams {
+    /// The question's id, as `approvals_pending` lists it.
+    pub id: u64,
+    /// The answer.
+    #[serde(flatten)]
+    pub reply: ApprovalReply,
 }
 
 impl ControlRequest {
     /// The methods, for messages.
-    pub const METHODS: &'static str = "reload, status, list and call";
+    pub const METHODS: &'static str =
+        "reload, status, list, call, approvals_pending and approvals_answer";
 
     /// The request `method` with `params` names, or why it is not one.
     pub fn from_parts(method: &str, params: Option<Value>) -> Result<ControlRequest, ControlFault> {
@@ -41,6 +60,21 @@ impl ControlRequest {
             "reload" => Ok(ControlRequest::Reload),
             "status" => Ok(ControlRequest::Status),
             "list" => Ok(ControlRequest::List),
+            "approvals_pending" => Ok(ControlRequest::ApprovalsPending),
+            "approvals_answer" => {
+                let params = params.unwrap_or(Value::Null);
+                serde_json::from_value(params)
+                    .map(ControlRequest::ApprovalsAnswer)
+                    .map_err(|e| {
+                        ControlFault::new(
+                            ControlFault::INVALID_PARAMS,
+                            format!(
+                                "approvals_answer needs params {{\"id\": N, \"answer\": \
+                                 \"once\"|\"session\"|\"always\"|\"no\"}} ({e})"
+                            ),
+                        )
+                    })
+            }
             "call" => {
                 let params = params.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
                 serde_json::from_value(params)
@@ -276,6 +310,10 @@ pub enum ControlResult {
     List(Vec<Value>),
     /// For [`ControlRequest::Call`].
     Call(CallReply),
+    /// For [`ControlRequest::ApprovalsPending`].
+    ApprovalsPending(Vec<crate::frontends::relay::RelayedQuestion>),
+    /// For [`ControlRequest::ApprovalsAnswer`].
+    ApprovalsAnswered,
 }
 
 /// A request the host could not answer: a JSON-RPC error object.

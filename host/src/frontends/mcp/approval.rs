@@ -53,6 +53,8 @@ pub(super) struct McpApprover {
     offers: Mutex<Offers>,
     /// Who answers, for the audit log.
     who: String,
+    /// Who asks: the client's name and token (for a terminal's `approvals pending`).
+    asked_by: String,
 }
 
 enum ApproverMode {
@@ -113,6 +115,14 @@ impl McpApprover {
                 "nobody: mcp client {client} cannot ask its user ([mcp] without_elicitation = \
                  \"refuse\", the default)"
             ),
+            ApproverMode::Configured(WithoutElicitation::Terminal) => format!(
+                "a terminal on the control socket (mcp client {client} cannot ask its user; \
+                 [mcp] without_elicitation = \"terminal\")"
+            ),
+        };
+        let asked_by = match &facts.caller.token {
+            Some(token) => format!("mcp client {client} (token {token})"),
+            None => format!("mcp client {client}"),
         };
         McpApprover {
             mode,
@@ -120,6 +130,7 @@ impl McpApprover {
             shared,
             offers: Mutex::new(Offers::default()),
             who,
+            asked_by,
         }
     }
 
@@ -279,6 +290,35 @@ impl Approver for McpApprover {
                 ApprovalAnswer::Pending("the client asks the user and calls again".to_owned())
             }
             ApproverMode::Configured(WithoutElicitation::Approve) => ApprovalAnswer::Approve,
+            ApproverMode::Configured(WithoutElicitation::Terminal) => {
+                let question = crate::frontends::relay::NewQuestion {
+                    tool: request.tool.clone(),
+                    risk: request.risk,
+                    origin: request.origin.to_string(),
+                    arguments: request.arguments.clone(),
+                    asked_by: self.asked_by.clone(),
+                    offer_session: request.offer_session,
+                    offer_always: request.offer_always,
+                };
+                let within = match self.shared.options.terminal_approval {
+                    d if d.is_zero() => crate::config::DEFAULT_TERMINAL_APPROVAL,
+                    d => d,
+                };
+                use crate::frontends::control::ApprovalReply;
+                match self
+                    .shared
+                    .host
+                    .approval_relay()
+                    .ask(question, within)
+                    .await
+                {
+                    Ok(ApprovalReply::Once) => ApprovalAnswer::Approve,
+                    Ok(ApprovalReply::Session) => ApprovalAnswer::ApproveForSession,
+                    Ok(ApprovalReply::Always) => ApprovalAnswer::ApproveAlways,
+                    Ok(ApprovalReply::No { reason }) => ApprovalAnswer::Decline(reason),
+                    Err(e) => ApprovalAnswer::Decline(e.to_string()),
+                }
+            }
             ApproverMode::Configured(WithoutElicitation::Refuse) => {
                 ApprovalAnswer::Decline(format!(
                     "this MCP client cannot ask its user (it does not support elicitation). \

@@ -40,6 +40,9 @@ pub struct McpOptions {
     pub profile: Option<String>,
     /// What happens to calls that need approval when the client cannot be asked.
     pub without_elicitation: WithoutElicitation,
+    /// How long such a call waits for a terminal's answer (`WithoutElicitation::Terminal`;
+    /// zero means the default, 120 s).
+    pub terminal_approval: std::time::Duration,
 }
 
 /// Why the MCP frontend could not run.
