@@ -649,3 +649,41 @@ fn a_relayed_question_nobody_answers_is_refused_at_its_time_limit() {
     let listed = text(&approvals(&socket, &["pending"]).stdout);
     assert!(listed.contains("no call waits"), "{listed}");
 }
+
+#[test]
+fn isolate_keeps_the_plugins_the_config_keeps_in_process_and_says_so() {
+    let config = tempfile::tempdir().expect("temp dir");
+    let file = config.path().join("config.toml");
+    std::fs::write(&file, "[isolation.plugins]\nhello = \"in-process\"\n").expect("config");
+    let plugins = PluginDir::with(&["fixture_echo", "hello_tools"]);
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["list", "--isolate", "--json", "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost list --isolate");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mode = |tool: &str| {
+        listing
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == tool))
+            .map(|t| t["mode"].clone())
+    };
+    assert_eq!(
+        mode("greet"),
+        Some(serde_json::json!("in-process")),
+        "{listing}"
+    );
+    assert_eq!(
+        mode("echo"),
+        Some(serde_json::json!("process")),
+        "{listing}"
+    );
+    let warned = text(&out.stderr);
+    assert!(
+        warned.contains("--isolate: every plugin runs in a sandboxed worker except hello"),
+        "{warned}"
+    );
+}

@@ -185,7 +185,17 @@ pub(crate) fn load_policy(config: &LoadedConfig, isolate: bool) -> anyhow::Resul
     let mut policy = config.load_policy()?;
     if isolate {
         let mut isolation = toolhost::IsolationPolicy::clone(&policy.isolation);
-        isolation.isolate_all();
+        let kept = isolation.isolate_all();
+        if !kept.is_empty() {
+            tracing::warn!(
+                "--isolate: every plugin runs in a sandboxed worker except {}, which \
+                 [isolation.plugins] keeps in-process; remove {} from that table to isolate \
+                 {} too",
+                kept.join(", "),
+                if kept.len() == 1 { "it" } else { "them" },
+                if kept.len() == 1 { "it" } else { "them" }
+            );
+        }
         policy.isolation = std::sync::Arc::new(isolation);
     }
     Ok(policy)

@@ -149,16 +149,22 @@ pub(crate) enum Decision {
 }
 
 impl IsolationPolicy {
-    /// Every plugin in a worker (`--isolate`).
-    pub fn isolate_all(&mut self) {
+    /// `--isolate`: every plugin in a worker but those `[isolation.plugins]` keeps
+    /// in-process by name (an operator's explicit choice, e.g. for a plugin the sandbox
+    /// cannot serve); returns those names, for the flag to say so.
+    pub fn isolate_all(&mut self) -> Vec<String> {
         self.default = IsolationMode::Process;
-        self.plugins.clear();
+        self.plugins
+            .retain(|_, mode| *mode == IsolationMode::InProcess);
+        self.plugins.keys().cloned().collect()
     }
 
-    /// For `check --isolate`: every plugin in a worker that may read its file and the
-    /// system libraries only, must be sandboxed, gets no environment and no network.
+    /// For `check --isolate`: every plugin, whatever the table says, in a worker that
+    /// may read its file and the system libraries only, must be sandboxed, gets no
+    /// environment and no network.
     pub fn inspect_only(&mut self) {
-        self.isolate_all();
+        self.default = IsolationMode::Process;
+        self.plugins.clear();
         self.inspect = true;
         self.sandbox = SandboxMode::Required;
         self.read_paths.clear();
