@@ -68,10 +68,19 @@ impl WorkspaceSettings {
         if command_timeout_secs == 0 {
             return Err("`workspace.command_timeout_secs` must be at least 1 (seconds)".to_owned());
         }
-        for name in raw.env.iter().flatten() {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
+        // What the workspace plugins take: `NAME` (passed from the host's environment),
+        // `PREFIX*`, or `NAME=value` (set to that value).
+        for entry in raw.env.iter().flatten() {
+            let name = entry.split_once('=').map_or(entry.as_str(), |(name, _)| name);
+            let pattern = name.strip_suffix('*').unwrap_or(name);
+            if pattern.is_empty()
+                || entry.contains('\0')
+                || (entry.contains('=') && name.ends_with('*'))
+                || pattern.contains('*')
+            {
                 return Err(format!(
-                    "`workspace.env` lists {name:?}, which is not an environment variable's name"
+                    "`workspace.env` lists {entry:?}: give a variable's NAME (passed on from \
+                     toolhost's environment), a PREFIX* of names, or NAME=value"
                 ));
             }
         }
@@ -181,6 +190,22 @@ mod tests {
             ..RawWorkspace::default()
         };
         assert!(WorkspaceSettings::resolve(&zero, String::new()).is_err());
+    }
+
+    #[test]
+    fn env_takes_names_prefixes_and_values_as_the_docs_show() {
+        let with = |entries: &[&str]| RawWorkspace {
+            env: Some(entries.iter().map(|e| (*e).to_owned()).collect()),
+            ..RawWorkspace::default()
+        };
+        let good = with(&["CARGO_HOME=/srv/root/.cargo", "RUST_LOG", "CARGO_TERM_*", "EMPTY="]);
+        let settings = WorkspaceSettings::resolve(&good, String::new()).expect("valid");
+        assert_eq!(settings.answer().env.len(), 4);
+        for bad in ["", "=x", "*", "A*=x", "A*B", "NUL\0"] {
+            let e = WorkspaceSettings::resolve(&with(&[bad]), String::new())
+                .expect_err("refused");
+            assert!(e.contains("NAME=value"), "{bad:?}: {e}");
+        }
     }
 
     #[test]
