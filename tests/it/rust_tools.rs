@@ -5,7 +5,7 @@
 //! too) in the result's details and structured value; `cargo_test` reports a failing
 //! test's output and the totals; `rustc_explain` refuses a code that is not one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::{Value, json};
@@ -198,4 +198,73 @@ fn the_coder_profile_checks_and_tests_a_crate_with_diagnostics_in_the_details() 
     assert!(!out.status.success());
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(said.contains("four digits"), "{said}");
+}
+
+/// Where rustup and cargo keep their files: `$RUSTUP_HOME` and `$CARGO_HOME`, else
+/// `~/.rustup` and `~/.cargo`.
+fn toolchain_homes() -> (PathBuf, PathBuf) {
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+    let var = |name: &str, default: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(default))
+    };
+    (var("RUSTUP_HOME", ".rustup"), var("CARGO_HOME", ".cargo"))
+}
+
+#[test]
+fn cargo_test_runs_doc_tests_in_a_worker_with_the_paths_the_readme_gives() {
+    if !cargo_here() {
+        return;
+    }
+    let krate = tempfile::tempdir().expect("crate");
+    std::fs::create_dir_all(krate.path().join("src")).expect("src");
+    std::fs::write(
+        krate.path().join("Cargo.toml"),
+        "[package]\nname = \"doc_fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("Cargo.toml");
+    std::fs::write(
+        krate.path().join("src/lib.rs"),
+        "/// Doubles.\n///\n/// ```\n/// assert_eq!(doc_fixture::double(2), 4);\n/// ```\n\
+         pub fn double(x: u32) -> u32 {\n    x * 2\n}\n\n\
+         #[test]\nfn doubles() {\n    assert_eq!(double(3), 6);\n}\n",
+    )
+    .expect("lib.rs");
+    // The README's words for the Rust plugin in a worker: the toolchain readable, cargo's
+    // caches writable. Nothing else.
+    let (rustup, cargo) = toolchain_homes();
+    let config = tempfile::tempdir().expect("config");
+    let file = config.path().join("config.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[isolation]\nread_paths = [{rustup:?}, {cargo:?}]\nwrite_paths = [{:?}, {:?}]\n",
+            cargo.join("registry"),
+            cargo.join("git")
+        ),
+    )
+    .expect("config");
+    let plugins = PluginDir::with(&["toolhost_rust"]);
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["call", "cargo_test", "{}", "--isolate", "--yes", "--json"])
+        .arg("--workspace")
+        .arg(krate.path())
+        .arg("--plugins")
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost call cargo_test --isolate");
+    let said = text(&out.stdout);
+    let result: Value =
+        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}{}", text(&out.stderr)));
+    assert_eq!(result["is_error"], false, "{result:#}");
+    let totals = &result["structured"]["totals"];
+    assert_eq!(totals["failed"], 0, "{result:#}");
+    assert!(
+        totals["passed"].as_u64().is_some_and(|n| n >= 2),
+        "the unit test and the doc-test passed: {result:#}"
+    );
+    assert!(!said.contains("Couldn't run the test"), "{said}");
 }

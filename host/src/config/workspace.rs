@@ -71,7 +71,9 @@ impl WorkspaceSettings {
         // What the workspace plugins take: `NAME` (passed from the host's environment),
         // `PREFIX*`, or `NAME=value` (set to that value).
         for entry in raw.env.iter().flatten() {
-            let name = entry.split_once('=').map_or(entry.as_str(), |(name, _)| name);
+            let name = entry
+                .split_once('=')
+                .map_or(entry.as_str(), |(name, _)| name);
             let pattern = name.strip_suffix('*').unwrap_or(name);
             if pattern.is_empty()
                 || entry.contains('\0')
@@ -198,12 +200,16 @@ mod tests {
             env: Some(entries.iter().map(|e| (*e).to_owned()).collect()),
             ..RawWorkspace::default()
         };
-        let good = with(&["CARGO_HOME=/srv/root/.cargo", "RUST_LOG", "CARGO_TERM_*", "EMPTY="]);
+        let good = with(&[
+            "CARGO_HOME=/srv/root/.cargo",
+            "RUST_LOG",
+            "CARGO_TERM_*",
+            "EMPTY=",
+        ]);
         let settings = WorkspaceSettings::resolve(&good, String::new()).expect("valid");
         assert_eq!(settings.answer().env.len(), 4);
         for bad in ["", "=x", "*", "A*=x", "A*B", "NUL\0"] {
-            let e = WorkspaceSettings::resolve(&with(&[bad]), String::new())
-                .expect_err("refused");
+            let e = WorkspaceSettings::resolve(&with(&[bad]), String::new()).expect_err("refused");
             assert!(e.contains("NAME=value"), "{bad:?}: {e}");
         }
     }

@@ -137,6 +137,10 @@ pub(super) fn spawn(
     };
     let mut rules = rules_for(plugin.copy, policy, launch.network, profile);
     if let Some(tmp) = &tmp {
+        // Read too, which grants execute: what a plugin builds in its temporary folder
+        // (a doc-test rustdoc compiled, a script it wrote) may run, under this same
+        // sandbox, as programs under a workspace root may.
+        rules.read.push(tmp.path().to_path_buf());
         rules.write.push(tmp.path().to_path_buf());
     }
     if let Err(e) = send_orders(
