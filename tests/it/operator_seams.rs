@@ -687,3 +687,56 @@ fn isolate_keeps_the_plugins_the_config_keeps_in_process_and_says_so() {
         "{warned}"
     );
 }
+
+#[test]
+fn a_refusal_by_the_worker_sandbox_names_the_path_and_the_key_that_allows_it() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let secret = outside.path().join("notes.txt");
+    std::fs::write(&secret, "kept out").expect("write");
+    let plugins = PluginDir::with(&["fixture_hostile"]);
+    let args = serde_json::json!({"action": "read_or_fail", "path": secret}).to_string();
+    let out = toolhost_command()
+        .args(["call", "attempt", &args, "--isolate", "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost call --isolate");
+    if out.status.success() {
+        eprintln!(
+            "skipped: the worker read {} (no Landlock sandbox here): {}",
+            secret.display(),
+            text(&out.stdout)
+        );
+        return;
+    }
+    let err = text(&out.stderr);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "toolhost: plugin 'hostile' runs in a sandboxed worker, which may not read {}",
+            secret.display()
+        )) && err.contains("[isolation] read_paths")
+            && err.contains("[isolation.plugins] hostile = \"in-process\""),
+        "{err}"
+    );
+    // With the key the note names, the same call reads the file.
+    let config = tempfile::tempdir().expect("temp dir");
+    let file = config.path().join("config.toml");
+    std::fs::write(
+        &file,
+        format!("[isolation]\nread_paths = [{:?}]\n", outside.path()),
+    )
+    .expect("config");
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["call", "attempt", &args, "--isolate", "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost call --isolate");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("ok kept out"),
+        "{}",
+        text(&out.stdout)
+    );
+}

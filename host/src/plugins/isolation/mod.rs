@@ -11,6 +11,7 @@ mod link;
 mod log_limit;
 pub(crate) mod protocol;
 mod proxy;
+mod refusal;
 mod spawn;
 pub(crate) mod supervisor;
 pub(crate) mod worker;

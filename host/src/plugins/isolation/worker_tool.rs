@@ -2,7 +2,8 @@
 //! worker of the caller's profile (started if none runs), waits for its answer, tells the
 //! worker when the caller cancels or gives up, and gets the worker killed when a call
 //! ignores that for `kill_after_cancel` (the only way to stop a stuck native call). A call
-//! that never reached its worker is tried once more on a fresh one.
+//! that never reached its worker is tried once more on a fresh one. A call that failed on
+//! a refused access gets a note saying what the sandbox allows (`refusal`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,8 +141,35 @@ impl DynTool for WorkerTool {
                 Err(NotSent::Retry(_, why) | NotSent::Fail(why)) => {
                     return Err(ToolError::Failed(why));
                 }
-                Ok(result) => return result,
+                Ok(result) => return self.explained(result, profile),
             }
+        }
+    }
+}
+
+impl WorkerTool {
+    /// `result`, with a note on what the worker's sandbox allows when it failed on a
+    /// refused access.
+    fn explained(
+        &self,
+        result: Result<ToolOutput, ToolError>,
+        profile: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        let note = |text: &str| {
+            super::refusal::explain(text, &self.plugin.policy, &self.plugin.name, profile)
+        };
+        match result {
+            Err(ToolError::Failed(message)) => Err(ToolError::Failed(match note(&message) {
+                Some(n) => format!("{message}\n\n{n}"),
+                None => message,
+            })),
+            Ok(mut output) if output.is_error => {
+                if let Some(n) = note(&output.text) {
+                    output.text = format!("{}\n\n{n}", output.text);
+                }
+                Ok(output)
+            }
+            other => other,
         }
     }
 }
