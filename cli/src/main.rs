@@ -6,6 +6,7 @@
 
 mod approve;
 mod commands;
+mod json_log;
 mod output;
 mod system;
 
@@ -174,7 +175,10 @@ fn init_logging(command: &Command) {
         .with_env_filter(filter);
     // TOOLHOST_LOG_FORMAT=json: one JSON object per line, for journald and log shippers.
     match std::env::var("TOOLHOST_LOG_FORMAT").as_deref() {
-        Ok("json") => builder.json().with_current_span(false).init(),
+        Ok("json") => {
+            builder.event_format(json_log::JsonLines).init();
+            json_log::enable();
+        }
         Ok("text") | Err(_) => builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
@@ -265,7 +269,11 @@ fn report(error: &anyhow::Error) -> ExitCode {
     {
         return ExitCode::SUCCESS;
     }
-    errln!("error: {error}");
+    if json_log::enabled() {
+        tracing::error!("{error}");
+    } else {
+        errln!("error: {error}");
+    }
     match error.downcast_ref::<Failure>() {
         Some(failure) => failure.exit_code(),
         None => ExitCode::FAILURE,

@@ -91,6 +91,26 @@ pub(crate) fn err_line(args: fmt::Arguments<'_>) {
     let _ = write_args(&mut err, args, terminals().1).and_then(|()| err.write_all(b"\n"));
 }
 
+/// A command's warning: `warning: ...` on stderr, or a warning event when the log is
+/// JSON lines (`TOOLHOST_LOG_FORMAT=json`), so a log shipper reads it like the rest.
+pub(crate) fn warning(args: fmt::Arguments<'_>) {
+    if crate::json_log::enabled() {
+        tracing::warn!("{args}");
+    } else {
+        err_line(format_args!("warning: {args}"));
+    }
+}
+
+/// A command's note (something to know, not a problem): `note: ...` on stderr, or an
+/// event at warn level (so the default filter keeps it) when the log is JSON lines.
+pub(crate) fn note(args: fmt::Arguments<'_>) {
+    if crate::json_log::enabled() {
+        tracing::warn!("{args}");
+    } else {
+        err_line(format_args!("note: {args}"));
+    }
+}
+
 /// Prints a table with aligned columns.
 pub(crate) fn print_table<const N: usize>(
     header: &[&str; N],

@@ -93,7 +93,7 @@ fn installed(loader: &toolhost::PluginLoader, dirs: &[PathBuf]) -> Vec<LoadedPlu
     let existing: Vec<PathBuf> = dirs.iter().filter(|d| d.is_dir()).cloned().collect();
     let report = loader.load_dirs(&existing);
     for e in &report.errors {
-        crate::output::errln!("warning: {e}");
+        crate::output::warning(format_args!("{e}"));
     }
     report.plugins
 }

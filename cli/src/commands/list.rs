@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use toolhost::{Availability, LoadedConfig};
 
 use super::{Loaded, PluginDirs, new_loader, setup};
-use crate::output::{errln, outln, print_table, summary};
+use crate::output::{outln, print_table, summary};
 
 /// `toolhost list`.
 #[derive(clap::Args)]
@@ -43,7 +43,7 @@ impl ListArgs {
         };
         if report.plugins.is_empty() {
             let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            errln!("note: no plugins loaded from {}", shown.join(", "));
+            crate::output::note(format_args!("no plugins loaded from {}", shown.join(", ")));
         }
         let availability = Availability::new(config.call_settings().availability_ttl);
         if self.json {

@@ -215,11 +215,11 @@ pub(crate) fn new_loader_with(policy: LoadPolicy) -> anyhow::Result<PluginLoader
 fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
     let report = loader.load_dirs(dirs);
     for e in &report.errors {
-        errln!("warning: {e}");
+        crate::output::warning(format_args!("{e}"));
     }
     let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
     for e in &problems {
-        errln!("warning: {e}");
+        crate::output::warning(format_args!("{e}"));
     }
     (report, registry)
 }
