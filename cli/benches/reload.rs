@@ -151,7 +151,10 @@ fn main() {
             "  file in place -> first call on the new generation: median {:.1} ms, max {max:.1} ms",
             median(latencies)
         );
-        println!("  (50 ms of that is the debounce: the directory must be quiet that long)");
+        println!(
+            "  (a file renamed into the directory loads at once; the 50 ms debounce is for \
+             other changes)"
+        );
         println!("  calls made during the reloads: {calls}, failed: {failed}");
         println!(
             "  RSS growth: {:.0} KiB per reload ({} KiB -> {} KiB)",

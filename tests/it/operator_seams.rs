@@ -740,3 +740,71 @@ fn a_refusal_by_the_worker_sandbox_names_the_path_and_the_key_that_allows_it() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn json_logs_carry_json_values_and_the_commands_own_warnings() {
+    let plugins = PluginDir::with(&["hello_tools"]);
+    plugins.write("libbroken.so", b"not a plugin");
+    let out = toolhost_command()
+        .env("TOOLHOST_LOG_FORMAT", "json")
+        .args(["list", "--plugins"])
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost list");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in\n{stderr}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["level"] == "WARN"
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("libbroken.so"))),
+        "the broken file's warning is a JSON line: {stderr}"
+    );
+
+    // A serving host's tool changes: the list of tools is a JSON array.
+    let socket_dir = tempfile::tempdir().expect("temp dir");
+    let socket = socket_dir.path().join("c.sock");
+    let mut child = toolhost_command()
+        .env("TOOLHOST_LOG_FORMAT", "json")
+        .env("TOOLHOST_LOG", "info")
+        .args(["serve", "--no-watch", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    wait_for_socket(&socket);
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(child.id()).expect("pid"),
+            libc::SIGTERM,
+        )
+    };
+    wait_exit(&mut child, "serve");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("log");
+    let changed = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["fields"]["message"] == "tools changed")
+        .unwrap_or_else(|| panic!("a tools-changed line:\n{log}"));
+    assert!(
+        changed["fields"]["added"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t == "greet")),
+        "{changed}"
+    );
+}

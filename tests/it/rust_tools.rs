@@ -268,3 +268,36 @@ fn cargo_test_runs_doc_tests_in_a_worker_with_the_paths_the_readme_gives() {
     );
     assert!(!said.contains("Couldn't run the test"), "{said}");
 }
+
+#[test]
+fn a_declared_program_runs_in_a_worker_with_no_paths_configured() {
+    if !cargo_here() {
+        return;
+    }
+    // rustc is declared by rustc_explain; through rustup's proxy it lives under ~/.cargo
+    // and ~/.rustup, which no read_paths names here.
+    let config = tempfile::tempdir().expect("config");
+    let file = config.path().join("config.toml");
+    std::fs::write(&file, "").expect("config");
+    let plugins = PluginDir::with(&["toolhost_rust"]);
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args([
+            "call",
+            "rustc_explain",
+            r#"{"code": "E0382"}"#,
+            "--isolate",
+            "--plugins",
+        ])
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost call rustc_explain --isolate");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("moved"), "{}", text(&out.stdout));
+}

@@ -33,6 +33,64 @@ pub(super) struct Launch {
     pub(super) network: bool,
     /// Unix-domain sockets allowed (`[isolation] unix_sockets` names the plugin).
     pub(super) unix_sockets: bool,
+    /// What the programs its tools declare need to read and run, outside the system's
+    /// folders ([`program_paths`]).
+    pub(super) read: Vec<PathBuf>,
+}
+
+/// Where a plugin's declared programs live, for its worker to read and run them: each
+/// one's folder as `PATH` finds it outside the system's folders (`~/.cargo/bin/cargo`),
+/// the folder of what that links to, and for a rustup proxy (a program that is rustup
+/// under another name) rustup's home (`$RUSTUP_HOME`, else `~/.rustup`), where the
+/// toolchain it runs is.
+pub(super) fn program_paths(programs: &[&str]) -> Vec<PathBuf> {
+    let search: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let rustup_home = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")))
+        .filter(|h| h.is_absolute());
+    programs_in(programs, &search, rustup_home.as_deref())
+}
+
+/// [`program_paths`] with `PATH` as `search` and rustup's home as `rustup_home`.
+fn programs_in(programs: &[&str], search: &[PathBuf], rustup_home: Option<&Path>) -> Vec<PathBuf> {
+    let system = sandbox::system_read_paths();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut add = |dir: PathBuf| {
+        if !system.iter().any(|s| dir.starts_with(s)) && !paths.contains(&dir) {
+            paths.push(dir);
+        }
+    };
+    // A name, never a path: a plugin must not open a folder by declaring
+    // `../.ssh/id_ed25519` as a program.
+    let names = programs
+        .iter()
+        .filter(|p| !p.is_empty() && !p.contains('/') && **p != "." && **p != "..");
+    for program in names {
+        let Some(found) = search
+            .iter()
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+        else {
+            continue;
+        };
+        if let Some(dir) = found.parent() {
+            add(dir.to_path_buf());
+        }
+        let real = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+        if let Some(dir) = real.parent() {
+            add(dir.to_path_buf());
+        }
+        let proxy = real
+            .file_stem()
+            .is_some_and(|stem| stem == "rustup" || stem == "rustup-init");
+        if proxy && let Some(home) = rustup_home {
+            add(home.to_path_buf());
+        }
+    }
+    paths
 }
 
 impl Launch {
@@ -44,6 +102,7 @@ impl Launch {
             env: Vec::new(),
             network: policy.allow_network,
             unix_sockets: policy.allows_unix_sockets(None, file),
+            read: Vec::new(),
         }
     }
 
@@ -56,6 +115,7 @@ impl Launch {
                 env: Vec::new(),
                 network: false,
                 unix_sockets: false,
+                read: Vec::new(),
             };
         }
         let tools = &hello.tools;
@@ -72,10 +132,15 @@ impl Launch {
             .into_iter()
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_owned(), v)))
             .collect();
+        let programs: Vec<&str> = tools
+            .iter()
+            .flat_map(|t| t.requirements.programs.iter().map(String::as_str))
+            .collect();
         Launch {
             env,
             network: policy.allow_network || tools.iter().any(|t| t.risk == Risk::Network),
             unix_sockets: policy.allows_unix_sockets(Some(&hello.name), file),
+            read: program_paths(&programs),
         }
     }
 }
@@ -136,6 +201,7 @@ pub(super) fn spawn(
         Err(e) => return Err(unready.fail(WorkerStartError::Socket(e))),
     };
     let mut rules = rules_for(plugin.copy, policy, launch.network, profile);
+    rules.read.extend(launch.read.iter().cloned());
     if let Some(tmp) = &tmp {
         // Read too, which grants execute: what a plugin builds in its temporary folder
         // (a doc-test rustdoc compiled, a script it wrote) may run, under this same
@@ -488,5 +554,39 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         // granted inside it.
         private,
         ..SandboxRules::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_program_opens_its_folder_a_proxy_rustups_home_and_a_path_nothing() {
+        let bin = tempfile::tempdir().expect("temp dir");
+        let real = tempfile::tempdir().expect("temp dir");
+        let home = tempfile::tempdir().expect("temp dir");
+        std::fs::write(bin.path().join("mytool"), "#!/bin/sh\n").expect("write");
+        std::fs::write(real.path().join("rustup"), "#!/bin/sh\n").expect("write");
+        std::os::unix::fs::symlink(real.path().join("rustup"), bin.path().join("cargo"))
+            .expect("link");
+        let search = [bin.path().to_path_buf()];
+        assert_eq!(
+            programs_in(
+                &["mytool", "../etc", "nope", ""],
+                &search,
+                Some(home.path())
+            ),
+            vec![bin.path().to_path_buf()]
+        );
+        let real_dir = std::fs::canonicalize(real.path()).expect("real");
+        assert_eq!(
+            programs_in(&["cargo"], &search, Some(home.path())),
+            vec![
+                bin.path().to_path_buf(),
+                real_dir,
+                home.path().to_path_buf()
+            ]
+        );
     }
 }
