@@ -68,7 +68,7 @@ pub struct Host {
     control_path: PathBuf,
     watching: bool,
     /// Approval questions waiting for a terminal (MCP clients without elicitation).
-    approvals: Arc<crate::frontends::relay::ApprovalRelay>,
+    approvals: Arc<crate::approval_relay::ApprovalRelay>,
 }
 
 /// The host's profiles as the door sees them: each one's view of the catalog's current
@@ -343,7 +343,7 @@ impl Host {
             started: Instant::now(),
             control_path: config.control_path.clone(),
             watching: config.watch.is_some(),
-            approvals: Arc::new(crate::frontends::relay::ApprovalRelay::new()),
+            approvals: Arc::new(crate::approval_relay::ApprovalRelay::new()),
         }
     }
 
@@ -422,7 +422,7 @@ impl Host {
 
     /// The approval questions waiting for a terminal: MCP frontends ask there, the
     /// control socket lists and answers them.
-    pub fn approval_relay(&self) -> &Arc<crate::frontends::relay::ApprovalRelay> {
+    pub fn approval_relay(&self) -> &Arc<crate::approval_relay::ApprovalRelay> {
         &self.approvals
     }
 

@@ -73,6 +73,7 @@
 //! ```
 
 pub mod agent;
+mod approval_relay;
 pub mod audit;
 mod config;
 mod frontends;
@@ -83,6 +84,7 @@ mod serve;
 mod sys;
 mod text;
 
+pub use approval_relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings,
@@ -105,7 +107,6 @@ pub use frontends::mcp::tokens::{
 pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
-pub use frontends::relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use host::{
     ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
     UnavailableTool,

@@ -241,7 +241,8 @@ async fn past_max_generations_status_recommends_a_restart() {
     }
     let status = catalog.status();
     assert_eq!(status.reloads, 2);
-    assert_eq!(status.generations_mapped, 3);
+    // v1 again: its bytes were mapped already, and that mapping serves.
+    assert_eq!(status.generations_mapped, 2);
     let warning = status.warning.expect("a warning past max_generations");
     assert!(warning.contains("restart toolhost"), "{warning}");
 }

@@ -30,7 +30,6 @@ use toolhost::{
 };
 
 use crate::approve;
-use crate::output::errln;
 
 /// A failure that is more than one `error:` line and exit code 1.
 #[derive(Debug, thiserror::Error)]
@@ -255,9 +254,10 @@ pub(crate) fn setup(
         tracing::warn!("{line}");
     }
     for name in &outcome.unmatched {
-        errln!(
-            "warning: the config overrides the risk of tool '{name}', which no loaded plugin provides (a typo?)"
-        );
+        crate::output::warning(format_args!(
+            "the config overrides the risk of tool '{name}', which no loaded plugin provides \
+             (a typo?)"
+        ));
     }
     let profile = resolve_profile(config, profile)?;
     let registry = profile.check(&outcome.registry)?;

@@ -469,6 +469,10 @@ pub struct RawMetrics {
     pub require_token: bool,
 }
 
+/// How long a call waits for a terminal's answer by default (`[mcp]
+/// terminal_approval_secs`).
+pub const DEFAULT_TERMINAL_APPROVAL: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -512,7 +516,7 @@ impl Default for RawMcp {
         let limits = super::http_limits::HttpLimits::default();
         RawMcp {
             without_elicitation: WithoutElicitation::default(),
-            terminal_approval_secs: super::settings::DEFAULT_TERMINAL_APPROVAL.as_secs_f64(),
+            terminal_approval_secs: DEFAULT_TERMINAL_APPROVAL.as_secs_f64(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tokens_file: None,

@@ -58,9 +58,9 @@ mod workspace;
 use std::path::PathBuf;
 
 pub use file::{
-    RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren, RawConfig, RawIsolation, RawMcp,
-    RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile, RawProfileOutput, RawReload, RawTool,
-    RawTrust, RawWorkspace, WithoutElicitation,
+    DEFAULT_TERMINAL_APPROVAL, RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren,
+    RawConfig, RawIsolation, RawMcp, RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile,
+    RawProfileOutput, RawReload, RawTool, RawTrust, RawWorkspace, WithoutElicitation,
 };
 pub use http_limits::HttpLimits;
 pub use loaded::{LoadedConfig, MetricsSettings, default_config_path, default_plugin_dir};
@@ -69,8 +69,8 @@ pub use reload::ReloadSettings;
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    DEFAULT_TERMINAL_APPROVAL, McpSettings, ModelSettings,
+    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, McpSettings,
+    ModelSettings,
 };
 pub use workspace::WorkspaceSettings;
 

@@ -188,10 +188,6 @@ impl AgentSettings {
     }
 }
 
-/// How long a call waits for a terminal's answer by default (`[mcp]
-/// terminal_approval_secs`).
-pub const DEFAULT_TERMINAL_APPROVAL: std::time::Duration = std::time::Duration::from_secs(120);
-
 /// The MCP frontend (`[mcp]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpSettings {

@@ -150,7 +150,7 @@ impl ControlClient {
     /// The approval questions waiting for a terminal.
     pub async fn approvals_pending(
         &mut self,
-    ) -> Result<Vec<crate::frontends::relay::RelayedQuestion>, ControlError> {
+    ) -> Result<Vec<crate::approval_relay::RelayedQuestion>, ControlError> {
         self.send_typed(&ControlRequest::ApprovalsPending).await
     }
 

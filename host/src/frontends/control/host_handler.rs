@@ -36,8 +36,14 @@ impl ControlHandler for Host {
                     by = %peer.who,
                     "an approval question was answered on the control socket"
                 );
+                let answer = match params.reply {
+                    ApprovalReply::Once => ApprovalAnswer::Approve,
+                    ApprovalReply::Session => ApprovalAnswer::ApproveForSession,
+                    ApprovalReply::Always => ApprovalAnswer::ApproveAlways,
+                    ApprovalReply::No { reason } => ApprovalAnswer::Decline(reason),
+                };
                 self.approval_relay()
-                    .answer(params.id, params.reply)
+                    .answer(params.id, answer)
                     .map_err(|e| ControlFault::new(ControlFault::INVALID_PARAMS, e.to_string()))?;
                 ControlResult::ApprovalsAnswered
             }

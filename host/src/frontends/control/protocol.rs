@@ -30,7 +30,7 @@ pub enum ControlRequest {
     Call(CallParams),
     /// The approval questions waiting for a terminal (`[mcp] without_elicitation =
     /// "terminal"`); answered with an array of
-    /// [`RelayedQuestion`](crate::frontends::relay::RelayedQuestion).
+    /// [`RelayedQuestion`](crate::approval_relay::RelayedQuestion).
     ApprovalsPending,
     /// Answer one of them; answered with `null` once the call it held goes on.
     ApprovalsAnswer(AnswerParams),
@@ -311,7 +311,7 @@ pub enum ControlResult {
     /// For [`ControlRequest::Call`].
     Call(CallReply),
     /// For [`ControlRequest::ApprovalsPending`].
-    ApprovalsPending(Vec<crate::frontends::relay::RelayedQuestion>),
+    ApprovalsPending(Vec<crate::approval_relay::RelayedQuestion>),
     /// For [`ControlRequest::ApprovalsAnswer`].
     ApprovalsAnswered,
 }

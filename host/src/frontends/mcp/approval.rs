@@ -291,7 +291,7 @@ impl Approver for McpApprover {
             }
             ApproverMode::Configured(WithoutElicitation::Approve) => ApprovalAnswer::Approve,
             ApproverMode::Configured(WithoutElicitation::Terminal) => {
-                let question = crate::frontends::relay::NewQuestion {
+                let question = crate::approval_relay::NewQuestion {
                     tool: request.tool.clone(),
                     risk: request.risk,
                     origin: request.origin.to_string(),
@@ -304,7 +304,6 @@ impl Approver for McpApprover {
                     d if d.is_zero() => crate::config::DEFAULT_TERMINAL_APPROVAL,
                     d => d,
                 };
-                use crate::frontends::control::ApprovalReply;
                 match self
                     .shared
                     .host
@@ -312,10 +311,7 @@ impl Approver for McpApprover {
                     .ask(question, within)
                     .await
                 {
-                    Ok(ApprovalReply::Once) => ApprovalAnswer::Approve,
-                    Ok(ApprovalReply::Session) => ApprovalAnswer::ApproveForSession,
-                    Ok(ApprovalReply::Always) => ApprovalAnswer::ApproveAlways,
-                    Ok(ApprovalReply::No { reason }) => ApprovalAnswer::Decline(reason),
+                    Ok(answer) => answer,
                     Err(e) => ApprovalAnswer::Decline(e.to_string()),
                 }
             }

@@ -3,7 +3,9 @@
 //! `[mcp] terminal_approval_secs` at most, for an operator who lists the waiting questions
 //! on the control socket (`toolhost approvals pending`) and answers one by its id
 //! (`toolhost approvals answer ID yes|session|no`). A question nobody answers in time is
-//! declined, saying so; a call cancelled while it waits takes its question away.
+//! declined, saying so; a call cancelled while it waits takes its question away. The
+//! `Host` owns the relay: the MCP frontend asks, the control frontend answers, and neither
+//! names the other.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::control::ApprovalReply;
+use toolhost_calls::policy::ApprovalAnswer;
 use toolhost_calls::tool::Risk;
 
 /// A question waiting for a terminal, as `toolhost approvals pending` shows it.
@@ -87,7 +89,7 @@ struct Waiting {
     question: NewQuestion,
     asked: Instant,
     limit: Duration,
-    answer: oneshot::Sender<ApprovalReply>,
+    answer: oneshot::Sender<ApprovalAnswer>,
 }
 
 /// The questions waiting for a terminal, shared by the host's MCP frontends (which ask)
@@ -125,7 +127,7 @@ impl ApprovalRelay {
         &self,
         question: NewQuestion,
         within: Duration,
-    ) -> Result<ApprovalReply, RelayError> {
+    ) -> Result<ApprovalAnswer, RelayError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
         tracing::info!(
@@ -178,16 +180,21 @@ impl ApprovalRelay {
             .collect()
     }
 
-    /// Answers question `id` with `reply`; the call it holds goes on at once.
-    pub fn answer(&self, id: u64, reply: ApprovalReply) -> Result<(), RelayError> {
+    /// Answers question `id` with `reply` (`Pending` is not an answer: it reads as no);
+    /// the call it holds goes on at once.
+    pub fn answer(&self, id: u64, reply: ApprovalAnswer) -> Result<(), RelayError> {
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(w) = waiting.get(&id) else {
             return Err(RelayError::NoSuchQuestion(id));
         };
         let refused = match &reply {
-            ApprovalReply::Session if !w.question.offer_session => Some("session"),
-            ApprovalReply::Always if !w.question.offer_always => Some("always"),
+            ApprovalAnswer::ApproveForSession if !w.question.offer_session => Some("session"),
+            ApprovalAnswer::ApproveAlways if !w.question.offer_always => Some("always"),
             _ => None,
+        };
+        let reply = match reply {
+            ApprovalAnswer::Pending(reason) => ApprovalAnswer::Decline(reason),
+            other => other,
         };
         if let Some(answer) = refused {
             return Err(RelayError::NotOffered {
@@ -236,18 +243,23 @@ mod tests {
             tokio::task::yield_now().await;
         };
         assert_eq!(
-            relay.answer(id, ApprovalReply::Always),
+            relay.answer(id, ApprovalAnswer::ApproveAlways),
             Err(RelayError::NotOffered {
                 id,
                 answer: "always",
                 session: true
             })
         );
-        relay.answer(id, ApprovalReply::Session).expect("answered");
-        assert_eq!(asking.await.expect("joined"), Ok(ApprovalReply::Session));
+        relay
+            .answer(id, ApprovalAnswer::ApproveForSession)
+            .expect("answered");
+        assert_eq!(
+            asking.await.expect("joined"),
+            Ok(ApprovalAnswer::ApproveForSession)
+        );
         assert!(relay.pending().is_empty());
         assert_eq!(
-            relay.answer(id, ApprovalReply::Once),
+            relay.answer(id, ApprovalAnswer::Approve),
             Err(RelayError::NoSuchQuestion(id))
         );
     }
