@@ -423,6 +423,28 @@ fn the_shipped_unit_passes_systemd_analyze_verify() {
         "systemd-analyze verify: {complaints:#?}\n{}",
         text(&out.stderr)
     );
+    // The drop-in's command line is one the binary takes (every flag known, in order).
+    let drop_in = std::fs::read_to_string(
+        workspace_root().join("contrib/toolhost.service.d/serve-http.conf"),
+    )
+    .expect("the drop-in");
+    let exec = drop_in
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStart="))
+        .find(|l| !l.is_empty())
+        .expect("an ExecStart with a command");
+    let args: Vec<&str> = exec.split_whitespace().skip(1).collect();
+    assert_eq!(args.first(), Some(&"--system"), "{exec}");
+    let parsed = toolhost_command()
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("toolhost with the drop-in's arguments");
+    assert!(
+        parsed.status.success(),
+        "the drop-in's arguments: {}",
+        text(&parsed.stderr)
+    );
     // The exposure score the README and the unit state: at most 4.0.
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=true", "--no-pager"])
