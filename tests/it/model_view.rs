@@ -38,32 +38,11 @@ struct View {
 
 impl View {
     fn new() -> View {
-        let root = workspace_root();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut config =
-            std::fs::read_to_string(root.join("toolhost.example.toml")).expect("example");
-        for tool in ["run_command", "cargo_check", "cargo_test"] {
-            config.push_str(&format!(
-                "\n[tools.{tool}]\nrisk = \"read\"\nallow_lower = true\n"
-            ));
-        }
-        std::fs::write(dir.path().join("config.toml"), config).expect("config");
-        let coder = dir.path().join("profiles").join("coder");
-        std::fs::create_dir_all(&coder).expect("profiles");
-        std::fs::copy(
-            root.join("examples/profiles/coder/config.toml"),
-            coder.join("config.toml"),
-        )
-        .expect("the example profile");
-        let plugins = PluginDir::with(&[
-            "toolhost_workspace",
-            "toolhost_rust",
-            "toolhost_utils",
-            "toolhost_memory",
-            "toolhost_session_search",
-            "toolhost_delegate_task",
-            "toolhost_clarify",
-        ]);
+        let extra: String = ["run_command", "cargo_check", "cargo_test"]
+            .iter()
+            .map(|tool| format!("\n[tools.{tool}]\nrisk = \"read\"\nallow_lower = true\n"))
+            .collect();
+        let crate::support::CoderSetup { dir, plugins } = crate::support::CoderSetup::new(&extra);
         let project = tempfile::tempdir().expect("project");
         let p = project.path();
         let big: String = (1..=LINES)

@@ -25,31 +25,8 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
-        let root = crate::support::workspace_root();
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::copy(
-            root.join("toolhost.example.toml"),
-            dir.path().join("config.toml"),
-        )
-        .expect("the example config");
-        let coder = dir.path().join("profiles").join("coder");
-        std::fs::create_dir_all(&coder).expect("profiles");
-        std::fs::copy(
-            root.join("examples/profiles/coder/config.toml"),
-            coder.join("config.toml"),
-        )
-        .expect("the example profile");
-        Setup {
-            dir,
-            plugins: PluginDir::with(&[
-                "toolhost_workspace",
-                "toolhost_rust",
-                "toolhost_memory",
-                "toolhost_session_search",
-                "toolhost_delegate_task",
-                "toolhost_clarify",
-            ]),
-        }
+        let crate::support::CoderSetup { dir, plugins } = crate::support::CoderSetup::new("");
+        Setup { dir, plugins }
     }
 
     /// `toolhost call TOOL ARGS --profile coder --workspace CRATE --yes --json`.

@@ -238,6 +238,42 @@ pub(crate) fn so(lib: &str) -> PathBuf {
     path
 }
 
+/// A work folder set up as the README says for a coding agent: the example config (with
+/// `extra` appended) and the example `coder` profile in a temporary folder, and a plugin
+/// folder with the bundled plugins the profile uses.
+pub(crate) struct CoderSetup {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) plugins: PluginDir,
+}
+
+impl CoderSetup {
+    pub(crate) fn new(extra: &str) -> CoderSetup {
+        let root = workspace_root();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config =
+            std::fs::read_to_string(root.join("toolhost.example.toml")).expect("example");
+        config.push_str(extra);
+        std::fs::write(dir.path().join("config.toml"), config).expect("config");
+        let coder = dir.path().join("profiles").join("coder");
+        std::fs::create_dir_all(&coder).expect("profiles");
+        std::fs::copy(
+            root.join("examples/profiles/coder/config.toml"),
+            coder.join("config.toml"),
+        )
+        .expect("the example profile");
+        let plugins = PluginDir::with(&[
+            "toolhost_workspace",
+            "toolhost_rust",
+            "toolhost_utils",
+            "toolhost_memory",
+            "toolhost_session_search",
+            "toolhost_delegate_task",
+            "toolhost_clarify",
+        ]);
+        CoderSetup { dir, plugins }
+    }
+}
+
 /// A temporary plugin directory.
 pub(crate) struct PluginDir {
     pub(crate) dir: tempfile::TempDir,

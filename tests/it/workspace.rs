@@ -328,27 +328,8 @@ fn the_confined_write_file_takes_the_name_from_the_deprecated_one() {
 /// A work folder set up as the README says: the example config's toolsets and the
 /// example `coder` profile.
 fn example_setup() -> (tempfile::TempDir, PluginDir) {
-    let root = crate::support::workspace_root();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let example = std::fs::read_to_string(root.join("toolhost.example.toml")).expect("example");
-    std::fs::write(dir.path().join("config.toml"), example).expect("config");
-    let coder = dir.path().join("profiles").join("coder");
-    std::fs::create_dir_all(&coder).expect("profiles");
-    std::fs::copy(
-        root.join("examples/profiles/coder/config.toml"),
-        coder.join("config.toml"),
-    )
-    .expect("the example profile");
-    let plugins = PluginDir::with(&[
-        "toolhost_workspace",
-        "toolhost_rust",
-        "toolhost_utils",
-        "toolhost_memory",
-        "toolhost_session_search",
-        "toolhost_delegate_task",
-        "toolhost_clarify",
-    ]);
-    (dir, plugins)
+    let setup = crate::support::CoderSetup::new("");
+    (setup.dir, setup.plugins)
 }
 
 #[test]
