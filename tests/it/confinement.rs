@@ -366,6 +366,14 @@ elif mode == "daemon":
             os.execve(sys.executable, [sys.executable, sys.argv[0], control, out, "child"], {})
         os._exit(0)
     os.wait()
+    # The command stays until the daemon has knocked (60 s at most): when it ends, what
+    # it left that still carries its tag goes with it, and a daemon slow to exec (on a
+    # loaded machine) carries it still.
+    import time
+    for _ in range(600):
+        if os.path.exists(out):
+            break
+        time.sleep(0.1)
 else:
     try:
         got = knock()
