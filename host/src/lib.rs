@@ -135,7 +135,7 @@ pub use plugins::settings::PluginSettings;
 pub use serve::{RunningHost, ServeError, serve};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
-pub use sys::dirs::{SystemLayout, system_layout, use_system_layout};
+pub use sys::dirs::{SystemLayout, use_system_layout};
 pub use sys::permissions::PermissionProblem;
 pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};

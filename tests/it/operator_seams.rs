@@ -19,6 +19,39 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Starts `serve` (its control socket at `socket`), stops it with SIGTERM once the socket
+/// answers, as systemctl stop would, and returns what it logged.
+fn serve_log(mut serve: Command, socket: &Path) -> String {
+    let mut child = serve
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    wait_for_socket(socket);
+    let _ = terminate(&mut child);
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("log");
+    log
+}
+
+/// SIGTERM to `child`, then waits (bounded) for it to exit; how it did.
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(child.id()).expect("pid"),
+            libc::SIGTERM,
+        )
+    };
+    wait_exit(child, "serve")
+}
+
 /// A machine nobody has used toolhost on: a HOME of its own, and no XDG variable, plugin
 /// folder or runtime folder from the environment.
 struct FreshHome {
@@ -358,14 +391,7 @@ fn admin_commands_run_by_root_act_on_the_running_services_state() {
     assert!(called.status.success(), "{}", text(&called.stderr));
 
     // SIGTERM, as systemctl stop sends it.
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    unsafe {
-        libc::kill(
-            libc::pid_t::try_from(child.id()).expect("pid"),
-            libc::SIGTERM,
-        )
-    };
-    let status = wait_exit(&mut child, "the service");
+    let status = terminate(&mut child);
     assert!(status.success(), "{status}");
 }
 
@@ -477,35 +503,16 @@ fn a_settings_table_no_plugin_reads_is_warned_with_the_nearest_name() {
     .expect("config");
     let plugins = PluginDir::with(&["hello_tools"]);
     let socket = config.path().join("control.sock");
-    let mut child = toolhost_command()
+    let mut serve = toolhost_command();
+    serve
         .arg("--config")
         .arg(&file)
         .args(["serve", "--no-watch", "--plugins"])
         .arg(plugins.path())
         .arg("--control")
         .arg(&socket)
-        .env("TOOLHOST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    wait_for_socket(&socket);
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    unsafe {
-        libc::kill(
-            libc::pid_t::try_from(child.id()).expect("pid"),
-            libc::SIGTERM,
-        )
-    };
-    wait_exit(&mut child, "serve");
-    let mut log = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut log)
-        .expect("log");
+        .env("TOOLHOST_LOG", "info");
+    let log = serve_log(serve, &socket);
     assert!(
         log.contains("[plugins.helo.settings] names no loaded plugin")
             && log.contains("did you mean [plugins.hello.settings]?"),
@@ -768,34 +775,15 @@ fn json_logs_carry_json_values_and_the_commands_own_warnings() {
     // A serving host's tool changes: the list of tools is a JSON array.
     let socket_dir = tempfile::tempdir().expect("temp dir");
     let socket = socket_dir.path().join("c.sock");
-    let mut child = toolhost_command()
+    let mut serve = toolhost_command();
+    serve
         .env("TOOLHOST_LOG_FORMAT", "json")
         .env("TOOLHOST_LOG", "info")
         .args(["serve", "--no-watch", "--plugins"])
         .arg(plugins.path())
         .arg("--control")
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    wait_for_socket(&socket);
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    unsafe {
-        libc::kill(
-            libc::pid_t::try_from(child.id()).expect("pid"),
-            libc::SIGTERM,
-        )
-    };
-    wait_exit(&mut child, "serve");
-    let mut log = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut log)
-        .expect("log");
+        .arg(&socket);
+    let log = serve_log(serve, &socket);
     let changed = log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

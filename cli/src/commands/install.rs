@@ -184,7 +184,7 @@ impl InstallArgs {
         );
         let mut clashes = Vec::new();
         for c in &mut checked {
-            clashes.extend(clashes_with_installed(c, &others, &dir)?);
+            clashes.extend(clashes_with_installed(c, &others, &dir));
         }
         if !problems.is_empty() {
             problems.push(format!(
@@ -394,11 +394,7 @@ fn note_superseded(note: &toolhost::Superseded) {
 /// of the same path, a tool of the same name the registry's rule does not settle). Fills
 /// `c.replaces` with the plugins `--replace` would replace, and moves `c.dest` onto the
 /// one plugin it replaces in `dir`, so the swap is one rename.
-fn clashes_with_installed(
-    c: &mut Checked,
-    others: &[LoadedPlugin],
-    dir: &Path,
-) -> anyhow::Result<Vec<String>> {
+fn clashes_with_installed(c: &mut Checked, others: &[LoadedPlugin], dir: &Path) -> Vec<String> {
     let mut clashes = Vec::new();
     for other in others {
         let same_file = same_path(&other.file, &c.dest);
@@ -457,7 +453,7 @@ fn clashes_with_installed(
     {
         c.dest = dir.join(name);
     }
-    Ok(clashes)
+    clashes
 }
 
 impl RemoveArgs {

@@ -54,11 +54,6 @@ impl SystemLayout {
             runtime: dir("RUNTIME_DIRECTORY", "/run/toolhost"),
         }
     }
-
-    /// The plugin folder: `plugins/` in the state folder.
-    pub fn plugins(&self) -> PathBuf {
-        self.state.join("plugins")
-    }
 }
 
 static SYSTEM: OnceLock<SystemLayout> = OnceLock::new();
@@ -67,11 +62,6 @@ static SYSTEM: OnceLock<SystemLayout> = OnceLock::new();
 /// it once, before anything reads a folder; `false` if a layout was chosen already.
 pub fn use_system_layout(layout: SystemLayout) -> bool {
     SYSTEM.set(layout).is_ok()
-}
-
-/// The system service's folders, when this process uses them (`--system`).
-pub fn system_layout() -> Option<&'static SystemLayout> {
-    SYSTEM.get()
 }
 
 fn system(pick: impl Fn(&SystemLayout) -> &Path) -> Option<PathBuf> {

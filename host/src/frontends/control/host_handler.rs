@@ -36,14 +36,8 @@ impl ControlHandler for Host {
                     by = %peer.who,
                     "an approval question was answered on the control socket"
                 );
-                let answer = match params.reply {
-                    ApprovalReply::Once => ApprovalAnswer::Approve,
-                    ApprovalReply::Session => ApprovalAnswer::ApproveForSession,
-                    ApprovalReply::Always => ApprovalAnswer::ApproveAlways,
-                    ApprovalReply::No { reason } => ApprovalAnswer::Decline(reason),
-                };
                 self.approval_relay()
-                    .answer(params.id, answer)
+                    .answer(params.id, approval(params.reply))
                     .map_err(|e| ControlFault::new(ControlFault::INVALID_PARAMS, e.to_string()))?;
                 ControlResult::ApprovalsAnswered
             }
@@ -109,6 +103,16 @@ async fn call(
     Ok(CallReply::from(door.call(&request, call).await))
 }
 
+/// What a terminal's answer on the control socket means to the policy.
+fn approval(reply: ApprovalReply) -> ApprovalAnswer {
+    match reply {
+        ApprovalReply::Once => ApprovalAnswer::Approve,
+        ApprovalReply::Session => ApprovalAnswer::ApproveForSession,
+        ApprovalReply::Always => ApprovalAnswer::ApproveAlways,
+        ApprovalReply::No { reason } => ApprovalAnswer::Decline(reason),
+    }
+}
+
 /// Asks the person at a control client's terminal, over the client's connection.
 struct ControlApprover(ControlPeer);
 
@@ -124,10 +128,7 @@ impl Approver for ControlApprover {
             offer_always: request.offer_always,
         };
         match self.0.ask(question).await {
-            Ok(ApprovalReply::Once) => ApprovalAnswer::Approve,
-            Ok(ApprovalReply::Session) => ApprovalAnswer::ApproveForSession,
-            Ok(ApprovalReply::Always) => ApprovalAnswer::ApproveAlways,
-            Ok(ApprovalReply::No { reason }) => ApprovalAnswer::Decline(reason),
+            Ok(reply) => approval(reply),
             Err(e) => {
                 ApprovalAnswer::Decline(format!("the control client could not be asked: {e}"))
             }
