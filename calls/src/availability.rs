@@ -86,7 +86,8 @@ impl Availability {
 
     /// `Ok` when every requirement of `spec` is met, else what is missing.
     pub fn check(&self, spec: &ToolSpec) -> Result<(), Unavailable> {
-        if spec.requirements == Requirements::default() {
+        // Working in the workspace is not something that can be missing.
+        if spec.requirements.env.is_empty() && spec.requirements.programs.is_empty() {
             return Ok(());
         }
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);

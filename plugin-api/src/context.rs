@@ -800,6 +800,10 @@ impl ToolContext<'_> {
     /// A profile without `[workspace] roots` answers with no roots. In tests,
     /// `TestHost::workspace` sets it.
     ///
+    /// A tool that works in these folders says so in its requirements
+    /// ([`Requirements::workspace()`](crate::Requirements::workspace)): a host running the
+    /// plugin in a sandboxed worker opens the roots only to plugins that declare them.
+    ///
     /// Fails with [`ServiceError::Unavailable`] on a host older than plugin-api 0.1.4.
     ///
     /// ```

@@ -284,7 +284,16 @@ unsafe extern "C" fn tool_requirements<T: Tool>(this: *const c_void) -> FfiMeta<
     // SAFETY: as above.
     guarded(|| {
         let req = unsafe { tool_ref::<T>(this) }.requirements();
-        RString::from(serde_json::json!({"env": req.env, "programs": req.programs}).to_string())
+        // Every key written, `workspace` too: a missing one means a plugin built before
+        // it existed (see `Requirements::workspace`).
+        RString::from(
+            serde_json::json!({
+                "env": req.env,
+                "programs": req.programs,
+                "workspace": req.workspace,
+            })
+            .to_string(),
+        )
     })
 }
 
@@ -499,9 +508,13 @@ pub unsafe fn read_tool_metadata(tool: &FfiTool, index: usize) -> Result<ToolMet
     let interactive = unsafe { (vt.interactive())(this) }
         .into_result()
         .map_err(|m| in_tool(panicked("interactive flag", m)))?;
-    // Optional: plugins built before requirements existed have none.
+    // Optional: plugins built before requirements existed have none (and, as every plugin
+    // then, the workspace).
     let requirements = match vt.requirements() {
-        None => crate::Requirements::default(),
+        None => crate::Requirements {
+            workspace: true,
+            ..crate::Requirements::default()
+        },
         Some(get) => {
             // SAFETY: as above.
             let text = unsafe { get(this) }

@@ -538,7 +538,10 @@ impl<T: TypedOutputTool> TypedTool for T {
 /// let needs = Requirements::default().env(&["GITHUB_TOKEN"]).programs(&["git", "gh"]);
 /// assert_eq!(needs.env, ["GITHUB_TOKEN"]);
 /// assert_eq!(needs.programs, ["git", "gh"]);
-/// assert_eq!(Requirements::default(), Requirements { env: vec![], programs: vec![] });
+/// assert_eq!(
+///     Requirements::default(),
+///     Requirements { env: vec![], programs: vec![], workspace: false }
+/// );
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Requirements {
@@ -546,6 +549,22 @@ pub struct Requirements {
     pub env: Vec<String>,
     /// Programs that must be found on `PATH`, e.g. `"git"`.
     pub programs: Vec<String>,
+    /// The tool reads, writes or runs programs in the profile's workspace (the folders
+    /// `ctx.workspace()` names: `--workspace DIR`, `[workspace] roots`). A host that runs
+    /// plugins in sandboxed workers (`--isolate`) opens those folders only to the workers
+    /// of plugins with a tool that says so; see [`Requirements::workspace`].
+    ///
+    /// In the JSON that crosses to the host the key is always written. A plugin built
+    /// before it existed (plugin-api 0.1.3 and older) writes no key, and hosts read that
+    /// as `true`: such a plugin keeps the access it always had.
+    #[serde(default = "workspace_unsaid")]
+    pub workspace: bool,
+}
+
+/// What a tool's requirements without a `workspace` key mean: a plugin built before the
+/// key existed, which has always had the workspace.
+fn workspace_unsaid() -> bool {
+    true
 }
 
 impl Requirements {
@@ -571,6 +590,28 @@ impl Requirements {
     /// ```
     pub fn programs(mut self, names: &[&str]) -> Self {
         self.programs.extend(names.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Works in the profile's workspace: reads, writes or runs programs under the roots
+    /// `ctx.workspace()` names. Under `--isolate` only the workers of plugins with such a
+    /// tool may reach those folders; a tool that does not say so is refused there by the
+    /// sandbox.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Requirements;
+    ///
+    /// assert!(Requirements::default().workspace().workspace);
+    /// assert!(!Requirements::default().workspace);
+    /// // What crosses to the host names it either way; no key is a plugin built before
+    /// // it existed, which keeps the workspace.
+    /// let json = serde_json::to_value(Requirements::default()).unwrap();
+    /// assert_eq!(json["workspace"], false);
+    /// let old: Requirements = serde_json::from_str(r#"{"env":[],"programs":[]}"#).unwrap();
+    /// assert!(old.workspace);
+    /// ```
+    pub fn workspace(mut self) -> Self {
+        self.workspace = true;
         self
     }
 }

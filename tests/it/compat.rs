@@ -135,6 +135,8 @@ fn a_plugin_built_against_the_released_abi_0_1_3_loads_and_works_in_todays_host(
     assert!(needs.interactive);
     assert_eq!(needs.risk, toolhost::Risk::Network);
     assert_eq!(needs.requirements.env, ["COMPAT_FIXTURE_TOKEN"]);
+    // Built before tools declared the workspace: it keeps the access every plugin had.
+    assert!(needs.requirements.workspace);
     // Built with the schema generation of 0.1.3 (`$defs`, `$ref`, `oneOf` of `const`s); the
     // host serves it inlined, with the documented enum as an `enum`.
     let convert = &registry.get("compat_convert").expect("tool").spec().schema;

@@ -748,6 +748,54 @@ fn a_refusal_by_the_worker_sandbox_names_the_path_and_the_key_that_allows_it() {
     );
 }
 
+/// `--workspace DIR` opens the folder to the workers of plugins whose tools declare that
+/// they work there (`Requirements::workspace`), not to every plugin's worker.
+#[test]
+fn workspace_roots_reach_only_the_workers_of_plugins_that_declare_them() {
+    let proj = tempfile::tempdir().expect("temp dir");
+    let secret = proj.path().join("notes.txt");
+    std::fs::write(&secret, "the project's notes").expect("write");
+    let plugins = PluginDir::with(&["fixture_hostile", "toolhost_workspace"]);
+    let call = |tool: &str, args: serde_json::Value| {
+        toolhost_command()
+            .args(["call", tool, &args.to_string(), "--isolate", "--json"])
+            .arg("--workspace")
+            .arg(proj.path())
+            .arg("--plugins")
+            .arg(plugins.path())
+            .output()
+            .expect("toolhost call --isolate")
+    };
+    let hostile = call(
+        "attempt",
+        serde_json::json!({"action": "read_or_fail", "path": secret}),
+    );
+    if hostile.status.success() {
+        eprintln!(
+            "skipped: the worker read {} (no Landlock sandbox here): {}",
+            secret.display(),
+            text(&hostile.stdout)
+        );
+        return;
+    }
+    let said = format!("{}{}", text(&hostile.stdout), text(&hostile.stderr));
+    assert!(
+        said.contains("Permission denied")
+            && said.contains("none of the plugin's tools declares")
+            && said.contains("Requirements::workspace()"),
+        "{said}"
+    );
+    assert!(!said.contains("the project's notes"), "{said}");
+    // The workspace plugin's tools declare it: its worker reads the same file.
+    let read = call("read_file", serde_json::json!({"path": "notes.txt"}));
+    assert!(read.status.success(), "{}", text(&read.stderr));
+    assert!(
+        text(&read.stdout).contains("the project's notes"),
+        "{}",
+        text(&read.stdout)
+    );
+}
+
 #[test]
 fn json_logs_carry_json_values_and_the_commands_own_warnings() {
     let plugins = PluginDir::with(&["hello_tools"]);

@@ -333,6 +333,9 @@ fn requirements_text(req: &toolhost::Requirements) -> String {
     if !req.programs.is_empty() {
         parts.push(format!("programs {}", req.programs.join(", ")));
     }
+    if req.workspace {
+        parts.push("the workspace (--workspace, [workspace] roots)".to_owned());
+    }
     if parts.is_empty() {
         "nothing".to_owned()
     } else {

@@ -100,7 +100,7 @@ impl TypedOutputTool for CargoCheck {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"])
+        Requirements::default().programs(&["cargo"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {
@@ -142,7 +142,7 @@ impl TypedOutputTool for CargoClippy {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"])
+        Requirements::default().programs(&["cargo"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {

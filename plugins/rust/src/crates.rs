@@ -127,7 +127,7 @@ impl TypedOutputTool for CratesIoLookup {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"])
+        Requirements::default().programs(&["cargo"]).workspace()
     }
 
     async fn run(

@@ -43,7 +43,7 @@ impl TypedTool for RustcExplain {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["rustc"])
+        Requirements::default().programs(&["rustc"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: ExplainArgs) -> Result<String, ToolError> {

@@ -127,7 +127,7 @@ impl TypedOutputTool for CargoFix {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"])
+        Requirements::default().programs(&["cargo"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: FixArgs) -> Result<FixReport, ToolError> {

@@ -95,7 +95,7 @@ impl TypedOutputTool for RustdocLookup {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["rustc"])
+        Requirements::default().programs(&["rustc"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: LookupArgs) -> Result<DocEntry, ToolError> {

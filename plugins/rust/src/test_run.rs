@@ -98,7 +98,7 @@ impl TypedOutputTool for CargoTest {
     }
 
     fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"])
+        Requirements::default().programs(&["cargo"]).workspace()
     }
 
     async fn run(&self, ctx: &ToolContext<'_>, args: TestArgs) -> Result<TestReport, ToolError> {

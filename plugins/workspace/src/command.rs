@@ -26,7 +26,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{
-    CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedOutputTool,
+    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
 };
 use toolhost_sandbox::runner::{self, Finished, Launch};
 use toolhost_sandbox::{
@@ -151,6 +151,10 @@ fn head_and_tail(text: &str, room: usize) -> String {
 pub struct RunCommand;
 
 impl TypedOutputTool for RunCommand {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = RunCommandArgs;
     type Output = CommandResult;
 

@@ -28,7 +28,7 @@ use std::ops::Range;
 use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{Requirements, Risk, ToolContext, ToolError, TypedTool};
 
 use crate::anchors::{Anchor, format_line, line_hash};
 pub(crate) use crate::reads::MAX_EDIT_BYTES;
@@ -104,6 +104,10 @@ pub struct AnchoredEdit {
 pub struct EditFile;
 
 impl TypedTool for EditFile {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = EditFileArgs;
 
     fn name(&self) -> &str {

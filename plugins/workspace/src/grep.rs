@@ -26,7 +26,7 @@ use ignore::types::TypesBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{
-    CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedOutputTool,
+    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
 };
 
 use crate::listing::{Globs, walk_parallel, walker};
@@ -149,6 +149,10 @@ pub struct Line {
 pub struct Grep;
 
 impl TypedOutputTool for Grep {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = GrepArgs;
     type Output = GrepOutput;
 

@@ -25,7 +25,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedTool};
 
 use crate::roots::{self, Workspace};
 
@@ -84,6 +84,10 @@ pub struct FindFilesArgs {
 pub struct ListDir;
 
 impl TypedTool for ListDir {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = ListDirArgs;
 
     fn name(&self) -> &str {
@@ -130,6 +134,10 @@ impl TypedTool for ListDir {
 pub struct FindFiles;
 
 impl TypedTool for FindFiles {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = FindFilesArgs;
 
     fn name(&self) -> &str {

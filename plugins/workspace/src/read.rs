@@ -22,7 +22,9 @@ use std::io::{self, BufRead, BufReader, Read};
 use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{CancelFlag, OutputBudget, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{
+    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedTool,
+};
 
 use crate::anchors;
 use crate::listing::human_size;
@@ -107,6 +109,10 @@ impl LineRange {
 pub struct ReadFile;
 
 impl TypedTool for ReadFile {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = ReadFileArgs;
 
     fn name(&self) -> &str {
@@ -146,6 +152,10 @@ impl TypedTool for ReadFile {
 pub struct BatchRead;
 
 impl TypedTool for BatchRead {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = BatchReadArgs;
 
     fn name(&self) -> &str {

@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::fs::{Dir, Metadata, MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{Requirements, Risk, ToolContext, ToolError, TypedTool};
 
 use crate::reads::{self, MAX_EDIT_BYTES, Reads, Record};
 use crate::roots::{Resolved, Workspace, describe_io};
@@ -68,6 +68,10 @@ pub struct WriteFileArgs {
 pub struct WriteFile;
 
 impl TypedTool for WriteFile {
+    fn requirements(&self) -> Requirements {
+        Requirements::default().workspace()
+    }
+
     type Args = WriteFileArgs;
 
     fn name(&self) -> &str {

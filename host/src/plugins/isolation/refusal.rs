@@ -32,27 +32,39 @@ fn under(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|root| path.starts_with(root))
 }
 
-/// The note for a failed call of `plugin` in `profile`'s worker whose message is `text`,
-/// or `None` when the message does not read like a refusal.
-pub(super) fn explain(
-    text: &str,
-    policy: &IsolationPolicy,
-    plugin: &str,
-    profile: &str,
-) -> Option<String> {
+/// The worker a refused call ran in.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Worker<'a> {
+    /// The plugin's name.
+    pub(super) plugin: &'a str,
+    /// The profile the worker serves.
+    pub(super) profile: &'a str,
+    /// Whether it was given the profile's workspace roots (a tool declares them).
+    pub(super) workspace: bool,
+}
+
+/// The note for a failed call in `worker` whose message is `text`, or `None` when the
+/// message does not read like a refusal.
+pub(super) fn explain(text: &str, policy: &IsolationPolicy, worker: Worker<'_>) -> Option<String> {
     if !refused(text) || text.contains("toolhost: plugin '") {
         return None;
     }
+    let Worker {
+        plugin,
+        profile,
+        workspace,
+    } = worker;
     let roots = policy
         .workspace_roots
         .get(profile)
         .cloned()
         .unwrap_or_default();
+    let given = if workspace { roots.clone() } else { Vec::new() };
     let mut read = toolhost_sandbox::system_read_paths();
     read.extend(policy.read_paths.iter().cloned());
-    read.extend(roots.iter().cloned());
+    read.extend(given.iter().cloned());
     let mut write = policy.write_paths.clone();
-    write.extend(roots.iter().cloned());
+    write.extend(given.iter().cloned());
     if let Some(states) = &policy.profile_states {
         write.extend(ProfileDirs::under(states, profile).worker_writable());
     }
@@ -60,7 +72,17 @@ pub(super) fn explain(
     let keep = format!(
         "or keep the plugin out of the sandbox: [isolation.plugins] {plugin} = \"in-process\""
     );
-    let outside = paths_in(text).into_iter().find_map(|path| {
+    let paths = paths_in(text);
+    if !workspace && let Some(path) = paths.iter().find(|p| under(p, &roots) && !under(p, &read)) {
+        return Some(format!(
+            "toolhost: plugin '{plugin}' runs in a sandboxed worker, which may not reach {} in \
+             the profile's workspace: none of the plugin's tools declares that it works \
+             there (`Requirements::workspace()` in plugin-api 0.1.4; its vendor adds it), \
+             {keep}",
+            path.display()
+        ));
+    }
+    let outside = paths.into_iter().find_map(|path| {
         if !under(&path, &read) {
             Some((path, "read_paths", "read"))
         } else if !under(&path, &write) {
@@ -78,8 +100,9 @@ pub(super) fn explain(
         None => format!(
             "toolhost: plugin '{plugin}' runs in a sandboxed worker, which refuses paths that \
              [isolation] read_paths and write_paths do not list (besides the system's \
-             libraries, the profile's workspace roots and its state folder); if this was \
-             the sandbox, add the path to one of them, {keep}"
+             libraries, the profile's state folder and, for plugins whose tools declare \
+             that they work there, its workspace roots); if this was the sandbox, add the \
+             path to one of them, {keep}"
         ),
     })
 }
@@ -87,6 +110,12 @@ pub(super) fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NOTES: Worker<'static> = Worker {
+        plugin: "notes",
+        profile: "default",
+        workspace: false,
+    };
 
     #[test]
     fn a_refused_path_outside_the_rules_is_named_with_its_key() {
@@ -98,8 +127,7 @@ mod tests {
         let note = explain(
             "could not read /home/ann/notes.md: Permission denied (os error 13)",
             &policy,
-            "notes",
-            "default",
+            NOTES,
         )
         .expect("a note");
         assert!(
@@ -108,21 +136,42 @@ mod tests {
                 && note.contains("notes = \"in-process\""),
             "{note}"
         );
-        let note = explain(
-            "open \"/srv/data/x\": Permission denied",
-            &policy,
-            "notes",
-            "default",
-        )
-        .expect("a note");
+        let note =
+            explain("open \"/srv/data/x\": Permission denied", &policy, NOTES).expect("a note");
         assert!(
             note.contains("may not write /srv/data/x") && note.contains("write_paths"),
             "{note}"
         );
-        let note = explain("Permission denied", &policy, "notes", "default").expect("a note");
+        let note = explain("Permission denied", &policy, NOTES).expect("a note");
         assert!(note.contains("read_paths and write_paths"), "{note}");
-        assert_eq!(explain("no such file", &policy, "notes", "default"), None);
+        assert_eq!(explain("no such file", &policy, NOTES), None);
         // Said once: a note already there is not noted again.
-        assert_eq!(explain(&note, &policy, "notes", "default"), None);
+        assert_eq!(explain(&note, &policy, NOTES), None);
+    }
+
+    #[test]
+    fn a_workspace_path_refused_to_a_plugin_that_does_not_declare_it_says_so() {
+        let policy = IsolationPolicy {
+            workspace_roots: std::collections::BTreeMap::from([(
+                "default".to_owned(),
+                vec![PathBuf::from("/home/ann/project")],
+            )]),
+            ..IsolationPolicy::default()
+        };
+        let text = "could not open /home/ann/project/src/lib.rs: Permission denied";
+        let note = explain(text, &policy, NOTES).expect("a note");
+        assert!(
+            note.contains("none of the plugin's tools declares")
+                && note.contains("Requirements::workspace()"),
+            "{note}"
+        );
+        // The same path, to a worker that was given the roots: not the sandbox's doing
+        // (the files' own permissions), so no key is named.
+        let given = Worker {
+            workspace: true,
+            ..NOTES
+        };
+        let note = explain(text, &policy, given).expect("a note");
+        assert!(note.contains("read_paths and write_paths"), "{note}");
     }
 }

@@ -36,6 +36,9 @@ pub(super) struct Launch {
     /// What the programs its tools declare need to read and run, outside the system's
     /// folders ([`program_paths`]).
     pub(super) read: Vec<PathBuf>,
+    /// The profile's workspace roots are opened (read, write, run): one of its tools
+    /// declares `Requirements::workspace` (a plugin built before that existed does).
+    pub(super) workspace: bool,
 }
 
 /// Where a plugin's declared programs live, for its worker to read and run them: each
@@ -103,12 +106,14 @@ impl Launch {
             network: policy.allow_network,
             unix_sockets: policy.allows_unix_sockets(None, file),
             read: Vec::new(),
+            workspace: false,
         }
     }
 
     /// The environment and network a plugin's declared tools need: the variables their
     /// requirements name (where the host has them), `PATH` if they need programs, TCP if
-    /// one is a `network` tool or the config allows it for all.
+    /// one is a `network` tool or the config allows it for all, the profile's workspace
+    /// roots if one works there.
     pub(super) fn for_tools(hello: &Hello, file: &Path, policy: &IsolationPolicy) -> Launch {
         if policy.inspect {
             return Launch {
@@ -116,6 +121,7 @@ impl Launch {
                 network: false,
                 unix_sockets: false,
                 read: Vec::new(),
+                workspace: false,
             };
         }
         let tools = &hello.tools;
@@ -141,6 +147,7 @@ impl Launch {
             network: policy.allow_network || tools.iter().any(|t| t.risk == Risk::Network),
             unix_sockets: policy.allows_unix_sockets(Some(&hello.name), file),
             read: program_paths(&programs),
+            workspace: tools.iter().any(|t| t.requirements.workspace),
         }
     }
 }
@@ -200,7 +207,7 @@ pub(super) fn spawn(
         Ok(s) => s,
         Err(e) => return Err(unready.fail(WorkerStartError::Socket(e))),
     };
-    let mut rules = rules_for(plugin.copy, policy, launch.network, profile);
+    let mut rules = rules_for(plugin.copy, policy, launch, profile);
     rules.read.extend(launch.read.iter().cloned());
     if let Some(tmp) = &tmp {
         // Read too, which grants execute: what a plugin builds in its temporary folder
@@ -509,8 +516,14 @@ fn confinement(hello: &Hello, containment: &Containment) -> Confinement {
 }
 
 /// The sandbox rules of `profile`'s worker for `copy`: it may write that profile's state
-/// folder (and the configured write paths), no other profile's.
-fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str) -> SandboxRules {
+/// folder (and the configured write paths), no other profile's, and the profile's
+/// workspace roots only if `launch` says its tools work there.
+fn rules_for(
+    copy: &Path,
+    policy: &IsolationPolicy,
+    launch: &Launch,
+    profile: &str,
+) -> SandboxRules {
     let mut read = sandbox::system_read_paths();
     read.push(copy.to_path_buf());
     read.extend(policy.read_paths.iter().cloned());
@@ -540,15 +553,18 @@ fn rules_for(copy: &Path, policy: &IsolationPolicy, network: bool, profile: &str
         }
     }
     write.extend(policy.write_paths.iter().cloned());
-    // The profile's workspace: the workspace tools read, write and run programs there.
-    if let Some(roots) = policy.workspace_roots.get(profile) {
+    // The profile's workspace: the tools that declare it read, write and run programs
+    // there; no other plugin's worker reaches it.
+    if launch.workspace
+        && let Some(roots) = policy.workspace_roots.get(profile)
+    {
         read.extend(roots.iter().cloned());
         write.extend(roots.iter().cloned());
     }
     SandboxRules {
         read,
         write,
-        network,
+        network: launch.network,
         // The host's state (hidden by `sandbox::apply`, from the environment) stays out of
         // reach whatever the roots and paths say; only the profile's own plugin state is
         // granted inside it.

@@ -153,6 +153,11 @@ impl WorkerPlugin {
         })
     }
 
+    /// Whether its workers reach the profile's workspace roots (a tool declares it).
+    pub(super) fn has_workspace(&self) -> bool {
+        self.launch.workspace
+    }
+
     /// The plugin's name.
     pub(crate) fn name(&self) -> &str {
         &self.name

@@ -156,7 +156,15 @@ impl WorkerTool {
         profile: &str,
     ) -> Result<ToolOutput, ToolError> {
         let note = |text: &str| {
-            super::refusal::explain(text, &self.plugin.policy, &self.plugin.name, profile)
+            super::refusal::explain(
+                text,
+                &self.plugin.policy,
+                super::refusal::Worker {
+                    plugin: &self.plugin.name,
+                    profile,
+                    workspace: self.plugin.has_workspace(),
+                },
+            )
         };
         match result {
             Err(ToolError::Failed(message)) => Err(ToolError::Failed(match note(&message) {
