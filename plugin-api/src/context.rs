@@ -765,6 +765,10 @@ impl ToolContext<'_> {
     /// config without the table gives `{}`, so a `T` whose fields all have defaults
     /// (`#[serde(default)]`) reads its defaults. In tests, `TestHost::settings` sets it.
     ///
+    /// A field that names a file or folder is a [`SettingsPath`](crate::SettingsPath): it
+    /// is read relative to the config file's folder (`~/` under the home of the host's
+    /// user), as the host's own config paths are, not to whatever folder the host runs in.
+    ///
     /// Fails with [`ServiceError::Unavailable`] on a host older than plugin-api 0.1.4
     /// ("this host does not know the request 'plugin.settings'"), and with
     /// [`ServiceError::Failed`] when the table does not fit `T` (the message says which
@@ -786,13 +790,19 @@ impl ToolContext<'_> {
     /// ```
     pub async fn settings<T: DeserializeOwned>(&self) -> Result<T, ServiceError> {
         let answer: SettingsAnswer = self.request(&HostRequest::PluginSettings(NoParams)).await?;
-        serde_json::from_value(answer.settings).map_err(|e| {
-            ServiceError::Failed(format!(
-                "the plugin's settings do not fit {}: {e}; fix [plugins.NAME.settings] in the \
+        let base = crate::settings_path::SettingsBase {
+            base: answer.base.map(std::path::PathBuf::from),
+            home: answer.home.map(std::path::PathBuf::from),
+        };
+        crate::settings_path::with_base(base, || serde_json::from_value(answer.settings)).map_err(
+            |e| {
+                ServiceError::Failed(format!(
+                    "the plugin's settings do not fit {}: {e}; fix [plugins.NAME.settings] in the \
                  host's config",
-                std::any::type_name::<T>()
-            ))
-        })
+                    std::any::type_name::<T>()
+                ))
+            },
+        )
     }
 
     /// The call's profile's workspace: the folders file and command tools are confined to

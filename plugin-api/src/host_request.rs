@@ -532,19 +532,32 @@ pub struct SessionsSearchAnswer {
     pub hits: Vec<SessionHit>,
 }
 
-/// The answer to [`HostRequest::PluginSettings`]: `{"settings": {...}}`, the plugin's
-/// `[plugins.NAME.settings]` table as JSON (`{}` when the config has none).
+/// The answer to [`HostRequest::PluginSettings`]: `{"settings": {...}, "base": ...,
+/// "home": ...}`, the plugin's `[plugins.NAME.settings]` table as JSON (`{}` when the config
+/// has none) and what the paths in it are relative to, for [`SettingsPath`](crate::SettingsPath).
 ///
 /// ```
 /// use toolhost_plugin_api::SettingsAnswer;
 ///
-/// let answer: SettingsAnswer = serde_json::from_str(r#"{"settings": {"units": "metric"}}"#).unwrap();
+/// let answer: SettingsAnswer = serde_json::from_str(
+///     r#"{"settings": {"units": "metric"}, "base": "/etc/toolhost"}"#,
+/// ).unwrap();
 /// assert_eq!(answer.settings["units"], "metric");
+/// assert_eq!(answer.base.as_deref(), Some("/etc/toolhost"));
+/// assert_eq!(answer.home, None);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SettingsAnswer {
     /// The settings table.
     pub settings: Value,
+    /// The folder of the config file that holds the table: what a relative path in it is
+    /// relative to. `None` when the settings come from no file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The home folder of the host's user: what `~/` in a path means (a worker's
+    /// environment may not say). `None` when the host has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 /// Any answer of the host's, as it crosses the ABI (its JSON is the inner answer's).

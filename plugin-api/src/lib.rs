@@ -179,6 +179,7 @@ pub mod limits;
 mod outcome;
 mod risk;
 mod schema;
+mod settings_path;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -202,6 +203,7 @@ pub use host_request::{
 pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, standard_formats, tidy_schema};
+pub use settings_path::SettingsPath;
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 

@@ -1,5 +1,6 @@
 //! The `toolhost` binary: list, call and check, with their exit codes.
 
+use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
@@ -15,7 +16,7 @@ fn toolhost(args: &[&str]) -> Output {
 }
 
 /// A shell script in the plugin directory's folder (not a .so, so the loader skips it).
-fn executable(dir: &PluginDir, name: &str, script: &str) -> std::path::PathBuf {
+fn executable(dir: &PluginDir, name: &str, script: &str) -> PathBuf {
     let path = dir.write(name, script.as_bytes());
     let mut perms = std::fs::metadata(&path).expect("meta").permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
@@ -379,6 +380,46 @@ fn plugin_settings_from_the_config_reach_the_plugin_in_process_and_in_a_worker()
             assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
             let got: Value = serde_json::from_str(text(&out.stdout).trim()).expect("json");
             assert_eq!(got, expected, "{mode:?}");
+        }
+    }
+    // A path in the settings is relative to the config file's folder, whatever folder
+    // toolhost runs in, in process and in a worker; `~/` is the host user's home.
+    std::fs::create_dir_all(work.path().join("data")).expect("data folder");
+    std::fs::write(work.path().join("data/note.txt"), "the note").expect("note");
+    let paths = work.path().join("paths.toml");
+    let config_dir = work.path().to_path_buf();
+    let elsewhere = tempfile::tempdir().expect("another folder");
+    let home = tempfile::tempdir().expect("a home");
+    for (written, expected) in [
+        ("data/note.txt", config_dir.join("data/note.txt")),
+        ("~/x/note.txt", home.path().join("x/note.txt")),
+        ("/srv/note.txt", PathBuf::from("/srv/note.txt")),
+    ] {
+        std::fs::write(
+            &paths,
+            format!("[plugins.stumbles.settings]\nfile = \"{written}\"\n"),
+        )
+        .expect("write config");
+        for mode in [&[][..], &["--isolate"][..]] {
+            let out = crate::support::toolhost_command()
+                .current_dir(elsewhere.path())
+                .env("HOME", home.path())
+                .arg("--config")
+                .arg(&paths)
+                .args(["call", "settings_file", "{}", "--yes", "--plugins", d])
+                .args(mode)
+                .output()
+                .expect("toolhost call");
+            assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
+            let got: Value = serde_json::from_str(text(&out.stdout).trim()).expect("json");
+            assert_eq!(
+                got["path"],
+                serde_json::json!(expected),
+                "{written} {mode:?}: {got}"
+            );
+            if mode.is_empty() && written == "data/note.txt" {
+                assert_eq!(got["content"], "the note", "{got}");
+            }
         }
     }
     // A key that is not a plugin's settings table is named.

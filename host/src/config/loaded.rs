@@ -493,7 +493,10 @@ impl LoadedConfig {
             max_file_size: self.config.plugins.max_file_size,
             trust: self.trust_policy()?,
             isolation: std::sync::Arc::new(self.isolation_policy().clone()),
-            settings: crate::PluginSettings::new(self.config.plugins.settings.clone()),
+            settings: crate::PluginSettings::new(
+                self.config.plugins.settings.clone(),
+                self.file.as_deref().and_then(Path::parent),
+            ),
             load_threads: self.config.plugins.load_threads,
         })
     }

@@ -1,29 +1,41 @@
 //! Plugin settings: the config's `[plugins.NAME.settings]` tables (read once into JSON
 //! when the config is parsed, in `config::plugin_settings`), and what a plugin's calls
 //! are answered with when it asks for them (`ctx.settings()`, the `plugin.settings` host
-//! request), in process and in a worker alike. A plugin without a table gets `{}`.
+//! request), in process and in a worker alike. A plugin without a table gets `{}`. The
+//! answer says where the config file is (and the host user's home), so a plugin reads the
+//! paths in its table as the host reads its own config's: relative to the file.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use toolhost_plugin_api::SettingsAnswer;
 
-/// Every plugin's settings, by plugin name (the name in its `export_plugin!`). Cheap to
-/// clone.
+/// Every plugin's settings, by plugin name (the name in its `export_plugin!`), and the
+/// folder of the config file they were read from. Cheap to clone.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PluginSettings(Arc<BTreeMap<String, Value>>);
+pub struct PluginSettings {
+    tables: Arc<BTreeMap<String, Value>>,
+    base: Option<PathBuf>,
+}
 
 impl PluginSettings {
-    /// The settings of each plugin named.
-    pub fn new(by_plugin: BTreeMap<String, Value>) -> PluginSettings {
-        PluginSettings(Arc::new(by_plugin))
+    /// The settings of each plugin named, read from a config file in the folder `base`
+    /// (`None`: from no file).
+    pub fn new(by_plugin: BTreeMap<String, Value>, base: Option<&Path>) -> PluginSettings {
+        PluginSettings {
+            tables: Arc::new(by_plugin),
+            // Absolute: a worker's working folder is not the host's.
+            base: base.map(|b| std::path::absolute(b).unwrap_or_else(|_| b.to_path_buf())),
+        }
     }
 
     /// The tables that name none of `plugins` (the loaded plugins' names), each with the
     /// nearest of those names when one is close (a misspelling: `notes_index` for
     /// `notes-index`): no plugin reads them.
     pub fn unread<'a>(&self, plugins: &[&'a str]) -> Vec<(String, Option<&'a str>)> {
-        self.0
+        self.tables
             .keys()
             .filter(|name| !plugins.contains(&name.as_str()))
             .map(|name| {
@@ -38,22 +50,30 @@ impl PluginSettings {
             .collect()
     }
 
-    /// The settings of `plugin`: its table, or `{}`.
-    pub fn of(&self, plugin: &str) -> Arc<Value> {
-        Arc::new(
-            self.0
+    /// What `plugin` is answered when it asks for its settings: its table (or `{}`), the
+    /// config file's folder and the host user's home (paths that are not UTF-8 are left
+    /// out: the answer is JSON, and the plugin then reads its paths as written).
+    pub fn of(&self, plugin: &str) -> Arc<SettingsAnswer> {
+        let text = |p: &Path| p.to_str().map(str::to_owned);
+        Arc::new(SettingsAnswer {
+            settings: self
+                .tables
                 .get(plugin)
                 .cloned()
                 .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
-        )
+            base: self.base.as_deref().and_then(text),
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .as_deref()
+                .and_then(text),
+        })
     }
 }
 
 /// The answer to a `plugin.settings` request, for a plugin with `settings`.
-pub(crate) fn answer(settings: &Value) -> toolhost_plugin_api::HostAnswer {
-    toolhost_plugin_api::HostAnswer::from(toolhost_plugin_api::SettingsAnswer {
-        settings: settings.clone(),
-    })
+pub(crate) fn answer(settings: &SettingsAnswer) -> toolhost_plugin_api::HostAnswer {
+    toolhost_plugin_api::HostAnswer::from(settings.clone())
 }
 
 #[cfg(test)]
@@ -62,21 +82,25 @@ mod tests {
 
     #[test]
     fn a_plugin_without_a_table_gets_an_empty_one() {
-        let all = PluginSettings::new(BTreeMap::from([(
-            "weather".to_owned(),
-            serde_json::json!({"units": "metric"}),
-        )]));
-        assert_eq!(all.of("weather")["units"], "metric");
-        assert_eq!(*all.of("other"), serde_json::json!({}));
+        let all = PluginSettings::new(
+            BTreeMap::from([("weather".to_owned(), serde_json::json!({"units": "metric"}))]),
+            Some(Path::new("/etc/toolhost")),
+        );
+        assert_eq!(all.of("weather").settings["units"], "metric");
+        assert_eq!(all.of("weather").base.as_deref(), Some("/etc/toolhost"));
+        assert_eq!(all.of("other").settings, serde_json::json!({}));
     }
 
     #[test]
     fn a_table_no_plugin_reads_is_named_with_the_nearest_plugin() {
-        let all = PluginSettings::new(BTreeMap::from([
-            ("notes_index".to_owned(), serde_json::json!({})),
-            ("weather".to_owned(), serde_json::json!({})),
-            ("zzz".to_owned(), serde_json::json!({})),
-        ]));
+        let all = PluginSettings::new(
+            BTreeMap::from([
+                ("notes_index".to_owned(), serde_json::json!({})),
+                ("weather".to_owned(), serde_json::json!({})),
+                ("zzz".to_owned(), serde_json::json!({})),
+            ]),
+            None,
+        );
         assert_eq!(
             all.unread(&["notes-index", "weather", "memory"]),
             vec![

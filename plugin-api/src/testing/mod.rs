@@ -208,6 +208,8 @@ pub struct TestHost {
     scripts: Scripts,
     /// The plugin's settings (`ctx.settings()`), `{}` unless set.
     settings: Value,
+    /// What the settings' paths are relative to (`TestHost::settings_base`).
+    settings_base: (Option<String>, Option<String>),
     /// The profile's workspace (`ctx.workspace()`), no roots unless set.
     workspace: crate::WorkspaceAnswer,
     /// The call's output budget (`ctx.output_budget()`), the host's default unless set.
@@ -234,6 +236,7 @@ impl Default for TestHost {
             model: "test-model".to_owned(),
             scripts: Scripts::default(),
             settings: Value::Object(serde_json::Map::new()),
+            settings_base: (None, None),
             workspace: crate::WorkspaceAnswer::default(),
             output_budget: TestHost::DEFAULT_OUTPUT_BUDGET,
             summary: None,
@@ -315,6 +318,16 @@ impl TestHost {
     #[must_use]
     pub fn settings(mut self, settings: Value) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Where the settings come from, as a host says: `config_dir` is the folder of its
+    /// config file (a relative [`SettingsPath`](crate::SettingsPath) is under it), `home`
+    /// the home folder of its user (`~/`). Without this, paths are read as written, as
+    /// from a host that does not say.
+    #[must_use]
+    pub fn settings_base(mut self, config_dir: &str, home: &str) -> Self {
+        self.settings_base = (Some(config_dir.to_owned()), Some(home.to_owned()));
         self
     }
 

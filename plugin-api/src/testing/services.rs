@@ -149,6 +149,8 @@ impl TestHost {
             Ok(HostRequest::PluginSettings(_)) => {
                 return encode(&SettingsAnswer {
                     settings: self.settings.clone(),
+                    base: self.settings_base.0.clone(),
+                    home: self.settings_base.1.clone(),
                 });
             }
             // And the output budget: `TestHost::output_budget`.

@@ -39,7 +39,7 @@ pub(super) struct Pending {
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) tool: Arc<str>,
     /// The plugin's settings, for its `plugin.settings` requests.
-    pub(super) settings: Arc<Value>,
+    pub(super) settings: Arc<toolhost_plugin_api::SettingsAnswer>,
 }
 
 /// Who is told when a worker ends unexpectedly (the supervisor): it counts the crash and
@@ -444,7 +444,7 @@ async fn answer_service(
     services: TurnServices,
     turn: Arc<TurnIdentity>,
     cancel: tokio_util::sync::CancellationToken,
-    settings: Arc<Value>,
+    settings: Arc<toolhost_plugin_api::SettingsAnswer>,
 ) -> Result<Value, WireServiceError> {
     fn encode<A: Serialize>(answer: Result<A, ServiceError>) -> Result<Value, WireServiceError> {
         answer

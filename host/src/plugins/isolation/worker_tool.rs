@@ -25,7 +25,7 @@ impl WorkerPlugin {
         self: &Arc<Self>,
         specs: Vec<ToolSpec>,
         version: &str,
-        settings: Arc<serde_json::Value>,
+        settings: Arc<toolhost_plugin_api::SettingsAnswer>,
     ) -> Vec<Arc<dyn DynTool>> {
         let origin = ToolOrigin::Plugin {
             plugin: Arc::clone(&self.name),
@@ -58,7 +58,7 @@ struct WorkerTool {
     spec: ToolSpec,
     origin: ToolOrigin,
     /// The plugin's settings, answered to its calls' `plugin.settings` requests.
-    settings: Arc<serde_json::Value>,
+    settings: Arc<toolhost_plugin_api::SettingsAnswer>,
 }
 
 /// Tells the worker to drop a call whose future the host dropped while the worker still

@@ -37,7 +37,7 @@ pub(super) struct CallState {
     pub(super) plugin: Arc<str>,
     /// The plugin's settings (`plugin.settings`); `None` in a worker, where the request
     /// goes to the host with the other services.
-    pub(super) settings: Option<Arc<Value>>,
+    pub(super) settings: Option<Arc<toolhost_plugin_api::SettingsAnswer>>,
     /// The runtime the call started on; service futures enter it on every poll.
     pub(super) runtime: Option<tokio::runtime::Handle>,
 }

@@ -94,7 +94,7 @@ pub(crate) struct PluginTool {
     origin: ToolOrigin,
     /// The plugin's settings, answered to its `plugin.settings` requests; `None` in a
     /// worker, which asks the host.
-    settings: Option<Arc<serde_json::Value>>,
+    settings: Option<Arc<toolhost_plugin_api::SettingsAnswer>>,
     /// Its schemas as the shared check compiled them at load; the registry takes them.
     checked: CheckedTool,
 }
@@ -118,7 +118,7 @@ impl PluginTool {
         ffi: FfiTool,
         origin: ToolOrigin,
         index: usize,
-        settings: Option<Arc<serde_json::Value>>,
+        settings: Option<Arc<toolhost_plugin_api::SettingsAnswer>>,
     ) -> Result<PluginTool, UnreadableTool> {
         let (vt, this) = (ffi.vtable, ffi.this);
         match Self::read_spec(&ffi, index) {
