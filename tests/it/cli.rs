@@ -289,7 +289,7 @@ fn check_refuses_what_the_harness_refuses_with_the_same_messages() {
     let tools = report["tools"].as_array().expect("tools");
     let refused: Vec<&str> = tools.iter().filter_map(|t| t["refused"].as_str()).collect();
     assert_eq!(refused.len(), 7, "{tools:?}");
-    assert_eq!(tools.len(), 10, "{tools:?}");
+    assert_eq!(tools.len(), 11, "{tools:?}");
     let served = tools
         .iter()
         .find(|t| t["name"] == "search_notes")
@@ -297,13 +297,13 @@ fn check_refuses_what_the_harness_refuses_with_the_same_messages() {
     assert_eq!(served["schema"], object);
     assert_eq!(
         served["requirements"],
-        serde_json::json!({"env": [], "programs": []})
+        serde_json::json!({"env": [], "programs": [], "workspace": false})
     );
 
     let out = toolhost(&["check", file.to_str().expect("utf-8")]);
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("tools:       10 (7 refused)")
+        stdout.contains("tools:       11 (7 refused)")
             && stdout
                 .contains("  refused: plugin 'stumbles' exports two tools named 'search_notes'")
             && stdout.contains("    arguments: {\"type\":\"object\"}")
