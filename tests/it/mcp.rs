@@ -56,7 +56,14 @@ pub(crate) fn python() -> &'static Path {
 /// The plugins the checks need: the basic fixture (echo, risky_write, wait_cancel, ...)
 /// and the echo fixture at v1 (build_version).
 fn plugins() -> PluginDir {
-    let dir = PluginDir::with(&["fixture_basic", "fixture_outcomes"]);
+    // clarify asks the client a question; the conformance fixture's test_sampling asks
+    // its model.
+    let dir = PluginDir::with(&[
+        "fixture_basic",
+        "fixture_outcomes",
+        "toolhost_clarify",
+        "fixture_conformance",
+    ]);
     let tmp = dir.path().join(".libfixture_echo.so.tmp");
     std::fs::copy(echo_build("v1"), &tmp).expect("copy echo v1");
     std::fs::rename(&tmp, dir.path().join("libfixture_echo.so")).expect("install echo v1");
@@ -108,9 +115,6 @@ fn run_checks(transport: &str, mode: &str) {
 fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
     let python = python();
     let plugins = plugins();
-    if isolate {
-        plugins.install("toolhost_clarify");
-    }
     let work = tempfile::tempdir().expect("temp dir");
     let control = work.path().join("control.sock");
     let _server;
@@ -129,7 +133,7 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         .arg("--work")
         .arg(work.path());
     if isolate {
-        cmd.args(["--isolate", "--clarify"]);
+        cmd.arg("--isolate");
         // The client starts the server with this work folder as its config home; its
         // plugins write markers there, which the workers' sandbox must allow.
         let config = work.path().join("toolhost");
@@ -166,7 +170,12 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         "{stdout}"
     );
     assert!(
-        !isolate || stdout.contains("a plugin's ask_user arrives as an elicitation"),
+        stdout.contains("a plugin's ask_user arrives as an elicitation")
+            && stdout.contains("a plugin's sampling request reaches the client's model"),
+        "{stdout}"
+    );
+    assert!(
+        mode == "legacy" || stdout.contains("requestState: tampered, replayed"),
         "{stdout}"
     );
 }

@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 LIMIT = 20.0  # seconds any one wait may take before the check fails
@@ -41,6 +42,7 @@ class Checks:
         self.args = args
         self.elicit_answer = "accept"
         self.elicitations: list[str] = []
+        self.samples: list[str] = []
         self.list_changed = anyio.Event()
         self.log: list[str] = []
 
@@ -93,6 +95,7 @@ class Checks:
             server,
             mode=a.mode,
             elicitation_callback=self.on_elicit if elicit else None,
+            sampling_callback=self.on_sample,
             message_handler=self.on_message,
             read_timeout_seconds=LIMIT,
         )
@@ -112,8 +115,10 @@ class Checks:
             await self.approval(client)
             await self.without_elicitation()
             await self.cancel(client)
-            if self.args.clarify:
-                await self.ask_user(client)
+            await self.ask_user(client)
+            await self.sampling(client)
+            if modern:
+                await self.request_states(client)
             if modern:
                 async with client.listen(tools_list_changed=True) as subscription:
                     await self.reload(client, lambda: self.next_event(subscription))
@@ -224,6 +229,74 @@ class Checks:
         if len(self.elicitations) != asked + 1 or "Which colour?" not in self.elicitations[-1]:
             fail(f"the plugin's question did not arrive as an elicitation: {self.elicitations}")
         self.note("a plugin's ask_user arrives as an elicitation and its answer returns")
+
+    async def on_sample(
+        self, _context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked = " ".join(
+            m.content.text for m in params.messages if isinstance(m.content, types.TextContent)
+        )
+        self.samples.append(asked)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"sampled: {asked}"),
+            model="checks-model",
+        )
+
+    async def sampling(self, client: Client) -> None:
+        # The conformance fixture's test_sampling asks the client's model; under
+        # 2026-07-28 as an input-required result, before as a server request.
+        result = await client.call_tool("test_sampling", {"prompt": "Say hi"})
+        if result.is_error or text_of(result) != "LLM response: sampled: Say hi":
+            fail(f"test_sampling should return the sampled text: {result}")
+        if self.samples[-1:] != ["Say hi"]:
+            fail(f"the sampling request did not reach the client: {self.samples}")
+        self.note("a plugin's sampling request reaches the client's model and returns")
+
+    async def request_states(self, client: Client) -> None:
+        # Driven by hand: the question comes back as an input-required result whose state
+        # names the waiting call; a tampered state, one for other arguments and a replay
+        # are refused, and the right answer resumes the same call.
+        session = client.session
+        first = await session.call_tool(
+            "clarify", {"question": "Which shade?"}, allow_input_required=True
+        )
+        if not isinstance(first, types.InputRequiredResult) or not first.request_state:
+            fail(f"clarify should return an input-required result: {first}")
+        requests = first.input_requests or {}
+        if list(requests) != ["toolhost_question"] or "Which shade?" not in str(requests):
+            fail(f"the input request should carry the plugin's question: {requests}")
+        state = first.request_state
+        answer = {"toolhost_question": {"action": "accept", "content": {"answer": "teal"}}}
+
+        async def refused(args: dict, with_state: str, why: str) -> None:
+            try:
+                await session.call_tool(
+                    "clarify",
+                    args,
+                    allow_input_required=True,
+                    input_responses=answer,
+                    request_state=with_state,
+                )
+            except MCPError as e:
+                if "requestState refused" not in str(e) or why not in str(e):
+                    fail(f"a bad requestState should be refused saying why ({why}): {e}")
+            else:
+                fail(f"a bad requestState was accepted ({why})")
+
+        await refused({"question": "Which shade?"}, state + "0", "did not issue it")
+        await refused({"question": "Another?"}, state, "another call")
+        done = await session.call_tool(
+            "clarify",
+            {"question": "Which shade?"},
+            allow_input_required=True,
+            input_responses=answer,
+            request_state=state,
+        )
+        if isinstance(done, types.InputRequiredResult) or done.is_error or text_of(done) != "teal":
+            fail(f"the answered call should return the answer: {done}")
+        await refused({"question": "Which shade?"}, state, "used already")
+        self.note("requestState: tampered, replayed and other-call states refused; the answer resumes the call")
 
     async def approval(self, client: Client) -> None:
         ran = Path(self.args.work) / "risky-write-ran"
@@ -376,7 +449,6 @@ def main() -> int:
     parser.add_argument("--url")
     parser.add_argument("--token")
     parser.add_argument("--isolate", action="store_true", help="every plugin in a worker process")
-    parser.add_argument("--clarify", action="store_true", help="the clarify plugin is installed")
     args = parser.parse_args()
     checks = Checks(args)
     try:

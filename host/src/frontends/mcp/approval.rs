@@ -65,6 +65,10 @@ enum ApproverMode {
     InputRequired {
         answer: Option<ApprovalAnswer>,
         call: [u8; 32],
+        /// The question's subject, for the question built after the call.
+        tool: String,
+        risk: Risk,
+        arguments: Value,
     },
     /// The client cannot be asked.
     Configured(WithoutElicitation),
@@ -96,7 +100,13 @@ impl McpApprover {
                     }
                     _ => None,
                 };
-                ApproverMode::InputRequired { answer, call }
+                ApproverMode::InputRequired {
+                    answer,
+                    call,
+                    tool: tool.spec().name.clone(),
+                    risk: tool.spec().risk,
+                    arguments: arguments.clone(),
+                }
             }
             _ => ApproverMode::Configured(shared.options.without_elicitation),
         };
@@ -136,16 +146,19 @@ impl McpApprover {
 
     /// The question for a sessionless client, to answer by retrying the call (`None` for
     /// the other kinds of client, which are asked while the call waits).
-    pub(super) fn input_required(
-        &self,
-        spec: &ToolSpec,
-        arguments: &Value,
-    ) -> Option<InputRequiredResult> {
-        let ApproverMode::InputRequired { call, .. } = &self.mode else {
+    pub(super) fn input_required(&self) -> Option<InputRequiredResult> {
+        let ApproverMode::InputRequired {
+            call,
+            tool,
+            risk,
+            arguments,
+            ..
+        } = &self.mode
+        else {
             return None;
         };
         let state = self.shared.pending.add(*call);
-        let question = approval_question(&spec.name, spec.risk, arguments);
+        let question = approval_question(tool, *risk, arguments);
         let mut requests = BTreeMap::new();
         let offers = *self.offers.lock().unwrap_or_else(PoisonError::into_inner);
         if let Ok(request) = elicit_request(&question, approval_schema(offers)) {

@@ -1,5 +1,8 @@
 //! The caller channel of an MCP call: progress and log notifications (in order, through
-//! one sender task), questions through elicitation and completions through sampling.
+//! one sender task), questions through elicitation and completions through sampling: as
+//! server requests to a session client, or, for a sessionless 2026-07-28 client, as
+//! questions the call waits on while the client is sent an input-required result
+//! ([`super::suspended`]).
 
 #![allow(
     deprecated,
@@ -12,26 +15,63 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    ElicitRequestParams, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, ServerNotification,
+    CreateMessageRequestParams, ElicitRequestParams, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use toolhost_plugin_api::{
     AskAnswer, AskRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError,
 };
 
 use toolhost_calls::context::CallerChannel;
 
-/// Routes a call's progress, log lines, questions and sampling to the MCP client.
-pub(super) struct McpCaller {
+/// Where a call's notifications go: the request it is answering now (a suspended call
+/// resumed by a retry answers the retry).
+#[derive(Clone)]
+pub(super) struct Route {
     pub(super) peer: Peer<RoleServer>,
     pub(super) progress_token: Option<ProgressToken>,
-    pub(super) can_elicit: bool,
-    pub(super) can_sample: bool,
     /// The lowest log level the client wants for this call; `None`: no log lines.
     pub(super) log_level: Option<u8>,
+}
+
+/// A plugin's question or sampling request to a sessionless client, waiting for the
+/// client's retry to answer it.
+pub(super) enum Question {
+    Ask {
+        request: AskRequest,
+        answer: oneshot::Sender<Result<AskAnswer, ServiceError>>,
+    },
+    Sample {
+        request: SampleRequest,
+        answer: oneshot::Sender<Result<SampleAnswer, ServiceError>>,
+    },
+}
+
+impl Question {
+    /// Answers the plugin with `error` instead of the client.
+    pub(super) fn fail(self, error: ServiceError) {
+        match self {
+            Question::Ask { answer, .. } => {
+                let _ = answer.send(Err(error));
+            }
+            Question::Sample { answer, .. } => {
+                let _ = answer.send(Err(error));
+            }
+        }
+    }
+}
+
+/// Routes a call's progress, log notifications, questions and sampling to the MCP client.
+pub(super) struct McpCaller {
+    pub(super) route: Mutex<Route>,
+    pub(super) can_elicit: bool,
+    pub(super) can_sample: bool,
+    /// For a sessionless client: where the call's questions wait for the client's retry
+    /// (`None`: asked as server requests on `route`'s peer).
+    pub(super) questions: Option<mpsc::Sender<Question>>,
     /// Plugins may report from threads of their own; the sender task is spawned here.
     pub(super) runtime: tokio::runtime::Handle,
     /// Notifications go out in order through one task, started at the first one; a full
@@ -48,11 +88,25 @@ pub(super) struct McpCaller {
 const NOTIFICATION_QUEUE: usize = 256;
 
 impl McpCaller {
+    fn route(&self) -> Route {
+        self.route
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Sends what follows to `route` (a retry that resumed the call); what was queued
+    /// for the request before is flushed first.
+    pub(super) async fn rebind(&self, route: Route) {
+        self.flush().await;
+        *self.route.lock().unwrap_or_else(PoisonError::into_inner) = route;
+    }
+
     fn send(&self, notification: ServerNotification) {
+        let peer = self.route().peer;
         let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
         let (tx, _) = sender.get_or_insert_with(|| {
             let (tx, mut rx) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
-            let peer = self.peer.clone();
             let task = self.runtime.spawn(async move {
                 while let Some(n) = rx.recv().await {
                     if peer.send_notification(n).await.is_err() {
@@ -117,10 +171,10 @@ pub(super) fn level_rank(level: LoggingLevel) -> u8 {
 #[async_trait]
 impl CallerChannel for McpCaller {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else {
+        let Some(token) = self.route().progress_token else {
             return;
         };
-        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        let mut param = ProgressNotificationParam::new(token, progress);
         if let Some(total) = total {
             param = param.with_total(total);
         }
@@ -139,7 +193,11 @@ impl CallerChannel for McpCaller {
             LogLevel::INFO => LoggingLevel::Info,
             _ => LoggingLevel::Debug,
         };
-        if self.log_level.is_none_or(|min| level_rank(level) < min) {
+        if self
+            .route()
+            .log_level
+            .is_none_or(|min| level_rank(level) < min)
+        {
             return;
         }
         let param = LoggingMessageNotificationParam::new(level, json!(message))
@@ -153,20 +211,25 @@ impl CallerChannel for McpCaller {
         if !self.can_elicit {
             return Err(ServiceError::Unavailable(
                 "this MCP client cannot be asked questions during a call (it does not support \
-                 elicitation, or speaks the sessionless 2026-07-28 protocol)"
+                 elicitation)"
                     .to_owned(),
             ));
+        }
+        if let Some(questions) = &self.questions {
+            let (answer, answered) = oneshot::channel();
+            return wait(questions, Question::Ask { request, answer }, answered).await;
         }
         let params = elicit_params(&request.message, request.schema)
             .map_err(|e| ServiceError::Failed(e.to_string()))?;
         let result = self
+            .route()
             .peer
             .create_elicitation(params)
             .await
             .map_err(|e| ServiceError::Failed(format!("the client did not answer: {e}")))?;
-        serde_json::to_value(&result)
-            .and_then(serde_json::from_value)
-            .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))
+        let answer = serde_json::to_value(&result)
+            .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))?;
+        ask_answer(answer)
     }
 
     async fn sample(&self, request: SampleRequest) -> Result<SampleAnswer, ServiceError> {
@@ -176,39 +239,84 @@ impl CallerChannel for McpCaller {
                     .to_owned(),
             ));
         }
-        let mut params = json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
-            "maxTokens": request.max_tokens,
-        });
-        if let Some(system) = request.system {
-            params["systemPrompt"] = json!(system);
+        if let Some(questions) = &self.questions {
+            let (answer, answered) = oneshot::channel();
+            return wait(questions, Question::Sample { request, answer }, answered).await;
         }
-        let params = serde_json::from_value(params)
-            .map_err(|e| ServiceError::Failed(format!("malformed sampling request: {e}")))?;
+        let params = sampling_params(&request)?;
         #[allow(
             deprecated,
             reason = "sampling is how MCP tools reach the client's model"
         )]
-        let result =
-            self.peer.create_message(params).await.map_err(|e| {
-                ServiceError::Failed(format!("the client's model did not answer: {e}"))
-            })?;
+        let result = self
+            .route()
+            .peer
+            .create_message(params)
+            .await
+            .map_err(|e| ServiceError::Failed(format!("the client's model did not answer: {e}")))?;
         let sampled = serde_json::to_value(&result)
-            .and_then(serde_json::from_value::<Sampled>)
             .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
-        let text = match sampled.content {
-            Some(SampledContent::Blocks(blocks)) => blocks
-                .iter()
-                .filter_map(TextBlock::text)
-                .collect::<String>(),
-            Some(SampledContent::Block(block)) => block.text().unwrap_or_default().to_owned(),
-            None => String::new(),
-        };
-        Ok(SampleAnswer {
-            text,
-            model: sampled.model.and_then(|m| m.as_str().map(str::to_owned)),
-        })
+        sample_answer(sampled)
     }
+}
+
+/// Hands `question` to the call's MCP request (which sends the client an input-required
+/// result) and waits for the client's retry to answer it.
+async fn wait<T>(
+    questions: &mpsc::Sender<Question>,
+    question: Question,
+    answered: oneshot::Receiver<Result<T, ServiceError>>,
+) -> Result<T, ServiceError> {
+    questions.send(question).await.map_err(|_| {
+        ServiceError::Failed("the MCP request of this call has ended; nobody can answer".into())
+    })?;
+    answered.await.unwrap_or_else(|_| {
+        Err(ServiceError::Failed(format!(
+            "the MCP client did not answer: it did not call again with its answer within {} \
+             minutes, or the call was cancelled",
+            super::state::APPROVAL_TTL.as_secs() / 60
+        )))
+    })
+}
+
+/// A client's answer to an elicitation (`{"action", "content"}`) as the plugin reads it.
+pub(super) fn ask_answer(answer: Value) -> Result<AskAnswer, ServiceError> {
+    serde_json::from_value(answer)
+        .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))
+}
+
+/// The `sampling/createMessage` parameters for a plugin's request.
+pub(super) fn sampling_params(
+    request: &SampleRequest,
+) -> Result<CreateMessageRequestParams, ServiceError> {
+    let mut params = json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
+        "maxTokens": request.max_tokens,
+    });
+    if let Some(system) = &request.system {
+        params["systemPrompt"] = json!(system);
+    }
+    serde_json::from_value(params)
+        .map_err(|e| ServiceError::Failed(format!("malformed sampling request: {e}")))
+}
+
+/// A client's sampling result as the plugin reads it: its text blocks joined, and the
+/// model that wrote them.
+pub(super) fn sample_answer(result: Value) -> Result<SampleAnswer, ServiceError> {
+    let sampled = serde_json::from_value::<Sampled>(result)
+        .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
+    let text = match sampled.content {
+        Some(SampledContent::Blocks(blocks)) => blocks
+            .iter()
+            .filter_map(TextBlock::text)
+            .collect::<String>(),
+        Some(SampledContent::Block(block)) => block.text().unwrap_or_default().to_owned(),
+        None => String::new(),
+    };
+    Ok(SampleAnswer {
+        text,
+        model: sampled.model.and_then(|m| m.as_str().map(str::to_owned)),
+    })
 }
 
 /// What is read of a client's sampling result: its text blocks (one block, or several

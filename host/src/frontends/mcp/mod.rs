@@ -22,6 +22,7 @@ mod server;
 mod session;
 mod state;
 mod stdio;
+mod suspended;
 pub(crate) mod tokens;
 
 use std::net::SocketAddr;

@@ -47,6 +47,7 @@ impl McpServer {
                 profile_name: scope.name,
                 options,
                 pending: PendingApprovals::default(),
+                suspended: super::suspended::SuspendedCalls::default(),
                 sessions: AtomicU64::new(0),
             }),
         })

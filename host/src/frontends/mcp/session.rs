@@ -23,10 +23,19 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
+use std::collections::BTreeMap;
+
+use rmcp::model::{CreateMessageRequest, ElicitRequest, InputRequest, InputRequiredResult};
+use toolhost_plugin_api::ServiceError;
+
 use super::approval::McpApprover;
-use super::caller::{McpCaller, level_rank};
+use super::caller::{
+    McpCaller, Question, Route, ask_answer, elicit_params, level_rank, sample_answer,
+    sampling_params,
+};
 use super::outputs;
 use super::state::SessionState;
+use super::suspended::{self, Owner, Running, Taken};
 use toolhost_calls::context::CallerChannel;
 use toolhost_calls::dispatcher::ToolCall;
 use toolhost_calls::policy::Approver;
@@ -351,6 +360,31 @@ impl McpSession {
             ));
         };
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        // A sessionless client's retry that answers a plugin's question resumes that call;
+        // a state this server did not issue (or issued to another caller or call, or that
+        // expired or was used) is refused rather than taken for a new call.
+        let owner = Owner::of(&facts.caller);
+        let call_print = suspended::fingerprint(&request.name, &arguments);
+        if let Some(state) = request.request_state.as_deref() {
+            match shared.suspended.take(state, &owner, &call_print) {
+                Taken::Resume(waiting) => {
+                    let waiting = *waiting;
+                    let route = self.route(&context, &facts);
+                    waiting.run.caller.rebind(route).await;
+                    answer(waiting.question, request.input_responses.as_ref());
+                    return self
+                        .drive(waiting.run, &context, &request.name, owner, call_print)
+                        .await;
+                }
+                Taken::Refused(why) => return Err(bad_state(why)),
+                Taken::Unknown if !shared.pending.knows(state) => {
+                    return Err(bad_state(
+                        "this server did not issue it, or it expired or was used already",
+                    ));
+                }
+                Taken::Unknown => {}
+            }
+        }
         // Only calls the policy may put to an approver get one of their own (it is built
         // from the call: its question and, for a sessionless client, its fingerprint).
         let approver = door.may_ask(tool.spec()).then(|| {
@@ -363,29 +397,20 @@ impl McpSession {
                 &facts,
             ))
         });
-        // Only a sessionless client's question is built after the call (it is answered by
-        // a retry); keep its arguments for it.
-        let asked_with = approver
-            .as_ref()
-            .filter(|_| facts.sessionless)
-            .map(|_| arguments.clone());
-        // 2026-07-28 clients opt in to log lines per request; session clients with
-        // logging/setLevel (default: info).
-        let log_level = if facts.sessionless {
-            context
-                .meta
-                .get(LOG_LEVEL_META)
-                .and_then(|v| serde_json::from_value::<LoggingLevel>(v.clone()).ok())
-                .map(level_rank)
+        // A sessionless client is asked by input-required results: its call runs on a
+        // task of its own, so it can wait for the client's retry.
+        let waits = facts.sessionless && (facts.can_elicit || facts.can_sample);
+        let (questions, asked) = if waits {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            (Some(tx), Some(rx))
         } else {
-            Some(self.state.log_level.load(Ordering::Relaxed))
+            (None, None)
         };
         let caller = Arc::new(McpCaller {
-            peer: context.peer.clone(),
-            progress_token: context.meta.get_progress_token(),
-            can_elicit: facts.can_elicit && !facts.sessionless,
-            can_sample: facts.can_sample && !facts.sessionless,
-            log_level,
+            route: Mutex::new(self.route(&context, &facts)),
+            can_elicit: facts.can_elicit,
+            can_sample: facts.can_sample,
+            questions,
             runtime: tokio::runtime::Handle::current(),
             sender: Mutex::new(None),
         });
@@ -402,6 +427,20 @@ impl McpSession {
             name: tool.spec().name.clone(),
             arguments: arguments.into(),
         };
+        if let Some(questions) = asked {
+            let host = Arc::clone(&shared.host);
+            let task = tokio::spawn(async move { host.door().call(&call_request, call).await });
+            let run = Running {
+                task,
+                questions,
+                cancel,
+                caller,
+                approver,
+            };
+            return self
+                .drive(run, &context, &request.name, owner, call_print)
+                .await;
+        }
         // The door's future is large; boxed, the state rmcp moves into a task and polls
         // stays small (measured: ~850 fewer instructions per call).
         let mut dispatch = Box::pin(door.call(&call_request, call));
@@ -417,17 +456,174 @@ impl McpSession {
         };
         // Every notification the tool sent goes out before the result.
         caller.flush().await;
-
-        if let (Some(approver), Some(arguments)) = (&approver, &asked_with)
-            && approver.needs_input.load(Ordering::Acquire)
-            && let Some(question) = approver.input_required(tool.spec(), arguments)
-        {
-            return Ok(question.into());
-        }
-        let link = outputs::link(&result);
-        let result = call_result(result, &request.name);
-        Ok(outputs::with_link(result, link).into())
+        Ok(finished(result, approver.as_deref(), &request.name))
     }
+
+    /// The lowest log level a request's client wants: 2026-07-28 clients opt in per
+    /// request; session clients with logging/setLevel (default: info).
+    fn log_level(
+        &self,
+        context: &RequestContext<RoleServer>,
+        facts: &super::state::ClientFacts,
+    ) -> Option<u8> {
+        if facts.sessionless {
+            context
+                .meta
+                .get(LOG_LEVEL_META)
+                .and_then(|v| serde_json::from_value::<LoggingLevel>(v.clone()).ok())
+                .map(level_rank)
+        } else {
+            Some(self.state.log_level.load(Ordering::Relaxed))
+        }
+    }
+
+    /// Where a request's notifications go: its peer, progress token and log level.
+    fn route(
+        &self,
+        context: &RequestContext<RoleServer>,
+        facts: &super::state::ClientFacts,
+    ) -> Route {
+        Route {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            log_level: self.log_level(context, facts),
+        }
+    }
+
+    /// Runs a sessionless client's call until it ends (its result) or a plugin asks the
+    /// client something (an input-required result naming the call, left waiting).
+    async fn drive(
+        &self,
+        mut run: Running,
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+        owner: Owner,
+        call_print: [u8; 32],
+    ) -> Result<CallToolResponse, McpError> {
+        let shared = &self.state.shared;
+        loop {
+            let next = tokio::select! {
+                biased;
+                result = &mut run.task => Next::Done(result),
+                Some(question) = run.questions.recv() => Next::Asked(question),
+                () = context.ct.cancelled() => Next::Cancelled,
+            };
+            let result = match next {
+                Next::Done(result) => result,
+                Next::Cancelled => {
+                    // notifications/cancelled: as for a call on a session.
+                    run.cancel.cancel();
+                    (&mut run.task).await
+                }
+                Next::Asked(question) => {
+                    let input = match input_request(&question) {
+                        Ok(input) => input,
+                        Err(e) => {
+                            question.fail(e);
+                            continue;
+                        }
+                    };
+                    // What the tool sent so far goes out with this request.
+                    run.caller.flush().await;
+                    match shared
+                        .suspended
+                        .wait(owner.clone(), call_print, run, question)
+                    {
+                        Ok(state) => {
+                            let requests = BTreeMap::from([(QUESTION_KEY.to_owned(), input)]);
+                            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+                        }
+                        Err((refused, back, question)) => {
+                            question.fail(ServiceError::Failed(format!(
+                                "the client cannot be asked now: {refused}"
+                            )));
+                            run = back;
+                            continue;
+                        }
+                    }
+                }
+            };
+            run.caller.flush().await;
+            let result = result.unwrap_or_else(|e| {
+                ToolResult::refused(
+                    String::new(),
+                    tool.to_owned(),
+                    format!("the call's task ended without a result ({e}); see the host's log"),
+                    CallErrorKind::Panicked,
+                )
+            });
+            return Ok(finished(result, run.approver.as_deref(), tool));
+        }
+    }
+}
+
+/// What the next step of a sessionless client's call is.
+enum Next {
+    Done(Result<ToolResult, tokio::task::JoinError>),
+    Asked(Question),
+    Cancelled,
+}
+
+/// The key of a plugin's question in an input-required result.
+const QUESTION_KEY: &str = "toolhost_question";
+
+/// A plugin's question as the client is asked it: an elicitation form, or a sampling
+/// request.
+fn input_request(question: &Question) -> Result<InputRequest, ServiceError> {
+    Ok(match question {
+        Question::Ask { request, .. } => InputRequest::Elicitation(ElicitRequest::new(
+            elicit_params(&request.message, request.schema.clone())
+                .map_err(|e| ServiceError::Failed(e.to_string()))?,
+        )),
+        Question::Sample { request, .. } => {
+            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)?))
+        }
+    })
+}
+
+/// Answers a waiting plugin's question with the client's `responses`.
+fn answer(question: Question, responses: Option<&rmcp::model::InputResponses>) {
+    let response = responses.and_then(|r| r.get(QUESTION_KEY)).cloned();
+    let missing = || {
+        ServiceError::Failed(
+            "the MCP client called again without answering the question (no inputResponses \
+             entry for it)"
+                .to_owned(),
+        )
+    };
+    match question {
+        Question::Ask { answer, .. } => {
+            let _ = answer.send(response.ok_or_else(missing).and_then(ask_answer));
+        }
+        Question::Sample { answer, .. } => {
+            let _ = answer.send(response.ok_or_else(missing).and_then(sample_answer));
+        }
+    }
+}
+
+/// A retry's `requestState` that names no call of its caller's.
+fn bad_state(why: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "requestState refused: {why}; call the tool again without requestState and \
+             inputResponses"
+        ),
+        None,
+    )
+}
+
+/// A finished call as MCP answers it: the approval question a sessionless client is to
+/// answer by calling again, or the result.
+fn finished(result: ToolResult, approver: Option<&McpApprover>, tool: &str) -> CallToolResponse {
+    if let Some(approver) = approver
+        && approver.needs_input.load(Ordering::Acquire)
+        && let Some(question) = approver.input_required()
+    {
+        return question.into();
+    }
+    let link = outputs::link(&result);
+    let result = call_result(result, tool);
+    outputs::with_link(result, link).into()
 }
 
 /// A call's result as MCP has it, each fact once: the model's text (or the tool's own

@@ -31,6 +31,8 @@ pub(super) struct Shared {
     pub(super) profile_name: String,
     pub(super) options: McpOptions,
     pub(super) pending: PendingApprovals,
+    /// Plugin calls of sessionless clients waiting for the client's answers.
+    pub(super) suspended: super::suspended::SuspendedCalls,
     pub(super) sessions: AtomicU64,
 }
 
@@ -70,6 +72,14 @@ impl PendingApprovals {
         let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
         pending.remove(state).is_some_and(|p| &p.call == call)
+    }
+
+    /// Whether `state` names an unexpired approval question (not used up).
+    pub(super) fn knows(&self, state: &str) -> bool {
+        let pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending
+            .get(state)
+            .is_some_and(|p| p.asked.elapsed() < APPROVAL_TTL)
     }
 
     pub(super) fn add(&self, call: [u8; 32]) -> String {

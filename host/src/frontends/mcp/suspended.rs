@@ -1,0 +1,185 @@
+//! Plugin calls of sessionless (2026-07-28) clients that wait on the client: a plugin's
+//! question or sampling request becomes an input-required result whose `requestState`
+//! names the waiting call (kept here, never in the state itself), and the client's retry
+//! with `inputResponses` answers it and resumes that same call, so a tool that asks
+//! mid-way is never run twice. A state is single-use, unguessable, bound to the caller
+//! (its token and client) and to the call (tool and arguments), and expires with its
+//! question: the plugin is then told nobody answered and its call is cancelled.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::approval::McpApprover;
+use super::caller::{McpCaller, Question};
+use super::state::APPROVAL_TTL;
+use toolhost_calls::context::Caller;
+use toolhost_calls::result::ToolResult;
+
+/// At most this many calls of one caller wait for answers; past it a plugin's question is
+/// answered with an error.
+const MAX_PER_CALLER: usize = 32;
+/// At most this many calls wait for answers in all.
+const MAX_WAITING: usize = 1024;
+
+/// A call running for a sessionless client, its questions arriving on `questions`.
+pub(super) struct Running {
+    pub(super) task: JoinHandle<ToolResult>,
+    pub(super) questions: mpsc::Receiver<Question>,
+    pub(super) cancel: CancellationToken,
+    pub(super) caller: Arc<McpCaller>,
+    /// The call's approver (its question, if the policy asked, is built after the call).
+    pub(super) approver: Option<Arc<McpApprover>>,
+}
+
+/// Who may resume a call: the token and the client that started it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owner {
+    token: Option<String>,
+    client: Option<String>,
+}
+
+impl Owner {
+    pub(super) fn of(caller: &Caller) -> Owner {
+        Owner {
+            token: caller.token.clone(),
+            client: caller.client.as_ref().map(|(name, _)| name.clone()),
+        }
+    }
+}
+
+/// What identifies a call for its resumption: the tool and its arguments.
+pub(super) fn fingerprint(tool: &str, arguments: &Value) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    for part in [tool.as_bytes(), arguments.to_string().as_bytes()] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize().into()
+}
+
+/// A call waiting for its client to answer `question`.
+pub(super) struct Waiting {
+    owner: Owner,
+    call: [u8; 32],
+    asked: Instant,
+    pub(super) run: Running,
+    pub(super) question: Question,
+}
+
+impl Waiting {
+    /// Ends the wait unanswered: the plugin's question fails and its call is cancelled.
+    fn abandon(self) {
+        self.run.cancel.cancel();
+        // Dropping the question's answer sender tells the plugin nobody answered.
+    }
+}
+
+/// What a retry's `requestState` named.
+pub(super) enum Taken {
+    /// The waiting call it names, now the retry's to resume.
+    Resume(Box<Waiting>),
+    /// No waiting call (another kind of state, or none this server issued).
+    Unknown,
+    /// A waiting call, but not this caller's or not this call: refused, and the call
+    /// keeps waiting for its own client.
+    Refused(&'static str),
+}
+
+/// Why a question could not be left waiting.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WaitRefused {
+    #[error("this client has {MAX_PER_CALLER} calls waiting for answers already")]
+    CallerFull,
+    #[error("{MAX_WAITING} calls are waiting for answers on this server already")]
+    ServerFull,
+}
+
+/// The calls waiting for answers, by request state.
+#[derive(Default)]
+pub(super) struct SuspendedCalls(Arc<Mutex<HashMap<String, Waiting>>>);
+
+impl SuspendedCalls {
+    /// Leaves `run` waiting for `question` and returns the state the client retries with.
+    /// Within the time limit of [`APPROVAL_TTL`]; past it the call is abandoned. Refused
+    /// (and `run` and `question` handed back) when too many calls wait.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the refusal hands the call back whole, to be answered in place"
+    )]
+    pub(super) fn wait(
+        &self,
+        owner: Owner,
+        call: [u8; 32],
+        run: Running,
+        question: Question,
+    ) -> Result<String, (WaitRefused, Running, Question)> {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        {
+            let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if waiting.len() >= MAX_WAITING {
+                return Err((WaitRefused::ServerFull, run, question));
+            }
+            if waiting.values().filter(|w| w.owner == owner).count() >= MAX_PER_CALLER {
+                return Err((WaitRefused::CallerFull, run, question));
+            }
+            waiting.insert(
+                state.clone(),
+                Waiting {
+                    owner,
+                    call,
+                    asked: Instant::now(),
+                    run,
+                    question,
+                },
+            );
+        }
+        // The time limit: a timer, so a plugin is told even if no request comes again.
+        let calls: Weak<Mutex<HashMap<String, Waiting>>> = Arc::downgrade(&self.0);
+        let expiring = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(APPROVAL_TTL).await;
+            let Some(calls) = calls.upgrade() else {
+                return;
+            };
+            let expired = calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&expiring);
+            if let Some(waiting) = expired {
+                waiting.abandon();
+            }
+        });
+        Ok(state)
+    }
+
+    /// The waiting call `state` names, for `owner`'s retry of the call `call`.
+    pub(super) fn take(&self, state: &str, owner: &Owner, call: &[u8; 32]) -> Taken {
+        let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(found) = waiting.get(state) else {
+            return Taken::Unknown;
+        };
+        if found.asked.elapsed() >= APPROVAL_TTL {
+            if let Some(expired) = waiting.remove(state) {
+                expired.abandon();
+            }
+            return Taken::Unknown;
+        }
+        if &found.owner != owner {
+            return Taken::Refused("it was issued to another client");
+        }
+        if &found.call != call {
+            return Taken::Refused("it was issued for another call (another tool or arguments)");
+        }
+        match waiting.remove(state) {
+            Some(w) => Taken::Resume(Box::new(w)),
+            None => Taken::Unknown,
+        }
+    }
+}
