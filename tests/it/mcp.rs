@@ -532,3 +532,43 @@ fn the_input_schema_hint_is_given_only_for_schema_violations() {
         "{own}"
     );
 }
+
+/// The TypeScript SDKs' own clients, v1 (2025-11-25: server requests) and v2 (2026-07-28:
+/// input-required results), answer clarify's question and test_sampling's request with
+/// their handlers, and get the tools' results (tests/mcp/ts_checks.mjs).
+#[test]
+fn typescript_sdk_clients_answer_a_plugins_question_and_sampling_in_both_generations() {
+    let node = crate::support::mcp_node();
+    let plugins = PluginDir::with(&["toolhost_clarify", "fixture_conformance"]);
+    for (sdk, protocol) in [
+        ("v1", "2025-11-25"),
+        ("v2", "2026-07-28"),
+        ("v2-legacy", "2025-11-25"),
+    ] {
+        let work = tempfile::tempdir().expect("temp dir");
+        let out = Command::new(node)
+            .arg(workspace_root().join("tests/mcp/ts_checks.mjs"))
+            .arg(sdk)
+            .arg(env!("CARGO_BIN_EXE_toolhost"))
+            .arg(plugins.path())
+            .arg(work.path())
+            .current_dir(workspace_root().join("target/mcp-tools"))
+            .output()
+            .expect("run node");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{sdk}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("a plugin's question reaches the elicitation handler")
+                && stdout.contains("a plugin's sampling request reaches the sampling handler"),
+            "{sdk}: {stdout}"
+        );
+        assert!(
+            sdk == "v1" || stdout.contains(&format!("protocol {protocol}")),
+            "{sdk} speaks {protocol}: {stdout}"
+        );
+    }
+}

@@ -7,9 +7,8 @@
 //! served schema passes Python's `jsonschema` and Ajv (as the TypeScript SDKs use it)
 //! without a warning.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
@@ -174,24 +173,6 @@ fn cargo_here() -> bool {
         eprintln!("skipped: cargo is not installed");
     }
     here
-}
-
-/// Node with Ajv and ajv-formats, as `tests/mcp/setup.sh` installs them (run once if
-/// missing: it fetches them from npm).
-fn node_with_ajv() -> &'static Path {
-    static NODE: OnceLock<PathBuf> = OnceLock::new();
-    NODE.get_or_init(|| {
-        let tools = workspace_root().join("target/mcp-tools");
-        let node = tools.join("node_modules/.bin/node");
-        if !node.exists() || !tools.join("node_modules/ajv-formats").exists() {
-            let set_up = Command::new("bash")
-                .arg(workspace_root().join("tests/mcp/setup.sh"))
-                .status()
-                .expect("run tests/mcp/setup.sh");
-            assert!(set_up.success(), "tests/mcp/setup.sh failed");
-        }
-        node
-    })
 }
 
 /// Runs `tests/mcp/model_view.py` against a server (`url`: HTTP with `token`; none: it
@@ -496,7 +477,7 @@ fn the_error_flag_means_failure_and_is_the_same_on_every_path() {
     }
 
     // The served schemas pass Ajv as the TypeScript SDKs use it, without a warning.
-    let checked = Command::new(node_with_ajv())
+    let checked = Command::new(crate::support::mcp_node())
         .arg(workspace_root().join("tests/mcp/schema_check.mjs"))
         .arg(&schemas)
         .current_dir(workspace_root().join("target/mcp-tools"))

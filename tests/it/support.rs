@@ -228,6 +228,28 @@ pub(crate) fn echo_build(version: &str) -> PathBuf {
         .join("libfixture_echo.so")
 }
 
+/// Node 22 from `target/mcp-tools` with what `tests/mcp/package.json` pins (Ajv, the
+/// TypeScript SDKs' clients, the conformance suite), set up once per test run by
+/// `tests/mcp/setup.sh` when something is missing.
+pub(crate) fn mcp_node() -> &'static Path {
+    static NODE: OnceLock<PathBuf> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let tools = workspace_root().join("target/mcp-tools");
+        let node = tools.join("node_modules/.bin/node");
+        let pinned = std::fs::read_to_string(workspace_root().join("tests/mcp/package.json"))
+            .expect("tests/mcp/package.json");
+        let installed = std::fs::read_to_string(tools.join("package.json")).unwrap_or_default();
+        if !node.exists() || pinned != installed {
+            let set_up = Command::new("bash")
+                .arg(workspace_root().join("tests/mcp/setup.sh"))
+                .status()
+                .expect("run tests/mcp/setup.sh");
+            assert!(set_up.success(), "tests/mcp/setup.sh failed");
+        }
+        node
+    })
+}
+
 /// The built .so of a crate (`fixture_basic`, `toolhost_utils`, ...).
 pub(crate) fn so(lib: &str) -> PathBuf {
     let profile = if lib == "fixture_abort" || lib == "fixture_abort_at_load" {

@@ -2,7 +2,8 @@
 # Installs the MCP test tools into target/mcp-tools (nothing outside the package
 # registries): a Python virtualenv with the MCP SDK (PyPI `mcp`) and Prometheus' client
 # (`prometheus-client`, for its metrics parsers), and from npm Node 22,
-# the conformance suite and the reference server (versions pinned in package.json).
+# the conformance suite, the reference server and the TypeScript SDKs' clients (versions
+# pinned in package.json).
 # Idempotent; the Rust tests make the virtualenv themselves if it is missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
