@@ -363,7 +363,9 @@ impl McpSession {
         // A sessionless client's retry that answers a plugin's question resumes that call;
         // a state this server did not issue (or issued to another caller or call, or that
         // expired or was used) is refused rather than taken for a new call.
-        let owner = Owner::of(&facts.caller);
+        let connection =
+            (self.state.transport == "stdio").then_some(self.state.session_id.as_str());
+        let owner = Owner::of(&facts.caller, connection);
         let call_print = suspended::fingerprint(&request.name, &arguments);
         if let Some(state) = request.request_state.as_deref() {
             match shared.suspended.take(state, &owner, &call_print) {

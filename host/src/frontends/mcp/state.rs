@@ -140,6 +140,9 @@ pub(super) struct ClientFacts {
 impl Drop for SessionState {
     fn drop(&mut self) {
         self.stop.cancel();
+        if self.transport == "stdio" {
+            self.shared.suspended.abandon_connection(&self.session_id);
+        }
         self.shared
             .host
             .door()

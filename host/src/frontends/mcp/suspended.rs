@@ -37,18 +37,23 @@ pub(super) struct Running {
     pub(super) approver: Option<Arc<McpApprover>>,
 }
 
-/// Who may resume a call: the token and the client that started it.
+/// Who may resume a call: the token and the client that started it, and over stdio the
+/// connection (whose end abandons its calls).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Owner {
     token: Option<String>,
     client: Option<String>,
+    connection: Option<String>,
 }
 
 impl Owner {
-    pub(super) fn of(caller: &Caller) -> Owner {
+    /// `connection`: the session of a stdio connection; `None` over HTTP, where each
+    /// sessionless request is a session of its own.
+    pub(super) fn of(caller: &Caller, connection: Option<&str>) -> Owner {
         Owner {
             token: caller.token.clone(),
             client: caller.client.as_ref().map(|(name, _)| name.clone()),
+            connection: connection.map(str::to_owned),
         }
     }
 }
@@ -157,6 +162,23 @@ impl SuspendedCalls {
             }
         });
         Ok(state)
+    }
+
+    /// Abandons the calls waiting for the stdio connection `connection`, which ended:
+    /// nobody can answer them now.
+    pub(super) fn abandon_connection(&self, connection: &str) {
+        let ended: Vec<Waiting> = {
+            let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let states: Vec<String> = waiting
+                .iter()
+                .filter(|(_, w)| w.owner.connection.as_deref() == Some(connection))
+                .map(|(state, _)| state.clone())
+                .collect();
+            states.iter().filter_map(|s| waiting.remove(s)).collect()
+        };
+        for call in ended {
+            call.abandon();
+        }
     }
 
     /// The waiting call `state` names, for `owner`'s retry of the call `call`.
