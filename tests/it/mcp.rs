@@ -572,3 +572,71 @@ fn typescript_sdk_clients_answer_a_plugins_question_and_sampling_in_both_generat
         );
     }
 }
+
+/// A schema that names its dialect is served as written: the 2020-12 keywords of the
+/// conformance suite's tool (`$schema`, `$defs` with an `$anchor`, `$ref`, `allOf` of
+/// `anyOf`, `if`/`then`/`else`, `additionalProperties`) reach the client unchanged.
+#[test]
+fn a_json_schema_2020_12_tool_is_listed_with_every_keyword_as_written() {
+    let plugins = PluginDir::with(&["fixture_conformance"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut cmd = crate::support::toolhost_command();
+    cmd.args(["serve", "--mcp", "stdio", "--no-watch", "--plugins"])
+        .arg(plugins.path())
+        .arg("--control")
+        .arg(work.path().join("c.sock"));
+    let mut client = RawClient::start(cmd);
+    let list = client.request("tools/list", serde_json::json!({}));
+    let tool = list["result"]["tools"]
+        .as_array()
+        .and_then(|tools| {
+            tools
+                .iter()
+                .find(|t| t["name"] == "json_schema_2020_12_tool")
+        })
+        .unwrap_or_else(|| panic!("json_schema_2020_12_tool listed: {list}"));
+    let schema = &tool["inputSchema"];
+    assert_eq!(
+        schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+        "{schema:#}"
+    );
+    assert_eq!(
+        schema["$defs"]["address"]["$anchor"], "addressDef",
+        "{schema:#}"
+    );
+    assert_eq!(
+        schema["properties"]["address"]["$ref"], "#/$defs/address",
+        "{schema:#}"
+    );
+    assert_eq!(
+        schema["allOf"],
+        serde_json::json!([{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}]),
+        "{schema:#}"
+    );
+    assert_eq!(
+        schema["if"]["properties"]["contactMethod"]["const"], "phone",
+        "{schema:#}"
+    );
+    assert_eq!(
+        (&schema["then"], &schema["else"]),
+        (
+            &serde_json::json!({"required": ["phone"]}),
+            &serde_json::json!({"required": ["email"]})
+        ),
+        "{schema:#}"
+    );
+    assert_eq!(schema["additionalProperties"], false, "{schema:#}");
+    // And the host validates calls against all of it: phone chosen, none given.
+    let refused = client.request(
+        "tools/call",
+        serde_json::json!({"name": "json_schema_2020_12_tool",
+                           "arguments": {"contactMethod": "phone", "email": "a@b.c"}}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let called = client.request(
+        "tools/call",
+        serde_json::json!({"name": "json_schema_2020_12_tool",
+                           "arguments": {"contactMethod": "phone", "phone": "123"}}),
+    );
+    assert_eq!(called["result"]["isError"], false, "{called}");
+}

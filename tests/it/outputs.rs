@@ -518,6 +518,13 @@ fn mcp_over_stdio_cuts_links_and_serves_the_full_output() {
             .is_some_and(|m| m.contains("no resource")),
         "{missing}"
     );
+    // SEP-2164: invalid params, the URI in `data`.
+    assert_eq!(missing["error"]["code"], json!(-32602), "{missing}");
+    assert_eq!(
+        missing["error"]["data"]["uri"],
+        json!(format!("toolhost://output/o{}", "1".repeat(32))),
+        "{missing}"
+    );
     let listed = mcp.request("resources/list", json!({}));
     assert_eq!(listed["result"]["resources"], json!([]));
     let templates = mcp.request("resources/templates/list", json!({}));

@@ -78,13 +78,15 @@ pub(super) async fn read(
     owner: Owner,
     uri: String,
 ) -> Result<ReadResourceResult, McpError> {
+    // SEP-2164: invalid params naming the URI in `data` (the same answer for another
+    // client's output as for none, so it tells nothing of what others keep).
     let not_found = |uri: &str| {
-        McpError::resource_not_found(
+        McpError::invalid_params(
             format!(
                 "no resource '{uri}' for this client (kept outputs are readable only by the \
                  profile and token that made them, and are removed after a while)"
             ),
-            None,
+            Some(serde_json::json!({ "uri": uri })),
         )
     };
     let Some(rest) = uri.strip_prefix(PREFIX) else {

@@ -293,7 +293,8 @@ pub(super) fn unauthorized(failure: AuthFailure) -> hyper::Response<HttpBody> {
             let mut response = plain(
                 hyper::StatusCode::FORBIDDEN,
                 &format!(
-                    "this bearer token may not {}; the host's operator makes one that may with                      `toolhost token add NAME --scope {scope}`\n",
+                    "this bearer token may not {}; the host's operator makes one that may \
+                     with `toolhost token add NAME --scope {scope}`\n",
                     match scope {
                         TokenScope::Mcp => "call tools over MCP",
                         TokenScope::Metrics => "read metrics",
