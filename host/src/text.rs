@@ -111,3 +111,33 @@ mod tests {
         assert_eq!(for_terminal("\x1b[2J", true), "\\x1b[2J");
     }
 }
+
+/// A duration as a person says it: "15 minutes", "90 seconds", "1.5 seconds".
+pub(crate) fn duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs_f64();
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    if d.subsec_nanos() != 0 {
+        format!("{secs} seconds")
+    } else if d.as_secs().is_multiple_of(3600) && d.as_secs() > 0 {
+        plural(d.as_secs() / 3600, "hour")
+    } else if d.as_secs().is_multiple_of(60) && d.as_secs() > 0 {
+        plural(d.as_secs() / 60, "minute")
+    } else {
+        plural(d.as_secs(), "second")
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(super::duration(Duration::from_secs(900)), "15 minutes");
+        assert_eq!(super::duration(Duration::from_secs(60)), "1 minute");
+        assert_eq!(super::duration(Duration::from_secs(7200)), "2 hours");
+        assert_eq!(super::duration(Duration::from_secs(90)), "90 seconds");
+        assert_eq!(super::duration(Duration::from_secs(1)), "1 second");
+        assert_eq!(super::duration(Duration::from_millis(1500)), "1.5 seconds");
+    }
+}

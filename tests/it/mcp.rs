@@ -640,3 +640,40 @@ fn a_json_schema_2020_12_tool_is_listed_with_every_keyword_as_written() {
     );
     assert_eq!(called["result"]["isError"], false, "{called}");
 }
+
+/// `[mcp] client_answer_secs` bounds how long a plugin's question waits for a 2026-07-28
+/// client: unanswered, the plugin is told so (its call fails, as `toolhost status`
+/// counts) and the state is refused afterwards (tests/mcp/expiry_check.py).
+#[test]
+fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limit() {
+    let plugins = PluginDir::with(&["toolhost_clarify"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(work.path().join("toolhost")).expect("config dir");
+    std::fs::write(
+        work.path().join("toolhost/config.toml"),
+        "[mcp]\nclient_answer_secs = 1\n",
+    )
+    .expect("config");
+    let out = Command::new(python())
+        .arg(workspace_root().join("tests/mcp/expiry_check.py"))
+        .arg("--toolhost")
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .arg("--plugins")
+        .arg(plugins.path())
+        .arg("--work")
+        .arg(work.path())
+        .env("XDG_STATE_HOME", work.path().join("state"))
+        .output()
+        .expect("run the Python MCP client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("the unanswered question ended the plugin's call in an error")
+            && stdout.contains("the expired requestState is refused"),
+        "{stdout}"
+    );
+}

@@ -351,6 +351,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         profile: args.profile,
         without_elicitation: host_config.mcp().without_elicitation,
         terminal_approval: host_config.mcp().terminal_approval,
+        client_answer: host_config.mcp().client_answer,
     };
     let outcome = runtime.block_on(async {
         let signals = shutdown_signal().map_err(ServeFailure::Signals)?;

@@ -473,6 +473,11 @@ pub struct RawMetrics {
 /// terminal_approval_secs`).
 pub const DEFAULT_TERMINAL_APPROVAL: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// How long an MCP client has to answer a question put to it (`[mcp]
+/// client_answer_secs`): an approval, a plugin's question or sampling request.
+pub(crate) const DEFAULT_CLIENT_ANSWER: std::time::Duration =
+    std::time::Duration::from_secs(15 * 60);
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -483,6 +488,10 @@ pub struct RawMcp {
     /// With `without_elicitation = "terminal"`: seconds a call waits for a terminal's
     /// answer before it is refused.
     pub terminal_approval_secs: f64,
+    /// Seconds an MCP client has to answer what it is asked during a call (an approval,
+    /// a plugin's question or sampling request): an elicitation it is sent, or the
+    /// input-required result a 2026-07-28 client answers by calling again.
+    pub client_answer_secs: f64,
     /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
     /// the loopback names, which are always allowed (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -517,6 +526,7 @@ impl Default for RawMcp {
         RawMcp {
             without_elicitation: WithoutElicitation::default(),
             terminal_approval_secs: DEFAULT_TERMINAL_APPROVAL.as_secs_f64(),
+            client_answer_secs: DEFAULT_CLIENT_ANSWER.as_secs_f64(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tokens_file: None,

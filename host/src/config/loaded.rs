@@ -117,6 +117,7 @@ impl Resolved {
         let mcp = McpSettings {
             without_elicitation: m.without_elicitation,
             terminal_approval: positive("mcp.terminal_approval_secs", m.terminal_approval_secs)?,
+            client_answer: positive("mcp.client_answer_secs", m.client_answer_secs)?,
             allowed_hosts: m.allowed_hosts.clone(),
             allowed_origins: m.allowed_origins.clone(),
             limits: HttpLimits {

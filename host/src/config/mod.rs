@@ -57,6 +57,7 @@ mod workspace;
 
 use std::path::PathBuf;
 
+pub(crate) use file::DEFAULT_CLIENT_ANSWER;
 pub use file::{
     DEFAULT_TERMINAL_APPROVAL, RawAgent, RawApproval, RawAvailability, RawCalls, RawChildren,
     RawConfig, RawIsolation, RawMcp, RawMetrics, RawModel, RawOutput, RawPlugins, RawProfile,

@@ -195,6 +195,8 @@ pub struct McpSettings {
     pub without_elicitation: WithoutElicitation,
     /// How long such a call waits for a terminal (`without_elicitation = "terminal"`).
     pub terminal_approval: std::time::Duration,
+    /// How long a client has to answer what it is asked during a call.
+    pub client_answer: std::time::Duration,
     /// Host names (or `host:port`) HTTP requests may name besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Browser origins allowed to call besides the server's own.

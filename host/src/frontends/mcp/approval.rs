@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use toolhost_plugin_api::AskAnswer;
 
 use super::caller::{NotAForm, elicit_params};
-use super::state::{APPROVAL_TTL, ClientFacts, SessionState, Shared};
+use super::state::{ClientFacts, SessionState, Shared};
 use crate::config::WithoutElicitation;
 use crate::text::shorten;
 use toolhost_calls::policy::{ApprovalAnswer, ApprovalRequest, Approver};
@@ -275,19 +275,20 @@ impl Approver for McpApprover {
                     Ok(p) => p,
                     Err(e) => return ApprovalAnswer::Decline(e.to_string()),
                 };
+                let within = self.shared.options.answer_within();
                 match peer
-                    .create_elicitation_with_timeout(params, Some(APPROVAL_TTL))
+                    .create_elicitation_with_timeout(params, Some(within))
                     .await
                 {
                     Ok(result) => match serde_json::to_value(&result) {
                         Ok(answer) => approval_from_elicit_result(&answer),
                         Err(e) => ApprovalAnswer::Decline(format!("unreadable answer: {e}")),
                     },
-                    Err(rmcp::ServiceError::Timeout { .. }) => ApprovalAnswer::Decline(
-                        "the user did not answer the approval question within 15 minutes; \
-                         call the tool again to be asked again"
-                            .to_owned(),
-                    ),
+                    Err(rmcp::ServiceError::Timeout { .. }) => ApprovalAnswer::Decline(format!(
+                        "the user did not answer the approval question within {} ([mcp] \
+                         client_answer_secs); call the tool again to be asked again",
+                        crate::text::duration(within)
+                    )),
                     Err(e) => ApprovalAnswer::Decline(format!(
                         "the approval question could not be asked: {e}"
                     )),

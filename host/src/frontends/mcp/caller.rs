@@ -72,6 +72,8 @@ pub(super) struct McpCaller {
     /// For a sessionless client: where the call's questions wait for the client's retry
     /// (`None`: asked as server requests on `route`'s peer).
     pub(super) questions: Option<mpsc::Sender<Question>>,
+    /// How long the client has to answer (`[mcp] client_answer_secs`).
+    pub(super) answer_within: Duration,
     /// Plugins may report from threads of their own; the sender task is spawned here.
     pub(super) runtime: tokio::runtime::Handle,
     /// Notifications go out in order through one task, started at the first one; a full
@@ -217,16 +219,26 @@ impl CallerChannel for McpCaller {
         }
         if let Some(questions) = &self.questions {
             let (answer, answered) = oneshot::channel();
-            return wait(questions, Question::Ask { request, answer }, answered).await;
+            let within = self.answer_within;
+            return wait(
+                questions,
+                Question::Ask { request, answer },
+                answered,
+                within,
+            )
+            .await;
         }
         let params = elicit_params(&request.message, request.schema)
             .map_err(|e| ServiceError::Failed(e.to_string()))?;
         let result = self
             .route()
             .peer
-            .create_elicitation(params)
+            .create_elicitation_with_timeout(params, Some(self.answer_within))
             .await
-            .map_err(|e| ServiceError::Failed(format!("the client did not answer: {e}")))?;
+            .map_err(|e| match e {
+                rmcp::ServiceError::Timeout { .. } => not_answered(self.answer_within),
+                e => ServiceError::Failed(format!("the client did not answer: {e}")),
+            })?;
         let answer = serde_json::to_value(&result)
             .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))?;
         ask_answer(answer)
@@ -241,18 +253,24 @@ impl CallerChannel for McpCaller {
         }
         if let Some(questions) = &self.questions {
             let (answer, answered) = oneshot::channel();
-            return wait(questions, Question::Sample { request, answer }, answered).await;
+            let within = self.answer_within;
+            return wait(
+                questions,
+                Question::Sample { request, answer },
+                answered,
+                within,
+            )
+            .await;
         }
         let params = sampling_params(&request)?;
         #[allow(
             deprecated,
             reason = "sampling is how MCP tools reach the client's model"
         )]
-        let result = self
-            .route()
-            .peer
-            .create_message(params)
+        let peer = self.route().peer;
+        let result = tokio::time::timeout(self.answer_within, peer.create_message(params))
             .await
+            .map_err(|_| not_answered(self.answer_within))?
             .map_err(|e| ServiceError::Failed(format!("the client's model did not answer: {e}")))?;
         let sampled = serde_json::to_value(&result)
             .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
@@ -266,17 +284,21 @@ async fn wait<T>(
     questions: &mpsc::Sender<Question>,
     question: Question,
     answered: oneshot::Receiver<Result<T, ServiceError>>,
+    within: Duration,
 ) -> Result<T, ServiceError> {
     questions.send(question).await.map_err(|_| {
         ServiceError::Failed("the MCP request of this call has ended; nobody can answer".into())
     })?;
-    answered.await.unwrap_or_else(|_| {
-        Err(ServiceError::Failed(format!(
-            "the MCP client did not answer: it did not call again with its answer within {} \
-             minutes, or the call was cancelled",
-            super::state::APPROVAL_TTL.as_secs() / 60
-        )))
-    })
+    answered.await.unwrap_or_else(|_| Err(not_answered(within)))
+}
+
+/// What a plugin is told when its question went unanswered.
+fn not_answered(within: Duration) -> ServiceError {
+    ServiceError::Failed(format!(
+        "the MCP client did not answer within {} ([mcp] client_answer_secs), or the call \
+         was cancelled",
+        crate::text::duration(within)
+    ))
 }
 
 /// A client's answer to an elicitation (`{"action", "content"}`) as the plugin reads it.

@@ -44,6 +44,20 @@ pub struct McpOptions {
     /// How long such a call waits for a terminal's answer (`WithoutElicitation::Terminal`;
     /// zero means the default, 120 s).
     pub terminal_approval: std::time::Duration,
+    /// How long a client has to answer what it is asked during a call (`[mcp]
+    /// client_answer_secs`; zero means the default, 15 minutes).
+    pub client_answer: std::time::Duration,
+}
+
+impl McpOptions {
+    /// How long a client has to answer (the default for zero).
+    pub(crate) fn answer_within(&self) -> std::time::Duration {
+        if self.client_answer.is_zero() {
+            crate::config::DEFAULT_CLIENT_ANSWER
+        } else {
+            self.client_answer
+        }
+    }
 }
 
 /// Why the MCP frontend could not run.

@@ -39,6 +39,7 @@ impl McpServer {
             }
         })?;
         let clients = Arc::new(McpClients::default());
+        let answer_within = options.answer_within();
         host.register_clients(Arc::downgrade(&clients) as Weak<dyn ClientDirectory>);
         Ok(McpServer {
             shared: Arc::new(Shared {
@@ -46,8 +47,8 @@ impl McpServer {
                 clients,
                 profile_name: scope.name,
                 options,
-                pending: PendingApprovals::default(),
-                suspended: super::suspended::SuspendedCalls::default(),
+                pending: PendingApprovals::new(answer_within),
+                suspended: super::suspended::SuspendedCalls::new(answer_within),
                 sessions: AtomicU64::new(0),
             }),
         })

@@ -413,6 +413,7 @@ impl McpSession {
             can_elicit: facts.can_elicit,
             can_sample: facts.can_sample,
             questions,
+            answer_within: shared.options.answer_within(),
             runtime: tokio::runtime::Handle::current(),
             sender: Mutex::new(None),
         });

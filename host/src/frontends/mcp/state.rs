@@ -19,9 +19,6 @@ use crate::host::Host;
 use toolhost_calls::context::{Caller, Frontend};
 use toolhost_calls::registry::ToolRegistry;
 
-/// How long a 2026-07-28 client has to answer an approval question.
-pub(super) const APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
-
 /// What all sessions of one MCP frontend share.
 pub(super) struct Shared {
     pub(super) host: Arc<Host>,
@@ -61,31 +58,52 @@ struct PendingApproval {
 /// (its client is asked again when it retries).
 const MAX_PENDING: usize = 1024;
 
-/// The approval questions sessionless clients have not answered yet, by request state.
-#[derive(Default)]
-pub(super) struct PendingApprovals(Mutex<HashMap<String, PendingApproval>>);
+/// The approval questions sessionless clients have not answered yet, by request state,
+/// each for as long as a client has to answer.
+pub(super) struct PendingApprovals {
+    questions: Mutex<HashMap<String, PendingApproval>>,
+    ttl: Duration,
+}
 
 impl PendingApprovals {
+    pub(super) fn new(ttl: Duration) -> PendingApprovals {
+        PendingApprovals {
+            questions: Mutex::new(HashMap::new()),
+            ttl,
+        }
+    }
+
     /// Whether `state` names a question asked, unexpired, for exactly this call; it is
     /// used up either way.
     pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
-        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        let ttl = self.ttl;
+        let mut pending = self
+            .questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < ttl);
         pending.remove(state).is_some_and(|p| &p.call == call)
     }
 
     /// Whether `state` names an unexpired approval question (not used up).
     pub(super) fn knows(&self, state: &str) -> bool {
-        let pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = self
+            .questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         pending
             .get(state)
-            .is_some_and(|p| p.asked.elapsed() < APPROVAL_TTL)
+            .is_some_and(|p| p.asked.elapsed() < self.ttl)
     }
 
     pub(super) fn add(&self, call: [u8; 32]) -> String {
         let state = uuid::Uuid::new_v4().simple().to_string();
-        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < APPROVAL_TTL);
+        let ttl = self.ttl;
+        let mut pending = self
+            .questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, p| p.asked.elapsed() < ttl);
         if pending.len() >= MAX_PENDING
             && let Some(oldest) = pending
                 .iter()

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::McpApprover;
 use super::caller::{McpCaller, Question};
-use super::state::APPROVAL_TTL;
 use toolhost_calls::context::Caller;
 use toolhost_calls::result::ToolResult;
 
@@ -106,13 +105,23 @@ pub(super) enum WaitRefused {
     ServerFull,
 }
 
-/// The calls waiting for answers, by request state.
-#[derive(Default)]
-pub(super) struct SuspendedCalls(Arc<Mutex<HashMap<String, Waiting>>>);
+/// The calls waiting for answers, by request state, each for as long as a client has to
+/// answer.
+pub(super) struct SuspendedCalls {
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    ttl: Duration,
+}
 
 impl SuspendedCalls {
+    pub(super) fn new(ttl: Duration) -> SuspendedCalls {
+        SuspendedCalls {
+            waiting: Arc::new(Mutex::new(HashMap::new())),
+            ttl,
+        }
+    }
+
     /// Leaves `run` waiting for `question` and returns the state the client retries with.
-    /// Within the time limit of [`APPROVAL_TTL`]; past it the call is abandoned. Refused
+    /// Within the time a client has to answer; past it the call is abandoned. Refused
     /// (and `run` and `question` handed back) when too many calls wait.
     #[allow(
         clippy::result_large_err,
@@ -127,7 +136,7 @@ impl SuspendedCalls {
     ) -> Result<String, (WaitRefused, Running, Question)> {
         let state = uuid::Uuid::new_v4().simple().to_string();
         {
-            let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             if waiting.len() >= MAX_WAITING {
                 return Err((WaitRefused::ServerFull, run, question));
             }
@@ -146,10 +155,11 @@ impl SuspendedCalls {
             );
         }
         // The time limit: a timer, so a plugin is told even if no request comes again.
-        let calls: Weak<Mutex<HashMap<String, Waiting>>> = Arc::downgrade(&self.0);
+        let calls: Weak<Mutex<HashMap<String, Waiting>>> = Arc::downgrade(&self.waiting);
         let expiring = state.clone();
+        let ttl = self.ttl;
         tokio::spawn(async move {
-            tokio::time::sleep(APPROVAL_TTL).await;
+            tokio::time::sleep(ttl).await;
             let Some(calls) = calls.upgrade() else {
                 return;
             };
@@ -168,7 +178,7 @@ impl SuspendedCalls {
     /// nobody can answer them now.
     pub(super) fn abandon_connection(&self, connection: &str) {
         let ended: Vec<Waiting> = {
-            let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let states: Vec<String> = waiting
                 .iter()
                 .filter(|(_, w)| w.owner.connection.as_deref() == Some(connection))
@@ -183,11 +193,11 @@ impl SuspendedCalls {
 
     /// The waiting call `state` names, for `owner`'s retry of the call `call`.
     pub(super) fn take(&self, state: &str, owner: &Owner, call: &[u8; 32]) -> Taken {
-        let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(found) = waiting.get(state) else {
             return Taken::Unknown;
         };
-        if found.asked.elapsed() >= APPROVAL_TTL {
+        if found.asked.elapsed() >= self.ttl {
             if let Some(expired) = waiting.remove(state) {
                 expired.abandon();
             }
