@@ -88,8 +88,9 @@ pub use approval_relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings,
-    ModelSettings, Profile, ProfileView, ReloadSettings, SecondsError, WithoutElicitation,
-    WorkspaceSettings, default_config_path, default_plugin_dir, positive_seconds,
+    ModelSettings, OAuthSettings, Profile, ProfileView, ReloadSettings, SecondsError,
+    WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
+    positive_seconds,
 };
 pub use frontends::control::{
     ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,

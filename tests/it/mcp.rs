@@ -677,3 +677,51 @@ fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limi
         "{stdout}"
     );
 }
+
+/// `[mcp.oauth]` against a real OpenID provider (oidc-provider, started by
+/// tests/mcp/oauth_checks.mjs on loopback): the challenge and metadata, a good token, the
+/// tokens that must be refused (audience, issuer, expiry, `alg: none`, HMAC with the public
+/// key, scope, a key published only later), a scope choosing a profile, and the
+/// TypeScript SDK's OAuth client calling a tool, audited under its subject.
+#[test]
+fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
+    let node = crate::support::mcp_node();
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let work = tempfile::tempdir().expect("temp dir");
+    // A free port for the host (its URL is the resource the tokens are minted for).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let out = Command::new(node)
+        .arg(workspace_root().join("tests/mcp/oauth_checks.mjs"))
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .arg(plugins.path())
+        .arg(work.path())
+        .arg(port.to_string())
+        .current_dir(workspace_root().join("target/mcp-tools"))
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for check in [
+        "no token: 401 naming the protected-resource metadata",
+        "a token the provider issued for this resource is accepted",
+        "another audience: 401",
+        "another issuer: 401",
+        "expired: 401",
+        "alg none: 401",
+        "HMAC with the public key: 401",
+        "without the required scope: 403",
+        "a rotated key is fetched and accepted",
+        "a scope mapped to a profile serves that profile's tools",
+        "the TypeScript SDK's OAuth client gets a token from the provider and calls a tool",
+        "the audit log names the token's subject",
+    ] {
+        assert!(stdout.contains(check), "{check}: {stdout}");
+    }
+}

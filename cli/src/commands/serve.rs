@@ -138,6 +138,7 @@ impl HttpArgs {
             allowed_hosts: m.allowed_hosts.clone(),
             allowed_origins: m.allowed_origins.clone(),
             limits: m.limits.clone(),
+            oauth: m.oauth.clone(),
         })
     }
 }
@@ -284,6 +285,8 @@ fn metrics_options(
         allowed_hosts: config.mcp().allowed_hosts.clone(),
         allowed_origins: config.mcp().allowed_origins.clone(),
         limits: config.mcp().limits.clone(),
+        // Metrics are read with the host's own tokens.
+        oauth: None,
     };
     toolhost::check_http_options(&options).map_err(|e| usage(format!("--metrics {addr}: {e}")))?;
     Ok(Some(options))

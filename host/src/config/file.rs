@@ -517,6 +517,49 @@ pub struct RawMcp {
     pub session_idle_secs: f64,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// OAuth 2.1 access tokens from an authorization server, beside the static tokens
+    /// (`[mcp.oauth]`).
+    pub oauth: Option<RawOAuth>,
+}
+
+/// `[mcp.oauth]`: toolhost as an OAuth 2.1 resource server (MCP authorization,
+/// RFC 9728 metadata, RFC 8707 audience, RFC 9068 JWT access tokens).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    /// The authorization server's issuer identifier (the `iss` of its tokens; its
+    /// metadata is found under it).
+    pub issuer: String,
+    /// This server's resource identifier: the audience (`aud`) its tokens must name, and
+    /// the `resource` of its protected-resource metadata (`https://mcp.example.com/mcp`).
+    pub resource: String,
+    /// Where the issuer's signing keys are; default: the `jwks_uri` of its metadata.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Scopes every token must carry (all of them).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Scope to profile: a token with that scope is served that profile's tools.
+    #[serde(default)]
+    pub profiles: std::collections::BTreeMap<String, String>,
+    /// Signature algorithms accepted (asymmetric only).
+    #[serde(default = "default_oauth_algorithms")]
+    pub algorithms: Vec<String>,
+    /// Seconds of clock skew allowed on `exp` and `nbf`.
+    #[serde(default = "default_oauth_leeway")]
+    pub leeway_secs: u64,
+}
+
+fn default_oauth_algorithms() -> Vec<String> {
+    [
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+fn default_oauth_leeway() -> u64 {
+    60
 }
 
 impl Default for RawMcp {
@@ -537,6 +580,7 @@ impl Default for RawMcp {
             max_sessions_per_token: limits.max_sessions_per_token,
             session_idle_secs: limits.session_idle.as_secs_f64(),
             max_body_bytes: limits.max_body_bytes,
+            oauth: None,
         }
     }
 }

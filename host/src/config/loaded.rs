@@ -132,6 +132,8 @@ impl Resolved {
                 session_idle: positive("mcp.session_idle_secs", m.session_idle_secs)?,
                 max_body_bytes: m.max_body_bytes,
             },
+            // Checked with the rest of the file, below.
+            oauth: None,
         };
         let debounce = positive("reload.debounce_secs", c.reload.debounce_secs)?;
         let defaults = crate::plugins::catalog::watch::WatchConfig::default();
@@ -256,6 +258,14 @@ impl LoadedConfig {
             .map_err(env_invalid)?
             .or(m.reserve_output_tokens);
         resolved.agent.context = ContextSettings::new(window, reserve).map_err(invalid)?;
+        if let Some(raw) = &config.mcp.oauth {
+            resolved.mcp.oauth = Some(super::settings::oauth_settings(raw).map_err(|message| {
+                ConfigError::Invalid {
+                    path: file.clone().unwrap_or_default(),
+                    message,
+                }
+            })?);
+        }
         resolved.output = super::settings::output_settings(&config.output).map_err(|message| {
             ConfigError::Invalid {
                 path: file.clone().unwrap_or_default(),

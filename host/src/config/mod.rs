@@ -71,7 +71,7 @@ pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
     AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, McpSettings,
-    ModelSettings,
+    ModelSettings, OAuthSettings,
 };
 pub use workspace::WorkspaceSettings;
 

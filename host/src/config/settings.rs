@@ -203,6 +203,70 @@ pub struct McpSettings {
     pub allowed_origins: Vec<String>,
     /// The HTTP door's limits.
     pub limits: HttpLimits,
+    /// OAuth access tokens accepted beside the static ones (`[mcp.oauth]`).
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `[mcp.oauth]` checked: what an access token must be to be let in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSettings {
+    /// The authorization server's issuer identifier.
+    pub issuer: String,
+    /// This server's resource identifier (the audience its tokens must name).
+    pub resource: String,
+    /// The issuer's key set, if not from its metadata.
+    pub jwks_url: Option<String>,
+    /// Scopes every token must carry.
+    pub scopes: Vec<String>,
+    /// Scope to profile.
+    pub profiles: std::collections::BTreeMap<String, String>,
+    /// Accepted signature algorithms (JOSE names; asymmetric only).
+    pub algorithms: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: std::time::Duration,
+}
+
+/// `[mcp.oauth]` checked: absolute http(s) URLs, asymmetric algorithms only (an HMAC
+/// secret would be the issuer's public key, which anyone has).
+pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSettings, String> {
+    let url = |key: &str, value: &str| {
+        if value.starts_with("https://") || value.starts_with("http://") {
+            Ok(())
+        } else {
+            Err(format!(
+                "[mcp.oauth] {key} = {value:?} is not an http(s) URL; give the full URL"
+            ))
+        }
+    };
+    url("issuer", &raw.issuer)?;
+    url("resource", &raw.resource)?;
+    if let Some(jwks) = &raw.jwks_url {
+        url("jwks_url", jwks)?;
+    }
+    const KNOWN: [&str; 9] = [
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+    ];
+    if raw.algorithms.is_empty() {
+        return Err("[mcp.oauth] algorithms is empty; name at least one, e.g. \"RS256\"".into());
+    }
+    for alg in &raw.algorithms {
+        if !KNOWN.contains(&alg.as_str()) {
+            return Err(format!(
+                "[mcp.oauth] algorithms: {alg:?} is not accepted (HMAC and \"none\" never \
+                 are); choose from {}",
+                KNOWN.join(", ")
+            ));
+        }
+    }
+    Ok(OAuthSettings {
+        issuer: raw.issuer.clone(),
+        resource: raw.resource.clone(),
+        jwks_url: raw.jwks_url.clone(),
+        scopes: raw.scopes.clone(),
+        profiles: raw.profiles.clone(),
+        algorithms: raw.algorithms.clone(),
+        leeway: std::time::Duration::from_secs(raw.leeway_secs),
+    })
 }
 
 /// `[output]` (the host's, with a profile's keys in their place) resolved, or what is
@@ -291,5 +355,27 @@ mod tests {
             limits,
             [("delegate_task".to_owned(), Duration::from_secs(630))]
         );
+    }
+
+    #[test]
+    fn oauth_settings_take_urls_and_asymmetric_algorithms_only() {
+        let raw = |extra: &str| -> crate::config::file::RawOAuth {
+            toml::from_str(&format!(
+                "issuer = \"https://auth.example.com\"\nresource = \"https://mcp.example.com/mcp\"\n{extra}"
+            ))
+            .expect("toml")
+        };
+        let defaults = oauth_settings(&raw("")).expect("defaults");
+        assert_eq!(defaults.leeway, Duration::from_secs(60));
+        assert!(defaults.algorithms.iter().any(|a| a == "RS256"));
+        assert!(defaults.algorithms.iter().all(|a| !a.starts_with("HS")));
+        let hmac = oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).unwrap_err();
+        assert!(hmac.contains("\"HS256\" is not accepted"), "{hmac}");
+        let none = oauth_settings(&raw("algorithms = [\"none\"]")).unwrap_err();
+        assert!(none.contains("\"none\" is not accepted"), "{none}");
+        let mut bad = raw("");
+        bad.issuer = "auth.example.com".into();
+        let issuer = oauth_settings(&bad).unwrap_err();
+        assert!(issuer.contains("[mcp.oauth] issuer"), "{issuer}");
     }
 }

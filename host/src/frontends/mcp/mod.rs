@@ -99,6 +99,12 @@ pub enum McpServeError {
         /// The address.
         addr: SocketAddr,
     },
+    /// `[mcp.oauth]` cannot be served.
+    #[error("cannot check OAuth access tokens ([mcp.oauth]): {reason}")]
+    OAuth {
+        /// Why.
+        reason: String,
+    },
     /// The TLS certificate or key is unusable.
     #[error("cannot serve MCP over HTTPS: {reason}")]
     Tls {

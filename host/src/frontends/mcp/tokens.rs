@@ -532,7 +532,8 @@ impl TokenAuthenticator {
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header value.
-fn bearer(value: &[u8]) -> Option<&str> {
+/// The token of an `Authorization: Bearer TOKEN` header value.
+pub(crate) fn bearer(value: &[u8]) -> Option<&str> {
     let value = std::str::from_utf8(value).ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme

@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::connections::{Busy, ConnectionState, Connections, Registered};
+use super::oauth::{OAuthRefusal, OAuthResource};
 use super::rebinding::AllowedPeers;
 use super::sessions::{SessionTable, TrackedSessions};
 use super::{HttpAuth, HttpLimits, HttpOptions};
@@ -43,7 +44,13 @@ pub(super) struct Door {
     services: Mutex<HashMap<ServiceKey, TokenService>>,
     /// When refusals were last logged, and how many were not logged since.
     refusals: Mutex<(Option<Instant>, u64)>,
+    /// OAuth access tokens, when `[mcp.oauth]` is set.
+    oauth: Option<Arc<OAuthResource>>,
 }
+
+/// The name an OAuth subject's calls go by (its sessions, the audit log): never a static
+/// token's (those are made without a colon).
+const OAUTH_PREFIX: &str = "oauth:";
 
 /// Which token a service serves: its name and profile (`None` name: `--no-auth`).
 pub(super) type ServiceKey = (Option<String>, Option<String>);
@@ -54,6 +61,7 @@ impl Door {
         options: &HttpOptions,
         bound: SocketAddr,
         stop: CancellationToken,
+        oauth: Option<Arc<OAuthResource>>,
     ) -> Door {
         let peers = AllowedPeers::new(options, bound);
         let rmcp_config = StreamableHttpServerConfig::default()
@@ -82,6 +90,7 @@ impl Door {
             servers: Mutex::new(servers),
             services: Mutex::new(HashMap::new()),
             refusals: Mutex::new((None, 0)),
+            oauth,
         }
     }
 
@@ -144,13 +153,20 @@ impl Door {
         let gone: Vec<TokenService> = {
             let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
             let keys: Vec<ServiceKey> = services
-                .keys()
-                .filter(|(name, profile)| {
-                    !valid
-                        .iter()
-                        .any(|i| Some(&i.name) == name.as_ref() && &i.profile == profile)
+                .iter()
+                .filter(|((name, profile), (_, manager))| {
+                    match name.as_deref() {
+                        // An OAuth subject's service lives while it has sessions (its
+                        // tokens expire on their own; each request is checked).
+                        Some(n) if n.starts_with(OAUTH_PREFIX) => {
+                            self.sessions.owned_by(manager).is_empty()
+                        }
+                        _ => !valid
+                            .iter()
+                            .any(|i| Some(&i.name) == name.as_ref() && &i.profile == profile),
+                    }
                 })
-                .cloned()
+                .map(|(key, _)| key.clone())
                 .collect();
             keys.iter().filter_map(|k| services.remove(k)).collect()
         };
@@ -187,6 +203,14 @@ impl Door {
         peer: SocketAddr,
         request: hyper::Request<Incoming>,
     ) -> hyper::Response<HttpBody> {
+        if let Some(oauth) = &self.oauth
+            && oauth
+                .metadata_paths()
+                .iter()
+                .any(|p| p == request.uri().path())
+        {
+            return json_response(hyper::StatusCode::OK, &oauth.metadata());
+        }
         if request.uri().path() != "/mcp" {
             return plain(
                 hyper::StatusCode::NOT_FOUND,
@@ -200,7 +224,20 @@ impl Door {
                     .headers()
                     .get(hyper::header::AUTHORIZATION)
                     .map(|v| v.as_bytes());
-                match auth.check(header, TokenScope::Mcp) {
+                let checked = match (auth.check(header, TokenScope::Mcp), &self.oauth) {
+                    (Err(AuthFailure::Invalid | AuthFailure::Missing), Some(oauth)) => {
+                        let token = header.and_then(crate::frontends::mcp::tokens::bearer);
+                        match self.check_oauth(oauth, token).await {
+                            Ok(identity) => Ok(identity),
+                            Err(refused) => {
+                                self.log_refusal(peer, &refused.1);
+                                return refused.0;
+                            }
+                        }
+                    }
+                    (checked, _) => checked,
+                };
+                match checked {
                     Ok(identity) => Some(identity),
                     Err(failure) => {
                         let why = match failure {
@@ -258,6 +295,88 @@ impl Door {
         let request = hyper::Request::from_parts(parts, http_body_util::Full::new(bytes));
         service.handle(request).await
     }
+}
+
+impl Door {
+    /// A request's OAuth access token checked (`None`: no token sent): who it speaks
+    /// for, or the refusal to send (with what to log).
+    async fn check_oauth(
+        &self,
+        oauth: &OAuthResource,
+        token: Option<&str>,
+    ) -> Result<TokenIdentity, (hyper::Response<HttpBody>, String)> {
+        let refuse = |status, error: Option<(&str, &str)>, text: String| {
+            let mut response = plain(status, &format!("{text}\n"));
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&oauth.challenge(error)) {
+                response
+                    .headers_mut()
+                    .insert(hyper::header::WWW_AUTHENTICATE, value);
+            }
+            (response, text)
+        };
+        let Some(token) = token else {
+            return Err(refuse(
+                hyper::StatusCode::UNAUTHORIZED,
+                None,
+                "this toolhost needs an access token: get one from the authorization server \
+                 its protected-resource metadata names, and send `Authorization: Bearer TOKEN`"
+                    .to_owned(),
+            ));
+        };
+        if !OAuthResource::looks_like_jwt(token) {
+            const NEITHER: &str =
+                "the bearer token is neither a token of this host's nor a JWT access token";
+            return Err(refuse(
+                hyper::StatusCode::UNAUTHORIZED,
+                Some(("invalid_token", NEITHER)),
+                NEITHER.to_owned(),
+            ));
+        }
+        match oauth.check(token).await {
+            Ok(identity) => Ok(TokenIdentity {
+                name: format!("{OAUTH_PREFIX}{}", identity.subject),
+                profile: identity.profile,
+            }),
+            Err(OAuthRefusal::Invalid(why)) => Err(refuse(
+                hyper::StatusCode::UNAUTHORIZED,
+                Some(("invalid_token", &why)),
+                format!("access token refused: {why}"),
+            )),
+            Err(OAuthRefusal::InsufficientScope(why)) => Err(refuse(
+                hyper::StatusCode::FORBIDDEN,
+                Some(("insufficient_scope", &why)),
+                format!("access token refused: {why}"),
+            )),
+            Err(OAuthRefusal::KeysUnavailable(why)) => {
+                tracing::warn!("[mcp.oauth] {why}");
+                let mut response = plain(
+                    hyper::StatusCode::SERVICE_UNAVAILABLE,
+                    "the access token cannot be checked now: the issuer's keys cannot be \
+                     fetched (see the host's log); try again later\n",
+                );
+                response.headers_mut().insert(
+                    hyper::header::RETRY_AFTER,
+                    hyper::header::HeaderValue::from_static("10"),
+                );
+                Err((response, format!("issuer's keys unavailable: {why}")))
+            }
+        }
+    }
+}
+
+/// A JSON document with `status`.
+fn json_response(
+    status: hyper::StatusCode,
+    value: &serde_json::Value,
+) -> hyper::Response<HttpBody> {
+    let body = http_body_util::Full::new(Bytes::from(value.to_string())).boxed();
+    let mut response = hyper::Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 pub(super) type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;

@@ -17,6 +17,7 @@
 mod connections;
 mod door;
 mod metrics;
+mod oauth;
 mod rebinding;
 mod sessions;
 mod tls;
@@ -70,6 +71,9 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The limits.
     pub limits: HttpLimits,
+    /// OAuth access tokens accepted beside the static tokens (`[mcp.oauth]`; with
+    /// `HttpAuth::Tokens` only).
+    pub oauth: Option<crate::config::OAuthSettings>,
 }
 
 /// Checks the options against the rules for exposing tools on a network: `--no-auth`
@@ -126,7 +130,20 @@ pub async fn bind_http(
         .local_addr()
         .map_err(|source| McpServeError::Bind { addr, source })?;
     announce(&options, bound);
-    let door = Arc::new(Door::new(server, &options, bound, stop.clone()));
+    let oauth = match (&options.oauth, &options.auth) {
+        (Some(settings), HttpAuth::Tokens(_)) => Some(Arc::new(
+            oauth::OAuthResource::new(settings.clone()).map_err(|e| McpServeError::OAuth {
+                reason: format!("could not set up its HTTP client: {e}"),
+            })?,
+        )),
+        (Some(_), HttpAuth::NoAuth) => {
+            return Err(McpServeError::OAuth {
+                reason: "--no-auth lets everyone in; drop it to check access tokens".to_owned(),
+            });
+        }
+        (None, _) => None,
+    };
+    let door = Arc::new(Door::new(server, &options, bound, stop.clone(), oauth));
     let sweeper = {
         let door = Arc::clone(&door);
         let stop = stop.clone();
@@ -204,6 +221,18 @@ fn announce(options: &HttpOptions, bound: SocketAddr) {
              approval questions"
         ),
         HttpAuth::Tokens(auth) => match auth.count() {
+            Ok(n) if let Some(oauth) = &options.oauth => tracing::info!(
+                "MCP over HTTP needs an OAuth access token from {} for {} (scopes: {}), or one \
+                 of the {n} bearer tokens in {}",
+                oauth.issuer,
+                oauth.resource,
+                if oauth.scopes.is_empty() {
+                    "none asked".to_owned()
+                } else {
+                    oauth.scopes.join(" ")
+                },
+                auth.store().path().display()
+            ),
             Ok(0) => tracing::warn!(
                 "no MCP tokens yet in {}: every request gets 401 until you make one with \
                  `toolhost token add NAME`",

@@ -222,6 +222,7 @@ mod tests {
             allowed_hosts: allowed_hosts.iter().map(|s| (*s).to_owned()).collect(),
             allowed_origins: allowed_origins.iter().map(|s| (*s).to_owned()).collect(),
             limits: crate::config::HttpLimits::default(),
+            oauth: None,
         };
         AllowedPeers::new(&options, "127.0.0.1:9464".parse().expect("addr"))
     }

@@ -1,0 +1,499 @@
+//! MCP over HTTP as an OAuth 2.1 resource server (`[mcp.oauth]`): the protected-resource
+//! metadata clients discover the authorization server by (RFC 9728), and the check of a
+//! JWT access token (RFC 9068): signed by one of the issuer's keys (fetched from its
+//! metadata's `jwks_uri`, cached, fetched again for a key id it has not seen: rotation),
+//! with an allowed asymmetric algorithm (never `none`, never HMAC), from the issuer, for
+//! this resource (RFC 8707 audience), in its validity window, with the scopes asked for.
+//! A token's scopes may choose its profile.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::OAuthSettings;
+
+/// How long fetched keys are used before they are fetched again.
+const KEYS_FRESH: Duration = Duration::from_secs(10 * 60);
+/// The least time between two fetches (a token naming an unknown key cannot make the
+/// host fetch in a loop).
+const REFETCH_AFTER: Duration = Duration::from_secs(10);
+/// How long a metadata or key-set request may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest key set or metadata document read.
+const MAX_DOCUMENT: usize = 256 * 1024;
+
+/// Who an accepted access token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OAuthIdentity {
+    /// Its `sub` claim.
+    pub(crate) subject: String,
+    /// The profile its scopes choose (`None`: the server's own).
+    pub(crate) profile: Option<String>,
+}
+
+/// Why an access token was not let in.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OAuthRefusal {
+    /// Not a valid token for this resource (401 `invalid_token`).
+    #[error("{0}")]
+    Invalid(String),
+    /// A valid token without the scopes asked for (403 `insufficient_scope`).
+    #[error("{0}")]
+    InsufficientScope(String),
+    /// The issuer's keys cannot be had now (503; the client may try again).
+    #[error("{0}")]
+    KeysUnavailable(String),
+}
+
+/// The claims read from an access token (the library checks `exp`, `nbf`, `iss`, `aud`).
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+    /// RFC 9068: space-separated.
+    #[serde(default)]
+    scope: Option<String>,
+    /// Some servers write a list (`scp`).
+    #[serde(default)]
+    scp: Option<ScopeList>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ScopeList {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl Claims {
+    fn scopes(&self) -> BTreeSet<String> {
+        let mut scopes = BTreeSet::new();
+        if let Some(text) = &self.scope {
+            scopes.extend(text.split_whitespace().map(str::to_owned));
+        }
+        match &self.scp {
+            Some(ScopeList::List(list)) => scopes.extend(list.iter().cloned()),
+            Some(ScopeList::Text(text)) => {
+                scopes.extend(text.split_whitespace().map(str::to_owned));
+            }
+            None => {}
+        }
+        scopes
+    }
+}
+
+/// The issuer's keys as last fetched.
+#[derive(Default)]
+struct Keys {
+    keys: Vec<Jwk>,
+    fetched: Option<Instant>,
+    /// The key set's URL, once known (configured, or from the issuer's metadata).
+    url: Option<String>,
+}
+
+/// The resource server: its settings, and the issuer's keys.
+pub(crate) struct OAuthResource {
+    settings: OAuthSettings,
+    http: reqwest::Client,
+    keys: tokio::sync::Mutex<Keys>,
+}
+
+impl OAuthResource {
+    pub(crate) fn new(settings: OAuthSettings) -> Result<OAuthResource, reqwest::Error> {
+        // rustls needs one process-wide crypto provider; a second install is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let keys = Keys {
+            url: settings.jwks_url.clone(),
+            ..Keys::default()
+        };
+        Ok(OAuthResource {
+            settings,
+            http,
+            keys: tokio::sync::Mutex::new(keys),
+        })
+    }
+
+    /// Whether `token` has the shape of a JWT (three base64url parts), so is worth
+    /// checking as an access token rather than as a static token.
+    pub(crate) fn looks_like_jwt(token: &str) -> bool {
+        let parts: Vec<&str> = token.split('.').collect();
+        parts.len() == 3
+            && parts[..2].iter().all(|p| !p.is_empty())
+            && parts.iter().all(|p| {
+                p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+    }
+
+    /// The paths the protected-resource metadata is served at: RFC 9728's (the
+    /// well-known prefix before the resource's path) and the bare one.
+    pub(crate) fn metadata_paths(&self) -> [String; 2] {
+        let base = "/.well-known/oauth-protected-resource";
+        let path = resource_path(&self.settings.resource);
+        [format!("{base}{path}"), base.to_owned()]
+    }
+
+    /// The metadata's URL, for the `WWW-Authenticate` challenge.
+    pub(crate) fn metadata_url(&self) -> String {
+        let resource = &self.settings.resource;
+        let origin_end = resource
+            .find("://")
+            .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j))
+            .unwrap_or(resource.len());
+        format!("{}{}", &resource[..origin_end], self.metadata_paths()[0])
+    }
+
+    /// The protected-resource metadata (RFC 9728).
+    pub(crate) fn metadata(&self) -> Value {
+        let mut scopes: BTreeSet<&str> = self.settings.scopes.iter().map(String::as_str).collect();
+        scopes.extend(self.settings.profiles.keys().map(String::as_str));
+        json!({
+            "resource": self.settings.resource,
+            "authorization_servers": [self.settings.issuer],
+            "scopes_supported": scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "toolhost",
+        })
+    }
+
+    /// The `WWW-Authenticate` value of a 401 or 403: where the metadata is, the scopes
+    /// asked for, and the error (none when no token was sent).
+    pub(crate) fn challenge(&self, error: Option<(&str, &str)>) -> String {
+        let mut value = format!(
+            r#"Bearer realm="toolhost", resource_metadata="{}""#,
+            self.metadata_url()
+        );
+        if !self.settings.scopes.is_empty() {
+            value.push_str(&format!(r#", scope="{}""#, self.settings.scopes.join(" ")));
+        }
+        if let Some((code, description)) = error {
+            let description: String = description
+                .chars()
+                .map(|c| {
+                    if c == '"' || c == '\\' || c.is_control() {
+                        '\''
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            value.push_str(&format!(
+                r#", error="{code}", error_description="{description}""#
+            ));
+        }
+        value
+    }
+
+    /// Checks an access token; who it speaks for, or why it is refused.
+    pub(crate) async fn check(&self, token: &str) -> Result<OAuthIdentity, OAuthRefusal> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| {
+            OAuthRefusal::Invalid(format!("not a signed JWT access token we accept: {e}"))
+        })?;
+        let alg = header.alg;
+        let name = algorithm_name(alg);
+        if !self.settings.algorithms.iter().any(|a| a == name) {
+            return Err(OAuthRefusal::Invalid(format!(
+                "the token is signed with {name}, which this resource does not accept"
+            )));
+        }
+        let key = self.key(header.kid.as_deref(), alg).await?;
+        let mut validation = Validation::new(alg);
+        validation.algorithms = vec![alg];
+        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_audience(&[&self.settings.resource]);
+        validation.leeway = self.settings.leeway.as_secs();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| OAuthRefusal::Invalid(refusal_text(&e)))?;
+        let scopes = data.claims.scopes();
+        let missing: Vec<&str> = self
+            .settings
+            .scopes
+            .iter()
+            .filter(|s| !scopes.contains(*s))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(OAuthRefusal::InsufficientScope(format!(
+                "the token lacks the scope {}",
+                missing.join(" ")
+            )));
+        }
+        let profiles: BTreeSet<&String> = self
+            .settings
+            .profiles
+            .iter()
+            .filter(|(scope, _)| scopes.contains(*scope))
+            .map(|(_, profile)| profile)
+            .collect();
+        if profiles.len() > 1 {
+            return Err(OAuthRefusal::InsufficientScope(format!(
+                "the token's scopes choose several profiles ({}); ask for a token with the \
+                 scope of one",
+                profiles
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(OAuthIdentity {
+            subject: data.claims.sub,
+            profile: profiles.into_iter().next().cloned(),
+        })
+    }
+
+    /// The issuer's key for `kid` (or its only key for `alg`), fetching the key set when
+    /// it is stale or lacks that key (a rotation), at most once per [`REFETCH_AFTER`].
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, OAuthRefusal> {
+        let mut keys = self.keys.lock().await;
+        let stale = keys.fetched.is_none_or(|at| at.elapsed() >= KEYS_FRESH);
+        let known = find(&keys.keys, kid, alg).is_some();
+        let may_fetch = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
+        if (stale || !known) && may_fetch {
+            match self.fetch_keys(&mut keys).await {
+                Ok(fetched) => {
+                    keys.keys = fetched;
+                    keys.fetched = Some(Instant::now());
+                }
+                Err(e) if keys.keys.is_empty() => return Err(OAuthRefusal::KeysUnavailable(e)),
+                Err(e) => {
+                    tracing::warn!("[mcp.oauth] could not fetch the issuer's keys again: {e}")
+                }
+            }
+        }
+        let jwk = find(&keys.keys, kid, alg).ok_or_else(|| {
+            OAuthRefusal::Invalid(format!(
+                "the token is signed with a key the issuer does not publish ({})",
+                kid.map_or_else(|| "no key id".to_owned(), |k| format!("key id {k:?}"))
+            ))
+        })?;
+        DecodingKey::from_jwk(jwk)
+            .map_err(|e| OAuthRefusal::Invalid(format!("the issuer's key cannot be used: {e}")))
+    }
+
+    /// Fetches the key set (finding its URL in the issuer's metadata first, once).
+    async fn fetch_keys(&self, keys: &mut Keys) -> Result<Vec<Jwk>, String> {
+        let url = match &keys.url {
+            Some(url) => url.clone(),
+            None => {
+                let url = self.discover_jwks().await?;
+                keys.url = Some(url.clone());
+                url
+            }
+        };
+        let set = self.get_json(&url).await?;
+        let listed = set
+            .get("keys")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{url} is not a JWK set (no \"keys\" list)"))?;
+        // Keys of kinds this host cannot use (encryption keys, unknown types) are skipped,
+        // not fatal: the issuer may publish more than signing keys.
+        let usable: Vec<Jwk> = listed
+            .iter()
+            .filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok())
+            .filter(|k| {
+                !matches!(
+                    k.common.public_key_use,
+                    Some(PublicKeyUse::Encryption | PublicKeyUse::Other(_))
+                )
+            })
+            .collect();
+        tracing::info!(
+            "[mcp.oauth] fetched {} signing key(s) of {} from {url}",
+            usable.len(),
+            self.settings.issuer
+        );
+        Ok(usable)
+    }
+
+    /// The `jwks_uri` of the issuer's metadata: RFC 8414's well-known location, then
+    /// OpenID Connect's; the metadata must name this issuer.
+    async fn discover_jwks(&self) -> Result<String, String> {
+        let issuer = self.settings.issuer.trim_end_matches('/');
+        let path = resource_path(issuer);
+        let origin = &issuer[..issuer.len() - path.len()];
+        let candidates = [
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!("{issuer}/.well-known/openid-configuration"),
+        ];
+        let mut tried = Vec::new();
+        for url in candidates {
+            match self.get_json(&url).await {
+                Ok(metadata) => {
+                    let named = metadata.get("issuer").and_then(Value::as_str);
+                    if named.map(|n| n.trim_end_matches('/')) != Some(issuer) {
+                        return Err(format!(
+                            "{url} names the issuer {named:?}, not {issuer:?}; fix [mcp.oauth] \
+                             issuer"
+                        ));
+                    }
+                    return metadata
+                        .get("jwks_uri")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("{url} has no jwks_uri; set [mcp.oauth] jwks_url"));
+                }
+                Err(e) => tried.push(e),
+            }
+        }
+        Err(format!(
+            "could not read the issuer's metadata ({}); check [mcp.oauth] issuer, or set \
+             jwks_url",
+            tried.join("; ")
+        ))
+    }
+
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        let response = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("{url}: HTTP {}", response.status()));
+        }
+        let body = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        if body.len() > MAX_DOCUMENT {
+            return Err(format!("{url}: larger than {MAX_DOCUMENT} bytes"));
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("{url}: not JSON: {e}"))
+    }
+}
+
+/// The path of a URL (`/mcp` of `https://host/mcp`; empty for none or `/`).
+fn resource_path(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => url[after_scheme + i..].trim_end_matches('/'),
+        None => "",
+    }
+}
+
+/// The JOSE name of an algorithm (`RS256`, `EdDSA`).
+fn algorithm_name(alg: Algorithm) -> &'static str {
+    match alg {
+        Algorithm::HS256 => "HS256",
+        Algorithm::HS384 => "HS384",
+        Algorithm::HS512 => "HS512",
+        Algorithm::ES256 => "ES256",
+        Algorithm::ES384 => "ES384",
+        Algorithm::RS256 => "RS256",
+        Algorithm::RS384 => "RS384",
+        Algorithm::RS512 => "RS512",
+        Algorithm::PS256 => "PS256",
+        Algorithm::PS384 => "PS384",
+        Algorithm::PS512 => "PS512",
+        Algorithm::EdDSA => "EdDSA",
+    }
+}
+
+/// The key of `keys` for a token signed with `alg` and key id `kid`: that id, else the
+/// only key whose declared algorithm (if any) is `alg`.
+fn find<'a>(keys: &'a [Jwk], kid: Option<&str>, alg: Algorithm) -> Option<&'a Jwk> {
+    let fits = |k: &&Jwk| {
+        k.common
+            .key_algorithm
+            .is_none_or(|a| format!("{a:?}") == algorithm_name(alg))
+    };
+    match kid {
+        Some(kid) => keys
+            .iter()
+            .filter(fits)
+            .find(|k| k.common.key_id.as_deref() == Some(kid)),
+        None => {
+            let mut fitting = keys.iter().filter(fits);
+            let only = fitting.next();
+            fitting.next().is_none().then_some(only).flatten()
+        }
+    }
+}
+
+/// What a failed check says to the client.
+fn refusal_text(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "the token has expired".to_owned(),
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)".to_owned(),
+        ErrorKind::InvalidIssuer => "the token is from another issuer".to_owned(),
+        ErrorKind::InvalidAudience => {
+            "the token is not for this resource (its aud does not name it)".to_owned()
+        }
+        ErrorKind::InvalidSignature => "the token's signature does not verify".to_owned(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim} claim"),
+        ErrorKind::InvalidAlgorithm => "the token's algorithm does not fit the key".to_owned(),
+        _ => format!("the token cannot be read: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(resource: &str) -> OAuthResource {
+        OAuthResource::new(OAuthSettings {
+            issuer: "https://auth.example.com".into(),
+            resource: resource.into(),
+            jwks_url: None,
+            scopes: vec!["mcp:tools".into()],
+            profiles: [("tools:coder".to_owned(), "coder".to_owned())].into(),
+            algorithms: vec!["RS256".into()],
+            leeway: Duration::from_secs(60),
+        })
+        .expect("client")
+    }
+
+    #[test]
+    fn the_metadata_is_where_rfc_9728_puts_it_and_names_the_issuer_and_scopes() {
+        let r = resource("https://mcp.example.com/mcp");
+        assert_eq!(
+            r.metadata_paths(),
+            [
+                "/.well-known/oauth-protected-resource/mcp".to_owned(),
+                "/.well-known/oauth-protected-resource".to_owned()
+            ]
+        );
+        assert_eq!(
+            r.metadata_url(),
+            "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        let m = r.metadata();
+        assert_eq!(m["resource"], "https://mcp.example.com/mcp");
+        assert_eq!(
+            m["authorization_servers"],
+            json!(["https://auth.example.com"])
+        );
+        assert_eq!(m["scopes_supported"], json!(["mcp:tools", "tools:coder"]));
+        let bare = resource("https://mcp.example.com");
+        assert_eq!(
+            bare.metadata_url(),
+            "https://mcp.example.com/.well-known/oauth-protected-resource"
+        );
+        assert_eq!(
+            r.challenge(Some(("invalid_token", "the token \"has\" expired"))),
+            "Bearer realm=\"toolhost\", resource_metadata=\"https://mcp.example.com/.well-known/\
+             oauth-protected-resource/mcp\", scope=\"mcp:tools\", error=\"invalid_token\", \
+             error_description=\"the token 'has' expired\""
+        );
+    }
+
+    #[test]
+    fn only_three_base64url_parts_look_like_a_jwt() {
+        assert!(OAuthResource::looks_like_jwt("eyJh.eyJz.c2ln"));
+        assert!(OAuthResource::looks_like_jwt("eyJh.eyJz."));
+        assert!(!OAuthResource::looks_like_jwt("th_0123456789abcdef"));
+        assert!(!OAuthResource::looks_like_jwt("a.b"));
+        assert!(!OAuthResource::looks_like_jwt("a.b.c d"));
+    }
+}
