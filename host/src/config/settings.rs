@@ -369,13 +369,13 @@ mod tests {
         assert_eq!(defaults.leeway, Duration::from_secs(60));
         assert!(defaults.algorithms.iter().any(|a| a == "RS256"));
         assert!(defaults.algorithms.iter().all(|a| !a.starts_with("HS")));
-        let hmac = oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).unwrap_err();
+        let hmac = oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).expect_err("refused");
         assert!(hmac.contains("\"HS256\" is not accepted"), "{hmac}");
-        let none = oauth_settings(&raw("algorithms = [\"none\"]")).unwrap_err();
+        let none = oauth_settings(&raw("algorithms = [\"none\"]")).expect_err("refused");
         assert!(none.contains("\"none\" is not accepted"), "{none}");
         let mut bad = raw("");
         bad.issuer = "auth.example.com".into();
-        let issuer = oauth_settings(&bad).unwrap_err();
+        let issuer = oauth_settings(&bad).expect_err("refused");
         assert!(issuer.contains("[mcp.oauth] issuer"), "{issuer}");
     }
 }
