@@ -369,7 +369,8 @@ mod tests {
         assert_eq!(defaults.leeway, Duration::from_secs(60));
         assert!(defaults.algorithms.iter().any(|a| a == "RS256"));
         assert!(defaults.algorithms.iter().all(|a| !a.starts_with("HS")));
-        let hmac = oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).expect_err("refused");
+        let hmac =
+            oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).expect_err("refused");
         assert!(hmac.contains("\"HS256\" is not accepted"), "{hmac}");
         let none = oauth_settings(&raw("algorithms = [\"none\"]")).expect_err("refused");
         assert!(none.contains("\"none\" is not accepted"), "{none}");

@@ -52,6 +52,10 @@ pub(super) struct Door {
 /// token's (those are made without a colon).
 const OAUTH_PREFIX: &str = "oauth:";
 
+/// Past this many OAuth subjects' services, those without live sessions are let go (a
+/// subject's next request makes its service again).
+const MAX_OAUTH_SERVICES: usize = 1024;
+
 /// Which token a service serves: its name and profile (`None` name: `--no-auth`).
 pub(super) type ServiceKey = (Option<String>, Option<String>);
 
@@ -152,14 +156,20 @@ impl Door {
         };
         let gone: Vec<TokenService> = {
             let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let oauth_services = services
+                .keys()
+                .filter(|(name, _)| name.as_deref().is_some_and(|n| n.starts_with(OAUTH_PREFIX)))
+                .count();
             let keys: Vec<ServiceKey> = services
                 .iter()
                 .filter(|((name, profile), (_, manager))| {
                     match name.as_deref() {
-                        // An OAuth subject's service lives while it has sessions (its
-                        // tokens expire on their own; each request is checked).
+                        // An OAuth subject's service is kept (its tokens expire on their
+                        // own, and each request is checked); only past the cap are those
+                        // without sessions let go.
                         Some(n) if n.starts_with(OAUTH_PREFIX) => {
-                            self.sessions.owned_by(manager).is_empty()
+                            oauth_services > MAX_OAUTH_SERVICES
+                                && self.sessions.owned_by(manager).is_empty()
                         }
                         _ => !valid
                             .iter()
