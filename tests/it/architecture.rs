@@ -191,7 +191,11 @@ fn each_heavy_dependency_is_known_to_one_place() {
         ("toml::", &["config/"]),
         ("notify::", &["plugins/catalog/watch.rs"]),
         ("rusqlite", &["agent/sessions.rs"]),
-        ("reqwest", &["agent/model.rs"]),
+        // The model client, and the OAuth resource server's fetch of the issuer's keys.
+        (
+            "reqwest",
+            &["agent/model.rs", "frontends/mcp/http/oauth.rs"],
+        ),
         ("abi_stable", &["plugins/"]),
         ("prometheus_client", &["metrics.rs"]),
         ("etcetera", &["sys/dirs.rs"]),

@@ -168,6 +168,17 @@ impl McpApprover {
     }
 }
 
+impl super::suspended::AskAfter for McpApprover {
+    /// The approval question of a sessionless client's call the policy asked about.
+    fn question_after(&self) -> Option<InputRequiredResult> {
+        if self.needs_input.load(Ordering::Acquire) {
+            self.input_required()
+        } else {
+            None
+        }
+    }
+}
+
 /// The question a person approves a call by. Every argument is shown: when they are long,
 /// each field is cut short on its own, so no field can hide behind another.
 fn approval_question(tool: &str, risk: Risk, arguments: &Value) -> String {

@@ -35,7 +35,7 @@ use super::caller::{
 };
 use super::outputs;
 use super::state::SessionState;
-use super::suspended::{self, Owner, Running, Taken};
+use super::suspended::{self, AskAfter, Owner, Running, Taken};
 use toolhost_calls::context::CallerChannel;
 use toolhost_calls::dispatcher::ToolCall;
 use toolhost_calls::policy::Approver;
@@ -363,19 +363,33 @@ impl McpSession {
         // A sessionless client's retry that answers a plugin's question resumes that call;
         // a state this server did not issue (or issued to another caller or call, or that
         // expired or was used) is refused rather than taken for a new call.
-        let connection =
-            (self.state.transport == "stdio").then_some(self.state.session_id.as_str());
-        let owner = Owner::of(&facts.caller, connection);
-        let call_print = suspended::fingerprint(&request.name, &arguments);
-        if let Some(state) = request.request_state.as_deref() {
-            match shared.suspended.take(state, &owner, &call_print) {
+        // Only sessionless clients' calls are named for resuming (a session client's
+        // questions are requests on its session): no hashing on the others' calls.
+        let resumable = facts.sessionless.then(|| {
+            let connection =
+                (self.state.transport == "stdio").then_some(self.state.session_id.as_str());
+            (
+                Owner::of(&facts.caller, connection),
+                suspended::fingerprint(&request.name, &arguments),
+            )
+        });
+        if let (Some(state), Some((owner, call_print))) =
+            (request.request_state.as_deref(), &resumable)
+        {
+            match shared.suspended.take(state, owner, call_print) {
                 Taken::Resume(waiting) => {
                     let waiting = *waiting;
                     let route = self.route(&context, &facts);
                     waiting.run.caller.rebind(route).await;
                     answer(waiting.question, request.input_responses.as_ref());
                     return self
-                        .drive(waiting.run, &context, &request.name, owner, call_print)
+                        .drive(
+                            waiting.run,
+                            &context,
+                            &request.name,
+                            owner.clone(),
+                            *call_print,
+                        )
                         .await;
                 }
                 Taken::Refused(why) => return Err(bad_state(why)),
@@ -430,7 +444,7 @@ impl McpSession {
             name: tool.spec().name.clone(),
             arguments: arguments.into(),
         };
-        if let Some(questions) = asked {
+        if let (Some(questions), Some((owner, call_print))) = (asked, resumable) {
             let host = Arc::clone(&shared.host);
             let task = tokio::spawn(async move { host.door().call(&call_request, call).await });
             let run = Running {
@@ -438,7 +452,7 @@ impl McpSession {
                 questions,
                 cancel,
                 caller,
-                approver,
+                approver: approver.map(|a| a as Arc<dyn AskAfter>),
             };
             return self
                 .drive(run, &context, &request.name, owner, call_print)
@@ -459,7 +473,11 @@ impl McpSession {
         };
         // Every notification the tool sent goes out before the result.
         caller.flush().await;
-        Ok(finished(result, approver.as_deref(), &request.name))
+        Ok(finished(
+            result,
+            approver.as_deref().map(|a| a as &dyn AskAfter),
+            &request.name,
+        ))
     }
 
     /// The lowest log level a request's client wants: 2026-07-28 clients opt in per
@@ -617,11 +635,8 @@ fn bad_state(why: &str) -> McpError {
 
 /// A finished call as MCP answers it: the approval question a sessionless client is to
 /// answer by calling again, or the result.
-fn finished(result: ToolResult, approver: Option<&McpApprover>, tool: &str) -> CallToolResponse {
-    if let Some(approver) = approver
-        && approver.needs_input.load(Ordering::Acquire)
-        && let Some(question) = approver.input_required()
-    {
+fn finished(result: ToolResult, approver: Option<&dyn AskAfter>, tool: &str) -> CallToolResponse {
+    if let Some(question) = approver.and_then(AskAfter::question_after) {
         return question.into();
     }
     let link = outputs::link(&result);

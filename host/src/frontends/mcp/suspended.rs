@@ -15,7 +15,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::approval::McpApprover;
 use super::caller::{McpCaller, Question};
 use toolhost_calls::context::Caller;
 use toolhost_calls::result::ToolResult;
@@ -26,6 +25,13 @@ const MAX_PER_CALLER: usize = 32;
 /// At most this many calls wait for answers in all.
 const MAX_WAITING: usize = 1024;
 
+/// What a call may have left to ask its sessionless client once it ended: the approval
+/// question the policy put (answered by calling again). Implemented by the MCP approver.
+pub(super) trait AskAfter: Send + Sync {
+    /// The input-required result to send instead of the call's result, if any.
+    fn question_after(&self) -> Option<rmcp::model::InputRequiredResult>;
+}
+
 /// A call running for a sessionless client, its questions arriving on `questions`.
 pub(super) struct Running {
     pub(super) task: JoinHandle<ToolResult>,
@@ -33,7 +39,7 @@ pub(super) struct Running {
     pub(super) cancel: CancellationToken,
     pub(super) caller: Arc<McpCaller>,
     /// The call's approver (its question, if the policy asked, is built after the call).
-    pub(super) approver: Option<Arc<McpApprover>>,
+    pub(super) approver: Option<Arc<dyn AskAfter>>,
 }
 
 /// Who may resume a call: the token and the client that started it, and over stdio the
