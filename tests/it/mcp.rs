@@ -538,7 +538,6 @@ fn the_input_schema_hint_is_given_only_for_schema_violations() {
 /// their handlers, and get the tools' results (tests/mcp/ts_checks.mjs).
 #[test]
 fn typescript_sdk_clients_answer_a_plugins_question_and_sampling_in_both_generations() {
-    let node = crate::support::mcp_node();
     let plugins = PluginDir::with(&["toolhost_clarify", "fixture_conformance"]);
     for (sdk, protocol) in [
         ("v1", "2025-11-25"),
@@ -546,21 +545,13 @@ fn typescript_sdk_clients_answer_a_plugins_question_and_sampling_in_both_generat
         ("v2-legacy", "2025-11-25"),
     ] {
         let work = tempfile::tempdir().expect("temp dir");
-        let out = Command::new(node)
-            .arg(workspace_root().join("tests/mcp/ts_checks.mjs"))
+        let mut script = node_script("ts_checks.mjs");
+        script
             .arg(sdk)
             .arg(env!("CARGO_BIN_EXE_toolhost"))
             .arg(plugins.path())
-            .arg(work.path())
-            .current_dir(workspace_root().join("target/mcp-tools"))
-            .output()
-            .expect("run node");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{sdk}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(work.path());
+        let stdout = passed(script, sdk);
         assert!(
             stdout.contains("a plugin's question reaches the elicitation handler")
                 && stdout.contains("a plugin's sampling request reaches the sampling handler"),
@@ -654,7 +645,8 @@ fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limi
         "[mcp]\nclient_answer_secs = 1\n",
     )
     .expect("config");
-    let out = Command::new(python())
+    let mut script = Command::new(python());
+    script
         .arg(workspace_root().join("tests/mcp/expiry_check.py"))
         .arg("--toolhost")
         .arg(env!("CARGO_BIN_EXE_toolhost"))
@@ -662,15 +654,8 @@ fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limi
         .arg(plugins.path())
         .arg("--work")
         .arg(work.path())
-        .env("XDG_STATE_HOME", work.path().join("state"))
-        .output()
-        .expect("run the Python MCP client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env("XDG_STATE_HOME", work.path().join("state"));
+    let stdout = passed(script, "expiry_check.py");
     assert!(
         stdout.contains("the unanswered question ended the plugin's call in an error")
             && stdout.contains("the expired requestState is refused"),
@@ -685,7 +670,6 @@ fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limi
 /// TypeScript SDK's OAuth client calling a tool, audited under its subject.
 #[test]
 fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
-    let node = crate::support::mcp_node();
     let plugins = PluginDir::with(&["fixture_basic"]);
     let work = tempfile::tempdir().expect("temp dir");
     // A free port for the host (its URL is the resource the tokens are minted for).
@@ -693,21 +677,13 @@ fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let out = Command::new(node)
-        .arg(workspace_root().join("tests/mcp/oauth_checks.mjs"))
+    let mut script = node_script("oauth_checks.mjs");
+    script
         .arg(env!("CARGO_BIN_EXE_toolhost"))
         .arg(plugins.path())
         .arg(work.path())
-        .arg(port.to_string())
-        .current_dir(workspace_root().join("target/mcp-tools"))
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(port.to_string());
+    let stdout = passed(script, "oauth_checks.mjs");
     for check in [
         "no token: 401 naming the protected-resource metadata",
         "a token the provider issued for this resource is accepted",
@@ -724,4 +700,25 @@ fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
     ] {
         assert!(stdout.contains(check), "{check}: {stdout}");
     }
+}
+
+/// `tests/mcp/NAME` run by the Node the test tools pinned, from `target/mcp-tools` (where
+/// its packages are installed).
+fn node_script(name: &str) -> Command {
+    let mut cmd = Command::new(crate::support::mcp_node());
+    cmd.arg(workspace_root().join("tests/mcp").join(name))
+        .current_dir(workspace_root().join("target/mcp-tools"));
+    cmd
+}
+
+/// Runs a check script; its standard output, once it has exited successfully.
+fn passed(mut script: Command, what: &str) -> String {
+    let out = script.output().expect("run the check script");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -550,12 +550,13 @@ pub struct RawOAuth {
     pub leeway_secs: u64,
 }
 
+/// The signature algorithms `[mcp.oauth]` may accept (JOSE names): asymmetric only.
+pub(crate) const OAUTH_ALGORITHMS: [&str; 9] = [
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
 fn default_oauth_algorithms() -> Vec<String> {
-    [
-        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    OAUTH_ALGORITHMS.map(str::to_owned).to_vec()
 }
 
 fn default_oauth_leeway() -> u64 {

@@ -243,9 +243,7 @@ pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSetting
     if let Some(jwks) = &raw.jwks_url {
         url("jwks_url", jwks)?;
     }
-    const KNOWN: [&str; 9] = [
-        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
-    ];
+    use super::file::OAUTH_ALGORITHMS as KNOWN;
     if raw.algorithms.is_empty() {
         return Err("[mcp.oauth] algorithms is empty; name at least one, e.g. \"RS256\"".into());
     }

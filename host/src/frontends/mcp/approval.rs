@@ -26,19 +26,13 @@ const APPROVAL_KEY: &str = "toolhost_approval";
 
 /// What identifies one call of one tool's code, for binding approvals to it.
 fn call_fingerprint(spec: &ToolSpec, sha256: &str, arguments: &Value) -> [u8; 32] {
-    use sha2::Digest as _;
-    let mut hash = sha2::Sha256::new();
-    for part in [
+    super::suspended::digest(&[
         spec.name.as_bytes(),
         sha256.as_bytes(),
         spec.risk.to_string().as_bytes(),
         spec.schema.to_string().as_bytes(),
         arguments.to_string().as_bytes(),
-    ] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
-    }
-    hash.finalize().into()
+    ])
 }
 
 /// Asks an MCP client's user to approve a call: an `elicitation/create` request on a

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CreateMessageRequestParams, ElicitRequestParams, LoggingLevel, LoggingMessageNotificationParam,
+    CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
+    InputRequest, InputResponses, LoggingLevel, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
@@ -29,7 +30,6 @@ use toolhost_calls::context::CallerChannel;
 
 /// Where a call's notifications go: the request it is answering now (a suspended call
 /// resumed by a retry answers the retry).
-#[derive(Clone)]
 pub(super) struct Route {
     pub(super) peer: Peer<RoleServer>,
     pub(super) progress_token: Option<ProgressToken>,
@@ -50,7 +50,44 @@ pub(super) enum Question {
     },
 }
 
+/// The key of a plugin's question in an input-required result.
+pub(super) const QUESTION_KEY: &str = "toolhost_question";
+
 impl Question {
+    /// The question as the client is asked it: an elicitation form, or a sampling
+    /// request.
+    pub(super) fn input_request(&self) -> Result<InputRequest, ServiceError> {
+        Ok(match self {
+            Question::Ask { request, .. } => InputRequest::Elicitation(ElicitRequest::new(
+                elicit_params(&request.message, request.schema.clone())
+                    .map_err(|e| ServiceError::Failed(e.to_string()))?,
+            )),
+            Question::Sample { request, .. } => {
+                InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)?))
+            }
+        })
+    }
+
+    /// Answers the plugin with the client's `responses` (its retry's `inputResponses`).
+    pub(super) fn answer(self, responses: Option<&InputResponses>) {
+        let response = responses.and_then(|r| r.get(QUESTION_KEY)).cloned();
+        let missing = || {
+            ServiceError::Failed(
+                "the MCP client called again without answering the question (no \
+                 inputResponses entry for it)"
+                    .to_owned(),
+            )
+        };
+        match self {
+            Question::Ask { answer, .. } => {
+                let _ = answer.send(response.ok_or_else(missing).and_then(ask_answer));
+            }
+            Question::Sample { answer, .. } => {
+                let _ = answer.send(response.ok_or_else(missing).and_then(sample_answer));
+            }
+        }
+    }
+
     /// Answers the plugin with `error` instead of the client.
     pub(super) fn fail(self, error: ServiceError) {
         match self {
@@ -90,11 +127,29 @@ pub(super) struct McpCaller {
 const NOTIFICATION_QUEUE: usize = 256;
 
 impl McpCaller {
-    fn route(&self) -> Route {
+    /// The peer the call's requests and notifications go to now.
+    fn peer(&self) -> Peer<RoleServer> {
         self.route
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .peer
             .clone()
+    }
+
+    /// Hands `question` to the call's MCP request (which sends the client an
+    /// input-required result) and waits for the client's retry to answer it.
+    async fn wait<T>(
+        &self,
+        questions: &mpsc::Sender<Question>,
+        question: Question,
+        answered: oneshot::Receiver<Result<T, ServiceError>>,
+    ) -> Result<T, ServiceError> {
+        questions.send(question).await.map_err(|_| {
+            ServiceError::Failed("the MCP request of this call has ended; nobody can answer".into())
+        })?;
+        answered
+            .await
+            .unwrap_or_else(|_| Err(not_answered(self.answer_within)))
     }
 
     /// Sends what follows to `route` (a retry that resumed the call); what was queued
@@ -105,7 +160,7 @@ impl McpCaller {
     }
 
     fn send(&self, notification: ServerNotification) {
-        let peer = self.route().peer;
+        let peer = self.peer();
         let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
         let (tx, _) = sender.get_or_insert_with(|| {
             let (tx, mut rx) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
@@ -173,7 +228,13 @@ pub(super) fn level_rank(level: LoggingLevel) -> u8 {
 #[async_trait]
 impl CallerChannel for McpCaller {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = self.route().progress_token else {
+        let token = self
+            .route
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .progress_token
+            .clone();
+        let Some(token) = token else {
             return;
         };
         let mut param = ProgressNotificationParam::new(token, progress);
@@ -195,11 +256,12 @@ impl CallerChannel for McpCaller {
             LogLevel::INFO => LoggingLevel::Info,
             _ => LoggingLevel::Debug,
         };
-        if self
-            .route()
-            .log_level
-            .is_none_or(|min| level_rank(level) < min)
-        {
+        let wanted = self
+            .route
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .log_level;
+        if wanted.is_none_or(|min| level_rank(level) < min) {
             return;
         }
         let param = LoggingMessageNotificationParam::new(level, json!(message))
@@ -219,20 +281,14 @@ impl CallerChannel for McpCaller {
         }
         if let Some(questions) = &self.questions {
             let (answer, answered) = oneshot::channel();
-            let within = self.answer_within;
-            return wait(
-                questions,
-                Question::Ask { request, answer },
-                answered,
-                within,
-            )
-            .await;
+            return self
+                .wait(questions, Question::Ask { request, answer }, answered)
+                .await;
         }
         let params = elicit_params(&request.message, request.schema)
             .map_err(|e| ServiceError::Failed(e.to_string()))?;
         let result = self
-            .route()
-            .peer
+            .peer()
             .create_elicitation_with_timeout(params, Some(self.answer_within))
             .await
             .map_err(|e| match e {
@@ -253,21 +309,16 @@ impl CallerChannel for McpCaller {
         }
         if let Some(questions) = &self.questions {
             let (answer, answered) = oneshot::channel();
-            let within = self.answer_within;
-            return wait(
-                questions,
-                Question::Sample { request, answer },
-                answered,
-                within,
-            )
-            .await;
+            return self
+                .wait(questions, Question::Sample { request, answer }, answered)
+                .await;
         }
         let params = sampling_params(&request)?;
         #[allow(
             deprecated,
             reason = "sampling is how MCP tools reach the client's model"
         )]
-        let peer = self.route().peer;
+        let peer = self.peer();
         let result = tokio::time::timeout(self.answer_within, peer.create_message(params))
             .await
             .map_err(|_| not_answered(self.answer_within))?
@@ -276,20 +327,6 @@ impl CallerChannel for McpCaller {
             .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
         sample_answer(sampled)
     }
-}
-
-/// Hands `question` to the call's MCP request (which sends the client an input-required
-/// result) and waits for the client's retry to answer it.
-async fn wait<T>(
-    questions: &mpsc::Sender<Question>,
-    question: Question,
-    answered: oneshot::Receiver<Result<T, ServiceError>>,
-    within: Duration,
-) -> Result<T, ServiceError> {
-    questions.send(question).await.map_err(|_| {
-        ServiceError::Failed("the MCP request of this call has ended; nobody can answer".into())
-    })?;
-    answered.await.unwrap_or_else(|_| Err(not_answered(within)))
 }
 
 /// What a plugin is told when its question went unanswered.

@@ -25,14 +25,11 @@ use tokio::sync::broadcast::error::RecvError;
 
 use std::collections::BTreeMap;
 
-use rmcp::model::{CreateMessageRequest, ElicitRequest, InputRequest, InputRequiredResult};
+use rmcp::model::InputRequiredResult;
 use toolhost_plugin_api::ServiceError;
 
 use super::approval::McpApprover;
-use super::caller::{
-    McpCaller, Question, Route, ask_answer, elicit_params, level_rank, sample_answer,
-    sampling_params,
-};
+use super::caller::{McpCaller, QUESTION_KEY, Question, Route, level_rank};
 use super::outputs;
 use super::state::SessionState;
 use super::suspended::{self, AskAfter, Owner, Running, Taken};
@@ -381,7 +378,7 @@ impl McpSession {
                     let waiting = *waiting;
                     let route = self.route(&context, &facts);
                     waiting.run.caller.rebind(route).await;
-                    answer(waiting.question, request.input_responses.as_ref());
+                    waiting.question.answer(request.input_responses.as_ref());
                     return self
                         .drive(
                             waiting.run,
@@ -532,12 +529,21 @@ impl McpSession {
             let result = match next {
                 Next::Done(result) => result,
                 Next::Cancelled => {
-                    // notifications/cancelled: as for a call on a session.
+                    // notifications/cancelled: as for a call on a session. A question the
+                    // plugin asks while it stops is answered "cancelled", not left waiting.
                     run.cancel.cancel();
-                    (&mut run.task).await
+                    loop {
+                        tokio::select! {
+                            biased;
+                            result = &mut run.task => break result,
+                            Some(question) = run.questions.recv() => {
+                                question.fail(ServiceError::Failed("cancelled".to_owned()));
+                            }
+                        }
+                    }
                 }
                 Next::Asked(question) => {
-                    let input = match input_request(&question) {
+                    let input = match question.input_request() {
                         Ok(input) => input,
                         Err(e) => {
                             question.fail(e);
@@ -583,43 +589,6 @@ enum Next {
     Done(Result<ToolResult, tokio::task::JoinError>),
     Asked(Question),
     Cancelled,
-}
-
-/// The key of a plugin's question in an input-required result.
-const QUESTION_KEY: &str = "toolhost_question";
-
-/// A plugin's question as the client is asked it: an elicitation form, or a sampling
-/// request.
-fn input_request(question: &Question) -> Result<InputRequest, ServiceError> {
-    Ok(match question {
-        Question::Ask { request, .. } => InputRequest::Elicitation(ElicitRequest::new(
-            elicit_params(&request.message, request.schema.clone())
-                .map_err(|e| ServiceError::Failed(e.to_string()))?,
-        )),
-        Question::Sample { request, .. } => {
-            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)?))
-        }
-    })
-}
-
-/// Answers a waiting plugin's question with the client's `responses`.
-fn answer(question: Question, responses: Option<&rmcp::model::InputResponses>) {
-    let response = responses.and_then(|r| r.get(QUESTION_KEY)).cloned();
-    let missing = || {
-        ServiceError::Failed(
-            "the MCP client called again without answering the question (no inputResponses \
-             entry for it)"
-                .to_owned(),
-        )
-    };
-    match question {
-        Question::Ask { answer, .. } => {
-            let _ = answer.send(response.ok_or_else(missing).and_then(ask_answer));
-        }
-        Question::Sample { answer, .. } => {
-            let _ = answer.send(response.ok_or_else(missing).and_then(sample_answer));
-        }
-    }
 }
 
 /// A retry's `requestState` that names no call of its caller's.

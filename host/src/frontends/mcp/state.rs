@@ -76,34 +76,29 @@ impl PendingApprovals {
     /// Whether `state` names a question asked, unexpired, for exactly this call; it is
     /// used up either way.
     pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
-        let ttl = self.ttl;
-        let mut pending = self
-            .questions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < ttl);
-        pending.remove(state).is_some_and(|p| &p.call == call)
+        self.unexpired()
+            .remove(state)
+            .is_some_and(|p| &p.call == call)
     }
 
     /// Whether `state` names an unexpired approval question (not used up).
     pub(super) fn knows(&self, state: &str) -> bool {
-        let pending = self
-            .questions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        pending
-            .get(state)
-            .is_some_and(|p| p.asked.elapsed() < self.ttl)
+        self.unexpired().contains_key(state)
     }
 
-    pub(super) fn add(&self, call: [u8; 32]) -> String {
-        let state = uuid::Uuid::new_v4().simple().to_string();
-        let ttl = self.ttl;
+    /// The questions, those past their time dropped.
+    fn unexpired(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingApproval>> {
         let mut pending = self
             .questions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|_, p| p.asked.elapsed() < ttl);
+        pending.retain(|_, p| p.asked.elapsed() < self.ttl);
+        pending
+    }
+
+    pub(super) fn add(&self, call: [u8; 32]) -> String {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let mut pending = self.unexpired();
         if pending.len() >= MAX_PENDING
             && let Some(oldest) = pending
                 .iter()

@@ -63,15 +63,21 @@ impl Owner {
     }
 }
 
-/// What identifies a call for its resumption: the tool and its arguments.
-pub(super) fn fingerprint(tool: &str, arguments: &Value) -> [u8; 32] {
+/// The sha256 of `parts`, each prefixed by its length (so no two lists of parts hash
+/// alike): what binds an approval answer or a waiting call to the call it was asked for.
+pub(super) fn digest(parts: &[&[u8]]) -> [u8; 32] {
     use sha2::Digest as _;
     let mut hash = sha2::Sha256::new();
-    for part in [tool.as_bytes(), arguments.to_string().as_bytes()] {
+    for part in parts {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
     }
     hash.finalize().into()
+}
+
+/// What identifies a call for its resumption: the tool and its arguments.
+pub(super) fn fingerprint(tool: &str, arguments: &Value) -> [u8; 32] {
+    digest(&[tool.as_bytes(), arguments.to_string().as_bytes()])
 }
 
 /// A call waiting for its client to answer `question`.
@@ -183,15 +189,13 @@ impl SuspendedCalls {
     /// Abandons the calls waiting for the stdio connection `connection`, which ended:
     /// nobody can answer them now.
     pub(super) fn abandon_connection(&self, connection: &str) {
-        let ended: Vec<Waiting> = {
-            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-            let states: Vec<String> = waiting
-                .iter()
-                .filter(|(_, w)| w.owner.connection.as_deref() == Some(connection))
-                .map(|(state, _)| state.clone())
-                .collect();
-            states.iter().filter_map(|s| waiting.remove(s)).collect()
-        };
+        let ended: Vec<Waiting> = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extract_if(|_, w| w.owner.connection.as_deref() == Some(connection))
+            .map(|(_, w)| w)
+            .collect();
         for call in ended {
             call.abandon();
         }

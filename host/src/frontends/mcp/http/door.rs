@@ -214,10 +214,7 @@ impl Door {
         request: hyper::Request<Incoming>,
     ) -> hyper::Response<HttpBody> {
         if let Some(oauth) = &self.oauth
-            && oauth
-                .metadata_paths()
-                .iter()
-                .any(|p| p == request.uri().path())
+            && oauth.serves_metadata_at(request.uri().path())
         {
             return json_response(hyper::StatusCode::OK, &oauth.metadata());
         }
@@ -379,9 +376,7 @@ fn json_response(
     status: hyper::StatusCode,
     value: &serde_json::Value,
 ) -> hyper::Response<HttpBody> {
-    let body = http_body_util::Full::new(Bytes::from(value.to_string())).boxed();
-    let mut response = hyper::Response::new(body);
-    *response.status_mut() = status;
+    let mut response = plain(status, &value.to_string());
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),

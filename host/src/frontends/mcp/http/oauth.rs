@@ -46,7 +46,7 @@ pub(crate) enum OAuthRefusal {
     InsufficientScope(String),
     /// The issuer's keys cannot be had now (503; the client may try again).
     #[error("{0}")]
-    KeysUnavailable(String),
+    KeysUnavailable(KeyFetchError),
 }
 
 /// The claims read from an access token (the library checks `exp`, `nbf`, `iss`, `aud`).
@@ -89,7 +89,11 @@ impl Claims {
 #[derive(Default)]
 struct Keys {
     keys: Vec<Jwk>,
+    /// When they were fetched.
     fetched: Option<Instant>,
+    /// When a fetch was last tried, whether or not it worked (an issuer that is down is
+    /// not asked again on every request).
+    tried: Option<Instant>,
     /// The key set's URL, once known (configured, or from the issuer's metadata).
     url: Option<String>,
 }
@@ -97,8 +101,48 @@ struct Keys {
 /// The resource server: its settings, and the issuer's keys.
 pub(crate) struct OAuthResource {
     settings: OAuthSettings,
+    /// `settings.algorithms`, read.
+    algorithms: Vec<Algorithm>,
+    /// Where the metadata is served (RFC 9728's path, and the bare one).
+    metadata_paths: [String; 2],
+    /// The metadata's URL, for the challenge.
+    metadata_url: String,
     http: reqwest::Client,
     keys: tokio::sync::Mutex<Keys>,
+}
+
+/// Why the issuer's keys could not be had.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeyFetchError {
+    #[error("{url}: {source}")]
+    Request { url: String, source: reqwest::Error },
+    #[error("{url}: HTTP {status}")]
+    Status {
+        url: String,
+        status: reqwest::StatusCode,
+    },
+    #[error("{url}: larger than {MAX_DOCUMENT} bytes")]
+    TooLarge { url: String },
+    #[error("{url}: not JSON: {source}")]
+    NotJson {
+        url: String,
+        source: serde_json::Error,
+    },
+    #[error("{url} is not a JWK set (no \"keys\" list)")]
+    NotAKeySet { url: String },
+    #[error("{url} names the issuer {named:?}, not {issuer:?}; fix [mcp.oauth] issuer")]
+    OtherIssuer {
+        url: String,
+        named: Option<String>,
+        issuer: String,
+    },
+    #[error("{url} has no jwks_uri; set [mcp.oauth] jwks_url")]
+    NoJwksUri { url: String },
+    #[error(
+        "could not read the issuer's metadata ({}); check [mcp.oauth] issuer, or set jwks_url",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    NoMetadata(Vec<KeyFetchError>),
 }
 
 impl OAuthResource {
@@ -113,8 +157,21 @@ impl OAuthResource {
             url: settings.jwks_url.clone(),
             ..Keys::default()
         };
+        // The config check accepts only names these parse (asymmetric algorithms).
+        let algorithms = settings
+            .algorithms
+            .iter()
+            .filter_map(|a| a.parse::<Algorithm>().ok())
+            .collect();
+        let base = "/.well-known/oauth-protected-resource";
+        let path = resource_path(&settings.resource);
+        let metadata_paths = [format!("{base}{path}"), base.to_owned()];
+        let metadata_url = format!("{}{}", origin(&settings.resource), metadata_paths[0]);
         Ok(OAuthResource {
             settings,
+            algorithms,
+            metadata_paths,
+            metadata_url,
             http,
             keys: tokio::sync::Mutex::new(keys),
         })
@@ -132,22 +189,10 @@ impl OAuthResource {
             })
     }
 
-    /// The paths the protected-resource metadata is served at: RFC 9728's (the
-    /// well-known prefix before the resource's path) and the bare one.
-    pub(crate) fn metadata_paths(&self) -> [String; 2] {
-        let base = "/.well-known/oauth-protected-resource";
-        let path = resource_path(&self.settings.resource);
-        [format!("{base}{path}"), base.to_owned()]
-    }
-
-    /// The metadata's URL, for the `WWW-Authenticate` challenge.
-    pub(crate) fn metadata_url(&self) -> String {
-        let resource = &self.settings.resource;
-        let origin_end = resource
-            .find("://")
-            .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j))
-            .unwrap_or(resource.len());
-        format!("{}{}", &resource[..origin_end], self.metadata_paths()[0])
+    /// Whether `path` is where the protected-resource metadata is served: RFC 9728's
+    /// path (the well-known prefix before the resource's path) or the bare one.
+    pub(crate) fn serves_metadata_at(&self, path: &str) -> bool {
+        self.metadata_paths.iter().any(|p| p == path)
     }
 
     /// The protected-resource metadata (RFC 9728).
@@ -168,7 +213,7 @@ impl OAuthResource {
     pub(crate) fn challenge(&self, error: Option<(&str, &str)>) -> String {
         let mut value = format!(
             r#"Bearer realm="toolhost", resource_metadata="{}""#,
-            self.metadata_url()
+            self.metadata_url
         );
         if !self.settings.scopes.is_empty() {
             value.push_str(&format!(r#", scope="{}""#, self.settings.scopes.join(" ")));
@@ -197,10 +242,9 @@ impl OAuthResource {
             OAuthRefusal::Invalid(format!("not a signed JWT access token we accept: {e}"))
         })?;
         let alg = header.alg;
-        let name = algorithm_name(alg);
-        if !self.settings.algorithms.iter().any(|a| a == name) {
+        if !self.algorithms.contains(&alg) {
             return Err(OAuthRefusal::Invalid(format!(
-                "the token is signed with {name}, which this resource does not accept"
+                "the token is signed with {alg:?}, which this resource does not accept"
             )));
         }
         let key = self.key(header.kid.as_deref(), alg).await?;
@@ -253,13 +297,14 @@ impl OAuthResource {
     }
 
     /// The issuer's key for `kid` (or its only key for `alg`), fetching the key set when
-    /// it is stale or lacks that key (a rotation), at most once per [`REFETCH_AFTER`].
+    /// it is stale or lacks that key (a rotation), at most one try per [`REFETCH_AFTER`].
     async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, OAuthRefusal> {
         let mut keys = self.keys.lock().await;
         let stale = keys.fetched.is_none_or(|at| at.elapsed() >= KEYS_FRESH);
         let known = find(&keys.keys, kid, alg).is_some();
-        let may_fetch = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
+        let may_fetch = keys.tried.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
         if (stale || !known) && may_fetch {
+            keys.tried = Some(Instant::now());
             match self.fetch_keys(&mut keys).await {
                 Ok(fetched) => {
                     keys.keys = fetched;
@@ -282,7 +327,7 @@ impl OAuthResource {
     }
 
     /// Fetches the key set (finding its URL in the issuer's metadata first, once).
-    async fn fetch_keys(&self, keys: &mut Keys) -> Result<Vec<Jwk>, String> {
+    async fn fetch_keys(&self, keys: &mut Keys) -> Result<Vec<Jwk>, KeyFetchError> {
         let url = match &keys.url {
             Some(url) => url.clone(),
             None => {
@@ -295,7 +340,7 @@ impl OAuthResource {
         let listed = set
             .get("keys")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("{url} is not a JWK set (no \"keys\" list)"))?;
+            .ok_or_else(|| KeyFetchError::NotAKeySet { url: url.clone() })?;
         // Keys of kinds this host cannot use (encryption keys, unknown types) are skipped,
         // not fatal: the issuer may publish more than signing keys.
         let usable: Vec<Jwk> = listed
@@ -318,12 +363,14 @@ impl OAuthResource {
 
     /// The `jwks_uri` of the issuer's metadata: RFC 8414's well-known location, then
     /// OpenID Connect's; the metadata must name this issuer.
-    async fn discover_jwks(&self) -> Result<String, String> {
+    async fn discover_jwks(&self) -> Result<String, KeyFetchError> {
         let issuer = self.settings.issuer.trim_end_matches('/');
-        let path = resource_path(issuer);
-        let origin = &issuer[..issuer.len() - path.len()];
         let candidates = [
-            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!(
+                "{}/.well-known/oauth-authorization-server{}",
+                origin(issuer),
+                resource_path(issuer)
+            ),
             format!("{issuer}/.well-known/openid-configuration"),
         ];
         let mut tried = Vec::new();
@@ -332,70 +379,66 @@ impl OAuthResource {
                 Ok(metadata) => {
                     let named = metadata.get("issuer").and_then(Value::as_str);
                     if named.map(|n| n.trim_end_matches('/')) != Some(issuer) {
-                        return Err(format!(
-                            "{url} names the issuer {named:?}, not {issuer:?}; fix [mcp.oauth] \
-                             issuer"
-                        ));
+                        return Err(KeyFetchError::OtherIssuer {
+                            named: named.map(str::to_owned),
+                            issuer: issuer.to_owned(),
+                            url,
+                        });
                     }
                     return metadata
                         .get("jwks_uri")
                         .and_then(Value::as_str)
                         .map(str::to_owned)
-                        .ok_or_else(|| format!("{url} has no jwks_uri; set [mcp.oauth] jwks_url"));
+                        .ok_or(KeyFetchError::NoJwksUri { url });
                 }
                 Err(e) => tried.push(e),
             }
         }
-        Err(format!(
-            "could not read the issuer's metadata ({}); check [mcp.oauth] issuer, or set \
-             jwks_url",
-            tried.join("; ")
-        ))
+        Err(KeyFetchError::NoMetadata(tried))
     }
 
-    async fn get_json(&self, url: &str) -> Result<Value, String> {
+    async fn get_json(&self, url: &str) -> Result<Value, KeyFetchError> {
+        let request = |source| KeyFetchError::Request {
+            url: url.to_owned(),
+            source,
+        };
         let response = self
             .http
             .get(url)
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(request)?;
         if !response.status().is_success() {
-            return Err(format!("{url}: HTTP {}", response.status()));
+            return Err(KeyFetchError::Status {
+                url: url.to_owned(),
+                status: response.status(),
+            });
         }
-        let body = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        let body = response.bytes().await.map_err(request)?;
         if body.len() > MAX_DOCUMENT {
-            return Err(format!("{url}: larger than {MAX_DOCUMENT} bytes"));
+            return Err(KeyFetchError::TooLarge {
+                url: url.to_owned(),
+            });
         }
-        serde_json::from_slice(&body).map_err(|e| format!("{url}: not JSON: {e}"))
+        serde_json::from_slice(&body).map_err(|source| KeyFetchError::NotJson {
+            url: url.to_owned(),
+            source,
+        })
     }
 }
 
 /// The path of a URL (`/mcp` of `https://host/mcp`; empty for none or `/`).
 fn resource_path(url: &str) -> &str {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => url[after_scheme + i..].trim_end_matches('/'),
-        None => "",
-    }
+    url[origin(url).len()..].trim_end_matches('/')
 }
 
-/// The JOSE name of an algorithm (`RS256`, `EdDSA`).
-fn algorithm_name(alg: Algorithm) -> &'static str {
-    match alg {
-        Algorithm::HS256 => "HS256",
-        Algorithm::HS384 => "HS384",
-        Algorithm::HS512 => "HS512",
-        Algorithm::ES256 => "ES256",
-        Algorithm::ES384 => "ES384",
-        Algorithm::RS256 => "RS256",
-        Algorithm::RS384 => "RS384",
-        Algorithm::RS512 => "RS512",
-        Algorithm::PS256 => "PS256",
-        Algorithm::PS384 => "PS384",
-        Algorithm::PS512 => "PS512",
-        Algorithm::EdDSA => "EdDSA",
+/// The scheme and authority of a URL (`https://host:8443` of `https://host:8443/mcp`).
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
     }
 }
 
@@ -405,7 +448,7 @@ fn find<'a>(keys: &'a [Jwk], kid: Option<&str>, alg: Algorithm) -> Option<&'a Jw
     let fits = |k: &&Jwk| {
         k.common
             .key_algorithm
-            .is_none_or(|a| format!("{a:?}") == algorithm_name(alg))
+            .is_none_or(|a| format!("{a:?}") == format!("{alg:?}"))
     };
     match kid {
         Some(kid) => keys
@@ -458,14 +501,14 @@ mod tests {
     fn the_metadata_is_where_rfc_9728_puts_it_and_names_the_issuer_and_scopes() {
         let r = resource("https://mcp.example.com/mcp");
         assert_eq!(
-            r.metadata_paths(),
+            r.metadata_paths,
             [
                 "/.well-known/oauth-protected-resource/mcp".to_owned(),
                 "/.well-known/oauth-protected-resource".to_owned()
             ]
         );
         assert_eq!(
-            r.metadata_url(),
+            r.metadata_url,
             "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
         );
         let m = r.metadata();
@@ -477,7 +520,7 @@ mod tests {
         assert_eq!(m["scopes_supported"], json!(["mcp:tools", "tools:coder"]));
         let bare = resource("https://mcp.example.com");
         assert_eq!(
-            bare.metadata_url(),
+            bare.metadata_url,
             "https://mcp.example.com/.well-known/oauth-protected-resource"
         );
         assert_eq!(
