@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, ChildTurnCall, DelegationAnswer, DelegationRequest, HostAnswer,
-    HostRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError, StateDirAnswer,
+    AskAnswer, AskRequest, ChildTurnCall, ClientAnswer, ClientQuestion, DelegationAnswer,
+    DelegationRequest, HostAnswer, HostRequest, LogLevel, SampleAnswer, SampleRequest,
+    ServiceError, StateDirAnswer,
 };
 
 /// Which turn a call works for.
@@ -158,6 +159,21 @@ pub async fn answer_host_request(
             max_chars: services.budget.max_chars as u64,
             max_lines: services.budget.max_lines as u64,
         })),
+        // What the call asks its caller goes to its caller, wherever the call runs.
+        HostRequest::ClientAsk(questions) => match &services.caller {
+            Some(caller) => Ok(HostAnswer::from(toolhost_plugin_api::ClientAnswers {
+                answers: caller.ask_client(questions.questions).await,
+            })),
+            None => Err(ServiceError::Unavailable(
+                "nobody can be asked: this caller has no person or client attached".to_owned(),
+            )),
+        },
+        HostRequest::CallDetach(_) => Ok(HostAnswer::from(toolhost_plugin_api::DetachAnswer {
+            detached: match &services.caller {
+                Some(caller) => caller.detach().await,
+                None => false,
+            },
+        })),
         request => match &services.requests {
             Some(requests) => requests.request(turn, request).await,
             None => Err(no_requests(&request)),
@@ -227,6 +243,39 @@ pub trait CallerChannel: Send + Sync {
         Err(ServiceError::Unavailable(
             "this caller offers no model to sample from".to_owned(),
         ))
+    }
+
+    /// Asks the caller several things (`ctx.ask_client`), answering each in order. By
+    /// default one after another through [`CallerChannel::ask_user`] and
+    /// [`CallerChannel::sample`], with no roots to give; a caller that can ask them at
+    /// once (an MCP client) overrides it.
+    async fn ask_client(&self, questions: Vec<ClientQuestion>) -> Vec<ClientAnswer> {
+        let mut answers = Vec::with_capacity(questions.len());
+        for question in questions {
+            answers.push(
+                match question {
+                    ClientQuestion::Ask { request, .. } => {
+                        self.ask_user(request).await.map(ClientAnswer::Ask)
+                    }
+                    ClientQuestion::Sample { request, .. } => {
+                        self.sample(request).await.map(ClientAnswer::Sample)
+                    }
+                    _ => Err(ServiceError::Unavailable(
+                        "this caller has no roots to give (only MCP clients with the roots \
+                     capability have)"
+                            .to_owned(),
+                    )),
+                }
+                .unwrap_or_else(ClientAnswer::from),
+            );
+        }
+        answers
+    }
+
+    /// Lets the rest of the call run as a task its caller polls (`ctx.detach()`); `true`
+    /// when the caller now holds a task. By default `false`: the caller waits.
+    async fn detach(&self) -> bool {
+        false
     }
 }
 

@@ -854,6 +854,96 @@ impl ToolContext<'_> {
             .unwrap_or(OutputBudget::UNLIMITED)
     }
 
+    /// Asks the call's client several things at once (0.1.4): questions for the person,
+    /// completions of its model, its roots. An MCP 2026-07-28 client gets them together,
+    /// each under its [`key`](crate::ClientQuestion::key), and answers them in one retry; a
+    /// session client is asked them side by side; toolhost's own terminal asks its person
+    /// one after another. Answers come in the order asked, each the answer or why there is
+    /// none (a client without sampling gets no completion request).
+    ///
+    /// Fails as a whole only on a host older than 0.1.4 ([`ServiceError::Unavailable`]).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{AskRequest, ClientQuestion, SampleRequest, ToolContext, ToolError};
+    ///
+    /// async fn greet(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     let answers = ctx
+    ///         .ask_client(&[
+    ///             ClientQuestion::ask(AskRequest::text("What is your name?")).keyed("user_name"),
+    ///             ClientQuestion::sample(SampleRequest {
+    ///                 prompt: "A one-line greeting".into(),
+    ///                 system: None,
+    ///                 max_tokens: 50,
+    ///             }),
+    ///         ])
+    ///         .await?;
+    ///     let mut answers = answers.into_iter();
+    ///     let name = answers.next().map(|a| a.into_ask()).transpose()?;
+    ///     let line = answers.next().map(|a| a.into_sample()).transpose()?;
+    ///     Ok(format!("{name:?} {line:?}"))
+    /// }
+    /// ```
+    pub async fn ask_client(
+        &self,
+        questions: &[crate::ClientQuestion],
+    ) -> Result<Vec<crate::ClientAnswer>, ServiceError> {
+        let request = HostRequest::ClientAsk(crate::ClientQuestions {
+            questions: questions.to_vec(),
+        });
+        let answer: crate::ClientAnswers = self.request(&request).await?;
+        if answer.answers.len() != questions.len() {
+            return Err(ServiceError::Failed(format!(
+                "the host answered {} of {} questions",
+                answer.answers.len(),
+                questions.len()
+            )));
+        }
+        Ok(answer.answers)
+    }
+
+    /// The folders the call's client works in (0.1.4): an MCP client's roots
+    /// (`roots/list`). [`ServiceError::Unavailable`] where the caller has none to give (a
+    /// client without the roots capability, `toolhost call`, the agent).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    ///
+    /// async fn where_am_i(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     let roots = ctx.roots().await?;
+    ///     Ok(roots.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>().join("\n"))
+    /// }
+    /// ```
+    pub async fn roots(&self) -> Result<Vec<crate::Root>, ServiceError> {
+        let mut answers = self.ask_client(&[crate::ClientQuestion::roots()]).await?;
+        match answers.pop() {
+            Some(answer) => answer.into_roots(),
+            None => Err(ServiceError::Failed("the host gave no answer".to_owned())),
+        }
+    }
+
+    /// Lets the rest of this call run as a task (0.1.4): where the tool declares task
+    /// support ([`Requirements::task`](crate::Requirements::task)) and its caller can hold
+    /// tasks (an MCP client with the tasks extension), the caller is answered now with a
+    /// task it polls for progress, questions and the result, and `true` comes back; the
+    /// call goes on exactly as before either way. Call it before long work, or after
+    /// gathering what the work needs.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{ToolContext, ToolError};
+    /// use std::time::Duration;
+    ///
+    /// async fn export(ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    ///     ctx.detach().await;
+    ///     ctx.sleep(Duration::from_secs(30)).await?;
+    ///     Ok("exported".into())
+    /// }
+    /// ```
+    pub async fn detach(&self) -> bool {
+        self.request::<crate::DetachAnswer>(&HostRequest::CallDetach(NoParams))
+            .await
+            .is_ok_and(|answer| answer.detached)
+    }
+
     /// Starts a background delegation (0.1.4): the host runs `request`'s tasks as child
     /// turns after this call has returned, and adds each completion unit's results to the
     /// conversation as a message the model reads at its next step. Answers at once with

@@ -285,15 +285,17 @@ unsafe extern "C" fn tool_requirements<T: Tool>(this: *const c_void) -> FfiMeta<
     guarded(|| {
         let req = unsafe { tool_ref::<T>(this) }.requirements();
         // Every key written, `workspace` too: a missing one means a plugin built before
-        // it existed (see `Requirements::workspace`).
-        RString::from(
-            serde_json::json!({
-                "env": req.env,
-                "programs": req.programs,
-                "workspace": req.workspace,
-            })
-            .to_string(),
-        )
+        // it existed (see `Requirements::workspace`). `task` only when the tool may run as
+        // one (its absence reads as forbidden).
+        let mut json = serde_json::json!({
+            "env": req.env,
+            "programs": req.programs,
+            "workspace": req.workspace,
+        });
+        if req.task.supported() {
+            json["task"] = serde_json::json!(req.task);
+        }
+        RString::from(json.to_string())
     })
 }
 

@@ -68,6 +68,16 @@ pub enum HostRequest {
     /// call.
     #[serde(rename = "call.output_budget")]
     OutputBudget(NoParams),
+    /// `client.ask` (0.1.4): asks the call's client several things at once (questions,
+    /// completions, its roots), each under a name. Answered with
+    /// [`ClientAnswers`](crate::ClientAnswers), one answer per question in order.
+    #[serde(rename = "client.ask")]
+    ClientAsk(crate::ClientQuestions),
+    /// `call.detach` (0.1.4): lets the rest of the call run as a task its client polls,
+    /// where the tool declares task support and the client can hold tasks. Takes no
+    /// parameters. Answered with [`DetachAnswer`](crate::DetachAnswer).
+    #[serde(rename = "call.detach")]
+    CallDetach(NoParams),
 }
 
 /// What a child agent may do (0.1.4). In JSON, `"leaf"` or `"orchestrator"`.
@@ -442,7 +452,7 @@ impl HostRequest {
     ///
     /// assert!(HostRequest::METHODS.contains(&"sessions.search"));
     /// ```
-    pub const METHODS: [&'static str; 7] = [
+    pub const METHODS: [&'static str; 9] = [
         "profile.state_dir",
         "sessions.search",
         "plugin.settings",
@@ -450,6 +460,8 @@ impl HostRequest {
         "agent.delegate",
         "sessions.summary",
         "call.output_budget",
+        "client.ask",
+        "call.detach",
     ];
 
     /// The method name and the parameters, as they cross the ABI.
@@ -586,6 +598,22 @@ pub enum HostAnswer {
     Delegation(DelegationAnswer),
     /// To [`HostRequest::OutputBudget`].
     OutputBudget(crate::OutputBudget),
+    /// To [`HostRequest::ClientAsk`].
+    ClientAnswers(crate::ClientAnswers),
+    /// To [`HostRequest::CallDetach`].
+    Detach(crate::DetachAnswer),
+}
+
+impl From<crate::ClientAnswers> for HostAnswer {
+    fn from(answer: crate::ClientAnswers) -> Self {
+        HostAnswer::ClientAnswers(answer)
+    }
+}
+
+impl From<crate::DetachAnswer> for HostAnswer {
+    fn from(answer: crate::DetachAnswer) -> Self {
+        HostAnswer::Detach(answer)
+    }
 }
 
 impl From<crate::OutputBudget> for HostAnswer {

@@ -165,6 +165,7 @@ mod budget;
 #[cfg(feature = "check")]
 #[cfg_attr(docsrs, doc(cfg(feature = "check")))]
 pub mod check;
+mod client;
 mod content;
 mod context;
 mod export;
@@ -188,6 +189,10 @@ mod unwind;
 
 pub use blocking::{CancelFlag, blocking};
 pub use budget::{OutputBudget, Page};
+pub use client::{
+    ClientAnswer, ClientAnswers, ClientQuestion, ClientQuestions, DetachAnswer, Root, RootsAnswer,
+    TaskSupport,
+};
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
 pub use context::{
     AskAnswer, AskRequest, Cancelled, ChildTurnCall, ChildTurnRequest, SampleAnswer, SampleRequest,

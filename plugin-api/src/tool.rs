@@ -533,14 +533,14 @@ impl<T: TypedOutputTool> TypedTool for T {
 /// What a tool needs to be available; see [`Tool::requirements`].
 ///
 /// ```
-/// use toolhost_plugin_api::Requirements;
+/// use toolhost_plugin_api::{Requirements, TaskSupport};
 ///
 /// let needs = Requirements::default().env(&["GITHUB_TOKEN"]).programs(&["git", "gh"]);
 /// assert_eq!(needs.env, ["GITHUB_TOKEN"]);
 /// assert_eq!(needs.programs, ["git", "gh"]);
 /// assert_eq!(
 ///     Requirements::default(),
-///     Requirements { env: vec![], programs: vec![], workspace: false }
+///     Requirements { env: vec![], programs: vec![], workspace: false, task: TaskSupport::Forbidden }
 /// );
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -559,6 +559,15 @@ pub struct Requirements {
     /// as `true`: such a plugin keeps the access it always had.
     #[serde(default = "workspace_unsaid")]
     pub workspace: bool,
+    /// Whether the tool's calls may run as tasks their client polls (MCP's tasks
+    /// extension); see [`Requirements::task`]. Written only when not `Forbidden`, so hosts
+    /// that predate it read the tool as they always did.
+    #[serde(default, skip_serializing_if = "is_forbidden")]
+    pub task: crate::TaskSupport,
+}
+
+fn is_forbidden(task: &crate::TaskSupport) -> bool {
+    !task.supported()
 }
 
 /// What a tool's requirements without a `workspace` key mean: a plugin built before the
@@ -612,6 +621,25 @@ impl Requirements {
     /// ```
     pub fn workspace(mut self) -> Self {
         self.workspace = true;
+        self
+    }
+
+    /// May run as a task: a long call whose client, if it can hold tasks (MCP's tasks
+    /// extension), gets a handle at once once the tool calls
+    /// [`ToolContext::detach`](crate::ToolContext::detach), and polls it for progress,
+    /// questions and the result. With [`TaskSupport::Required`] a client that cannot hold
+    /// tasks is refused before the tool runs.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Requirements, TaskSupport};
+    ///
+    /// let needs = Requirements::default().task(TaskSupport::Optional);
+    /// assert_eq!(serde_json::to_value(&needs).unwrap()["task"], "optional");
+    /// // Not written when forbidden, the default.
+    /// assert!(serde_json::to_value(Requirements::default()).unwrap().get("task").is_none());
+    /// ```
+    pub fn task(mut self, support: crate::TaskSupport) -> Self {
+        self.task = support;
         self
     }
 }

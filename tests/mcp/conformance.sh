@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs the MCP conformance suite (all server scenarios) against `toolhost serve --mcp
-# http` loaded with the conformance fixture plugin (tests/fixtures/conformance), prints
-# the suite's summary, and fails on any failure not listed in conformance-baseline.yml.
+# Runs the MCP conformance suite's two requirement sets (2025-11-25, and 2026-07-28 with
+# the tasks extension and the pending scenarios) against `toolhost serve --mcp http`
+# loaded with the conformance fixture plugin (tests/fixtures/conformance), prints each
+# summary, and fails on any failure not listed in that set's baseline
+# (conformance-baseline-SET.yml), or on a baseline entry that passes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -32,8 +34,17 @@ if [ -z "$url" ]; then
     cat "$work/serve.log" >&2
     exit 1
 fi
-echo "conformance suite against $url"
-PATH="$root/target/mcp-tools/node_modules/.bin:$PATH" conformance server --url "$url" \
-    --suite all --expected-failures tests/mcp/conformance-baseline.yml 2>&1 \
-    | sed -n '/=== SUMMARY ===/,$p'
-exit "${PIPESTATUS[0]}"
+status=0
+for set in 2025-11-25 2026-07-28; do
+    echo "conformance suite, requirement set $set, against $url"
+    PATH="$root/target/mcp-tools/node_modules/.bin:$PATH" conformance server --url "$url" \
+        --requirements "$set" \
+        --expected-failures "tests/mcp/conformance-baseline-$set.yml" >"$work/$set.log" 2>&1 \
+        || status=$?
+    sed -n '/=== SUMMARY ===/,$p' "$work/$set.log"
+    if [ "$status" -ne 0 ]; then
+        echo "requirement set $set failed (exit $status); its full output:" >&2
+        cat "$work/$set.log" >&2
+        exit "$status"
+    fi
+done

@@ -216,6 +216,8 @@ pub struct TestHost {
     output_budget: crate::OutputBudget,
     /// The conversation's history (`ctx.session_summary()`), if set.
     summary: Option<crate::SessionsSummaryAnswer>,
+    /// The client's roots (`ctx.roots()`), if set.
+    roots: Option<Vec<crate::Root>>,
     records: Mutex<Records>,
     signal: Arc<Signal>,
     /// Created at first use; removed on drop.
@@ -240,6 +242,7 @@ impl Default for TestHost {
             workspace: crate::WorkspaceAnswer::default(),
             output_budget: TestHost::DEFAULT_OUTPUT_BUDGET,
             summary: None,
+            roots: None,
             records: Mutex::default(),
             signal: Arc::default(),
             state_dir: OnceLock::new(),
@@ -390,6 +393,26 @@ impl TestHost {
     #[must_use]
     pub fn session_summary(mut self, history: crate::SessionsSummaryAnswer) -> Self {
         self.summary = Some(history);
+        self
+    }
+
+    /// The client's roots, which [`ToolContext::roots`](crate::ToolContext::roots) and a
+    /// roots question of [`ToolContext::ask_client`](crate::ToolContext::ask_client) read.
+    /// Without them the client has none to give ([`ServiceError::Unavailable`]). Questions
+    /// for the person and the model in `ask_client` go to [`TestHost::on_ask`] and
+    /// [`TestHost::on_sample`], one after another; `ctx.detach()` answers `false` (the
+    /// harness holds no tasks: the call runs on, as with a caller that cannot).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::testing::TestHost;
+    /// use toolhost_plugin_api::Root;
+    ///
+    /// let host = TestHost::new().roots(vec![Root { uri: "file:///src".into(), name: None }]);
+    /// # let _ = host;
+    /// ```
+    #[must_use]
+    pub fn roots(mut self, roots: Vec<crate::Root>) -> Self {
+        self.roots = Some(roots);
         self
     }
 

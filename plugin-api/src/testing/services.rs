@@ -88,6 +88,29 @@ impl TestHost {
         encode(&answer)
     }
 
+    /// The answer to one question of `ctx.ask_client`, from the scripts and roots set.
+    fn client_answer(&self, question: &crate::ClientQuestion) -> crate::ClientAnswer {
+        let answer = match question {
+            crate::ClientQuestion::Ask { request, .. } => serde_json::to_string(request)
+                .map_err(|e| ServiceError::Failed(e.to_string()))
+                .and_then(|r| self.ask(&r))
+                .and_then(|a| decode(&a).map(crate::ClientAnswer::Ask)),
+            crate::ClientQuestion::Sample { request, .. } => serde_json::to_string(request)
+                .map_err(|e| ServiceError::Failed(e.to_string()))
+                .and_then(|r| self.sample(&r))
+                .and_then(|a| decode(&a).map(crate::ClientAnswer::Sample)),
+            crate::ClientQuestion::Roots { .. } => match &self.roots {
+                Some(roots) => Ok(crate::ClientAnswer::Roots(crate::RootsAnswer {
+                    roots: roots.clone(),
+                })),
+                None => Err(ServiceError::Unavailable(
+                    "the client has no roots to give: none set (use TestHost::roots)".to_owned(),
+                )),
+            },
+        };
+        answer.unwrap_or_else(crate::ClientAnswer::from)
+    }
+
     fn child_turn(&self, request: &str) -> Result<String, ServiceError> {
         let call: ChildTurnCall = match serde_json::from_str(request) {
             Ok(r) => r,
@@ -182,6 +205,18 @@ impl TestHost {
                 };
                 let answer = self.run_script("on_delegate", || lock(script)(&request))?;
                 return encode(&answer);
+            }
+            // Several questions: each to its script, in order, as a terminal asks them.
+            Ok(HostRequest::ClientAsk(questions)) => {
+                let answers = questions
+                    .questions
+                    .iter()
+                    .map(|question| self.client_answer(question))
+                    .collect();
+                return encode(&crate::ClientAnswers { answers });
+            }
+            Ok(HostRequest::CallDetach(_)) => {
+                return encode(&crate::DetachAnswer { detached: false });
             }
             Err(e @ HostRequestError::Malformed { .. }) => {
                 return Err(ServiceError::Failed(e.to_string()));
@@ -358,4 +393,9 @@ unsafe extern "C" fn host_host_request(
 ) -> FfiFuture<RResult<RString, RString>> {
     // SAFETY: as above.
     ready(unsafe { host(ctx) }.host_request(method.as_str(), params.as_str()))
+}
+
+/// Reads back an answer the scripts' encoding wrote.
+fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ServiceError> {
+    serde_json::from_str(text).map_err(|e| ServiceError::Failed(e.to_string()))
 }

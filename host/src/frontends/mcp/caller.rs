@@ -10,94 +10,158 @@
               clients today) still use them"
 )]
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
-    InputRequest, InputResponses, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ServerNotification,
+    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest,
+    ElicitRequestParams, InputRequest, InputRequests, InputResponses, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ServerNotification,
 };
+use rmcp::task_manager::TaskContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, LogLevel, SampleAnswer, SampleRequest, ServiceError,
+    AskAnswer, AskRequest, ClientAnswer, ClientQuestion, LogLevel, RootsAnswer, SampleAnswer,
+    SampleRequest, ServiceError,
 };
 
 use toolhost_calls::context::CallerChannel;
 
 /// Where a call's notifications go: the request it is answering now (a suspended call
-/// resumed by a retry answers the retry).
+/// resumed by a retry answers the retry), or the task it runs as.
 pub(super) struct Route {
     pub(super) peer: Peer<RoleServer>,
     pub(super) progress_token: Option<ProgressToken>,
     /// The lowest log level the client wants for this call; `None`: no log lines.
     pub(super) log_level: Option<u8>,
+    /// The task the call runs as once it detached: its progress becomes the task's
+    /// status message (nobody listens for notifications of a request that was answered).
+    pub(super) task: Option<TaskContext>,
 }
 
-/// A plugin's question or sampling request to a sessionless client, waiting for the
-/// client's retry to answer it.
+/// What a sessionless client's call hands its MCP request (or its task) to do.
 pub(super) enum Question {
-    Ask {
-        request: AskRequest,
-        answer: oneshot::Sender<Result<AskAnswer, ServiceError>>,
-    },
-    Sample {
-        request: SampleRequest,
-        answer: oneshot::Sender<Result<SampleAnswer, ServiceError>>,
-    },
+    /// Requests for the client, answered by its retry or its `tasks/update`.
+    Inputs(Inputs),
+    /// The plugin let the rest of its call run as a task: `true` once it does.
+    Detach(oneshot::Sender<bool>),
 }
 
-/// The key of a plugin's question in an input-required result.
+/// What a plugin asked its client at once, each under its key, and the responses come
+/// back so far (a retry may answer some and not others; the rest are asked again).
+pub(super) struct Inputs {
+    asked: Vec<(String, InputRequest)>,
+    got: Vec<Option<Value>>,
+    answer: oneshot::Sender<Vec<Option<Value>>>,
+}
+
+impl Inputs {
+    /// The requests not answered yet, by key: what an input-required result carries.
+    pub(super) fn pending(&self) -> InputRequests {
+        self.asked
+            .iter()
+            .zip(&self.got)
+            .filter(|(_, got)| got.is_none())
+            .map(|((key, request), _)| (key.clone(), request.clone()))
+            .collect()
+    }
+
+    /// Takes a retry's responses; once every request has one the plugin gets them all
+    /// (`None`), else the requests still unanswered come back, to be asked again.
+    pub(super) fn take(mut self, responses: Option<&InputResponses>) -> Option<Inputs> {
+        if let Some(responses) = responses {
+            for ((key, request), got) in self.asked.iter().zip(self.got.iter_mut()) {
+                if got.is_none() {
+                    // A response that is not one (a number for a form) is asked again.
+                    *got = responses
+                        .get(key)
+                        .filter(|r| is_response(request, r))
+                        .cloned();
+                }
+            }
+        }
+        if self.got.iter().all(Option::is_some) {
+            let _ = self.answer.send(self.got);
+            return None;
+        }
+        Some(self)
+    }
+
+    /// Asks every request of a task's client at once (`tasks/get` shows them together)
+    /// and answers the plugin when all are answered; a cancelled task answers none.
+    pub(super) async fn ask_task(self, task: TaskContext) {
+        let waits: Vec<_> = self
+            .asked
+            .into_iter()
+            .map(|(key, request)| {
+                let task = task.clone();
+                tokio::spawn(async move { task.request_input(key, request).await.ok() })
+            })
+            .collect();
+        let mut got = Vec::with_capacity(waits.len());
+        for wait in waits {
+            got.push(wait.await.ok().flatten());
+        }
+        let _ = self.answer.send(got);
+    }
+}
+
+/// Whether `response` is a response to `request` (an elicitation, sampling or roots
+/// result), so the plugin can read it.
+fn is_response(request: &InputRequest, response: &Value) -> bool {
+    match request {
+        InputRequest::Elicitation(_) => ask_answer(response.clone()).is_ok(),
+        InputRequest::CreateMessage(_) => {
+            serde_json::from_value::<Sampled>(response.clone()).is_ok_and(|s| s.content.is_some())
+        }
+        InputRequest::ListRoots(_) => {
+            serde_json::from_value::<RootsAnswer>(response.clone()).is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// The base of the keys toolhost gives questions a plugin did not name.
 pub(super) const QUESTION_KEY: &str = "toolhost_question";
 
-impl Question {
-    /// The question as the client is asked it: an elicitation form, or a sampling
-    /// request.
-    pub(super) fn input_request(&self) -> Result<InputRequest, ServiceError> {
+/// One request for the client, as MCP has it.
+#[derive(Clone)]
+enum Asked {
+    Ask(ElicitRequestParams),
+    Sample(CreateMessageRequestParams),
+    Roots,
+}
+
+impl Asked {
+    /// The request as an input-required result carries it.
+    fn input_request(&self) -> Result<InputRequest, ServiceError> {
         Ok(match self {
-            Question::Ask { request, .. } => InputRequest::Elicitation(ElicitRequest::new(
-                elicit_params(&request.message, request.schema.clone())
-                    .map_err(|e| ServiceError::Failed(e.to_string()))?,
-            )),
-            Question::Sample { request, .. } => {
-                InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)?))
+            Asked::Ask(params) => InputRequest::Elicitation(ElicitRequest::new(params.clone())),
+            Asked::Sample(params) => {
+                InputRequest::CreateMessage(CreateMessageRequest::new(params.clone()))
             }
+            Asked::Roots => serde_json::from_value(json!({"method": "roots/list"}))
+                .map_err(|e| ServiceError::Failed(format!("malformed roots request: {e}")))?,
         })
     }
 
-    /// Answers the plugin with the client's `responses` (its retry's `inputResponses`).
-    pub(super) fn answer(self, responses: Option<&InputResponses>) {
-        let response = responses.and_then(|r| r.get(QUESTION_KEY)).cloned();
-        let missing = || {
-            ServiceError::Failed(
-                "the MCP client called again without answering the question (no \
-                 inputResponses entry for it)"
-                    .to_owned(),
-            )
-        };
+    /// The client's response (an elicitation, sampling or roots result) as the plugin
+    /// reads it.
+    fn answer(&self, response: Value) -> ClientAnswer {
         match self {
-            Question::Ask { answer, .. } => {
-                let _ = answer.send(response.ok_or_else(missing).and_then(ask_answer));
-            }
-            Question::Sample { answer, .. } => {
-                let _ = answer.send(response.ok_or_else(missing).and_then(sample_answer));
-            }
+            Asked::Ask(_) => ask_answer(response).map(ClientAnswer::Ask),
+            Asked::Sample(_) => sample_answer(response).map(ClientAnswer::Sample),
+            Asked::Roots => serde_json::from_value::<RootsAnswer>(response)
+                .map(ClientAnswer::Roots)
+                .map_err(|e| {
+                    ServiceError::Failed(format!("the client's roots were malformed: {e}"))
+                }),
         }
-    }
-
-    /// Answers the plugin with `error` instead of the client.
-    pub(super) fn fail(self, error: ServiceError) {
-        match self {
-            Question::Ask { answer, .. } => {
-                let _ = answer.send(Err(error));
-            }
-            Question::Sample { answer, .. } => {
-                let _ = answer.send(Err(error));
-            }
-        }
+        .unwrap_or_else(ClientAnswer::from)
     }
 }
 
@@ -106,6 +170,10 @@ pub(super) struct McpCaller {
     pub(super) route: Mutex<Route>,
     pub(super) can_elicit: bool,
     pub(super) can_sample: bool,
+    pub(super) can_roots: bool,
+    /// Whether the call may run as a task: its tool declares task support and its
+    /// sessionless client holds tasks.
+    pub(super) can_detach: bool,
     /// For a sessionless client: where the call's questions wait for the client's retry
     /// (`None`: asked as server requests on `route`'s peer).
     pub(super) questions: Option<mpsc::Sender<Question>>,
@@ -121,12 +189,53 @@ pub(super) struct McpCaller {
             tokio::task::JoinHandle<()>,
         )>,
     >,
+    /// The keys the call's questions went by (a task's keys must not repeat).
+    pub(super) keys: Mutex<HashSet<String>>,
+    /// The capabilities the plugin needed and the client did not declare: a call that
+    /// fails after that is answered -32021 naming them (a 2026-07-28 client).
+    pub(super) missing: Mutex<BTreeMap<&'static str, ()>>,
+    /// Responses a sessionless client sent with the call itself (`inputResponses` without
+    /// a `requestState`): a question under one of their keys is answered with it at once.
+    pub(super) preset: Mutex<InputResponses>,
 }
 
 /// How many notifications of one call may wait to be sent.
 const NOTIFICATION_QUEUE: usize = 256;
 
 impl McpCaller {
+    /// A caller for a request with `route`; `questions` for a sessionless client's call.
+    pub(super) fn new(
+        route: Route,
+        facts: &super::state::ClientFacts,
+        can_detach: bool,
+        questions: Option<mpsc::Sender<Question>>,
+        answer_within: Duration,
+    ) -> McpCaller {
+        McpCaller {
+            route: Mutex::new(route),
+            can_elicit: facts.can_elicit,
+            can_sample: facts.can_sample,
+            can_roots: facts.can_roots,
+            can_detach,
+            questions,
+            answer_within,
+            runtime: tokio::runtime::Handle::current(),
+            sender: Mutex::new(None),
+            keys: Mutex::new(HashSet::new()),
+            missing: Mutex::new(BTreeMap::new()),
+            preset: Mutex::new(InputResponses::new()),
+        }
+    }
+
+    /// Answers the call's questions under `responses`' keys with them, as they are asked.
+    #[must_use]
+    pub(super) fn with_responses(self, responses: Option<InputResponses>) -> McpCaller {
+        if let Some(responses) = responses {
+            *self.preset.lock().unwrap_or_else(PoisonError::into_inner) = responses;
+        }
+        self
+    }
+
     /// The peer the call's requests and notifications go to now.
     fn peer(&self) -> Peer<RoleServer> {
         self.route
@@ -136,27 +245,148 @@ impl McpCaller {
             .clone()
     }
 
-    /// Hands `question` to the call's MCP request (which sends the client an
-    /// input-required result) and waits for the client's retry to answer it.
-    async fn wait<T>(
-        &self,
-        questions: &mpsc::Sender<Question>,
-        question: Question,
-        answered: oneshot::Receiver<Result<T, ServiceError>>,
-    ) -> Result<T, ServiceError> {
-        questions.send(question).await.map_err(|_| {
-            ServiceError::Failed("the MCP request of this call has ended; nobody can answer".into())
-        })?;
-        answered
-            .await
-            .unwrap_or_else(|_| Err(not_answered(self.answer_within)))
-    }
-
     /// Sends what follows to `route` (a retry that resumed the call); what was queued
     /// for the request before is flushed first.
     pub(super) async fn rebind(&self, route: Route) {
         self.flush().await;
         *self.route.lock().unwrap_or_else(PoisonError::into_inner) = route;
+    }
+
+    /// From now on the call runs as `task`.
+    pub(super) fn run_as(&self, task: TaskContext) {
+        self.route
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .task = Some(task);
+    }
+
+    /// The client capabilities the call needed and the client did not declare, if any.
+    pub(super) fn missing_capabilities(&self) -> Option<ClientCapabilities> {
+        let missing = self.missing.lock().unwrap_or_else(PoisonError::into_inner);
+        if missing.is_empty() {
+            return None;
+        }
+        let wanted: serde_json::Map<String, Value> = missing
+            .keys()
+            .map(|k| ((*k).to_owned(), json!({})))
+            .collect();
+        serde_json::from_value(Value::Object(wanted)).ok()
+    }
+
+    /// A key for a question, unique within the call: the plugin's, or one of toolhost's.
+    fn key(&self, wanted: Option<&str>) -> String {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let base = wanted.filter(|k| !k.is_empty()).unwrap_or(QUESTION_KEY);
+        let mut key = base.to_owned();
+        let mut n = 1;
+        while keys.contains(&key) {
+            n += 1;
+            key = format!("{base}_{n}");
+        }
+        keys.insert(key.clone());
+        key
+    }
+
+    /// A plugin's question as a request of this client, or why the client cannot be
+    /// asked it.
+    fn asked(&self, question: ClientQuestion) -> Result<(String, Asked), ServiceError> {
+        let lacks = |capability: &'static str, message: &str| {
+            self.missing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(capability, ());
+            ServiceError::Unavailable(message.to_owned())
+        };
+        let key = question.key().map(str::to_owned);
+        let asked = match question {
+            ClientQuestion::Ask { request, .. } => {
+                if !self.can_elicit {
+                    return Err(lacks(
+                        "elicitation",
+                        "this MCP client cannot be asked questions during a call (it does not \
+                         support elicitation)",
+                    ));
+                }
+                Asked::Ask(
+                    elicit_params(&request.message, request.schema)
+                        .map_err(|e| ServiceError::Failed(e.to_string()))?,
+                )
+            }
+            ClientQuestion::Sample { request, .. } => {
+                if !self.can_sample {
+                    return Err(lacks(
+                        "sampling",
+                        "this MCP client offers no model to sample from (no sampling capability)",
+                    ));
+                }
+                Asked::Sample(sampling_params(&request)?)
+            }
+            ClientQuestion::Roots { .. } => {
+                if !self.can_roots {
+                    return Err(lacks(
+                        "roots",
+                        "this MCP client has no roots to give (no roots capability)",
+                    ));
+                }
+                Asked::Roots
+            }
+            _ => {
+                return Err(ServiceError::Unavailable(
+                    "this host cannot ask that of an MCP client".to_owned(),
+                ));
+            }
+        };
+        Ok((self.key(key.as_deref()), asked))
+    }
+
+    /// Asks a session client `asked` as a server request and waits for its response.
+    async fn request(
+        peer: Peer<RoleServer>,
+        asked: &Asked,
+        within: Duration,
+    ) -> Result<Value, ServiceError> {
+        let encode = |e: serde_json::Error| {
+            ServiceError::Failed(format!("the client's answer was malformed: {e}"))
+        };
+        match asked {
+            Asked::Ask(params) => {
+                let result = peer
+                    .create_elicitation_with_timeout(params.clone(), Some(within))
+                    .await
+                    .map_err(|e| match e {
+                        rmcp::ServiceError::Timeout { .. } => not_answered(within),
+                        e => ServiceError::Failed(format!("the client did not answer: {e}")),
+                    })?;
+                serde_json::to_value(&result).map_err(encode)
+            }
+            Asked::Sample(params) => {
+                let result = tokio::time::timeout(within, peer.create_message(params.clone()))
+                    .await
+                    .map_err(|_| not_answered(within))?
+                    .map_err(|e| {
+                        ServiceError::Failed(format!("the client's model did not answer: {e}"))
+                    })?;
+                serde_json::to_value(&result).map_err(encode)
+            }
+            Asked::Roots => {
+                let result = tokio::time::timeout(within, peer.list_roots())
+                    .await
+                    .map_err(|_| not_answered(within))?
+                    .map_err(|e| ServiceError::Failed(format!("the client gave no roots: {e}")))?;
+                serde_json::to_value(&result).map_err(encode)
+            }
+        }
+    }
+
+    /// Sends `question` to the call's MCP request (or task) and waits for it to be
+    /// answered.
+    async fn hand_over<T>(
+        questions: &mpsc::Sender<Question>,
+        question: Question,
+        answered: oneshot::Receiver<T>,
+    ) -> Option<T> {
+        questions.send(question).await.ok()?;
+        answered.await.ok()
     }
 
     fn send(&self, notification: ServerNotification) {
@@ -228,12 +458,21 @@ pub(super) fn level_rank(level: LoggingLevel) -> u8 {
 #[async_trait]
 impl CallerChannel for McpCaller {
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let token = self
-            .route
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .progress_token
-            .clone();
+        let token = {
+            let route = self.route.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(task) = &route.task {
+                let done = match total {
+                    Some(total) => format!("{progress}/{total}"),
+                    None => format!("{progress}"),
+                };
+                task.set_status_message(match message {
+                    Some(message) => format!("{done}: {message}"),
+                    None => done,
+                });
+                return;
+            }
+            route.progress_token.clone()
+        };
         let Some(token) = token else {
             return;
         };
@@ -272,60 +511,117 @@ impl CallerChannel for McpCaller {
     }
 
     async fn ask_user(&self, request: AskRequest) -> Result<AskAnswer, ServiceError> {
-        if !self.can_elicit {
-            return Err(ServiceError::Unavailable(
-                "this MCP client cannot be asked questions during a call (it does not support \
-                 elicitation)"
-                    .to_owned(),
-            ));
-        }
-        if let Some(questions) = &self.questions {
-            let (answer, answered) = oneshot::channel();
-            return self
-                .wait(questions, Question::Ask { request, answer }, answered)
-                .await;
-        }
-        let params = elicit_params(&request.message, request.schema)
-            .map_err(|e| ServiceError::Failed(e.to_string()))?;
-        let result = self
-            .peer()
-            .create_elicitation_with_timeout(params, Some(self.answer_within))
-            .await
-            .map_err(|e| match e {
-                rmcp::ServiceError::Timeout { .. } => not_answered(self.answer_within),
-                e => ServiceError::Failed(format!("the client did not answer: {e}")),
-            })?;
-        let answer = serde_json::to_value(&result)
-            .map_err(|e| ServiceError::Failed(format!("the client's answer was malformed: {e}")))?;
-        ask_answer(answer)
+        let mut answers = self.ask_client(vec![ClientQuestion::ask(request)]).await;
+        answers.pop().map_or_else(
+            || Err(not_answered(self.answer_within)),
+            ClientAnswer::into_ask,
+        )
     }
 
     async fn sample(&self, request: SampleRequest) -> Result<SampleAnswer, ServiceError> {
-        if !self.can_sample {
-            return Err(ServiceError::Unavailable(
-                "this MCP client offers no model to sample from (no sampling capability)"
-                    .to_owned(),
-            ));
+        let mut answers = self.ask_client(vec![ClientQuestion::sample(request)]).await;
+        answers.pop().map_or_else(
+            || Err(not_answered(self.answer_within)),
+            ClientAnswer::into_sample,
+        )
+    }
+
+    /// Asks everything at once: a sessionless client in one input-required result (or,
+    /// for a task, in one `tasks/get`), a session client as server requests side by side.
+    async fn ask_client(&self, questions: Vec<ClientQuestion>) -> Vec<ClientAnswer> {
+        let mut answers: Vec<Option<ClientAnswer>> = Vec::with_capacity(questions.len());
+        let mut asked: Vec<(usize, String, Asked)> = Vec::new();
+        for (i, question) in questions.into_iter().enumerate() {
+            match self.asked(question) {
+                Ok((key, request)) => {
+                    asked.push((i, key, request));
+                    answers.push(None);
+                }
+                Err(e) => answers.push(Some(e.into())),
+            }
         }
-        if let Some(questions) = &self.questions {
-            let (answer, answered) = oneshot::channel();
-            return self
-                .wait(questions, Question::Sample { request, answer }, answered)
-                .await;
+        if !asked.is_empty() {
+            let responses: Vec<Result<Value, ServiceError>> = match &self.questions {
+                Some(questions) => {
+                    let mut requests = Vec::with_capacity(asked.len());
+                    for (_, key, request) in &asked {
+                        match request.input_request() {
+                            Ok(input) => requests.push((key.clone(), input)),
+                            Err(e) => return vec![e.into(); answers.len()],
+                        }
+                    }
+                    // What the client answered up front is not asked again.
+                    let got: Vec<Option<Value>> = {
+                        let mut preset = self.preset.lock().unwrap_or_else(PoisonError::into_inner);
+                        requests
+                            .iter()
+                            .map(|(key, request)| {
+                                preset.remove(key).filter(|r| is_response(request, r))
+                            })
+                            .collect()
+                    };
+                    let got = if got.iter().all(Option::is_some) {
+                        Some(got)
+                    } else {
+                        let (answer, answered) = oneshot::channel();
+                        let inputs = Inputs {
+                            got,
+                            asked: requests,
+                            answer,
+                        };
+                        Self::hand_over(questions, Question::Inputs(inputs), answered).await
+                    };
+                    match got {
+                        Some(got) => got
+                            .into_iter()
+                            .map(|v| v.ok_or_else(|| not_answered(self.answer_within)))
+                            .collect(),
+                        None => vec![Err(not_answered(self.answer_within)); asked.len()],
+                    }
+                }
+                None => {
+                    let waits: Vec<_> = asked
+                        .iter()
+                        .map(|(_, _, request)| {
+                            let peer = self.peer();
+                            let within = self.answer_within;
+                            let request = request.clone();
+                            self.runtime
+                                .spawn(async move { Self::request(peer, &request, within).await })
+                        })
+                        .collect();
+                    let mut responses = Vec::with_capacity(waits.len());
+                    for wait in waits {
+                        responses.push(wait.await.unwrap_or_else(|e| {
+                            Err(ServiceError::Failed(format!(
+                                "asking the client failed: {e}"
+                            )))
+                        }));
+                    }
+                    responses
+                }
+            };
+            for ((i, _, request), response) in asked.iter().zip(responses) {
+                answers[*i] = Some(match response {
+                    Ok(value) => request.answer(value),
+                    Err(e) => e.into(),
+                });
+            }
         }
-        let params = sampling_params(&request)?;
-        #[allow(
-            deprecated,
-            reason = "sampling is how MCP tools reach the client's model"
-        )]
-        let peer = self.peer();
-        let result = tokio::time::timeout(self.answer_within, peer.create_message(params))
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| not_answered(self.answer_within).into()))
+            .collect()
+    }
+
+    async fn detach(&self) -> bool {
+        let (true, Some(questions)) = (self.can_detach, &self.questions) else {
+            return false;
+        };
+        let (ack, acked) = oneshot::channel();
+        Self::hand_over(questions, Question::Detach(ack), acked)
             .await
-            .map_err(|_| not_answered(self.answer_within))?
-            .map_err(|e| ServiceError::Failed(format!("the client's model did not answer: {e}")))?;
-        let sampled = serde_json::to_value(&result)
-            .map_err(|e| ServiceError::Failed(format!("unreadable sampling result: {e}")))?;
-        sample_answer(sampled)
+            .unwrap_or(false)
     }
 }
 

@@ -23,6 +23,7 @@ mod session;
 mod state;
 mod stdio;
 mod suspended;
+mod tasks;
 pub(crate) mod tokens;
 
 use std::net::SocketAddr;

@@ -49,6 +49,7 @@ impl McpServer {
                 options,
                 pending: PendingApprovals::new(answer_within),
                 suspended: super::suspended::SuspendedCalls::new(answer_within),
+                tasks: super::tasks::Tasks::default(),
                 sessions: AtomicU64::new(0),
             }),
         })

@@ -9,7 +9,7 @@
 )]
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -23,13 +23,13 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use std::collections::BTreeMap;
-
-use rmcp::model::InputRequiredResult;
-use toolhost_plugin_api::ServiceError;
+use rmcp::model::{
+    CancelTaskParams, ClientCapabilities, CreateTaskResult, GetTaskParams, GetTaskResult,
+    InputRequiredResult, UpdateTaskParams,
+};
 
 use super::approval::McpApprover;
-use super::caller::{McpCaller, QUESTION_KEY, Question, Route, level_rank};
+use super::caller::{Inputs, McpCaller, Question, Route, level_rank};
 use super::outputs;
 use super::state::SessionState;
 use super::suspended::{self, AskAfter, Owner, Running, Taken};
@@ -71,6 +71,9 @@ fn mcp_tool(spec: &ToolSpec) -> rmcp::model::Tool {
     if spec.interactive {
         meta.insert("toolhost/interactive".to_owned(), json!(true));
     }
+    if spec.requirements.task.supported() {
+        meta.insert("toolhost/task".to_owned(), json!(spec.requirements.task));
+    }
     let tool = rmcp::model::Tool::new(
         spec.name.clone(),
         spec.description.clone(),
@@ -93,6 +96,8 @@ impl ServerHandler for McpSession {
                 .enable_tool_list_changed()
                 // Only for reading back cut outputs (toolhost://output/ID).
                 .enable_resources()
+                // Calls of tools that declare task support run as tasks once detached.
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -192,6 +197,37 @@ impl ServerHandler for McpSession {
             .log_level
             .store(level_rank(request.level), Ordering::Relaxed);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let owner = self.owner(&context);
+        let task = self.state.shared.tasks.get(&request.task_id, &owner)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = self.owner(&context);
+        self.state
+            .shared
+            .tasks
+            .update(&request.task_id, &owner, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = self.owner(&context);
+        self.state.shared.tasks.cancel(&request.task_id, &owner)
     }
 
     async fn list_tools(
@@ -356,6 +392,21 @@ impl McpSession {
                 None,
             ));
         };
+        // A tool that runs only as a task, for a client that cannot hold tasks (the
+        // 2026-07-28 way: -32021 naming the extension; older clients wait for it).
+        let task_support = tool.spec().requirements.task;
+        let holds_tasks = facts.sessionless
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if task_support == toolhost_plugin_api::TaskSupport::Required
+            && facts.sessionless
+            && !holds_tasks
+        {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         // A sessionless client's retry that answers a plugin's question resumes that call;
         // a state this server did not issue (or issued to another caller or call, or that
@@ -378,16 +429,22 @@ impl McpSession {
                     let waiting = *waiting;
                     let route = self.route(&context, &facts);
                     waiting.run.caller.rebind(route).await;
-                    waiting.question.answer(request.input_responses.as_ref());
-                    return self
-                        .drive(
-                            waiting.run,
-                            &context,
-                            &request.name,
-                            owner.clone(),
-                            *call_print,
-                        )
-                        .await;
+                    // What the retry left unanswered is asked again.
+                    return match waiting.inputs.take(request.input_responses.as_ref()) {
+                        None => {
+                            self.drive(
+                                waiting.run,
+                                &context,
+                                &request.name,
+                                owner.clone(),
+                                *call_print,
+                            )
+                            .await
+                        }
+                        Some(rest) => {
+                            Ok(self.suspend(waiting.run, rest, owner.clone(), *call_print))
+                        }
+                    };
                 }
                 Taken::Refused(why) => return Err(bad_state(why)),
                 Taken::Unknown if !shared.pending.knows(state) => {
@@ -412,22 +469,28 @@ impl McpSession {
         });
         // A sessionless client is asked by input-required results: its call runs on a
         // task of its own, so it can wait for the client's retry.
-        let waits = facts.sessionless && (facts.can_elicit || facts.can_sample);
+        // A call that may detach runs there too, to be handed to a task.
+        let can_detach = holds_tasks && task_support.supported();
+        let waits = facts.sessionless
+            && (facts.can_elicit || facts.can_sample || facts.can_roots || can_detach);
         let (questions, asked) = if waits {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
             (Some(tx), Some(rx))
         } else {
             (None, None)
         };
-        let caller = Arc::new(McpCaller {
-            route: Mutex::new(self.route(&context, &facts)),
-            can_elicit: facts.can_elicit,
-            can_sample: facts.can_sample,
-            questions,
-            answer_within: shared.options.answer_within(),
-            runtime: tokio::runtime::Handle::current(),
-            sender: Mutex::new(None),
-        });
+        // Responses sent with a new call (no state) answer its questions of those keys.
+        let preset = questions.as_ref().and(request.input_responses.take());
+        let caller = Arc::new(
+            McpCaller::new(
+                self.route(&context, &facts),
+                &facts,
+                can_detach,
+                questions,
+                shared.options.answer_within(),
+            )
+            .with_responses(preset),
+        );
         // The call stops when the client cancels the request, or when the host shuts down.
         call_request.approver = approver
             .as_ref()
@@ -470,11 +533,39 @@ impl McpSession {
         };
         // Every notification the tool sent goes out before the result.
         caller.flush().await;
-        Ok(finished(
+        finished(
             result,
+            &caller,
+            facts.sessionless,
             approver.as_deref().map(|a| a as &dyn AskAfter),
             &request.name,
-        ))
+        )
+    }
+
+    /// Who asks, for a task: the caller's token and client (and a stdio connection).
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Owner {
+        let facts = self.state.client_facts(context);
+        let connection =
+            (self.state.transport == "stdio").then_some(self.state.session_id.as_str());
+        Owner::of(&facts.caller, connection)
+    }
+
+    /// Leaves `run` waiting for its client's answers to `inputs`: the input-required result
+    /// naming it.
+    fn suspend(
+        &self,
+        run: Running,
+        inputs: Inputs,
+        owner: Owner,
+        call_print: [u8; 32],
+    ) -> CallToolResponse {
+        let requests = inputs.pending();
+        let state = self
+            .state
+            .shared
+            .suspended
+            .wait(owner, call_print, run, inputs);
+        InputRequiredResult::new(Some(requests), Some(state)).into()
     }
 
     /// The lowest log level a request's client wants: 2026-07-28 clients opt in per
@@ -505,6 +596,7 @@ impl McpSession {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
             log_level: self.log_level(context, facts),
+            task: None,
         }
     }
 
@@ -529,57 +621,44 @@ impl McpSession {
             let result = match next {
                 Next::Done(result) => result,
                 Next::Cancelled => {
-                    // notifications/cancelled: as for a call on a session. A question the
-                    // plugin asks while it stops is answered "cancelled", not left waiting.
+                    // notifications/cancelled: as for a call on a session. What the plugin
+                    // asks while it stops goes unanswered, not left waiting.
                     run.cancel.cancel();
                     loop {
                         tokio::select! {
                             biased;
                             result = &mut run.task => break result,
                             Some(question) = run.questions.recv() => {
-                                question.fail(ServiceError::Failed("cancelled".to_owned()));
+                                if let Question::Detach(ack) = question {
+                                    let _ = ack.send(false);
+                                }
                             }
                         }
                     }
                 }
-                Next::Asked(question) => {
-                    let input = match question.input_request() {
-                        Ok(input) => input,
-                        Err(e) => {
-                            question.fail(e);
-                            continue;
+                Next::Asked(Question::Detach(ack)) => {
+                    // The rest of the call runs as a task; the client gets its handle.
+                    match shared.tasks.start(owner.clone(), run, tool.to_owned()) {
+                        Ok(task) => {
+                            let _ = ack.send(true);
+                            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
                         }
-                    };
-                    // What the tool sent so far goes out with this request.
-                    run.caller.flush().await;
-                    match shared
-                        .suspended
-                        .wait(owner.clone(), call_print, run, question)
-                    {
-                        Ok(state) => {
-                            let requests = BTreeMap::from([(QUESTION_KEY.to_owned(), input)]);
-                            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
-                        }
-                        Err((refused, back, question)) => {
-                            question.fail(ServiceError::Failed(format!(
-                                "the client cannot be asked now: {refused}"
-                            )));
+                        Err(back) => {
+                            let _ = ack.send(false);
                             run = back;
                             continue;
                         }
                     }
                 }
+                Next::Asked(Question::Inputs(inputs)) => {
+                    // What the tool sent so far goes out with this request.
+                    run.caller.flush().await;
+                    return Ok(self.suspend(run, inputs, owner.clone(), call_print));
+                }
             };
             run.caller.flush().await;
-            let result = result.unwrap_or_else(|e| {
-                ToolResult::refused(
-                    String::new(),
-                    tool.to_owned(),
-                    format!("the call's task ended without a result ({e}); see the host's log"),
-                    CallErrorKind::Panicked,
-                )
-            });
-            return Ok(finished(result, run.approver.as_deref(), tool));
+            let result = result.unwrap_or_else(|e| lost(tool, &e));
+            return finished(result, &run.caller, true, run.approver.as_deref(), tool);
         }
     }
 }
@@ -602,15 +681,43 @@ fn bad_state(why: &str) -> McpError {
     )
 }
 
+/// The result of a call whose task ended without one (it panicked or was aborted).
+pub(super) fn lost(tool: &str, e: &tokio::task::JoinError) -> ToolResult {
+    ToolResult::refused(
+        String::new(),
+        tool.to_owned(),
+        format!("the call's task ended without a result ({e}); see the host's log"),
+        CallErrorKind::Panicked,
+    )
+}
+
 /// A finished call as MCP answers it: the approval question a sessionless client is to
-/// answer by calling again, or the result.
-fn finished(result: ToolResult, approver: Option<&dyn AskAfter>, tool: &str) -> CallToolResponse {
+/// answer by calling again; -32021 when it failed after needing a capability a
+/// sessionless client did not declare; or the result.
+fn finished(
+    result: ToolResult,
+    caller: &McpCaller,
+    sessionless: bool,
+    approver: Option<&dyn AskAfter>,
+    tool: &str,
+) -> Result<CallToolResponse, McpError> {
     if let Some(question) = approver.and_then(AskAfter::question_after) {
-        return question.into();
+        return Ok(question.into());
     }
+    if sessionless
+        && result.is_error
+        && let Some(missing) = caller.missing_capabilities()
+    {
+        return Err(McpError::missing_required_client_capability(missing));
+    }
+    Ok(complete(result, tool).into())
+}
+
+/// A finished call's result with the link to its kept output, if it was cut.
+pub(super) fn complete(result: ToolResult, tool: &str) -> CallToolResult {
     let link = outputs::link(&result);
     let result = call_result(result, tool);
-    outputs::with_link(result, link).into()
+    outputs::with_link(result, link)
 }
 
 /// A call's result as MCP has it, each fact once: the model's text (or the tool's own

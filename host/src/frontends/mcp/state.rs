@@ -30,6 +30,7 @@ pub(super) struct Shared {
     pub(super) pending: PendingApprovals,
     /// Plugin calls of sessionless clients waiting for the client's answers.
     pub(super) suspended: super::suspended::SuspendedCalls,
+    pub(super) tasks: super::tasks::Tasks,
     pub(super) sessions: AtomicU64,
 }
 
@@ -142,6 +143,8 @@ pub(super) struct SessionState {
 pub(super) struct ClientFacts {
     pub(super) can_elicit: bool,
     pub(super) can_sample: bool,
+    /// The client can list its roots (`roots/list`).
+    pub(super) can_roots: bool,
     /// A 2026-07-28 client: no server requests, input-required results instead.
     pub(super) sessionless: bool,
     /// The caller its calls come from (transport, token, client name and version).
@@ -201,6 +204,7 @@ impl SessionState {
                     .as_ref()
                     .is_some_and(|c| c.elicitation.is_some()),
                 can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+                can_roots: capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
                 sessionless: is_sessionless(context.protocol_version().as_ref()),
                 caller: Arc::new(Caller {
                     frontend: Frontend::Mcp,

@@ -15,14 +15,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::caller::{McpCaller, Question};
+use super::caller::{Inputs, McpCaller, Question};
 use toolhost_calls::context::Caller;
 use toolhost_calls::result::ToolResult;
 
-/// At most this many calls of one caller wait for answers; past it a plugin's question is
-/// answered with an error.
+/// At most this many calls of one caller wait for answers; past it its longest-waiting
+/// call is abandoned for the new one.
 const MAX_PER_CALLER: usize = 32;
-/// At most this many calls wait for answers in all.
+/// At most this many calls wait for answers in all (past it, the longest-waiting goes).
 const MAX_WAITING: usize = 1024;
 
 /// What a call may have left to ask its sessionless client once it ended: the approval
@@ -80,13 +80,13 @@ pub(super) fn fingerprint(tool: &str, arguments: &Value) -> [u8; 32] {
     digest(&[tool.as_bytes(), arguments.to_string().as_bytes()])
 }
 
-/// A call waiting for its client to answer `question`.
+/// A call waiting for its client to answer `inputs`.
 pub(super) struct Waiting {
     owner: Owner,
     call: [u8; 32],
     asked: Instant,
     pub(super) run: Running,
-    pub(super) question: Question,
+    pub(super) inputs: Inputs,
 }
 
 impl Waiting {
@@ -108,15 +108,6 @@ pub(super) enum Taken {
     Refused(&'static str),
 }
 
-/// Why a question could not be left waiting.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum WaitRefused {
-    #[error("this client has {MAX_PER_CALLER} calls waiting for answers already")]
-    CallerFull,
-    #[error("{MAX_WAITING} calls are waiting for answers on this server already")]
-    ServerFull,
-}
-
 /// The calls waiting for answers, by request state, each for as long as a client has to
 /// answer.
 pub(super) struct SuspendedCalls {
@@ -132,28 +123,34 @@ impl SuspendedCalls {
         }
     }
 
-    /// Leaves `run` waiting for `question` and returns the state the client retries with.
-    /// Within the time a client has to answer; past it the call is abandoned. Refused
-    /// (and `run` and `question` handed back) when too many calls wait.
-    #[allow(
-        clippy::result_large_err,
-        reason = "the refusal hands the call back whole, to be answered in place"
-    )]
+    /// Leaves `run` waiting for `inputs` and returns the state the client retries with.
+    /// Within the time a client has to answer; past it the call is abandoned. When the
+    /// caller (or the server) has as many calls waiting as it may, its (the server's)
+    /// longest-waiting call is abandoned to make room: a client that moved on from a
+    /// question never blocks its new calls.
     pub(super) fn wait(
         &self,
         owner: Owner,
         call: [u8; 32],
         run: Running,
-        question: Question,
-    ) -> Result<String, (WaitRefused, Running, Question)> {
+        inputs: Inputs,
+    ) -> String {
         let state = uuid::Uuid::new_v4().simple().to_string();
-        {
+        let abandoned = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-            if waiting.len() >= MAX_WAITING {
-                return Err((WaitRefused::ServerFull, run, question));
+            let mut abandoned = Vec::new();
+            let mine = waiting.values().filter(|w| w.owner == owner).count();
+            if mine >= MAX_PER_CALLER
+                && let Some(oldest) = oldest(&waiting, Some(&owner))
+                && let Some(w) = waiting.remove(&oldest)
+            {
+                abandoned.push(w);
             }
-            if waiting.values().filter(|w| w.owner == owner).count() >= MAX_PER_CALLER {
-                return Err((WaitRefused::CallerFull, run, question));
+            if waiting.len() >= MAX_WAITING
+                && let Some(oldest) = oldest(&waiting, None)
+                && let Some(w) = waiting.remove(&oldest)
+            {
+                abandoned.push(w);
             }
             waiting.insert(
                 state.clone(),
@@ -162,9 +159,13 @@ impl SuspendedCalls {
                     call,
                     asked: Instant::now(),
                     run,
-                    question,
+                    inputs,
                 },
             );
+            abandoned
+        };
+        for call in abandoned {
+            call.abandon();
         }
         // The time limit: a timer, so a plugin is told even if no request comes again.
         let calls: Weak<Mutex<HashMap<String, Waiting>>> = Arc::downgrade(&self.waiting);
@@ -183,7 +184,7 @@ impl SuspendedCalls {
                 waiting.abandon();
             }
         });
-        Ok(state)
+        state
     }
 
     /// Abandons the calls waiting for the stdio connection `connection`, which ended:
@@ -224,4 +225,13 @@ impl SuspendedCalls {
             None => Taken::Unknown,
         }
     }
+}
+
+/// The state of the longest-waiting call (of `owner`'s, if given).
+fn oldest(waiting: &HashMap<String, Waiting>, owner: Option<&Owner>) -> Option<String> {
+    waiting
+        .iter()
+        .filter(|(_, w)| owner.is_none_or(|o| &w.owner == o))
+        .min_by_key(|(_, w)| w.asked)
+        .map(|(state, _)| state.clone())
 }

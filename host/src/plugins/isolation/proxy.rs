@@ -76,6 +76,51 @@ impl CallerChannel for ProxyCaller {
                 .await,
         )
     }
+
+    // Asked of the host's caller as the host request it is, so the questions reach the
+    // client together and under their keys.
+    async fn ask_client(
+        &self,
+        questions: Vec<toolhost_plugin_api::ClientQuestion>,
+    ) -> Vec<toolhost_plugin_api::ClientAnswer> {
+        let count = questions.len();
+        let request = HostRequest::ClientAsk(toolhost_plugin_api::ClientQuestions { questions });
+        let answer = match request.to_wire() {
+            Ok((method, params)) => decode::<toolhost_plugin_api::ClientAnswers>(
+                self.link
+                    .service(self.call, ServiceCall::Host { method, params })
+                    .await,
+            ),
+            Err(e) => Err(ServiceError::Failed(format!(
+                "could not encode the questions for the host: {e}"
+            ))),
+        };
+        match answer {
+            Ok(answers) if answers.answers.len() == count => answers.answers,
+            Ok(answers) => vec![
+                ServiceError::Failed(format!(
+                    "the host answered {} of {count} questions",
+                    answers.answers.len()
+                ))
+                .into();
+                count
+            ],
+            Err(e) => vec![e.into(); count],
+        }
+    }
+
+    async fn detach(&self) -> bool {
+        let Ok((method, params)) = HostRequest::CallDetach(toolhost_plugin_api::NoParams).to_wire()
+        else {
+            return false;
+        };
+        decode::<toolhost_plugin_api::DetachAnswer>(
+            self.link
+                .service(self.call, ServiceCall::Host { method, params })
+                .await,
+        )
+        .is_ok_and(|answer| answer.detached)
+    }
 }
 
 /// Child turns of one call, run by the host's agent (the host's own cancel signal for
