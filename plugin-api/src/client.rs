@@ -1,10 +1,10 @@
-//! What a call asks of its caller's client beyond one question (plugin-api 0.1.4): several
-//! things at once, each under a name of the tool's choosing, the client's roots, and
-//! whether the call may go on as a task the client polls.
+//! What a call asks of the person and the client behind it: a question for the person, a
+//! completion of the caller's model, and (plugin-api 0.1.4) several things at once, each
+//! under a name of the tool's choosing, the client's roots, and whether the call may go on
+//! as a task the client polls. Data only: the services that send them are `ToolContext`'s.
 
 use serde::{Deserialize, Serialize};
-
-use crate::{AskAnswer, AskRequest, SampleAnswer, SampleRequest, ServiceError};
+use serde_json::Value;
 
 /// One thing a call asks its client (see [`ToolContext::ask_client`]). In JSON,
 /// `{"kind": "ask", "key": ..., "message": ..., "schema": ...}`,
@@ -99,7 +99,8 @@ impl ClientQuestion {
 }
 
 /// The client's answer to one [`ClientQuestion`], or why there is none. In JSON, an object
-/// with one key: `ask`, `sample`, `roots`, `unavailable` or `failed`.
+/// with one key: `ask`, `sample`, `roots`, `unavailable` or `failed`. `into_ask`,
+/// `into_sample` and `into_roots` read it as the answer expected, or the error.
 ///
 /// ```
 /// use toolhost_plugin_api::{AskAnswer, ClientAnswer, ServiceError};
@@ -122,55 +123,12 @@ pub enum ClientAnswer {
     Sample(SampleAnswer),
     /// The client's roots.
     Roots(RootsAnswer),
-    /// The caller cannot be asked this (see [`ServiceError::Unavailable`]).
+    /// The caller cannot be asked this (see
+    /// [`ServiceError::Unavailable`](crate::ServiceError::Unavailable)).
     Unavailable(String),
-    /// It was asked and no answer came (see [`ServiceError::Failed`]).
+    /// It was asked and no answer came (see
+    /// [`ServiceError::Failed`](crate::ServiceError::Failed)).
     Failed(String),
-}
-
-impl From<ServiceError> for ClientAnswer {
-    fn from(e: ServiceError) -> Self {
-        match e {
-            ServiceError::Unavailable(m) => ClientAnswer::Unavailable(m),
-            ServiceError::Failed(m) => ClientAnswer::Failed(m),
-        }
-    }
-}
-
-impl ClientAnswer {
-    fn other(self, wanted: &str) -> ServiceError {
-        match self {
-            ClientAnswer::Unavailable(m) => ServiceError::Unavailable(m),
-            ClientAnswer::Failed(m) => ServiceError::Failed(m),
-            _ => ServiceError::Failed(format!(
-                "the host answered with something else than {wanted}"
-            )),
-        }
-    }
-
-    /// The person's answer, or why there is none.
-    pub fn into_ask(self) -> Result<AskAnswer, ServiceError> {
-        match self {
-            ClientAnswer::Ask(answer) => Ok(answer),
-            other => Err(other.other("an answer")),
-        }
-    }
-
-    /// The model's completion, or why there is none.
-    pub fn into_sample(self) -> Result<SampleAnswer, ServiceError> {
-        match self {
-            ClientAnswer::Sample(answer) => Ok(answer),
-            other => Err(other.other("a completion")),
-        }
-    }
-
-    /// The client's roots, or why there are none.
-    pub fn into_roots(self) -> Result<Vec<Root>, ServiceError> {
-        match self {
-            ClientAnswer::Roots(answer) => Ok(answer.roots),
-            other => Err(other.other("roots")),
-        }
-    }
 }
 
 /// The client's roots: `{"roots": [{"uri": "file:///...", "name": "..."}]}`.
@@ -243,4 +201,135 @@ impl TaskSupport {
     pub fn supported(self) -> bool {
         self != TaskSupport::Forbidden
     }
+}
+
+/// A question for the person behind the call (see [`ToolContext::ask_user`]):
+/// `{"message", "schema"}`.
+///
+/// Callers differ in what they can show. An MCP client shows the schema as a form (MCP
+/// elicitation). toolhost's chat terminal asks for one line whatever the schema, offers
+/// the `enum` of a property named `answer` as the choices, and answers
+/// `{"answer": "<the line>"}` (an empty line declines). So a question whose only property
+/// is a string `answer`, like [`AskRequest::text`]'s, gets the same shape everywhere.
+///
+/// ```
+/// use toolhost_plugin_api::AskRequest;
+/// use serde_json::json;
+///
+/// let question = AskRequest {
+///     message: "Which branch should I deploy?".into(),
+///     schema: json!({
+///         "type": "object",
+///         "properties": {"answer": {"type": "string", "enum": ["main", "staging"]}},
+///         "required": ["answer"]
+///     }),
+/// };
+/// # let _ = question;
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRequest {
+    /// What the person reads.
+    #[serde(default)]
+    pub message: String,
+    /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
+    /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
+    /// An empty object schema asks for a plain yes or no.
+    #[serde(default = "crate::lenient::empty_object_schema")]
+    pub schema: Value,
+}
+
+impl AskRequest {
+    /// A question whose answer is one line of text (property `answer`).
+    ///
+    /// ```
+    /// use toolhost_plugin_api::AskRequest;
+    ///
+    /// let question = AskRequest::text("What should the new file be called?");
+    /// assert_eq!(question.schema["required"], serde_json::json!(["answer"]));
+    /// ```
+    pub fn text(message: impl Into<String>) -> Self {
+        AskRequest {
+            message: message.into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"answer": {"type": "string", "description": "Your answer"}},
+                "required": ["answer"]
+            }),
+        }
+    }
+}
+
+/// The person's answer to an [`AskRequest`]. In JSON,
+/// `{"action": "accept", "content": {...}}`, `{"action": "decline"}` or
+/// `{"action": "cancel"}`.
+///
+/// ```
+/// use toolhost_plugin_api::AskAnswer;
+///
+/// let answer: AskAnswer =
+///     serde_json::from_str(r#"{"action": "accept", "content": {"answer": "main"}}"#).unwrap();
+/// let branch = match &answer {
+///     AskAnswer::Accept { content } => content["answer"].as_str(),
+///     AskAnswer::Decline | AskAnswer::Cancel => None,
+/// };
+/// assert_eq!(branch, Some("main"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum AskAnswer {
+    /// They answered; `content` follows the request's schema.
+    Accept {
+        /// The answer.
+        #[serde(default)]
+        content: Value,
+    },
+    /// They refused to answer.
+    Decline,
+    /// They dismissed the question without choosing.
+    Cancel,
+}
+
+/// A completion asked of the caller's model (see [`ToolContext::sample`]):
+/// `{"prompt", "system", "max_tokens"}`.
+///
+/// ```
+/// use toolhost_plugin_api::SampleRequest;
+///
+/// let request = SampleRequest {
+///     prompt: "Give this commit a one-line title: ...".into(),
+///     system: Some("You write terse git commit titles.".into()),
+///     max_tokens: 60,
+/// };
+/// # let _ = request;
+/// let read: SampleRequest = serde_json::from_str(r#"{"prompt": "hi"}"#).unwrap();
+/// assert_eq!(read.max_tokens, 1000);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRequest {
+    /// The user message the model answers.
+    #[serde(default)]
+    pub prompt: String,
+    /// An optional system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The most tokens the answer may have.
+    #[serde(default = "crate::lenient::thousand")]
+    pub max_tokens: u32,
+}
+
+/// The caller's model's answer to a [`SampleRequest`]: `{"text", "model"}`.
+///
+/// ```
+/// use toolhost_plugin_api::SampleAnswer;
+///
+/// let answer: SampleAnswer = serde_json::from_str(r#"{"text": "Fix typo"}"#).unwrap();
+/// assert_eq!((answer.text.as_str(), answer.model), ("Fix typo", None));
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SampleAnswer {
+    /// The text it wrote.
+    pub text: String,
+    /// The model that wrote it, if the caller said.
+    #[serde(default)]
+    pub model: Option<String>,
 }

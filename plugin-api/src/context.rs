@@ -14,6 +14,10 @@ use serde_json::Value;
 
 use crate::blocking::CancelFlag;
 use crate::budget::OutputBudget;
+use crate::client::{
+    AskAnswer, AskRequest, ClientAnswer, ClientAnswers, ClientQuestion, ClientQuestions,
+    DetachAnswer, Root, SampleAnswer, SampleRequest,
+};
 use crate::ffi::{FfiCallContext, LogLevel};
 use crate::host_request::{
     ChildRole, DelegationAnswer, DelegationRequest, HostRequest, NoParams, SessionHit,
@@ -95,6 +99,51 @@ impl std::fmt::Display for ServiceError {
 }
 
 impl std::error::Error for ServiceError {}
+
+impl From<ServiceError> for ClientAnswer {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Unavailable(m) => ClientAnswer::Unavailable(m),
+            ServiceError::Failed(m) => ClientAnswer::Failed(m),
+        }
+    }
+}
+
+impl ClientAnswer {
+    fn other(self, wanted: &str) -> ServiceError {
+        match self {
+            ClientAnswer::Unavailable(m) => ServiceError::Unavailable(m),
+            ClientAnswer::Failed(m) => ServiceError::Failed(m),
+            _ => ServiceError::Failed(format!(
+                "the host answered with something else than {wanted}"
+            )),
+        }
+    }
+
+    /// The person's answer, or why there is none.
+    pub fn into_ask(self) -> Result<AskAnswer, ServiceError> {
+        match self {
+            ClientAnswer::Ask(answer) => Ok(answer),
+            other => Err(other.other("an answer")),
+        }
+    }
+
+    /// The model's completion, or why there is none.
+    pub fn into_sample(self) -> Result<SampleAnswer, ServiceError> {
+        match self {
+            ClientAnswer::Sample(answer) => Ok(answer),
+            other => Err(other.other("a completion")),
+        }
+    }
+
+    /// The client's roots, or why there are none.
+    pub fn into_roots(self) -> Result<Vec<Root>, ServiceError> {
+        match self {
+            ClientAnswer::Roots(answer) => Ok(answer.roots),
+            other => Err(other.other("roots")),
+        }
+    }
+}
 
 /// The call was cancelled: the turn was stopped, or the call ran past its timeout.
 ///
@@ -197,137 +246,6 @@ impl ChildTurnCall {
     pub fn new(request: ChildTurnRequest, role: Option<ChildRole>) -> Self {
         ChildTurnCall { request, role }
     }
-}
-
-/// A question for the person behind the call (see [`ToolContext::ask_user`]):
-/// `{"message", "schema"}`.
-///
-/// Callers differ in what they can show. An MCP client shows the schema as a form (MCP
-/// elicitation). toolhost's chat terminal asks for one line whatever the schema, offers
-/// the `enum` of a property named `answer` as the choices, and answers
-/// `{"answer": "<the line>"}` (an empty line declines). So a question whose only property
-/// is a string `answer`, like [`AskRequest::text`]'s, gets the same shape everywhere.
-///
-/// ```
-/// use toolhost_plugin_api::AskRequest;
-/// use serde_json::json;
-///
-/// let question = AskRequest {
-///     message: "Which branch should I deploy?".into(),
-///     schema: json!({
-///         "type": "object",
-///         "properties": {"answer": {"type": "string", "enum": ["main", "staging"]}},
-///         "required": ["answer"]
-///     }),
-/// };
-/// # let _ = question;
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AskRequest {
-    /// What the person reads.
-    #[serde(default)]
-    pub message: String,
-    /// The answer's shape: a JSON Schema of type `object` whose properties are strings,
-    /// numbers, integers, booleans or string enums (what MCP elicitation can show as a form).
-    /// An empty object schema asks for a plain yes or no.
-    #[serde(default = "crate::lenient::empty_object_schema")]
-    pub schema: Value,
-}
-
-impl AskRequest {
-    /// A question whose answer is one line of text (property `answer`).
-    ///
-    /// ```
-    /// use toolhost_plugin_api::AskRequest;
-    ///
-    /// let question = AskRequest::text("What should the new file be called?");
-    /// assert_eq!(question.schema["required"], serde_json::json!(["answer"]));
-    /// ```
-    pub fn text(message: impl Into<String>) -> Self {
-        AskRequest {
-            message: message.into(),
-            schema: serde_json::json!({
-                "type": "object",
-                "properties": {"answer": {"type": "string", "description": "Your answer"}},
-                "required": ["answer"]
-            }),
-        }
-    }
-}
-
-/// The person's answer to an [`AskRequest`]. In JSON,
-/// `{"action": "accept", "content": {...}}`, `{"action": "decline"}` or
-/// `{"action": "cancel"}`.
-///
-/// ```
-/// use toolhost_plugin_api::AskAnswer;
-///
-/// let answer: AskAnswer =
-///     serde_json::from_str(r#"{"action": "accept", "content": {"answer": "main"}}"#).unwrap();
-/// let branch = match &answer {
-///     AskAnswer::Accept { content } => content["answer"].as_str(),
-///     AskAnswer::Decline | AskAnswer::Cancel => None,
-/// };
-/// assert_eq!(branch, Some("main"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(tag = "action", rename_all = "lowercase")]
-pub enum AskAnswer {
-    /// They answered; `content` follows the request's schema.
-    Accept {
-        /// The answer.
-        #[serde(default)]
-        content: Value,
-    },
-    /// They refused to answer.
-    Decline,
-    /// They dismissed the question without choosing.
-    Cancel,
-}
-
-/// A completion asked of the caller's model (see [`ToolContext::sample`]):
-/// `{"prompt", "system", "max_tokens"}`.
-///
-/// ```
-/// use toolhost_plugin_api::SampleRequest;
-///
-/// let request = SampleRequest {
-///     prompt: "Give this commit a one-line title: ...".into(),
-///     system: Some("You write terse git commit titles.".into()),
-///     max_tokens: 60,
-/// };
-/// # let _ = request;
-/// let read: SampleRequest = serde_json::from_str(r#"{"prompt": "hi"}"#).unwrap();
-/// assert_eq!(read.max_tokens, 1000);
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleRequest {
-    /// The user message the model answers.
-    #[serde(default)]
-    pub prompt: String,
-    /// An optional system prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
-    /// The most tokens the answer may have.
-    #[serde(default = "crate::lenient::thousand")]
-    pub max_tokens: u32,
-}
-
-/// The caller's model's answer to a [`SampleRequest`]: `{"text", "model"}`.
-///
-/// ```
-/// use toolhost_plugin_api::SampleAnswer;
-///
-/// let answer: SampleAnswer = serde_json::from_str(r#"{"text": "Fix typo"}"#).unwrap();
-/// assert_eq!((answer.text.as_str(), answer.model), ("Fix typo", None));
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct SampleAnswer {
-    /// The text it wrote.
-    pub text: String,
-    /// The model that wrote it, if the caller said.
-    #[serde(default)]
-    pub model: Option<String>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -856,7 +774,7 @@ impl ToolContext<'_> {
 
     /// Asks the call's client several things at once (0.1.4): questions for the person,
     /// completions of its model, its roots. An MCP 2026-07-28 client gets them together,
-    /// each under its [`key`](crate::ClientQuestion::key), and answers them in one retry; a
+    /// each under its [`key`](ClientQuestion::key), and answers them in one retry; a
     /// session client is asked them side by side; toolhost's own terminal asks its person
     /// one after another. Answers come in the order asked, each the answer or why there is
     /// none (a client without sampling gets no completion request).
@@ -885,12 +803,12 @@ impl ToolContext<'_> {
     /// ```
     pub async fn ask_client(
         &self,
-        questions: &[crate::ClientQuestion],
-    ) -> Result<Vec<crate::ClientAnswer>, ServiceError> {
-        let request = HostRequest::ClientAsk(crate::ClientQuestions {
+        questions: &[ClientQuestion],
+    ) -> Result<Vec<ClientAnswer>, ServiceError> {
+        let request = HostRequest::ClientAsk(ClientQuestions {
             questions: questions.to_vec(),
         });
-        let answer: crate::ClientAnswers = self.request(&request).await?;
+        let answer: ClientAnswers = self.request(&request).await?;
         if answer.answers.len() != questions.len() {
             return Err(ServiceError::Failed(format!(
                 "the host answered {} of {} questions",
@@ -913,8 +831,8 @@ impl ToolContext<'_> {
     ///     Ok(roots.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>().join("\n"))
     /// }
     /// ```
-    pub async fn roots(&self) -> Result<Vec<crate::Root>, ServiceError> {
-        let mut answers = self.ask_client(&[crate::ClientQuestion::roots()]).await?;
+    pub async fn roots(&self) -> Result<Vec<Root>, ServiceError> {
+        let mut answers = self.ask_client(&[ClientQuestion::roots()]).await?;
         match answers.pop() {
             Some(answer) => answer.into_roots(),
             None => Err(ServiceError::Failed("the host gave no answer".to_owned())),
@@ -939,7 +857,7 @@ impl ToolContext<'_> {
     /// }
     /// ```
     pub async fn detach(&self) -> bool {
-        self.request::<crate::DetachAnswer>(&HostRequest::CallDetach(NoParams))
+        self.request::<DetachAnswer>(&HostRequest::CallDetach(NoParams))
             .await
             .is_ok_and(|answer| answer.detached)
     }

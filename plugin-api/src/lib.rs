@@ -190,14 +190,11 @@ mod unwind;
 pub use blocking::{CancelFlag, blocking};
 pub use budget::{OutputBudget, Page};
 pub use client::{
-    ClientAnswer, ClientAnswers, ClientQuestion, ClientQuestions, DetachAnswer, Root, RootsAnswer,
-    TaskSupport,
+    AskAnswer, AskRequest, ClientAnswer, ClientAnswers, ClientQuestion, ClientQuestions,
+    DetachAnswer, Root, RootsAnswer, SampleAnswer, SampleRequest, TaskSupport,
 };
 pub use content::{CONTENT_KEY, Content, EmbeddedResource, content_output, parse_content_output};
-pub use context::{
-    AskAnswer, AskRequest, Cancelled, ChildTurnCall, ChildTurnRequest, SampleAnswer, SampleRequest,
-    ServiceError, ToolContext,
-};
+pub use context::{Cancelled, ChildTurnCall, ChildTurnRequest, ServiceError, ToolContext};
 pub use ffi::{ABI_VERSION, API_VERSION, LogLevel};
 pub use host_request::{
     ChildRole, DelegatedTask, DelegationAnswer, DelegationRequest, DelegationUnit, HostAnswer,

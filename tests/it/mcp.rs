@@ -175,6 +175,10 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         "{stdout}"
     );
     assert!(
+        stdout.contains("a plugin's form, sampling and roots questions at once, and its roots"),
+        "{stdout}"
+    );
+    assert!(
         mode == "legacy" || stdout.contains("requestState: tampered, replayed"),
         "{stdout}"
     );
@@ -699,6 +703,66 @@ fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
         "the audit log names the token's subject",
     ] {
         assert!(stdout.contains(check), "{check}: {stdout}");
+    }
+}
+
+/// The tasks extension and several questions at once, by hand over HTTP
+/// (tests/mcp/task_checks.py): a task polled to its result over new connections, hidden
+/// from another token, cancelled (the plugin's call stops), asking a question answered by
+/// tasks/update; -32021 for a required task and for a capability the client lacks; three
+/// questions in one input-required result, the unanswered one asked again. In process
+/// and with every plugin in a worker (the questions and the detach cross the worker's
+/// connection).
+#[test]
+fn tasks_and_questions_asked_together_reach_a_2026_client_in_process_and_in_a_worker() {
+    let plugins = PluginDir::with(&["fixture_conformance"]);
+    for isolate in [false, true] {
+        let work = tempfile::tempdir().expect("temp dir");
+        let state = work.path().join("state");
+        let token = token_add(&state, "task-checks");
+        let other = token_add(&state, "someone-else");
+        let mut command = toolhost_command();
+        command
+            .args([
+                "serve",
+                "--mcp",
+                "http",
+                "--listen",
+                "127.0.0.1:0",
+                "--plugins",
+            ])
+            .arg(plugins.path())
+            .arg("--control")
+            .arg(work.path().join("control.sock"))
+            .env("XDG_STATE_HOME", &state)
+            .env("XDG_CONFIG_HOME", work.path());
+        if isolate {
+            command.arg("--isolate");
+        }
+        let (child, port) = spawn_http_server(command);
+        let _server = Server(child);
+        let mut script = Command::new(python());
+        script
+            .arg(workspace_root().join("tests/mcp/task_checks.py"))
+            .arg(format!("http://127.0.0.1:{port}/mcp"))
+            .arg(&token)
+            .arg(&other);
+        let stdout = passed(script, &format!("task_checks.py (isolate: {isolate})"));
+        for check in [
+            "a task is polled to its result over new connections",
+            "another caller's tasks/get and tasks/cancel: unknown task",
+            "tasks/cancel stops the plugin's call; the task settles as cancelled",
+            "a task's question is answered with tasks/update and the task completes",
+            "without the extension: tasks run in the request, a required one gets -32021",
+            "a capability the client did not declare: -32021 naming it",
+            "three questions in one result; a partial answer is asked the rest; the call completes",
+            "a used requestState is refused",
+        ] {
+            assert!(
+                stdout.contains(check),
+                "{check} (isolate: {isolate}): {stdout}"
+            );
+        }
     }
 }
 

@@ -43,6 +43,7 @@ class Checks:
         self.elicit_answer = "accept"
         self.elicitations: list[str] = []
         self.samples: list[str] = []
+        self.roots_asked = 0
         self.list_changed = anyio.Event()
         self.log: list[str] = []
 
@@ -58,9 +59,31 @@ class Checks:
         if self.elicit_answer == "accept" and "answer" in schema.get("properties", {}):
             # A plugin's own question (clarify), not an approval.
             return types.ElicitResult(action="accept", content={"answer": "blue"})
+        if self.elicit_answer == "accept" and "name" in schema.get("properties", {}):
+            # The conformance fixture's question for a name.
+            return types.ElicitResult(action="accept", content={"name": "Ada"})
         if self.elicit_answer == "accept":
             return types.ElicitResult(action="accept", content={"remember": False})
         return types.ElicitResult(action=self.elicit_answer)
+
+    async def on_roots(self, _context: object) -> types.ListRootsResult:
+        self.roots_asked += 1
+        return types.ListRootsResult(roots=[types.Root(uri="file:///checks/root", name="checks")])
+
+    async def several_questions(self, client: Client) -> None:
+        # The conformance fixture asks a form, the model and the roots at once: under
+        # 2026-07-28 in one input-required result, before as three server requests.
+        asked = self.roots_asked
+        result = await client.call_tool("test_input_required_result_multiple_inputs", {})
+        said = text_of(result)
+        if result.is_error or "Ada" not in said or "sampled: Generate a greeting" not in said:
+            fail(f"the three answers should reach the plugin: {result}")
+        if "1 roots" not in said or self.roots_asked != asked + 1:
+            fail(f"the client's roots should reach the plugin: {result}")
+        result = await client.call_tool("test_input_required_result_list_roots", {})
+        if result.is_error or "file:///checks/root" not in text_of(result):
+            fail(f"ctx.roots() should return the client's roots: {result}")
+        self.note("a plugin's form, sampling and roots questions at once, and its roots")
 
     async def on_message(self, message: object) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -96,6 +119,7 @@ class Checks:
             mode=a.mode,
             elicitation_callback=self.on_elicit if elicit else None,
             sampling_callback=self.on_sample,
+            list_roots_callback=self.on_roots,
             message_handler=self.on_message,
             read_timeout_seconds=LIMIT,
         )
@@ -117,6 +141,7 @@ class Checks:
             await self.cancel(client)
             await self.ask_user(client)
             await self.sampling(client)
+            await self.several_questions(client)
             if modern:
                 await self.request_states(client)
             if modern:

@@ -95,9 +95,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::context::{
-    AskAnswer, AskRequest, ChildTurnRequest, SampleAnswer, SampleRequest, ServiceError,
-};
+use crate::client::{AskAnswer, AskRequest, SampleAnswer, SampleRequest};
+use crate::context::{ChildTurnRequest, ServiceError};
 use crate::ffi::LogLevel;
 use crate::outcome::ToolOutput;
 use crate::risk::Risk;

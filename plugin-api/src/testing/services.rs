@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use super::signal::{Sleep, WhenCancelled};
 use super::{Progress, TestHost};
-use crate::context::{AskRequest, ChildTurnCall, SampleRequest, ServiceError};
+use crate::client::{AskRequest, SampleRequest};
+use crate::context::{ChildTurnCall, ServiceError};
 use crate::ffi::{FfiCallContext, HostVTable, HostVTable_Ref, LogLevel};
 use crate::host_request::{HostRequest, HostRequestError, SettingsAnswer, StateDirAnswer};
 

@@ -934,3 +934,59 @@ fn a_structured_result_with_no_text_reads_as_its_json_as_in_the_host() {
         Ok(r#"{"n":[1,2]}"#.to_owned())
     );
 }
+
+#[test]
+fn asking_the_client_several_things_answers_each_in_order_and_detach_says_no() {
+    let tool = Script("several", |ctx, _| {
+        Box::pin(async move {
+            let answers = ctx
+                .ask_client(&[
+                    crate::ClientQuestion::ask(AskRequest::text("Name?")).keyed("user_name"),
+                    crate::ClientQuestion::sample(SampleRequest {
+                        prompt: "greet".to_owned(),
+                        system: None,
+                        max_tokens: 5,
+                    }),
+                    crate::ClientQuestion::roots(),
+                ])
+                .await?;
+            let detached = ctx.detach().await;
+            Ok(format!("{answers:?} detached={detached}"))
+        })
+    });
+    let host = TestHost::new()
+        .on_ask(|_: &AskRequest| {
+            Ok(AskAnswer::Accept {
+                content: json!({"answer": "Ada"}),
+            })
+        })
+        .on_sample(|req: &SampleRequest| {
+            Ok(SampleAnswer {
+                text: format!("{} back", req.prompt),
+                model: None,
+            })
+        });
+    let out = host.call(&tool, json!({})).unwrap();
+    assert!(out.contains("Ask(Accept"), "{out}");
+    assert!(out.contains("greet back"), "{out}");
+    // No roots set: the client has none to give, said for that question alone.
+    assert!(
+        out.contains("Unavailable(\"the client has no roots to give"),
+        "{out}"
+    );
+    assert!(out.ends_with("detached=false"), "{out}");
+    assert_eq!(host.asked(), vec![AskRequest::text("Name?")]);
+
+    let host = TestHost::new().roots(vec![crate::Root {
+        uri: "file:///src".to_owned(),
+        name: None,
+    }]);
+    let roots = Script("roots", |ctx, _| {
+        Box::pin(async move { Ok(format!("{:?}", ctx.roots().await?)) })
+    });
+    assert!(
+        host.call(&roots, json!({}))
+            .unwrap()
+            .contains("file:///src")
+    );
+}

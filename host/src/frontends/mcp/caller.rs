@@ -199,24 +199,33 @@ pub(super) struct McpCaller {
     pub(super) preset: Mutex<InputResponses>,
 }
 
+/// What a call's client can be asked and whether the call may run as a task.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Can {
+    pub(super) elicit: bool,
+    pub(super) sample: bool,
+    pub(super) roots: bool,
+    pub(super) detach: bool,
+}
+
 /// How many notifications of one call may wait to be sent.
 const NOTIFICATION_QUEUE: usize = 256;
 
 impl McpCaller {
-    /// A caller for a request with `route`; `questions` for a sessionless client's call.
+    /// A caller for a request with `route`, of a client that can do what `can` says;
+    /// `questions` for a sessionless client's call.
     pub(super) fn new(
         route: Route,
-        facts: &super::state::ClientFacts,
-        can_detach: bool,
+        can: Can,
         questions: Option<mpsc::Sender<Question>>,
         answer_within: Duration,
     ) -> McpCaller {
         McpCaller {
             route: Mutex::new(route),
-            can_elicit: facts.can_elicit,
-            can_sample: facts.can_sample,
-            can_roots: facts.can_roots,
-            can_detach,
+            can_elicit: can.elicit,
+            can_sample: can.sample,
+            can_roots: can.roots,
+            can_detach: can.detach,
             questions,
             answer_within,
             runtime: tokio::runtime::Handle::current(),

@@ -1,4 +1,5 @@
-//! Kept outputs over MCP: the `resource_link` and `_meta["toolhost/output"]` a cut result
+//! Results and kept outputs over MCP: a call's result as MCP has it (content, structured
+//! content, details, `isError`), the `resource_link` and `_meta["toolhost/output"]` a cut result
 //! carries, the `toolhost://output/{id}` resource template, `resources/read` of one (all
 //! of it, `?lines=A:B` or `?grep=RE`), owner-checked, and the client's own limit from
 //! `_meta["anthropic/maxResultSizeChars"]`.
@@ -14,7 +15,7 @@ use serde_json::json;
 
 use toolhost_calls::details::{FullOutput, HostDetail as _};
 use toolhost_calls::outputs::{DEFAULT_CONTEXT, OutputError, OutputStore, Owner, ReadRange};
-use toolhost_calls::result::ToolResult;
+use toolhost_calls::result::{CallErrorKind, ToolResult};
 
 /// The `_meta` key by which a client (Claude Code) says how many characters of one result
 /// it takes.
@@ -168,6 +169,74 @@ fn percent_decode(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// The result of a call whose task ended without one (it panicked or was aborted).
+pub(super) fn lost(tool: &str, e: &tokio::task::JoinError) -> ToolResult {
+    ToolResult::refused(
+        String::new(),
+        tool.to_owned(),
+        format!("the call's task ended without a result ({e}); see the host's log"),
+        CallErrorKind::Panicked,
+    )
+}
+
+/// A finished call's result with the link to its kept output, if it was cut.
+pub(super) fn complete(result: ToolResult, tool: &str) -> CallToolResult {
+    let link = link(&result);
+    let result = call_result(result, tool);
+    with_link(result, link)
+}
+
+/// A call's result as MCP has it, each fact once: the model's text (or the tool's own
+/// content blocks) as `content`, a structured value as `structuredContent` (its JSON is a
+/// text block only when the tool has no text of its own, as the spec asks for clients
+/// that predate structured results), the details under `_meta["toolhost/details"]`, and
+/// `isError` exactly when the call did not do what was asked (a cut to the output budget
+/// is not a failure). A result with an error keeps its structured value too.
+fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
+    let meta = (!result.details.is_empty()).then(|| {
+        let mut meta = MetaObject::new();
+        meta.insert(
+            "toolhost/details".to_owned(),
+            toolhost_calls::details::to_object(result.details),
+        );
+        meta
+    });
+    let mut content: Vec<ContentBlock> = if !result.content.is_empty() {
+        result.content.iter().map(content_block).collect()
+    } else if !result.output.is_empty() {
+        let mut message = result.output;
+        // Only where the schema refused them: a tool's own "no such time zone" is not
+        // fixed by rereading the schema, and saying so misleads the model.
+        if result.error == Some(CallErrorKind::SchemaViolation) {
+            message =
+                format!("{message} (check the arguments against the inputSchema of '{tool}')");
+        }
+        vec![ContentBlock::text(message)]
+    } else {
+        Vec::new()
+    };
+    if content.is_empty()
+        && let Some(value) = &result.structured
+    {
+        content.push(ContentBlock::text(value.to_string()));
+    }
+    let mut out = if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    out.structured_content = result.structured;
+    out.meta = meta;
+    out
+}
+
+/// One of the tool's content blocks as MCP's.
+fn content_block(block: &toolhost_plugin_api::Content) -> ContentBlock {
+    serde_json::to_value(block)
+        .and_then(serde_json::from_value::<ContentBlock>)
+        .unwrap_or_else(|e| ContentBlock::text(format!("(content block not representable: {e})")))
 }
 
 #[cfg(test)]

@@ -12,11 +12,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, MetaObject, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -29,14 +29,14 @@ use rmcp::model::{
 };
 
 use super::approval::McpApprover;
-use super::caller::{Inputs, McpCaller, Question, Route, level_rank};
+use super::caller::{Can, Inputs, McpCaller, Question, Route, level_rank};
 use super::outputs;
 use super::state::SessionState;
 use super::suspended::{self, AskAfter, Owner, Running, Taken};
 use toolhost_calls::context::CallerChannel;
 use toolhost_calls::dispatcher::ToolCall;
 use toolhost_calls::policy::Approver;
-use toolhost_calls::result::{CallErrorKind, ToolResult};
+use toolhost_calls::result::ToolResult;
 use toolhost_calls::tool::{Risk, ToolSpec};
 
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
@@ -484,8 +484,12 @@ impl McpSession {
         let caller = Arc::new(
             McpCaller::new(
                 self.route(&context, &facts),
-                &facts,
-                can_detach,
+                Can {
+                    elicit: facts.can_elicit,
+                    sample: facts.can_sample,
+                    roots: facts.can_roots,
+                    detach: can_detach,
+                },
                 questions,
                 shared.options.answer_within(),
             )
@@ -657,7 +661,7 @@ impl McpSession {
                 }
             };
             run.caller.flush().await;
-            let result = result.unwrap_or_else(|e| lost(tool, &e));
+            let result = result.unwrap_or_else(|e| outputs::lost(tool, &e));
             return finished(result, &run.caller, true, run.approver.as_deref(), tool);
         }
     }
@@ -681,16 +685,6 @@ fn bad_state(why: &str) -> McpError {
     )
 }
 
-/// The result of a call whose task ended without one (it panicked or was aborted).
-pub(super) fn lost(tool: &str, e: &tokio::task::JoinError) -> ToolResult {
-    ToolResult::refused(
-        String::new(),
-        tool.to_owned(),
-        format!("the call's task ended without a result ({e}); see the host's log"),
-        CallErrorKind::Panicked,
-    )
-}
-
 /// A finished call as MCP answers it: the approval question a sessionless client is to
 /// answer by calling again; -32021 when it failed after needing a capability a
 /// sessionless client did not declare; or the result.
@@ -710,65 +704,7 @@ fn finished(
     {
         return Err(McpError::missing_required_client_capability(missing));
     }
-    Ok(complete(result, tool).into())
-}
-
-/// A finished call's result with the link to its kept output, if it was cut.
-pub(super) fn complete(result: ToolResult, tool: &str) -> CallToolResult {
-    let link = outputs::link(&result);
-    let result = call_result(result, tool);
-    outputs::with_link(result, link)
-}
-
-/// A call's result as MCP has it, each fact once: the model's text (or the tool's own
-/// content blocks) as `content`, a structured value as `structuredContent` (its JSON is a
-/// text block only when the tool has no text of its own, as the spec asks for clients
-/// that predate structured results), the details under `_meta["toolhost/details"]`, and
-/// `isError` exactly when the call did not do what was asked (a cut to the output budget
-/// is not a failure). A result with an error keeps its structured value too.
-fn call_result(result: ToolResult, tool: &str) -> CallToolResult {
-    let meta = (!result.details.is_empty()).then(|| {
-        let mut meta = MetaObject::new();
-        meta.insert(
-            "toolhost/details".to_owned(),
-            toolhost_calls::details::to_object(result.details),
-        );
-        meta
-    });
-    let mut content: Vec<ContentBlock> = if !result.content.is_empty() {
-        result.content.iter().map(content_block).collect()
-    } else if !result.output.is_empty() {
-        let mut message = result.output;
-        // Only where the schema refused them: a tool's own "no such time zone" is not
-        // fixed by rereading the schema, and saying so misleads the model.
-        if result.error == Some(CallErrorKind::SchemaViolation) {
-            message =
-                format!("{message} (check the arguments against the inputSchema of '{tool}')");
-        }
-        vec![ContentBlock::text(message)]
-    } else {
-        Vec::new()
-    };
-    if content.is_empty()
-        && let Some(value) = &result.structured
-    {
-        content.push(ContentBlock::text(value.to_string()));
-    }
-    let mut out = if result.is_error {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
-    };
-    out.structured_content = result.structured;
-    out.meta = meta;
-    out
-}
-
-/// One of the tool's content blocks as MCP's.
-fn content_block(block: &toolhost_plugin_api::Content) -> ContentBlock {
-    serde_json::to_value(block)
-        .and_then(serde_json::from_value::<ContentBlock>)
-        .unwrap_or_else(|e| ContentBlock::text(format!("(content block not representable: {e})")))
+    Ok(outputs::complete(result, tool).into())
 }
 
 #[cfg(test)]

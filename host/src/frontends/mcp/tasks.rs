@@ -128,7 +128,7 @@ async fn run_task(
         tokio::select! {
             biased;
             result = &mut run.task => {
-                let result = result.unwrap_or_else(|e| super::session::lost(&tool, &e));
+                let result = result.unwrap_or_else(|e| super::outputs::lost(&tool, &e));
                 return outcome(result, &tool);
             }
             Some(question) = run.questions.recv() => ask(question, &task),
@@ -182,6 +182,6 @@ fn outcome(result: ToolResult, tool: &str) -> Result<CallToolResult, TaskExit> {
             result.output,
             None,
         ))),
-        _ => Ok(super::session::complete(result, tool)),
+        _ => Ok(super::outputs::complete(result, tool)),
     }
 }
