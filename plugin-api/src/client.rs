@@ -52,6 +52,18 @@ pub enum ClientQuestion {
         #[serde(flatten)]
         request: SampleRequest,
     },
+    /// A page for the person to open (MCP URL elicitation): a sign-in or a payment the
+    /// tool cannot ask for in a form. The answer says whether they went (`Accept`, no
+    /// content), refused or dismissed it; the tool learns the outcome from its own service.
+    Url {
+        /// The question's name; see the type's documentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// Why they are asked to open it.
+        message: String,
+        /// The page.
+        url: String,
+    },
     /// The folders the client works in (MCP `roots/list`).
     Roots {
         /// The question's name; see the type's documentation.
@@ -76,6 +88,31 @@ impl ClientQuestion {
         ClientQuestion::Roots { key: None }
     }
 
+    /// A page for the person to open, and why.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ClientQuestion;
+    ///
+    /// let sign_in = ClientQuestion::url("Sign in to the tracker", "https://tracker.example/login");
+    /// assert_eq!(serde_json::to_value(&sign_in).unwrap()["kind"], "url");
+    /// ```
+    pub fn url(message: impl Into<String>, url: impl Into<String>) -> Self {
+        ClientQuestion::Url {
+            key: None,
+            message: message.into(),
+            url: url.into(),
+        }
+    }
+
+    /// How a caller that can only ask in words (a terminal) asks a [`ClientQuestion::Url`]
+    /// question: the message and the page, answered yes or no.
+    pub fn url_as_text(message: &str, url: &str) -> AskRequest {
+        AskRequest {
+            message: format!("{message}\n\nOpen: {url}"),
+            schema: serde_json::json!({"type": "object", "properties": {}}),
+        }
+    }
+
     /// This question under the name `key`.
     #[must_use]
     pub fn keyed(mut self, name: impl Into<String>) -> Self {
@@ -83,6 +120,7 @@ impl ClientQuestion {
         match &mut self {
             ClientQuestion::Ask { key, .. }
             | ClientQuestion::Sample { key, .. }
+            | ClientQuestion::Url { key, .. }
             | ClientQuestion::Roots { key } => *key = name,
         }
         self
@@ -93,6 +131,7 @@ impl ClientQuestion {
         match self {
             ClientQuestion::Ask { key, .. }
             | ClientQuestion::Sample { key, .. }
+            | ClientQuestion::Url { key, .. }
             | ClientQuestion::Roots { key } => key.as_deref(),
         }
     }
@@ -117,7 +156,7 @@ impl ClientQuestion {
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum ClientAnswer {
-    /// The person's answer.
+    /// The person's answer (to a question, or to a page to open).
     Ask(AskAnswer),
     /// The model's completion.
     Sample(SampleAnswer),

@@ -175,7 +175,8 @@ fn run_checks_with(transport: &str, mode: &str, isolate: bool) {
         "{stdout}"
     );
     assert!(
-        stdout.contains("a plugin's form, sampling and roots questions at once, and its roots"),
+        stdout.contains("a plugin's form, sampling and roots questions at once, and its roots")
+            && stdout.contains("a plugin's page to open arrives as URL elicitation"),
         "{stdout}"
     );
     assert!(

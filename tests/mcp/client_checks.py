@@ -44,6 +44,7 @@ class Checks:
         self.elicitations: list[str] = []
         self.samples: list[str] = []
         self.roots_asked = 0
+        self.urls: list[str] = []
         self.list_changed = anyio.Event()
         self.log: list[str] = []
 
@@ -55,6 +56,10 @@ class Checks:
         self, _context: object, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         self.elicitations.append(params.message)
+        if getattr(params, "url", None):
+            # A page to open (URL elicitation): "opened" at once.
+            self.urls.append(params.url)
+            return types.ElicitResult(action="accept")
         schema = getattr(params, "requested_schema", None) or {}
         if self.elicit_answer == "accept" and "answer" in schema.get("properties", {}):
             # A plugin's own question (clarify), not an approval.
@@ -84,6 +89,12 @@ class Checks:
         if result.is_error or "file:///checks/root" not in text_of(result):
             fail(f"ctx.roots() should return the client's roots: {result}")
         self.note("a plugin's form, sampling and roots questions at once, and its roots")
+        result = await client.call_tool("toolhost_url_elicitation", {})
+        if result.is_error or text_of(result) != "signed in":
+            fail(f"the page to open should reach the client as URL elicitation: {result}")
+        if self.urls[-1:] != ["https://example.com/sign-in"]:
+            fail(f"the client was not asked to open the page: {self.urls}")
+        self.note("a plugin's page to open arrives as URL elicitation")
 
     async def on_message(self, message: object) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -336,6 +336,15 @@ fn requirements_text(req: &toolhost::Requirements) -> String {
     if req.workspace {
         parts.push("the workspace (--workspace, [workspace] roots)".to_owned());
     }
+    match req.task {
+        toolhost_plugin_api::TaskSupport::Optional => {
+            parts.push("may run as an MCP task (ctx.detach)".to_owned());
+        }
+        toolhost_plugin_api::TaskSupport::Required => parts.push(
+            "an MCP task (2026-07-28 clients without the tasks extension are refused)".to_owned(),
+        ),
+        _ => {}
+    }
     if parts.is_empty() {
         "nothing".to_owned()
     } else {

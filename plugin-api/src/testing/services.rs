@@ -100,6 +100,12 @@ impl TestHost {
                 .map_err(|e| ServiceError::Failed(e.to_string()))
                 .and_then(|r| self.sample(&r))
                 .and_then(|a| decode(&a).map(crate::ClientAnswer::Sample)),
+            crate::ClientQuestion::Url { message, url, .. } => {
+                serde_json::to_string(&crate::ClientQuestion::url_as_text(message, url))
+                    .map_err(|e| ServiceError::Failed(e.to_string()))
+                    .and_then(|r| self.ask(&r))
+                    .and_then(|a| decode(&a).map(crate::ClientAnswer::Ask))
+            }
             crate::ClientQuestion::Roots { .. } => match &self.roots {
                 Some(roots) => Ok(crate::ClientAnswer::Roots(crate::RootsAnswer {
                     roots: roots.clone(),

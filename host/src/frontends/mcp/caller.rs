@@ -131,6 +131,7 @@ pub(super) const QUESTION_KEY: &str = "toolhost_question";
 /// One request for the client, as MCP has it.
 #[derive(Clone)]
 enum Asked {
+    /// A form, or a page to open (URL elicitation).
     Ask(ElicitRequestParams),
     Sample(CreateMessageRequestParams),
     Roots,
@@ -171,6 +172,7 @@ pub(super) struct McpCaller {
     pub(super) can_elicit: bool,
     pub(super) can_sample: bool,
     pub(super) can_roots: bool,
+    pub(super) can_elicit_url: bool,
     /// Whether the call may run as a task: its tool declares task support and its
     /// sessionless client holds tasks.
     pub(super) can_detach: bool,
@@ -193,7 +195,7 @@ pub(super) struct McpCaller {
     pub(super) keys: Mutex<HashSet<String>>,
     /// The capabilities the plugin needed and the client did not declare: a call that
     /// fails after that is answered -32021 naming them (a 2026-07-28 client).
-    pub(super) missing: Mutex<BTreeMap<&'static str, ()>>,
+    pub(super) missing: Mutex<BTreeMap<&'static str, Value>>,
     /// Responses a sessionless client sent with the call itself (`inputResponses` without
     /// a `requestState`): a question under one of their keys is answered with it at once.
     pub(super) preset: Mutex<InputResponses>,
@@ -203,6 +205,7 @@ pub(super) struct McpCaller {
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Can {
     pub(super) elicit: bool,
+    pub(super) elicit_url: bool,
     pub(super) sample: bool,
     pub(super) roots: bool,
     pub(super) detach: bool,
@@ -225,6 +228,7 @@ impl McpCaller {
             can_elicit: can.elicit,
             can_sample: can.sample,
             can_roots: can.roots,
+            can_elicit_url: can.elicit_url,
             can_detach: can.detach,
             questions,
             answer_within,
@@ -300,10 +304,16 @@ impl McpCaller {
     /// asked it.
     fn asked(&self, question: ClientQuestion) -> Result<(String, Asked), ServiceError> {
         let lacks = |capability: &'static str, message: &str| {
-            self.missing
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(capability, ());
+            let mut missing = self.missing.lock().unwrap_or_else(PoisonError::into_inner);
+            // URL elicitation is a part of elicitation: `{"elicitation": {"url": {}}}`.
+            let (name, wanted) = match capability {
+                "elicitation.url" => ("elicitation", json!({"url": {}})),
+                other => (other, json!({})),
+            };
+            let entry = missing.entry(name).or_insert_with(|| json!({}));
+            if let (Some(have), Some(add)) = (entry.as_object_mut(), wanted.as_object()) {
+                have.extend(add.clone());
+            }
             ServiceError::Unavailable(message.to_owned())
         };
         let key = question.key().map(str::to_owned);
@@ -329,6 +339,23 @@ impl McpCaller {
                     ));
                 }
                 Asked::Sample(sampling_params(&request)?)
+            }
+            ClientQuestion::Url { message, url, .. } => {
+                if !self.can_elicit_url {
+                    return Err(lacks(
+                        "elicitation.url",
+                        "this MCP client cannot be asked to open a page (it does not support \
+                         URL elicitation)",
+                    ));
+                }
+                // 2026-07-28 dropped the id; a session client's protocol requires one.
+                let mut params = json!({"mode": "url", "message": message, "url": url});
+                if self.questions.is_none() {
+                    params["elicitationId"] = json!(uuid::Uuid::new_v4().to_string());
+                }
+                Asked::Ask(serde_json::from_value(params).map_err(|e| {
+                    ServiceError::Failed(format!("the page cannot be asked for: {e}"))
+                })?)
             }
             ClientQuestion::Roots { .. } => {
                 if !self.can_roots {

@@ -486,6 +486,7 @@ impl McpSession {
                 self.route(&context, &facts),
                 Can {
                     elicit: facts.can_elicit,
+                    elicit_url: facts.can_elicit_url,
                     sample: facts.can_sample,
                     roots: facts.can_roots,
                     detach: can_detach,

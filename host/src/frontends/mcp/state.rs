@@ -145,6 +145,8 @@ pub(super) struct ClientFacts {
     pub(super) can_sample: bool,
     /// The client can list its roots (`roots/list`).
     pub(super) can_roots: bool,
+    /// The client can be asked to open a page (URL elicitation).
+    pub(super) can_elicit_url: bool,
     /// A 2026-07-28 client: no server requests, input-required results instead.
     pub(super) sessionless: bool,
     /// The caller its calls come from (transport, token, client name and version).
@@ -205,6 +207,10 @@ impl SessionState {
                     .is_some_and(|c| c.elicitation.is_some()),
                 can_sample: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
                 can_roots: capabilities.as_ref().is_some_and(|c| c.roots.is_some()),
+                can_elicit_url: capabilities
+                    .as_ref()
+                    .and_then(|c| c.elicitation.as_ref())
+                    .is_some_and(|e| e.url.is_some()),
                 sessionless: is_sessionless(context.protocol_version().as_ref()),
                 caller: Arc::new(Caller {
                     frontend: Frontend::Mcp,
