@@ -42,6 +42,14 @@ pub(super) struct Running {
     pub(super) approver: Option<Arc<dyn AskAfter>>,
 }
 
+impl Drop for Running {
+    /// A call nobody drives any more (its request, suspension or task gone) is cancelled,
+    /// not left running unobserved; after it ended this changes nothing.
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
 /// Who may resume a call: the token and the client that started it, and over stdio the
 /// connection (whose end abandons its calls).
 #[derive(Debug, Clone, PartialEq, Eq)]
