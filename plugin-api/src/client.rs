@@ -230,8 +230,9 @@ pub enum TaskSupport {
     ///
     /// [`ToolContext::detach`]: crate::ToolContext::detach
     Optional,
-    /// As `Optional`, and a caller that cannot hold tasks is refused before the tool runs
-    /// (an MCP client without the tasks extension gets error -32021).
+    /// As `Optional`, and an MCP 2026-07-28 client without the tasks extension is refused
+    /// before the tool runs (error -32021); other callers (the CLI, the agent, clients of
+    /// earlier protocols, which have no tasks) wait for the result as for any tool.
     Required,
 }
 
@@ -242,7 +243,8 @@ impl TaskSupport {
     }
 }
 
-/// A question for the person behind the call (see [`ToolContext::ask_user`]):
+/// A question for the person behind the call (see
+/// [`ToolContext::ask_user`](crate::ToolContext::ask_user)):
 /// `{"message", "schema"}`.
 ///
 /// Callers differ in what they can show. An MCP client shows the schema as a form (MCP
@@ -328,7 +330,8 @@ pub enum AskAnswer {
     Cancel,
 }
 
-/// A completion asked of the caller's model (see [`ToolContext::sample`]):
+/// A completion asked of the caller's model (see
+/// [`ToolContext::sample`](crate::ToolContext::sample)):
 /// `{"prompt", "system", "max_tokens"}`.
 ///
 /// ```

@@ -625,10 +625,11 @@ impl Requirements {
     }
 
     /// May run as a task: a long call whose client, if it can hold tasks (MCP's tasks
-    /// extension), gets a handle at once once the tool calls
+    /// extension), gets a handle as soon as the tool calls
     /// [`ToolContext::detach`](crate::ToolContext::detach), and polls it for progress,
-    /// questions and the result. With [`TaskSupport::Required`] a client that cannot hold
-    /// tasks is refused before the tool runs.
+    /// questions and the result. With [`TaskSupport::Required`](crate::TaskSupport::Required)
+    /// a 2026-07-28 MCP client that cannot hold tasks is refused before the tool runs;
+    /// other callers wait for the result as for any tool.
     ///
     /// ```
     /// use toolhost_plugin_api::{Requirements, TaskSupport};

@@ -1,8 +1,10 @@
 //! The caller channel of an MCP call: progress and log notifications (in order, through
-//! one sender task), questions through elicitation and completions through sampling: as
-//! server requests to a session client, or, for a sessionless 2026-07-28 client, as
-//! questions the call waits on while the client is sent an input-required result
-//! ([`super::suspended`]).
+//! one sender task), and what a plugin asks its client (forms and pages to open through
+//! elicitation, completions through sampling, the roots), several at once under their
+//! keys: as server requests to a session client, side by side, or, for a sessionless
+//! 2026-07-28 client, as questions the call waits on while the client is sent an
+//! input-required result ([`super::suspended`]) or, once the call runs as a task, shown on
+//! the task ([`super::tasks`]).
 
 #![allow(
     deprecated,
@@ -126,7 +128,7 @@ fn is_response(request: &InputRequest, response: &Value) -> bool {
 }
 
 /// The base of the keys toolhost gives questions a plugin did not name.
-pub(super) const QUESTION_KEY: &str = "toolhost_question";
+const QUESTION_KEY: &str = "toolhost_question";
 
 /// One request for the client, as MCP has it.
 #[derive(Clone)]
