@@ -672,3 +672,103 @@ async fn child_turns_run_in_parallel_up_to_the_cap_and_answers_keep_their_order(
     assert_eq!(most_children_at_once(1).await, 1);
     assert!(most_children_at_once(3).await > 1);
 }
+
+/// The agent's own `todo` tool: offered to the model beside the profile's tools, answered
+/// by the turn itself (never dispatched), kept per session in the session store: it lasts
+/// across turns and a restart of the agent, another session has its own, and a bad call is
+/// refused saying what to send, the list unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_todo_list_is_the_sessions_own_and_lasts() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let model = ScriptedModel::scripted(vec![
+        calls(&[(
+            "todo",
+            json!({"todos": [
+                {"id": "1", "content": "read the code", "status": "in_progress"},
+                {"id": "2", "content": "write the test", "status": "pending"}
+            ]}),
+        )]),
+        text("planned"),
+        calls(&[
+            (
+                "todo",
+                json!({"todos": [{"id": "1", "status": "done"}], "merge": true}),
+            ),
+            (
+                "todo",
+                json!({"todos": [{"id": "1", "status": "completed"}], "merge": true}),
+            ),
+        ]),
+        text("progress"),
+        calls(&[("todo", json!({}))]),
+        text("read back"),
+        calls(&[("todo", json!({}))]),
+        text("another session"),
+    ]);
+    let setup = Setup::new(&["fixture_basic"]);
+    let dir = state(&work, "p");
+    let agent = setup.agent(&model, &dir);
+    let session = agent.new_session().expect("session");
+    agent
+        .run_turn(&session, "plan it", CancellationToken::new())
+        .await
+        .expect("turn 1");
+    assert!(
+        model.request(0).offers("todo"),
+        "the model is offered the todo tool"
+    );
+    assert!(
+        model.request(0).offers("echo"),
+        "beside the profile's tools"
+    );
+    let written = &model.request(1).tool_answers()[0].content;
+    assert!(
+        written.contains("\"total\":2") && written.contains("in_progress"),
+        "{written}"
+    );
+
+    agent
+        .run_turn(&session, "go on", CancellationToken::new())
+        .await
+        .expect("turn 2");
+    let answers = model.request(3).tool_answers();
+    let (refused, merged) = (
+        &answers[answers.len() - 2].content,
+        &answers[answers.len() - 1].content,
+    );
+    assert!(
+        refused.contains("invalid arguments") && refused.contains("in_progress"),
+        "a bad status is refused saying what to send: {refused}"
+    );
+    assert!(
+        merged.contains("\"completed\":1") && merged.contains("\"pending\":1"),
+        "{merged}"
+    );
+
+    // A new agent on the same state (a restart) reads the same list.
+    drop(agent);
+    let agent = setup.agent(&model, &dir);
+    agent
+        .run_turn(&session, "where are we?", CancellationToken::new())
+        .await
+        .expect("turn 3");
+    let read = model
+        .request(5)
+        .tool_answers()
+        .last()
+        .map(|a| a.content.clone())
+        .unwrap_or_default();
+    assert!(
+        read.contains("read the code") && read.contains("\"completed\":1"),
+        "the list lasts: {read}"
+    );
+
+    // Another session starts with an empty list.
+    let other = agent.new_session().expect("session");
+    agent
+        .run_turn(&other, "and here?", CancellationToken::new())
+        .await
+        .expect("turn 4");
+    let empty = &model.request(7).tool_answers()[0].content;
+    assert!(empty.contains("\"total\":0"), "{empty}");
+}

@@ -19,6 +19,7 @@ pub mod model;
 mod requests;
 pub mod sessions;
 mod stream;
+pub mod todo;
 mod turn;
 mod wire;
 

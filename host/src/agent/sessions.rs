@@ -359,7 +359,7 @@ type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The schema's steps, in order: version `i + 1` is reached by running `MIGRATIONS[i]`.
 /// Append only; never edit a released step.
-const MIGRATIONS: [Migration; 3] = [schema_v1, schema_v2, schema_v3];
+const MIGRATIONS: [Migration; 4] = [schema_v1, schema_v2, schema_v3, schema_v4];
 
 /// Version 2: the compactions of each session's requests.
 fn schema_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
@@ -393,6 +393,17 @@ fn schema_v3(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
             ended TEXT
         );
         CREATE INDEX IF NOT EXISTS delegations_by_parent ON delegations(parent);",
+    )
+}
+
+/// Version 4: each session's task list (the agent's `todo` tool).
+fn schema_v4(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS todos (
+            session TEXT PRIMARY KEY REFERENCES sessions(id),
+            items TEXT NOT NULL,
+            updated TEXT NOT NULL
+        );",
     )
 }
 
@@ -767,6 +778,48 @@ impl SessionStore {
         )
         .map_err(|e| self.db(e))?;
         Ok(conn.last_insert_rowid())
+    }
+
+    /// The task list of `session` (the agent's `todo` tool); empty if it has none.
+    pub fn todos(&self, session: &str) -> Result<Vec<super::todo::TodoItem>, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let items: Option<String> = conn
+            .query_row(
+                "SELECT items FROM todos WHERE session = ?1",
+                [session],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.db(e))?;
+        // A list this version cannot read (written by hand) reads as empty, not an error
+        // that would stop the turn; the next write replaces it.
+        Ok(items
+            .and_then(|items| serde_json::from_str(&items).ok())
+            .unwrap_or_default())
+    }
+
+    /// Replaces the task list of `session`, committed before this returns.
+    pub fn set_todos(
+        &self,
+        session: &str,
+        items: &[super::todo::TodoItem],
+    ) -> Result<(), SessionError> {
+        if !self.exists(session)? {
+            return Err(SessionError::NoSession(session.to_owned()));
+        }
+        let text = serde_json::to_string(items).map_err(|source| SessionError::Encode {
+            what: "todos",
+            session: session.to_owned(),
+            source,
+        })?;
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.execute(
+            "INSERT INTO todos (session, items, updated) VALUES (?1, ?2, ?3)
+             ON CONFLICT(session) DO UPDATE SET items = excluded.items, updated = excluded.updated",
+            params![session, text, now()],
+        )
+        .map_err(|e| self.db(e))?;
+        Ok(())
     }
 
     /// The messages of `session`, in order.

@@ -11,6 +11,7 @@ use super::children::ChildTurns;
 use super::messages::{Message, Role};
 use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
+use super::todo;
 use super::{AgentError, AgentInner, blocking};
 use toolhost_calls::context::{Caller, Frontend};
 use toolhost_calls::dispatcher::ToolCall;
@@ -94,15 +95,18 @@ impl AgentInner {
             request.requests = Some(Arc::new(AgentRequests {
                 agent: Arc::clone(&self),
             }));
-            // The tools the model is offered: those its calls may use.
+            // The tools the model is offered: those its calls may use, and the agent's own
+            // task list (unless a tool of the profile has its name: the profile's wins).
             let registry = self.door.tools(&request)?;
+            let todo_spec = registry.get(todo::NAME).is_none().then(todo::spec);
             for _ in 0..max_iterations {
                 // The step boundary: completions that arrived go in before the model call.
                 let arrived = self.delegations.drain(&session);
                 if !arrived.is_empty() {
                     messages.extend(self.append(&session, arrived).await?);
                 }
-                let specs = self.door.visible(&registry);
+                let mut specs = self.door.visible(&registry);
+                specs.extend(todo_spec.as_ref());
                 // Compacted to fit the model's window (compaction.rs); streamed text goes
                 // to the observer as it comes.
                 let reply = self
@@ -126,9 +130,19 @@ impl AgentInner {
                 // error goes back in their place, so the model can correct them.
                 let mut calls = Vec::new();
                 let mut slots: Vec<Option<ToolResult>> = Vec::new();
+                let mut own = Vec::new();
                 for c in &reply.tool_calls {
                     // Parsed once: the text crosses to the plugin as the model wrote it.
                     match Arguments::parse(c.arguments.as_str()) {
+                        // The agent's own tool: answered here, in order, never dispatched.
+                        Ok(arguments) if todo_spec.is_some() && c.name == todo::NAME => {
+                            slots.push(Some(self.todo(&session, &c.id, arguments.value()).await));
+                            own.push(ToolCall {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments,
+                            });
+                        }
                         Ok(arguments) => {
                             calls.push(ToolCall {
                                 id: c.id.clone(),
@@ -151,6 +165,9 @@ impl AgentInner {
                 messages.push(reply);
                 if let Some(observer) = &self.observer {
                     observer.tool_calls(depth, &calls);
+                    if !own.is_empty() {
+                        observer.tool_calls(depth, &own);
+                    }
                 }
                 let mut dispatched = self.door.dispatch(&request, calls).await.into_iter();
                 let results: Vec<ToolResult> = slots
@@ -198,6 +215,55 @@ impl AgentInner {
             Ok(messages)
         })
         .await
+    }
+
+    /// Answers a call of the agent's `todo` tool from `session`'s task list, storing the
+    /// list it writes.
+    async fn todo(
+        &self,
+        session: &str,
+        call_id: &str,
+        arguments: &serde_json::Value,
+    ) -> ToolResult {
+        let started = std::time::Instant::now();
+        let (store, s, arguments) = (
+            Arc::clone(&self.store),
+            session.to_owned(),
+            arguments.clone(),
+        );
+        let outcome = blocking(move || {
+            let list = store.todos(&s)?;
+            Ok(match todo::apply(&list, &arguments) {
+                Ok(next) => {
+                    if next != list {
+                        store.set_todos(&s, &next)?;
+                    }
+                    Ok(next)
+                }
+                Err(e) => Err(e),
+            })
+        })
+        .await;
+        let (output, kind) = match outcome {
+            Ok(Ok(list)) => (todo::answer(&list), None),
+            Ok(Err(refused)) => (refused.to_string(), Some(CallErrorKind::InvalidArgs)),
+            Err(e) => (
+                format!("the task list could not be read or stored: {e}"),
+                Some(CallErrorKind::Failed),
+            ),
+        };
+        let refused = ToolResult::refused(
+            call_id.to_owned(),
+            todo::NAME.to_owned(),
+            output,
+            kind.unwrap_or(CallErrorKind::Failed),
+        );
+        ToolResult {
+            is_error: kind.is_some(),
+            error: kind,
+            elapsed: started.elapsed(),
+            ..refused
+        }
     }
 
     /// [`AgentInner::append`] of one message.
