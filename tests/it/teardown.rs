@@ -165,3 +165,99 @@ async fn run_command_in_a_child_turn_leaves_no_double_forked_daemon() {
     outside.kill().expect("kill");
     outside.wait().expect("reap");
 }
+
+/// `process_manage`: a child turn lists the daemons its tool left running and hands one to
+/// its parent; at the child's teardown that one keeps running (the parent is told, on the
+/// child's answer) and the other is ended. A top-level turn has no parent to hand to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_hands_a_daemon_to_its_parent_and_the_rest_end() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let model = ScriptedModel::new(|request| {
+        let answers = request.tool_answers();
+        if request.last_user() == "parent" {
+            return match answers.len() {
+                0 => calls(&[("delegate_task", json!({"task": "start two"}))]),
+                1 => calls(&[("process_manage", json!({"action": "handoff", "pid": 1}))]),
+                _ => text(&format!(
+                    "parent got: {} / {}",
+                    answers[0].content, answers[1].content
+                )),
+            };
+        }
+        match answers.len() {
+            0 => calls(&[
+                ("start_daemon", json!({})),
+                ("start_daemon", json!({})),
+                ("start_daemon", json!({})),
+            ]),
+            3 => calls(&[(
+                "process_manage",
+                json!({"action": "handoff", "pid": pid_in(&answers[0].content)}),
+            )]),
+            4 => calls(&[("process_manage", json!({"action": "list"}))]),
+            5 => calls(&[(
+                "process_manage",
+                json!({"action": "kill", "pid": pid_in(&answers[2].content)}),
+            )]),
+            _ => text("child done"),
+        }
+    });
+    let plugins = PluginDir::with(&["toolhost_delegate_task", "fixture_leftover"]);
+    let agent = agent_over(
+        &plugins,
+        &model,
+        &work.path().join("state"),
+        toolhost::WorkspaceSettings::default(),
+    );
+    let session = agent.new_session().expect("session");
+    let answer = agent
+        .run_turn(&session, "parent", CancellationToken::new())
+        .await
+        .expect("turn");
+    // The child's two daemons, in the order its calls answered.
+    let child = (0..model.count())
+        .map(|n| model.request(n))
+        .find(|r| r.last_user() != "parent" && r.tool_answers().len() >= 6)
+        .expect("the child's last request");
+    let answers = child.tool_answers();
+    let [kept, ended, killed] = [0, 1, 2].map(|i| pid_in(&answers[i].content));
+    assert!(
+        answers[3]
+            .content
+            .contains("is handed to the conversation you work for"),
+        "{answers:?}"
+    );
+    for pid in [kept, ended, killed] {
+        assert!(
+            answers[4].content.contains(&format!("\"pid\":{pid}")),
+            "list shows {pid}: {}",
+            answers[4].content
+        );
+    }
+    assert!(
+        answers[5]
+            .content
+            .contains(&format!("ended 1 process you asked to end: pid {killed}")),
+        "{}",
+        answers[5].content
+    );
+    assert!(gone(killed), "kill ended it");
+    eventually_async(
+        Duration::from_secs(10),
+        "the daemon not handed off ending",
+        || gone(ended),
+    )
+    .await;
+    assert!(!gone(kept), "the handed daemon was ended: {answer}");
+    assert!(
+        answer.contains("ended 1 process the helper left running")
+            && answer.contains(&format!("handed to you and still running: pid {kept}")),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("only a helper (a child turn) hands processes to its parent"),
+        "{answer}"
+    );
+    // SAFETY: kill takes integers; the pid is the test's own daemon.
+    unsafe { libc::kill(i32::try_from(kept).expect("pid"), libc::SIGKILL) };
+}

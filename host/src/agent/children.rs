@@ -199,7 +199,11 @@ impl ChildTurns {
         started(&session);
         // Ends what the child's tools leave running, however the child ends, even if
         // this future is dropped before it does.
-        let teardown = super::child_processes::Teardown::new(&session, cancel.clone());
+        let teardown = super::child_processes::Teardown::new(
+            &session,
+            cancel.clone(),
+            Arc::clone(&self.agent.handoffs),
+        );
         let limits = &self.agent.config.children;
         let mut child = Arc::clone(&self.agent).turn(
             plan.without,

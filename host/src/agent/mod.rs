@@ -16,6 +16,7 @@ mod delegations;
 mod history;
 mod messages;
 pub mod model;
+mod process_manage;
 mod requests;
 pub mod sessions;
 mod stream;
@@ -104,6 +105,8 @@ struct AgentInner {
     observer: Option<Arc<dyn TurnObserver>>,
     /// Request sizes, calibrated by the usage the model server reports.
     estimator: compaction::Estimator,
+    /// The processes child turns handed to their parents (`process_manage`).
+    handoffs: Arc<child_processes::Handoffs>,
 }
 
 /// What an agent is made of.
@@ -157,6 +160,7 @@ impl Agent {
                 caller: parts.caller,
                 observer: parts.observer,
                 estimator: compaction::Estimator::default(),
+                handoffs: Arc::default(),
             }),
         })
     }

@@ -780,6 +780,19 @@ impl SessionStore {
         Ok(conn.last_insert_rowid())
     }
 
+    /// The session `session` is a child turn of, if it is one.
+    pub fn parent_of(&self, session: &str) -> Result<Option<String>, SessionError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.query_row(
+            "SELECT parent FROM sessions WHERE id = ?1",
+            [session],
+            |row| row.get::<_, Option<String>>(0),
+        )
+        .optional()
+        .map(Option::flatten)
+        .map_err(|e| self.db(e))
+    }
+
     /// The task list of `session` (the agent's `todo` tool); empty if it has none.
     pub fn todos(&self, session: &str) -> Result<Vec<super::todo::TodoItem>, SessionError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);

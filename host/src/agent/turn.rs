@@ -11,8 +11,8 @@ use super::children::ChildTurns;
 use super::messages::{Message, Role};
 use super::requests::AgentRequests;
 use super::sessions::{self, SessionError};
-use super::todo;
 use super::{AgentError, AgentInner, blocking};
+use super::{process_manage, todo};
 use toolhost_calls::context::{Caller, Frontend};
 use toolhost_calls::dispatcher::ToolCall;
 use toolhost_calls::result::{CallErrorKind, ToolResult};
@@ -99,6 +99,10 @@ impl AgentInner {
             // task list (unless a tool of the profile has its name: the profile's wins).
             let registry = self.door.tools(&request)?;
             let todo_spec = registry.get(todo::NAME).is_none().then(todo::spec);
+            let process_spec = registry
+                .get(process_manage::NAME)
+                .is_none()
+                .then(process_manage::spec);
             for _ in 0..max_iterations {
                 // The step boundary: completions that arrived go in before the model call.
                 let arrived = self.delegations.drain(&session);
@@ -107,6 +111,7 @@ impl AgentInner {
                 }
                 let mut specs = self.door.visible(&registry);
                 specs.extend(todo_spec.as_ref());
+                specs.extend(process_spec.as_ref());
                 // Compacted to fit the model's window (compaction.rs); streamed text goes
                 // to the observer as it comes.
                 let reply = self
@@ -137,6 +142,19 @@ impl AgentInner {
                         // The agent's own tool: answered here, in order, never dispatched.
                         Ok(arguments) if todo_spec.is_some() && c.name == todo::NAME => {
                             slots.push(Some(self.todo(&session, &c.id, arguments.value()).await));
+                            own.push(ToolCall {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments,
+                            });
+                        }
+                        Ok(arguments)
+                            if process_spec.is_some() && c.name == process_manage::NAME =>
+                        {
+                            slots.push(Some(
+                                self.process_manage(&session, &c.id, arguments.value())
+                                    .await,
+                            ));
                             own.push(ToolCall {
                                 id: c.id.clone(),
                                 name: c.name.clone(),
@@ -252,18 +270,38 @@ impl AgentInner {
                 Some(CallErrorKind::Failed),
             ),
         };
-        let refused = ToolResult::refused(
-            call_id.to_owned(),
-            todo::NAME.to_owned(),
-            output,
-            kind.unwrap_or(CallErrorKind::Failed),
-        );
-        ToolResult {
-            is_error: kind.is_some(),
-            error: kind,
-            elapsed: started.elapsed(),
-            ..refused
-        }
+        own_result(call_id, todo::NAME, output, kind, started)
+    }
+
+    /// Answers a call of the agent's `process_manage` tool for `session`'s processes.
+    async fn process_manage(
+        &self,
+        session: &str,
+        call_id: &str,
+        arguments: &serde_json::Value,
+    ) -> ToolResult {
+        let started = std::time::Instant::now();
+        let (store, handoffs) = (Arc::clone(&self.store), Arc::clone(&self.handoffs));
+        let (s, arguments) = (session.to_owned(), arguments.clone());
+        let outcome = blocking(move || {
+            let parent = store.parent_of(&s)?;
+            Ok(process_manage::run(
+                &s,
+                parent.as_deref(),
+                &handoffs,
+                &arguments,
+            ))
+        })
+        .await;
+        let (output, kind) = match outcome {
+            Ok(Ok(answer)) => (answer, None),
+            Ok(Err(refused)) => (refused.to_string(), Some(CallErrorKind::InvalidArgs)),
+            Err(e) => (
+                format!("the session could not be read: {e}"),
+                Some(CallErrorKind::Failed),
+            ),
+        };
+        own_result(call_id, process_manage::NAME, output, kind, started)
     }
 
     /// [`AgentInner::append`] of one message.
@@ -278,5 +316,28 @@ impl AgentInner {
             Ok(message)
         })
         .await
+    }
+}
+
+/// The result of a call of one of the agent's own tools: `output`, an error of `kind` if
+/// it has one.
+fn own_result(
+    call_id: &str,
+    name: &str,
+    output: String,
+    kind: Option<CallErrorKind>,
+    started: std::time::Instant,
+) -> ToolResult {
+    let refused = ToolResult::refused(
+        call_id.to_owned(),
+        name.to_owned(),
+        output,
+        kind.unwrap_or(CallErrorKind::Failed),
+    );
+    ToolResult {
+        is_error: kind.is_some(),
+        error: kind,
+        elapsed: started.elapsed(),
+        ..refused
     }
 }

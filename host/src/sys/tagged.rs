@@ -38,13 +38,19 @@ pub(crate) struct EndedProcess {
 /// Ends every process of this uid whose environment holds `variable=value` (SIGTERM,
 /// up to `grace` to exit, then SIGKILL), in up to three rounds (a process forked by one
 /// being ended is found by the next); returns what was ended. Blocking: it waits up to
-/// `grace` per round.
-pub(crate) fn end_tagged(variable: &str, value: &str, grace: Duration) -> Vec<EndedProcess> {
+/// `grace` per round. Leaves alone the processes `keep` names (by pid): those a child turn handed to its
+/// parent, or all but the one to end.
+pub(crate) fn end_tagged_except(
+    variable: &str,
+    value: &str,
+    grace: Duration,
+    keep: &dyn Fn(i32) -> bool,
+) -> Vec<EndedProcess> {
     let mut ended: Vec<EndedProcess> = Vec::new();
     for _ in 0..3 {
         // This process and its live plugin workers are never ended.
         let workers = crate::sys::workers::live_pids();
-        let skip = |pid: i32| u32::try_from(pid).is_ok_and(|p| workers.contains(&p));
+        let skip = |pid: i32| keep(pid) || u32::try_from(pid).is_ok_and(|p| workers.contains(&p));
         let found = find_tagged(variable, value, &skip);
         if found.is_empty() {
             break;
@@ -76,6 +82,45 @@ pub(crate) fn end_tagged(variable: &str, value: &str, grace: Duration) -> Vec<En
         }));
     }
     ended
+}
+
+/// A live process tagged `variable=value`: its pid, command name and command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaggedInfo {
+    /// Its id.
+    pub(crate) pid: i32,
+    /// Its command name (`/proc/PID/comm`).
+    pub(crate) name: String,
+    /// Its command line, arguments joined by spaces (at most 200 characters).
+    pub(crate) command: String,
+}
+
+/// The live processes of this uid tagged `variable=value` (this process and its plugin
+/// workers left out), without touching them.
+pub(crate) fn list_tagged(variable: &str, value: &str) -> Vec<TaggedInfo> {
+    let workers = crate::sys::workers::live_pids();
+    let skip = |pid: i32| u32::try_from(pid).is_ok_and(|p| workers.contains(&p));
+    find_tagged(variable, value, &skip)
+        .iter()
+        .map(|t| {
+            let command: String = std::fs::read(format!("/proc/{}/cmdline", t.pid))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .filter(|a| !a.is_empty())
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            TaggedInfo {
+                pid: t.pid,
+                name: std::fs::read_to_string(format!("/proc/{}/comm", t.pid))
+                    .map(|n| n.trim_end().to_owned())
+                    .unwrap_or_else(|_| "?".to_owned()),
+                command: command.chars().take(200).collect(),
+            }
+        })
+        .collect()
 }
 
 /// One line for a person or a model: "ended 2 processes the helper left running: pid 123
@@ -171,7 +216,9 @@ mod tests {
         // Ignores SIGTERM (as does its shell, which waits for it): killed after the grace.
         let mut stubborn = spawn(&tag, "trap '' TERM; sh -c 'trap \"\" TERM; sleep 300'");
         let mut other = spawn(&format!("{tag}-other"), "sleep 300");
-        let ended = end_tagged(SESSION_VARIABLE, &tag, Duration::from_millis(300));
+        let ended = end_tagged_except(SESSION_VARIABLE, &tag, Duration::from_millis(300), &|_| {
+            false
+        });
         let pids: BTreeSet<i32> = ended.iter().map(|p| p.pid).collect();
         let expect: BTreeSet<i32> = [tagged.id(), stubborn.id()]
             .into_iter()
@@ -188,7 +235,7 @@ mod tests {
         stubborn.wait().expect("reap");
         assert!(gone(tagged.id()) && gone(stubborn.id()));
         assert!(!gone(other.id()), "an untagged process was ended");
-        assert!(end_tagged(SESSION_VARIABLE, "", Duration::ZERO).is_empty());
+        assert!(end_tagged_except(SESSION_VARIABLE, "", Duration::ZERO, &|_| false).is_empty());
         other.kill().expect("kill");
         other.wait().expect("reap");
     }
