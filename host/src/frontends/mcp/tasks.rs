@@ -23,6 +23,10 @@ use toolhost_calls::result::{CallErrorKind, ToolResult};
 const MAX_PER_CALLER: usize = 32;
 /// At most this many tasks run on this server.
 const MAX_RUNNING: usize = 1024;
+/// At most this many tasks of one caller are kept (running, or finished with their
+/// result), and this many in all: results are held for their clients, bounded.
+const MAX_KEPT_PER_CALLER: usize = 256;
+const MAX_KEPT: usize = 4096;
 /// How long a task is kept: a call still running then is stopped (failed), a finished
 /// one's result is kept as long again for its client to read.
 const TASK_TTL_MS: u64 = 60 * 60 * 1000;
@@ -33,7 +37,8 @@ const POLL_INTERVAL_MS: u64 = 500;
 #[derive(Default)]
 pub(super) struct Tasks {
     manager: TaskManager,
-    owners: Mutex<HashMap<String, Owner>>,
+    /// Each task's owner and when it was made (a task is gone two lifetimes after).
+    owners: Mutex<HashMap<String, (Owner, std::time::Instant)>>,
 }
 
 impl Tasks {
@@ -45,10 +50,11 @@ impl Tasks {
     )]
     pub(super) fn start(&self, owner: Owner, run: Running, tool: String) -> Result<Task, Running> {
         let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget, now and then, the tasks the manager let go of (past their time).
-        if owners.len() >= 4 * MAX_RUNNING {
-            owners.retain(|id, _| self.manager.get_task(id).is_ok());
-        }
+        // The manager lets a task go at most two lifetimes after it was made (one to run,
+        // one to keep its result): forget those, and count the rest as kept.
+        let gone_after = std::time::Duration::from_millis(2 * TASK_TTL_MS);
+        owners.retain(|_, (_, made)| made.elapsed() < gone_after);
+        let kept_by_caller = owners.values().filter(|(o, _)| *o == owner).count();
         let running = |id: &String| {
             self.manager
                 .get_task(id)
@@ -56,9 +62,13 @@ impl Tasks {
         };
         let mine = owners
             .iter()
-            .filter(|(id, o)| **o == owner && running(id))
+            .filter(|(id, (o, _))| *o == owner && running(id))
             .count();
-        if mine >= MAX_PER_CALLER || self.manager.running_task_count() >= MAX_RUNNING {
+        if mine >= MAX_PER_CALLER
+            || kept_by_caller >= MAX_KEPT_PER_CALLER
+            || owners.len() >= MAX_KEPT
+            || self.manager.running_task_count() >= MAX_RUNNING
+        {
             return Err(run);
         }
         let options = TaskOptions::new()
@@ -67,7 +77,7 @@ impl Tasks {
         let task = self.manager.spawn(options, move |context| {
             Box::pin(run_task(run, context, tool))
         });
-        owners.insert(task.task_id.clone(), owner);
+        owners.insert(task.task_id.clone(), (owner, std::time::Instant::now()));
         Ok(task)
     }
 
@@ -75,7 +85,7 @@ impl Tasks {
     fn check(&self, id: &str, owner: &Owner) -> Result<(), McpError> {
         let owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
         match owners.get(id) {
-            Some(o) if o == owner => Ok(()),
+            Some((o, _)) if o == owner => Ok(()),
             _ => Err(McpError::invalid_params(
                 format!(
                     "unknown task '{id}': no task of this client has that id (it may have expired)"
