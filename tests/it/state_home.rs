@@ -195,7 +195,7 @@ async fn state_beside_the_config_moves_once_to_the_state_home_with_every_session
     let after = sessions(&moved_p);
     assert_eq!(after.0, before_p.0 + 1);
     assert!(after.1 > before_p.1);
-    assert_eq!(after.2, 3, "the schema version is set (the last one)");
+    assert_eq!(after.2, 4, "the schema version is set (the last one)");
     assert_eq!(
         sessions(&new_default.join("sessions.sqlite3")).0,
         before_default.0,

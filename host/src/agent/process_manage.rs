@@ -1,7 +1,9 @@
-//! The agent's own `process_manage` tool: the processes a turn's tools left running in
-//! the background (tagged with its session, as plugin-api documents for tools that start
-//! processes), listed, ended, or, in a child turn, handed to the parent so they outlive
-//! the child's teardown. Answered by the turn itself, like `todo`.
+//! The agent's own `process_manage` tool, offered to child turns: the processes a turn's
+//! tools left running in the background (tagged with its session, as plugin-api documents
+//! for tools that start processes), listed, ended, or handed to the parent so they
+//! outlive the child's teardown. Answered by the turn itself, like `todo`. (A top-level
+//! turn ends none of its tools' processes, so it is not offered there: every request
+//! would pay for its spec.)
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -51,19 +53,17 @@ pub(crate) enum ProcessError {
 pub(crate) fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.to_owned(),
-        description: "The processes your tools left running in the background (a server, \
-                      a watcher): `list` them, `kill` one by pid, or, as a helper working \
-                      for another conversation, `handoff` one to it so it keeps running \
-                      when you finish (what you do not hand off is ended then)."
+        description: "The processes your tools left running in the background: list \
+                      them, kill one, or handoff one to the conversation you work for so it \
+                      keeps running when you finish (the rest are ended then)."
             .to_owned(),
         schema: json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["list", "kill", "handoff"]},
-                "pid": {"type": "integer", "description": "The process, for kill and handoff."}
+                "action": {"enum": ["list", "kill", "handoff"]},
+                "pid": {"type": "integer"}
             },
-            "required": ["action"],
-            "additionalProperties": false
+            "required": ["action"]
         }),
         risk: Risk::Write,
         interactive: false,

@@ -103,39 +103,27 @@ pub enum TodoError {
 pub(crate) fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.to_owned(),
-        description: "Your task list for this conversation: plan multi-step work and track \
-                      it. Call with {} to read the list. Write it with `todos`: without \
-                      `merge` the items replace the list; with `merge: true` each item updates \
-                      the one of its id (give only what changes) or is added. Keep one item \
-                      in_progress at a time and mark items completed as you finish them."
+        description: "Your task list for this conversation. {} reads it; `todos` writes \
+                      it (replacing it, or with merge: true updating items by id and adding \
+                      new ones). Keep one item in_progress."
             .to_owned(),
         schema: json!({
             "type": "object",
             "properties": {
                 "todos": {
                     "type": "array",
-                    "description": "Items to write; leave out to read the list.",
-                    "maxItems": MAX_ITEMS,
                     "items": {
                         "type": "object",
                         "properties": {
-                            "id": {"type": "string", "minLength": 1},
-                            "content": {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT},
-                            "status": {
-                                "type": "string",
-                                "enum": ["pending", "in_progress", "completed", "cancelled"]
-                            }
+                            "id": {"type": "string"},
+                            "content": {"type": "string"},
+                            "status": {"enum": ["pending", "in_progress", "completed", "cancelled"]}
                         },
-                        "required": ["id"],
-                        "additionalProperties": false
+                        "required": ["id"]
                     }
                 },
-                "merge": {
-                    "type": "boolean",
-                    "description": "true: update items by id and add new ones; false (default): replace the list."
-                }
-            },
-            "additionalProperties": false
+                "merge": {"type": "boolean"}
+            }
         }),
         risk: Risk::Read,
         interactive: false,

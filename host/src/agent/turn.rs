@@ -99,9 +99,8 @@ impl AgentInner {
             // task list (unless a tool of the profile has its name: the profile's wins).
             let registry = self.door.tools(&request)?;
             let todo_spec = registry.get(todo::NAME).is_none().then(todo::spec);
-            let process_spec = registry
-                .get(process_manage::NAME)
-                .is_none()
+            // Child turns only: a top-level turn ends none of its tools' processes.
+            let process_spec = (depth > 0 && registry.get(process_manage::NAME).is_none())
                 .then(process_manage::spec);
             for _ in 0..max_iterations {
                 // The step boundary: completions that arrived go in before the model call.
