@@ -87,6 +87,16 @@ pub(crate) fn http_server(
     control: &Path,
     state: &Path,
 ) -> (Server, String, String) {
+    http_server_with(plugins, control, state, &[])
+}
+
+/// [`http_server`] with `extra` arguments for `serve` (`--isolate`).
+fn http_server_with(
+    plugins: &Path,
+    control: &Path,
+    state: &Path,
+    extra: &[&str],
+) -> (Server, String, String) {
     let token = token_add(state, "python-sdk");
     let mut command = toolhost_command();
     command
@@ -101,6 +111,7 @@ pub(crate) fn http_server(
         .arg(plugins)
         .arg("--control")
         .arg(control)
+        .args(extra)
         .env("XDG_STATE_HOME", state);
     let (child, port) = spawn_http_server(command);
     let server = Server(child);
@@ -720,32 +731,18 @@ fn tasks_and_questions_asked_together_reach_a_2026_client_in_process_and_in_a_wo
     for isolate in [false, true] {
         let work = tempfile::tempdir().expect("temp dir");
         let state = work.path().join("state");
-        let token = token_add(&state, "task-checks");
+        let extra: &[&str] = if isolate { &["--isolate"] } else { &[] };
+        let (_server, url, token) = http_server_with(
+            &plugins.path(),
+            &work.path().join("control.sock"),
+            &state,
+            extra,
+        );
         let other = token_add(&state, "someone-else");
-        let mut command = toolhost_command();
-        command
-            .args([
-                "serve",
-                "--mcp",
-                "http",
-                "--listen",
-                "127.0.0.1:0",
-                "--plugins",
-            ])
-            .arg(plugins.path())
-            .arg("--control")
-            .arg(work.path().join("control.sock"))
-            .env("XDG_STATE_HOME", &state)
-            .env("XDG_CONFIG_HOME", work.path());
-        if isolate {
-            command.arg("--isolate");
-        }
-        let (child, port) = spawn_http_server(command);
-        let _server = Server(child);
         let mut script = Command::new(python());
         script
             .arg(workspace_root().join("tests/mcp/task_checks.py"))
-            .arg(format!("http://127.0.0.1:{port}/mcp"))
+            .arg(&url)
             .arg(&token)
             .arg(&other);
         let stdout = passed(script, &format!("task_checks.py (isolate: {isolate})"));

@@ -250,26 +250,17 @@ impl AgentInner {
         );
         let outcome = blocking(move || {
             let list = store.todos(&s)?;
-            Ok(match todo::apply(&list, &arguments) {
-                Ok(next) => {
-                    if next != list {
-                        store.set_todos(&s, &next)?;
-                    }
-                    Ok(next)
-                }
-                Err(e) => Err(e),
-            })
+            let next = todo::apply(&list, &arguments);
+            if let Ok(next) = &next
+                && *next != list
+            {
+                store.set_todos(&s, next)?;
+            }
+            Ok(next)
         })
         .await;
-        let (output, kind) = match outcome {
-            Ok(Ok(list)) => (todo::answer(&list), None),
-            Ok(Err(refused)) => (refused.to_string(), Some(CallErrorKind::InvalidArgs)),
-            Err(e) => (
-                format!("the task list could not be read or stored: {e}"),
-                Some(CallErrorKind::Failed),
-            ),
-        };
-        own_result(call_id, todo::NAME, output, kind, started)
+        let outcome = outcome.map(|r| r.map(|list| todo::answer(&list)));
+        own_result(call_id, todo::NAME, outcome, started)
     }
 
     /// Answers a call of the agent's `process_manage` tool for `session`'s processes.
@@ -292,15 +283,7 @@ impl AgentInner {
             ))
         })
         .await;
-        let (output, kind) = match outcome {
-            Ok(Ok(answer)) => (answer, None),
-            Ok(Err(refused)) => (refused.to_string(), Some(CallErrorKind::InvalidArgs)),
-            Err(e) => (
-                format!("the session could not be read: {e}"),
-                Some(CallErrorKind::Failed),
-            ),
-        };
-        own_result(call_id, process_manage::NAME, output, kind, started)
+        own_result(call_id, process_manage::NAME, outcome, started)
     }
 
     /// [`AgentInner::append`] of one message.
@@ -318,15 +301,22 @@ impl AgentInner {
     }
 }
 
-/// The result of a call of one of the agent's own tools: `output`, an error of `kind` if
-/// it has one.
-fn own_result(
+/// The result of a call of one of the agent's own tools: its answer; its refusal (the
+/// model sent what the tool cannot take); or the session store's failure.
+fn own_result<E: std::fmt::Display>(
     call_id: &str,
     name: &str,
-    output: String,
-    kind: Option<CallErrorKind>,
+    outcome: Result<Result<String, E>, SessionError>,
     started: std::time::Instant,
 ) -> ToolResult {
+    let (output, kind) = match outcome {
+        Ok(Ok(answer)) => (answer, None),
+        Ok(Err(refused)) => (refused.to_string(), Some(CallErrorKind::InvalidArgs)),
+        Err(e) => (
+            format!("{name} could not read or write the session: {e}"),
+            Some(CallErrorKind::Failed),
+        ),
+    };
     let refused = ToolResult::refused(
         call_id.to_owned(),
         name.to_owned(),
