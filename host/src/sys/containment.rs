@@ -164,6 +164,9 @@ impl Containment {
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         }
         if matches!(self, Containment::ProcessGroup) {
+            // A process that left the group becomes the host's only once its parent in
+            // the group has died: wait for that before looking for it.
+            wait_groups_dead(&[pid]);
             kill_escaped_orphans();
         }
     }
@@ -254,6 +257,7 @@ pub(crate) fn pid_namespaces() -> Result<(), &'static NoPidNamespaces> {
 /// the orphans the host inherited): what a host does on its way out, so no plugin's
 /// process outlives it.
 pub fn end_all_workers() {
+    let mut groups = Vec::new();
     for (pid, cgroups) in crate::sys::workers::take_all() {
         if let Ok(raw) = libc::pid_t::try_from(pid) {
             // SAFETY: kill takes integers; a negative pid names the process group.
@@ -262,10 +266,60 @@ pub fn end_all_workers() {
                 libc::kill(-raw, libc::SIGKILL);
             }
         }
+        groups.push(pid);
         // Here, not on a thread of its own: the process is about to end.
         remove_cgroups(&cgroups);
     }
+    // The killed are reparented to the host (their subreaper) only as their parents in
+    // the groups die: wait for the groups to be dead, then sweep.
+    wait_groups_dead(&groups);
     kill_escaped_orphans();
+}
+
+/// How long teardown waits for killed process groups to die before sweeping orphans
+/// anyway (a process stuck in uninterruptible sleep dies late).
+const GROUP_DEATH_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits, bounded by [`GROUP_DEATH_WAIT`], until no process in the process groups
+/// `pgids` is alive (dead but unreaped ones count as dead: the kernel reparents a
+/// process's children before it becomes a zombie).
+fn wait_groups_dead(pgids: &[u32]) {
+    if pgids.is_empty() {
+        return;
+    }
+    let until = Instant::now() + GROUP_DEATH_WAIT;
+    while any_alive_in(pgids) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Whether any live (not zombie) process is in one of the process groups `pgids`.
+fn any_alive_in(pgids: &[u32]) -> bool {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        group_and_state(&stat)
+            .is_some_and(|(state, pgrp)| state != 'Z' && state != 'X' && pgids.contains(&pgrp))
+    })
+}
+
+/// The state letter and process group of a `/proc/PID/stat` line (the command name in
+/// parentheses may hold spaces and parentheses: the fields start after the last `)`).
+fn group_and_state(stat: &str) -> Option<(char, u32)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
 }
 
 /// Kills and reaps the host's children that carry a worker's marks (no new privileges
@@ -273,12 +327,25 @@ pub fn end_all_workers() {
 /// not have: it has one filter fewer) and are not live workers: processes a plugin started that left their worker's process group and were
 /// reparented to the host when their parent died.
 pub(crate) fn kill_escaped_orphans() {
+    // Each pass reaps what it kills, by which time their own children are the host's:
+    // the next pass finds those. Bounded, for a tree that forks as fast as it is killed.
+    for _ in 0..16 {
+        if kill_orphans_once() == 0 {
+            break;
+        }
+    }
+}
+
+/// One sweep of [`kill_escaped_orphans`]; how many it killed.
+fn kill_orphans_once() -> usize {
     let me = std::process::id();
     let live = crate::sys::workers::live_pids();
+    let mut killed = 0;
     for pid in host_children(me) {
         if live.contains(&pid) || !crate::sys::workers::carries_marks(pid) {
             continue;
         }
+        killed += 1;
         if let Ok(raw) = libc::pid_t::try_from(pid) {
             // SAFETY: kill and waitpid take integers; the status is written here. The
             // child is ours (reparented), so reaping it is our job.
@@ -289,6 +356,7 @@ pub(crate) fn kill_escaped_orphans() {
             }
         }
     }
+    killed
 }
 
 /// The host's children (every thread's).
@@ -662,6 +730,20 @@ pub(crate) fn join_in_child(fds: &[RawFd]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_gives_its_state_and_group_whatever_the_command_name() {
+        assert_eq!(
+            group_and_state("42 (sleep) S 1 42 42 0 -1 4194560"),
+            Some(('S', 42))
+        );
+        assert_eq!(group_and_state("7 (a) b) (c) Z 3 9 9 0"), Some(('Z', 9)));
+        assert_eq!(group_and_state("garbage"), None);
+        // This test's own process group has a live member: this process.
+        // SAFETY: getpgrp takes nothing and cannot fail.
+        let own = u32::try_from(unsafe { libc::getpgrp() }).expect("pgrp");
+        assert!(any_alive_in(&[own]));
+    }
 
     /// cgroup v2 cannot be exercised on a machine whose memory and pids controllers are
     /// bound to v1 hierarchies (as on the machines the tests run on), so its steps are
