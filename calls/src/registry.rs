@@ -352,7 +352,7 @@ impl ToolRegistry {
 
     /// Every tool as JSON for listings (`toolhost list --json`, the control socket's
     /// `list`): name, risk, interactive, plugin, file, mode (`in-process` or `process`),
-    /// description, schema.
+    /// description, schema; a server's tool also `mcp_server` and `endpoint`.
     pub fn listing(&self) -> Vec<Value> {
         self.iter()
             .map(|t| {
@@ -361,9 +361,11 @@ impl ToolRegistry {
                     crate::tool::ToolOrigin::Plugin { file, .. } => {
                         Value::from(file.display().to_string())
                     }
-                    crate::tool::ToolOrigin::Native => Value::Null,
+                    crate::tool::ToolOrigin::Native | crate::tool::ToolOrigin::McpServer { .. } => {
+                        Value::Null
+                    }
                 };
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "name": spec.name,
                     "risk": spec.risk.as_str(),
                     "interactive": spec.interactive,
@@ -372,7 +374,15 @@ impl ToolRegistry {
                     "mode": if t.tool().isolated() { "process" } else { "in-process" },
                     "description": spec.description,
                     "schema": spec.schema,
-                })
+                });
+                if let crate::tool::ToolOrigin::McpServer {
+                    server, endpoint, ..
+                } = t.tool().origin()
+                {
+                    entry["mcp_server"] = Value::from(&**server);
+                    entry["endpoint"] = Value::from(&**endpoint);
+                }
+                entry
             })
             .collect()
     }

@@ -51,6 +51,16 @@ pub enum ToolOrigin {
         /// The plugin's own version (one pointer wide: origins travel in errors).
         version: Arc<String>,
     },
+    /// Listed by an MCP server (`[[mcp_servers]]`).
+    McpServer {
+        /// The server's name in the config.
+        server: Arc<str>,
+        /// Its command line or URL.
+        endpoint: Arc<str>,
+        /// sha256 of the server's name and version and the tool's definition: what a
+        /// lasting approval is tied to, as a plugin's is to its file.
+        identity: Arc<str>,
+    },
 }
 
 impl ToolOrigin {
@@ -59,22 +69,32 @@ impl ToolOrigin {
         match self {
             ToolOrigin::Native => "",
             ToolOrigin::Plugin { sha256, .. } => sha256,
+            ToolOrigin::McpServer { identity, .. } => identity,
         }
     }
 
-    /// The plugin's version, or `""` for native tools.
+    /// The plugin's version, or `""` for native tools and a server's.
     pub fn plugin_version(&self) -> &str {
         match self {
-            ToolOrigin::Native => "",
+            ToolOrigin::Native | ToolOrigin::McpServer { .. } => "",
             ToolOrigin::Plugin { version, .. } => version,
         }
     }
 
-    /// The plugin name, or `"native"`.
+    /// The plugin name, `"mcp"` for an MCP server's tool (its server: [`ToolOrigin::mcp_server`]), or `"native"`.
     pub fn plugin_name(&self) -> &str {
         match self {
             ToolOrigin::Native => "native",
             ToolOrigin::Plugin { plugin, .. } => plugin,
+            ToolOrigin::McpServer { .. } => "mcp",
+        }
+    }
+
+    /// The MCP server that lists it, if one does.
+    pub fn mcp_server(&self) -> Option<&str> {
+        match self {
+            ToolOrigin::McpServer { server, .. } => Some(server),
+            _ => None,
         }
     }
 }
@@ -86,6 +106,9 @@ impl fmt::Display for ToolOrigin {
             ToolOrigin::Plugin { plugin, file, .. } => {
                 write!(f, "plugin '{plugin}' ({})", file.display())
             }
+            ToolOrigin::McpServer {
+                server, endpoint, ..
+            } => write!(f, "MCP server '{server}' ({endpoint})"),
         }
     }
 }

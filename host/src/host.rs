@@ -52,6 +52,11 @@ pub struct ServeConfig {
     pub config_file: Option<PathBuf>,
     /// The audit log every call is recorded in (`None`: none).
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// The MCP servers whose tools it serves (`[[mcp_servers]]`), and the folder their
+    /// own folders go in (`None`: `mcp-servers` in the state directory).
+    pub mcp_servers: Vec<crate::config::McpServerSettings>,
+    /// See `mcp_servers`.
+    pub mcp_servers_dir: Option<PathBuf>,
 }
 
 /// A running host's state, shared by its frontends.
@@ -69,6 +74,10 @@ pub struct Host {
     watching: bool,
     /// Approval questions waiting for a terminal (MCP clients without elicitation).
     approvals: Arc<crate::approval_relay::ApprovalRelay>,
+    /// The MCP servers it serves tools from.
+    mcp_servers: Arc<crate::upstream::McpServers>,
+    /// The config file, read again on `reload` for its `[[mcp_servers]]`.
+    config_file: Option<PathBuf>,
 }
 
 /// The host's profiles as the door sees them: each one's view of the catalog's current
@@ -183,6 +192,9 @@ pub struct HostStatus {
     /// Clients connected now through the frontends that register them (MCP).
     #[serde(rename = "mcp_clients")]
     pub clients: Vec<ConnectedClient>,
+    /// The MCP servers it serves tools from (`[[mcp_servers]]`).
+    #[serde(default)]
+    pub mcp_servers: Vec<crate::upstream::McpServerStatus>,
 }
 
 /// A client connected through a frontend, as `toolhost status` shows it.
@@ -332,6 +344,7 @@ impl Host {
             Some(audit) => door.with_observer(Arc::clone(audit) as Arc<dyn crate::CallObserver>),
             None => door,
         };
+        let mcp_catalog = Arc::clone(&catalog);
         Host {
             door,
             profiles,
@@ -344,7 +357,24 @@ impl Host {
             control_path: config.control_path.clone(),
             watching: config.watch.is_some(),
             approvals: Arc::new(crate::approval_relay::ApprovalRelay::new()),
+            mcp_servers: crate::upstream::McpServers::new(
+                Arc::clone(&mcp_catalog),
+                config.mcp_servers_dir.clone().unwrap_or_else(|| {
+                    crate::sys::dirs::state_dir()
+                        .unwrap_or_else(std::env::temp_dir)
+                        .join("mcp-servers")
+                }),
+                config.catalog.loading.isolation.sandbox,
+                config.catalog.loading.isolation.max_crashes,
+                config.catalog.loading.isolation.crash_window,
+            ),
+            config_file: config.config_file.clone(),
         }
+    }
+
+    /// The MCP servers it serves tools from.
+    pub fn mcp_servers(&self) -> &Arc<crate::upstream::McpServers> {
+        &self.mcp_servers
     }
 
     /// The catalog.
@@ -371,8 +401,31 @@ impl Host {
             report
         })
         .await;
+        let mut report = done.map_err(|e| ReloadError(e.to_string()))?;
+        report
+            .quarantine_lifted
+            .extend(self.mcp_servers.lift_quarantines().into_iter().map(|n| format!("mcp:{n}")));
+        // Servers added to or removed from the config take effect now.
+        if let Some(file) = &self.config_file {
+            match crate::config::LoadedConfig::load(Some(file)) {
+                Ok(config) => {
+                    let (started, stopped) = self.mcp_servers.apply(config.mcp_servers()).await;
+                    for name in started {
+                        tracing::info!("reload: MCP server '{name}' started");
+                    }
+                    for name in stopped {
+                        tracing::info!("reload: MCP server '{name}' stopped");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    "reload: could not read {} again, so its [[mcp_servers]] stay as they \
+                     were: {e}",
+                    file.display()
+                ),
+            }
+        }
         crate::sys::service_manager::ready(&self.serving_line());
-        done.map_err(|e| ReloadError(e.to_string()))
+        Ok(report)
     }
 
     /// One line on what the host serves, for a service manager's status.
@@ -460,6 +513,19 @@ impl Host {
                     Some((p.name.clone(), running, w.restarts, w.quarantined.is_some()))
                 })
                 .collect(),
+            mcp_servers: self
+                .mcp_servers
+                .status()
+                .into_iter()
+                .map(|s| {
+                    (
+                        s.name,
+                        matches!(s.state, crate::upstream::ServerState::Running { .. }),
+                        s.restarts,
+                        matches!(s.state, crate::upstream::ServerState::Quarantined { .. }),
+                    )
+                })
+                .collect(),
         };
         self.metrics.render_as(&facts, format)
     }
@@ -487,21 +553,33 @@ impl Host {
                     }
                 })
                 .collect(),
-            unavailable: registry
-                .iter()
-                .filter_map(|t| {
-                    self.door
-                        .availability()
-                        .check(t.spec())
-                        .err()
-                        .map(|reason| UnavailableTool {
-                            tool: t.spec().name.clone(),
-                            reason: reason.to_string(),
-                        })
-                })
-                .collect(),
+            unavailable: {
+                let down = self.mcp_servers.down_servers();
+                registry
+                    .iter()
+                    .filter_map(|t| {
+                        if let Some(server) = t.tool().origin().mcp_server()
+                            && let Some((_, why)) = down.iter().find(|(name, _)| name == server)
+                        {
+                            return Some(UnavailableTool {
+                                tool: t.spec().name.clone(),
+                                reason: why.clone(),
+                            });
+                        }
+                        self.door
+                            .availability()
+                            .check(t.spec())
+                            .err()
+                            .map(|reason| UnavailableTool {
+                                tool: t.spec().name.clone(),
+                                reason: reason.to_string(),
+                            })
+                    })
+                    .collect()
+            },
             stuck_calls: crate::plugins::run::call_pool::stuck_calls(),
             clients: self.connected_clients(),
+            mcp_servers: self.mcp_servers.status(),
         }
     }
 }

@@ -83,15 +83,18 @@ mod plugins;
 mod serve;
 mod sys;
 mod text;
+mod upstream;
 
 pub use approval_relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpSettings, MetricsSettings,
+    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpServerSettings,
+    McpSettings, McpTransport, MetricsSettings,
     ModelSettings, OAuthSettings, Profile, ProfileView, ReloadSettings, SecondsError,
     WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
     positive_seconds,
 };
+pub use upstream::{McpServerStatus, McpServers, ServerState};
 pub use frontends::control::{
     ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
     ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer, ControlRequest,

@@ -152,6 +152,8 @@ pub struct ScrapeFacts {
     pub control_clients: u64,
     /// Per plugin in worker processes: (plugin, workers running, restarts, quarantined).
     pub workers: Vec<(String, u64, u64, bool)>,
+    /// Per MCP server (`[[mcp_servers]]`): (server, connected, restarts, quarantined).
+    pub mcp_servers: Vec<(String, bool, u64, bool)>,
 }
 
 impl CallMetrics {
@@ -263,6 +265,30 @@ impl CallMetrics {
             "1 while a plugin is quarantined after repeated crashes",
             quarantined,
         );
+        let up: Family<Labels, Gauge> = Family::default();
+        let restarts: Family<Labels, Counter> = Family::default();
+        let quarantined: Family<Labels, Gauge> = Family::default();
+        for (server, connected, restarted, held) in &facts.mcp_servers {
+            let labels = vec![("server", server.clone())];
+            up.get_or_create(&labels).set(i64::from(*connected));
+            restarts.get_or_create(&labels).inc_by(*restarted);
+            quarantined.get_or_create(&labels).set(i64::from(*held));
+        }
+        registry.register(
+            "mcp_server_up",
+            "1 while toolhost is connected to an MCP server it serves tools from",
+            up,
+        );
+        registry.register(
+            "mcp_server_restarts",
+            "Connections to an MCP server made after the first",
+            restarts,
+        );
+        registry.register(
+            "mcp_server_quarantined",
+            "1 while an MCP server is quarantined after repeated failures",
+            quarantined,
+        );
         let mut text = String::new();
         // Writing into a String cannot fail; an encoding error would be a bug, shown as
         // a comment rather than a panic.
@@ -324,8 +350,13 @@ mod tests {
             reloads: 3,
             mcp_sessions: vec!["2025-11-25".to_owned(); 2],
             workers: vec![("basic".to_owned(), 1, 2, false)],
+            mcp_servers: vec![("files".to_owned(), true, 1, false)],
             ..ScrapeFacts::default()
         });
+        assert!(
+            text.contains("toolhost_mcp_server_up{server=\"files\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("toolhost_tool_calls_total{tool=\"echo\"} 1"),
             "{text}"

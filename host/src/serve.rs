@@ -78,6 +78,9 @@ impl Host {
                 None
             }
         };
+        // The MCP servers' tools join the registry before the profiles are checked
+        // against it (each server's first connection is waited for, bounded).
+        host.mcp_servers().apply(&config.mcp_servers).await;
         // An override that would lower a tool without `allow_lower` stops start-up.
         let registry = catalog.registry();
         let refused =
@@ -92,9 +95,27 @@ impl Host {
                 message: problem,
             }));
         }
-        // A profile that lists a tool no plugin provides stops start-up, naming both.
+        // A profile that lists a tool no plugin or server provides stops start-up, naming
+        // both; one under the prefix of a server that could not be reached is a warning
+        // (the server may come back).
+        let down = host.mcp_servers().down_prefixes();
         for profile in &config.profiles {
-            profile.check(&registry)?;
+            let view = profile.view(&registry);
+            for tool in &view.missing {
+                match down.iter().find(|(prefix, _)| tool.starts_with(prefix.as_str())) {
+                    Some((_, why)) => tracing::warn!(
+                        "profile '{}' lists tool '{tool}', which is not served now: {why}",
+                        profile.name
+                    ),
+                    None => {
+                        return Err(ServeError::Config(ConfigError::MissingTool {
+                            profile: profile.name.clone(),
+                            tool: tool.clone(),
+                            file: profile.file.clone(),
+                        }));
+                    }
+                }
+            }
         }
         // A settings table no plugin reads is most likely a misspelt plugin name.
         let loaded: Vec<String> = catalog
@@ -166,6 +187,7 @@ impl RunningHost {
         let (mut connections, ()) = tokio::join!(serving, watch_shutdown);
         drop(self.socket);
         tracing::info!("shutting down: waiting for calls in flight");
+        let servers = Arc::clone(self.host.mcp_servers());
         let drain = async { while connections.join_next().await.is_some() {} };
         if tokio::time::timeout(self.shutdown_grace, drain)
             .await
@@ -179,6 +201,7 @@ impl RunningHost {
                 connections.abort_all();
             }
         }
+        servers.stop_all().await;
     }
 }
 

@@ -69,6 +69,24 @@ pub enum Content {
         /// The resource.
         resource: EmbeddedResource,
     },
+    /// A link to a resource the client may read (MCP `resource_link`).
+    #[serde(rename = "resource_link")]
+    ResourceLink {
+        /// Where it is.
+        uri: String,
+        /// Its name.
+        name: String,
+        /// What it is, for a reader.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        /// e.g. `text/plain`.
+        #[serde(
+            default,
+            rename = "mimeType",
+            skip_serializing_if = "Option::is_none"
+        )]
+        mime_type: Option<String>,
+    },
 }
 
 /// A text resource embedded in a tool's output (see [`Content::Resource`]).

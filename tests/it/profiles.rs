@@ -325,6 +325,8 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
         default_profile: "default".to_owned(),
         config_file: None,
         audit: None,
+        mcp_servers: Vec::new(),
+        mcp_servers_dir: None,
     })
     .await
     .expect("starts");

@@ -38,6 +38,8 @@ fn config(plugins: &Path, socket: &Path) -> ServeConfig {
         default_profile: "default".to_owned(),
         config_file: None,
         audit: None,
+        mcp_servers: Vec::new(),
+        mcp_servers_dir: None,
     }
 }
 

@@ -108,6 +108,12 @@ fn content_len(block: &toolhost_plugin_api::Content) -> usize {
         Content::Text { text } => text.len(),
         Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
         Content::Resource { resource } => resource.text.len(),
+        Content::ResourceLink {
+            uri,
+            name,
+            description,
+            ..
+        } => uri.len() + name.len() + description.as_ref().map_or(0, String::len),
     }
 }
 

@@ -371,6 +371,41 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             &clients,
         )?;
     }
+    if !status.mcp_servers.is_empty() {
+        outln!()?;
+        let servers: Vec<[String; 6]> = status
+            .mcp_servers
+            .iter()
+            .map(|s| {
+                let state = match &s.state {
+                    toolhost::ServerState::Starting => "starting".to_owned(),
+                    toolhost::ServerState::Running { pid, protocol, .. } => match pid {
+                        Some(pid) => format!("running (pid {pid}, {protocol})"),
+                        None => format!("running ({protocol})"),
+                    },
+                    toolhost::ServerState::Restarting { reason } => {
+                        format!("restarting: {}", summary(reason, 60))
+                    }
+                    toolhost::ServerState::Quarantined { reason } => {
+                        format!("quarantined: {}", summary(reason, 60))
+                    }
+                    toolhost::ServerState::Stopped => "stopped".to_owned(),
+                };
+                [
+                    s.name.clone(),
+                    s.transport.clone(),
+                    state,
+                    s.tools.len().to_string(),
+                    s.restarts.to_string(),
+                    summary(&s.endpoint, 48),
+                ]
+            })
+            .collect();
+        print_table(
+            &["MCP SERVER", "TRANSPORT", "STATE", "TOOLS", "RESTARTS", "ENDPOINT"],
+            &servers,
+        )?;
+    }
     if !status.stuck_calls.is_empty() {
         outln!()?;
         let stuck: Vec<[String; 4]> = status

@@ -210,13 +210,36 @@ pub(crate) fn new_loader_with(policy: LoadPolicy) -> anyhow::Result<PluginLoader
     })
 }
 
-/// Loads the directories, prints every load and registry error to stderr as a warning.
-fn load(loader: &PluginLoader, dirs: &[PathBuf]) -> (LoadReport, ToolRegistry) {
+/// Loads the directories and connects to the config's MCP servers (`[[mcp_servers]]`,
+/// their tools after the plugins'); prints every load, connection and registry error to
+/// stderr as a warning.
+fn load(
+    config: &LoadedConfig,
+    loader: &PluginLoader,
+    dirs: &[PathBuf],
+) -> (LoadReport, ToolRegistry) {
     let report = loader.load_dirs(dirs);
     for e in &report.errors {
         crate::output::warning(format_args!("{e}"));
     }
-    let (registry, problems) = toolhost::LoadedPlugin::registry(&report.plugins);
+    let (servers, unreachable) = toolhost::McpServers::start_for_command(
+        config.mcp_servers(),
+        config
+            .state_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("mcp-servers"),
+        loader.policy().isolation.sandbox,
+    );
+    for e in &unreachable {
+        crate::output::warning(format_args!("{e}"));
+    }
+    let (registry, problems) = toolhost::ToolRegistry::from_tools(
+        report
+            .plugins
+            .iter()
+            .flat_map(|p| p.tools.iter().cloned())
+            .chain(servers),
+    );
     for e in &problems {
         crate::output::warning(format_args!("{e}"));
     }
@@ -245,7 +268,7 @@ pub(crate) fn setup(
     dirs: &[PathBuf],
     profile: Option<&str>,
 ) -> anyhow::Result<Loaded> {
-    let (report, registry) = load(loader, dirs);
+    let (report, registry) = load(config, loader, dirs);
     let outcome = toolhost::apply_risk_overrides(&registry, &config.risk_overrides());
     if !outcome.refused.is_empty() {
         return Err(Failure::Several(outcome.refused).into());

@@ -348,6 +348,8 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         config_file: host_config.file.clone(),
         availability_ttl: calls.availability_ttl,
         audit: super::audit_log(host_config)?,
+        mcp_servers: host_config.mcp_servers().to_vec(),
+        mcp_servers_dir: host_config.state_dir().map(|d| d.join("mcp-servers")),
     };
     let runtime = runtime()?;
     let mcp_options = McpOptions {

@@ -223,6 +223,7 @@ impl AuditLog {
                 name: t.origin().plugin_name().to_owned(),
                 version: t.origin().plugin_version().to_owned(),
                 sha256: t.origin().sha256().to_owned(),
+                mcp_server: t.origin().mcp_server().map(str::to_owned),
             }),
             risk: tool.map(|t| t.spec().risk),
             decision: result.decision.clone(),

@@ -110,8 +110,12 @@ pub struct AuditPlugin {
     pub name: String,
     /// Its version.
     pub version: String,
-    /// sha256 of the plugin file as loaded.
+    /// sha256 of the plugin file as loaded (for an MCP server's tool: of the server's
+    /// name, version and the tool's definition).
     pub sha256: String,
+    /// The MCP server that lists the tool (`name` is then `mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server: Option<String>,
 }
 
 /// The canonical JSON text of `value`: object keys sorted, no whitespace (what

@@ -148,6 +148,9 @@ pub struct RawConfig {
     /// The audit log: one line per call, chained by hashes.
     #[serde(default)]
     pub audit: RawAudit,
+    /// MCP servers whose tools the host serves beside its plugins'.
+    #[serde(default)]
+    pub mcp_servers: Vec<super::mcp_servers::RawMcpServer>,
 }
 
 /// `[audit]`: the audit log (one JSON line per call, each carrying the sha256 of the line
@@ -454,6 +457,7 @@ impl Default for RawConfig {
             output: RawOutput::default(),
             workspace: RawWorkspace::default(),
             audit: RawAudit::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }

@@ -83,6 +83,8 @@ struct Resolved {
     metrics: MetricsSettings,
     /// `[reload]`'s watch switch and generation count.
     reload: ReloadSettings,
+    /// `[[mcp_servers]]`, checked.
+    mcp_servers: Vec<super::McpServerSettings>,
 }
 
 /// `[metrics]`, checked: where the Prometheus endpoint listens, if anywhere.
@@ -166,6 +168,8 @@ impl Resolved {
                 max_generations: c.reload.max_generations,
             },
             mcp,
+            // Set (and checked) by `LoadedConfig::resolve`.
+            mcp_servers: Vec::new(),
         })
     }
 }
@@ -216,6 +220,9 @@ impl LoadedConfig {
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.audit.file = config.audit.file.as_ref().map(resolve);
         config.audit.syslog_socket = config.audit.syslog_socket.as_ref().map(resolve);
+        for server in &mut config.mcp_servers {
+            super::mcp_servers::rebase(server, &base);
+        }
         config.isolation.read_paths = config.isolation.read_paths.iter().map(resolve).collect();
         config.isolation.write_paths = config.isolation.write_paths.iter().map(resolve).collect();
         config.workspace.roots = config.workspace.roots.as_ref().map(|roots| {
@@ -273,6 +280,12 @@ impl LoadedConfig {
             }
         })?;
         resolved.model = model_settings(&config.model, &resolved);
+        resolved.mcp_servers = super::mcp_servers::resolve(&config.mcp_servers).map_err(|message| {
+            ConfigError::Invalid {
+                path: file.clone().unwrap_or_default(),
+                message,
+            }
+        })?;
         if let Some(text) = &config.metrics.listen {
             let addr = text.parse().map_err(|e| ConfigError::Invalid {
                 path: file.clone().unwrap_or_default(),
@@ -649,6 +662,11 @@ impl LoadedConfig {
     /// The MCP frontend's settings (`[mcp]`).
     pub fn mcp(&self) -> &McpSettings {
         &self.resolved.mcp
+    }
+
+    /// `[[mcp_servers]]`: the MCP servers whose tools the host serves, checked.
+    pub fn mcp_servers(&self) -> &[super::McpServerSettings] {
+        &self.resolved.mcp_servers
     }
 
     /// The profiles directory: the configured one, else `profiles/` next to the config

@@ -47,6 +47,7 @@
 mod file;
 mod http_limits;
 mod loaded;
+mod mcp_servers;
 mod plugin_settings;
 mod profile;
 mod reload;
@@ -64,6 +65,7 @@ pub use file::{
     RawProfileOutput, RawReload, RawTool, RawTrust, RawWorkspace, WithoutElicitation,
 };
 pub use http_limits::HttpLimits;
+pub use mcp_servers::{McpServerSettings, McpTransport};
 pub use loaded::{LoadedConfig, MetricsSettings, default_config_path, default_plugin_dir};
 pub use profile::{Profile, ProfileView};
 pub use reload::ReloadSettings;

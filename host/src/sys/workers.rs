@@ -36,9 +36,18 @@ pub(crate) fn live_pids() -> BTreeSet<u32> {
         .collect()
 }
 
+/// Set once the host has begun ending every worker on its way out.
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the host is ending every worker on its way out (what ends then is no crash).
+pub(crate) fn ending() -> bool {
+    ENDING.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// Every live worker, taken out of the registry (the host is ending them all): pid and
 /// cgroup folders.
 pub(crate) fn take_all() -> Vec<(u32, Vec<PathBuf>)> {
+    ENDING.store(true, std::sync::atomic::Ordering::Release);
     std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner))
         .into_iter()
         .collect()

@@ -40,6 +40,7 @@ use crate::plugins::run::plugin_tool::LoadedPlugin;
 use crate::sys::safe_open::{Fingerprint, fingerprint};
 use toolhost_calls::policy::{RiskOverride, apply_risk_overrides};
 use toolhost_calls::registry::ToolRegistry;
+use toolhost_calls::tool::DynTool;
 
 pub(crate) use status::{
     CatalogStatus, LoadErrorStatus, PluginStatus, RegistryEvent, RescanReport,
@@ -115,6 +116,8 @@ struct State {
     registry_changes: u64,
     /// Whether the loaded set changed since the registry was last built.
     dirty: bool,
+    /// Tools from other sources (MCP servers, by name), after the plugins'.
+    sources: BTreeMap<String, Vec<Arc<dyn DynTool>>>,
 }
 
 /// The plugins of a running host and the registry built from them.
@@ -541,7 +544,12 @@ impl PluginCatalog {
     /// Rebuilds the registry from the entries in load order and swaps it in.
     fn swap_registry(&self, state: &mut State) -> RegistryEvent {
         let plugins: Vec<LoadedPlugin> = state.entries.values().map(|e| e.plugin.clone()).collect();
-        let (new, errors) = LoadedPlugin::registry(&plugins);
+        let (new, errors) = ToolRegistry::from_tools(
+            plugins
+                .iter()
+                .flat_map(|p| p.tools.iter().cloned())
+                .chain(state.sources.values().flatten().cloned()),
+        );
         let overridden = apply_risk_overrides(&new, &self.config.risk_overrides);
         let new = overridden.registry;
         state.registry_errors = errors.iter().map(ToString::to_string).collect();
@@ -573,6 +581,27 @@ impl PluginCatalog {
             );
         }
         event
+    }
+
+    /// Serves `tools` as those of `source` (an MCP server), in place of what it had (none:
+    /// its tools leave the registry); swaps the registry and publishes the change as a
+    /// rescan does. Blocking only on the catalog's lock.
+    pub(crate) fn set_source_tools(&self, source: &str, tools: Option<Vec<Arc<dyn DynTool>>>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match tools {
+            Some(tools) => {
+                state.sources.insert(source.to_owned(), tools);
+            }
+            None => {
+                if state.sources.remove(source).is_none() {
+                    return;
+                }
+            }
+        }
+        state.dirty = true;
+        let reloads = state.reloads;
+        let mut report = RescanReport::default();
+        self.finish(&mut state, &mut report, reloads);
     }
 
     /// What status shows about the plugins, as of the end of the last rescan, with the

@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 
 /// When crashes quarantine a plugin (`[isolation] max_crashes`, `crash_window_secs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct CrashLimits {
+pub(crate) struct CrashLimits {
     /// More than this many crashes within `window` quarantine the plugin.
-    pub(super) max_crashes: u32,
+    pub(crate) max_crashes: u32,
     /// See `max_crashes`.
-    pub(super) window: Duration,
+    pub(crate) window: Duration,
 }
 
 /// Whether a worker may start now, for a profile that has none running.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Admission {
+pub(crate) enum Admission {
     /// Start one now.
     Start,
     /// Not yet: the backoff after a crash ends in this long; ask again then.
@@ -73,20 +73,20 @@ impl std::fmt::Display for AfterCrash {
 
 /// What status shows of the lifecycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct LifecycleFacts {
+pub(crate) struct LifecycleFacts {
     /// Workers started after the first.
-    pub(super) restarts: u64,
+    pub(crate) restarts: u64,
     /// Crashes within the crash window.
-    pub(super) recent_crashes: u32,
+    pub(crate) recent_crashes: u32,
     /// How the last worker ended, if one did.
-    pub(super) last_exit: Option<String>,
+    pub(crate) last_exit: Option<String>,
     /// Why the plugin is quarantined, while it is.
-    pub(super) quarantined: Option<String>,
+    pub(crate) quarantined: Option<String>,
 }
 
 /// The state of one plugin's workers, apart from the processes themselves.
 #[derive(Debug, Clone)]
-pub(super) struct Lifecycle {
+pub(crate) struct Lifecycle {
     limits: CrashLimits,
     /// When workers crashed (or failed to start), oldest first; pruned to the window at
     /// each crash.
@@ -101,7 +101,7 @@ pub(super) struct Lifecycle {
 
 impl Lifecycle {
     /// A plugin whose first worker runs (or is about to): no crashes, no backoff.
-    pub(super) fn new(limits: CrashLimits) -> Lifecycle {
+    pub(crate) fn new(limits: CrashLimits) -> Lifecycle {
         Lifecycle {
             limits,
             crashes: VecDeque::new(),
@@ -113,7 +113,7 @@ impl Lifecycle {
     }
 
     /// Whether a worker may start at `now`.
-    pub(super) fn admit(&self, now: Instant) -> Admission {
+    pub(crate) fn admit(&self, now: Instant) -> Admission {
         if let Some(why) = &self.quarantined {
             return Admission::Quarantined(why.clone());
         }
@@ -125,7 +125,7 @@ impl Lifecycle {
 
     /// A worker started. `replaces_a_worker`: its profile had one before (a profile's
     /// first worker is a start, not a restart, unless a worker of the plugin has ended).
-    pub(super) fn started(&mut self, replaces_a_worker: bool) {
+    pub(crate) fn started(&mut self, replaces_a_worker: bool) {
         if replaces_a_worker || self.last_exit.is_some() {
             self.restarts += 1;
         }
@@ -136,7 +136,7 @@ impl Lifecycle {
     /// counts the crash and decides what follows. Over `max_crashes` within the window
     /// the plugin is quarantined; otherwise the next start waits for the backoff. A
     /// quarantine stays until [`Lifecycle::lift`], whatever crashes follow.
-    pub(super) fn crashed(&mut self, now: Instant, reason: &str) -> AfterCrash {
+    pub(crate) fn crashed(&mut self, now: Instant, reason: &str) -> AfterCrash {
         self.last_exit = Some(reason.to_owned());
         self.crashes.push_back(now);
         let window = self.limits.window;
@@ -163,14 +163,14 @@ impl Lifecycle {
 
     /// Lifts a quarantine (`toolhost reload`): the crash count and any backoff start
     /// over. `true` if the plugin was quarantined.
-    pub(super) fn lift(&mut self) -> bool {
+    pub(crate) fn lift(&mut self) -> bool {
         self.crashes.clear();
         self.not_before = None;
         self.quarantined.take().is_some()
     }
 
     /// What status shows, at `now`.
-    pub(super) fn facts(&self, now: Instant) -> LifecycleFacts {
+    pub(crate) fn facts(&self, now: Instant) -> LifecycleFacts {
         let window_start = now.checked_sub(self.limits.window);
         let recent = self
             .crashes

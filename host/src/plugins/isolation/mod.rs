@@ -6,13 +6,13 @@
 
 mod connection;
 mod error;
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod link;
 mod log_limit;
 pub(crate) mod protocol;
 mod proxy;
 mod refusal;
-mod spawn;
+pub(crate) mod spawn;
 pub(crate) mod supervisor;
 pub(crate) mod worker;
 mod worker_tool;

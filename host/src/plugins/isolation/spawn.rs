@@ -46,7 +46,7 @@ pub(super) struct Launch {
 /// the folder of what that links to, and for a rustup proxy (a program that is rustup
 /// under another name) rustup's home (`$RUSTUP_HOME`, else `~/.rustup`), where the
 /// toolchain it runs is.
-pub(super) fn program_paths(programs: &[&str]) -> Vec<PathBuf> {
+pub(crate) fn program_paths(programs: &[&str]) -> Vec<PathBuf> {
     let search: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();

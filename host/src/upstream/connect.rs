@@ -1,0 +1,350 @@
+//! Reaching one MCP server: a stdio server is started as a confined child (the same
+//! prepared sandbox a command of the workspace tools enters between fork and exec:
+//! Landlock with the entry's read and write paths, its own state and temporary folders
+//! and nothing of the host's state, the seccomp filter, network off unless the entry
+//! allows it, no capabilities, no new privileges; a session and process group of its own,
+//! killed with the host), an HTTP one through rmcp's streamable HTTP client; then the MCP
+//! handshake, bounded in time.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::service::{RoleClient, RunningService};
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::config::{McpServerSettings, McpTransport};
+use crate::sys::sandbox::{SandboxMode, SandboxRules};
+
+use super::client::Handler;
+
+/// How long a server has to start and answer the handshake.
+pub(crate) const HANDSHAKE: Duration = Duration::from_secs(20);
+
+/// Lines of a stdio server's standard error kept for its error messages.
+const LAST_WORDS: usize = 12;
+
+/// Why a server could not be reached.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    /// The program is not found.
+    #[error("could not find the program {0:?} on PATH; write its full path as `command`")]
+    NoProgram(String),
+    /// The sandbox could not be built.
+    #[error("could not build its sandbox: {0}")]
+    Sandbox(String),
+    /// Its folders could not be made.
+    #[error("could not create its folder {path}: {source}")]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program would not start.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The handshake failed.
+    #[error("the MCP handshake failed: {0}{1}")]
+    Handshake(String, String),
+    /// The handshake did not finish in time.
+    #[error("it did not finish the MCP handshake within {0} s{1}")]
+    Slow(u64, String),
+    /// A header is not valid HTTP.
+    #[error("header {0:?} is not a valid HTTP header")]
+    Header(String),
+}
+
+/// What a stdio server wrote on its standard error last.
+#[derive(Clone, Default)]
+pub(crate) struct LastWords(Arc<Mutex<VecDeque<String>>>);
+
+impl LastWords {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == LAST_WORDS {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// `; it said: ...` with its last lines, or nothing.
+    pub(crate) fn said(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.is_empty() {
+            return String::new();
+        }
+        let text: Vec<&str> = lines.iter().map(String::as_str).collect();
+        format!("; it said: {}", crate::text::for_log(&text.join(" | ")))
+    }
+}
+
+/// A live connection.
+pub(crate) struct Connection {
+    /// The rmcp client service.
+    pub(crate) service: RunningService<RoleClient, Handler>,
+    /// A stdio server's process id.
+    pub(crate) pid: Option<u32>,
+    /// What it wrote on standard error.
+    pub(crate) last_words: LastWords,
+    /// The child process (stdio), killed when dropped.
+    pub(crate) child: Option<tokio::process::Child>,
+}
+
+impl Connection {
+    /// Ends it: the session, then (stdio) the server's whole process group.
+    pub(crate) async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.service.close()).await;
+        if let Some(pid) = self.pid {
+            kill_group(pid);
+            crate::sys::workers::unregister(pid);
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+/// Kills the process group of `pid` (a stdio server is its session's leader).
+pub(crate) fn kill_group(pid: u32) {
+    if let Ok(raw) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill takes integers; a negative pid names the process group.
+        unsafe { libc::kill(-raw, libc::SIGKILL) };
+    }
+}
+
+/// Where a server keeps what it writes: `<root>/<name>/` (its home and starting folder)
+/// and `<root>/<name>/tmp`.
+pub(crate) struct ServerDirs {
+    /// Its folder.
+    pub(crate) home: PathBuf,
+    /// Its temporary folder.
+    pub(crate) tmp: PathBuf,
+}
+
+impl ServerDirs {
+    /// The folders of server `name` under `root`, made private if missing.
+    pub(crate) fn make(root: &Path, name: &str) -> Result<ServerDirs, ConnectError> {
+        let home = root.join(name);
+        let tmp = home.join("tmp");
+        for dir in [root, &home, &tmp] {
+            toolhost_calls::private::ensure_private_dir(dir).map_err(|source| {
+                ConnectError::Folder {
+                    path: dir.to_path_buf(),
+                    source,
+                }
+            })?;
+        }
+        Ok(ServerDirs { home, tmp })
+    }
+}
+
+/// Connects to `server` with `handler`. `dirs` is where a stdio server may write;
+/// `mode` how hard its sandbox insists.
+pub(crate) async fn connect(
+    server: &McpServerSettings,
+    handler: Handler,
+    dirs: &ServerDirs,
+    mode: SandboxMode,
+) -> Result<Connection, ConnectError> {
+    match &server.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => stdio(server, command, args, env, cwd.as_deref(), handler, dirs, mode).await,
+        McpTransport::Http {
+            url,
+            headers,
+            token,
+        } => http(url, headers, token.as_deref(), handler).await,
+    }
+}
+
+/// The program `command` names: a path as written, else the first match on `PATH`.
+fn find_program(command: &str) -> Result<PathBuf, ConnectError> {
+    if command.contains('/') {
+        let path = PathBuf::from(command);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(ConnectError::NoProgram(command.to_owned()))
+        };
+    }
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|dir| dir.join(command))
+        .find(|p| p.is_file())
+        .ok_or_else(|| ConnectError::NoProgram(command.to_owned()))
+}
+
+/// What a stdio server may touch.
+pub(crate) fn rules(
+    server: &McpServerSettings,
+    program: &Path,
+    cwd: Option<&Path>,
+    dirs: &ServerDirs,
+) -> SandboxRules {
+    let mut read = crate::sys::sandbox::system_read_paths();
+    for path in [Some(program), std::fs::canonicalize(program).ok().as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(folder) = path.parent() {
+            read.push(folder.to_path_buf());
+        }
+    }
+    if let Some(name) = program.file_name().and_then(|n| n.to_str())
+        && !program.is_absolute()
+    {
+        read.extend(crate::plugins::isolation::spawn::program_paths(&[name]));
+    }
+    read.extend(server.sandbox.read_paths.iter().cloned());
+    read.extend(cwd.map(Path::to_path_buf));
+    read.push(dirs.home.clone());
+    let mut write = vec![PathBuf::from("/dev/null"), dirs.home.clone()];
+    write.extend(server.sandbox.write_paths.iter().cloned());
+    SandboxRules {
+        read,
+        write,
+        network: server.sandbox.network,
+        // Its own folder is inside the host's state, which every sandbox hides.
+        private: vec![dirs.home.clone()],
+        ..SandboxRules::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stdio(
+    server: &McpServerSettings,
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: Option<&Path>,
+    handler: Handler,
+    dirs: &ServerDirs,
+    mode: SandboxMode,
+) -> Result<Connection, ConnectError> {
+    let program = find_program(command)?;
+    let prepared = toolhost_sandbox::prepare(mode, &rules(server, &program, cwd, dirs))
+        .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(args)
+        .env_clear()
+        .env("HOME", &dirs.home)
+        .env("TMPDIR", &dirs.tmp)
+        .env("LANG", std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned()))
+        .env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned()),
+        )
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(cwd.unwrap_or(&dirs.home))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let prepared = Arc::new(prepared);
+    let entered = Arc::clone(&prepared);
+    // SAFETY: setsid, prctl and the sandbox's entry are system calls only (no allocation,
+    // no lock): async-signal-safe, as a pre_exec hook must be.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            entered.enter()
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
+        program: program.display().to_string(),
+        source,
+    })?;
+    drop(prepared);
+    let pid = child.id();
+    if let Some(pid) = pid {
+        crate::sys::workers::register(pid, Vec::new());
+    }
+    let last_words = LastWords::default();
+    if let Some(stderr) = child.stderr.take() {
+        let words = last_words.clone();
+        let name = Arc::clone(&handler.server);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(server = &*name, "{}", crate::text::for_log(&line));
+                words.push(line);
+            }
+        });
+    }
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err(ConnectError::Handshake(
+            "its standard streams could not be opened".to_owned(),
+            String::new(),
+        ));
+    };
+    let failed = |pid: Option<u32>| {
+        if let Some(pid) = pid {
+            kill_group(pid);
+            crate::sys::workers::unregister(pid);
+        }
+    };
+    match tokio::time::timeout(HANDSHAKE, handler.serve((stdout, stdin))).await {
+        Ok(Ok(service)) => Ok(Connection {
+            service,
+            pid,
+            last_words,
+            child: Some(child),
+        }),
+        Ok(Err(e)) => {
+            failed(pid);
+            let _ = child.wait().await;
+            Err(ConnectError::Handshake(e.to_string(), last_words.said()))
+        }
+        Err(_) => {
+            failed(pid);
+            let _ = child.wait().await;
+            Err(ConnectError::Slow(HANDSHAKE.as_secs(), last_words.said()))
+        }
+    }
+}
+
+async fn http(
+    url: &str,
+    headers: &[(String, String)],
+    token: Option<&str>,
+    handler: Handler,
+) -> Result<Connection, ConnectError> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    for (key, value) in headers {
+        let name = reqwest::header::HeaderName::try_from(key.as_str())
+            .map_err(|_| ConnectError::Header(key.clone()))?;
+        let value = reqwest::header::HeaderValue::try_from(value.as_str())
+            .map_err(|_| ConnectError::Header(key.clone()))?;
+        config.custom_headers.insert(name, value);
+    }
+    config.auth_header = token.map(str::to_owned);
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    match tokio::time::timeout(HANDSHAKE, handler.serve(transport)).await {
+        Ok(Ok(service)) => Ok(Connection {
+            service,
+            pid: None,
+            last_words: LastWords::default(),
+            child: None,
+        }),
+        Ok(Err(e)) => Err(ConnectError::Handshake(e.to_string(), String::new())),
+        Err(_) => Err(ConnectError::Slow(HANDSHAKE.as_secs(), String::new())),
+    }
+}

@@ -1,0 +1,336 @@
+//! MCP servers as tool sources (`[[mcp_servers]]`): the host is an MCP client (rmcp's,
+//! over stdio or streamable HTTP) of each server the config names, and serves its tools
+//! beside the plugins' in the one registry, under the server's prefix, so every rule of a
+//! plugin's tool holds for them: profiles and toolsets, the approval policy (risk from the
+//! server's annotations, per-tool overrides), argument and result validation, the output
+//! budget, the audit log and metrics.
+//!
+//! `convert` maps the protocol's types to the host's, `client` is the client side of a
+//! connection (what it declares; progress, questions and sampling relayed to the caller of
+//! the call in flight), `connect` starts a confined stdio server or opens an HTTP session,
+//! `server` supervises one server (restart with backoff, quarantine, list changes), and
+//! `tool` is a server's tool in the registry.
+
+// Sampling (SEP-2577) and `ClientInfo` are deprecated in rmcp, and still what servers of
+// both generations send and expect: relayed until servers stop asking.
+#[allow(deprecated)]
+mod client;
+mod connect;
+#[allow(deprecated)]
+mod convert;
+mod server;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use toolhost_calls::tool::DynTool;
+
+use crate::config::{McpServerSettings, McpTransport};
+use crate::plugins::catalog::PluginCatalog;
+use crate::plugins::isolation::lifecycle::CrashLimits;
+use crate::sys::sandbox::SandboxMode;
+
+pub use server::ServerState;
+use server::{Link, Supervision};
+
+/// How long start-up (and a reload) waits for a new server's first connection before it
+/// goes on without its tools.
+const FIRST_CONNECT: Duration = Duration::from_secs(25);
+
+/// What `toolhost status` shows of one server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    /// Its name in the config.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Its command line or URL.
+    pub endpoint: String,
+    /// What its tools' names start with.
+    pub prefix: String,
+    /// Where it is.
+    #[serde(flatten)]
+    pub state: ServerState,
+    /// Its tools as the registry lists them.
+    pub tools: Vec<String>,
+    /// Restarts since the host started it.
+    pub restarts: u64,
+    /// Calls in flight.
+    pub in_flight: usize,
+    /// A stdio server's network: allowed or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
+struct Running {
+    settings: McpServerSettings,
+    link: Arc<Link>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The tools each server listed last, by server name.
+type Published = Arc<Mutex<BTreeMap<String, Vec<Arc<dyn DynTool>>>>>;
+
+/// The MCP servers a host serves tools from.
+pub struct McpServers {
+    /// The catalog their tools join (`None`: a command's own servers, whose tools it
+    /// takes once, [`McpServers::start_for_command`]).
+    catalog: Option<Arc<PluginCatalog>>,
+    how: Supervision,
+    published: Published,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+impl McpServers {
+    /// No servers yet: [`McpServers::apply`] starts them, and their tools join
+    /// `catalog`'s registry. Their folders go under `dirs_root`; `sandbox` and the crash
+    /// limits are the plugin workers'.
+    pub fn new(
+        catalog: Arc<PluginCatalog>,
+        dirs_root: PathBuf,
+        sandbox: SandboxMode,
+        max_crashes: u32,
+        crash_window: Duration,
+    ) -> Arc<McpServers> {
+        McpServers::make(
+            Some(catalog),
+            dirs_root,
+            sandbox,
+            CrashLimits {
+                max_crashes,
+                window: crash_window,
+            },
+        )
+    }
+
+    fn make(
+        catalog: Option<Arc<PluginCatalog>>,
+        dirs_root: PathBuf,
+        sandbox: SandboxMode,
+        limits: CrashLimits,
+    ) -> Arc<McpServers> {
+        let published: Published = Arc::default();
+        let sink = Arc::clone(&published);
+        let publisher = catalog.as_ref().map(Arc::downgrade);
+        Arc::new(McpServers {
+            catalog,
+            how: Supervision {
+                dirs_root,
+                sandbox,
+                limits,
+                publish: Arc::new(move |name, tools| {
+                    sink.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(name.to_owned(), tools.clone());
+                    if let Some(catalog) = publisher.as_ref().and_then(std::sync::Weak::upgrade) {
+                        catalog.set_source_tools(&format!("mcp:{name}"), Some(tools));
+                    }
+                }),
+            },
+            published,
+            running: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// For a command that runs calls itself (`toolhost list`, `call`, `run`, `chat`):
+    /// starts `servers` on a runtime of their own that lives as long as the process
+    /// (so their tools keep working while the command runs), waits for each one's first
+    /// connection, and returns their tools, and for each server that could not be
+    /// reached, why.
+    pub fn start_for_command(
+        servers: &[McpServerSettings],
+        dirs_root: PathBuf,
+        sandbox: SandboxMode,
+    ) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
+        static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
+            std::sync::OnceLock::new();
+        if servers.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let Some(runtime) = RUNTIME.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("toolhost-mcp-client")
+                .enable_all()
+                .build()
+                .ok()
+        }) else {
+            return (
+                Vec::new(),
+                vec!["could not start the runtime MCP servers are reached on".to_owned()],
+            );
+        };
+        let me = McpServers::make(
+            None,
+            dirs_root,
+            sandbox,
+            CrashLimits {
+                max_crashes: 5,
+                window: Duration::from_secs(60),
+            },
+        );
+        let applied = Arc::clone(&me);
+        let servers = servers.to_vec();
+        let _ = runtime.block_on(runtime.spawn(async move { applied.apply(&servers).await }));
+        let tools = me
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        let errors = me
+            .down_servers()
+            .into_iter()
+            .map(|(_, why)| why)
+            .collect();
+        // The servers run until the process ends.
+        std::mem::forget(me);
+        (tools, errors)
+    }
+
+    /// Makes the running servers those of `servers`: starts the new ones, stops the ones
+    /// gone (their tools leave the registry) and restarts those whose entry changed; then
+    /// waits (bounded) for each new one's first connection, so its tools are listed when
+    /// this returns if it could be reached. Returns the names started and stopped.
+    pub async fn apply(&self, servers: &[McpServerSettings]) -> (Vec<String>, Vec<String>) {
+        let mut stopped = Vec::new();
+        let mut gone = Vec::new();
+        let mut started = Vec::new();
+        {
+            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+            let names: Vec<String> = running.keys().cloned().collect();
+            for name in names {
+                let keep = servers
+                    .iter()
+                    .any(|s| s.name == name && running.get(&name).is_some_and(|r| r.settings == *s));
+                if !keep && let Some(r) = running.remove(&name) {
+                    r.stop.cancel();
+                    gone.push(r);
+                    stopped.push(name);
+                }
+            }
+            for settings in servers {
+                if running.contains_key(&settings.name) {
+                    continue;
+                }
+                let link = Link::new(&settings.name);
+                let stop = CancellationToken::new();
+                let task = tokio::spawn(server::supervise(
+                    settings.clone(),
+                    Arc::clone(&link),
+                    self.how.clone(),
+                    stop.clone(),
+                ));
+                running.insert(
+                    settings.name.clone(),
+                    Running {
+                        settings: settings.clone(),
+                        link: Arc::clone(&link),
+                        stop,
+                        task,
+                    },
+                );
+                started.push(link);
+            }
+        }
+        for r in gone {
+            let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
+            if !started.iter().any(|l| *l.name == *r.settings.name) {
+                self.published
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&r.settings.name);
+                if let Some(catalog) = &self.catalog {
+                    catalog.set_source_tools(&format!("mcp:{}", r.settings.name), None);
+                }
+            }
+        }
+        for link in &started {
+            link.settled(FIRST_CONNECT).await;
+        }
+        (started.iter().map(|l| l.name.to_string()).collect(), stopped)
+    }
+
+    /// Lets every quarantined server start again (`toolhost reload`); returns their names.
+    pub fn lift_quarantines(&self) -> Vec<String> {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running
+            .values()
+            .filter(|r| matches!(r.link.state(), ServerState::Quarantined { .. }))
+            .map(|r| {
+                r.link.lift.notify_one();
+                r.settings.name.clone()
+            })
+            .collect()
+    }
+
+    /// The servers not serving now (by name), with why.
+    pub fn down_servers(&self) -> Vec<(String, String)> {
+        self.down(|s| s.name.clone())
+    }
+
+    /// The prefixes of the servers not serving now, with why: a profile that lists a
+    /// tool under one is not wrong, its server is down.
+    pub fn down_prefixes(&self) -> Vec<(String, String)> {
+        self.down(|s| s.prefix.clone())
+    }
+
+    fn down(&self, key: impl Fn(&McpServerSettings) -> String) -> Vec<(String, String)> {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running
+            .values()
+            .filter(|r| !matches!(r.link.state(), ServerState::Running { .. }))
+            .map(|r| (key(&r.settings), r.link.unavailable()))
+            .collect()
+    }
+
+    /// What status shows of each server.
+    pub fn status(&self) -> Vec<McpServerStatus> {
+        let published = self.published.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running
+            .values()
+            .map(|r| McpServerStatus {
+                name: r.settings.name.clone(),
+                transport: match r.settings.transport {
+                    McpTransport::Stdio { .. } => "stdio",
+                    McpTransport::Http { .. } => "http",
+                }
+                .to_owned(),
+                endpoint: r.settings.endpoint(),
+                prefix: r.settings.prefix.clone(),
+                state: r.link.state(),
+                tools: published
+                    .get(&r.settings.name)
+                    .map(|tools| tools.iter().map(|t| t.spec().name.clone()).collect())
+                    .unwrap_or_default(),
+                restarts: r.link.restarts(),
+                in_flight: r.link.flights.len(),
+                network: matches!(r.settings.transport, McpTransport::Stdio { .. })
+                    .then_some(r.settings.sandbox.network),
+            })
+            .collect()
+    }
+
+    /// Stops every server (the host is stopping).
+    pub async fn stop_all(&self) {
+        let all: Vec<Running> = {
+            let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+            std::mem::take(&mut *running).into_values().collect()
+        };
+        for r in &all {
+            r.stop.cancel();
+        }
+        for r in all {
+            let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! One MCP server's supervisor: connects, lists its tools and hands them to the catalog,
+//! follows its `tools/list_changed` (a notification under 2025-11-25, a `subscriptions/
+//! listen` stream under 2026-07-28) by listing again, and when the connection ends (the
+//! process crashed, the HTTP endpoint went away) restarts it with the plugin workers'
+//! backoff and quarantine. Its tools stay listed meanwhile; a call gets an error saying
+//! the server is down and why.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::SubscriptionFilter;
+use rmcp::service::{Peer, RoleClient};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use toolhost_calls::tool::{DynTool, ToolOrigin};
+
+use crate::config::McpServerSettings;
+use crate::plugins::isolation::lifecycle::{Admission, CrashLimits, Lifecycle};
+use crate::sys::sandbox::SandboxMode;
+
+use super::client::{Flights, Handler};
+use super::connect::{self, Connection, ServerDirs};
+use super::convert;
+use super::tool::ServerTool;
+
+/// Where a server is, for status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ServerState {
+    /// Connecting.
+    Starting,
+    /// Connected and serving.
+    Running {
+        /// A stdio server's process id.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        /// The protocol version agreed.
+        protocol: String,
+        /// What the server calls itself (`name version`).
+        server: String,
+    },
+    /// Down; starting again after the backoff.
+    Restarting {
+        /// Why it went down.
+        reason: String,
+    },
+    /// Down until `toolhost reload`: it failed too often.
+    Quarantined {
+        /// Why.
+        reason: String,
+    },
+    /// Stopped (removed from the config, or the host is stopping).
+    Stopped,
+}
+
+/// What the rest of the host shares with a server's supervisor.
+pub(crate) struct Link {
+    /// The server's name.
+    pub(crate) name: Arc<str>,
+    /// Its calls in flight.
+    pub(crate) flights: Arc<Flights>,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    state: tokio::sync::watch::Sender<ServerState>,
+    last_words: Mutex<String>,
+    restarts: Mutex<u64>,
+    /// Woken by `toolhost reload` to lift a quarantine.
+    pub(crate) lift: tokio::sync::Notify,
+}
+
+impl Link {
+    pub(crate) fn new(name: &str) -> Arc<Link> {
+        Arc::new(Link {
+            name: Arc::from(name),
+            flights: Arc::default(),
+            peer: RwLock::new(None),
+            state: tokio::sync::watch::Sender::new(ServerState::Starting),
+            last_words: Mutex::new(String::new()),
+            restarts: Mutex::new(0),
+            lift: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The live connection's peer, if connected.
+    pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
+        self.peer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
+        *self.peer.write().unwrap_or_else(PoisonError::into_inner) = peer;
+    }
+
+    /// Where it is now.
+    pub(crate) fn state(&self) -> ServerState {
+        self.state.borrow().clone()
+    }
+
+    fn set_state(&self, state: ServerState) {
+        self.state.send_replace(state);
+    }
+
+    /// Waits, at most `limit`, until its first connection is made or has failed.
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let mut rx = self.state.subscribe();
+        let _ = tokio::time::timeout(
+            limit,
+            rx.wait_for(|s| !matches!(s, ServerState::Starting)),
+        )
+        .await;
+    }
+
+    /// Restarts since the host started it.
+    pub(crate) fn restarts(&self) -> u64 {
+        *self.restarts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `; it said: ...` from the last connection's standard error.
+    pub(crate) fn last_words(&self) -> String {
+        self.last_words
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Why a call cannot reach it now.
+    pub(crate) fn unavailable(&self) -> String {
+        match self.state() {
+            ServerState::Starting => format!(
+                "the MCP server '{}' is starting; try the call again shortly",
+                self.name
+            ),
+            ServerState::Restarting { reason } => format!(
+                "the MCP server '{}' is down ({reason}) and is being started again; try the \
+                 call again shortly",
+                self.name
+            ),
+            ServerState::Quarantined { reason } => format!(
+                "the MCP server '{}' is quarantined ({reason}); its tools are refused until \
+                 an operator runs `toolhost reload`",
+                self.name
+            ),
+            ServerState::Stopped => format!("the MCP server '{}' was stopped", self.name),
+            ServerState::Running { .. } => format!(
+                "the MCP server '{}' lost its connection; try the call again",
+                self.name
+            ),
+        }
+    }
+}
+
+/// What a supervisor needs besides its server's settings.
+#[derive(Clone)]
+pub(crate) struct Supervision {
+    /// Where servers keep their folders.
+    pub(crate) dirs_root: std::path::PathBuf,
+    /// How hard a stdio server's sandbox insists.
+    pub(crate) sandbox: SandboxMode,
+    /// When crashes quarantine a server.
+    pub(crate) limits: CrashLimits,
+    /// Takes the server's tools (by server name) each time they are listed.
+    pub(crate) publish: Arc<dyn Fn(&str, Vec<Arc<dyn DynTool>>) + Send + Sync>,
+}
+
+/// Lists the server's tools as the registry holds them.
+async fn list_tools(
+    settings: &McpServerSettings,
+    link: &Arc<Link>,
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<Arc<dyn DynTool>>, rmcp::service::ServiceError> {
+    let tools = peer.list_all_tools().await?;
+    let version = peer
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)))
+        .unwrap_or_default();
+    let endpoint: Arc<str> = Arc::from(settings.endpoint());
+    let mut taken = BTreeSet::new();
+    Ok(tools
+        .iter()
+        .map(|tool| {
+            let name = convert::local_name(&settings.prefix, &tool.name, &mut taken);
+            Arc::new(ServerTool {
+                spec: convert::spec(name, tool),
+                origin: ToolOrigin::McpServer {
+                    server: Arc::clone(&link.name),
+                    endpoint: Arc::clone(&endpoint),
+                    identity: Arc::from(convert::identity(&link.name, &version, tool)),
+                },
+                remote: tool.name.to_string(),
+                link: Arc::clone(link),
+            }) as Arc<dyn DynTool>
+        })
+        .collect())
+}
+
+/// Runs one server until `stop`: connect, serve, restart.
+pub(crate) async fn supervise(
+    settings: McpServerSettings,
+    link: Arc<Link>,
+    how: Supervision,
+    stop: CancellationToken,
+) {
+    let mut life = Lifecycle::new(how.limits);
+    let mut started_once = false;
+    loop {
+        match life.admit(Instant::now()) {
+            Admission::Start => {}
+            Admission::Wait(delay) => {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(delay) => continue,
+                }
+            }
+            Admission::Quarantined(reason) => {
+                link.set_state(ServerState::Quarantined {
+                    reason: reason.replace("its worker failed", "it failed"),
+                });
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = link.lift.notified() => {
+                        life.lift();
+                        continue;
+                    }
+                }
+            }
+        }
+        if stop.is_cancelled() {
+            break;
+        }
+        let failure = serve_once(&settings, &link, &how, &stop, &mut started_once, &mut life).await;
+        let Some(reason) = failure else {
+            break;
+        };
+        // The host is on its way out and ended the server itself: no crash.
+        if crate::sys::workers::ending() {
+            break;
+        }
+        let after = life.crashed(Instant::now(), &reason);
+        tracing::warn!(
+            server = &*link.name,
+            "MCP server '{}' is down: {}{}",
+            link.name,
+            crate::text::for_log(&reason),
+            after.to_string().replace("worker", "server").replace("plugin", "server")
+        );
+        link.set_state(ServerState::Restarting { reason });
+    }
+    link.set_peer(None);
+    link.set_state(ServerState::Stopped);
+}
+
+/// One connection, served until it ends (`Some(why)`) or `stop` (`None`).
+async fn serve_once(
+    settings: &McpServerSettings,
+    link: &Arc<Link>,
+    how: &Supervision,
+    stop: &CancellationToken,
+    started_once: &mut bool,
+    life: &mut Lifecycle,
+) -> Option<String> {
+    link.set_state(ServerState::Starting);
+    let handler = Handler {
+        server: Arc::clone(&link.name),
+        flights: Arc::clone(&link.flights),
+        list_changed: Arc::new(tokio::sync::Notify::new()),
+    };
+    let dirs = match ServerDirs::make(&how.dirs_root, &settings.name) {
+        Ok(dirs) => dirs,
+        Err(e) => return Some(e.to_string()),
+    };
+    let connecting = connect::connect(settings, handler.clone(), &dirs, how.sandbox);
+    let conn: Connection = tokio::select! {
+        () = stop.cancelled() => return None,
+        made = connecting => match made {
+            Ok(conn) => conn,
+            Err(e) => return Some(e.to_string()),
+        },
+    };
+    let peer = conn.service.peer().clone();
+    let tools = match list_tools(settings, link, &peer).await {
+        Ok(tools) => tools,
+        Err(e) => {
+            let words = conn.last_words.said();
+            conn.close().await;
+            return Some(format!("could not list its tools: {e}{words}"));
+        }
+    };
+    life.started(*started_once);
+    if *started_once {
+        *link.restarts.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+    *started_once = true;
+    let protocol = peer
+        .peer_info()
+        .map(|i| i.protocol_version.to_string())
+        .unwrap_or_default();
+    let server = peer
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)))
+        .unwrap_or_default();
+    tracing::info!(
+        server = &*link.name,
+        tools = tools.len(),
+        protocol = %protocol,
+        "MCP server '{}' connected ({})",
+        link.name,
+        settings.endpoint()
+    );
+    (how.publish)(&link.name, tools);
+    link.set_peer(Some(peer.clone()));
+    link.set_state(ServerState::Running {
+        pid: conn.pid,
+        protocol: protocol.clone(),
+        server,
+    });
+    // A 2026-07-28 server sends list changes on a stream asked for them.
+    let mut subscription = if protocol.as_str() >= "2026-07-28" {
+        peer.listen(SubscriptionFilter::builder().tools_list_changed().build())
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let last_words = conn.last_words.clone();
+    let cancel = conn.service.cancellation_token();
+    let Connection {
+        service, pid, child, ..
+    } = conn;
+    let mut ended = tokio::spawn(service.waiting());
+    let reason = loop {
+        tokio::select! {
+            () = stop.cancelled() => {
+                link.set_peer(None);
+                cancel.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut ended).await;
+                finish(pid, child).await;
+                return None;
+            }
+            () = handler.list_changed.notified() => {
+                relist(settings, link, &peer, how).await;
+            }
+            changed = next_change(subscription.as_mut()) => {
+                if changed {
+                    relist(settings, link, &peer, how).await;
+                } else {
+                    subscription = None;
+                }
+            }
+            quit = &mut ended => {
+                break match quit {
+                    Ok(Ok(rmcp::service::QuitReason::Cancelled)) => "its session was cancelled".to_owned(),
+                    Ok(_) => "its connection closed".to_owned(),
+                    Err(e) => format!("its connection failed: {e}"),
+                };
+            }
+        }
+    };
+    link.set_peer(None);
+    let status = finish(pid, child).await;
+    *link.last_words.lock().unwrap_or_else(PoisonError::into_inner) = last_words.said();
+    Some(format!("{reason}{status}{}", last_words.said()))
+}
+
+/// The next list change on a 2026-07-28 subscription: `true` for one, `false` when the
+/// stream ended (never resolves without a subscription).
+async fn next_change(subscription: Option<&mut rmcp::service::Subscription>) -> bool {
+    let Some(subscription) = subscription else {
+        return std::future::pending().await;
+    };
+    matches!(subscription.next().await, Ok(Some(_)))
+}
+
+/// Lists the tools again after a change, and hands them on.
+async fn relist(
+    settings: &McpServerSettings,
+    link: &Arc<Link>,
+    peer: &Peer<RoleClient>,
+    how: &Supervision,
+) {
+    match list_tools(settings, link, peer).await {
+        Ok(tools) => {
+            tracing::info!(server = &*link.name, tools = tools.len(), "MCP server's tools changed");
+            (how.publish)(&link.name, tools);
+        }
+        Err(e) => tracing::warn!(
+            server = &*link.name,
+            "could not list the tools of MCP server '{}' after it said they changed: {e}",
+            link.name
+        ),
+    }
+}
+
+/// Ends a stdio server's process group and reaps it; says how it ended.
+async fn finish(pid: Option<u32>, child: Option<tokio::process::Child>) -> String {
+    let Some(mut child) = child else {
+        return String::new();
+    };
+    // Whatever ended first: the process (a crash), or the session (then it is killed).
+    let status = match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        _ => None,
+    };
+    if let Some(pid) = pid {
+        connect::kill_group(pid);
+        crate::sys::workers::unregister(pid);
+    }
+    let status = match status {
+        Some(status) => Some(status),
+        None => child.wait().await.ok(),
+    };
+    match status {
+        Some(status) => format!(" (its process {})", describe(status)),
+        None => String::new(),
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        _ => "ended".to_owned(),
+    }
+}
