@@ -24,9 +24,9 @@ pub enum RegistryError {
         /// The name.
         tool: String,
         /// The tool that keeps the name.
-        kept: ToolOrigin,
+        kept: Box<ToolOrigin>,
         /// The tool that was refused.
-        rejected: ToolOrigin,
+        rejected: Box<ToolOrigin>,
     },
     /// The tool's metadata fails the check every host (and the plugin test harness)
     /// runs: a name models do not accept, or a schema that is not an object schema or
@@ -122,8 +122,8 @@ pub fn same_name(
         )),
         _ => Err(RegistryError::Duplicate {
             tool,
-            kept: existing.origin().clone(),
-            rejected: newcomer.origin().clone(),
+            kept: Box::new(existing.origin().clone()),
+            rejected: Box::new(newcomer.origin().clone()),
         }),
     }
 }
@@ -375,12 +375,9 @@ impl ToolRegistry {
                     "description": spec.description,
                     "schema": spec.schema,
                 });
-                if let crate::tool::ToolOrigin::McpServer {
-                    server, endpoint, ..
-                } = t.tool().origin()
-                {
-                    entry["mcp_server"] = Value::from(&**server);
-                    entry["endpoint"] = Value::from(&**endpoint);
+                if let crate::tool::ToolOrigin::McpServer { source } = t.tool().origin() {
+                    entry["mcp_server"] = Value::from(source.server.as_str());
+                    entry["endpoint"] = Value::from(source.endpoint.as_str());
                 }
                 entry
             })

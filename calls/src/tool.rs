@@ -53,14 +53,21 @@ pub enum ToolOrigin {
     },
     /// Listed by an MCP server (`[[mcp_servers]]`).
     McpServer {
-        /// The server's name in the config.
-        server: Arc<str>,
-        /// Its command line or URL.
-        endpoint: Arc<str>,
-        /// sha256 of the server's name and version and the tool's definition: what a
-        /// lasting approval is tied to, as a plugin's is to its file.
-        identity: Arc<str>,
+        /// The server and what the tool is (one pointer wide: origins travel in errors).
+        source: Arc<McpSource>,
     },
+}
+
+/// Where an MCP server's tool comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSource {
+    /// The server's name in the config.
+    pub server: String,
+    /// The server's command line or URL.
+    pub endpoint: String,
+    /// sha256 of the server's name and version and the tool's definition: what a lasting
+    /// approval is tied to, as a plugin's is to its file.
+    pub identity: String,
 }
 
 impl ToolOrigin {
@@ -69,7 +76,7 @@ impl ToolOrigin {
         match self {
             ToolOrigin::Native => "",
             ToolOrigin::Plugin { sha256, .. } => sha256,
-            ToolOrigin::McpServer { identity, .. } => identity,
+            ToolOrigin::McpServer { source, .. } => &source.identity,
         }
     }
 
@@ -93,7 +100,7 @@ impl ToolOrigin {
     /// The MCP server that lists it, if one does.
     pub fn mcp_server(&self) -> Option<&str> {
         match self {
-            ToolOrigin::McpServer { server, .. } => Some(server),
+            ToolOrigin::McpServer { source } => Some(&source.server),
             _ => None,
         }
     }
@@ -106,9 +113,9 @@ impl fmt::Display for ToolOrigin {
             ToolOrigin::Plugin { plugin, file, .. } => {
                 write!(f, "plugin '{plugin}' ({})", file.display())
             }
-            ToolOrigin::McpServer {
-                server, endpoint, ..
-            } => write!(f, "MCP server '{server}' ({endpoint})"),
+            ToolOrigin::McpServer { source } => {
+                write!(f, "MCP server '{}' ({})", source.server, source.endpoint)
+            }
         }
     }
 }

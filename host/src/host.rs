@@ -402,9 +402,12 @@ impl Host {
         })
         .await;
         let mut report = done.map_err(|e| ReloadError(e.to_string()))?;
-        report
-            .quarantine_lifted
-            .extend(self.mcp_servers.lift_quarantines().into_iter().map(|n| format!("mcp:{n}")));
+        report.quarantine_lifted.extend(
+            self.mcp_servers
+                .lift_quarantines()
+                .into_iter()
+                .map(|n| format!("mcp:{n}")),
+        );
         // Servers added to or removed from the config take effect now.
         if let Some(file) = &self.config_file {
             match crate::config::LoadedConfig::load(Some(file)) {

@@ -88,13 +88,11 @@ mod upstream;
 pub use approval_relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpServerSettings,
-    McpSettings, McpTransport, MetricsSettings,
-    ModelSettings, OAuthSettings, Profile, ProfileView, ReloadSettings, SecondsError,
-    WithoutElicitation, WorkspaceSettings, default_config_path, default_plugin_dir,
-    positive_seconds,
+    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpProtocol, McpServerSettings,
+    McpSettings, McpTransport, MetricsSettings, ModelSettings, OAuthSettings, Profile, ProfileView,
+    ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings, default_config_path,
+    default_plugin_dir, positive_seconds,
 };
-pub use upstream::{McpServerStatus, McpServers, ServerState};
 pub use frontends::control::{
     ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
     ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer, ControlRequest,
@@ -186,6 +184,7 @@ pub use toolhost_calls::tool::{
 };
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
 pub use toolhost_sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
+pub use upstream::{McpServerStatus, McpServers, ServerState};
 
 /// The two process hooks of a program that runs plugins in worker processes.
 pub mod worker {

@@ -102,7 +102,10 @@ impl Host {
         for profile in &config.profiles {
             let view = profile.view(&registry);
             for tool in &view.missing {
-                match down.iter().find(|(prefix, _)| tool.starts_with(prefix.as_str())) {
+                match down
+                    .iter()
+                    .find(|(prefix, _)| tool.starts_with(prefix.as_str()))
+                {
                     Some((_, why)) => tracing::warn!(
                         "profile '{}' lists tool '{tool}', which is not served now: {why}",
                         profile.name

@@ -80,11 +80,7 @@ pub enum Content {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
         /// e.g. `text/plain`.
-        #[serde(
-            default,
-            rename = "mimeType",
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
 }

@@ -186,7 +186,8 @@ fn each_heavy_dependency_is_known_to_one_place() {
     // (clap and the other command-line crates are the binary package's alone: the
     // library does not depend on them.)
     let rules: [(&str, &[&str]); 10] = [
-        ("rmcp::", &["frontends/mcp/"]),
+        // The MCP server side, and the client of the MCP servers the host serves tools from.
+        ("rmcp::", &["frontends/mcp/", "upstream/"]),
         ("hyper", &["frontends/mcp/"]),
         ("toml::", &["config/"]),
         ("notify::", &["plugins/catalog/watch.rs"]),
@@ -194,7 +195,11 @@ fn each_heavy_dependency_is_known_to_one_place() {
         // The model client, and the OAuth resource server's fetch of the issuer's keys.
         (
             "reqwest",
-            &["agent/model.rs", "frontends/mcp/http/oauth.rs"],
+            &[
+                "agent/model.rs",
+                "frontends/mcp/http/oauth.rs",
+                "upstream/connect.rs",
+            ],
         ),
         ("abi_stable", &["plugins/"]),
         ("prometheus_client", &["metrics.rs"]),

@@ -23,6 +23,7 @@ mod isolation;
 mod limits;
 mod loading;
 mod mcp;
+mod mcp_servers;
 mod metrics;
 mod model_view;
 mod new_plugin;

@@ -402,7 +402,14 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             })
             .collect();
         print_table(
-            &["MCP SERVER", "TRANSPORT", "STATE", "TOOLS", "RESTARTS", "ENDPOINT"],
+            &[
+                "MCP SERVER",
+                "TRANSPORT",
+                "STATE",
+                "TOOLS",
+                "RESTARTS",
+                "ENDPOINT",
+            ],
             &servers,
         )?;
     }

@@ -69,7 +69,9 @@ impl ListArgs {
                     if spec.interactive { "yes" } else { "no" }.to_owned(),
                     match t.tool().origin() {
                         toolhost::ToolOrigin::Native => "(host)".to_owned(),
-                        toolhost::ToolOrigin::McpServer { server, .. } => format!("mcp:{server}"),
+                        toolhost::ToolOrigin::McpServer { source } => {
+                            format!("mcp:{}", source.server)
+                        }
                         origin => origin.plugin_name().to_owned(),
                     },
                     summary(&spec.description, 72),

@@ -280,12 +280,13 @@ impl LoadedConfig {
             }
         })?;
         resolved.model = model_settings(&config.model, &resolved);
-        resolved.mcp_servers = super::mcp_servers::resolve(&config.mcp_servers).map_err(|message| {
-            ConfigError::Invalid {
-                path: file.clone().unwrap_or_default(),
-                message,
-            }
-        })?;
+        resolved.mcp_servers =
+            super::mcp_servers::resolve(&config.mcp_servers).map_err(|message| {
+                ConfigError::Invalid {
+                    path: file.clone().unwrap_or_default(),
+                    message,
+                }
+            })?;
         if let Some(text) = &config.metrics.listen {
             let addr = text.parse().map_err(|e| ConfigError::Invalid {
                 path: file.clone().unwrap_or_default(),

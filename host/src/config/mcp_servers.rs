@@ -34,9 +34,15 @@ pub struct RawMcpServer {
     pub headers: BTreeMap<String, String>,
     /// What its tools' names start with (default: the name and `_`).
     pub prefix: Option<String>,
+    /// Which protocol generation to speak: `auto` (default: `server/discover`, falling
+    /// back to `initialize` when the server is older), `2026-07-28` or `2025-11-25`.
+    pub protocol: Option<String>,
     /// stdio: whether it may use the network (default false).
     #[serde(default)]
     pub network: bool,
+    /// stdio: whether it may make Unix-domain sockets (default false).
+    #[serde(default)]
+    pub unix_sockets: bool,
     /// stdio: what it may read and run besides the system's folders and its program's.
     #[serde(default)]
     pub read_paths: Vec<PathBuf>,
@@ -70,11 +76,25 @@ pub enum McpTransport {
     },
 }
 
+/// Which protocol generation a server is spoken to in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// `server/discover` first, `initialize` if the server is older.
+    #[default]
+    Auto,
+    /// 2026-07-28 only (sessionless).
+    Modern,
+    /// 2025-11-25 and older (the `initialize` handshake).
+    Legacy,
+}
+
 /// A stdio server's confinement, beside what every one gets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpServerSandbox {
     /// Whether it may use the network.
     pub network: bool,
+    /// Whether it may make Unix-domain sockets.
+    pub unix_sockets: bool,
     /// More it may read and run.
     pub read_paths: Vec<PathBuf>,
     /// More it may write.
@@ -90,6 +110,8 @@ pub struct McpServerSettings {
     pub prefix: String,
     /// How it is reached.
     pub transport: McpTransport,
+    /// Which protocol generation it is spoken to in.
+    pub protocol: McpProtocol,
     /// A stdio server's confinement.
     pub sandbox: McpServerSandbox,
 }
@@ -122,7 +144,13 @@ fn valid_name(name: &str) -> bool {
 
 /// Makes relative paths of `raw` relative to `base` (the config file's folder).
 pub(super) fn rebase(raw: &mut RawMcpServer, base: &Path) {
-    let join = |p: &PathBuf| if p.is_relative() { base.join(p) } else { p.clone() };
+    let join = |p: &PathBuf| {
+        if p.is_relative() {
+            base.join(p)
+        } else {
+            p.clone()
+        }
+    };
     raw.cwd = raw.cwd.as_ref().map(join);
     raw.read_paths = raw.read_paths.iter().map(join).collect();
     raw.write_paths = raw.write_paths.iter().map(join).collect();
@@ -171,9 +199,11 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
             || !entry.env.is_empty()
             || entry.cwd.is_some()
             || entry.network
+            || entry.unix_sockets
             || !entry.read_paths.is_empty()
             || !entry.write_paths.is_empty();
-        let http_keys = entry.token.is_some() || entry.token_env.is_some() || !entry.headers.is_empty();
+        let http_keys =
+            entry.token.is_some() || entry.token_env.is_some() || !entry.headers.is_empty();
         let transport = match (&entry.command, &entry.url) {
             (Some(command), None) => {
                 if http_keys {
@@ -188,7 +218,11 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 McpTransport::Stdio {
                     command: command.clone(),
                     args: entry.args.clone(),
-                    env: entry.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    env: entry
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
                     cwd: entry.cwd.clone(),
                 }
             }
@@ -196,7 +230,7 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 if stdio_keys {
                     return Err(format!(
                         "[[mcp_servers]] {name}: `args`, `env`, `cwd`, `network`, \
-                         `read_paths` and `write_paths` are for a server toolhost starts \
+                         `unix_sockets`, `read_paths` and `write_paths` are for a server toolhost starts \
                          (`command`); this one is reached by `url`"
                     ));
                 }
@@ -226,8 +260,15 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                     (None, None) => None,
                 };
                 if let Some((key, _)) = headers.iter().find(|(k, _)| {
-                    ["authorization", "mcp-session-id", "mcp-protocol-version", "accept", "content-type", "host"]
-                        .contains(&k.to_ascii_lowercase().as_str())
+                    [
+                        "authorization",
+                        "mcp-session-id",
+                        "mcp-protocol-version",
+                        "accept",
+                        "content-type",
+                        "host",
+                    ]
+                    .contains(&k.to_ascii_lowercase().as_str())
                 }) {
                     return Err(format!(
                         "[[mcp_servers]] {name}: header {key:?} is the MCP client's own \
@@ -248,12 +289,25 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 ));
             }
         };
+        let protocol = match entry.protocol.as_deref() {
+            None | Some("auto") => McpProtocol::Auto,
+            Some("2026-07-28") => McpProtocol::Modern,
+            Some("2025-11-25") => McpProtocol::Legacy,
+            Some(other) => {
+                return Err(format!(
+                    "[[mcp_servers]] {name}: protocol = {other:?}; write \"auto\", \
+                     \"2026-07-28\" or \"2025-11-25\""
+                ));
+            }
+        };
         out.push(McpServerSettings {
             name: name.clone(),
             prefix,
             transport,
+            protocol,
             sandbox: McpServerSandbox {
                 network: entry.network,
+                unix_sockets: entry.unix_sockets,
                 read_paths: entry.read_paths.clone(),
                 write_paths: entry.write_paths.clone(),
             },
@@ -299,11 +353,24 @@ mod tests {
         for (text, says) in [
             ("name = \"A\"\ncommand = \"x\"", "1 to 32"),
             ("name = \"a\"", "exactly one of"),
-            ("name = \"a\"\ncommand = \"x\"\nurl = \"http://h/\"", "exactly one of"),
+            (
+                "name = \"a\"\ncommand = \"x\"\nurl = \"http://h/\"",
+                "exactly one of",
+            ),
             ("name = \"a\"\nurl = \"ftp://h/\"", "not an http"),
-            ("name = \"a\"\nurl = \"http://h/\"\nnetwork = true", "for a server toolhost starts"),
-            ("name = \"a\"\ncommand = \"x\"\ntoken = \"t\"", "reached by `url`"),
+            (
+                "name = \"a\"\nurl = \"http://h/\"\nnetwork = true",
+                "for a server toolhost starts",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ntoken = \"t\"",
+                "reached by `url`",
+            ),
             ("name = \"a\"\ncommand = \"x\"\nprefix = \"a b\"", "prefix"),
+            (
+                "name = \"a\"\ncommand = \"x\"\nprotocol = \"2024\"",
+                "protocol",
+            ),
         ] {
             let error = resolve(&raw(&format!("[[mcp_servers]]\n{text}\n"))).expect_err(text);
             assert!(error.contains(says), "{text}: {error}");
@@ -313,6 +380,10 @@ mod tests {
         assert!(resolve(&raw(twice)).expect_err("twice").contains("twice"));
         let overlap = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n\
                        [[mcp_servers]]\nname = \"a_b\"\ncommand = \"y\"\n";
-        assert!(resolve(&raw(overlap)).expect_err("overlap").contains("overlaps"));
+        assert!(
+            resolve(&raw(overlap))
+                .expect_err("overlap")
+                .contains("overlaps")
+        );
     }
 }

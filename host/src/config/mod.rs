@@ -65,8 +65,8 @@ pub use file::{
     RawProfileOutput, RawReload, RawTool, RawTrust, RawWorkspace, WithoutElicitation,
 };
 pub use http_limits::HttpLimits;
-pub use mcp_servers::{McpServerSettings, McpTransport};
 pub use loaded::{LoadedConfig, MetricsSettings, default_config_path, default_plugin_dir};
+pub use mcp_servers::{McpProtocol, McpServerSettings, McpTransport};
 pub use profile::{Profile, ProfileView};
 pub use reload::ReloadSettings;
 pub(crate) use seconds::seconds_or_zero;

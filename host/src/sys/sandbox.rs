@@ -6,7 +6,7 @@
 
 pub(crate) use toolhost_sandbox::process_tree::{self, TaggedProcess, find_tagged, signal_tagged};
 pub(crate) use toolhost_sandbox::{
-    SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply, kernel_abi,
-    system_read_paths,
+    PreparedSandbox, SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply,
+    kernel_abi, prepare, system_read_paths,
 };
 pub(crate) use toolhost_sandbox::{caps, protected, seccomp};

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    InputRequest, ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, Implementation,
+    ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, Implementation, InputRequest,
     ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
@@ -120,7 +120,8 @@ impl Handler {
 impl rmcp::ClientHandler for Handler {
     fn get_info(&self) -> ClientInfo {
         let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok();
+        capabilities.elicitation =
+            serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok();
         capabilities.sampling = serde_json::from_value(serde_json::json!({})).ok();
         ClientInfo::new(
             capabilities,
@@ -174,7 +175,10 @@ impl rmcp::ClientHandler for Handler {
 }
 
 /// Asks `caller` a server's question (a form, or a page to open).
-async fn elicit(caller: &dyn CallerChannel, request: &ElicitRequestParams) -> Result<ElicitResult, String> {
+async fn elicit(
+    caller: &dyn CallerChannel,
+    request: &ElicitRequestParams,
+) -> Result<ElicitResult, String> {
     if let Some(ask) = convert::ask_request(request) {
         return caller
             .ask_user(ask)
@@ -209,7 +213,11 @@ pub(crate) async fn answer_input(
              be asked (no person or client is attached)",
         ));
     };
-    let failed = |m: String| ToolError::failed(format!("the MCP server's question could not be answered: {m}"));
+    let failed = |m: String| {
+        ToolError::failed(format!(
+            "the MCP server's question could not be answered: {m}"
+        ))
+    };
     let value = match request {
         InputRequest::Elicitation(request) => {
             serde_json::to_value(elicit(caller, &request.params).await.map_err(failed)?)
@@ -222,13 +230,24 @@ pub(crate) async fn answer_input(
                 .map_err(|e| failed(e.to_string()))?,
         ),
         InputRequest::ListRoots(_) => {
-            match caller.ask_client(vec![ClientQuestion::roots()]).await.into_iter().next() {
+            match caller
+                .ask_client(vec![ClientQuestion::roots()])
+                .await
+                .into_iter()
+                .next()
+            {
                 Some(ClientAnswer::Roots(roots)) => serde_json::to_value(roots),
-                Some(ClientAnswer::Unavailable(m) | ClientAnswer::Failed(m)) => return Err(failed(m)),
+                Some(ClientAnswer::Unavailable(m) | ClientAnswer::Failed(m)) => {
+                    return Err(failed(m));
+                }
                 _ => Ok(serde_json::json!({"roots": []})),
             }
         }
-        _ => return Err(failed("a kind of request toolhost does not know".to_owned())),
+        _ => {
+            return Err(failed(
+                "a kind of request toolhost does not know".to_owned(),
+            ));
+        }
     };
     value.map_err(|e| failed(e.to_string()))
 }

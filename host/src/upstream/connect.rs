@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rmcp::ServiceExt as _;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
 use rmcp::service::{RoleClient, RunningService};
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::config::{McpServerSettings, McpTransport};
+use crate::config::{McpProtocol, McpServerSettings, McpTransport};
 use crate::sys::sandbox::{SandboxMode, SandboxRules};
 
 use super::client::Handler;
@@ -114,10 +115,7 @@ impl Connection {
 
 /// Kills the process group of `pid` (a stdio server is its session's leader).
 pub(crate) fn kill_group(pid: u32) {
-    if let Ok(raw) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill takes integers; a negative pid names the process group.
-        unsafe { libc::kill(-raw, libc::SIGKILL) };
-    }
+    crate::sys::process::kill_group(pid);
 }
 
 /// Where a server keeps what it writes: `<root>/<name>/` (its home and starting folder)
@@ -160,12 +158,39 @@ pub(crate) async fn connect(
             args,
             env,
             cwd,
-        } => stdio(server, command, args, env, cwd.as_deref(), handler, dirs, mode).await,
+        } => {
+            stdio(
+                server,
+                command,
+                args,
+                env,
+                cwd.as_deref(),
+                handler,
+                dirs,
+                mode,
+            )
+            .await
+        }
         McpTransport::Http {
             url,
             headers,
             token,
-        } => http(url, headers, token.as_deref(), handler).await,
+        } => http(server, url, headers, token.as_deref(), handler).await,
+    }
+}
+
+/// How the handshake goes for `protocol`.
+fn lifecycle(protocol: McpProtocol) -> ClientLifecycleMode {
+    let modern = vec![ProtocolVersion::V_2026_07_28];
+    match protocol {
+        McpProtocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: modern,
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
+        McpProtocol::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: modern,
+        },
+        McpProtocol::Legacy => ClientLifecycleMode::Initialize,
     }
 }
 
@@ -196,12 +221,16 @@ pub(crate) fn rules(
     dirs: &ServerDirs,
 ) -> SandboxRules {
     let mut read = crate::sys::sandbox::system_read_paths();
-    for path in [Some(program), std::fs::canonicalize(program).ok().as_deref()]
-        .into_iter()
-        .flatten()
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    for path in [
+        Some(program),
+        std::fs::canonicalize(program).ok().as_deref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         if let Some(folder) = path.parent() {
-            read.push(folder.to_path_buf());
+            read.push(program_prefix(folder, home.as_deref()));
         }
     }
     if let Some(name) = program.file_name().and_then(|n| n.to_str())
@@ -218,10 +247,25 @@ pub(crate) fn rules(
         read,
         write,
         network: server.sandbox.network,
+        unix_sockets: server.sandbox.unix_sockets,
         // Its own folder is inside the host's state, which every sandbox hides.
         private: vec![dirs.home.clone()],
         ..SandboxRules::default()
     }
+}
+
+/// The folder a program's own files are in: its folder, or for one in a `bin` folder
+/// (an interpreter: Python, Node) the folder above, where its libraries are, unless that
+/// is the root or holds the user's home.
+fn program_prefix(folder: &Path, home: Option<&Path>) -> PathBuf {
+    if folder.file_name().is_some_and(|n| n == "bin")
+        && let Some(prefix) = folder.parent()
+        && prefix.parent().is_some()
+        && !home.is_some_and(|h| h.starts_with(prefix))
+    {
+        return prefix.to_path_buf();
+    }
+    folder.to_path_buf()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -236,14 +280,17 @@ async fn stdio(
     mode: SandboxMode,
 ) -> Result<Connection, ConnectError> {
     let program = find_program(command)?;
-    let prepared = toolhost_sandbox::prepare(mode, &rules(server, &program, cwd, dirs))
+    let prepared = crate::sys::sandbox::prepare(mode, &rules(server, &program, cwd, dirs))
         .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args)
         .env_clear()
         .env("HOME", &dirs.home)
         .env("TMPDIR", &dirs.tmp)
-        .env("LANG", std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned()))
+        .env(
+            "LANG",
+            std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned()),
+        )
         .env(
             "PATH",
             std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned()),
@@ -254,23 +301,11 @@ async fn stdio(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let prepared = Arc::new(prepared);
-    let entered = Arc::clone(&prepared);
-    // SAFETY: setsid, prctl and the sandbox's entry are system calls only (no allocation,
-    // no lock): async-signal-safe, as a pre_exec hook must be.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            entered.enter()
-        });
-    }
+    crate::sys::process::confine_child(&mut cmd, Arc::new(prepared));
     let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
         program: program.display().to_string(),
         source,
     })?;
-    drop(prepared);
     let pid = child.id();
     if let Some(pid) = pid {
         crate::sys::workers::register(pid, Vec::new());
@@ -299,7 +334,12 @@ async fn stdio(
             crate::sys::workers::unregister(pid);
         }
     };
-    match tokio::time::timeout(HANDSHAKE, handler.serve((stdout, stdin))).await {
+    match tokio::time::timeout(
+        HANDSHAKE,
+        handler.serve_with_lifecycle((stdout, stdin), lifecycle(server.protocol)),
+    )
+    .await
+    {
         Ok(Ok(service)) => Ok(Connection {
             service,
             pid,
@@ -320,6 +360,7 @@ async fn stdio(
 }
 
 async fn http(
+    server: &McpServerSettings,
     url: &str,
     headers: &[(String, String)],
     token: Option<&str>,
@@ -336,8 +377,18 @@ async fn http(
         config.custom_headers.insert(name, value);
     }
     config.auth_header = token.map(str::to_owned);
-    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
-    match tokio::time::timeout(HANDSHAKE, handler.serve(transport)).await {
+    // reqwest is built without a crypto provider of its own: ring, as rustls already has.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().build().map_err(|e| {
+        ConnectError::Handshake(format!("could not make an HTTP client: {e}"), String::new())
+    })?;
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    match tokio::time::timeout(
+        HANDSHAKE,
+        handler.serve_with_lifecycle(transport, lifecycle(server.protocol)),
+    )
+    .await
+    {
         Ok(Ok(service)) => Ok(Connection {
             service,
             pid: None,
@@ -346,5 +397,31 @@ async fn http(
         }),
         Ok(Err(e)) => Err(ConnectError::Handshake(e.to_string(), String::new())),
         Err(_) => Err(ConnectError::Slow(HANDSHAKE.as_secs(), String::new())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interpreters_prefix_is_readable_but_never_the_home_or_the_root() {
+        let home = Path::new("/home/ada");
+        assert_eq!(
+            program_prefix(Path::new("/opt/py/3.11/bin"), Some(home)),
+            Path::new("/opt/py/3.11")
+        );
+        assert_eq!(
+            program_prefix(Path::new("/home/ada/bin"), Some(home)),
+            Path::new("/home/ada/bin")
+        );
+        assert_eq!(
+            program_prefix(Path::new("/bin"), Some(home)),
+            Path::new("/bin")
+        );
+        assert_eq!(
+            program_prefix(Path::new("/opt/tool"), Some(home)),
+            Path::new("/opt/tool")
+        );
     }
 }

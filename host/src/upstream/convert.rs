@@ -13,7 +13,9 @@ use rmcp::model::{
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use toolhost_calls::tool::{Requirements, Risk, ToolOutput, ToolSpec};
-use toolhost_plugin_api::{AskAnswer, AskRequest, Content, EmbeddedResource, SampleAnswer, SampleRequest};
+use toolhost_plugin_api::{
+    AskAnswer, AskRequest, Content, EmbeddedResource, SampleAnswer, SampleRequest,
+};
 
 /// The longest tool name every model API accepts.
 const MAX_NAME: usize = 64;
@@ -117,7 +119,10 @@ pub(crate) fn output(result: CallToolResult) -> ToolOutput {
             continue;
         };
         let field = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or_default();
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         match kind {
             "text" => {
                 let text = field("text").unwrap_or_default();
@@ -127,7 +132,10 @@ pub(crate) fn output(result: CallToolResult) -> ToolOutput {
             "image" | "audio" => {
                 let data = field("data").unwrap_or_default();
                 let mime_type = field("mimeType").unwrap_or_default();
-                texts.push(format!("[{kind}: {mime_type}, {} bytes of base64]", data.len()));
+                texts.push(format!(
+                    "[{kind}: {mime_type}, {} bytes of base64]",
+                    data.len()
+                ));
                 content.push(if kind == "image" {
                     Content::Image { data, mime_type }
                 } else {
@@ -136,12 +144,8 @@ pub(crate) fn output(result: CallToolResult) -> ToolOutput {
             }
             "resource" => {
                 let resource = value.get("resource").cloned().unwrap_or_default();
-                let text_of = |key: &str| {
-                    resource
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                };
+                let text_of =
+                    |key: &str| resource.get(key).and_then(Value::as_str).map(str::to_owned);
                 let uri = text_of("uri").unwrap_or_default();
                 let mime_type = text_of("mimeType");
                 let text = match (text_of("text"), text_of("blob")) {
@@ -313,10 +317,22 @@ mod tests {
             risk(&tool(t))
         };
         assert_eq!(risk(&tool(base.clone())), Risk::Write);
-        assert_eq!(with(serde_json::json!({"readOnlyHint": true, "destructiveHint": true})), Risk::Read);
-        assert_eq!(with(serde_json::json!({"destructiveHint": true})), Risk::Destructive);
-        assert_eq!(with(serde_json::json!({"openWorldHint": true})), Risk::Network);
-        assert_eq!(with(serde_json::json!({"destructiveHint": false})), Risk::Write);
+        assert_eq!(
+            with(serde_json::json!({"readOnlyHint": true, "destructiveHint": true})),
+            Risk::Read
+        );
+        assert_eq!(
+            with(serde_json::json!({"destructiveHint": true})),
+            Risk::Destructive
+        );
+        assert_eq!(
+            with(serde_json::json!({"openWorldHint": true})),
+            Risk::Network
+        );
+        assert_eq!(
+            with(serde_json::json!({"destructiveHint": false})),
+            Risk::Write
+        );
     }
 
     #[test]
@@ -330,7 +346,10 @@ mod tests {
         assert!(toolhost_calls::registry::is_valid_tool_name(&a), "{a}");
         let b = local_name("fs_", &long, &mut taken);
         assert_ne!(a, b);
-        assert!(b.len() <= 64 && toolhost_calls::registry::is_valid_tool_name(&b), "{b}");
+        assert!(
+            b.len() <= 64 && toolhost_calls::registry::is_valid_tool_name(&b),
+            "{b}"
+        );
     }
 
     #[test]
@@ -349,11 +368,16 @@ mod tests {
         assert!(out.is_error);
         assert_eq!(out.structured, Some(serde_json::json!({"n": 1})));
         assert_eq!(out.content.len(), 3);
-        assert!(out.text.starts_with("hello\n[image: image/png"), "{}", out.text);
+        assert!(
+            out.text.starts_with("hello\n[image: image/png"),
+            "{}",
+            out.text
+        );
         assert!(matches!(&out.content[2], Content::ResourceLink { uri, .. } if uri == "file:///a"));
-        let only: CallToolResult =
-            serde_json::from_value(serde_json::json!({"content": [], "structuredContent": {"a": 2}}))
-                .expect("result");
+        let only: CallToolResult = serde_json::from_value(
+            serde_json::json!({"content": [], "structuredContent": {"a": 2}}),
+        )
+        .expect("result");
         let out = output(only);
         assert_eq!(out.text, r#"{"a":2}"#);
         assert!(!out.is_error && out.content.is_empty());

@@ -8,7 +8,7 @@
 //! `convert` maps the protocol's types to the host's, `client` is the client side of a
 //! connection (what it declares; progress, questions and sampling relayed to the caller of
 //! the call in flight), `connect` starts a confined stdio server or opens an HTTP session,
-//! `server` supervises one server (restart with backoff, quarantine, list changes), and
+//! `link` is what the host shares with a server's supervisor, `server` supervises one server (restart with backoff, quarantine, list changes), and
 //! `tool` is a server's tool in the registry.
 
 // Sampling (SEP-2577) and `ClientInfo` are deprecated in rmcp, and still what servers of
@@ -18,6 +18,7 @@ mod client;
 mod connect;
 #[allow(deprecated)]
 mod convert;
+mod link;
 mod server;
 mod tool;
 
@@ -35,8 +36,9 @@ use crate::plugins::catalog::PluginCatalog;
 use crate::plugins::isolation::lifecycle::CrashLimits;
 use crate::sys::sandbox::SandboxMode;
 
-pub use server::ServerState;
-use server::{Link, Supervision};
+use link::Link;
+pub use link::ServerState;
+use server::Supervision;
 
 /// How long start-up (and a reload) waits for a new server's first connection before it
 /// goes on without its tools.
@@ -186,11 +188,7 @@ impl McpServers {
             .flatten()
             .cloned()
             .collect();
-        let errors = me
-            .down_servers()
-            .into_iter()
-            .map(|(_, why)| why)
-            .collect();
+        let errors = me.down_servers().into_iter().map(|(_, why)| why).collect();
         // The servers run until the process ends.
         std::mem::forget(me);
         (tools, errors)
@@ -208,9 +206,9 @@ impl McpServers {
             let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
             let names: Vec<String> = running.keys().cloned().collect();
             for name in names {
-                let keep = servers
-                    .iter()
-                    .any(|s| s.name == name && running.get(&name).is_some_and(|r| r.settings == *s));
+                let keep = servers.iter().any(|s| {
+                    s.name == name && running.get(&name).is_some_and(|r| r.settings == *s)
+                });
                 if !keep && let Some(r) = running.remove(&name) {
                     r.stop.cancel();
                     gone.push(r);
@@ -223,12 +221,26 @@ impl McpServers {
                 }
                 let link = Link::new(&settings.name);
                 let stop = CancellationToken::new();
-                let task = tokio::spawn(server::supervise(
+                let supervisor = tokio::spawn(server::supervise(
                     settings.clone(),
                     Arc::clone(&link),
                     self.how.clone(),
                     stop.clone(),
                 ));
+                // A supervisor that panics leaves its server failed, saying so, not
+                // starting for ever.
+                let watched = Arc::clone(&link);
+                let task = tokio::spawn(async move {
+                    if let Err(e) = supervisor.await
+                        && e.is_panic()
+                    {
+                        watched.failed(format!(
+                            "toolhost's MCP client for it failed ({}); `toolhost reload` after \
+                             fixing the entry, and report it",
+                            panic_text(e.into_panic())
+                        ));
+                    }
+                });
                 running.insert(
                     settings.name.clone(),
                     Running {
@@ -256,7 +268,10 @@ impl McpServers {
         for link in &started {
             link.settled(FIRST_CONNECT).await;
         }
-        (started.iter().map(|l| l.name.to_string()).collect(), stopped)
+        (
+            started.iter().map(|l| l.name.to_string()).collect(),
+            stopped,
+        )
     }
 
     /// Lets every quarantined server start again (`toolhost reload`); returns their names.
@@ -294,7 +309,11 @@ impl McpServers {
 
     /// What status shows of each server.
     pub fn status(&self) -> Vec<McpServerStatus> {
-        let published = self.published.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         running
             .values()
@@ -333,4 +352,13 @@ impl McpServers {
             let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
         }
     }
+}
+
+/// What a panic said.
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
 }

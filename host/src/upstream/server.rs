@@ -6,150 +6,26 @@
 //! the server is down and why.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::SubscriptionFilter;
 use rmcp::service::{Peer, RoleClient};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use toolhost_calls::tool::{DynTool, ToolOrigin};
+use toolhost_calls::tool::{DynTool, McpSource, ToolOrigin};
 
 use crate::config::McpServerSettings;
-use crate::plugins::isolation::lifecycle::{Admission, CrashLimits, Lifecycle};
+use crate::plugins::isolation::lifecycle::{Admission, AfterCrash, CrashLimits, Lifecycle};
 use crate::sys::sandbox::SandboxMode;
 
-use super::client::{Flights, Handler};
+use super::client::Handler;
 use super::connect::{self, Connection, ServerDirs};
 use super::convert;
+use super::link::{Link, ServerState};
 use super::tool::ServerTool;
 
-/// Where a server is, for status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum ServerState {
-    /// Connecting.
-    Starting,
-    /// Connected and serving.
-    Running {
-        /// A stdio server's process id.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pid: Option<u32>,
-        /// The protocol version agreed.
-        protocol: String,
-        /// What the server calls itself (`name version`).
-        server: String,
-    },
-    /// Down; starting again after the backoff.
-    Restarting {
-        /// Why it went down.
-        reason: String,
-    },
-    /// Down until `toolhost reload`: it failed too often.
-    Quarantined {
-        /// Why.
-        reason: String,
-    },
-    /// Stopped (removed from the config, or the host is stopping).
-    Stopped,
-}
-
-/// What the rest of the host shares with a server's supervisor.
-pub(crate) struct Link {
-    /// The server's name.
-    pub(crate) name: Arc<str>,
-    /// Its calls in flight.
-    pub(crate) flights: Arc<Flights>,
-    peer: RwLock<Option<Peer<RoleClient>>>,
-    state: tokio::sync::watch::Sender<ServerState>,
-    last_words: Mutex<String>,
-    restarts: Mutex<u64>,
-    /// Woken by `toolhost reload` to lift a quarantine.
-    pub(crate) lift: tokio::sync::Notify,
-}
-
-impl Link {
-    pub(crate) fn new(name: &str) -> Arc<Link> {
-        Arc::new(Link {
-            name: Arc::from(name),
-            flights: Arc::default(),
-            peer: RwLock::new(None),
-            state: tokio::sync::watch::Sender::new(ServerState::Starting),
-            last_words: Mutex::new(String::new()),
-            restarts: Mutex::new(0),
-            lift: tokio::sync::Notify::new(),
-        })
-    }
-
-    /// The live connection's peer, if connected.
-    pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
-        self.peer
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
-        *self.peer.write().unwrap_or_else(PoisonError::into_inner) = peer;
-    }
-
-    /// Where it is now.
-    pub(crate) fn state(&self) -> ServerState {
-        self.state.borrow().clone()
-    }
-
-    fn set_state(&self, state: ServerState) {
-        self.state.send_replace(state);
-    }
-
-    /// Waits, at most `limit`, until its first connection is made or has failed.
-    pub(crate) async fn settled(&self, limit: Duration) {
-        let mut rx = self.state.subscribe();
-        let _ = tokio::time::timeout(
-            limit,
-            rx.wait_for(|s| !matches!(s, ServerState::Starting)),
-        )
-        .await;
-    }
-
-    /// Restarts since the host started it.
-    pub(crate) fn restarts(&self) -> u64 {
-        *self.restarts.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// `; it said: ...` from the last connection's standard error.
-    pub(crate) fn last_words(&self) -> String {
-        self.last_words
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Why a call cannot reach it now.
-    pub(crate) fn unavailable(&self) -> String {
-        match self.state() {
-            ServerState::Starting => format!(
-                "the MCP server '{}' is starting; try the call again shortly",
-                self.name
-            ),
-            ServerState::Restarting { reason } => format!(
-                "the MCP server '{}' is down ({reason}) and is being started again; try the \
-                 call again shortly",
-                self.name
-            ),
-            ServerState::Quarantined { reason } => format!(
-                "the MCP server '{}' is quarantined ({reason}); its tools are refused until \
-                 an operator runs `toolhost reload`",
-                self.name
-            ),
-            ServerState::Stopped => format!("the MCP server '{}' was stopped", self.name),
-            ServerState::Running { .. } => format!(
-                "the MCP server '{}' lost its connection; try the call again",
-                self.name
-            ),
-        }
-    }
-}
+/// Takes a server's tools (by the server's name) each time they are listed.
+pub(crate) type Publish = Arc<dyn Fn(&str, Vec<Arc<dyn DynTool>>) + Send + Sync>;
 
 /// What a supervisor needs besides its server's settings.
 #[derive(Clone)]
@@ -161,7 +37,7 @@ pub(crate) struct Supervision {
     /// When crashes quarantine a server.
     pub(crate) limits: CrashLimits,
     /// Takes the server's tools (by server name) each time they are listed.
-    pub(crate) publish: Arc<dyn Fn(&str, Vec<Arc<dyn DynTool>>) + Send + Sync>,
+    pub(crate) publish: Publish,
 }
 
 /// Lists the server's tools as the registry holds them.
@@ -169,30 +45,46 @@ async fn list_tools(
     settings: &McpServerSettings,
     link: &Arc<Link>,
     peer: &Peer<RoleClient>,
+    listed: &mut Vec<Arc<ServerTool>>,
 ) -> Result<Vec<Arc<dyn DynTool>>, rmcp::service::ServiceError> {
     let tools = peer.list_all_tools().await?;
     let version = peer
         .peer_info()
-        .and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)))
+        .and_then(|i| {
+            i.server_info
+                .as_ref()
+                .map(|s| format!("{} {}", s.name, s.version))
+        })
         .unwrap_or_default();
-    let endpoint: Arc<str> = Arc::from(settings.endpoint());
+    let endpoint = settings.endpoint();
     let mut taken = BTreeSet::new();
-    Ok(tools
+    let fresh: Vec<Arc<ServerTool>> = tools
         .iter()
         .map(|tool| {
             let name = convert::local_name(&settings.prefix, &tool.name, &mut taken);
-            Arc::new(ServerTool {
+            let new = ServerTool {
                 spec: convert::spec(name, tool),
                 origin: ToolOrigin::McpServer {
-                    server: Arc::clone(&link.name),
-                    endpoint: Arc::clone(&endpoint),
-                    identity: Arc::from(convert::identity(&link.name, &version, tool)),
+                    source: Arc::new(McpSource {
+                        server: link.name.to_string(),
+                        endpoint: endpoint.clone(),
+                        identity: convert::identity(&link.name, &version, tool),
+                    }),
                 },
                 remote: tool.name.to_string(),
                 link: Arc::clone(link),
-            }) as Arc<dyn DynTool>
+            };
+            // A tool listed as before stays the same tool: the registry sees no change.
+            match listed.iter().find(|old| {
+                old.spec == new.spec && old.origin == new.origin && old.remote == new.remote
+            }) {
+                Some(old) => Arc::clone(old),
+                None => Arc::new(new),
+            }
         })
-        .collect())
+        .collect();
+    *listed = fresh.clone();
+    Ok(fresh.into_iter().map(|t| t as Arc<dyn DynTool>).collect())
 }
 
 /// Runs one server until `stop`: connect, serve, restart.
@@ -204,6 +96,8 @@ pub(crate) async fn supervise(
 ) {
     let mut life = Lifecycle::new(how.limits);
     let mut started_once = false;
+    // Its tools as last listed: a tool listed again unchanged stays the same tool.
+    let mut listed: Vec<Arc<ServerTool>> = Vec::new();
     loop {
         match life.admit(Instant::now()) {
             Admission::Start => {}
@@ -229,7 +123,16 @@ pub(crate) async fn supervise(
         if stop.is_cancelled() {
             break;
         }
-        let failure = serve_once(&settings, &link, &how, &stop, &mut started_once, &mut life).await;
+        let failure = serve_once(
+            &settings,
+            &link,
+            &how,
+            &stop,
+            &mut started_once,
+            &mut life,
+            &mut listed,
+        )
+        .await;
         let Some(reason) = failure else {
             break;
         };
@@ -243,7 +146,17 @@ pub(crate) async fn supervise(
             "MCP server '{}' is down: {}{}",
             link.name,
             crate::text::for_log(&reason),
-            after.to_string().replace("worker", "server").replace("plugin", "server")
+            match after {
+                AfterCrash::Restart { delay } if delay.is_zero() =>
+                    "; it starts again now".to_owned(),
+                AfterCrash::Restart { delay } =>
+                    format!("; it starts again in {} ms", delay.as_millis()),
+                AfterCrash::Quarantined { failures, window } => format!(
+                    "; it failed {failures} times within {} s and is now quarantined: its tools \
+                     are refused until `toolhost reload`",
+                    window.as_secs()
+                ),
+            }
         );
         link.set_state(ServerState::Restarting { reason });
     }
@@ -259,6 +172,7 @@ async fn serve_once(
     stop: &CancellationToken,
     started_once: &mut bool,
     life: &mut Lifecycle,
+    listed: &mut Vec<Arc<ServerTool>>,
 ) -> Option<String> {
     link.set_state(ServerState::Starting);
     let handler = Handler {
@@ -279,7 +193,7 @@ async fn serve_once(
         },
     };
     let peer = conn.service.peer().clone();
-    let tools = match list_tools(settings, link, &peer).await {
+    let tools = match list_tools(settings, link, &peer, listed).await {
         Ok(tools) => tools,
         Err(e) => {
             let words = conn.last_words.said();
@@ -298,7 +212,11 @@ async fn serve_once(
         .unwrap_or_default();
     let server = peer
         .peer_info()
-        .and_then(|i| i.server_info.as_ref().map(|s| format!("{} {}", s.name, s.version)))
+        .and_then(|i| {
+            i.server_info
+                .as_ref()
+                .map(|s| format!("{} {}", s.name, s.version))
+        })
         .unwrap_or_default();
     tracing::info!(
         server = &*link.name,
@@ -326,7 +244,10 @@ async fn serve_once(
     let last_words = conn.last_words.clone();
     let cancel = conn.service.cancellation_token();
     let Connection {
-        service, pid, child, ..
+        service,
+        pid,
+        child,
+        ..
     } = conn;
     let mut ended = tokio::spawn(service.waiting());
     let reason = loop {
@@ -339,11 +260,11 @@ async fn serve_once(
                 return None;
             }
             () = handler.list_changed.notified() => {
-                relist(settings, link, &peer, how).await;
+                relist(settings, link, &peer, how, listed).await;
             }
             changed = next_change(subscription.as_mut()) => {
                 if changed {
-                    relist(settings, link, &peer, how).await;
+                    relist(settings, link, &peer, how, listed).await;
                 } else {
                     subscription = None;
                 }
@@ -358,8 +279,14 @@ async fn serve_once(
         }
     };
     link.set_peer(None);
+    link.set_state(ServerState::Restarting {
+        reason: reason.clone(),
+    });
     let status = finish(pid, child).await;
-    *link.last_words.lock().unwrap_or_else(PoisonError::into_inner) = last_words.said();
+    *link
+        .last_words
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = last_words.said();
     Some(format!("{reason}{status}{}", last_words.said()))
 }
 
@@ -378,10 +305,15 @@ async fn relist(
     link: &Arc<Link>,
     peer: &Peer<RoleClient>,
     how: &Supervision,
+    listed: &mut Vec<Arc<ServerTool>>,
 ) {
-    match list_tools(settings, link, peer).await {
+    match list_tools(settings, link, peer, listed).await {
         Ok(tools) => {
-            tracing::info!(server = &*link.name, tools = tools.len(), "MCP server's tools changed");
+            tracing::info!(
+                server = &*link.name,
+                tools = tools.len(),
+                "MCP server's tools changed"
+            );
             (how.publish)(&link.name, tools);
         }
         Err(e) => tracing::warn!(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError as RmcpError};
 use toolhost_calls::context::CallContext;
@@ -17,7 +17,7 @@ use toolhost_calls::tool::{Arguments, DynTool, ToolError, ToolOrigin, ToolOutput
 
 use super::client;
 use super::convert;
-use super::server::Link;
+use super::link::Link;
 
 /// Rounds of questions one call may ask before it is given up.
 const MAX_ROUNDS: usize = 8;
@@ -112,7 +112,18 @@ impl DynTool for ServerTool {
                 peer: peer.clone(),
                 id: Some(handle.id.clone()),
             };
-            let answer = handle.await_response().await;
+            let answer = tokio::select! {
+                answer = handle.await_response() => answer,
+                // Cancelled (or timed out): the server hears it at once (the guard's
+                // notification), not when the dispatcher's grace period ends.
+                () = ctx.cancel.cancelled() => {
+                    drop(guard);
+                    return Err(ToolError::failed(format!(
+                        "the call was cancelled; the MCP server '{}' was told",
+                        self.link.name
+                    )));
+                }
+            };
             guard.id = None;
             match answer.map_err(|e| self.lost(&e))? {
                 ServerResult::CallToolResult(result) => return Ok(convert::output(result)),
@@ -120,7 +131,8 @@ impl DynTool for ServerTool {
                     let caller = ctx.services.caller.clone();
                     let mut answers = rmcp::model::InputResponses::new();
                     for (key, request) in asked.input_requests.unwrap_or_default() {
-                        answers.insert(key, client::answer_input(caller.as_deref(), request).await?);
+                        answers
+                            .insert(key, client::answer_input(caller.as_deref(), request).await?);
                     }
                     params.input_responses = Some(answers);
                     params.request_state = asked.request_state;

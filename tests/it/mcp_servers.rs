@@ -1,0 +1,459 @@
+//! MCP servers as tool sources (`[[mcp_servers]]`), with real servers the test setup
+//! starts: the Python SDK's MCPServer fixture (tests/mcp/upstream_server.py) behind
+//! `toolhost serve --mcp stdio`, driven by the Python client (tests/mcp/upstream_checks.py)
+//! in both protocol generations on both sides; the reference server-everything over stdio
+//! and over streamable HTTP through `toolhost list` and `call`; the sandbox a stdio server
+//! runs in; a server added and removed by `toolhost reload`; quarantine after repeated
+//! failures; and the audit line naming the server.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::mcp::python;
+use crate::support::{
+    PluginDir, eventually, mcp_node, serve_command, wait_exit, wait_for_socket, wait_until,
+    workspace_root,
+};
+
+/// A work folder whose `toolhost/config.toml` (its `XDG_CONFIG_HOME`) is `config`, with a
+/// state folder of its own and a `markers` folder servers may write.
+struct Work {
+    dir: tempfile::TempDir,
+}
+
+impl Work {
+    fn new(config: &str) -> Work {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("toolhost")).expect("config folder");
+        std::fs::create_dir_all(dir.path().join("markers")).expect("markers");
+        let work = Work { dir };
+        work.write_config(config);
+        work
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write_config(&self, config: &str) {
+        std::fs::write(self.path().join("toolhost/config.toml"), config).expect("config");
+    }
+
+    fn markers(&self) -> PathBuf {
+        self.path().join("markers")
+    }
+
+    /// `toolhost ARGS` with this folder's config and state.
+    fn toolhost(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        cmd.env("XDG_CONFIG_HOME", self.path())
+            .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("TOOLHOST_LOG", "warn")
+            .env_remove("TOOLHOST_PLUGINS");
+        cmd
+    }
+
+    /// `toolhost call --yes --plugins PLUGINS TOOL ARGS`: (success, stdout and stderr).
+    fn call(&self, plugins: &Path, tool: &str, args: &Value) -> (bool, String) {
+        let out = self
+            .toolhost()
+            .args(["call", "--yes", "--plugins"])
+            .arg(plugins)
+            .args([tool, &args.to_string()])
+            .output()
+            .expect("toolhost call");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// `toolhost list --json`, as JSON.
+    fn list(&self, plugins: &Path, profile: Option<&str>) -> Vec<Value> {
+        let mut cmd = self.toolhost();
+        cmd.args(["list", "--json", "--plugins"]).arg(plugins);
+        if let Some(profile) = profile {
+            cmd.args(["--profile", profile]);
+        }
+        let out = cmd.output().expect("toolhost list");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("a JSON listing")
+    }
+}
+
+/// A `[[mcp_servers]]` entry for the Python fixture, named `up`, that may write the work
+/// folder's `markers`; `extra` lines are added to it.
+fn python_server(work: &Work, extra: &str) -> String {
+    let venv = python()
+        .parent()
+        .and_then(Path::parent)
+        .expect("the virtualenv")
+        .to_path_buf();
+    format!(
+        "[[mcp_servers]]\nname = \"up\"\ncommand = {:?}\nargs = [{:?}]\n\
+         read_paths = [{:?}, {:?}]\nwrite_paths = [{:?}]\n{extra}\n",
+        python().display().to_string(),
+        workspace_root()
+            .join("tests/mcp/upstream_server.py")
+            .display()
+            .to_string(),
+        venv.display().to_string(),
+        workspace_root().join("tests/mcp").display().to_string(),
+        work.markers().display().to_string(),
+    )
+}
+
+fn names(listing: &[Value]) -> Vec<String> {
+    listing
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Every rule of a plugin's tool holds for a server's, for an MCP client of toolhost:
+/// listing beside the plugin's, approval by annotations, structured results, the output
+/// budget with the full text read back, progress, cancellation, the server's question,
+/// its list change, a crash mid-call and the restart, status. Both protocol generations
+/// on each side: a 2026-07-28 client with the server spoken to in 2026-07-28, and a
+/// 2025-11-25 client with the server held to 2025-11-25. Then the audit log names the
+/// server.
+#[test]
+fn a_python_sdk_server_behind_toolhost_keeps_every_rule_of_a_plugins_tool() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    for (client, upstream) in [("auto", "auto"), ("legacy", "2025-11-25")] {
+        let work = Work::new("");
+        work.write_config(&python_server(&work, &format!("protocol = {upstream:?}")));
+        let out = Command::new(python())
+            .arg(workspace_root().join("tests/mcp/upstream_checks.py"))
+            .arg("--toolhost")
+            .arg(env!("CARGO_BIN_EXE_toolhost"))
+            .arg("--plugins")
+            .arg(plugins.path())
+            .arg("--control")
+            .arg(work.path().join("control.sock"))
+            .arg("--work")
+            .arg(work.path())
+            .args(["--mode", client])
+            .output()
+            .expect("run upstream_checks.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client {client}, server {upstream}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for check in [
+            "listed beside the plugin's",
+            "approval follows the server's annotations",
+            "structured result passes through",
+            "cut by the budget and its full text reads back",
+            "progress reaches the client",
+            "cancelled at the server",
+            "question (elicitation) reaches the client",
+            "list change reaches the client",
+            "crashes mid-call fails that call, and comes back",
+            "status shows the server",
+        ] {
+            assert!(stdout.contains(check), "{check}: {stdout}");
+        }
+        // The audit log names the server of each of its tools' calls.
+        let audit = std::fs::read_to_string(work.path().join("state/toolhost/audit.jsonl"))
+            .expect("the audit log");
+        let line: Value = audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["tool"] == "up_echo")
+            .unwrap_or_else(|| panic!("no audit line for up_echo: {audit}"));
+        assert_eq!(line["plugin"]["mcp_server"], "up", "{line}");
+        assert_eq!(line["plugin"]["name"], "mcp", "{line}");
+        assert_eq!(line["risk"], "read", "{line}");
+    }
+}
+
+/// A stdio server runs confined: it writes its own folder and the entry's `write_paths`
+/// and nothing else, and reaches no TCP port unless its entry says `network = true`.
+/// Profiles list its tools beside a plugin's.
+#[test]
+fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let work = Work::new("");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    for network in [false, true] {
+        work.write_config(&format!(
+            "{}\n[toolsets]\nmixed = [\"echo\", \"up_echo\"]\n",
+            python_server(&work, &format!("network = {network}"))
+        ));
+        let outside = work.path().join("outside.txt");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_write",
+            &serde_json::json!({"path": outside}),
+        );
+        assert!(ok && said.contains("refused: Permission denied"), "{said}");
+        assert!(!outside.exists());
+        let marker = work.markers().join("m.txt");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_write",
+            &serde_json::json!({"path": marker}),
+        );
+        assert!(ok && said.contains("wrote"), "{said}");
+        let home = work.path().join("state/toolhost/mcp-servers/up/own.txt");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_write",
+            &serde_json::json!({"path": home}),
+        );
+        assert!(ok && said.contains("wrote"), "its own folder: {said}");
+        // Nothing else of the host's state: its audit log is beside that folder.
+        let audit = work.path().join("state/toolhost/audit.jsonl");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_write",
+            &serde_json::json!({"path": audit}),
+        );
+        assert!(ok && said.contains("refused"), "the audit log: {said}");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_connect",
+            &serde_json::json!({"port": port}),
+        );
+        if network {
+            assert!(ok && said.contains("connected"), "{said}");
+        } else {
+            assert!(ok && said.contains("refused"), "network off: {said}");
+        }
+    }
+    // A profile that lists a plugin's tool and a server's, through a toolset.
+    let profiles = work.path().join("toolhost/profiles/mixed");
+    std::fs::create_dir_all(&profiles).expect("profile");
+    std::fs::write(profiles.join("config.toml"), "tools = [\"@mixed\"]\n").expect("profile");
+    let listed = work.list(&plugins.path(), Some("mixed"));
+    let mut shown = names(&listed);
+    shown.sort();
+    assert_eq!(shown, ["echo", "read_output", "up_echo"], "{listed:?}");
+    let up = listed
+        .iter()
+        .find(|t| t["name"] == "up_echo")
+        .expect("up_echo");
+    assert_eq!(up["mcp_server"], "up");
+    assert_eq!(up["plugin"], "mcp");
+    assert_eq!(up["mode"], "process");
+}
+
+/// The reference server-everything (Node) over stdio and over streamable HTTP: its tools
+/// are listed under the prefix with the risk of their annotations, and calls give its
+/// text, structured content and images.
+#[test]
+fn server_everything_over_stdio_and_http_serves_text_structured_results_and_images() {
+    let node = mcp_node();
+    let everything = workspace_root().join(
+        "target/mcp-tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    let modules = workspace_root().join("target/mcp-tools/node_modules");
+    let plugins = PluginDir::with(&[]);
+    let (mut http_server, port) = start_everything_http(node, &everything);
+    for transport in ["stdio", "http"] {
+        let work = Work::new("");
+        work.write_config(&if transport == "stdio" {
+            format!(
+                "[[mcp_servers]]\nname = \"every\"\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n\
+                 read_paths = [{:?}]\n",
+                node.display().to_string(),
+                everything.display().to_string(),
+                modules.display().to_string()
+            )
+        } else {
+            format!("[[mcp_servers]]\nname = \"every\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n")
+        });
+        let listed = work.list(&plugins.path(), None);
+        let echo = listed
+            .iter()
+            .find(|t| t["name"] == "every_echo")
+            .unwrap_or_else(|| panic!("{transport}: {listed:?}"));
+        assert_eq!(echo["mcp_server"], "every", "{transport}");
+        assert_eq!(echo["risk"], "read", "{transport}: readOnlyHint");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "every_echo",
+            &serde_json::json!({"message": "hi"}),
+        );
+        assert!(ok && said.contains("Echo: hi"), "{transport}: {said}");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "every_get-structured-content",
+            &serde_json::json!({"location": "New York"}),
+        );
+        assert!(
+            ok && said.contains("\"temperature\""),
+            "{transport}: {said}"
+        );
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "every_get-tiny-image",
+            &serde_json::json!({}),
+        );
+        assert!(
+            ok && said.contains("[image: image/png"),
+            "{transport}: {said}"
+        );
+    }
+    let _ = http_server.kill();
+    let _ = http_server.wait();
+}
+
+/// server-everything's streamable HTTP transport on a free port, once it listens.
+fn start_everything_http(node: &Path, everything: &Path) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = Command::new(node)
+            .arg(everything)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start server-everything");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on port") {
+                    let _ = tx.send(true);
+                } else if line.contains("already in use") {
+                    let _ = tx.send(false);
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(true) => return (child, port),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    panic!("server-everything did not start listening");
+}
+
+/// `toolhost status --json` of the host on `socket`.
+fn status(work: &Work, socket: &Path) -> Value {
+    let out = work
+        .toolhost()
+        .args(["status", "--json", "--control"])
+        .arg(socket)
+        .output()
+        .expect("toolhost status");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// A server added to the config serves on `toolhost reload` and leaves on the next; one
+/// that fails again and again is quarantined (its tools refused, saying so) until a
+/// reload lifts it.
+#[test]
+fn reload_adds_and_removes_servers_and_a_failing_one_is_quarantined_until_reload() {
+    let plugins = PluginDir::with(&["fixture_basic"]);
+    let work = Work::new("[isolation]\nmax_crashes = 1\n");
+    let socket = work.path().join("control.sock");
+    let mut host = serve_command(&plugins.path(), &socket)
+        .env("XDG_CONFIG_HOME", work.path())
+        .env("XDG_STATE_HOME", work.path().join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("toolhost serve");
+    wait_for_socket(&socket);
+    let call_via = |tool: &str, args: Value| -> (bool, String) {
+        let out = work
+            .toolhost()
+            .args(["call", "--yes", "--control"])
+            .arg(&socket)
+            .args([tool, &args.to_string()])
+            .output()
+            .expect("toolhost call --control");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let reload = || {
+        let out = work
+            .toolhost()
+            .args(["reload", "--control"])
+            .arg(&socket)
+            .output()
+            .expect("toolhost reload");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    assert!(!ok && said.contains("up_echo"), "no server yet: {said}");
+    // Added: serves on reload.
+    work.write_config(&format!(
+        "[isolation]\nmax_crashes = 1\n{}",
+        python_server(&work, "")
+    ));
+    reload();
+    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    assert!(ok && said.contains("echo: x"), "{said}");
+    // A second server that cannot start: restarted, then quarantined.
+    work.write_config(&format!(
+        "[isolation]\nmax_crashes = 1\n{}\n[[mcp_servers]]\nname = \"broken\"\ncommand = \"/bin/false\"\n",
+        python_server(&work, "")
+    ));
+    reload();
+    eventually(
+        Duration::from_secs(60),
+        "the broken server quarantined",
+        || {
+            status(&work, &socket)["mcp_servers"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["name"] == "broken").cloned())
+                .filter(|s| s["state"] == "quarantined")
+        },
+    );
+    let said = status(&work, &socket);
+    let unavailable = said["unavailable"].to_string();
+    assert!(!unavailable.contains("up_echo"), "{unavailable}");
+    // Removed: its tools leave.
+    work.write_config("[isolation]\nmax_crashes = 1\n");
+    reload();
+    wait_until("the servers gone from status", || {
+        status(&work, &socket)["mcp_servers"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    });
+    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    assert!(!ok && said.contains("up_echo"), "removed: {said}");
+    let _ = nix_term(&host);
+    wait_exit(&mut host, "toolhost serve");
+}
+
+fn nix_term(child: &Child) -> i32 {
+    // SAFETY: kill takes integers.
+    unsafe { libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGTERM) }
+}
