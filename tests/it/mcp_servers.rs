@@ -162,6 +162,7 @@ fn a_python_sdk_server_behind_toolhost_keeps_every_rule_of_a_plugins_tool() {
             "progress reaches the client",
             "cancelled at the server",
             "question (elicitation) reaches the client",
+            "sampling request reaches the client's model",
             "list change reaches the client",
             "crashes mid-call fails that call, and comes back",
             "status shows the server",
@@ -237,6 +238,50 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
             assert!(ok && said.contains("refused"), "network off: {said}");
         }
     }
+    // `check --mcp-server` connects as a host would and says what it found.
+    let out = work
+        .toolhost()
+        .args(["check", "--json", "--mcp-server", "up"])
+        .output()
+        .expect("toolhost check --mcp-server");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["server"]["state"], "running", "{report}");
+    assert_eq!(report["server"]["protocol"], "2026-07-28", "{report}");
+    let risks: Vec<(String, String)> = report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| (t["name"].to_string(), t["risk"].to_string()))
+        .collect();
+    for (tool, risk) in [
+        ("up_echo", "read"),
+        ("up_note", "write"),
+        ("up_lookup", "network"),
+        ("up_remove", "destructive"),
+    ] {
+        assert!(
+            risks.contains(&(format!("{tool:?}"), format!("{risk:?}"))),
+            "{tool} {risk}: {risks:?}"
+        );
+    }
+    let out = work
+        .toolhost()
+        .args(["check", "--mcp-server", "nope"])
+        .output()
+        .expect("toolhost check --mcp-server");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("names no MCP server 'nope' (its [[mcp_servers]]: up)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A profile that lists a plugin's tool and a server's, through a toolset.
     let profiles = work.path().join("toolhost/profiles/mixed");
     std::fs::create_dir_all(&profiles).expect("profile");
@@ -364,13 +409,15 @@ fn status(work: &Work, socket: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
-/// A server added to the config serves on `toolhost reload` and leaves on the next; one
-/// that fails again and again is quarantined (its tools refused, saying so) until a
-/// reload lifts it.
+/// A server added to the config serves on `toolhost reload` and leaves on the next. One
+/// that fails more than `max_crashes` times (here: once) is quarantined: its tools stay
+/// listed, status lists them as unavailable with the reason, a call is refused saying
+/// so, until a reload lifts it.
 #[test]
-fn reload_adds_and_removes_servers_and_a_failing_one_is_quarantined_until_reload() {
+fn reload_adds_and_removes_servers_and_a_crashing_one_is_quarantined_until_reload() {
     let plugins = PluginDir::with(&["fixture_basic"]);
-    let work = Work::new("[isolation]\nmax_crashes = 1\n");
+    let limits = "[isolation]\nmax_crashes = 0\n";
+    let work = Work::new(limits);
     let socket = work.path().join("control.sock");
     let mut host = serve_command(&plugins.path(), &socket)
         .env("XDG_CONFIG_HOME", work.path())
@@ -397,7 +444,7 @@ fn reload_adds_and_removes_servers_and_a_failing_one_is_quarantined_until_reload
             ),
         )
     };
-    let reload = || {
+    let reload = || -> String {
         let out = work
             .toolhost()
             .args(["reload", "--control"])
@@ -409,45 +456,64 @@ fn reload_adds_and_removes_servers_and_a_failing_one_is_quarantined_until_reload
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    let server_state = |name: &str| -> Option<Value> {
+        status(&work, &socket)["mcp_servers"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == name).cloned())
+    };
+    let echo = serde_json::json!({"text": "x"});
+    let (ok, said) = call_via("up_echo", echo.clone());
     assert!(!ok && said.contains("up_echo"), "no server yet: {said}");
-    // Added: serves on reload.
-    work.write_config(&format!(
-        "[isolation]\nmax_crashes = 1\n{}",
-        python_server(&work, "")
-    ));
+    // Added: serves once the reload returns.
+    work.write_config(&format!("{limits}{}", python_server(&work, "")));
     reload();
-    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    let (ok, said) = call_via("up_echo", echo.clone());
     assert!(ok && said.contains("echo: x"), "{said}");
-    // A second server that cannot start: restarted, then quarantined.
+    // A crash is one failure too many: quarantined, its tools listed but refused.
+    let (ok, said) = call_via("up_crash", serde_json::json!({}));
+    assert!(!ok && said.contains("went away during the call"), "{said}");
+    eventually(Duration::from_secs(60), "up quarantined", || {
+        server_state("up").filter(|s| s["state"] == "quarantined")
+    });
+    let unavailable = status(&work, &socket)["unavailable"].to_string();
+    assert!(
+        unavailable.contains("up_echo") && unavailable.contains("quarantined"),
+        "{unavailable}"
+    );
+    let (ok, said) = call_via("up_echo", echo.clone());
+    assert!(
+        !ok && said.contains("quarantined") && said.contains("toolhost reload"),
+        "{said}"
+    );
+    // A reload lifts it.
+    let said = reload();
+    assert!(said.contains("quarantine lifted: mcp:up"), "{said}");
+    eventually(Duration::from_secs(60), "up serving again", || {
+        let (ok, said) = call_via("up_echo", echo.clone());
+        (ok && said.contains("echo: x")).then_some(())
+    });
+    // A second server that cannot start at all is quarantined too; the first serves on.
     work.write_config(&format!(
-        "[isolation]\nmax_crashes = 1\n{}\n[[mcp_servers]]\nname = \"broken\"\ncommand = \"/bin/false\"\n",
+        "{limits}{}\n[[mcp_servers]]\nname = \"broken\"\ncommand = \"/bin/false\"\n",
         python_server(&work, "")
     ));
     reload();
-    eventually(
-        Duration::from_secs(60),
-        "the broken server quarantined",
-        || {
-            status(&work, &socket)["mcp_servers"]
-                .as_array()
-                .and_then(|s| s.iter().find(|s| s["name"] == "broken").cloned())
-                .filter(|s| s["state"] == "quarantined")
-        },
-    );
-    let said = status(&work, &socket);
-    let unavailable = said["unavailable"].to_string();
-    assert!(!unavailable.contains("up_echo"), "{unavailable}");
-    // Removed: its tools leave.
-    work.write_config("[isolation]\nmax_crashes = 1\n");
+    eventually(Duration::from_secs(60), "broken quarantined", || {
+        server_state("broken").filter(|s| s["state"] == "quarantined")
+    });
+    let (ok, said) = call_via("up_echo", echo.clone());
+    assert!(ok && said.contains("echo: x"), "{said}");
+    // Removed: their tools leave.
+    work.write_config(limits);
     reload();
     wait_until("the servers gone from status", || {
         status(&work, &socket)["mcp_servers"]
             .as_array()
             .is_some_and(Vec::is_empty)
     });
-    let (ok, said) = call_via("up_echo", serde_json::json!({"text": "x"}));
+    let (ok, said) = call_via("up_echo", echo);
     assert!(!ok && said.contains("up_echo"), "removed: {said}");
     let _ = nix_term(&host);
     wait_exit(&mut host, "toolhost serve");

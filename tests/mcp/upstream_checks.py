@@ -62,6 +62,14 @@ class Checks:
             return types.ElicitResult(action="accept", content={"remember": False})
         return types.ElicitResult(action=self.approve)
 
+    async def on_sample(self, _context: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked = " ".join(m.content.text for m in params.messages if isinstance(m.content, types.TextContent))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"sampled: {asked}"),
+            model="checks-model",
+        )
+
     async def on_message(self, message: object) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.list_changed.set()
@@ -77,6 +85,7 @@ class Checks:
             server,
             mode=a.mode,
             elicitation_callback=self.on_elicit,
+            sampling_callback=self.on_sample,
             message_handler=self.on_message,
             read_timeout_seconds=LIMIT,
         )
@@ -203,6 +212,10 @@ class Checks:
         if result.is_error or text_of(result) != "hello Ada" or self.questions[-1:] != ["What is your name?"]:
             fail(f"the server's question should reach the client and its answer the server: {result}")
         self.note("the server's question (elicitation) reaches the client")
+        result = await self.call(client, "up_summarize", {"text": "a long day"})
+        if result.is_error or text_of(result) != "summary: sampled: a long day":
+            fail(f"the server's sampling request should reach the client's model: {result}")
+        self.note("the server's sampling request reaches the client's model")
 
     async def list_change(self, client: Client, changed) -> None:
         result = await self.call(client, "up_grow", {})

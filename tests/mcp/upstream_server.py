@@ -114,6 +114,27 @@ async def ask(ctx: Context) -> str | types.InputRequiredResult:
 
 
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+async def summarize(text: str, ctx: Context) -> str | types.InputRequiredResult:
+    """Asks the client's model for a summary: a sampling request under 2025-11-25, an
+    input-required result under 2026-07-28."""
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+    if (ctx.protocol_version or "") < "2026-07-28":
+        result = await ctx.session.create_message([message], max_tokens=50)
+        return f"summary: {getattr(result.content, 'text', '')}"
+    given = (ctx.input_responses or {}).get("summary")
+    if given is None:
+        return types.InputRequiredResult(
+            input_requests={
+                "summary": types.CreateMessageRequest(
+                    params=types.CreateMessageRequestParams(messages=[message], max_tokens=50)
+                )
+            }
+        )
+    given = given if isinstance(given, dict) else given.model_dump(by_alias=True)
+    return f"summary: {(given.get('content') or {}).get('text')}"
+
+
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
 async def grow(ctx: Context) -> str:
     """Adds the tool `grown` and says the list changed."""
 

@@ -1,6 +1,8 @@
 //! `toolhost check FILE`: validates one plugin file, first with the static checks (none
 //! of its code runs), then by loading it and listing its tools, with a warning for each
 //! description that names a tool the plugin does not provide (the description rule).
+//! `toolhost check --mcp-server NAME`: connects to one of the config's MCP servers as a
+//! host would (confined) and says what it found.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,7 +16,14 @@ use crate::output::{outln, summary};
 #[derive(clap::Args)]
 pub(crate) struct CheckArgs {
     /// The plugin file (a .so).
-    file: PathBuf,
+    #[arg(required_unless_present = "mcp_server")]
+    file: Option<PathBuf>,
+    /// Check one of the config's MCP servers (`[[mcp_servers]]` name) instead of a
+    /// plugin file: start or reach it as a host would (a stdio server in its sandbox),
+    /// and print the protocol it speaks and its tools with their risks, or why it could
+    /// not be reached.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["file", "no_load", "isolate"])]
+    mcp_server: Option<String>,
     /// Run only the static checks; do not load the library.
     #[arg(long)]
     no_load: bool,
@@ -30,7 +39,12 @@ pub(crate) struct CheckArgs {
 
 impl CheckArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let file = self.file.as_path();
+        if let Some(name) = &self.mcp_server {
+            return check_mcp_server(config, name, self.json);
+        }
+        let Some(file) = self.file.as_deref() else {
+            anyhow::bail!("name a plugin file, or --mcp-server NAME");
+        };
         let loader = inspecting_loader(config, self.isolate)?;
         if self.json {
             return self.run_json(&loader);
@@ -140,7 +154,9 @@ impl CheckArgs {
 
     /// `--json`: the same checks, as one object on stdout.
     fn run_json(&self, loader: &toolhost::PluginLoader) -> anyhow::Result<ExitCode> {
-        let file = self.file.as_path();
+        let Some(file) = self.file.as_deref() else {
+            anyhow::bail!("name a plugin file, or --mcp-server NAME");
+        };
         let mut report = serde_json::json!({
             "file": file,
             "ok": false,
@@ -350,4 +366,99 @@ fn requirements_text(req: &toolhost::Requirements) -> String {
     } else {
         parts.join("; ")
     }
+}
+
+/// `toolhost check --mcp-server NAME`.
+fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let servers = config.mcp_servers();
+    let Some(server) = servers.iter().find(|s| s.name == name) else {
+        let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        anyhow::bail!(
+            "the config names no MCP server '{name}' (its [[mcp_servers]]: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        );
+    };
+    let (status, tools) = toolhost::McpServers::check_for_command(
+        server,
+        config
+            .state_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("mcp-servers"),
+        config.isolation_policy().sandbox,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let running = matches!(status.state, toolhost::ServerState::Running { .. });
+    if json {
+        let value = serde_json::json!({
+            "ok": running,
+            "server": status,
+            "tools": tools.iter().map(|t| serde_json::json!({
+                "name": t.spec().name,
+                "risk": t.spec().risk.as_str(),
+                "description": t.spec().description,
+                "output_schema": t.spec().output_schema.is_some(),
+            })).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&value)
+            .map_err(|e| anyhow::anyhow!("could not encode the report: {e}"))?;
+        outln!("{text}")?;
+        return Ok(if running {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    outln!("MCP server:  {} ({})", status.name, status.transport)?;
+    outln!("endpoint:    {}", status.endpoint)?;
+    if let Some(network) = status.network {
+        outln!(
+            "sandbox:     network {}; writes its own folder{}",
+            if network { "allowed" } else { "off" },
+            if server.sandbox.write_paths.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and {}",
+                    server
+                        .sandbox
+                        .write_paths
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        )?;
+    }
+    match &status.state {
+        toolhost::ServerState::Running {
+            protocol, server, ..
+        } => {
+            outln!("connected:   protocol {protocol}, {server}")?;
+        }
+        toolhost::ServerState::Restarting { reason }
+        | toolhost::ServerState::Quarantined { reason } => {
+            anyhow::bail!("could not reach MCP server '{name}': {reason}");
+        }
+        other => anyhow::bail!("could not reach MCP server '{name}' ({other:?})"),
+    }
+    outln!(
+        "tools ({}, named with the prefix {:?}):",
+        tools.len(),
+        status.prefix
+    )?;
+    for tool in &tools {
+        let spec = tool.spec();
+        outln!(
+            "  {:<32} {:<11} {}",
+            spec.name,
+            spec.risk.to_string(),
+            summary(&spec.description, 60)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -89,7 +89,11 @@ impl ReloadArgs {
             }
         }
         for name in &report.quarantine_lifted {
-            outln!("quarantine lifted: {name} (its worker starts on the next call)")?;
+            if name.starts_with("mcp:") {
+                outln!("quarantine lifted: {name} (the MCP server starts again now)")?;
+            } else {
+                outln!("quarantine lifted: {name} (its worker starts on the next call)")?;
+            }
             said = true;
         }
         for (names, label) in [

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::{
     ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, Implementation, InputRequest,
-    ProgressNotificationParam, ProgressToken,
+    ListRootsResult, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use toolhost_calls::context::CallerChannel;
@@ -123,6 +123,7 @@ impl rmcp::ClientHandler for Handler {
         capabilities.elicitation =
             serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok();
         capabilities.sampling = serde_json::from_value(serde_json::json!({})).ok();
+        capabilities.roots = serde_json::from_value(serde_json::json!({})).ok();
         ClientInfo::new(
             capabilities,
             Implementation::new("toolhost", env!("CARGO_PKG_VERSION")),
@@ -157,6 +158,27 @@ impl rmcp::ClientHandler for Handler {
             .await
             .map(convert::sample_result)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        // The roots of whoever made the call in flight; none outside a call.
+        let Some(caller) = self.flights.newest_caller() else {
+            return Ok(ListRootsResult::default());
+        };
+        let answer = caller
+            .ask_client(vec![ClientQuestion::roots()])
+            .await
+            .into_iter()
+            .next();
+        match answer {
+            Some(ClientAnswer::Roots(roots)) => serde_json::to_value(roots)
+                .and_then(serde_json::from_value)
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+            _ => Ok(ListRootsResult::default()),
+        }
     }
 
     async fn on_progress(

@@ -150,36 +150,13 @@ impl McpServers {
         dirs_root: PathBuf,
         sandbox: SandboxMode,
     ) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
-        static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
-            std::sync::OnceLock::new();
         if servers.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        let Some(runtime) = RUNTIME.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("toolhost-mcp-client")
-                .enable_all()
-                .build()
-                .ok()
-        }) else {
-            return (
-                Vec::new(),
-                vec!["could not start the runtime MCP servers are reached on".to_owned()],
-            );
+        let me = match McpServers::on_own_runtime(servers, dirs_root, sandbox) {
+            Ok(me) => me,
+            Err(e) => return (Vec::new(), vec![e]),
         };
-        let me = McpServers::make(
-            None,
-            dirs_root,
-            sandbox,
-            CrashLimits {
-                max_crashes: 5,
-                window: Duration::from_secs(60),
-            },
-        );
-        let applied = Arc::clone(&me);
-        let servers = servers.to_vec();
-        let _ = runtime.block_on(runtime.spawn(async move { applied.apply(&servers).await }));
         let tools = me
             .published
             .lock()
@@ -192,6 +169,68 @@ impl McpServers {
         // The servers run until the process ends.
         std::mem::forget(me);
         (tools, errors)
+    }
+
+    /// `toolhost check --mcp-server NAME`: connects to `server` once (confined as a host
+    /// would start it) and says what it found: its status (the protocol agreed and what
+    /// it calls itself, or why it could not be reached) and its tools as the registry
+    /// would list them.
+    pub fn check_for_command(
+        server: &McpServerSettings,
+        dirs_root: PathBuf,
+        sandbox: SandboxMode,
+    ) -> Result<(McpServerStatus, Vec<Arc<dyn DynTool>>), String> {
+        let me = McpServers::on_own_runtime(std::slice::from_ref(server), dirs_root, sandbox)?;
+        let status = me
+            .status()
+            .into_iter()
+            .next()
+            .ok_or_else(|| "the server did not start".to_owned())?;
+        let tools = me
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        std::mem::forget(me);
+        Ok((status, tools))
+    }
+
+    /// `servers` started on the process's own MCP client runtime, each one's first
+    /// connection made or failed.
+    fn on_own_runtime(
+        servers: &[McpServerSettings],
+        dirs_root: PathBuf,
+        sandbox: SandboxMode,
+    ) -> Result<Arc<McpServers>, String> {
+        static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
+            std::sync::OnceLock::new();
+        let runtime = RUNTIME
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("toolhost-mcp-client")
+                    .enable_all()
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+            .ok_or_else(|| "could not start the runtime MCP servers are reached on".to_owned())?;
+        let me = McpServers::make(
+            None,
+            dirs_root,
+            sandbox,
+            CrashLimits {
+                max_crashes: 5,
+                window: Duration::from_secs(60),
+            },
+        );
+        let applied = Arc::clone(&me);
+        let servers = servers.to_vec();
+        let _ = runtime.block_on(runtime.spawn(async move { applied.apply(&servers).await }));
+        Ok(me)
     }
 
     /// Makes the running servers those of `servers`: starts the new ones, stops the ones
