@@ -8,6 +8,11 @@
 //! a bearer token, toolhost with `--no-auth`, and a minimal rmcp HTTP server, interleaved
 //! in the same run, to price the HTTP door's authentication.
 //!
+//! Then an MCP server as toolhost's tool source (`[[mcp_servers]]`): server-everything's
+//! echo called directly and through toolhost (which serves it as `every_echo`), with the
+//! server reached over stdio and over streamable HTTP, interleaved in one run, to price
+//! what toolhost adds to a call it relays.
+//!
 //! `cargo bench -p toolhost-cli --bench mcp` (run `bash tests/mcp/setup.sh` first for the
 //! Python and Node servers; without them those rows are skipped). Printed figures only.
 //! `TOOLHOST_BENCH_BASELINE=/path/to/toolhost` adds another build of toolhost (main before
@@ -609,6 +614,12 @@ fn main() {
 
     http_round_trips(&toolhost, dir.path());
 
+    if node.exists() && everything.exists() {
+        relay_round_trips(&toolhost, &node, &everything);
+    } else {
+        println!("(skipped the MCP server relay: run `bash tests/mcp/setup.sh`)");
+    }
+
     let mut latency = list_changed_latency(&toolhost, &v1, &v2);
     latency.sort_by(f64::total_cmp);
     println!(
@@ -617,6 +628,182 @@ fn main() {
         latency[RELOADS / 2],
         latency[RELOADS - 1]
     );
+}
+
+/// A client connection to one subject of the relay table.
+enum Conn {
+    Stdio(Peer),
+    Http(HttpPeer),
+}
+
+impl Conn {
+    /// One tools/call; its result.
+    fn call(&mut self, params: &Value) -> Value {
+        match self {
+            Conn::Stdio(peer) => peer.request("tools/call", params.clone()),
+            Conn::Http(peer) => peer.call(params)["result"].clone(),
+        }
+    }
+}
+
+/// server-everything's streamable HTTP transport on a free port, once it listens.
+fn everything_http(node: &Path, everything: &Path) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = Command::new(node)
+            .arg(everything)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start server-everything over HTTP");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut listening = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("listening on port") {
+                listening = true;
+                break;
+            }
+            if line.contains("already in use") {
+                break;
+            }
+        }
+        if listening {
+            return (child, port);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("server-everything did not start listening over HTTP");
+}
+
+/// `toolhost serve --mcp stdio` with no plugin and one MCP server, `entry` (a
+/// `[[mcp_servers]]` table), whose config lives in `home`.
+fn toolhost_relaying(toolhost: &Path, home: &Path, entry: &str) -> Command {
+    std::fs::create_dir_all(home.join("toolhost")).expect("config folder");
+    std::fs::create_dir_all(home.join("plugins")).expect("plugin folder");
+    std::fs::write(home.join("toolhost/config.toml"), entry).expect("config");
+    let mut cmd = Command::new(toolhost);
+    cmd.args(["serve", "--mcp", "stdio", "--no-watch", "--plugins"])
+        .arg(home.join("plugins"))
+        .arg("--control")
+        .arg(home.join("control.sock"))
+        .env("XDG_CONFIG_HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("TOOLHOST_LOG", "warn");
+    cmd
+}
+
+/// server-everything's echo called directly and through toolhost, the server over stdio
+/// and over HTTP: median and p99 side by side.
+fn relay_round_trips(toolhost: &Path, node: &Path, everything: &Path) {
+    let homes = tempfile::tempdir().expect("temp dir");
+    let modules = everything
+        .ancestors()
+        .find(|p| p.ends_with("node_modules"))
+        .expect("node_modules")
+        .to_path_buf();
+    let (http_child, port) = everything_http(node, everything);
+    let direct_http = HttpPeer::start(http_child, port, None);
+    let mut stdio_direct = Command::new(node);
+    stdio_direct.arg(everything).arg("stdio");
+    let stdio_entry = format!(
+        "[[mcp_servers]]\nname = \"every\"\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n\
+         read_paths = [{:?}]\n",
+        node.display().to_string(),
+        everything.display().to_string(),
+        modules.display().to_string()
+    );
+    let http_entry =
+        format!("[[mcp_servers]]\nname = \"every\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
+    let direct = json!({"name": "echo", "arguments": {"message": "hello"}});
+    let relayed = json!({"name": "every_echo", "arguments": {"message": "hello"}});
+    let mut subjects: Vec<(&str, Conn, Value, Vec<Duration>)> = vec![
+        (
+            "server over stdio, called directly",
+            Conn::Stdio(Peer::start(stdio_direct)),
+            direct.clone(),
+            Vec::new(),
+        ),
+        (
+            "server over stdio, through toolhost",
+            Conn::Stdio(Peer::start(toolhost_relaying(
+                toolhost,
+                &homes.path().join("stdio"),
+                &stdio_entry,
+            ))),
+            relayed.clone(),
+            Vec::new(),
+        ),
+        (
+            "server over HTTP, called directly",
+            Conn::Http(direct_http),
+            direct,
+            Vec::new(),
+        ),
+        (
+            "server over HTTP, through toolhost (stdio to it)",
+            Conn::Stdio(Peer::start(toolhost_relaying(
+                toolhost,
+                &homes.path().join("http"),
+                &http_entry,
+            ))),
+            relayed,
+            Vec::new(),
+        ),
+    ];
+    for (name, conn, params, _) in &mut subjects {
+        for _ in 0..WARMUP {
+            let result = conn.call(params);
+            assert_ne!(result["isError"], json!(true), "{name}: {result}");
+        }
+    }
+    for round in 0..ROUNDS {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..subjects.len()).collect()
+        } else {
+            (0..subjects.len()).rev().collect()
+        };
+        for i in order {
+            let (name, conn, params, times) = &mut subjects[i];
+            for _ in 0..CALLS / ROUNDS {
+                let started = Instant::now();
+                let result = conn.call(params);
+                times.push(started.elapsed());
+                assert_ne!(result["isError"], json!(true), "{name}: {result}");
+            }
+        }
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let rows: Vec<(&str, f64, f64)> = subjects
+        .iter_mut()
+        .map(|(name, _, _, times)| {
+            times.sort();
+            let n = times.len();
+            (*name, us(times[n / 2]), us(times[n * 99 / 100]))
+        })
+        .collect();
+    println!(
+        "\nserver-everything's echo, directly and through toolhost ([[mcp_servers]]), median \
+         of {CALLS} calls ({ROUNDS} interleaved rounds) after {WARMUP} warm-up"
+    );
+    println!(
+        "{:<52} {:>10} {:>10} {:>14}",
+        "path", "median us", "p99 us", "added median"
+    );
+    for (i, (name, median, p99)) in rows.iter().enumerate() {
+        let added = if i % 2 == 1 {
+            format!("{:+.1} us", median - rows[i - 1].1)
+        } else {
+            String::new()
+        };
+        println!("{name:<52} {median:>10.1} {p99:>10.1} {added:>14}");
+    }
 }
 
 /// Keeps a copy of a build, since the next build overwrites the file.

@@ -157,6 +157,7 @@ fn a_python_sdk_server_behind_toolhost_keeps_every_rule_of_a_plugins_tool() {
         for check in [
             "listed beside the plugin's",
             "approval follows the server's annotations",
+            "checked against the server's schema before it is called",
             "structured result passes through",
             "cut by the budget and its full text reads back",
             "progress reaches the client",
@@ -238,6 +239,39 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
             assert!(ok && said.contains("refused"), "network off: {said}");
         }
     }
+    // A question the server asks of a caller who cannot be asked (no terminal) is
+    // refused with a message, which the server's result carries.
+    let (ok, said) = work.call(&plugins.path(), "up_ask", &serde_json::json!({}));
+    assert!(!ok && said.contains("not available"), "{said}");
+    // A per-tool override holds for a server's tool as for a plugin's.
+    let config = std::fs::read_to_string(work.path().join("toolhost/config.toml")).expect("config");
+    work.write_config(&format!("{config}\n[tools.up_note]\nrisk = \"deny\"\n"));
+    let listed = work.list(&plugins.path(), None);
+    let note = listed
+        .iter()
+        .find(|t| t["name"] == "up_note")
+        .expect("up_note");
+    assert_eq!(note["risk"], "deny", "{note}");
+    let (ok, said) = work.call(
+        &plugins.path(),
+        "up_note",
+        &serde_json::json!({"text": "x"}),
+    );
+    assert!(!ok && !said.contains("noted"), "{said}");
+    work.write_config(&config);
+    // What a server starts out of its process group ends with it (the command's end
+    // ends the server).
+    let (ok, said) = work.call(&plugins.path(), "up_daemon", &serde_json::json!({}));
+    let pid = said
+        .lines()
+        .find_map(|l| l.trim().parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("a process id: {said}"));
+    assert!(ok, "{said}");
+    wait_until("the server's daemon ended with it", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
     // `check --mcp-server` connects as a host would and says what it found.
     let out = work
         .toolhost()
@@ -353,6 +387,15 @@ fn server_everything_over_stdio_and_http_serves_text_structured_results_and_imag
         );
         assert!(
             ok && said.contains("[image: image/png"),
+            "{transport}: {said}"
+        );
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "every_get-resource-links",
+            &serde_json::json!({"count": 2}),
+        );
+        assert!(
+            ok && said.matches("[resource: ").count() == 2,
             "{transport}: {said}"
         );
     }

@@ -98,6 +98,7 @@ class Checks:
         async with self.client() as client:
             await self.listing(client)
             await self.approval_by_risk(client)
+            await self.invalid_arguments(client)
             await self.structured(client)
             await self.budget(client)
             await self.progress_and_cancel(client)
@@ -149,6 +150,12 @@ class Checks:
         if result.is_error:
             fail(f"the plugin's own tool still works: {result}")
         self.note("approval follows the server's annotations (read runs, write and destructive ask)")
+
+    async def invalid_arguments(self, client: Client) -> None:
+        result = await self.call(client, "up_echo", {"text": 5})
+        if not result.is_error or text_of(result).startswith("echo:"):
+            fail(f"arguments that fail the server's schema are refused before it is called: {result}")
+        self.note("arguments are checked against the server's schema before it is called")
 
     async def structured(self, client: Client) -> None:
         result = await self.call(client, "up_weather", {"city": "Oslo"})

@@ -158,6 +158,22 @@ def crash() -> str:
 
 
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+def daemon() -> str:
+    """Starts `sleep 300` in a session of its own (out of the server's process group) and
+    says its process id."""
+    import subprocess
+
+    child = subprocess.Popen(
+        ["sleep", "300"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return str(child.pid)
+
+
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
 def try_write(path: str) -> str:
     """Tries to write a file; says what happened."""
     try:

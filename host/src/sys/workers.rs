@@ -36,6 +36,36 @@ pub(crate) fn live_pids() -> BTreeSet<u32> {
         .collect()
 }
 
+/// The tags of the live stdio MCP servers' processes ([`MCP_SERVER_TAG`]).
+static SERVER_TAGS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// The environment variable that tags a stdio MCP server's processes, so that what it
+/// started that left its process group is found and ended with it.
+pub(crate) const MCP_SERVER_TAG: &str = "TOOLHOST_MCP_SERVER";
+
+/// A stdio MCP server tagged `tag` started.
+pub(crate) fn register_tag(tag: &str) {
+    SERVER_TAGS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(tag.to_owned());
+}
+
+/// The server tagged `tag` and what it started were ended.
+pub(crate) fn unregister_tag(tag: &str) {
+    SERVER_TAGS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(tag);
+}
+
+/// Every live server's tag, taken out (the host is ending them all).
+pub(crate) fn take_tags() -> Vec<String> {
+    std::mem::take(&mut *SERVER_TAGS.lock().unwrap_or_else(PoisonError::into_inner))
+        .into_iter()
+        .collect()
+}
+
 /// Set once the host has begun ending every worker on its way out.
 static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -231,8 +231,8 @@ pub(crate) async fn answer_input(
 ) -> Result<serde_json::Value, ToolError> {
     let Some(caller) = caller else {
         return Err(ToolError::failed(
-            "the MCP server asked a question during the call, and this call's caller cannot \
-             be asked (no person or client is attached)",
+            "the MCP server asked a question during the call, and asking is not available: \
+             this call's caller cannot be asked (no person or client is attached)",
         ));
     };
     let failed = |m: String| {

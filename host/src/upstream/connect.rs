@@ -97,16 +97,41 @@ pub(crate) struct Connection {
     pub(crate) last_words: LastWords,
     /// The child process (stdio), killed when dropped.
     pub(crate) child: Option<tokio::process::Child>,
+    /// The tag in a stdio server's environment (`TOOLHOST_MCP_SERVER`) that finds what
+    /// it started that left its process group.
+    pub(crate) tag: Option<String>,
+}
+
+/// Ends a stdio server: its process group, then whatever carries its tag (a daemon it
+/// double-forked out of the group). Blocking for up to a short grace.
+pub(crate) fn end_server(pid: Option<u32>, tag: Option<&str>) {
+    if let Some(pid) = pid {
+        kill_group(pid);
+        crate::sys::workers::unregister(pid);
+    }
+    if let Some(tag) = tag {
+        let ended = crate::sys::tagged::end_tagged_except(
+            crate::sys::workers::MCP_SERVER_TAG,
+            tag,
+            Duration::from_millis(200),
+            &|_| false,
+        );
+        crate::sys::workers::unregister_tag(tag);
+        if !ended.is_empty() {
+            tracing::info!(
+                "ended what an MCP server left running: {}",
+                crate::sys::tagged::describe(&ended)
+            );
+        }
+    }
 }
 
 impl Connection {
     /// Ends it: the session, then (stdio) the server's whole process group.
     pub(crate) async fn close(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.close()).await;
-        if let Some(pid) = self.pid {
-            kill_group(pid);
-            crate::sys::workers::unregister(pid);
-        }
+        let (pid, tag) = (self.pid, self.tag.take());
+        let _ = tokio::task::spawn_blocking(move || end_server(pid, tag.as_deref())).await;
         if let Some(mut child) = self.child.take() {
             let _ = child.kill().await;
         }
@@ -282,9 +307,11 @@ async fn stdio(
     let program = find_program(command)?;
     let prepared = crate::sys::sandbox::prepare(mode, &rules(server, &program, cwd, dirs))
         .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
+    let tag = crate::sys::sandbox::process_tree::new_tag();
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args)
         .env_clear()
+        .env(crate::sys::workers::MCP_SERVER_TAG, &tag)
         .env("HOME", &dirs.home)
         .env("TMPDIR", &dirs.tmp)
         .env(
@@ -310,6 +337,7 @@ async fn stdio(
     if let Some(pid) = pid {
         crate::sys::workers::register(pid, Vec::new());
     }
+    crate::sys::workers::register_tag(&tag);
     let last_words = LastWords::default();
     if let Some(stderr) = child.stderr.take() {
         let words = last_words.clone();
@@ -328,12 +356,7 @@ async fn stdio(
             String::new(),
         ));
     };
-    let failed = |pid: Option<u32>| {
-        if let Some(pid) = pid {
-            kill_group(pid);
-            crate::sys::workers::unregister(pid);
-        }
-    };
+    let failed = |pid: Option<u32>| end_server(pid, Some(&tag));
     match tokio::time::timeout(
         HANDSHAKE,
         handler.serve_with_lifecycle((stdout, stdin), lifecycle(server.protocol)),
@@ -345,6 +368,7 @@ async fn stdio(
             pid,
             last_words,
             child: Some(child),
+            tag: Some(tag),
         }),
         Ok(Err(e)) => {
             failed(pid);
@@ -394,6 +418,7 @@ async fn http(
             pid: None,
             last_words: LastWords::default(),
             child: None,
+            tag: None,
         }),
         Ok(Err(e)) => Err(ConnectError::Handshake(e.to_string(), String::new())),
         Err(_) => Err(ConnectError::Slow(HANDSHAKE.as_secs(), String::new())),

@@ -247,6 +247,7 @@ async fn serve_once(
         service,
         pid,
         child,
+        tag,
         ..
     } = conn;
     let mut ended = tokio::spawn(service.waiting());
@@ -256,7 +257,7 @@ async fn serve_once(
                 link.set_peer(None);
                 cancel.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(2), &mut ended).await;
-                finish(pid, child).await;
+                finish(pid, child, tag.clone()).await;
                 return None;
             }
             () = handler.list_changed.notified() => {
@@ -282,7 +283,7 @@ async fn serve_once(
     link.set_state(ServerState::Restarting {
         reason: reason.clone(),
     });
-    let status = finish(pid, child).await;
+    let status = finish(pid, child, tag.clone()).await;
     *link
         .last_words
         .lock()
@@ -325,7 +326,11 @@ async fn relist(
 }
 
 /// Ends a stdio server's process group and reaps it; says how it ended.
-async fn finish(pid: Option<u32>, child: Option<tokio::process::Child>) -> String {
+async fn finish(
+    pid: Option<u32>,
+    child: Option<tokio::process::Child>,
+    tag: Option<String>,
+) -> String {
     let Some(mut child) = child else {
         return String::new();
     };
@@ -334,10 +339,7 @@ async fn finish(pid: Option<u32>, child: Option<tokio::process::Child>) -> Strin
         Ok(Ok(status)) => Some(status),
         _ => None,
     };
-    if let Some(pid) = pid {
-        connect::kill_group(pid);
-        crate::sys::workers::unregister(pid);
-    }
+    let _ = tokio::task::spawn_blocking(move || connect::end_server(pid, tag.as_deref())).await;
     let status = match status {
         Some(status) => Some(status),
         None => child.wait().await.ok(),
