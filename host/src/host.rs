@@ -364,9 +364,7 @@ impl Host {
                         .unwrap_or_else(std::env::temp_dir)
                         .join("mcp-servers")
                 }),
-                config.catalog.loading.isolation.sandbox,
-                config.catalog.loading.isolation.max_crashes,
-                config.catalog.loading.isolation.crash_window,
+                &config.catalog.loading.isolation,
             ),
             config_file: config.config_file.clone(),
         }

@@ -304,6 +304,26 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
             "{tool} {risk}: {risks:?}"
         );
     }
+    // Its memory is its cgroup's to bound, where the host can make one.
+    match report["server"]["containment"].as_str() {
+        Some(c) if c.starts_with("cgroup") => {
+            let config =
+                std::fs::read_to_string(work.path().join("toolhost/config.toml")).expect("config");
+            work.write_config(&config.replace(
+                "[[mcp_servers]]\nname = \"up\"",
+                "[[mcp_servers]]\nname = \"up\"\nmemory_mb = 96",
+            ));
+            let (ok, said) = work.call(&plugins.path(), "up_hog", &serde_json::json!({"mb": 16}));
+            assert!(ok && said.contains("held 16 MiB"), "{said}");
+            let (ok, said) = work.call(&plugins.path(), "up_hog", &serde_json::json!({"mb": 512}));
+            assert!(!ok && said.contains("went away during the call"), "{said}");
+            work.write_config(&config);
+        }
+        other => println!(
+            "skipped the memory limit check: no cgroup for MCP servers here ({other:?}; it \
+             needs root or a delegated cgroup)"
+        ),
+    }
     let out = work
         .toolhost()
         .args(["check", "--mcp-server", "nope"])

@@ -174,6 +174,15 @@ def daemon() -> str:
 
 
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+def hog(mb: int) -> str:
+    """Allocates and touches `mb` MiB."""
+    block = bytearray(mb << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    return f"held {mb} MiB"
+
+
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
 def try_write(path: str) -> str:
     """Tries to write a file; says what happened."""
     try:

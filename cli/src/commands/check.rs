@@ -388,7 +388,7 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
             .state_dir()
             .unwrap_or_else(std::env::temp_dir)
             .join("mcp-servers"),
-        config.isolation_policy().sandbox,
+        config.isolation_policy(),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let running = matches!(status.state, toolhost::ServerState::Running { .. });

@@ -228,7 +228,7 @@ fn load(
             .state_dir()
             .unwrap_or_else(std::env::temp_dir)
             .join("mcp-servers"),
-        loader.policy().isolation.sandbox,
+        &loader.policy().isolation,
     );
     for e in &unreachable {
         crate::output::warning(format_args!("{e}"));

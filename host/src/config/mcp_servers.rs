@@ -43,6 +43,12 @@ pub struct RawMcpServer {
     /// stdio: whether it may make Unix-domain sockets (default false).
     #[serde(default)]
     pub unix_sockets: bool,
+    /// stdio: the memory all its processes may use, MiB (its cgroup's limit, where the
+    /// host can make one; default: `[isolation] memory_limit_mb`).
+    pub memory_mb: Option<u64>,
+    /// stdio: the processes and threads it may have at once (its cgroup's `pids.max`;
+    /// default: `[isolation] max_processes`).
+    pub max_processes: Option<u64>,
     /// stdio: what it may read and run besides the system's folders and its program's.
     #[serde(default)]
     pub read_paths: Vec<PathBuf>,
@@ -95,6 +101,10 @@ pub struct McpServerSandbox {
     pub network: bool,
     /// Whether it may make Unix-domain sockets.
     pub unix_sockets: bool,
+    /// Its memory, bytes (`None`: the workers').
+    pub memory_bytes: Option<u64>,
+    /// Its processes and threads (`None`: the workers').
+    pub max_processes: Option<u64>,
     /// More it may read and run.
     pub read_paths: Vec<PathBuf>,
     /// More it may write.
@@ -200,6 +210,8 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
             || entry.cwd.is_some()
             || entry.network
             || entry.unix_sockets
+            || entry.memory_mb.is_some()
+            || entry.max_processes.is_some()
             || !entry.read_paths.is_empty()
             || !entry.write_paths.is_empty();
         let http_keys =
@@ -230,7 +242,8 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 if stdio_keys {
                     return Err(format!(
                         "[[mcp_servers]] {name}: `args`, `env`, `cwd`, `network`, \
-                         `unix_sockets`, `read_paths` and `write_paths` are for a server toolhost starts \
+                         `unix_sockets`, `memory_mb`, `max_processes`, `read_paths` and \
+                         `write_paths` are for a server toolhost starts \
                          (`command`); this one is reached by `url`"
                     ));
                 }
@@ -308,6 +321,8 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
             sandbox: McpServerSandbox {
                 network: entry.network,
                 unix_sockets: entry.unix_sockets,
+                memory_bytes: entry.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+                max_processes: entry.max_processes,
                 read_paths: entry.read_paths.clone(),
                 write_paths: entry.write_paths.clone(),
             },

@@ -228,29 +228,24 @@ pub fn forbid_same_user_inspection() -> io::Result<()> {
     Ok(())
 }
 
-/// Makes `command`'s child (an MCP server toolhost starts) lead a session and process
-/// group of its own, get `SIGKILL` when the thread that starts it ends
+/// Makes `command`'s child (an MCP server toolhost starts) join the cgroups whose
+/// `cgroup.procs` are open as `cgroup_procs`, lead a session and process group of its
+/// own, get `SIGKILL` when the thread that starts it ends
 /// (`PR_SET_PDEATHSIG`: start it from a long-lived thread, as a runtime's worker is), and
 /// enter `sandbox` between fork and exec.
 pub(crate) fn confine_child(
     command: &mut tokio::process::Command,
     sandbox: std::sync::Arc<crate::sys::sandbox::PreparedSandbox>,
+    cgroup_procs: Vec<RawFd>,
 ) {
-    // SAFETY: setsid, prctl and the sandbox's entry are system calls only (no
+    // SAFETY: write, setsid, prctl and the sandbox's entry are system calls only (no
     // allocation, no lock): async-signal-safe, as a pre_exec hook must be.
     unsafe {
         command.pre_exec(move || {
+            crate::sys::containment::join_in_child(&cgroup_procs)?;
             libc::setsid();
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             sandbox.enter()
         });
-    }
-}
-
-/// Kills the process group `pid` leads, at once.
-pub(crate) fn kill_group(pid: u32) {
-    if let Ok(raw) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill takes integers; a negative pid names the process group.
-        unsafe { libc::kill(-raw, libc::SIGKILL) };
     }
 }

@@ -17,6 +17,7 @@ use rmcp::service::{RoleClient, RunningService};
 use tokio::io::AsyncBufReadExt as _;
 
 use crate::config::{McpProtocol, McpServerSettings, McpTransport};
+use crate::sys::containment::Containment;
 use crate::sys::sandbox::{SandboxMode, SandboxRules};
 
 use super::client::Handler;
@@ -91,56 +92,89 @@ impl LastWords {
 pub(crate) struct Connection {
     /// The rmcp client service.
     pub(crate) service: RunningService<RoleClient, Handler>,
-    /// A stdio server's process id.
-    pub(crate) pid: Option<u32>,
     /// What it wrote on standard error.
     pub(crate) last_words: LastWords,
-    /// The child process (stdio), killed when dropped.
-    pub(crate) child: Option<tokio::process::Child>,
-    /// The tag in a stdio server's environment (`TOOLHOST_MCP_SERVER`) that finds what
-    /// it started that left its process group.
-    pub(crate) tag: Option<String>,
+    /// A stdio server's process and what holds it.
+    pub(crate) process: Option<ServerProcess>,
 }
 
-/// Ends a stdio server: its process group, then whatever carries its tag (a daemon it
-/// double-forked out of the group). Blocking for up to a short grace.
-pub(crate) fn end_server(pid: Option<u32>, tag: Option<&str>) {
-    if let Some(pid) = pid {
-        kill_group(pid);
-        crate::sys::workers::unregister(pid);
+/// A stdio server's process and what holds it.
+pub(crate) struct ServerProcess {
+    /// The child, killed when dropped.
+    pub(crate) child: tokio::process::Child,
+    /// Its process id, tag and containment.
+    pub(crate) hold: ProcessHold,
+}
+
+/// What holds a stdio server's processes: its id, the tag in its environment
+/// (`TOOLHOST_MCP_SERVER`) that finds what it started out of its process group, and its
+/// containment (a cgroup with its memory and process limits, where the host can make
+/// one; else its process group).
+pub(crate) struct ProcessHold {
+    /// Its process id.
+    pub(crate) pid: Option<u32>,
+    tag: String,
+    containment: Containment,
+}
+
+impl ServerProcess {
+    /// Its process id.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.hold.pid
     }
-    if let Some(tag) = tag {
+
+    /// What holds it, for status: `cgroup v1 PATH`, `process group`.
+    pub(crate) fn containment(&self) -> String {
+        self.hold.containment.describe()
+    }
+}
+
+impl ProcessHold {
+    /// Ends everything of it: its cgroup and process group, then whatever still carries
+    /// its tag (a daemon it double-forked). Blocking for up to a short grace.
+    pub(crate) fn end(self) {
+        if let Some(pid) = self.pid {
+            self.containment.kill_all(pid);
+            crate::sys::workers::unregister(pid);
+        }
         let ended = crate::sys::tagged::end_tagged_except(
             crate::sys::workers::MCP_SERVER_TAG,
-            tag,
+            &self.tag,
             Duration::from_millis(200),
             &|_| false,
         );
-        crate::sys::workers::unregister_tag(tag);
+        crate::sys::workers::unregister_tag(&self.tag);
         if !ended.is_empty() {
             tracing::info!(
                 "ended what an MCP server left running: {}",
                 crate::sys::tagged::describe(&ended)
             );
         }
+        // Dropping the containment removes its cgroup folders.
     }
 }
 
 impl Connection {
-    /// Ends it: the session, then (stdio) the server's whole process group.
+    /// Ends it: the session, then (stdio) everything of the server's process.
     pub(crate) async fn close(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.close()).await;
-        let (pid, tag) = (self.pid, self.tag.take());
-        let _ = tokio::task::spawn_blocking(move || end_server(pid, tag.as_deref())).await;
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill().await;
+        if let Some(ServerProcess { mut child, hold }) = self.process.take() {
+            let _ = tokio::task::spawn_blocking(move || hold.end()).await;
+            let _ = child.wait().await;
         }
     }
 }
 
-/// Kills the process group of `pid` (a stdio server is its session's leader).
-pub(crate) fn kill_group(pid: u32) {
-    crate::sys::process::kill_group(pid);
+/// What every stdio server gets unless its entry says otherwise: the plugin workers'
+/// sandbox mode, memory and process limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerLimits {
+    /// How hard its sandbox insists.
+    pub(crate) sandbox: SandboxMode,
+    /// Its memory, bytes (its cgroup's limit).
+    pub(crate) memory_bytes: u64,
+    /// Its processes and threads.
+    pub(crate) max_processes: u64,
 }
 
 /// Where a server keeps what it writes: `<root>/<name>/` (its home and starting folder)
@@ -175,7 +209,7 @@ pub(crate) async fn connect(
     server: &McpServerSettings,
     handler: Handler,
     dirs: &ServerDirs,
-    mode: SandboxMode,
+    limits: &ServerLimits,
 ) -> Result<Connection, ConnectError> {
     match &server.transport {
         McpTransport::Stdio {
@@ -192,7 +226,7 @@ pub(crate) async fn connect(
                 cwd.as_deref(),
                 handler,
                 dirs,
-                mode,
+                limits,
             )
             .await
         }
@@ -302,11 +336,28 @@ async fn stdio(
     cwd: Option<&Path>,
     handler: Handler,
     dirs: &ServerDirs,
-    mode: SandboxMode,
+    limits: &ServerLimits,
 ) -> Result<Connection, ConnectError> {
     let program = find_program(command)?;
-    let prepared = crate::sys::sandbox::prepare(mode, &rules(server, &program, cwd, dirs))
-        .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
+    let prepared =
+        crate::sys::sandbox::prepare(limits.sandbox, &rules(server, &program, cwd, dirs))
+            .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
+    // A cgroup of its own where the host can make one (its memory and processes
+    // bounded, and every process in it ended with it); else its process group.
+    let containment = match crate::sys::containment::make(
+        crate::sys::containment::ContainmentMode::Cgroup,
+        server.sandbox.memory_bytes.unwrap_or(limits.memory_bytes),
+        server.sandbox.max_processes.unwrap_or(limits.max_processes),
+    ) {
+        Ok(containment) => containment,
+        Err(e) => {
+            tracing::debug!(
+                server = &*server.name,
+                "no cgroup for the MCP server, its process group holds it: {e}"
+            );
+            Containment::ProcessGroup
+        }
+    };
     let tag = crate::sys::sandbox::process_tree::new_tag();
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args)
@@ -328,14 +379,14 @@ async fn stdio(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    crate::sys::process::confine_child(&mut cmd, Arc::new(prepared));
+    crate::sys::process::confine_child(&mut cmd, Arc::new(prepared), containment.procs_fds());
     let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
         program: program.display().to_string(),
         source,
     })?;
     let pid = child.id();
     if let Some(pid) = pid {
-        crate::sys::workers::register(pid, Vec::new());
+        crate::sys::workers::register(pid, containment.cgroup_paths());
     }
     crate::sys::workers::register_tag(&tag);
     let last_words = LastWords::default();
@@ -356,7 +407,19 @@ async fn stdio(
             String::new(),
         ));
     };
-    let failed = |pid: Option<u32>| end_server(pid, Some(&tag));
+    let process = ServerProcess {
+        child,
+        hold: ProcessHold {
+            pid,
+            tag,
+            containment,
+        },
+    };
+    let fail = |ServerProcess { mut child, hold }: ServerProcess| async move {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        let _ = tokio::task::spawn_blocking(move || hold.end()).await;
+    };
     match tokio::time::timeout(
         HANDSHAKE,
         handler.serve_with_lifecycle((stdout, stdin), lifecycle(server.protocol)),
@@ -365,19 +428,15 @@ async fn stdio(
     {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            pid,
             last_words,
-            child: Some(child),
-            tag: Some(tag),
+            process: Some(process),
         }),
         Ok(Err(e)) => {
-            failed(pid);
-            let _ = child.wait().await;
+            fail(process).await;
             Err(ConnectError::Handshake(e.to_string(), last_words.said()))
         }
         Err(_) => {
-            failed(pid);
-            let _ = child.wait().await;
+            fail(process).await;
             Err(ConnectError::Slow(HANDSHAKE.as_secs(), last_words.said()))
         }
     }
@@ -415,10 +474,8 @@ async fn http(
     {
         Ok(Ok(service)) => Ok(Connection {
             service,
-            pid: None,
             last_words: LastWords::default(),
-            child: None,
-            tag: None,
+            process: None,
         }),
         Ok(Err(e)) => Err(ConnectError::Handshake(e.to_string(), String::new())),
         Err(_) => Err(ConnectError::Slow(HANDSHAKE.as_secs(), String::new())),

@@ -51,6 +51,8 @@ pub(crate) struct Link {
     state: tokio::sync::watch::Sender<ServerState>,
     pub(crate) last_words: Mutex<String>,
     pub(crate) restarts: Mutex<u64>,
+    /// What holds a stdio server's processes, for status.
+    containment: Mutex<Option<String>>,
     /// Woken by `toolhost reload` to lift a quarantine.
     pub(crate) lift: tokio::sync::Notify,
 }
@@ -64,6 +66,7 @@ impl Link {
             state: tokio::sync::watch::Sender::new(ServerState::Starting),
             last_words: Mutex::new(String::new()),
             restarts: Mutex::new(0),
+            containment: Mutex::new(None),
             lift: tokio::sync::Notify::new(),
         })
     }
@@ -100,6 +103,21 @@ impl Link {
     pub(crate) fn failed(&self, reason: String) {
         self.set_peer(None);
         self.set_state(ServerState::Quarantined { reason });
+    }
+
+    /// What holds its processes now (`cgroup v1 PATH`, `process group`).
+    pub(crate) fn containment(&self) -> Option<String> {
+        self.containment
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_containment(&self, containment: Option<String>) {
+        *self
+            .containment
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = containment;
     }
 
     /// Restarts since the host started it.

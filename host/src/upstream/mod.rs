@@ -33,9 +33,10 @@ use toolhost_calls::tool::DynTool;
 
 use crate::config::{McpServerSettings, McpTransport};
 use crate::plugins::catalog::PluginCatalog;
+use crate::plugins::isolation::IsolationPolicy;
 use crate::plugins::isolation::lifecycle::CrashLimits;
-use crate::sys::sandbox::SandboxMode;
 
+use connect::ServerLimits;
 use link::Link;
 pub use link::ServerState;
 use server::Supervision;
@@ -67,6 +68,10 @@ pub struct McpServerStatus {
     /// A stdio server's network: allowed or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+    /// What holds a stdio server's processes (`cgroup v1 PATH` with its memory and
+    /// process limits, or `process group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 struct Running {
@@ -91,31 +96,21 @@ pub struct McpServers {
 
 impl McpServers {
     /// No servers yet: [`McpServers::apply`] starts them, and their tools join
-    /// `catalog`'s registry. Their folders go under `dirs_root`; `sandbox` and the crash
-    /// limits are the plugin workers'.
+    /// `catalog`'s registry. Their folders go under `dirs_root`; the sandbox mode, memory
+    /// and process limits and the crash limits are the plugin workers' (`policy`), unless
+    /// an entry says otherwise.
     pub fn new(
         catalog: Arc<PluginCatalog>,
         dirs_root: PathBuf,
-        sandbox: SandboxMode,
-        max_crashes: u32,
-        crash_window: Duration,
+        policy: &IsolationPolicy,
     ) -> Arc<McpServers> {
-        McpServers::make(
-            Some(catalog),
-            dirs_root,
-            sandbox,
-            CrashLimits {
-                max_crashes,
-                window: crash_window,
-            },
-        )
+        McpServers::make(Some(catalog), dirs_root, policy)
     }
 
     fn make(
         catalog: Option<Arc<PluginCatalog>>,
         dirs_root: PathBuf,
-        sandbox: SandboxMode,
-        limits: CrashLimits,
+        policy: &IsolationPolicy,
     ) -> Arc<McpServers> {
         let published: Published = Arc::default();
         let sink = Arc::clone(&published);
@@ -124,8 +119,15 @@ impl McpServers {
             catalog,
             how: Supervision {
                 dirs_root,
-                sandbox,
-                limits,
+                server: ServerLimits {
+                    sandbox: policy.sandbox,
+                    memory_bytes: policy.memory_limit_bytes,
+                    max_processes: policy.max_processes,
+                },
+                limits: CrashLimits {
+                    max_crashes: policy.max_crashes,
+                    window: policy.crash_window,
+                },
                 publish: Arc::new(move |name, tools| {
                     sink.lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -148,12 +150,12 @@ impl McpServers {
     pub fn start_for_command(
         servers: &[McpServerSettings],
         dirs_root: PathBuf,
-        sandbox: SandboxMode,
+        policy: &IsolationPolicy,
     ) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
         if servers.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        let me = match McpServers::on_own_runtime(servers, dirs_root, sandbox) {
+        let me = match McpServers::on_own_runtime(servers, dirs_root, policy) {
             Ok(me) => me,
             Err(e) => return (Vec::new(), vec![e]),
         };
@@ -178,9 +180,9 @@ impl McpServers {
     pub fn check_for_command(
         server: &McpServerSettings,
         dirs_root: PathBuf,
-        sandbox: SandboxMode,
+        policy: &IsolationPolicy,
     ) -> Result<(McpServerStatus, Vec<Arc<dyn DynTool>>), String> {
-        let me = McpServers::on_own_runtime(std::slice::from_ref(server), dirs_root, sandbox)?;
+        let me = McpServers::on_own_runtime(std::slice::from_ref(server), dirs_root, policy)?;
         let status = me
             .status()
             .into_iter()
@@ -203,7 +205,7 @@ impl McpServers {
     fn on_own_runtime(
         servers: &[McpServerSettings],
         dirs_root: PathBuf,
-        sandbox: SandboxMode,
+        policy: &IsolationPolicy,
     ) -> Result<Arc<McpServers>, String> {
         static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
             std::sync::OnceLock::new();
@@ -218,15 +220,7 @@ impl McpServers {
             })
             .as_ref()
             .ok_or_else(|| "could not start the runtime MCP servers are reached on".to_owned())?;
-        let me = McpServers::make(
-            None,
-            dirs_root,
-            sandbox,
-            CrashLimits {
-                max_crashes: 5,
-                window: Duration::from_secs(60),
-            },
-        );
+        let me = McpServers::make(None, dirs_root, policy);
         let applied = Arc::clone(&me);
         let servers = servers.to_vec();
         let _ = runtime.block_on(runtime.spawn(async move { applied.apply(&servers).await }));
@@ -374,6 +368,7 @@ impl McpServers {
                 in_flight: r.link.flights.len(),
                 network: matches!(r.settings.transport, McpTransport::Stdio { .. })
                     .then_some(r.settings.sandbox.network),
+                containment: r.link.containment(),
             })
             .collect()
     }

@@ -16,10 +16,9 @@ use toolhost_calls::tool::{DynTool, McpSource, ToolOrigin};
 
 use crate::config::McpServerSettings;
 use crate::plugins::isolation::lifecycle::{Admission, AfterCrash, CrashLimits, Lifecycle};
-use crate::sys::sandbox::SandboxMode;
 
 use super::client::Handler;
-use super::connect::{self, Connection, ServerDirs};
+use super::connect::{Connection, ServerDirs, ServerLimits, ServerProcess};
 use super::convert;
 use super::link::{Link, ServerState};
 use super::tool::ServerTool;
@@ -32,8 +31,8 @@ pub(crate) type Publish = Arc<dyn Fn(&str, Vec<Arc<dyn DynTool>>) + Send + Sync>
 pub(crate) struct Supervision {
     /// Where servers keep their folders.
     pub(crate) dirs_root: std::path::PathBuf,
-    /// How hard a stdio server's sandbox insists.
-    pub(crate) sandbox: SandboxMode,
+    /// What a stdio server gets unless its entry says otherwise.
+    pub(crate) server: ServerLimits,
     /// When crashes quarantine a server.
     pub(crate) limits: CrashLimits,
     /// Takes the server's tools (by server name) each time they are listed.
@@ -184,7 +183,7 @@ async fn serve_once(
         Ok(dirs) => dirs,
         Err(e) => return Some(e.to_string()),
     };
-    let connecting = connect::connect(settings, handler.clone(), &dirs, how.sandbox);
+    let connecting = super::connect::connect(settings, handler.clone(), &dirs, &how.server);
     let conn: Connection = tokio::select! {
         () = stop.cancelled() => return None,
         made = connecting => match made {
@@ -193,6 +192,7 @@ async fn serve_once(
         },
     };
     let peer = conn.service.peer().clone();
+    link.set_containment(conn.process.as_ref().map(ServerProcess::containment));
     let tools = match list_tools(settings, link, &peer, listed).await {
         Ok(tools) => tools,
         Err(e) => {
@@ -229,7 +229,7 @@ async fn serve_once(
     (how.publish)(&link.name, tools);
     link.set_peer(Some(peer.clone()));
     link.set_state(ServerState::Running {
-        pid: conn.pid,
+        pid: conn.process.as_ref().and_then(ServerProcess::pid),
         protocol: protocol.clone(),
         server,
     });
@@ -244,11 +244,7 @@ async fn serve_once(
     let last_words = conn.last_words.clone();
     let cancel = conn.service.cancellation_token();
     let Connection {
-        service,
-        pid,
-        child,
-        tag,
-        ..
+        service, process, ..
     } = conn;
     let mut ended = tokio::spawn(service.waiting());
     let reason = loop {
@@ -257,7 +253,7 @@ async fn serve_once(
                 link.set_peer(None);
                 cancel.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(2), &mut ended).await;
-                finish(pid, child, tag.clone()).await;
+                finish(process).await;
                 return None;
             }
             () = handler.list_changed.notified() => {
@@ -283,7 +279,7 @@ async fn serve_once(
     link.set_state(ServerState::Restarting {
         reason: reason.clone(),
     });
-    let status = finish(pid, child, tag.clone()).await;
+    let status = finish(process).await;
     *link
         .last_words
         .lock()
@@ -325,13 +321,9 @@ async fn relist(
     }
 }
 
-/// Ends a stdio server's process group and reaps it; says how it ended.
-async fn finish(
-    pid: Option<u32>,
-    child: Option<tokio::process::Child>,
-    tag: Option<String>,
-) -> String {
-    let Some(mut child) = child else {
+/// Ends a stdio server's processes and reaps it; says how it ended.
+async fn finish(process: Option<ServerProcess>) -> String {
+    let Some(ServerProcess { mut child, hold }) = process else {
         return String::new();
     };
     // Whatever ended first: the process (a crash), or the session (then it is killed).
@@ -339,7 +331,7 @@ async fn finish(
         Ok(Ok(status)) => Some(status),
         _ => None,
     };
-    let _ = tokio::task::spawn_blocking(move || connect::end_server(pid, tag.as_deref())).await;
+    let _ = tokio::task::spawn_blocking(move || hold.end()).await;
     let status = match status {
         Some(status) => Some(status),
         None => child.wait().await.ok(),
