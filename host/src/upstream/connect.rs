@@ -390,9 +390,10 @@ async fn stdio(
     }
     crate::sys::workers::register_tag(&tag);
     let last_words = LastWords::default();
+    let name = Arc::clone(&handler.server);
     if let Some(stderr) = child.stderr.take() {
         let words = last_words.clone();
-        let name = Arc::clone(&handler.server);
+        let name = Arc::clone(&name);
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -422,7 +423,10 @@ async fn stdio(
     };
     match tokio::time::timeout(
         HANDSHAKE,
-        handler.serve_with_lifecycle((stdout, stdin), lifecycle(server.protocol)),
+        handler.serve_with_lifecycle(
+            super::lines::Lines::new(stdout, stdin, Arc::clone(&name)),
+            lifecycle(server.protocol),
+        ),
     )
     .await
     {

@@ -7,7 +7,8 @@
 //!
 //! `convert` maps the protocol's types to the host's, `client` is the client side of a
 //! connection (what it declares; progress, questions and sampling relayed to the caller of
-//! the call in flight), `connect` starts a confined stdio server or opens an HTTP session,
+//! the call in flight), `connect` starts a confined stdio server (`lines` is its transport) or opens an HTTP
+//! session,
 //! `link` is what the host shares with a server's supervisor, `server` supervises one server (restart with backoff, quarantine, list changes), and
 //! `tool` is a server's tool in the registry.
 
@@ -18,6 +19,7 @@ mod client;
 mod connect;
 #[allow(deprecated)]
 mod convert;
+mod lines;
 mod link;
 mod server;
 mod tool;
@@ -200,30 +202,18 @@ impl McpServers {
         Ok((status, tools))
     }
 
-    /// `servers` started on the process's own MCP client runtime, each one's first
-    /// connection made or failed.
+    /// `servers` started on the MCP client runtime, each one's first connection made or
+    /// failed.
     fn on_own_runtime(
         servers: &[McpServerSettings],
         dirs_root: PathBuf,
         policy: &IsolationPolicy,
     ) -> Result<Arc<McpServers>, String> {
-        static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
-            std::sync::OnceLock::new();
-        let runtime = RUNTIME
-            .get_or_init(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("toolhost-mcp-client")
-                    .enable_all()
-                    .build()
-                    .ok()
-            })
-            .as_ref()
-            .ok_or_else(|| "could not start the runtime MCP servers are reached on".to_owned())?;
+        let runtime = client_runtime()?;
         let me = McpServers::make(None, dirs_root, policy);
         let applied = Arc::clone(&me);
         let servers = servers.to_vec();
-        let _ = runtime.block_on(runtime.spawn(async move { applied.apply(&servers).await }));
+        let _ = futures_block_on(&runtime, async move { applied.apply(&servers).await });
         Ok(me)
     }
 
@@ -254,6 +244,8 @@ impl McpServers {
                 }
                 let link = Link::new(&settings.name);
                 let stop = CancellationToken::new();
+                // On the runtime `apply` runs on (a host's own: measured, a call's hops
+                // cost less there than across to a runtime of the client's own).
                 let supervisor = tokio::spawn(server::supervise(
                     settings.clone(),
                     Arc::clone(&link),
@@ -395,4 +387,32 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// The runtime a command's MCP servers run on (a command has no runtime that lives as long
+/// as it does): one worker thread, which lives as long as the process, as the thread that
+/// starts a stdio server must (its parent-death signal follows that thread).
+fn client_runtime() -> Result<tokio::runtime::Handle, String> {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("toolhost-mcp-client")
+                .enable_all()
+                .build()
+                .ok()
+        })
+        .as_ref()
+        .map(|r| r.handle().clone())
+        .ok_or_else(|| "could not start the runtime MCP servers are reached on".to_owned())
+}
+
+/// Runs `future` on `runtime` from outside any runtime (a command's thread) and waits.
+fn futures_block_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    runtime.block_on(runtime.spawn(future)).ok()
 }
