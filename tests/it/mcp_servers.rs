@@ -423,6 +423,73 @@ fn server_everything_over_stdio_and_http_serves_text_structured_results_and_imag
     let _ = http_server.wait();
 }
 
+/// An HTTP server that wants a bearer token gets the entry's (`token_env`), and is spoken
+/// to in 2026-07-28 when it can (another toolhost, serving a plugin); a wrong token leaves
+/// it unreachable, saying why, while the rest of the command goes on.
+#[test]
+fn an_http_server_gets_its_bearer_token_and_the_newer_protocol() {
+    let inner_plugins = PluginDir::with(&["fixture_basic"]);
+    let inner = tempfile::tempdir().expect("temp dir");
+    let (_server, url, token) = crate::mcp::http_server(
+        &inner_plugins.path(),
+        &inner.path().join("control.sock"),
+        &inner.path().join("state"),
+    );
+    let plugins = PluginDir::with(&[]);
+    let work = Work::new(&format!(
+        "[[mcp_servers]]\nname = \"inner\"\nurl = {url:?}\ntoken_env = \"INNER_TOKEN\"\n"
+    ));
+    let out = work
+        .toolhost()
+        .args(["check", "--json", "--mcp-server", "inner"])
+        .env("INNER_TOKEN", &token)
+        .output()
+        .expect("toolhost check");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(report["server"]["state"], "running", "{report}");
+    assert_eq!(report["server"]["protocol"], "2026-07-28", "{report}");
+    let out = work
+        .toolhost()
+        .args(["call", "--yes", "--plugins"])
+        .arg(plugins.path())
+        .args(["inner_echo", r#"{"text": "through two hosts"}"#])
+        .env("INNER_TOKEN", &token)
+        .output()
+        .expect("toolhost call");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("through two hosts"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A wrong token: the server is unreachable, and the command says why.
+    let out = work
+        .toolhost()
+        .args(["list", "--plugins"])
+        .arg(plugins.path())
+        .env("INNER_TOKEN", "not-the-token")
+        .output()
+        .expect("toolhost list");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.contains("the MCP server 'inner' is down"),
+        "{said}"
+    );
+    // A token variable that is not set stops loading the config, naming it.
+    let out = work
+        .toolhost()
+        .args(["list", "--plugins"])
+        .arg(plugins.path())
+        .env_remove("INNER_TOKEN")
+        .output()
+        .expect("toolhost list");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("token_env = \"INNER_TOKEN\""),
+        "{said}"
+    );
+}
+
 /// server-everything's streamable HTTP transport on a free port, once it listens.
 fn start_everything_http(node: &Path, everything: &Path) -> (Child, u16) {
     for _ in 0..5 {
