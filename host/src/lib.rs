@@ -191,9 +191,13 @@ pub mod worker {
     /// Serves as a plugin worker on the socket `fd` (what `toolhost __worker` runs; the
     /// host starts workers by running its own executable so).
     pub use crate::plugins::isolation::worker::run;
-    /// Ends every plugin worker this process started and everything they started: call
-    /// it on the way out.
-    pub use crate::sys::containment::end_all_workers as end_all;
+    /// Ends every plugin worker this process started and everything they started, and
+    /// what its stdio MCP servers started out of their process groups: call it on the
+    /// way out.
+    pub fn end_all() {
+        crate::sys::containment::end_all_workers();
+        crate::sys::tagged::end_server_stragglers();
+    }
     /// Keeps programs of the same user (commands a plugin runs among them) from reading
     /// this process's environment and memory through `/proc`: call it first thing in a
     /// host's `main` (never in a worker's).

@@ -254,9 +254,9 @@ pub(crate) fn pid_namespaces() -> Result<(), &'static NoPidNamespaces> {
 }
 
 /// Ends every live worker and everything it started (its process group, its cgroup,
-/// the orphans the host inherited), and what stdio MCP servers started (by their tags):
-/// what a host does on its way out, so no plugin's or server's process outlives it.
-pub fn end_all_workers() {
+/// the orphans the host inherited): what a host does on its way out, so no plugin's
+/// process outlives it (`worker::end_all` also ends what MCP servers left).
+pub(crate) fn end_all_workers() {
     let mut groups = Vec::new();
     for (pid, cgroups) in crate::sys::workers::take_all() {
         if let Ok(raw) = libc::pid_t::try_from(pid) {
@@ -274,15 +274,6 @@ pub fn end_all_workers() {
     // the groups die: wait for the groups to be dead, then sweep.
     wait_groups_dead(&groups);
     kill_escaped_orphans();
-    // What stdio MCP servers started that left their process groups.
-    for tag in crate::sys::workers::take_tags() {
-        crate::sys::tagged::end_tagged_except(
-            crate::sys::workers::MCP_SERVER_TAG,
-            &tag,
-            Duration::from_millis(100),
-            &|_| false,
-        );
-    }
 }
 
 /// How long teardown waits for killed process groups to die before sweeping orphans

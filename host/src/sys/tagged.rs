@@ -154,6 +154,19 @@ fn has_exited(pidfd: &OwnedFd) -> bool {
     crate::sys::process::wait_fd(pidfd.as_raw_fd(), libc::POLLIN, 0).unwrap_or(true)
 }
 
+/// Ends what every live stdio MCP server started that left its process group (found by
+/// its tag): what a host does on its way out, after ending the servers' groups.
+pub(crate) fn end_server_stragglers() {
+    for tag in crate::sys::workers::take_tags() {
+        end_tagged_except(
+            crate::sys::workers::MCP_SERVER_TAG,
+            &tag,
+            Duration::from_millis(100),
+            &|_| false,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
