@@ -184,7 +184,7 @@ pub use toolhost_calls::tool::{
 };
 pub use toolhost_plugin_api::{ABI_VERSION, API_VERSION};
 pub use toolhost_sandbox::{SandboxMode, SandboxRules, kernel_abi as sandbox_abi};
-pub use upstream::{McpServerStatus, McpServers, ServerState};
+pub use upstream::{McpServerStatus, McpServers, McpServersError, ServerState};
 
 /// The two process hooks of a program that runs plugins in worker processes.
 pub mod worker {

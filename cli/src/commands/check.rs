@@ -390,7 +390,7 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
             .join("mcp-servers"),
         config.isolation_policy(),
     )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    ?;
     let running = matches!(status.state, toolhost::ServerState::Running { .. });
     if json {
         let value = serde_json::json!({
@@ -433,6 +433,9 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
                 )
             }
         )?;
+    }
+    if let Some(containment) = &status.containment {
+        outln!("held by:     {containment}")?;
     }
     match &status.state {
         toolhost::ServerState::Running {

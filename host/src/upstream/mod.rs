@@ -76,6 +76,25 @@ pub struct McpServerStatus {
     pub containment: Option<String>,
 }
 
+/// Why a command could not reach its MCP servers, or one of them.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServersError {
+    /// The runtime the servers are reached on could not start.
+    #[error(
+        "could not start the runtime MCP servers are reached on (the system refused a thread \
+         or an epoll instance; check the process and open-file limits)"
+    )]
+    Runtime,
+    /// A server could not be reached; the reason names it and says what to do.
+    #[error("{reason}")]
+    Down {
+        /// The server.
+        server: String,
+        /// Why, as `toolhost status` says it.
+        reason: String,
+    },
+}
+
 struct Running {
     settings: McpServerSettings,
     link: Arc<Link>,
@@ -153,7 +172,7 @@ impl McpServers {
         servers: &[McpServerSettings],
         dirs_root: PathBuf,
         policy: &IsolationPolicy,
-    ) -> (Vec<Arc<dyn DynTool>>, Vec<String>) {
+    ) -> (Vec<Arc<dyn DynTool>>, Vec<McpServersError>) {
         if servers.is_empty() {
             return (Vec::new(), Vec::new());
         }
@@ -161,15 +180,12 @@ impl McpServers {
             Ok(me) => me,
             Err(e) => return (Vec::new(), vec![e]),
         };
-        let tools = me
-            .published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .flatten()
-            .cloned()
+        let tools = me.published_tools();
+        let errors = me
+            .down_servers()
+            .into_iter()
+            .map(|(server, reason)| McpServersError::Down { server, reason })
             .collect();
-        let errors = me.down_servers().into_iter().map(|(_, why)| why).collect();
         // The servers run until the process ends.
         std::mem::forget(me);
         (tools, errors)
@@ -183,23 +199,27 @@ impl McpServers {
         server: &McpServerSettings,
         dirs_root: PathBuf,
         policy: &IsolationPolicy,
-    ) -> Result<(McpServerStatus, Vec<Arc<dyn DynTool>>), String> {
+    ) -> Result<(McpServerStatus, Vec<Arc<dyn DynTool>>), McpServersError> {
         let me = McpServers::on_own_runtime(std::slice::from_ref(server), dirs_root, policy)?;
-        let status = me
-            .status()
-            .into_iter()
-            .next()
-            .ok_or_else(|| "the server did not start".to_owned())?;
-        let tools = me
-            .published
+        // `apply` started it, so status has its entry.
+        let status = me.status().into_iter().next().ok_or(McpServersError::Down {
+            server: server.name.clone(),
+            reason: format!("the MCP server '{}' was not started", server.name),
+        })?;
+        let tools = me.published_tools();
+        std::mem::forget(me);
+        Ok((status, tools))
+    }
+
+    /// Every server's tools as last listed.
+    fn published_tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.published
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .flatten()
             .cloned()
-            .collect();
-        std::mem::forget(me);
-        Ok((status, tools))
+            .collect()
     }
 
     /// `servers` started on the MCP client runtime, each one's first connection made or
@@ -208,7 +228,7 @@ impl McpServers {
         servers: &[McpServerSettings],
         dirs_root: PathBuf,
         policy: &IsolationPolicy,
-    ) -> Result<Arc<McpServers>, String> {
+    ) -> Result<Arc<McpServers>, McpServersError> {
         let runtime = client_runtime()?;
         let me = McpServers::make(None, dirs_root, policy);
         let applied = Arc::clone(&me);
@@ -392,7 +412,7 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
 /// The runtime a command's MCP servers run on (a command has no runtime that lives as long
 /// as it does): one worker thread, which lives as long as the process, as the thread that
 /// starts a stdio server must (its parent-death signal follows that thread).
-fn client_runtime() -> Result<tokio::runtime::Handle, String> {
+fn client_runtime() -> Result<tokio::runtime::Handle, McpServersError> {
     static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
         std::sync::OnceLock::new();
     RUNTIME
@@ -406,7 +426,7 @@ fn client_runtime() -> Result<tokio::runtime::Handle, String> {
         })
         .as_ref()
         .map(|r| r.handle().clone())
-        .ok_or_else(|| "could not start the runtime MCP servers are reached on".to_owned())
+        .ok_or(McpServersError::Runtime)
 }
 
 /// Runs `future` on `runtime` from outside any runtime (a command's thread) and waits.

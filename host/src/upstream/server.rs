@@ -39,6 +39,17 @@ pub(crate) struct Supervision {
     pub(crate) publish: Publish,
 }
 
+/// What the server calls itself: `name version` (empty if it did not say).
+fn server_name(peer: &Peer<RoleClient>) -> String {
+    peer.peer_info()
+        .and_then(|i| {
+            i.server_info
+                .as_ref()
+                .map(|s| format!("{} {}", s.name, s.version))
+        })
+        .unwrap_or_default()
+}
+
 /// Lists the server's tools as the registry holds them.
 async fn list_tools(
     settings: &McpServerSettings,
@@ -47,14 +58,7 @@ async fn list_tools(
     listed: &mut Vec<Arc<ServerTool>>,
 ) -> Result<Vec<Arc<dyn DynTool>>, rmcp::service::ServiceError> {
     let tools = peer.list_all_tools().await?;
-    let version = peer
-        .peer_info()
-        .and_then(|i| {
-            i.server_info
-                .as_ref()
-                .map(|s| format!("{} {}", s.name, s.version))
-        })
-        .unwrap_or_default();
+    let version = server_name(peer);
     let endpoint = settings.endpoint();
     let mut taken = BTreeSet::new();
     let fresh: Vec<Arc<ServerTool>> = tools
@@ -93,7 +97,7 @@ pub(crate) async fn supervise(
     how: Supervision,
     stop: CancellationToken,
 ) {
-    let mut life = Lifecycle::new(how.limits);
+    let mut life = Lifecycle::for_server(how.limits);
     let mut started_once = false;
     // Its tools as last listed: a tool listed again unchanged stays the same tool.
     let mut listed: Vec<Arc<ServerTool>> = Vec::new();
@@ -108,7 +112,7 @@ pub(crate) async fn supervise(
             }
             Admission::Quarantined(reason) => {
                 link.set_state(ServerState::Quarantined {
-                    reason: reason.replace("its worker failed", "it failed"),
+                    reason,
                 });
                 tokio::select! {
                     () = stop.cancelled() => break,
@@ -210,14 +214,7 @@ async fn serve_once(
         .peer_info()
         .map(|i| i.protocol_version.to_string())
         .unwrap_or_default();
-    let server = peer
-        .peer_info()
-        .and_then(|i| {
-            i.server_info
-                .as_ref()
-                .map(|s| format!("{} {}", s.name, s.version))
-        })
-        .unwrap_or_default();
+    let server = server_name(&peer);
     tracing::info!(
         server = &*link.name,
         tools = tools.len(),

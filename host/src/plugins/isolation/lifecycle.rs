@@ -97,6 +97,9 @@ pub(crate) struct Lifecycle {
     quarantined: Option<String>,
     /// No worker starts before this (the backoff after the last crash).
     not_before: Option<Instant>,
+    /// What fails, as the quarantine reason names it: "its worker" (a plugin's), "it"
+    /// (an MCP server).
+    subject: &'static str,
 }
 
 impl Lifecycle {
@@ -109,6 +112,16 @@ impl Lifecycle {
             last_exit: None,
             quarantined: None,
             not_before: None,
+            subject: "its worker",
+        }
+    }
+
+    /// The same machine for a process that is itself what fails (an MCP server): its
+    /// quarantine reason says "it failed", not "its worker failed".
+    pub(crate) fn for_server(limits: CrashLimits) -> Lifecycle {
+        Lifecycle {
+            subject: "it",
+            ..Lifecycle::new(limits)
         }
     }
 
@@ -150,7 +163,8 @@ impl Lifecycle {
         let failures = self.crashes.len();
         if failures > self.limits.max_crashes as usize {
             self.quarantined = Some(format!(
-                "its worker failed {failures} times within {} s (last: {reason})",
+                "{} failed {failures} times within {} s (last: {reason})",
+                self.subject,
                 window.as_secs()
             ));
             AfterCrash::Quarantined { failures, window }
