@@ -389,8 +389,7 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
             .unwrap_or_else(std::env::temp_dir)
             .join("mcp-servers"),
         config.isolation_policy(),
-    )
-    ?;
+    )?;
     let running = matches!(status.state, toolhost::ServerState::Running { .. });
     if json {
         let value = serde_json::json!({

@@ -202,10 +202,14 @@ impl McpServers {
     ) -> Result<(McpServerStatus, Vec<Arc<dyn DynTool>>), McpServersError> {
         let me = McpServers::on_own_runtime(std::slice::from_ref(server), dirs_root, policy)?;
         // `apply` started it, so status has its entry.
-        let status = me.status().into_iter().next().ok_or(McpServersError::Down {
-            server: server.name.clone(),
-            reason: format!("the MCP server '{}' was not started", server.name),
-        })?;
+        let status = me
+            .status()
+            .into_iter()
+            .next()
+            .ok_or(McpServersError::Down {
+                server: server.name.clone(),
+                reason: format!("the MCP server '{}' was not started", server.name),
+            })?;
         let tools = me.published_tools();
         std::mem::forget(me);
         Ok((status, tools))

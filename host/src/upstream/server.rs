@@ -111,9 +111,7 @@ pub(crate) async fn supervise(
                 }
             }
             Admission::Quarantined(reason) => {
-                link.set_state(ServerState::Quarantined {
-                    reason,
-                });
+                link.set_state(ServerState::Quarantined { reason });
                 tokio::select! {
                     () = stop.cancelled() => break,
                     () = link.lift.notified() => {
