@@ -274,6 +274,7 @@ impl InstallArgs {
                 &dir,
                 &c.dest,
                 Expect::Loaded(&c.sha256),
+                || Ok(()),
             )?;
             if outcome != ExitCode::SUCCESS {
                 code = outcome;
@@ -493,11 +494,16 @@ impl RemoveArgs {
                 }
             }
         };
-        std::fs::remove_file(&file)
-            .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", file.display()))?;
-        let _ = std::fs::remove_file(signature_of(&file));
-        outln!("removed {}", file.display())?;
-        watch_host(config, self.control, &dir, &file, Expect::Gone)
+        // The host's view is read before the file goes: a watching host may drop it
+        // before a status asked afterwards, and the report names what it served.
+        let remove = || -> anyhow::Result<()> {
+            std::fs::remove_file(&file)
+                .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", file.display()))?;
+            let _ = std::fs::remove_file(signature_of(&file));
+            outln!("removed {}", file.display())?;
+            Ok(())
+        };
+        watch_host(config, self.control, &dir, &file, Expect::Gone, remove)
     }
 }
 
@@ -585,22 +591,38 @@ enum Expect<'a> {
     Gone,
 }
 
-/// Tells what the host on the control socket did with `file` in `dir`: waits (bounded)
-/// until its status shows the file loaded, refused or gone. Exit 1 when it refused it.
+/// Makes `change` (what is done to `file` in `dir`) and tells what the host on the
+/// control socket did with it: the host's status is read before the change, then again
+/// (bounded) until it shows the file loaded, refused or gone. Exit 1 when it refused it.
 fn watch_host(
     config: &LoadedConfig,
     control: Option<PathBuf>,
     dir: &Path,
     file: &Path,
     expect: Expect<'_>,
+    change: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<ExitCode> {
     let socket = control_socket(config, control);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))?;
-    let mut client = match runtime.block_on(ControlClient::connect(&socket)) {
-        Ok(c) => c.answer_within(HOST_REPORT_WITHIN),
+    let connected = runtime.block_on(ControlClient::connect(&socket));
+    let first = match connected {
+        Ok(c) => {
+            let mut c = c.answer_within(HOST_REPORT_WITHIN);
+            let status = runtime.block_on(c.status());
+            Ok((c, status))
+        }
+        Err(e) => Err(e),
+    };
+    change()?;
+    let (mut client, status) = match first {
+        Ok((c, Ok(status))) => (c, status),
+        Ok((_, Err(e))) => {
+            outln!("could not ask the running host: {e}")?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Err(ControlError::NotRunning { .. }) => {
             outln!(
                 "no host is running on {}: a host picks it up when it starts",
@@ -613,7 +635,6 @@ fn watch_host(
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let status = runtime.block_on(client.status())?;
     let host = format!("host pid {}", status.pid);
     if !status.catalog.plugin_dirs.iter().any(|d| same_dir(d, dir)) {
         outln!(
