@@ -160,6 +160,9 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// `#[tool]` names this crate by its path, in this crate's own tests too.
+extern crate self as toolhost_plugin_api;
+
 mod blocking;
 mod budget;
 #[cfg(feature = "check")]
@@ -177,6 +180,8 @@ pub mod ffi;
 mod host_request;
 mod lenient;
 pub mod limits;
+#[cfg(feature = "macros")]
+mod macro_support;
 mod outcome;
 mod risk;
 mod schema;
@@ -207,6 +212,89 @@ pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, standard_formats, tidy_schema};
 pub use settings_path::SettingsPath;
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
+/// Makes a tool of a function: its name is the function's, its description the doc
+/// comment, its parameters the arguments (each with its doc comment as the description
+/// the model reads), and what it returns the kind of result.
+///
+/// ```
+/// use toolhost_plugin_api::{ToolError, export_plugin, tool};
+///
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Counted { words: usize }
+///
+/// /// Counts the words of a text.
+/// #[tool(risk = read)]
+/// async fn count_words(
+///     /// The text.
+///     text: String,
+///     /// Count only words at least this long.
+///     #[arg(default = 1, range = 1..=40)]
+///     min_len: usize,
+/// ) -> Result<Counted, ToolError> {
+///     Ok(Counted { words: text.split_whitespace().filter(|w| w.len() >= min_len).count() })
+/// }
+///
+/// export_plugin! { name: "words", version: "0.1.0", tools: [count_words] }
+///
+/// # use serde_json::json;
+/// let host = toolhost_plugin_api::testing::TestHost::new();
+/// let out = host.call_output(&count_words, json!({"text": "a bb ccc", "min_len": 2})).unwrap();
+/// assert_eq!(out.structured, Some(json!({"words": 2})));
+/// // What the host would refuse, the harness refuses, with the host's message.
+/// assert_eq!(
+///     host.call(&count_words, json!({"text": "a", "min_len": 0})),
+///     Err(ToolError::InvalidArgs("/min_len: 0 is less than the minimum of 1".into()))
+/// );
+/// ```
+///
+/// The function becomes a unit struct of the same name (what `export_plugin!` lists)
+/// that implements [`TypedTool`]; its body is `NAME::invoke(...)`, callable from Rust.
+/// It may be `async` or not. Being a unit struct, the name is also a pattern where the
+/// tool is in scope: `let greet = host.describe(&greet)` does not compile ("mismatched
+/// types ... unit struct defined here"); name the binding otherwise (`let info = ...`).
+///
+/// # `#[tool(...)]`
+/// - `risk = read | write | network | destructive | deny`: required (see [`Risk`]).
+/// - `name = "..."`: instead of the function's name; either is checked against the
+///   host's rule (1-64 of `A-Z a-z 0-9 _ -`) at compile time.
+/// - `description = "..."`: instead of the doc comment (one of them is required).
+/// - `interactive`, `workspace`, `env = ["KEY", ...]`, `programs = ["git", ...]`,
+///   `task = optional | required`: as [`Tool::interactive`] and [`Requirements`] say.
+/// - `crate = path`: where this crate is, when it is re-exported under another name.
+///
+/// # Parameters
+/// - `ctx: &ToolContext<'_>` (any name): the call's context.
+/// - `#[settings] s: T` (`T: Deserialize`): the plugin's settings, read for the call; a
+///   table that does not fit `T` is an error naming `[plugins.NAME.settings]`.
+/// - `#[args] a: T` (`T: Deserialize + JsonSchema`): the whole arguments object, a type
+///   of your own, instead of one parameter per argument.
+/// - Any other parameter is one argument (an owned type: `String`, not `&str`). An
+///   `Option<T>` may be left out. `#[arg(...)]` adds to it: `default = EXPR` (used when it
+///   is left out, and shown in the schema; a string literal becomes a `String`),
+///   `range = A..=B` (or `A..`, `..=B`), `length = A..=B` (of a string or a list),
+///   `pattern = "regex"`, `description = "..."` (instead of the doc comment). Unknown
+///   arguments are refused (`additionalProperties: false`).
+///
+/// # What it returns
+/// `Result<T, E>` with any error `E` that displays (a [`ToolError`] is kept as it is, also
+/// inside a `Box<dyn Error + Send + Sync>`, so `ToolError::invalid_args(..)` says invalid
+/// arguments; any other error is a failure with its text), or `T` alone. By `T`:
+/// - `String`: text.
+/// - `ToolOutput`: the whole outcome (details, content blocks, `failed()`).
+/// - `Vec<Diagnostic>`: findings, as [`ToolOutput::from_diagnostics`] makes them.
+/// - `(String, T)`: a text for the model beside a structured value.
+/// - Any other `T: Serialize + JsonSchema`: a structured value (MCP `structuredContent`)
+///   whose derived schema is the tool's output schema, and its JSON as the text. It must
+///   be an object: a list, a number, a string or an `Option` is refused at compile time
+///   (an enum is refused when the tool is checked: by `describe`, `call` and the host).
+///
+/// ```compile_fail
+/// /// Lists files.
+/// #[toolhost_plugin_api::tool(risk = read)]
+/// async fn list() -> Vec<String> { Vec::new() } // not an object: wrap it in a struct
+/// ```
+#[cfg(feature = "macros")]
+pub use toolhost_plugin_api_macros::tool;
 pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 
 /// Reading a plugin, host side: each tool's metadata through its vtable
@@ -227,9 +315,14 @@ pub mod __private {
         into_ffi_tool, lib_header, root_module,
     };
     pub use crate::ffi::PluginRoot_Ref;
+    #[cfg(feature = "macros")]
+    pub use crate::macro_support::{
+        AnyOutput, NotAnObject, ObjectOutput, OutputCheck, into_tool_error, output_text, structured,
+    };
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};
     pub use crate::unwind::panic_hint;
     pub use abi_stable::library::{LibHeader, RootModuleResult};
+    pub use {schemars, serde, serde_json};
 }
 
 /// The README's Rust examples, compiled and run as doctests.

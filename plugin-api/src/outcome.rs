@@ -108,6 +108,19 @@ impl Diagnostic {
         self
     }
 
+    /// Where it is, by line only (a file-level or line-level finding, with no column).
+    ///
+    /// ```
+    /// let d = toolhost_plugin_api::Diagnostic::new("warning", "line too long").line("README.md", 12);
+    /// assert_eq!((d.file.as_deref(), d.line, d.column), (Some("README.md"), Some(12), None));
+    /// ```
+    pub fn line(mut self, file: impl Into<String>, line: u64) -> Self {
+        self.file = Some(file.into());
+        self.line = Some(line);
+        self.column = None;
+        self
+    }
+
     /// Its code.
     ///
     /// ```
@@ -255,6 +268,50 @@ impl ToolOutput {
     pub fn with_diagnostics(self, diagnostics: Vec<Diagnostic>) -> Self {
         let value = serde_json::to_value(diagnostics).unwrap_or(Value::Null);
         self.with_detail(DIAGNOSTICS, value)
+    }
+
+    /// An outcome that is a list of findings: the model reads one line per diagnostic, as
+    /// compilers print them (`file:line:column: level[code]: message`, the parts it has),
+    /// or `no findings`; the diagnostics themselves go in the [`DIAGNOSTICS`] detail. What
+    /// a `#[tool]` function returning `Vec<Diagnostic>` answers.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::{Diagnostic, ToolOutput};
+    /// let out = ToolOutput::from_diagnostics(vec![
+    ///     Diagnostic::new("warning", "line too long").line("README.md", 12).code("MD013"),
+    ///     Diagnostic::new("error", "no title"),
+    /// ]);
+    /// assert_eq!(out.text, "README.md:12: warning[MD013]: line too long\nerror: no title");
+    /// assert_eq!(out.details["diagnostics"][1]["level"], "error");
+    /// assert_eq!(ToolOutput::from_diagnostics(vec![]).text, "no findings");
+    /// ```
+    pub fn from_diagnostics(diagnostics: Vec<Diagnostic>) -> Self {
+        let lines: Vec<String> = diagnostics
+            .iter()
+            .map(|d| {
+                let mut line = String::new();
+                if let Some(file) = &d.file {
+                    line.push_str(file);
+                    for n in [d.line, d.column].into_iter().flatten() {
+                        line.push_str(&format!(":{n}"));
+                    }
+                    line.push_str(": ");
+                }
+                line.push_str(&d.level);
+                if let Some(code) = &d.code {
+                    line.push_str(&format!("[{code}]"));
+                }
+                line.push_str(": ");
+                line.push_str(&d.message);
+                line
+            })
+            .collect();
+        let text = if lines.is_empty() {
+            "no findings".to_owned()
+        } else {
+            lines.join("\n")
+        };
+        ToolOutput::text(text).with_diagnostics(diagnostics)
     }
 
     /// The same outcome with content blocks (the text stays what the model reads).

@@ -242,72 +242,53 @@ strip = "debuginfo"
 [workspace]
 "#;
 
-const LIB_RS: &str = r#"//! {{name}}: a toolhost plugin. Each tool is a type implementing `TypedTool` (or `Tool`,
-//! for JSON arguments); `export_plugin!` at the end exports them all.
+const LIB_RS: &str = r#"//! {{name}}: a toolhost plugin. Each tool is a function with `#[tool]` (or a type
+//! implementing `TypedTool` or `Tool`); `export_plugin!` at the end exports them all.
 
+use serde::{Deserialize, Serialize};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool, export_plugin};
+use toolhost_plugin_api::{ToolError, export_plugin, tool};
 
-/// The arguments of `{{lib}}_greet`. The doc comments on the fields and enum values are
-/// what the model reads in the tool's schema.
-#[derive(Deserialize, JsonSchema)]
-pub struct GreetArgs {
-    /// Who to greet.
-    pub name: String,
-    /// How to greet them.
-    #[serde(default)]
-    pub style: Style,
-}
-
-/// How to greet.
-#[derive(Deserialize, JsonSchema, Default, Clone, Copy)]
+/// How to greet. The doc comments on the values are what the model reads in the schema.
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
 pub enum Style {
     /// A plain hello.
-    #[default]
     Plain,
     /// An enthusiastic hello.
     Excited,
 }
 
-/// Greets someone by name.
-pub struct Greet;
-
-impl TypedTool for Greet {
-    type Args = GreetArgs;
-
-    fn name(&self) -> &str {
-        "{{lib}}_greet"
+/// Greets someone by name. Use it when the user asks to greet a person; returns the
+/// greeting.
+///
+/// (This comment is the tool's description: written for the model, what the tool does,
+/// when to use it, what comes back. Read-only tools run without asking; see `Risk` for
+/// the others.)
+#[tool(risk = read, name = "{{lib}}_greet")]
+pub async fn greet(
+    /// Who to greet.
+    #[arg(length = 1..=100)]
+    name: String,
+    /// How to greet them.
+    #[arg(default = Style::Plain)]
+    style: Style,
+) -> Result<String, ToolError> {
+    let name = name.trim();
+    if name.is_empty() {
+        // The model sees "invalid arguments: ..." and can correct itself.
+        return Err(ToolError::invalid_args("`name` is blank: say who to greet"));
     }
-
-    /// Written for the model: what the tool does, when to use it, what comes back.
-    fn description(&self) -> &str {
-        "Greets someone by name. Use it when the user asks to greet a person; returns the greeting."
-    }
-
-    /// Read-only tools run without asking; see `Risk` for the others.
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, _ctx: &ToolContext<'_>, args: GreetArgs) -> Result<String, ToolError> {
-        let name = args.name.trim();
-        if name.is_empty() {
-            // The model sees "invalid arguments: ..." and can correct itself.
-            return Err(ToolError::invalid_args("`name` is empty: say who to greet"));
-        }
-        Ok(match args.style {
-            Style::Plain => format!("Hello, {name}!"),
-            Style::Excited => format!("Hello, {name}!!! So good to see you!"),
-        })
-    }
+    Ok(match style {
+        Style::Plain => format!("Hello, {name}!"),
+        Style::Excited => format!("Hello, {name}!!! So good to see you!"),
+    })
 }
 
 export_plugin! {
     name: "{{name}}",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [Greet],
+    tools: [greet],
 }
 
 #[cfg(test)]
@@ -318,25 +299,28 @@ mod tests {
 
     #[test]
     fn greets_by_name() {
-        assert_eq!(call(&Greet, json!({"name": "Ada"})), Ok("Hello, Ada!".to_owned()));
+        assert_eq!(call(&greet, json!({"name": "Ada"})), Ok("Hello, Ada!".to_owned()));
     }
 
     #[test]
     fn greets_excitedly_when_asked() {
-        let out = call(&Greet, json!({"name": "Ada", "style": "excited"}));
+        let out = call(&greet, json!({"name": "Ada", "style": "excited"}));
         assert_eq!(out, Ok("Hello, Ada!!! So good to see you!".to_owned()));
     }
 
     #[test]
     fn an_empty_name_is_refused_so_the_model_can_fix_it() {
-        let err = call(&Greet, json!({"name": "  "})).expect_err("refused");
+        let err = call(&greet, json!({"name": "  "})).expect_err("refused");
         assert!(matches!(err, ToolError::InvalidArgs(_)), "{err}");
     }
 
     #[test]
     fn arguments_of_the_wrong_shape_are_refused_as_the_host_refuses_them() {
-        let err = call(&Greet, json!({"name": "Ada", "style": "shouty"})).expect_err("refused");
+        // Checked against the schema before the tool runs, with the host's message.
+        let err = call(&greet, json!({"name": "Ada", "style": "shouty"})).expect_err("refused");
         assert!(matches!(err, ToolError::InvalidArgs(_)), "{err}");
+        let err = call(&greet, json!({"name": ""})).expect_err("refused");
+        assert_eq!(err, ToolError::InvalidArgs("/name: \"\" is shorter than 1 character".to_owned()));
     }
 
     #[test]
@@ -349,7 +333,7 @@ mod tests {
 
     #[test]
     fn the_schema_the_model_sees_lists_the_styles() {
-        let info = TestHost::new().describe(&Greet);
+        let info = TestHost::new().describe(&greet);
         assert_eq!(info.name, "{{lib}}_greet");
         assert_eq!(info.schema["properties"]["style"]["enum"], json!(["plain", "excited"]));
     }
@@ -369,7 +353,7 @@ cargo build --release     # target/release/lib{{lib}}.so
 ```
 
 Tests call the tools with the same argument parsing and panic handling as a host:
-`call(&Greet, json!({...}))`, or a `TestHost` with a profile, a session, a temporary
+`call(&greet, json!({...}))`, or a `TestHost` with a profile, a session, a temporary
 state folder, scripted answers for `ask_user`, `sample` and child turns, captured log and
 progress events, and a cancel trigger.
 

@@ -1,114 +1,67 @@
-//! An example toolhost plugin written as a third party would: two tools, one with typed
-//! arguments and one that is long-running, logs, and stops when it is cancelled.
+//! An example toolhost plugin written as a third party would: two tools, one that greets
+//! and one that is long-running, logs, reports progress and stops when it is cancelled.
+//! Each is a function with `#[tool]`: the name, description and argument schema come from
+//! the function, its doc comments and its parameters.
 
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use toolhost_plugin_api::{LogLevel, Risk, Tool, ToolContext, ToolError, TypedTool, export_plugin};
+use toolhost_plugin_api::{LogLevel, ToolContext, ToolError, export_plugin, tool};
 
-/// Arguments of `greet`. Doc comments become the schema's descriptions, which the model
-/// reads.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct GreetArgs {
+/// Greets a person by name in English, French or German.
+#[tool(risk = read)]
+pub async fn greet(
     /// The name of the person to greet.
     name: String,
     /// Greeting language: "en" (default), "fr" or "de".
-    #[serde(default)]
     language: Option<String>,
-}
-
-/// A tool with typed arguments: the schema is derived from `GreetArgs`.
-struct Greet;
-
-impl TypedTool for Greet {
-    type Args = GreetArgs;
-
-    fn name(&self) -> &str {
-        "greet"
-    }
-
-    fn description(&self) -> &str {
-        "Greets a person by name in English, French or German."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, _ctx: &ToolContext<'_>, args: GreetArgs) -> Result<String, ToolError> {
-        let greeting = match args.language.as_deref().unwrap_or("en") {
-            "en" => "Hello",
-            "fr" => "Bonjour",
-            "de" => "Hallo",
-            other => {
-                return Err(ToolError::invalid_args(format!(
-                    "language '{other}' is not supported; use \"en\", \"fr\" or \"de\""
-                )));
-            }
-        };
-        Ok(format!("{greeting}, {}!", args.name))
-    }
-}
-
-/// A tool with a hand-written schema that takes its time: it sleeps on the host's timer
-/// (plugins have no runtime of their own), reports its progress, and stops early when the
-/// call is cancelled.
-struct Countdown;
-
-impl Tool for Countdown {
-    fn name(&self) -> &str {
-        "countdown"
-    }
-
-    fn description(&self) -> &str {
-        "Counts down from `from` to zero, one step every `step_ms` milliseconds, and returns \
-         the steps it counted. Stops early if the call is cancelled."
-    }
-
-    fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "from": {"type": "integer", "minimum": 0, "maximum": 100},
-                "step_ms": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 100}
-            },
-            "required": ["from"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn call(&self, ctx: &ToolContext<'_>, args: Value) -> Result<String, ToolError> {
-        // The host validated `args` against the schema, so these are present and in range.
-        let from = args["from"].as_u64().unwrap_or(0);
-        let step = Duration::from_millis(args["step_ms"].as_u64().unwrap_or(100));
-        let mut counted = Vec::new();
-        for n in (0..=from).rev() {
-            counted.push(n.to_string());
-            // Shown by clients that asked for progress (MCP progress notifications).
-            ctx.progress((from - n) as f64, Some(from as f64), None);
-            if n > 0 && ctx.sleep(step).await.is_err() {
-                ctx.log(LogLevel::INFO, "countdown cancelled");
-                return Err(ToolError::failed(format!(
-                    "cancelled after counting {}",
-                    counted.join(" ")
-                )));
-            }
+) -> Result<String, ToolError> {
+    let greeting = match language.as_deref().unwrap_or("en") {
+        "en" => "Hello",
+        "fr" => "Bonjour",
+        "de" => "Hallo",
+        other => {
+            return Err(ToolError::invalid_args(format!(
+                "language '{other}' is not supported; use \"en\", \"fr\" or \"de\""
+            )));
         }
-        Ok(counted.join(" "))
+    };
+    Ok(format!("{greeting}, {name}!"))
+}
+
+/// Counts down from `from` to zero, one step every `step_ms` milliseconds, and returns the
+/// steps it counted. Stops early if the call is cancelled.
+#[tool(risk = read)]
+pub async fn countdown(
+    ctx: &ToolContext<'_>,
+    /// Where to start.
+    #[arg(range = 0..=100)]
+    from: u64,
+    /// Milliseconds between steps.
+    #[arg(default = 100, range = 0..=10000)]
+    step_ms: u64,
+) -> Result<String, ToolError> {
+    // Plugins have no runtime of their own: the sleep is on the host's timer.
+    let step = Duration::from_millis(step_ms);
+    let mut counted = Vec::new();
+    for n in (0..=from).rev() {
+        counted.push(n.to_string());
+        // Shown by clients that asked for progress (MCP progress notifications).
+        ctx.progress((from - n) as f64, Some(from as f64), None);
+        if n > 0 && ctx.sleep(step).await.is_err() {
+            ctx.log(LogLevel::INFO, "countdown cancelled");
+            return Err(ToolError::failed(format!(
+                "cancelled after counting {}",
+                counted.join(" ")
+            )));
+        }
     }
+    Ok(counted.join(" "))
 }
 
 export_plugin! {
     name: "hello",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [Greet, Countdown],
+    tools: [greet, countdown],
 }
 
 // Tests run each tool through `toolhost_plugin_api::testing`, which calls it the way the
@@ -121,20 +74,20 @@ mod tests {
     use toolhost_plugin_api::testing::{Progress, TestHost, call};
     use toolhost_plugin_api::{LogLevel, Risk, ToolError};
 
-    use super::{Countdown, Greet};
+    use super::{countdown, greet};
 
     #[test]
     fn greet_says_hello_in_three_languages() {
         assert_eq!(
-            call(&Greet, json!({"name": "Ada"})),
+            call(&greet, json!({"name": "Ada"})),
             Ok("Hello, Ada!".into())
         );
         assert_eq!(
-            call(&Greet, json!({"name": "Ada", "language": "fr"})),
+            call(&greet, json!({"name": "Ada", "language": "fr"})),
             Ok("Bonjour, Ada!".into())
         );
         assert_eq!(
-            call(&Greet, json!({"name": "Ada", "language": "de"})),
+            call(&greet, json!({"name": "Ada", "language": "de"})),
             Ok("Hallo, Ada!".into())
         );
     }
@@ -142,36 +95,45 @@ mod tests {
     #[test]
     fn greet_refuses_what_it_cannot_do() {
         assert_eq!(
-            call(&Greet, json!({"name": "Ada", "language": "es"})),
+            call(&greet, json!({"name": "Ada", "language": "es"})),
             Err(ToolError::InvalidArgs(
                 "language 'es' is not supported; use \"en\", \"fr\" or \"de\"".into()
             ))
         );
-        // Parsed by the same glue as in the host: serde's messages.
-        let missing = call(&Greet, json!({}));
-        assert!(
-            matches!(&missing, Err(ToolError::InvalidArgs(m)) if m.contains("missing field `name`"))
+        // Checked against the schema first, as the host checks them, with its messages.
+        assert_eq!(
+            call(&greet, json!({})),
+            Err(ToolError::InvalidArgs(
+                r#""name" is a required property"#.into()
+            ))
         );
-        let unknown = call(&Greet, json!({"name": "Ada", "lang": "fr"}));
+        let unknown = call(&greet, json!({"name": "Ada", "lang": "fr"}));
         assert!(
-            matches!(&unknown, Err(ToolError::InvalidArgs(m)) if m.contains("unknown field `lang`"))
+            matches!(&unknown, Err(ToolError::InvalidArgs(m)) if m.contains("'lang' was unexpected")),
+            "{unknown:?}"
+        );
+        assert_eq!(
+            call(&countdown, json!({"from": 101})),
+            Err(ToolError::InvalidArgs(
+                "/from: 101 is greater than the maximum of 100".into()
+            ))
         );
     }
 
     #[test]
     fn the_schemas_are_what_the_model_reads() {
         let host = TestHost::new();
-        let greet = host.describe(&Greet);
-        assert_eq!((greet.name.as_str(), greet.risk), ("greet", Risk::Read));
-        assert_eq!(greet.schema["required"], json!(["name"]));
-        assert_eq!(greet.schema["additionalProperties"], json!(false));
+        let greeter = host.describe(&greet);
+        assert_eq!((greeter.name.as_str(), greeter.risk), ("greet", Risk::Read));
+        assert_eq!(greeter.schema["required"], json!(["name"]));
+        assert_eq!(greeter.schema["additionalProperties"], json!(false));
         assert_eq!(
-            greet.schema["properties"]["name"]["description"],
+            greeter.schema["properties"]["name"]["description"],
             "The name of the person to greet."
         );
-        let countdown = host.describe(&Countdown);
-        assert_eq!(countdown.name, "countdown");
-        assert_eq!(countdown.schema["properties"]["from"]["maximum"], 100);
+        let counter = host.describe(&countdown);
+        assert_eq!(counter.name, "countdown");
+        assert_eq!(counter.schema["properties"]["from"]["maximum"], 100);
     }
 
     #[test]
@@ -179,7 +141,7 @@ mod tests {
         let host = TestHost::new();
         let started = Instant::now();
         assert_eq!(
-            host.call(&Countdown, json!({"from": 3, "step_ms": 20})),
+            host.call(&countdown, json!({"from": 3, "step_ms": 20})),
             Ok("3 2 1 0".into())
         );
         // Three real sleeps of 20 ms on the host's timer.
@@ -194,7 +156,7 @@ mod tests {
             [step(0.0), step(1.0), step(2.0), step(3.0)]
         );
         assert!(host.logs().is_empty());
-        assert_eq!(call(&Countdown, json!({"from": 0})), Ok("0".into()));
+        assert_eq!(call(&countdown, json!({"from": 0})), Ok("0".into()));
     }
 
     #[test]
@@ -202,7 +164,7 @@ mod tests {
         let host = TestHost::new();
         host.cancel_after(Duration::from_millis(100));
         let started = Instant::now();
-        let out = host.call(&Countdown, json!({"from": 100, "step_ms": 10_000}));
+        let out = host.call(&countdown, json!({"from": 100, "step_ms": 10_000}));
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(
             out,

@@ -71,9 +71,6 @@
 //! ```
 //!
 //! # What differs from a host
-//! - Arguments are not checked against the tool's schema (a host validates them with a
-//!   JSON Schema validator before the call); a `TypedTool` still rejects what its
-//!   argument type cannot hold. Check the schema itself with [`TestHost::describe`].
 //! - There is no time limit: a tool that never finishes blocks [`TestHost::call`]. Use
 //!   [`TestHost::cancel_after`] as the host's timeout would.
 //! - The call is polled on the calling thread (a host polls it on a thread of its own).
@@ -81,6 +78,8 @@
 //! - Cancelling is for the host, not one call: once cancelled, every later call on the
 //!   same `TestHost` starts cancelled. Make a new `TestHost` for a fresh start.
 
+#[cfg(all(test, feature = "macros"))]
+mod attribute_tests;
 mod lent;
 mod plugin;
 mod services;
@@ -131,7 +130,11 @@ use temp::TempDir;
 /// }
 ///
 /// assert_eq!(call(&Greet, json!({"name": "Ada"})), Ok("Hello, Ada!".to_owned()));
-/// assert!(matches!(call(&Greet, json!({})), Err(ToolError::InvalidArgs(m)) if m.contains("`name`")));
+/// // Checked against the schema first, as the host does, with its message.
+/// assert_eq!(
+///     call(&Greet, json!({})),
+///     Err(ToolError::InvalidArgs(r#""name" is a required property"#.to_owned()))
+/// );
 /// ```
 ///
 /// # Panics
@@ -620,8 +623,10 @@ impl TestHost {
     ///
     /// `Err(ToolError::InvalidArgs)` and `Err(ToolError::Failed)` are what the host would
     /// get; a panic in the tool is `Failed("tool '<name>' panicked: <message>")`, as the
-    /// host reports it. Arguments are not validated against the schema (see the
-    /// [module docs](self)).
+    /// host reports it. Arguments are validated against the tool's schema first, with the
+    /// host's validator and message: what the host would refuse is
+    /// `Err(InvalidArgs("/top: 500 is greater than the maximum of 100"))`, and the tool
+    /// does not run.
     ///
     /// ```
     /// use serde_json::{json, Value};
@@ -753,6 +758,11 @@ impl TestHost {
             .info()
             .map_err(|e| ToolError::Failed(format!("a host would not load this tool: {e}")))?;
         let name = info.name;
+        // The host validates the arguments against the schema before the call, with the
+        // same validator and the same message.
+        if let Some(problems) = crate::check::problems(&checked.arguments, &args) {
+            return Err(ToolError::InvalidArgs(problems));
+        }
         // serde_json's writer, as the host encodes them.
         let args = serde_json::to_string(&args)
             .map_err(|e| ToolError::InvalidArgs(format!("could not encode the arguments: {e}")))?;

@@ -1,54 +1,30 @@
 //! `json_query`: picks a value out of a JSON document with a JSON Pointer.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::Value;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{ToolError, tool};
 
-/// Arguments of `json_query`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct JsonQueryArgs {
+/// Extracts a value from a JSON document with a JSON Pointer (RFC 6901: "/a/0/b" is key a,
+/// first element, key b; "" is the whole document) and returns it as pretty-printed JSON.
+/// When the pointer does not resolve, the error names the deepest part that exists and
+/// its keys, so you can correct the pointer.
+#[tool(risk = read)]
+pub(crate) fn json_query(
     /// The JSON document, as text.
     json: String,
     /// A JSON Pointer (RFC 6901) such as "/items/0/name"; "" is the whole document.
-    #[serde(default)]
+    #[arg(default = "")]
     pointer: String,
-}
-
-pub(crate) struct JsonQuery;
-
-impl TypedTool for JsonQuery {
-    type Args = JsonQueryArgs;
-
-    fn name(&self) -> &str {
-        "json_query"
+) -> Result<String, ToolError> {
+    let doc: Value = serde_json::from_str(&json)
+        .map_err(|e| ToolError::invalid_args(format!("`json` is not valid JSON: {e}")))?;
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(ToolError::invalid_args(format!(
+            "`pointer` must be empty or start with '/', got '{pointer}'"
+        )));
     }
-
-    fn description(&self) -> &str {
-        "Extracts a value from a JSON document with a JSON Pointer (RFC 6901: \"/a/0/b\" \
-         is key a, first element, key b; \"\" is the whole document) and returns it as \
-         pretty-printed JSON. When the pointer does not resolve, the error names the \
-         deepest part that exists and its keys, so you can correct the pointer."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, _ctx: &ToolContext<'_>, args: JsonQueryArgs) -> Result<String, ToolError> {
-        let doc: Value = serde_json::from_str(&args.json)
-            .map_err(|e| ToolError::invalid_args(format!("`json` is not valid JSON: {e}")))?;
-        if !args.pointer.is_empty() && !args.pointer.starts_with('/') {
-            return Err(ToolError::invalid_args(format!(
-                "`pointer` must be empty or start with '/', got '{}'",
-                args.pointer
-            )));
-        }
-        match doc.pointer(&args.pointer) {
-            Some(v) => serde_json::to_string_pretty(v).map_err(ToolError::failed),
-            None => Err(ToolError::Failed(explain_miss(&doc, &args.pointer))),
-        }
+    match doc.pointer(&pointer) {
+        Some(v) => serde_json::to_string_pretty(v).map_err(ToolError::failed),
+        None => Err(ToolError::Failed(explain_miss(&doc, &pointer))),
     }
 }
 
@@ -111,12 +87,12 @@ mod tests {
     use toolhost_plugin_api::ToolError;
     use toolhost_plugin_api::testing::call;
 
-    use super::JsonQuery;
+    use super::json_query;
 
     const DOC: &str = r#"{"items": [{"name": "a", "n": 1}, {"name": "b"}], "a/b": {"~x": true}}"#;
 
     fn query(pointer: &str) -> Result<String, ToolError> {
-        call(&JsonQuery, json!({"json": DOC, "pointer": pointer}))
+        call(&json_query, json!({"json": DOC, "pointer": pointer}))
     }
 
     #[test]
@@ -125,7 +101,7 @@ mod tests {
         assert_eq!(query("/items/1"), Ok("{\n  \"name\": \"b\"\n}".to_owned()));
         // RFC 6901 escapes: ~1 is '/', ~0 is '~'.
         assert_eq!(query("/a~1b/~0x"), Ok("true".to_owned()));
-        let whole = call(&JsonQuery, json!({"json": "[1, 2]"})).unwrap();
+        let whole = call(&json_query, json!({"json": "[1, 2]"})).unwrap();
         assert_eq!(whole, "[\n  1,\n  2\n]");
     }
 
@@ -167,7 +143,7 @@ mod tests {
 
     #[test]
     fn bad_documents_and_pointers_are_invalid_arguments() {
-        let out = call(&JsonQuery, json!({"json": "{oops", "pointer": ""}));
+        let out = call(&json_query, json!({"json": "{oops", "pointer": ""}));
         assert!(
             matches!(&out, Err(ToolError::InvalidArgs(m)) if m.starts_with("`json` is not valid JSON")),
             "{out:?}"
@@ -178,10 +154,11 @@ mod tests {
                 "`pointer` must be empty or start with '/', got 'items'".to_owned()
             ))
         );
-        let out = call(&JsonQuery, json!({"pointer": "/a"}));
-        assert!(
-            matches!(&out, Err(ToolError::InvalidArgs(m)) if m.contains("`json`")),
-            "{out:?}"
+        assert_eq!(
+            call(&json_query, json!({"pointer": "/a"})),
+            Err(ToolError::InvalidArgs(
+                r#""json" is a required property"#.to_owned()
+            ))
         );
     }
 }

@@ -13,9 +13,9 @@ toolhost_plugin_api::export_plugin! {
     name: "utils",
     version: env!("CARGO_PKG_VERSION"),
     tools: [
-        time::TimeNow,
-        json::JsonQuery,
-        text::TextStats,
+        time::time_now,
+        json::json_query,
+        text::text_stats,
         edit::EditText::default(),
         files::WriteFile,
     ],

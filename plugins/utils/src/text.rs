@@ -1,48 +1,25 @@
 //! `text_stats`: counts lines, words, characters and bytes of a text.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{ToolError, tool};
 
-/// Arguments of `text_stats`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TextStatsArgs {
+/// Counts the lines, words (whitespace-separated), Unicode characters and UTF-8 bytes of a
+/// text, and the length of its longest line in characters. Use it instead of counting
+/// yourself when a length limit matters.
+#[tool(risk = read)]
+pub(crate) fn text_stats(
     /// The text to measure.
     text: String,
-}
-
-pub(crate) struct TextStats;
-
-impl TypedTool for TextStats {
-    type Args = TextStatsArgs;
-
-    fn name(&self) -> &str {
-        "text_stats"
-    }
-
-    fn description(&self) -> &str {
-        "Counts the lines, words (whitespace-separated), Unicode characters and UTF-8 bytes \
-         of a text, and the length of its longest line in characters. Use it instead of \
-         counting yourself when a length limit matters."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, _ctx: &ToolContext<'_>, args: TextStatsArgs) -> Result<String, ToolError> {
-        let t = &args.text;
-        Ok(json!({
-            "lines": t.lines().count(),
-            "words": t.split_whitespace().count(),
-            "characters": t.chars().count(),
-            "bytes": t.len(),
-            "longest_line": t.lines().map(|l| l.chars().count()).max().unwrap_or(0),
-        })
-        .to_string())
-    }
+) -> Result<String, ToolError> {
+    let t = &text;
+    Ok(json!({
+        "lines": t.lines().count(),
+        "words": t.split_whitespace().count(),
+        "characters": t.chars().count(),
+        "bytes": t.len(),
+        "longest_line": t.lines().map(|l| l.chars().count()).max().unwrap_or(0),
+    })
+    .to_string())
 }
 
 #[cfg(test)]
@@ -53,10 +30,10 @@ mod tests {
     use toolhost_plugin_api::ToolError;
     use toolhost_plugin_api::testing::call;
 
-    use super::TextStats;
+    use super::text_stats;
 
     fn stats(text: &str) -> Value {
-        serde_json::from_str(&call(&TextStats, json!({"text": text})).unwrap()).unwrap()
+        serde_json::from_str(&call(&text_stats, json!({"text": text})).unwrap()).unwrap()
     }
 
     #[test]
@@ -82,7 +59,7 @@ mod tests {
             json!({"text": 1}),
             json!({"text": "a", "more": 1}),
         ] {
-            let out = call(&TextStats, args.clone());
+            let out = call(&text_stats, args.clone());
             assert!(
                 matches!(out, Err(ToolError::InvalidArgs(_))),
                 "{args}: {out:?}"
