@@ -204,10 +204,20 @@ mod tests {
             out.starts_with("3 requests in this conversation; the last 1:\n3. "),
             "{out}"
         );
-        for (given, sent) in [(json!(500), 100), (json!(0), 1)] {
-            host.call(&SessionSummary, json!({"last": given})).unwrap();
-            let (_, params) = host.host_requests().pop().unwrap();
-            assert_eq!(params, json!({"last": sent}), "last {given}");
+        host.call(&SessionSummary, json!({"last": 100})).unwrap();
+        let (_, params) = host.host_requests().pop().unwrap();
+        assert_eq!(params, json!({"last": 100}));
+        // Out of range, the schema refuses it (as the host does) and nothing is asked.
+        for (given, problem) in [
+            (500, "/last: 500 is greater than the maximum of 100"),
+            (0, "/last: 0 is less than the minimum of 1"),
+        ] {
+            let asked = host.host_requests().len();
+            assert_eq!(
+                host.call(&SessionSummary, json!({"last": given})),
+                Err(ToolError::InvalidArgs(problem.to_owned()))
+            );
+            assert_eq!(host.host_requests().len(), asked);
         }
         let info = TestHost::new().describe(&SessionSummary);
         assert_eq!(info.risk, Risk::Read);
@@ -294,17 +304,24 @@ mod tests {
     #[test]
     fn the_limit_is_passed_on_within_1_to_20() {
         let host = store();
-        for (given, sent) in [
-            (json!(3), 3),
-            (json!(20), 20),
-            (json!(500), 20),
-            (json!(0), 1),
-        ] {
-            host.call(&SessionSearch, json!({"query": "tea", "limit": given}))
+        for limit in [1, 3, 20] {
+            host.call(&SessionSearch, json!({"query": "tea", "limit": limit}))
                 .unwrap();
             let (_, params) = host.host_requests().pop().unwrap();
-            assert_eq!(params["limit"], sent, "limit {given}");
+            assert_eq!(params["limit"], limit, "limit {limit}");
         }
+        // Out of range, the schema refuses it (as the host does) and nothing is asked.
+        let asked = host.host_requests().len();
+        for (given, problem) in [
+            (500, "/limit: 500 is greater than the maximum of 20"),
+            (0, "/limit: 0 is less than the minimum of 1"),
+        ] {
+            assert_eq!(
+                host.call(&SessionSearch, json!({"query": "tea", "limit": given})),
+                Err(ToolError::InvalidArgs(problem.to_owned()))
+            );
+        }
+        assert_eq!(host.host_requests().len(), asked);
     }
 
     #[test]
@@ -318,8 +335,12 @@ mod tests {
                 ))
             );
         }
-        let out = host.call(&SessionSearch, json!({"limit": 3}));
-        assert!(matches!(out, Err(ToolError::InvalidArgs(m)) if m.contains("`query`")));
+        assert_eq!(
+            host.call(&SessionSearch, json!({"limit": 3})),
+            Err(ToolError::InvalidArgs(
+                r#""query" is a required property"#.to_owned()
+            ))
+        );
         let out = host.call(&SessionSearch, json!({"query": "tea", "limit": -1}));
         assert!(matches!(out, Err(ToolError::InvalidArgs(_))), "{out:?}");
         assert!(host.host_requests().is_empty());
