@@ -5,18 +5,8 @@
 use serde::Deserialize;
 use serde_json::json;
 use toolhost_plugin_api::{
-    AskAnswer, AskRequest, Risk, ServiceError, ToolContext, ToolError, TypedTool, export_plugin,
+    AskAnswer, AskRequest, ServiceError, ToolContext, ToolError, export_plugin, tool,
 };
-
-/// Arguments of `clarify`.
-#[derive(Deserialize, schemars::JsonSchema)]
-struct ClarifyArgs {
-    /// The question, short and specific.
-    question: String,
-    /// Answers to choose from, if the question has a fixed set.
-    #[serde(default)]
-    choices: Option<Vec<String>>,
-}
 
 /// The form's content: the `answer` property the request's schema asks for.
 #[derive(Deserialize)]
@@ -24,68 +14,54 @@ struct Answer {
     answer: String,
 }
 
-struct Clarify;
-
-impl TypedTool for Clarify {
-    type Args = ClarifyArgs;
-
-    fn name(&self) -> &str {
-        "clarify"
-    }
-
-    fn description(&self) -> &str {
-        "Asks the person a question and waits for the answer. Use it when the request is \
-         ambiguous and guessing would waste their time; offer `choices` when the answer is \
-         one of a few options."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn interactive(&self) -> bool {
-        true
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: ClarifyArgs) -> Result<String, ToolError> {
-        let answer_schema = match &args.choices {
-            Some(choices) if !choices.is_empty() => {
-                json!({"type": "string", "title": "Answer", "enum": choices})
-            }
-            _ => json!({"type": "string", "title": "Answer"}),
-        };
-        let request = AskRequest {
-            message: args.question,
-            schema: json!({
-                "type": "object",
-                "properties": {"answer": answer_schema},
-                "required": ["answer"]
-            }),
-        };
-        match ctx.ask_user(&request).await {
-            // An answer that is not text (a client that ignored the schema) reads as none.
-            Ok(AskAnswer::Accept { content }) => Ok(serde_json::from_value::<Answer>(content)
-                .map(|a| a.answer)
-                .unwrap_or_default()),
-            Ok(AskAnswer::Decline | AskAnswer::Cancel) => Err(ToolError::failed(
-                "the person chose not to answer; go on with your best judgement and say \
-                 what you assumed",
-            )),
-            Err(ServiceError::Unavailable(why)) => Err(ToolError::failed(format!(
-                "no person is attached to answer ({why}); go on with your best judgement \
-                 and say what you assumed"
-            ))),
-            Err(ServiceError::Failed(why)) => Err(ToolError::failed(format!(
-                "the question could not be asked: {why}"
-            ))),
+/// Asks the person a question and waits for the answer. Use it when the request is
+/// ambiguous and guessing would waste their time; offer `choices` when the answer is one
+/// of a few options.
+#[tool(risk = read, interactive)]
+async fn clarify(
+    ctx: &ToolContext<'_>,
+    /// The question, short and specific.
+    question: String,
+    /// Answers to choose from, if the question has a fixed set.
+    choices: Option<Vec<String>>,
+) -> Result<String, ToolError> {
+    let answer_schema = match &choices {
+        Some(choices) if !choices.is_empty() => {
+            json!({"type": "string", "title": "Answer", "enum": choices})
         }
+        _ => json!({"type": "string", "title": "Answer"}),
+    };
+    let request = AskRequest {
+        message: question,
+        schema: json!({
+            "type": "object",
+            "properties": {"answer": answer_schema},
+            "required": ["answer"]
+        }),
+    };
+    match ctx.ask_user(&request).await {
+        // An answer that is not text (a client that ignored the schema) reads as none.
+        Ok(AskAnswer::Accept { content }) => Ok(serde_json::from_value::<Answer>(content)
+            .map(|a| a.answer)
+            .unwrap_or_default()),
+        Ok(AskAnswer::Decline | AskAnswer::Cancel) => Err(ToolError::failed(
+            "the person chose not to answer; go on with your best judgement and say what \
+             you assumed",
+        )),
+        Err(ServiceError::Unavailable(why)) => Err(ToolError::failed(format!(
+            "no person is attached to answer ({why}); go on with your best judgement and say \
+             what you assumed"
+        ))),
+        Err(ServiceError::Failed(why)) => Err(ToolError::failed(format!(
+            "the question could not be asked: {why}"
+        ))),
     }
 }
 
 export_plugin! {
     name: "clarify",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [Clarify],
+    tools: [clarify],
 }
 
 #[cfg(test)]
@@ -96,7 +72,7 @@ mod tests {
     use toolhost_plugin_api::testing::{TestHost, call};
     use toolhost_plugin_api::{AskAnswer, AskRequest, Risk, ServiceError, ToolError};
 
-    use super::Clarify;
+    use super::clarify;
 
     fn answering(answer: AskAnswer) -> TestHost {
         TestHost::new().on_ask(move |_: &AskRequest| Ok(answer.clone()))
@@ -104,7 +80,7 @@ mod tests {
 
     #[test]
     fn is_an_interactive_read_tool_that_needs_a_question() {
-        let info = TestHost::new().describe(&Clarify);
+        let info = TestHost::new().describe(&clarify);
         assert_eq!(info.name, "clarify");
         assert_eq!(info.risk, Risk::Read);
         assert!(info.interactive);
@@ -117,7 +93,7 @@ mod tests {
         let host = answering(AskAnswer::Accept {
             content: json!({"answer": "the blue one"}),
         });
-        let out = host.call(&Clarify, json!({"question": "Which file?"}));
+        let out = host.call(&clarify, json!({"question": "Which file?"}));
         assert_eq!(out, Ok("the blue one".to_owned()));
         let asked = host.asked();
         assert_eq!(asked.len(), 1);
@@ -135,11 +111,11 @@ mod tests {
             content: json!({"answer": "b"}),
         });
         let out = host.call(
-            &Clarify,
+            &clarify,
             json!({"question": "a or b?", "choices": ["a", "b"]}),
         );
         assert_eq!(out, Ok("b".to_owned()));
-        let out = host.call(&Clarify, json!({"question": "anything?", "choices": []}));
+        let out = host.call(&clarify, json!({"question": "anything?", "choices": []}));
         assert_eq!(out, Ok("b".to_owned()));
         let schemas: Vec<Value> = host
             .asked()
@@ -160,7 +136,7 @@ mod tests {
         for content in [json!({"answer": 42}), json!({}), json!("yes")] {
             let host = answering(AskAnswer::Accept { content });
             assert_eq!(
-                host.call(&Clarify, json!({"question": "?"})),
+                host.call(&clarify, json!({"question": "?"})),
                 Ok(String::new())
             );
         }
@@ -169,7 +145,7 @@ mod tests {
     #[test]
     fn decline_and_cancel_tell_the_model_to_go_on() {
         for answer in [AskAnswer::Decline, AskAnswer::Cancel] {
-            let out = answering(answer.clone()).call(&Clarify, json!({"question": "?"}));
+            let out = answering(answer.clone()).call(&clarify, json!({"question": "?"}));
             assert_eq!(
                 out,
                 Err(ToolError::Failed(
@@ -184,7 +160,7 @@ mod tests {
 
     #[test]
     fn with_nobody_to_ask_it_says_so() {
-        let out = call(&Clarify, json!({"question": "?"}));
+        let out = call(&clarify, json!({"question": "?"}));
         let Err(ToolError::Failed(message)) = out else {
             panic!("{out:?}");
         };
@@ -201,7 +177,7 @@ mod tests {
         let host = TestHost::new()
             .on_ask(|_: &AskRequest| Err(ServiceError::Failed("the form timed out".to_owned())));
         assert_eq!(
-            host.call(&Clarify, json!({"question": "?"})),
+            host.call(&clarify, json!({"question": "?"})),
             Err(ToolError::Failed(
                 "the question could not be asked: the form timed out".to_owned()
             ))
@@ -216,7 +192,7 @@ mod tests {
             json!({"question": 3}),
             json!({"question": "?", "choices": "a"}),
         ] {
-            let out = host.call(&Clarify, args.clone());
+            let out = host.call(&clarify, args.clone());
             assert!(
                 matches!(out, Err(ToolError::InvalidArgs(_))),
                 "{args}: {out:?}"

@@ -3,104 +3,61 @@
 //! and `session_summary`: the current conversation's compact, numbered history of the
 //! person's requests and their outcomes (the host's `sessions.summary` request).
 
-use serde::Deserialize;
 use serde_json::json;
 use toolhost_plugin_api::{
-    RequestSummary, Risk, ServiceError, SessionQuery, SessionsSummaryAnswer, ToolContext,
-    ToolError, TypedTool, export_plugin,
+    RequestSummary, ServiceError, SessionQuery, SessionsSummaryAnswer, ToolContext, ToolError,
+    export_plugin, tool,
 };
 
-/// Arguments of `session_search`.
-#[derive(Deserialize, schemars::JsonSchema)]
-struct SearchArgs {
+/// Searches your past conversations with this person (not the current one) for messages
+/// containing every word of `query`, and returns the matching snippets (matches marked
+/// [like this]) with the session they are from and when. Use it when the person refers to
+/// something discussed before.
+#[tool(risk = read)]
+async fn session_search(
+    ctx: &ToolContext<'_>,
     /// Words to look for; every one must appear in a message for it to match.
     query: String,
     /// The most matches to return (1 to 20, default 5).
-    #[serde(default)]
-    #[schemars(range(min = 1, max = 20))]
+    #[arg(range = 1..=20)]
     limit: Option<u32>,
+) -> Result<String, ToolError> {
+    if query.trim().is_empty() {
+        return Err(ToolError::invalid_args("`query` needs at least one word"));
+    }
+    let hits = ctx
+        .search_sessions(&SessionQuery {
+            query,
+            limit: limit.unwrap_or(5).clamp(1, 20),
+            exclude_current: true,
+        })
+        .await?;
+    Ok(json!({"matches": hits}).to_string())
 }
 
-struct SessionSearch;
-
-impl TypedTool for SessionSearch {
-    type Args = SearchArgs;
-
-    fn name(&self) -> &str {
-        "session_search"
-    }
-
-    fn description(&self) -> &str {
-        "Searches your past conversations with this person (not the current one) for \
-         messages containing every word of `query`, and returns the matching snippets \
-         (matches marked [like this]) with the session they are from and when. Use it when \
-         the person refers to something discussed before."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: SearchArgs) -> Result<String, ToolError> {
-        if args.query.trim().is_empty() {
-            return Err(ToolError::invalid_args("`query` needs at least one word"));
-        }
-        let hits = ctx
-            .search_sessions(&SessionQuery {
-                query: args.query,
-                limit: args.limit.unwrap_or(5).clamp(1, 20),
-                exclude_current: true,
-            })
-            .await?;
-        Ok(json!({"matches": hits}).to_string())
-    }
-}
-
-/// Arguments of `session_summary`.
-#[derive(Deserialize, schemars::JsonSchema)]
-struct SummaryArgs {
+/// Summarises this conversation so far: the person's requests, numbered, each with what
+/// came of it (the answer, shortened; the tools called, with counts and errors). The
+/// request being worked on now is the last, marked in progress. Use it to recall what was
+/// asked and done earlier in a long conversation.
+#[tool(risk = read)]
+async fn session_summary(
+    ctx: &ToolContext<'_>,
     /// Only the last this many requests (1 to 100, default 20).
-    #[serde(default)]
-    #[schemars(range(min = 1, max = 100))]
+    #[arg(range = 1..=100)]
     last: Option<u32>,
-}
-
-struct SessionSummary;
-
-impl TypedTool for SessionSummary {
-    type Args = SummaryArgs;
-
-    fn name(&self) -> &str {
-        "session_summary"
-    }
-
-    fn description(&self) -> &str {
-        "Summarises this conversation so far: the person's requests, numbered, each with \
-         what came of it (the answer, shortened; the tools called, with counts and \
-         errors). The request being worked on now is the last, marked in progress. Use \
-         it to recall what was asked and done earlier in a long conversation."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: SummaryArgs) -> Result<String, ToolError> {
-        let last = args.last.map(|n| n.clamp(1, 100));
-        match ctx.session_summary(last).await {
-            Ok(history) => Ok(render(&history)),
-            Err(ServiceError::Unavailable(why)) if why.contains("does not know the request") => {
-                Err(ToolError::failed(format!(
-                    "this host is too old for session summaries ({why}); it needs toolhost \
-                     with plugin-api 0.1.4 or later. Go on without the summary."
-                )))
-            }
-            Err(ServiceError::Unavailable(why)) => Err(ToolError::failed(format!(
-                "there is no conversation to summarise here ({why}). Go on without the \
-                 summary."
-            ))),
-            Err(e) => Err(e.into()),
+) -> Result<String, ToolError> {
+    match ctx.session_summary(last.map(|n| n.clamp(1, 100))).await {
+        Ok(history) => Ok(render(&history)),
+        Err(ServiceError::Unavailable(why)) if why.contains("does not know the request") => {
+            Err(ToolError::failed(format!(
+                "this host is too old for session summaries ({why}); it needs toolhost with \
+                 plugin-api 0.1.4 or later. Go on without the summary."
+            )))
         }
+        Err(ServiceError::Unavailable(why)) => Err(ToolError::failed(format!(
+            "there is no conversation to summarise here ({why}). Go on without the summary."
+        ))),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -150,7 +107,7 @@ fn request_lines(r: &RequestSummary) -> String {
 export_plugin! {
     name: "session_search",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [SessionSearch, SessionSummary],
+    tools: [session_search, session_summary],
 }
 
 #[cfg(test)]
@@ -161,7 +118,7 @@ mod tests {
     use toolhost_plugin_api::testing::{TestHost, call};
     use toolhost_plugin_api::{Risk, ServiceError, ToolError};
 
-    use super::{SessionSearch, SessionSummary};
+    use super::{session_search, session_summary};
     use toolhost_plugin_api::{RequestSummary, SessionsSummaryAnswer, ToolUse};
 
     /// A history of three requests: answered with tools (one failed), cut short, current.
@@ -180,7 +137,7 @@ mod tests {
     #[test]
     fn the_summary_is_numbered_compact_text() {
         let host = TestHost::new().session_summary(history());
-        let out = host.call(&SessionSummary, json!({})).unwrap();
+        let out = host.call(&session_summary, json!({})).unwrap();
         assert_eq!(
             out,
             "3 requests in this conversation:\n\
@@ -199,12 +156,12 @@ mod tests {
     #[test]
     fn the_limit_asks_for_the_last_requests_within_1_to_100() {
         let host = TestHost::new().session_summary(history());
-        let out = host.call(&SessionSummary, json!({"last": 1})).unwrap();
+        let out = host.call(&session_summary, json!({"last": 1})).unwrap();
         assert!(
             out.starts_with("3 requests in this conversation; the last 1:\n3. "),
             "{out}"
         );
-        host.call(&SessionSummary, json!({"last": 100})).unwrap();
+        host.call(&session_summary, json!({"last": 100})).unwrap();
         let (_, params) = host.host_requests().pop().unwrap();
         assert_eq!(params, json!({"last": 100}));
         // Out of range, the schema refuses it (as the host does) and nothing is asked.
@@ -214,12 +171,12 @@ mod tests {
         ] {
             let asked = host.host_requests().len();
             assert_eq!(
-                host.call(&SessionSummary, json!({"last": given})),
+                host.call(&session_summary, json!({"last": given})),
                 Err(ToolError::InvalidArgs(problem.to_owned()))
             );
             assert_eq!(host.host_requests().len(), asked);
         }
-        let info = TestHost::new().describe(&SessionSummary);
+        let info = TestHost::new().describe(&session_summary);
         assert_eq!(info.risk, Risk::Read);
         assert_eq!(info.schema["properties"]["last"]["maximum"], json!(100));
     }
@@ -228,7 +185,7 @@ mod tests {
     fn an_empty_conversation_says_so() {
         let host = TestHost::new().session_summary(SessionsSummaryAnswer::new("s", Vec::new()));
         assert_eq!(
-            host.call(&SessionSummary, json!({})),
+            host.call(&session_summary, json!({})),
             Ok("No requests yet in this conversation.".to_owned())
         );
     }
@@ -241,14 +198,14 @@ mod tests {
                 "this host does not know the request '{method}'"
             )))
         });
-        let out = old.call(&SessionSummary, json!({}));
+        let out = old.call(&session_summary, json!({}));
         assert!(
             matches!(&out, Err(ToolError::Failed(m)) if m.starts_with("this host is too old for session summaries")
                 && m.contains("'sessions.summary'") && m.contains("Go on without")),
             "{out:?}"
         );
         // No agent's turn (toolhost call, an MCP client).
-        let out = call(&SessionSummary, json!({}));
+        let out = call(&session_summary, json!({}));
         assert!(
             matches!(&out, Err(ToolError::Failed(m)) if m.starts_with("there is no conversation to summarise here")),
             "{out:?}"
@@ -270,7 +227,7 @@ mod tests {
 
     #[test]
     fn describes_a_read_tool_with_a_bounded_limit() {
-        let info = TestHost::new().describe(&SessionSearch);
+        let info = TestHost::new().describe(&session_search);
         assert_eq!(info.name, "session_search");
         assert_eq!(info.risk, Risk::Read);
         assert_eq!(info.schema["required"], json!(["query"]));
@@ -285,7 +242,7 @@ mod tests {
     fn returns_the_stores_matches_for_the_query() {
         let host = store();
         let out = host
-            .call(&SessionSearch, json!({"query": "green tea"}))
+            .call(&session_search, json!({"query": "green tea"}))
             .unwrap();
         let out: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(
@@ -305,7 +262,7 @@ mod tests {
     fn the_limit_is_passed_on_within_1_to_20() {
         let host = store();
         for limit in [1, 3, 20] {
-            host.call(&SessionSearch, json!({"query": "tea", "limit": limit}))
+            host.call(&session_search, json!({"query": "tea", "limit": limit}))
                 .unwrap();
             let (_, params) = host.host_requests().pop().unwrap();
             assert_eq!(params["limit"], limit, "limit {limit}");
@@ -317,7 +274,7 @@ mod tests {
             (0, "/limit: 0 is less than the minimum of 1"),
         ] {
             assert_eq!(
-                host.call(&SessionSearch, json!({"query": "tea", "limit": given})),
+                host.call(&session_search, json!({"query": "tea", "limit": given})),
                 Err(ToolError::InvalidArgs(problem.to_owned()))
             );
         }
@@ -329,26 +286,26 @@ mod tests {
         let host = store();
         for query in ["", "   "] {
             assert_eq!(
-                host.call(&SessionSearch, json!({"query": query})),
+                host.call(&session_search, json!({"query": query})),
                 Err(ToolError::InvalidArgs(
                     "`query` needs at least one word".to_owned()
                 ))
             );
         }
         assert_eq!(
-            host.call(&SessionSearch, json!({"limit": 3})),
+            host.call(&session_search, json!({"limit": 3})),
             Err(ToolError::InvalidArgs(
                 r#""query" is a required property"#.to_owned()
             ))
         );
-        let out = host.call(&SessionSearch, json!({"query": "tea", "limit": -1}));
+        let out = host.call(&session_search, json!({"query": "tea", "limit": -1}));
         assert!(matches!(out, Err(ToolError::InvalidArgs(_))), "{out:?}");
         assert!(host.host_requests().is_empty());
     }
 
     #[test]
     fn a_host_without_a_session_store_fails_the_call_saying_why() {
-        let out = call(&SessionSearch, json!({"query": "tea"}));
+        let out = call(&session_search, json!({"query": "tea"}));
         assert_eq!(
             out,
             Err(ToolError::Failed(
@@ -365,11 +322,11 @@ mod tests {
             Err(ServiceError::Failed("the index is locked".to_owned()))
         });
         assert_eq!(
-            host.call(&SessionSearch, json!({"query": "tea"})),
+            host.call(&session_search, json!({"query": "tea"})),
             Err(ToolError::Failed("the index is locked".to_owned()))
         );
         let host = TestHost::new().on_host_request(|_: &str, _: &Value| Ok(json!({"hits": 3})));
-        let out = host.call(&SessionSearch, json!({"query": "tea"}));
+        let out = host.call(&session_search, json!({"query": "tea"}));
         assert!(
             matches!(&out, Err(ToolError::Failed(m)) if m.starts_with("the host's answer was malformed")),
             "{out:?}"
