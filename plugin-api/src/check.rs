@@ -37,6 +37,9 @@ pub enum SchemaRole {
     /// An output schema (MCP's `outputSchema`): structured results are validated against
     /// it, and MCP requires an object schema.
     Output,
+    /// A plugin's settings schema (`export_plugin! { settings: T, .. }`): the host's
+    /// `[plugins.NAME.settings]` table is validated against it when the plugin loads.
+    Settings,
 }
 
 impl SchemaRole {
@@ -44,6 +47,7 @@ impl SchemaRole {
         match self {
             SchemaRole::Arguments => "argument schema",
             SchemaRole::Output => "output schema",
+            SchemaRole::Settings => "settings schema",
         }
     }
 
@@ -53,6 +57,7 @@ impl SchemaRole {
                 "tool arguments are always a JSON object, so no call could pass it"
             }
             SchemaRole::Output => "MCP requires an object schema for structured results",
+            SchemaRole::Settings => "settings are always a TOML table",
         }
     }
 
@@ -64,6 +69,7 @@ impl SchemaRole {
             SchemaRole::Output => {
                 "fix the tool's `output_schema()` (or the output type it is derived from)"
             }
+            SchemaRole::Settings => "fix the settings type named in `export_plugin!`",
         }
     }
 }
@@ -180,6 +186,69 @@ pub fn check_schema(role: SchemaRole, schema: &Value) -> Result<jsonschema::Vali
             role.fix()
         )
     })
+}
+
+/// A plugin's settings checked against the schema it declares, as hosts check them when
+/// they load it: `Ok` with one warning per top-level key the schema does not name (the
+/// plugin ignores it: a typo, or a setting of another version), `Err` when the settings
+/// do not fit (a wrong type, a missing key, a value out of range, or an unknown key the
+/// type refuses), naming each problem's path. Messages name neither the plugin nor the
+/// config file: the host adds both.
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// use serde_json::json;
+/// use toolhost_plugin_api::check::check_settings;
+/// let schema = json!({"type": "object", "properties": {"units": {"type": "string"}}});
+/// assert_eq!(check_settings(&schema, &json!({"units": "metric"})), Ok(vec![]));
+/// let warned = check_settings(&schema, &json!({"unit": "metric"})).unwrap();
+/// assert_eq!(warned, ["key 'unit' is not a setting of this plugin (it reads: units); it is ignored"]);
+/// let refused = check_settings(&schema, &json!({"units": 3})).unwrap_err();
+/// assert!(refused.starts_with("/units: 3 is not of type \"string\""), "{refused}");
+/// # }
+/// ```
+pub fn check_settings(schema: &Value, settings: &Value) -> Result<Vec<String>, String> {
+    let validator = check_schema(SchemaRole::Settings, schema)?;
+    let known: Vec<&str> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+    let open_ended = schema.get("properties").is_none()
+        || schema
+            .get("additionalProperties")
+            .is_some_and(|a| a != &Value::Bool(false));
+    let mut warnings = Vec::new();
+    let mut checked = settings.clone();
+    if let (Value::Object(table), false) = (&mut checked, open_ended) {
+        let unknown: Vec<String> = table
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            let reads = if known.is_empty() {
+                "it reads none".to_owned()
+            } else {
+                format!("it reads: {}", known.join(", "))
+            };
+            if closed {
+                // The plugin's type refuses it: every call would fail on it.
+                return Err(format!(
+                    "key '{key}' is not a setting of this plugin ({reads}); remove it"
+                ));
+            }
+            warnings.push(format!(
+                "key '{key}' is not a setting of this plugin ({reads}); it is ignored"
+            ));
+            table.remove(&key);
+        }
+    }
+    match problems(&validator, &checked) {
+        None => Ok(warnings),
+        Some(problems) => Err(problems),
+    }
 }
 
 /// What the top level of `schema` is, when it is not an object schema.

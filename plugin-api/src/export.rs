@@ -58,7 +58,7 @@ macro_rules! __root_module_symbol {
 /// panicked: ...`) instead of crashing the host, and the others load.
 #[macro_export]
 macro_rules! export_plugin {
-    (name: $name:expr, version: $version:expr, tools: [$($tool:expr),* $(,)?] $(,)?) => {
+    (name: $name:expr, version: $version:expr, $(settings: $settings:ty,)? tools: [$($tool:expr),* $(,)?] $(,)?) => {
         #[doc(hidden)]
         #[unsafe(export_name = $crate::__root_module_symbol!())]
         pub static __TOOLHOST_PLUGIN_ROOT: $crate::__private::LibHeader = {
@@ -77,8 +77,19 @@ macro_rules! export_plugin {
             extern "C" fn __toolhost_export_tools() -> $crate::__private::ToolsResult {
                 $crate::__private::export_tools(__toolhost_tools)
             }
+            extern "C" fn __toolhost_settings_schema() -> $crate::__private::SettingsSchemaResult {
+                $( return $crate::__private::settings_schema_of::<$settings>(); )?
+                #[allow(unreachable_code)]
+                $crate::__private::no_settings_schema()
+            }
             fn __toolhost_root() -> $crate::__private::PluginRoot_Ref {
-                $crate::__private::root_module($name, $version, cfg!(panic = "unwind"), __toolhost_export_tools)
+                $crate::__private::root_module_with_settings(
+                    $name,
+                    $version,
+                    cfg!(panic = "unwind"),
+                    __toolhost_export_tools,
+                    __toolhost_settings_schema,
+                )
             }
             extern "C" fn __toolhost_load() -> $crate::__private::RootModuleResult {
                 $crate::__private::call_root_module_loader(__toolhost_root)
@@ -93,13 +104,26 @@ macro_rules! export_plugin {
 #[doc(hidden)]
 pub type ToolsResult = RResult<RVec<FfiTool>, RString>;
 
-/// Builds the root module (leaked once per load of the library).
+/// Builds the root module of a plugin that declares no settings schema (leaked once per
+/// load of the library).
 #[doc(hidden)]
 pub fn root_module(
     name: &'static str,
     version: &'static str,
     panic_unwind: bool,
     tools: extern "C" fn() -> ToolsResult,
+) -> PluginRoot_Ref {
+    root_module_with_settings(name, version, panic_unwind, tools, no_settings_schema_entry)
+}
+
+/// Builds the root module (leaked once per load of the library).
+#[doc(hidden)]
+pub fn root_module_with_settings(
+    name: &'static str,
+    version: &'static str,
+    panic_unwind: bool,
+    tools: extern "C" fn() -> ToolsResult,
+    settings_schema: extern "C" fn() -> SettingsSchemaResult,
 ) -> PluginRoot_Ref {
     use abi_stable::prefix_type::PrefixTypeTrait;
     PluginRoot {
@@ -109,8 +133,53 @@ pub fn root_module(
         panic_unwind,
         table_layouts,
         tools,
+        settings_schema,
     }
     .leak_into_prefix()
+}
+
+/// What the exported settings-schema function returns: the schema's JSON text (empty for
+/// none), or the message of a panic.
+#[doc(hidden)]
+pub type SettingsSchemaResult = RResult<RString, RString>;
+
+extern "C" fn no_settings_schema_entry() -> SettingsSchemaResult {
+    no_settings_schema()
+}
+
+/// No settings schema declared.
+#[doc(hidden)]
+pub fn no_settings_schema() -> SettingsSchemaResult {
+    RResult::ROk(RString::new())
+}
+
+/// The settings schema of `T`, derived as argument schemas are; a panic while deriving
+/// it is caught and returned as its message.
+#[doc(hidden)]
+pub fn settings_schema_of<T: schemars::JsonSchema>() -> SettingsSchemaResult {
+    match quietly(|| crate::schema::schema_for::<T>().to_string()) {
+        Ok(text) => RResult::ROk(RString::from(text)),
+        Err(payload) => RResult::RErr(RString::from(take_message(payload))),
+    }
+}
+
+/// The settings schema a plugin's root declares: `Ok(None)` when it declares none (or was
+/// built before plugin-api 0.1.4), `Err` with a message when deriving it panicked or it
+/// is not JSON.
+pub fn read_settings_schema(root: PluginRoot_Ref) -> Result<Option<serde_json::Value>, String> {
+    let Some(get) = root.settings_schema() else {
+        return Ok(None);
+    };
+    match get().into_result() {
+        Ok(text) if text.is_empty() => Ok(None),
+        Ok(text) => serde_json::from_str(text.as_str())
+            .map(Some)
+            .map_err(|e| format!("its settings schema is not JSON: {e}")),
+        Err(panic) => Err(format!(
+            "deriving its settings schema panicked: {}",
+            panic.as_str()
+        )),
+    }
 }
 
 extern "C" fn table_layouts() -> TableLayouts {

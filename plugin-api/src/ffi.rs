@@ -119,6 +119,12 @@ pub struct PluginRoot {
     /// Creates the plugin's tools. `Err` carries the message of a panic.
     #[sabi(last_prefix_field)]
     pub tools: extern "C" fn() -> RResult<RVec<FfiTool>, RString>,
+    /// The JSON Schema of the plugin's settings (`export_plugin! { settings: T, .. }`), as
+    /// JSON text; empty when it declares none. `Err` carries the message of a panic.
+    /// Since plugin-api 0.1.4: a plugin built before has no such field, and a host reads
+    /// that as no schema.
+    #[sabi(missing_field(option))]
+    pub settings_schema: extern "C" fn() -> RResult<RString, RString>,
 }
 
 impl RootModule for PluginRoot_Ref {

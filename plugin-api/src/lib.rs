@@ -264,8 +264,13 @@ pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 ///
 /// # Parameters
 /// - `ctx: &ToolContext<'_>` (any name): the call's context.
-/// - `#[settings] s: T` (`T: Deserialize`): the plugin's settings, read for the call; a
-///   table that does not fit `T` is an error naming `[plugins.NAME.settings]`.
+/// - `#[settings] s: T` (`T: Deserialize + Default`): the plugin's settings, read for the
+///   call; a table that does not fit `T` is an error naming `[plugins.NAME.settings]`, and
+///   a host too old to have settings (before plugin-api 0.1.4) gives `T::default()`.
+///   Name `T` in `export_plugin! { settings: T, .. }` too (it then needs `JsonSchema`):
+///   hosts check the table against its schema when they load the plugin, so settings
+///   that do not fit refuse the load instead of failing every call, and keys `T` does not
+///   have are warned about.
 /// - `#[args] a: T` (`T: Deserialize + JsonSchema`): the whole arguments object, a type
 ///   of your own, instead of one parameter per argument.
 /// - Any other parameter is one argument (an owned type: `String`, not `&str`). An
@@ -302,7 +307,9 @@ pub use unwind::{CatchUnwind, dispose_payload, panic_message, take_message};
 /// ([`answer_from_ffi`](host::answer_from_ffi)), the one reading hosts and the test
 /// harness share. Plugin authors need none of it.
 pub mod host {
-    pub use crate::export::{ToolMetadata, answer_from_ffi, read_tool_metadata};
+    pub use crate::export::{
+        ToolMetadata, answer_from_ffi, read_settings_schema, read_tool_metadata,
+    };
 }
 
 /// Used by `export_plugin!` and the plugins it builds; not part of the stable interface.
@@ -311,13 +318,15 @@ pub mod host {
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        CREATING_TOOL, FailedTool, ToolsResult, call_root_module_loader, create_tool, export_tools,
-        into_ffi_tool, lib_header, root_module,
+        CREATING_TOOL, FailedTool, SettingsSchemaResult, ToolsResult, call_root_module_loader,
+        create_tool, export_tools, into_ffi_tool, lib_header, no_settings_schema, root_module,
+        root_module_with_settings, settings_schema_of,
     };
     pub use crate::ffi::PluginRoot_Ref;
     #[cfg(feature = "macros")]
     pub use crate::macro_support::{
-        AnyOutput, NotAnObject, ObjectOutput, OutputCheck, into_tool_error, output_text, structured,
+        AnyOutput, NotAnObject, ObjectOutput, OutputCheck, into_tool_error, output_text,
+        settings_or_default, structured,
     };
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};
     pub use crate::unwind::panic_hint;

@@ -33,6 +33,20 @@ pub fn into_tool_error<E: Display + 'static>(error: E) -> ToolError {
     ToolError::Failed(format!("{error:#}"))
 }
 
+/// A `#[settings]` parameter's value: the plugin's settings read into `T`, or `T`'s
+/// defaults on a host that has no settings to give (one older than plugin-api 0.1.4:
+/// such a host has no `[plugins.NAME.settings]` either). Settings that do not fit `T`
+/// are a failure naming the table to fix.
+pub async fn settings_or_default<T: serde::de::DeserializeOwned + Default>(
+    ctx: &crate::context::ToolContext<'_>,
+) -> Result<T, ToolError> {
+    match ctx.settings::<T>().await {
+        Ok(settings) => Ok(settings),
+        Err(crate::context::ServiceError::Unavailable(_)) => Ok(T::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A structured result's outcome: its value, and as text what the function said beside
 /// it or else the value's JSON.
 pub fn structured<T: Serialize>(value: &T, text: Option<String>) -> Result<ToolOutput, ToolError> {

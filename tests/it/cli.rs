@@ -439,3 +439,91 @@ fn plugin_settings_from_the_config_reach_the_plugin_in_process_and_in_a_worker()
         text(&out.stderr)
     );
 }
+
+/// A plugin that names its settings type in `export_plugin!` (the example's
+/// `HelloSettings`) has its `[plugins.NAME.settings]` checked when it loads, in process and
+/// in a worker: settings that do not fit refuse the load, naming the table and the
+/// problem; a key it does not read is a warning, and the plugin loads and reads the rest.
+#[test]
+fn declared_plugin_settings_are_checked_at_load_in_process_and_in_a_worker() {
+    let dir = PluginDir::with(&["hello_tools"]);
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    let file = dir.path().join("libhello_tools.so");
+    let file = file.to_str().expect("utf-8");
+    let work = tempfile::tempdir().expect("temp dir");
+    let good = work.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "[plugins.hello.settings]\nlanguage = \"fr\"\nlangauge = \"de\"\n",
+    )
+    .expect("write config");
+    let bad = work.path().join("bad.toml");
+    std::fs::write(&bad, "[plugins.hello.settings]\nlanguage = \"es\"\n").expect("write config");
+    let (good, bad) = (good.to_str().expect("utf-8"), bad.to_str().expect("utf-8"));
+    for mode in [&[][..], &["--isolate"][..]] {
+        // Loads, reads the setting, and warns about the key it does not read.
+        let mut args = vec!["--config", good, "check", file];
+        args.extend_from_slice(mode);
+        let out = toolhost(&args);
+        let shown = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{mode:?}: {shown}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            shown.contains("settings:    declared (language)"),
+            "{mode:?}: {shown}"
+        );
+        assert!(
+            shown.contains(
+                "warning:     [plugins.hello.settings] (in "
+            ) && shown.contains(
+                "key 'langauge' is not a setting of this plugin (it reads: language); it is ignored"
+            ),
+            "{mode:?}: {shown}"
+        );
+        let mut args = vec![
+            "--config",
+            good,
+            "call",
+            "greet",
+            r#"{"name": "Ada"}"#,
+            "--yes",
+            "--plugins",
+            d,
+        ];
+        args.extend_from_slice(mode);
+        let out = toolhost(&args);
+        assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout).trim(), "Bonjour, Ada!", "{mode:?}");
+
+        // Refused at load, before any call, naming the table and what does not fit.
+        let mut args = vec!["--config", bad, "check", file];
+        args.extend_from_slice(mode);
+        let out = toolhost(&args);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{mode:?}: {all}");
+        assert!(
+            all.contains("its settings do not fit the settings schema it declares: /language: ")
+                && all.contains("fix [plugins.hello.settings] in the host's config"),
+            "{mode:?}: {all}"
+        );
+        let mut args = vec![
+            "--config",
+            bad,
+            "call",
+            "greet",
+            r#"{"name": "Ada"}"#,
+            "--yes",
+            "--plugins",
+            d,
+        ];
+        args.extend_from_slice(mode);
+        let out = toolhost(&args);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{mode:?}: {all}");
+        assert!(all.contains("[plugins.hello.settings]"), "{mode:?}: {all}");
+    }
+}

@@ -104,6 +104,25 @@ impl CheckArgs {
             plugin.api_version,
             toolhost::ABI_VERSION
         )?;
+        if let Some(schema) = &plugin.settings_schema {
+            let keys: Vec<&str> = schema
+                .get("properties")
+                .and_then(serde_json::Value::as_object)
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            outln!(
+                "settings:    declared ({}); [plugins.{}.settings] checked against them",
+                if keys.is_empty() {
+                    "no keys".to_owned()
+                } else {
+                    keys.join(", ")
+                },
+                plugin.name
+            )?;
+        }
+        for warning in &plugin.warnings {
+            outln!("warning:     {warning}")?;
+        }
         // Registered into a scratch registry, as a host would: what it refuses is marked.
         let (registry, problems) = toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
         let refused = refusals(&plugin, &problems);
@@ -202,10 +221,13 @@ impl CheckArgs {
                 // release named it (then it was also the ABI version).
                 "host_api_version": toolhost::API_VERSION,
                 "mode": plugin.mode,
+                "settings_schema": plugin.settings_schema,
             });
             let (registry, problems) =
                 toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
-            report["warnings"] = description_warnings(&plugin, &registry).into();
+            let mut warnings = plugin.warnings.clone();
+            warnings.extend(description_warnings(&plugin, &registry));
+            report["warnings"] = warnings.into();
             let refused = refusals(&plugin, &problems);
             let mut tools: Vec<serde_json::Value> = plugin
                 .tools

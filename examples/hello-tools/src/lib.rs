@@ -5,17 +5,47 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use toolhost_plugin_api::{LogLevel, ToolContext, ToolError, export_plugin, tool};
+
+/// The plugin's settings: the host config's `[plugins.hello.settings]` table. Named in
+/// `export_plugin!`, so the host checks the table against this type's schema when it
+/// loads the plugin (a wrong value refuses the load; an unknown key is warned about).
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(default)]
+pub struct HelloSettings {
+    /// The language `greet` uses when a call names none (English by default).
+    pub language: Option<Language>,
+}
+
+/// A language `greet` speaks.
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// English.
+    En,
+    /// French.
+    Fr,
+    /// German.
+    De,
+}
 
 /// Greets a person by name in English, French or German.
 #[tool(risk = read)]
 pub async fn greet(
+    #[settings] settings: HelloSettings,
     /// The name of the person to greet.
     name: String,
-    /// Greeting language: "en" (default), "fr" or "de".
+    /// Greeting language: "en", "fr" or "de" (the plugin's setting, else "en").
     language: Option<String>,
 ) -> Result<String, ToolError> {
-    let greeting = match language.as_deref().unwrap_or("en") {
+    let fallback = match settings.language {
+        None | Some(Language::En) => "en",
+        Some(Language::Fr) => "fr",
+        Some(Language::De) => "de",
+    };
+    let greeting = match language.as_deref().unwrap_or(fallback) {
         "en" => "Hello",
         "fr" => "Bonjour",
         "de" => "Hallo",
@@ -61,6 +91,7 @@ pub async fn countdown(
 export_plugin! {
     name: "hello",
     version: env!("CARGO_PKG_VERSION"),
+    settings: HelloSettings,
     tools: [greet, countdown],
 }
 
@@ -90,6 +121,28 @@ mod tests {
             call(&greet, json!({"name": "Ada", "language": "de"})),
             Ok("Hallo, Ada!".into())
         );
+    }
+
+    #[test]
+    fn greet_speaks_the_plugins_language_when_a_call_names_none() {
+        let host = TestHost::new().settings(json!({"language": "de"}));
+        assert_eq!(
+            host.call(&greet, json!({"name": "Ada"})),
+            Ok("Hallo, Ada!".into())
+        );
+        assert_eq!(
+            host.call(&greet, json!({"name": "Ada", "language": "fr"})),
+            Ok("Bonjour, Ada!".into())
+        );
+        let wrong = TestHost::new().settings(json!({"language": "es"}));
+        let e = wrong.call(&greet, json!({"name": "Ada"})).unwrap_err();
+        assert!(e.to_string().contains("[plugins.NAME.settings]"), "{e}");
+    }
+
+    #[test]
+    fn a_host_takes_every_tool_and_the_settings_schema() {
+        let tools = toolhost_plugin_api::testing::check_plugin(&crate::__TOOLHOST_PLUGIN_ROOT);
+        assert_eq!(tools.map(|t| t.len()), Ok(2));
     }
 
     #[test]

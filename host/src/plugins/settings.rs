@@ -71,6 +71,38 @@ impl PluginSettings {
     }
 }
 
+impl PluginSettings {
+    /// Checks `plugin`'s settings against the settings schema it declares (none: nothing
+    /// to check), as every load does, in process and for a worker alike: `Ok` with a
+    /// warning per key the plugin does not read, `Err` when they do not fit (the plugin is
+    /// then not loaded: every call would fail on them).
+    pub(crate) fn check_declared(
+        &self,
+        plugin: &str,
+        schema: Option<&Value>,
+    ) -> Result<Vec<String>, crate::plugins::load::error::LoadErrorKind> {
+        let Some(schema) = schema else {
+            return Ok(Vec::new());
+        };
+        let config = match &self.base {
+            Some(base) => format!(" (in {})", base.display()),
+            None => String::new(),
+        };
+        let table = self.of(plugin);
+        match toolhost_plugin_api::check::check_settings(schema, &table.settings) {
+            Ok(warnings) => Ok(warnings
+                .into_iter()
+                .map(|w| format!("[plugins.{plugin}.settings]{config}: {w}"))
+                .collect()),
+            Err(problems) => Err(crate::plugins::load::error::LoadErrorKind::Settings {
+                plugin: plugin.to_owned(),
+                problems,
+                config,
+            }),
+        }
+    }
+}
+
 /// The answer to a `plugin.settings` request, for a plugin with `settings`.
 pub(crate) fn answer(settings: &SettingsAnswer) -> toolhost_plugin_api::HostAnswer {
     toolhost_plugin_api::HostAnswer::from(settings.clone())

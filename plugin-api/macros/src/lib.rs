@@ -662,7 +662,7 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
             Param::Context => call_args.push(quote!(__ctx)),
             Param::Settings(ty) => {
                 settings_load = quote! {
-                    let __settings: #ty = __ctx.settings().await.map_err(#krate::ToolError::from)?;
+                    let __settings: #ty = #krate::__private::settings_or_default(__ctx).await?;
                 };
                 call_args.push(quote!(__settings));
             }

@@ -481,6 +481,9 @@ impl PluginCatalog {
                 if generation > 1 {
                     state.reloads += 1;
                 }
+                for warning in &plugin.warnings {
+                    tracing::warn!(file = %file.display(), plugin = %plugin.name, "{warning}");
+                }
                 for skipped in &plugin.skipped_tools {
                     report.errors.push(LoadErrorStatus {
                         file: file.clone(),
@@ -658,6 +661,7 @@ fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
                     last_error: e.last_error.clone(),
                     mode: e.plugin.mode,
                     worker: e.plugin.worker.as_ref().map(|w| w.status()),
+                    warnings: e.plugin.warnings.clone(),
                 }
             })
             .collect(),

@@ -112,6 +112,9 @@ pub struct PluginStatus {
     /// Its worker, in process mode.
     #[serde(default)]
     pub worker: Option<crate::plugins::isolation::supervisor::WorkerStatus>,
+    /// What its load warned about without refusing it (settings keys it does not read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A file (or directory) that did not load: in status, one with no generation serving;

@@ -222,6 +222,10 @@ pub(crate) struct Hello {
     pub(crate) tools: Vec<ToolSpec>,
     /// Tools left out (their metadata failed), one message each.
     pub(crate) skipped_tools: Vec<String>,
+    /// The plugin's settings schema, when it declares one (the host checks its settings
+    /// against it).
+    #[serde(default)]
+    pub(crate) settings_schema: Option<serde_json::Value>,
     /// What confines the worker, protection by protection (the host adds what it set up:
     /// the cgroup).
     pub(crate) confinement: Confinement,

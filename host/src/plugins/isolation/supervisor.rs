@@ -93,6 +93,7 @@ pub(crate) struct WorkerLoad {
     pub(crate) abi_version: String,
     pub(crate) tools: Vec<ToolSpec>,
     pub(crate) skipped_tools: Vec<String>,
+    pub(crate) settings_schema: Option<serde_json::Value>,
 }
 
 impl WorkerPlugin {
@@ -150,6 +151,7 @@ impl WorkerPlugin {
             abi_version: hello.abi_version,
             tools: hello.tools,
             skipped_tools: hello.skipped_tools,
+            settings_schema: hello.settings_schema,
         })
     }
 

@@ -145,6 +145,7 @@ pub fn run(fd: RawFd) -> i32 {
         abi_version: plugin.abi_version.clone(),
         tools: plugin.tools.iter().map(|t| t.spec().clone()).collect(),
         skipped_tools: plugin.skipped_tools.clone(),
+        settings_schema: plugin.settings_schema.clone(),
         confinement,
         pid: std::process::id(),
     })));

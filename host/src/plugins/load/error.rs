@@ -161,6 +161,18 @@ pub enum LoadErrorKind {
          its Cargo profile or RUSTFLAGS)"
     )]
     PanicAbort,
+    /// The plugin declares a settings schema and the config's settings for it do not fit.
+    #[error(
+        "its settings do not fit the settings schema it declares: {problems}; fix [plugins.{plugin}.settings] in the host's config{config}, then reload"
+    )]
+    Settings {
+        /// The plugin's name.
+        plugin: String,
+        /// What does not fit, each problem with its path.
+        problems: String,
+        /// ` (FOLDER/...)`: where the config file is, when there is one.
+        config: String,
+    },
     /// Plugin code panicked or failed while the host read its tools.
     #[error("the plugin failed while its tools were being read: {reason}; fix the plugin")]
     Plugin {

@@ -489,6 +489,19 @@ impl PluginLoader {
                     });
                 }
             };
+        let warnings = match self
+            .policy
+            .settings
+            .check_declared(&started.name, started.settings_schema.as_ref())
+        {
+            Ok(warnings) => warnings,
+            Err(refused) => {
+                // Dropping the worker's supervisor ends its process.
+                drop(started);
+                let _ = fs::remove_file(&copy);
+                return Err(refused);
+            }
+        };
         let settings = self.policy.settings.of(&started.name);
         let tools = started
             .plugin
@@ -503,6 +516,8 @@ impl PluginLoader {
             size,
             tools,
             skipped_tools: started.skipped_tools,
+            settings_schema: started.settings_schema,
+            warnings,
             mode: IsolationMode::Process,
             worker: Some(started.plugin),
         })
@@ -596,6 +611,15 @@ pub(crate) fn load_library_tools(
         sha256: Arc::from(sha256),
         version: Arc::new(root.version().as_str().to_owned()),
     };
+    // The settings it declares are checked before any tool is made: settings that do
+    // not fit refuse the plugin now, not at its first call.
+    let settings_schema = toolhost_plugin_api::host::read_settings_schema(root)
+        .map_err(|reason| LoadErrorKind::Plugin { reason })?;
+    let warnings = match settings {
+        Some(all) => all.check_declared(&name, settings_schema.as_ref())?,
+        // In a worker: the host checks what the worker reports.
+        None => Vec::new(),
+    };
     let ffi_tools = root.tools()()
         .into_result()
         .map_err(|m| LoadErrorKind::Plugin {
@@ -649,6 +673,8 @@ pub(crate) fn load_library_tools(
         size: 0,
         tools,
         skipped_tools,
+        settings_schema,
+        warnings,
         mode: if in_worker {
             IsolationMode::Process
         } else {

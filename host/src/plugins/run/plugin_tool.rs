@@ -51,6 +51,12 @@ pub struct LoadedPlugin {
     /// Tools left out because reading their metadata failed (a panic in `name`,
     /// `description`, ...), one message each; the plugin's other tools still load.
     pub skipped_tools: Vec<String>,
+    /// The JSON Schema of its settings, when it declares one (`export_plugin! { settings:
+    /// T, .. }`); the config's `[plugins.NAME.settings]` were checked against it at load.
+    pub settings_schema: Option<serde_json::Value>,
+    /// What the load found to warn about without refusing the plugin: settings keys it
+    /// does not read. Logged at load and shown by `status` and `check`.
+    pub warnings: Vec<String>,
     /// Where its code runs.
     pub mode: IsolationMode,
     /// Its workers, in process mode.
