@@ -193,7 +193,7 @@ enum Param {
     /// `#[args] a: T`: the whole arguments object, a type of the author's.
     Args(Type),
     /// One property of the arguments object.
-    Property(Property),
+    Property(Box<Property>),
 }
 
 /// One property of the generated arguments struct.
@@ -346,7 +346,7 @@ fn parse_param(arg: &mut FnArg) -> syn::Result<(Param, Ident)> {
             Ok(())
         })?;
     }
-    Ok((Param::Property(property), ident))
+    Ok((Param::Property(Box::new(property)), ident))
 }
 
 /// `&ToolContext<'_>` (by its last path segment).
@@ -598,7 +598,7 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
             length,
             pattern,
             description,
-        } = prop;
+        } = &**prop;
         let mut attrs = Vec::new();
         if let Some(d) = description {
             attrs.push(quote!(#[doc = #d]));
