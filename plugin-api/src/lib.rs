@@ -401,6 +401,8 @@ mod tests {
                 "panic_unwind: bool".to_owned(),
                 "table_layouts: fn()->TableLayouts".to_owned(),
                 "tools: fn()->RResult".to_owned(),
+                // Appended in 0.1.4 (unreleased then): optional, older plugins lack it.
+                "settings_schema: fn()->RResult".to_owned(),
             ],
             vec![
                 format!("drop: {this}->()"),

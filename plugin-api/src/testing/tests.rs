@@ -92,10 +92,12 @@ fn bad_typed_arguments_give_the_message_the_host_gives() {
         json!({"name": "x", "times": 300}),
     ] {
         let text = serde_json::to_string(&args).unwrap();
-        let expected = serde_json::from_str::<GreetArgs>(&text)
-            .err()
-            .expect("the arguments are bad")
-            .to_string();
+        // The host checks arguments against the schema first (the same validator and
+        // message); what passes it is parsed by the same glue.
+        let schema = crate::schema_for::<GreetArgs>();
+        let validator =
+            crate::check::check_schema(crate::check::SchemaRole::Arguments, &schema).unwrap();
+        let expected = crate::check::problems(&validator, &args).expect("the arguments are bad");
         assert_eq!(
             call(&Greet, args),
             Err(ToolError::InvalidArgs(expected)),
