@@ -207,7 +207,7 @@ pub use host_request::{
     SessionsSearchAnswer, SessionsSummaryAnswer, SettingsAnswer, StateDirAnswer, SummaryQuery,
     ToolUse, WorkspaceAnswer,
 };
-pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
+pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, Structured, ToolOutput};
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, standard_formats, tidy_schema};
 pub use settings_path::SettingsPath;
@@ -288,6 +288,8 @@ pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 /// - `ToolOutput`: the whole outcome (details, content blocks, `failed()`).
 /// - `Vec<Diagnostic>`: findings, as [`ToolOutput::from_diagnostics`] makes them.
 /// - `(String, T)`: a text for the model beside a structured value.
+/// - [`Structured<T>`](Structured): a structured value with its text, details and error
+///   flag (`Structured::new(report).text(..).failed_if(..)`).
 /// - Any other `T: Serialize + JsonSchema`: a structured value (MCP `structuredContent`)
 ///   whose derived schema is the tool's output schema, and its JSON as the text. It must
 ///   be an object: a list, a number, a string or an `Option` is refused at compile time

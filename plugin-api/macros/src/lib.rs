@@ -180,8 +180,49 @@ fn doc_text(attrs: &[Attribute]) -> Option<String> {
             );
         }
     }
-    let text = lines.join("\n").trim().to_owned();
+    let text = unwrap_lines(&lines);
     (!text.is_empty()).then_some(text)
+}
+
+/// Source lines of a doc comment as the description the model reads: the lines of a
+/// paragraph joined with spaces (a `///` comment wraps where the source does, not where the
+/// text breaks), paragraphs apart by a blank line; list items, headings, table rows and
+/// fenced code keep their own lines.
+fn unwrap_lines(lines: &[String]) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    let mut blank = false;
+    for line in lines {
+        let t = line.trim_start();
+        let fence = t.starts_with("```");
+        if t.is_empty() && !fenced {
+            blank = !out.is_empty();
+            continue;
+        }
+        let own_line = fenced
+            || fence
+            || t.starts_with("- ")
+            || t.starts_with("* ")
+            || t.starts_with('#')
+            || t.starts_with('|')
+            || t.split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        if !out.is_empty() {
+            out.push_str(if blank {
+                "\n\n"
+            } else if own_line {
+                "\n"
+            } else {
+                " "
+            });
+        }
+        out.push_str(if fenced || fence { line } else { t });
+        blank = false;
+        if fence {
+            fenced = !fenced;
+        }
+    }
+    out.trim().to_owned()
 }
 
 /// What a parameter of the function is.
@@ -396,6 +437,8 @@ enum Kind {
     Structured(Type),
     /// `(String, T)`: the text the model reads, beside a structured value.
     TextAnd(Type),
+    /// `Structured<T>`: a structured value with its text, details and error flag.
+    Answer(Type),
 }
 
 fn kind_of(ty: &Type) -> Kind {
@@ -408,6 +451,9 @@ fn kind_of(ty: &Type) -> Kind {
     match last_segment(ty) {
         Some(s) if s.ident == "String" && type_args(s).is_empty() => Kind::Text,
         Some(s) if s.ident == "ToolOutput" => Kind::Output,
+        Some(s) if s.ident == "Structured" && type_args(s).len() == 1 => {
+            Kind::Answer(type_args(s)[0].clone())
+        }
         Some(s)
             if s.ident == "Vec"
                 && type_args(s)
@@ -699,11 +745,13 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
             quote!(::core::option::Option::None),
             TokenStream2::new(),
         ),
-        Kind::Structured(t) | Kind::TextAnd(t) => {
-            let outcome = if matches!(kind, Kind::TextAnd(_)) {
-                quote!(#krate::__private::structured(&__value.1, ::core::option::Option::Some(__value.0)))
-            } else {
-                quote!(#krate::__private::structured(&__value, ::core::option::Option::None))
+        Kind::Structured(t) | Kind::TextAnd(t) | Kind::Answer(t) => {
+            let outcome = match &kind {
+                Kind::TextAnd(_) => {
+                    quote!(#krate::__private::structured(&__value.1, ::core::option::Option::Some(__value.0)))
+                }
+                Kind::Answer(_) => quote!(__value.into_output()),
+                _ => quote!(#krate::__private::structured(&__value, ::core::option::Option::None)),
             };
             let check = quote_spanned! {t.span()=>
                 const _: () = {

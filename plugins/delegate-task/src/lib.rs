@@ -14,8 +14,8 @@ use std::task::Poll;
 use serde::Deserialize;
 use serde_json::json;
 use toolhost_plugin_api::{
-    ChildRole, ChildTurnRequest, DelegatedTask, DelegationRequest, Risk, ServiceError, ToolContext,
-    ToolError, TypedTool, export_plugin,
+    ChildRole, ChildTurnRequest, DelegatedTask, DelegationRequest, ServiceError, ToolContext,
+    ToolError, export_plugin, tool,
 };
 
 /// The most tasks in one batch.
@@ -103,7 +103,8 @@ async fn join_all<T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + Send + '_
     outputs.into_iter().flatten().collect()
 }
 
-struct DelegateTask;
+/// How a call's tasks run: waited for, or in the background.
+struct Delegation;
 
 /// The tasks of a call, checked: one `task` or a non-empty batch of at most `MAX_TASKS`,
 /// each with its role (its own, else the call's).
@@ -133,7 +134,7 @@ fn tasks_of(args: DelegateArgs) -> Result<Vec<Task>, ToolError> {
     Ok(tasks)
 }
 
-impl DelegateTask {
+impl Delegation {
     /// Runs the tasks as child turns and waits for all of them.
     async fn foreground(
         ctx: &ToolContext<'_>,
@@ -229,41 +230,30 @@ impl DelegateTask {
     }
 }
 
-impl TypedTool for DelegateTask {
-    type Args = DelegateArgs;
-
-    fn name(&self) -> &str {
-        "delegate_task"
-    }
-
-    fn description(&self) -> &str {
-        "Hands work to a helper agent that starts with no knowledge of this conversation \
-         and returns its final answer. Give one `task` (with `context`), or up to 5 \
-         independent `tasks` to run in parallel; answers come back in the order given. \
-         State each task completely, with everything the helper needs to know. With \
-         `background: true` the call answers at once with a delegation id and the results \
-         arrive later as a message, so you can go on meanwhile."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: DelegateArgs) -> Result<String, ToolError> {
-        let background = args.background;
-        let tasks = tasks_of(args)?;
-        if background {
-            Self::background(ctx, &tasks).await
-        } else {
-            Self::foreground(ctx, &tasks, None).await
-        }
+/// Hands work to a helper agent that starts with no knowledge of this conversation and
+/// returns its final answer. Give one `task` (with `context`), or up to 5 independent
+/// `tasks` to run in parallel; answers come back in the order given. State each task
+/// completely, with everything the helper needs to know. With `background: true` the call
+/// answers at once with a delegation id and the results arrive later as a message, so you
+/// can go on meanwhile.
+#[tool(risk = read)]
+async fn delegate_task(
+    ctx: &ToolContext<'_>,
+    #[args] args: DelegateArgs,
+) -> Result<String, ToolError> {
+    let background = args.background;
+    let tasks = tasks_of(args)?;
+    if background {
+        Delegation::background(ctx, &tasks).await
+    } else {
+        Delegation::foreground(ctx, &tasks, None).await
     }
 }
 
 export_plugin! {
     name: "delegate_task",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [DelegateTask],
+    tools: [delegate_task],
 }
 
 #[cfg(test)]
@@ -277,7 +267,7 @@ mod tests {
         DelegationUnit, Risk, ServiceError, ToolError,
     };
 
-    use super::DelegateTask;
+    use super::delegate_task;
 
     /// Children that answer in upper case, and fail on a prompt containing "fail".
     fn children() -> TestHost {
@@ -295,7 +285,7 @@ mod tests {
 
     #[test]
     fn describes_a_read_tool_with_at_most_five_tasks() {
-        let info = TestHost::new().describe(&DelegateTask);
+        let info = TestHost::new().describe(&delegate_task);
         assert_eq!(info.name, "delegate_task");
         assert_eq!(info.risk, Risk::Read);
         assert!(!info.interactive);
@@ -306,7 +296,7 @@ mod tests {
     fn one_task_returns_the_childs_answer() {
         let host = children();
         let out = host.call(
-            &DelegateTask,
+            &delegate_task,
             json!({"task": "find the file", "context": "it is in /tmp"}),
         );
         assert_eq!(out, Ok("FIND THE FILE".to_owned()));
@@ -322,12 +312,12 @@ mod tests {
     #[test]
     fn a_failing_child_fails_a_single_task() {
         assert_eq!(
-            children().call(&DelegateTask, json!({"task": "fail now"})),
+            children().call(&delegate_task, json!({"task": "fail now"})),
             Err(ToolError::Failed(
                 "the helper failed: could not fail now".to_owned()
             ))
         );
-        let out = call(&DelegateTask, json!({"task": "anything"}));
+        let out = call(&delegate_task, json!({"task": "anything"}));
         assert_eq!(
             out,
             Err(ToolError::Failed(
@@ -342,7 +332,7 @@ mod tests {
     fn a_batch_answers_in_the_order_given_with_errors_in_place() {
         let host = children();
         let out = host.call(
-            &DelegateTask,
+            &delegate_task,
             json!({"tasks": [
                 {"task": "one"},
                 {"task": "please fail", "context": "bad luck"},
@@ -374,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_batch_of_one_is_still_a_batch() {
-        let out = children().call(&DelegateTask, json!({"tasks": [{"task": "x"}]}));
+        let out = children().call(&delegate_task, json!({"tasks": [{"task": "x"}]}));
         assert_eq!(
             out,
             Ok("X".to_owned()),
@@ -401,12 +391,12 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                host.call(&DelegateTask, args.clone()),
+                host.call(&delegate_task, args.clone()),
                 Err(ToolError::InvalidArgs(expected)),
                 "{args}"
             );
         }
-        let out = host.call(&DelegateTask, json!({"tasks": [{"context": "no task"}]}));
+        let out = host.call(&delegate_task, json!({"tasks": [{"context": "no task"}]}));
         assert!(
             matches!(&out, Err(ToolError::InvalidArgs(m)) if m.contains("\"task\"")),
             "{out:?}"
@@ -417,7 +407,7 @@ mod tests {
     fn roles_reach_the_host_per_task_or_from_the_call() {
         let host = children();
         let out = host.call(
-            &DelegateTask,
+            &delegate_task,
             json!({"tasks": [{"task": "a"}, {"task": "b", "role": "leaf"}], "role": "orchestrator"}),
         );
         assert!(out.is_ok(), "{out:?}");
@@ -431,14 +421,14 @@ mod tests {
             [Some(ChildRole::Orchestrator), Some(ChildRole::Leaf)]
         );
         let host = children();
-        host.call(&DelegateTask, json!({"task": "plain"})).unwrap();
+        host.call(&delegate_task, json!({"task": "plain"})).unwrap();
         assert_eq!(
             host.child_turn_calls()[0].role,
             None,
             "no role: the host's default"
         );
         assert!(matches!(
-            host.call(&DelegateTask, json!({"task": "x", "role": "boss"})),
+            host.call(&delegate_task, json!({"task": "x", "role": "boss"})),
             Err(ToolError::InvalidArgs(_))
         ));
     }
@@ -462,7 +452,7 @@ mod tests {
             })
         });
         let out = parsed(host.call(
-            &DelegateTask,
+            &delegate_task,
             json!({"background": true, "tasks": [
                 {"task": "one", "group": "g"},
                 {"task": "two", "context": "c", "role": "orchestrator"},
@@ -503,7 +493,7 @@ mod tests {
         let host = children();
         let out = host
             .call(
-                &DelegateTask,
+                &delegate_task,
                 json!({"background": true, "task": "find it"}),
             )
             .unwrap();
@@ -513,7 +503,7 @@ mod tests {
         );
         assert!(out.ends_with("\nFIND IT"), "{out}");
         let out = parsed(host.call(
-            &DelegateTask,
+            &delegate_task,
             json!({"background": true, "tasks": [{"task": "a"}, {"task": "b"}]}),
         ));
         assert_eq!(out["results"][1]["answer"], "B");
@@ -534,7 +524,7 @@ mod tests {
             ))
         });
         assert_eq!(
-            host.call(&DelegateTask, json!({"background": true, "task": "x"})),
+            host.call(&delegate_task, json!({"background": true, "task": "x"})),
             Err(ToolError::Failed("the orchestrator role is off".to_owned()))
         );
     }

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use toolhost_plugin_api::{LogLevel, Risk, ToolContext, ToolError, TypedTool, export_plugin};
+use toolhost_plugin_api::{LogLevel, ToolContext, ToolError, export_plugin, tool};
 
 /// What to do.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -260,47 +260,31 @@ fn run(path: &Path, args: MemoryArgs, said: &mut Vec<String>) -> Result<String, 
     }
 }
 
-struct Memory;
-
-impl TypedTool for Memory {
-    type Args = MemoryArgs;
-
-    fn name(&self) -> &str {
-        "memory"
+/// Your own notes, kept across conversations: facts about the person, their preferences,
+/// decisions made. action=add saves `text`; list shows every note with its id; search
+/// finds notes containing every word of `query`; remove deletes the note `id`. Save short,
+/// self-contained notes; search before asking the person something they may have told you
+/// before.
+#[tool(risk = read)]
+async fn memory(ctx: &ToolContext<'_>, #[args] args: MemoryArgs) -> Result<String, ToolError> {
+    let path = ctx.state_dir().await?.join("memory.json");
+    let (result, said) = ctx
+        .blocking(move |_| {
+            let mut said = Vec::new();
+            (run(&path, args, &mut said), said)
+        })
+        .await
+        .map_err(ToolError::failed)?;
+    for line in said {
+        ctx.log(LogLevel::WARN, &line);
     }
-
-    fn description(&self) -> &str {
-        "Your own notes, kept across conversations: facts about the person, their \
-         preferences, decisions made. action=add saves `text`; list shows every note with \
-         its id; search finds notes containing every word of `query`; remove deletes the \
-         note `id`. Save short, self-contained notes; search before asking the person \
-         something they may have told you before."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: MemoryArgs) -> Result<String, ToolError> {
-        let path = ctx.state_dir().await?.join("memory.json");
-        let (result, said) = ctx
-            .blocking(move |_| {
-                let mut said = Vec::new();
-                (run(&path, args, &mut said), said)
-            })
-            .await
-            .map_err(ToolError::failed)?;
-        for line in said {
-            ctx.log(LogLevel::WARN, &line);
-        }
-        result
-    }
+    result
 }
 
 export_plugin! {
     name: "memory",
     version: env!("CARGO_PKG_VERSION"),
-    tools: [Memory],
+    tools: [memory],
 }
 
 #[cfg(test)]
@@ -311,10 +295,10 @@ mod tests {
     use toolhost_plugin_api::testing::TestHost;
     use toolhost_plugin_api::{LogLevel, Risk, ToolError};
 
-    use super::Memory;
+    use super::memory;
 
     fn ok(host: &TestHost, args: Value) -> Value {
-        let out = host.call(&Memory, args.clone());
+        let out = host.call(&memory, args.clone());
         serde_json::from_str(&out.unwrap_or_else(|e| panic!("{args}: {e}"))).unwrap()
     }
 
@@ -329,7 +313,7 @@ mod tests {
 
     #[test]
     fn describes_a_read_tool_with_four_actions() {
-        let info = TestHost::new().describe(&Memory);
+        let info = TestHost::new().describe(&memory);
         assert_eq!(info.name, "memory");
         assert_eq!(info.risk, Risk::Read);
         assert_eq!(info.schema["required"], json!(["action"]));
@@ -408,7 +392,7 @@ mod tests {
         );
         assert_eq!(texts(&ok(&host, json!({"action": "list"}))), ["two"]);
         assert_eq!(
-            host.call(&Memory, json!({"action": "remove", "id": 1})),
+            host.call(&memory, json!({"action": "remove", "id": 1})),
             Err(ToolError::InvalidArgs(
                 "there is no note 1; list the notes to see their ids".to_owned()
             ))
@@ -460,7 +444,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                host.call(&Memory, args.clone()),
+                host.call(&memory, args.clone()),
                 Err(ToolError::InvalidArgs(expected.to_owned())),
                 "{args}"
             );
@@ -470,7 +454,7 @@ mod tests {
             json!({"action": "forget"}),
             json!({"action": "remove", "id": -1}),
         ] {
-            let out = host.call(&Memory, args.clone());
+            let out = host.call(&memory, args.clone());
             assert!(
                 matches!(out, Err(ToolError::InvalidArgs(_))),
                 "{args}: {out:?}"
@@ -485,7 +469,7 @@ mod tests {
         let host = TestHost::new();
         let file = host.state_dir().join("memory.json");
         std::fs::write(&file, "{not json").unwrap();
-        let out = host.call(&Memory, json!({"action": "add", "text": "x"}));
+        let out = host.call(&memory, json!({"action": "add", "text": "x"}));
         assert!(
             matches!(&out, Err(ToolError::Failed(m)) if m.contains("is damaged") && m.contains("move it aside")),
             "{out:?}"
@@ -531,7 +515,7 @@ mod tests {
 
     #[cfg(unix)]
     fn refused_naming(host: &TestHost, args: Value, link: &std::path::Path) {
-        let out = host.call(&Memory, args);
+        let out = host.call(&memory, args);
         let needle = format!("{} is a symbolic link", link.display());
         assert!(
             matches!(&out, Err(ToolError::Failed(m)) if m.contains(&needle) && m.contains("remove it")),

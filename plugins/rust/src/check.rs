@@ -5,9 +5,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, Details, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, Details, Structured, ToolContext, ToolError, tool};
 
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec::{self, Command};
@@ -71,95 +69,47 @@ enum Checker {
     Clippy,
 }
 
-/// The `cargo_check` tool.
-pub struct CargoCheck;
-
-/// The `cargo_clippy` tool.
-pub struct CargoClippy;
-
-impl TypedOutputTool for CargoCheck {
-    type Args = CheckArgs;
-    type Output = CheckReport;
-
-    fn name(&self) -> &str {
-        "cargo_check"
-    }
-
-    fn description(&self) -> &str {
-        "Type-checks a Rust crate of the workspace with `cargo check` and returns the \
-         compiler's errors and warnings, one per entry: level, code, file:line:col, message, \
-         the source line and any suggested fix. Faster than a build; use it after editing \
-         Rust code. Options: `path` (the crate's folder, default the first workspace root), \
-         `package`, `all_targets` (tests and examples too), `features`, `all_features`. \
-         Runs in the command sandbox (writes only the crate's root, its target folder and \
-         cargo's caches), offline unless the workspace allows the network."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {
-        run_checker(ctx, args, Checker::Check).await
-    }
-
-    fn text(&self, report: &CheckReport) -> String {
-        report_text("cargo check", report)
-    }
-
-    fn details(&self, report: &CheckReport) -> Details {
-        report_details(report)
-    }
-
-    fn is_error(&self, report: &CheckReport) -> bool {
-        !report.success
-    }
+/// Type-checks a Rust crate of the workspace with `cargo check` and returns the
+/// compiler's errors and warnings, one per entry: level, code, file:line:col, message,
+/// the source line and any suggested fix. Faster than a build; use it after editing
+/// Rust code. Options: `path` (the crate's folder, default the first workspace root),
+/// `package`, `all_targets` (tests and examples too), `features`, `all_features`. Runs
+/// in the command sandbox (writes only the crate's root, its target folder and cargo's
+/// caches), offline unless the workspace allows the network.
+#[tool(risk = read, programs = ["cargo"], workspace)]
+pub async fn cargo_check(
+    ctx: &ToolContext<'_>,
+    #[args] args: CheckArgs,
+) -> Result<Structured<CheckReport>, ToolError> {
+    let report = run_checker(ctx, args, Checker::Check).await?;
+    Ok(answer("cargo check", report))
 }
 
-impl TypedOutputTool for CargoClippy {
-    type Args = CheckArgs;
-    type Output = CheckReport;
+/// Lints a Rust crate of the workspace with `cargo clippy` and returns the lints and
+/// compiler diagnostics, one per entry: level, code (`clippy::...`), file:line:col,
+/// message, the source line and any suggested fix. Options: `path` (the crate's folder,
+/// default the first workspace root), `package`, `all_targets`, `features`,
+/// `all_features`. Runs in the command sandbox, offline unless the workspace allows the
+/// network.
+#[tool(risk = read, programs = ["cargo"], workspace)]
+pub async fn cargo_clippy(
+    ctx: &ToolContext<'_>,
+    #[args] args: CheckArgs,
+) -> Result<Structured<CheckReport>, ToolError> {
+    let report = run_checker(ctx, args, Checker::Clippy).await?;
+    Ok(answer("cargo clippy", report))
+}
 
-    fn name(&self) -> &str {
-        "cargo_clippy"
-    }
-
-    fn description(&self) -> &str {
-        "Lints a Rust crate of the workspace with `cargo clippy` and returns the lints and \
-         compiler diagnostics, one per entry: level, code (`clippy::...`), file:line:col, \
-         message, the source line and any suggested fix. Options: `path` (the crate's \
-         folder, default the first workspace root), `package`, `all_targets`, `features`, \
-         `all_features`. Runs in the command sandbox, offline unless the workspace allows \
-         the network."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: CheckArgs) -> Result<CheckReport, ToolError> {
-        run_checker(ctx, args, Checker::Clippy).await
-    }
-
-    fn text(&self, report: &CheckReport) -> String {
-        report_text("cargo clippy", report)
-    }
-
-    fn details(&self, report: &CheckReport) -> Details {
-        report_details(report)
-    }
-
-    fn is_error(&self, report: &CheckReport) -> bool {
-        !report.success
-    }
+/// A check's result: the compact text the model reads, every diagnostic whole in the
+/// details, and an error when the check did not pass.
+fn answer(what: &str, report: CheckReport) -> Structured<CheckReport> {
+    let text = report_text(what, &report);
+    let details = report_details(&report);
+    let failed = !report.success;
+    Structured::new(report)
+        .text(text)
+        .details(details)
+        .failed_if(failed)
 }
 
 /// Plans and runs one check.

@@ -10,9 +10,7 @@ use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::exec::{self, Command};
 use crate::project::Workspace;
@@ -104,108 +102,96 @@ pub struct CratesReport {
     pub raw: String,
 }
 
-/// The `crates_io_lookup` tool.
-pub struct CratesIoLookup;
+/// Searches the crate registry (crates.io, or the registry the user's cargo is
+/// configured for) with `query`, or inspects one crate with `name` (and optionally
+/// `version`): description, version, license, links, features (which are default) and
+/// dependencies. Uses the network through cargo (`cargo search`, `cargo info`).
+#[tool(risk = network, programs = ["cargo"], workspace)]
+pub async fn crates_io_lookup(
+    ctx: &ToolContext<'_>,
+    #[args] args: CratesArgs,
+) -> Result<Structured<CratesReport>, ToolError> {
+    let value = run_crates_io_lookup(ctx, args).await?;
+    let text = crates_io_lookup_text(&value);
+    Ok(Structured::new(value).text(text))
+}
 
-impl TypedOutputTool for CratesIoLookup {
-    type Args = CratesArgs;
-    type Output = CratesReport;
-
-    fn name(&self) -> &str {
-        "crates_io_lookup"
-    }
-
-    fn description(&self) -> &str {
-        "Searches the crate registry (crates.io, or the registry the user's cargo is \
-         configured for) with `query`, or inspects one crate with `name` (and optionally \
-         `version`): description, version, license, links, features (which are default) \
-         and dependencies. Uses the network through cargo (`cargo search`, `cargo info`)."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Network
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"]).workspace()
-    }
-
-    async fn run(
-        &self,
-        ctx: &ToolContext<'_>,
-        args: CratesArgs,
-    ) -> Result<CratesReport, ToolError> {
-        let (mode, cargo_args) = plan(args)?;
-        let answer = Workspace::answer(ctx).await?;
-        let cwd = answer
-            .roots
-            .first()
-            .and_then(|r| std::fs::canonicalize(r).ok())
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let mut notes = Vec::new();
-        let command = Command {
-            program: "cargo",
-            args: cargo_args,
-            cwd,
-            write: Vec::new(),
-            cargo_caches: true,
-            network: true,
-            local_tcp: false,
-            configured_env: answer.env.clone(),
-            timeout: exec::time_limit(None, answer.command_timeout_secs.min(120), &mut notes),
-        };
-        let ran = ctx
-            .blocking(move |cancel: &CancelFlag| exec::run(command, cancel))
-            .await
-            .map_err(ToolError::failed)??;
-        let stdout = ran.stdout();
-        if ran.exit_code() != Some(0) {
-            let stderr = ran.stderr();
-            let said = stderr
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("Updating") && !l.trim().is_empty())
-                .collect::<Vec<_>>()
-                .join("\n");
-            return Err(ToolError::failed(format!(
-                "cargo {mode} failed: {}{}",
-                if said.is_empty() {
-                    stderr.trim()
-                } else {
-                    said.trim()
-                },
-                ran.notes
-                    .iter()
-                    .map(|n| format!("; {n}"))
-                    .collect::<String>()
-            )));
-        }
-        Ok(match mode {
-            "search" => {
-                let (results, more) = parse_search(&stdout);
-                CratesReport {
-                    mode: mode.to_owned(),
-                    results,
-                    more,
-                    info: None,
-                    raw: stdout,
-                }
-            }
-            _ => CratesReport {
-                mode: mode.to_owned(),
-                results: Vec::new(),
-                more: None,
-                info: Some(parse_info(&stdout)),
-                raw: stdout,
+/// What `crates_io_lookup` does, before its text and details are made.
+async fn run_crates_io_lookup(
+    ctx: &ToolContext<'_>,
+    args: CratesArgs,
+) -> Result<CratesReport, ToolError> {
+    let (mode, cargo_args) = plan(args)?;
+    let answer = Workspace::answer(ctx).await?;
+    let cwd = answer
+        .roots
+        .first()
+        .and_then(|r| std::fs::canonicalize(r).ok())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let mut notes = Vec::new();
+    let command = Command {
+        program: "cargo",
+        args: cargo_args,
+        cwd,
+        write: Vec::new(),
+        cargo_caches: true,
+        network: true,
+        local_tcp: false,
+        configured_env: answer.env.clone(),
+        timeout: exec::time_limit(None, answer.command_timeout_secs.min(120), &mut notes),
+    };
+    let ran = ctx
+        .blocking(move |cancel: &CancelFlag| exec::run(command, cancel))
+        .await
+        .map_err(ToolError::failed)??;
+    let stdout = ran.stdout();
+    if ran.exit_code() != Some(0) {
+        let stderr = ran.stderr();
+        let said = stderr
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("Updating") && !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(ToolError::failed(format!(
+            "cargo {mode} failed: {}{}",
+            if said.is_empty() {
+                stderr.trim()
+            } else {
+                said.trim()
             },
-        })
+            ran.notes
+                .iter()
+                .map(|n| format!("; {n}"))
+                .collect::<String>()
+        )));
     }
-
-    fn text(&self, r: &CratesReport) -> String {
-        if r.mode == "search" && r.results.is_empty() {
-            return "no crate matched the search".to_owned();
+    Ok(match mode {
+        "search" => {
+            let (results, more) = parse_search(&stdout);
+            CratesReport {
+                mode: mode.to_owned(),
+                results,
+                more,
+                info: None,
+                raw: stdout,
+            }
         }
-        r.raw.trim_end().to_owned()
+        _ => CratesReport {
+            mode: mode.to_owned(),
+            results: Vec::new(),
+            more: None,
+            info: Some(parse_info(&stdout)),
+            raw: stdout,
+        },
+    })
+}
+
+/// The text the model reads for a result of `crates_io_lookup`.
+fn crates_io_lookup_text(r: &CratesReport) -> String {
+    if r.mode == "search" && r.results.is_empty() {
+        return "no crate matched the search".to_owned();
     }
+    r.raw.trim_end().to_owned()
 }
 
 /// The cargo subcommand and arguments of a lookup, its inputs checked.

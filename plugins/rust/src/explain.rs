@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{
-    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedTool, WorkspaceAnswer,
-};
+use toolhost_plugin_api::{CancelFlag, ToolContext, ToolError, WorkspaceAnswer, tool};
 
 use crate::exec::{self, Command};
 use crate::project::Workspace;
@@ -22,62 +20,42 @@ pub struct ExplainArgs {
     code: String,
 }
 
-/// The `rustc_explain` tool.
-pub struct RustcExplain;
-
-impl TypedTool for RustcExplain {
-    type Args = ExplainArgs;
-
-    fn name(&self) -> &str {
-        "rustc_explain"
+/// Returns the Rust compiler's long explanation of an error code (`rustc --explain
+/// E0382`): what the error means, an example that causes it and how to fix it, as
+/// Markdown. `code` is `E` and four digits, as in `error[E0382]`.
+#[tool(risk = read, programs = ["rustc"], workspace)]
+pub async fn rustc_explain(
+    ctx: &ToolContext<'_>,
+    #[args] args: ExplainArgs,
+) -> Result<String, ToolError> {
+    let code = validate(&args.code)?;
+    let answer = Workspace::answer(ctx).await?;
+    let command = rustc_command(&answer, vec!["--explain".to_owned(), code.clone()]);
+    let ran = ctx
+        .blocking(move |cancel: &CancelFlag| exec::run(command, cancel))
+        .await
+        .map_err(ToolError::failed)??;
+    let stdout = ran.stdout();
+    if ran.exit_code() == Some(0) && !stdout.trim().is_empty() {
+        return Ok(format!("# {code}\n\n{}", stdout.trim_end()));
     }
-
-    fn description(&self) -> &str {
-        "Returns the Rust compiler's long explanation of an error code (`rustc --explain \
-         E0382`): what the error means, an example that causes it and how to fix it, as \
-         Markdown. `code` is `E` and four digits, as in `error[E0382]`."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["rustc"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: ExplainArgs) -> Result<String, ToolError> {
-        let code = validate(&args.code)?;
-        let answer = Workspace::answer(ctx).await?;
-        let command = rustc_command(&answer, vec!["--explain".to_owned(), code.clone()]);
-        let ran = ctx
-            .blocking(move |cancel: &CancelFlag| exec::run(command, cancel))
-            .await
-            .map_err(ToolError::failed)??;
-        let stdout = ran.stdout();
-        if ran.exit_code() == Some(0) && !stdout.trim().is_empty() {
-            return Ok(format!("# {code}\n\n{}", stdout.trim_end()));
-        }
-        let stderr = ran.stderr();
-        if stderr.contains("is not a valid error code")
-            || stderr.contains("no extended information")
-        {
-            return Err(ToolError::failed(format!(
-                "{code} is not an error code this rustc knows (it may be new, or retired): \
+    let stderr = ran.stderr();
+    if stderr.contains("is not a valid error code") || stderr.contains("no extended information") {
+        return Err(ToolError::failed(format!(
+            "{code} is not an error code this rustc knows (it may be new, or retired): \
                  check the code in the compiler's message"
-            )));
-        }
-        Err(ToolError::failed(format!(
-            "rustc --explain {code} failed ({}): {}{}",
-            ran.exit_code()
-                .map_or("killed".to_owned(), |c| format!("exit code {c}")),
-            stderr.trim(),
-            ran.notes
-                .iter()
-                .map(|n| format!("; {n}"))
-                .collect::<String>()
-        )))
+        )));
     }
+    Err(ToolError::failed(format!(
+        "rustc --explain {code} failed ({}): {}{}",
+        ran.exit_code()
+            .map_or("killed".to_owned(), |c| format!("exit code {c}")),
+        stderr.trim(),
+        ran.notes
+            .iter()
+            .map(|n| format!("; {n}"))
+            .collect::<String>()
+    )))
 }
 
 /// A rustc command that writes nothing but its temporary folder: in the first root of

@@ -19,9 +19,7 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::check::{cargo_command, selection_args, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
@@ -100,121 +98,111 @@ pub struct FixReport {
     pub notes: Vec<String>,
 }
 
-/// The `cargo_fix` tool.
-pub struct CargoFix;
+/// Applies the compiler's machine-applicable suggestions to a Rust crate of the
+/// workspace with `cargo fix` (`clippy: true`: clippy's too, with `cargo clippy --fix`)
+/// and returns the files it changed as a diff summary, plus the diagnostics left for a
+/// person. cargo refuses when version control shows uncommitted changes (pass
+/// `allow_dirty: true` only if the user agreed) or there is no version control
+/// (`allow_no_vcs: true`). Options: `path`, `package`, `all_targets`, `features`. Runs
+/// in the command sandbox, offline unless the workspace allows the network.
+#[tool(risk = write, programs = ["cargo"], workspace)]
+pub async fn cargo_fix(
+    ctx: &ToolContext<'_>,
+    #[args] args: FixArgs,
+) -> Result<Structured<FixReport>, ToolError> {
+    let value = run_cargo_fix(ctx, args).await?;
+    let text = cargo_fix_text(&value);
+    let failed = cargo_fix_failed(&value);
+    Ok(Structured::new(value).text(text).failed_if(failed))
+}
 
-impl TypedOutputTool for CargoFix {
-    type Args = FixArgs;
-    type Output = FixReport;
-
-    fn name(&self) -> &str {
-        "cargo_fix"
+/// What `cargo_fix` does, before its text and details are made.
+async fn run_cargo_fix(ctx: &ToolContext<'_>, args: FixArgs) -> Result<FixReport, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let project = workspace.project(args.path.as_deref())?;
+    let mut notes = Vec::new();
+    let timeout = exec::time_limit(
+        args.timeout_secs,
+        workspace.rules.command_timeout_secs,
+        &mut notes,
+    );
+    let network = workspace.rules.allow_network;
+    let mut cargo_args: Vec<String> = if args.clippy {
+        vec!["clippy".into(), "--fix".into()]
+    } else {
+        vec!["fix".into()]
+    };
+    cargo_args.extend(selection_args(
+        args.package.as_deref(),
+        args.all_targets,
+        &args.features,
+        false,
+        network,
+    ));
+    if args.allow_dirty {
+        cargo_args.extend(["--allow-dirty".into(), "--allow-staged".into()]);
     }
-
-    fn description(&self) -> &str {
-        "Applies the compiler's machine-applicable suggestions to a Rust crate of the \
-         workspace with `cargo fix` (`clippy: true`: clippy's too, with `cargo clippy \
-         --fix`) and returns the files it changed as a diff summary, plus the diagnostics \
-         left for a person. cargo refuses when version control shows uncommitted changes \
-         (pass `allow_dirty: true` only if the user agreed) or there is no version \
-         control (`allow_no_vcs: true`). Options: `path`, `package`, `all_targets`, \
-         `features`. Runs in the command sandbox, offline unless the workspace allows the \
-         network."
+    if args.allow_no_vcs {
+        cargo_args.push("--allow-no-vcs".into());
     }
+    cargo_args.push("--message-format=json".into());
+    let dir = project.dir.clone();
+    let mut command = cargo_command(&project, &workspace, cargo_args, timeout);
+    // cargo fix's lock server: see the module's top.
+    command.local_tcp = true;
+    ctx.blocking(move |cancel: &CancelFlag| {
+        let before = snapshot(&dir);
+        let ran = exec::run(command, cancel)?;
+        let after = snapshot(&dir);
+        Ok(report(ran, &before, &after, network, notes))
+    })
+    .await
+    .map_err(ToolError::failed)?
+}
 
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: FixArgs) -> Result<FixReport, ToolError> {
-        let workspace = Workspace::of(ctx).await?;
-        let project = workspace.project(args.path.as_deref())?;
-        let mut notes = Vec::new();
-        let timeout = exec::time_limit(
-            args.timeout_secs,
-            workspace.rules.command_timeout_secs,
-            &mut notes,
+/// The text the model reads for a result of `cargo_fix`.
+fn cargo_fix_text(r: &FixReport) -> String {
+    let mut text = if r.changed.is_empty() {
+        format!(
+            "cargo fix {}: no file changed\n",
+            if r.success { "finished" } else { "failed" }
+        )
+    } else {
+        let (added, removed) = r
+            .changed
+            .iter()
+            .fold((0, 0), |(a, d), f| (a + f.added, d + f.removed));
+        let mut text = format!(
+            "cargo fix changed {} files (+{added} -{removed}):\n",
+            r.changed.len()
         );
-        let network = workspace.rules.allow_network;
-        let mut cargo_args: Vec<String> = if args.clippy {
-            vec!["clippy".into(), "--fix".into()]
-        } else {
-            vec!["fix".into()]
-        };
-        cargo_args.extend(selection_args(
-            args.package.as_deref(),
-            args.all_targets,
-            &args.features,
-            false,
-            network,
-        ));
-        if args.allow_dirty {
-            cargo_args.extend(["--allow-dirty".into(), "--allow-staged".into()]);
+        for f in &r.changed {
+            text.push_str(&format!("  {} +{} -{}\n", f.path, f.added, f.removed));
         }
-        if args.allow_no_vcs {
-            cargo_args.push("--allow-no-vcs".into());
-        }
-        cargo_args.push("--message-format=json".into());
-        let dir = project.dir.clone();
-        let mut command = cargo_command(&project, &workspace, cargo_args, timeout);
-        // cargo fix's lock server: see the module's top.
-        command.local_tcp = true;
-        ctx.blocking(move |cancel: &CancelFlag| {
-            let before = snapshot(&dir);
-            let ran = exec::run(command, cancel)?;
-            let after = snapshot(&dir);
-            Ok(report(ran, &before, &after, network, notes))
-        })
-        .await
-        .map_err(ToolError::failed)?
-    }
-
-    fn is_error(&self, r: &FixReport) -> bool {
-        !r.success
-    }
-
-    fn text(&self, r: &FixReport) -> String {
-        let mut text = if r.changed.is_empty() {
-            format!(
-                "cargo fix {}: no file changed\n",
-                if r.success { "finished" } else { "failed" }
-            )
-        } else {
-            let (added, removed) = r
-                .changed
-                .iter()
-                .fold((0, 0), |(a, d), f| (a + f.added, d + f.removed));
-            let mut text = format!(
-                "cargo fix changed {} files (+{added} -{removed}):\n",
-                r.changed.len()
-            );
-            for f in &r.changed {
-                text.push_str(&format!("  {} +{} -{}\n", f.path, f.added, f.removed));
-            }
-            for f in &r.changed {
-                text.push('\n');
-                text.push_str(&f.diff);
-            }
-            text
-        };
-        if !r.remaining.is_empty() {
-            text.push_str("\nleft to fix by hand:\n");
-            text.push_str(&diagnostics::compact_list(&r.remaining, 30));
-        }
-        if let Some(error) = &r.cargo_error {
-            text.push_str("--- cargo said ---\n");
-            text.push_str(error.trim_end());
+        for f in &r.changed {
             text.push('\n');
-        }
-        for note in &r.notes {
-            text.push_str(&format!("note: {note}\n"));
+            text.push_str(&f.diff);
         }
         text
+    };
+    if !r.remaining.is_empty() {
+        text.push_str("\nleft to fix by hand:\n");
+        text.push_str(&diagnostics::compact_list(&r.remaining, 30));
     }
+    if let Some(error) = &r.cargo_error {
+        text.push_str("--- cargo said ---\n");
+        text.push_str(error.trim_end());
+        text.push('\n');
+    }
+    for note in &r.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text
+}
+
+/// Whether it says the call did not do what was asked for a result of `cargo_fix`.
+fn cargo_fix_failed(r: &FixReport) -> bool {
+    !r.success
 }
 
 /// The report of a finished fix.

@@ -22,25 +22,25 @@ mod project;
 mod rustdoc;
 mod test_run;
 
-pub use check::{CargoCheck, CargoClippy, CheckArgs, CheckReport};
-pub use crates::{CrateInfo, CratesArgs, CratesIoLookup, CratesReport, Feature, SearchHit};
+pub use check::{CheckArgs, CheckReport, cargo_check, cargo_clippy};
+pub use crates::{CrateInfo, CratesArgs, CratesReport, Feature, SearchHit, crates_io_lookup};
 pub use diagnostics::{Child, CompilerDiagnostic, Span};
-pub use explain::{ExplainArgs, RustcExplain};
-pub use fix::{CargoFix, ChangedFile, FixArgs, FixReport};
+pub use explain::{ExplainArgs, rustc_explain};
+pub use fix::{ChangedFile, FixArgs, FixReport, cargo_fix};
 pub use libtest::{Suite, TestCase, Totals};
-pub use rustdoc::{DocEntry, LookupArgs, RustdocLookup, docs_folder, lookup};
-pub use test_run::{CargoTest, TestArgs, TestReport};
+pub use rustdoc::{DocEntry, LookupArgs, docs_folder, lookup, rustdoc_lookup};
+pub use test_run::{TestArgs, TestReport, cargo_test};
 
 toolhost_plugin_api::export_plugin! {
     name: "rust",
     version: env!("CARGO_PKG_VERSION"),
     tools: [
-        check::CargoCheck,
-        check::CargoClippy,
-        test_run::CargoTest,
-        fix::CargoFix,
-        explain::RustcExplain,
-        rustdoc::RustdocLookup,
-        crates::CratesIoLookup,
+        check::cargo_check,
+        check::cargo_clippy,
+        test_run::cargo_test,
+        fix::cargo_fix,
+        explain::rustc_explain,
+        rustdoc::rustdoc_lookup,
+        crates::crates_io_lookup,
     ],
 }

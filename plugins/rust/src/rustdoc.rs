@@ -19,9 +19,7 @@ use std::rc::Rc;
 use markup5ever_rcdom::{Node, NodeData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::exec;
 use crate::explain::rustc_command;
@@ -71,66 +69,58 @@ pub struct DocEntry {
     pub source: String,
 }
 
-/// The `rustdoc_lookup` tool.
-pub struct RustdocLookup;
+/// Looks up an item of the Rust standard library (std, core, alloc) in the toolchain's
+/// local documentation and returns its signature and documentation as Markdown, with a
+/// type's methods or a module's items listed. `item` is a path:
+/// `std::collections::HashMap::entry`, `Vec::push`, `Option`, `std::fs`,
+/// `str::split_once`. Works offline; an unknown path gets near matches.
+#[tool(risk = read, programs = ["rustc"], workspace)]
+pub async fn rustdoc_lookup(
+    ctx: &ToolContext<'_>,
+    #[args] args: LookupArgs,
+) -> Result<Structured<DocEntry>, ToolError> {
+    let value = run_rustdoc_lookup(ctx, args).await?;
+    let text = rustdoc_lookup_text(&value);
+    Ok(Structured::new(value).text(text))
+}
 
-impl TypedOutputTool for RustdocLookup {
-    type Args = LookupArgs;
-    type Output = DocEntry;
-
-    fn name(&self) -> &str {
-        "rustdoc_lookup"
-    }
-
-    fn description(&self) -> &str {
-        "Looks up an item of the Rust standard library (std, core, alloc) in the \
-         toolchain's local documentation and returns its signature and documentation as \
-         Markdown, with a type's methods or a module's items listed. `item` is a path: \
-         `std::collections::HashMap::entry`, `Vec::push`, `Option`, `std::fs`, \
-         `str::split_once`. Works offline; an unknown path gets near matches."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["rustc"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: LookupArgs) -> Result<DocEntry, ToolError> {
-        let answer = Workspace::answer(ctx).await?;
-        let command = rustc_command(&answer, vec!["--print".to_owned(), "sysroot".to_owned()]);
-        ctx.blocking(move |cancel: &CancelFlag| {
-            let ran = exec::run(command, cancel)?;
-            let sysroot = ran.stdout().trim().to_owned();
-            if ran.exit_code() != Some(0) || sysroot.is_empty() {
-                return Err(ToolError::failed(format!(
-                    "rustc --print sysroot failed: {}",
-                    ran.stderr().trim()
-                )));
-            }
-            let docs = docs_folder(Path::new(&sysroot))?;
-            lookup(&docs, &args.item)
-        })
-        .await
-        .map_err(ToolError::failed)?
-    }
-
-    fn text(&self, e: &DocEntry) -> String {
-        let mut text = format!("# {} ({})\n\n", e.path, e.kind);
-        if !e.signature.trim().is_empty() {
-            text.push_str(&format!("```rust\n{}\n```\n\n", e.signature.trim()));
+/// What `rustdoc_lookup` does, before its text and details are made.
+async fn run_rustdoc_lookup(
+    ctx: &ToolContext<'_>,
+    args: LookupArgs,
+) -> Result<DocEntry, ToolError> {
+    let answer = Workspace::answer(ctx).await?;
+    let command = rustc_command(&answer, vec!["--print".to_owned(), "sysroot".to_owned()]);
+    ctx.blocking(move |cancel: &CancelFlag| {
+        let ran = exec::run(command, cancel)?;
+        let sysroot = ran.stdout().trim().to_owned();
+        if ran.exit_code() != Some(0) || sysroot.is_empty() {
+            return Err(ToolError::failed(format!(
+                "rustc --print sysroot failed: {}",
+                ran.stderr().trim()
+            )));
         }
-        if !e.doc.trim().is_empty() {
-            text.push_str(e.doc.trim());
-            text.push_str("\n\n");
-        }
-        for (kind, names) in &e.members {
-            text.push_str(&format!("{kind}: {}\n", names.join(", ")));
-        }
-        text
+        let docs = docs_folder(Path::new(&sysroot))?;
+        lookup(&docs, &args.item)
+    })
+    .await
+    .map_err(ToolError::failed)?
+}
+
+/// The text the model reads for a result of `rustdoc_lookup`.
+fn rustdoc_lookup_text(e: &DocEntry) -> String {
+    let mut text = format!("# {} ({})\n\n", e.path, e.kind);
+    if !e.signature.trim().is_empty() {
+        text.push_str(&format!("```rust\n{}\n```\n\n", e.signature.trim()));
     }
+    if !e.doc.trim().is_empty() {
+        text.push_str(e.doc.trim());
+        text.push_str("\n\n");
+    }
+    for (kind, names) in &e.members {
+        text.push_str(&format!("{kind}: {}\n", names.join(", ")));
+    }
+    text
 }
 
 /// The rust-docs HTML folder of the toolchain at `sysroot`, or the answer that says how

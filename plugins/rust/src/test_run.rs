@@ -5,9 +5,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, Details, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, Details, Structured, ToolContext, ToolError, tool};
 
 use crate::check::{cargo_command, selection_args, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
@@ -71,148 +69,144 @@ pub struct TestReport {
     pub notes: Vec<String>,
 }
 
-/// The `cargo_test` tool.
-pub struct CargoTest;
+/// Runs a Rust crate's tests with `cargo test` and returns structured results: the
+/// totals (passed, failed, ignored, filtered out), each failed test with its output
+/// (panic message, assertion values), and compile errors if it does not build. Options:
+/// `path` (the crate's folder, default the first workspace root), `filter` (tests whose
+/// name contains it; `exact` for one test), `package`, `features`, `include_ignored`.
+/// Runs in the command sandbox (tests can write only beneath the workspace roots and a
+/// temporary folder), offline unless the workspace allows the network; killed with
+/// every process it started at the time limit.
+#[tool(risk = read, programs = ["cargo"], workspace)]
+pub async fn cargo_test(
+    ctx: &ToolContext<'_>,
+    #[args] args: TestArgs,
+) -> Result<Structured<TestReport>, ToolError> {
+    let value = run_cargo_test(ctx, args).await?;
+    let text = cargo_test_text(&value);
+    let details = cargo_test_details(&value);
+    let failed = cargo_test_failed(&value);
+    Ok(Structured::new(value)
+        .text(text)
+        .details(details)
+        .failed_if(failed))
+}
 
-impl TypedOutputTool for CargoTest {
-    type Args = TestArgs;
-    type Output = TestReport;
-
-    fn name(&self) -> &str {
-        "cargo_test"
-    }
-
-    fn description(&self) -> &str {
-        "Runs a Rust crate's tests with `cargo test` and returns structured results: the \
-         totals (passed, failed, ignored, filtered out), each failed test with its output \
-         (panic message, assertion values), and compile errors if it does not build. \
-         Options: `path` (the crate's folder, default the first workspace root), `filter` \
-         (tests whose name contains it; `exact` for one test), `package`, `features`, \
-         `include_ignored`. Runs in the command sandbox (tests can write only beneath the \
-         workspace roots and a temporary folder), offline unless the workspace allows the \
-         network; killed with every process it started at the time limit."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn requirements(&self) -> Requirements {
-        Requirements::default().programs(&["cargo"]).workspace()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: TestArgs) -> Result<TestReport, ToolError> {
-        let workspace = Workspace::of(ctx).await?;
-        let project = workspace.project(args.path.as_deref())?;
-        let mut notes = Vec::new();
-        let timeout = exec::time_limit(
-            args.timeout_secs,
-            workspace.rules.command_timeout_secs,
-            &mut notes,
-        );
-        let network = workspace.rules.allow_network;
-        let mut cargo_args = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
-        cargo_args.extend(selection_args(
-            args.package.as_deref(),
-            false,
-            &args.features,
-            args.all_features,
-            network,
-        ));
-        cargo_args.push("--message-format=json".to_owned());
-        cargo_args.extend(["--".to_owned(), "--color".to_owned(), "never".to_owned()]);
-        if let Some(filter) = args.filter.filter(|f| !f.trim().is_empty()) {
-            cargo_args.push(filter);
-            if args.exact {
-                cargo_args.push("--exact".to_owned());
-            }
+/// What `cargo_test` does, before its text and details are made.
+async fn run_cargo_test(ctx: &ToolContext<'_>, args: TestArgs) -> Result<TestReport, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let project = workspace.project(args.path.as_deref())?;
+    let mut notes = Vec::new();
+    let timeout = exec::time_limit(
+        args.timeout_secs,
+        workspace.rules.command_timeout_secs,
+        &mut notes,
+    );
+    let network = workspace.rules.allow_network;
+    let mut cargo_args = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
+    cargo_args.extend(selection_args(
+        args.package.as_deref(),
+        false,
+        &args.features,
+        args.all_features,
+        network,
+    ));
+    cargo_args.push("--message-format=json".to_owned());
+    cargo_args.extend(["--".to_owned(), "--color".to_owned(), "never".to_owned()]);
+    if let Some(filter) = args.filter.filter(|f| !f.trim().is_empty()) {
+        cargo_args.push(filter);
+        if args.exact {
+            cargo_args.push("--exact".to_owned());
         }
-        if args.include_ignored {
-            cargo_args.push("--include-ignored".to_owned());
-        }
-        let command = cargo_command(&project, &workspace, cargo_args, timeout);
-        ctx.blocking(move |cancel: &CancelFlag| {
-            let ran = exec::run(command, cancel)?;
-            Ok(report(ran, network, notes))
-        })
-        .await
-        .map_err(ToolError::failed)?
     }
-
-    fn is_error(&self, r: &TestReport) -> bool {
-        !r.success
+    if args.include_ignored {
+        cargo_args.push("--include-ignored".to_owned());
     }
+    let command = cargo_command(&project, &workspace, cargo_args, timeout);
+    ctx.blocking(move |cancel: &CancelFlag| {
+        let ran = exec::run(command, cancel)?;
+        Ok(report(ran, network, notes))
+    })
+    .await
+    .map_err(ToolError::failed)?
+}
 
-    fn text(&self, r: &TestReport) -> String {
-        let t = &r.totals;
-        let mut text = match &r.cargo_error {
-            Some(error) if !r.success && r.suites.is_empty() => {
-                crate::check::cargo_failed_headline("cargo test", error)
-            }
-            _ => format!(
-                "cargo test {}: {} passed, {} failed, {} ignored, {} filtered out\n",
-                if r.success { "passed" } else { "failed" },
-                t.passed,
-                t.failed,
-                t.ignored,
-                t.filtered_out
-            ),
-        };
-        for case in &r.failed {
-            text.push_str(&format!("\nFAILED {}\n", case.name));
-            if let Some(output) = &case.output {
-                text.push_str(output.trim_end());
-                text.push('\n');
-            }
+/// The text the model reads for a result of `cargo_test`.
+fn cargo_test_text(r: &TestReport) -> String {
+    let t = &r.totals;
+    let mut text = match &r.cargo_error {
+        Some(error) if !r.success && r.suites.is_empty() => {
+            crate::check::cargo_failed_headline("cargo test", error)
         }
-        let passed: Vec<&str> = r
-            .suites
-            .iter()
-            .flat_map(|s| &s.tests)
-            .filter(|c| c.outcome == "passed")
-            .map(|c| c.name.as_str())
-            .collect();
-        if !passed.is_empty() {
-            text.push_str(&format!(
-                "\npassed: {}{}\n",
-                passed
-                    .iter()
-                    .take(PASSED_NAMED)
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if passed.len() > PASSED_NAMED {
-                    format!(" and {} more", passed.len() - PASSED_NAMED)
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        let (errors, _) = diagnostics::counts(&r.diagnostics);
-        if errors > 0 {
-            text.push_str(&format!("\nthe tests did not compile ({errors} errors):\n"));
-            text.push_str(&diagnostics::compact_list(&r.diagnostics, 30));
-        }
-        if let Some(error) = &r.cargo_error {
-            text.push_str("--- cargo said ---\n");
-            text.push_str(error.trim_end());
+        _ => format!(
+            "cargo test {}: {} passed, {} failed, {} ignored, {} filtered out\n",
+            if r.success { "passed" } else { "failed" },
+            t.passed,
+            t.failed,
+            t.ignored,
+            t.filtered_out
+        ),
+    };
+    for case in &r.failed {
+        text.push_str(&format!("\nFAILED {}\n", case.name));
+        if let Some(output) = &case.output {
+            text.push_str(output.trim_end());
             text.push('\n');
         }
-        for note in &r.notes {
-            text.push_str(&format!("note: {note}\n"));
-        }
-        text
     }
+    let passed: Vec<&str> = r
+        .suites
+        .iter()
+        .flat_map(|s| &s.tests)
+        .filter(|c| c.outcome == "passed")
+        .map(|c| c.name.as_str())
+        .collect();
+    if !passed.is_empty() {
+        text.push_str(&format!(
+            "\npassed: {}{}\n",
+            passed
+                .iter()
+                .take(PASSED_NAMED)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if passed.len() > PASSED_NAMED {
+                format!(" and {} more", passed.len() - PASSED_NAMED)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let (errors, _) = diagnostics::counts(&r.diagnostics);
+    if errors > 0 {
+        text.push_str(&format!("\nthe tests did not compile ({errors} errors):\n"));
+        text.push_str(&diagnostics::compact_list(&r.diagnostics, 30));
+    }
+    if let Some(error) = &r.cargo_error {
+        text.push_str("--- cargo said ---\n");
+        text.push_str(error.trim_end());
+        text.push('\n');
+    }
+    for note in &r.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text
+}
 
-    fn details(&self, r: &TestReport) -> Details {
-        let list: Vec<_> = r.diagnostics.iter().map(|d| d.detail()).collect();
-        if list.is_empty() {
-            return Details::new();
-        }
-        toolhost_plugin_api::ToolOutput::default()
-            .with_diagnostics(list)
-            .details
+/// The details clients get for a result of `cargo_test`.
+fn cargo_test_details(r: &TestReport) -> Details {
+    let list: Vec<_> = r.diagnostics.iter().map(|d| d.detail()).collect();
+    if list.is_empty() {
+        return Details::new();
     }
+    toolhost_plugin_api::ToolOutput::default()
+        .with_diagnostics(list)
+        .details
+}
+
+/// Whether it says the call did not do what was asked for a result of `cargo_test`.
+fn cargo_test_failed(r: &TestReport) -> bool {
+    !r.success
 }
 
 /// The report of a finished `cargo test`.

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
 use toolhost_plugin_api::testing::TestHost;
 use toolhost_rust::{
-    CargoCheck, CargoClippy, CargoFix, CargoTest, CratesIoLookup, RustcExplain, RustdocLookup,
+    cargo_check, cargo_clippy, cargo_fix, cargo_test, crates_io_lookup, rustc_explain,
+    rustdoc_lookup,
 };
 
 /// The fixture's `src/lib.rs`.
@@ -146,7 +147,7 @@ fn cargo_check_reports_the_type_errors_code_place_and_suggested_replacement() {
     }
     let fixture = Fixture::new();
     let host = fixture.host();
-    let (value, details, text) = structured(&host, &CargoCheck, json!({"features": ["broken"]}));
+    let (value, details, text) = structured(&host, &cargo_check, json!({"features": ["broken"]}));
     assert_eq!(value["success"], false, "{text}");
     assert!(value["errors"].as_u64() >= Some(1), "{text}");
     let error = value["diagnostics"]
@@ -184,7 +185,7 @@ fn cargo_check_reports_the_type_errors_code_place_and_suggested_replacement() {
     );
     assert!(text.contains("--offline"), "{text}");
     // Without the feature it compiles, with the unused `mut` as a warning.
-    let (value, _, text) = structured(&host, &CargoCheck, json!({}));
+    let (value, _, text) = structured(&host, &cargo_check, json!({}));
     assert_eq!(value["success"], true, "{text}");
     assert!(value["warnings"].as_u64() >= Some(1), "{text}");
     assert!(text.contains("unused_mut"), "{text}");
@@ -196,7 +197,7 @@ fn cargo_clippy_reports_the_lint() {
         return;
     }
     let fixture = Fixture::new();
-    let (value, details, text) = structured(&fixture.host(), &CargoClippy, json!({}));
+    let (value, details, text) = structured(&fixture.host(), &cargo_clippy, json!({}));
     let lint = value["diagnostics"]
         .as_array()
         .expect("diagnostics")
@@ -229,7 +230,7 @@ fn cargo_test_reports_the_failure_with_its_output_and_the_totals() {
     let fixture = Fixture::new();
     let (value, _, text) = structured(
         &fixture.host(),
-        &CargoTest,
+        &cargo_test,
         json!({"filter": "tests::", "timeout_secs": 300}),
     );
     assert_eq!(value["success"], false, "{text}");
@@ -285,7 +286,7 @@ fn a_test_that_writes_outside_the_root_is_refused_by_the_sandbox() {
     let fixture = Fixture::new();
     let (value, _, text) = structured(
         &fixture.host(),
-        &CargoTest,
+        &cargo_test,
         json!({"filter": "tests::plants_outside", "exact": true}),
     );
     assert!(
@@ -345,7 +346,7 @@ fn a_cancelled_cargo_test_kills_the_test_binary_it_started() {
         }
     });
     let out = host.call_output(
-        &CargoTest,
+        &cargo_test,
         json!({"filter": "tests::hangs", "exact": true, "include_ignored": true}),
     );
     let pid = watcher
@@ -368,12 +369,12 @@ fn cargo_fix_applies_the_machine_applicable_fix_and_shows_the_diff() {
     let host = fixture.host();
     let lib = fixture.krate().join("src/lib.rs");
     // No version control: cargo refuses unless told, and the tool says how.
-    let (value, _, text) = structured(&host, &CargoFix, json!({}));
+    let (value, _, text) = structured(&host, &cargo_fix, json!({}));
     assert_eq!(value["success"], false, "{text}");
     assert!(text.contains("allow_no_vcs"), "{text}");
     assert_eq!(std::fs::read_to_string(&lib).expect("lib"), LIB_RS);
 
-    let (value, _, text) = structured(&host, &CargoFix, json!({"allow_no_vcs": true}));
+    let (value, _, text) = structured(&host, &cargo_fix, json!({"allow_no_vcs": true}));
     assert_eq!(value["success"], true, "{text}");
     let changed = value["changed"].as_array().expect("changed");
     assert_eq!(changed.len(), 1, "{text}");
@@ -401,16 +402,16 @@ fn rustc_explain_explains_e0382_and_refuses_a_bad_code() {
     let fixture = Fixture::new();
     let host = fixture.host();
     let text = host
-        .call(&RustcExplain, json!({"code": "E0382"}))
+        .call(&rustc_explain, json!({"code": "E0382"}))
         .expect("explained");
     assert!(text.starts_with("# E0382"), "{text}");
     assert!(text.contains("moved"), "{text}");
     let e = host
-        .call(&RustcExplain, json!({"code": "--version"}))
+        .call(&rustc_explain, json!({"code": "--version"}))
         .expect_err("not a code");
     assert!(e.to_string().contains("four digits"), "{e}");
     let e = host
-        .call(&RustcExplain, json!({"code": "E9999"}))
+        .call(&rustc_explain, json!({"code": "E9999"}))
         .expect_err("no such code");
     assert!(e.to_string().contains("E9999"), "{e}");
 }
@@ -440,7 +441,7 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     let host = fixture.host();
     let (value, _, text) = structured(
         &host,
-        &RustdocLookup,
+        &rustdoc_lookup,
         json!({"item": "std::collections::HashMap::entry"}),
     );
     assert_eq!(value["kind"], "method");
@@ -455,7 +456,7 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     assert!(text.contains("```rust\npub fn entry"), "{text}");
 
     // A type given without its module, with its methods listed.
-    let (value, _, text) = structured(&host, &RustdocLookup, json!({"item": "Vec"}));
+    let (value, _, text) = structured(&host, &rustdoc_lookup, json!({"item": "Vec"}));
     assert_eq!(value["path"], "std::vec::Vec", "{text}");
     assert!(
         value["members"]["method"]
@@ -467,7 +468,7 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
 
     let e = host
         .call(
-            &RustdocLookup,
+            &rustdoc_lookup,
             json!({"item": "std::collections::HashMap::entri"}),
         )
         .expect_err("no such method");
@@ -477,7 +478,7 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     assert!(e.contains("std::collections::HashMap::entry"), "{e}");
     let e = host
         .call(
-            &RustdocLookup,
+            &rustdoc_lookup,
             json!({"item": "std::collections::HashMapp"}),
         )
         .expect_err("no such type")
@@ -485,7 +486,7 @@ fn rustdoc_lookup_finds_a_std_method_and_answers_a_missing_one_with_near_matches
     assert!(e.contains("not in the local documentation"), "{e}");
     assert!(e.contains("std::collections::HashMap"), "{e}");
     let e = host
-        .call(&RustdocLookup, json!({"item": "NoSuchThingAnywhere"}))
+        .call(&rustdoc_lookup, json!({"item": "NoSuchThingAnywhere"}))
         .expect_err("nothing like it")
         .to_string();
     assert!(e.contains("not in the local documentation"), "{e}");
@@ -521,13 +522,13 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
     answer.env = vec![format!("PATH={}:/usr/bin:/bin", bin.display())];
     let host = TestHost::new().workspace(answer);
     assert_eq!(
-        host.describe(&CratesIoLookup).requirements.programs,
+        host.describe(&crates_io_lookup).requirements.programs,
         ["cargo"]
     );
 
     let (value, _, text) = structured(
         &host,
-        &CratesIoLookup,
+        &crates_io_lookup,
         json!({"query": "serde", "limit": 2}),
     );
     assert_eq!(value["mode"], "search");
@@ -541,7 +542,7 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
 
     let (value, _, _) = structured(
         &host,
-        &CratesIoLookup,
+        &crates_io_lookup,
         json!({"name": "tinyjson", "version": "2.5"}),
     );
     let info = &value["info"];
@@ -556,7 +557,7 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
     );
 
     let e = host
-        .call(&CratesIoLookup, json!({"name": "--index"}))
+        .call(&crates_io_lookup, json!({"name": "--index"}))
         .expect_err("not a crate name");
     assert!(e.to_string().contains("not a crate name"), "{e}");
 }
@@ -564,22 +565,24 @@ fn crates_io_lookup_reads_a_scripted_cargos_search_and_info() {
 #[test]
 fn the_tools_declare_their_risks_requirements_and_output_schemas() {
     let host = TestHost::new();
-    let check = host.describe(&CargoCheck);
+    let check = host.describe(&cargo_check);
     assert_eq!(check.requirements.programs, ["cargo"]);
     assert!(check.output_schema.is_some());
     assert_eq!(
-        host.describe(&CargoFix).risk,
+        host.describe(&cargo_fix).risk,
         toolhost_plugin_api::Risk::Write
     );
     assert_eq!(
-        host.describe(&CratesIoLookup).risk,
+        host.describe(&crates_io_lookup).risk,
         toolhost_plugin_api::Risk::Network
     );
     assert_eq!(
-        host.describe(&RustcExplain).requirements.programs,
+        host.describe(&rustc_explain).requirements.programs,
         ["rustc"]
     );
     // No workspace: the answer names the config line to add.
-    let e = host.call(&CargoCheck, json!({})).expect_err("no workspace");
+    let e = host
+        .call(&cargo_check, json!({}))
+        .expect_err("no workspace");
     assert!(e.to_string().contains("roots = ["), "{e}");
 }
