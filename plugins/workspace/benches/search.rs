@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
 use toolhost_plugin_api::testing::TestHost;
-use toolhost_workspace::{FindFiles, Grep, ListDir};
+use toolhost_workspace::{find_files, grep, list_dir};
 
 /// ripgrep's options that match the tools' defaults: .gitignore honoured without a git
 /// repository, no ignore files above the searched folder.
@@ -101,7 +101,7 @@ fn main() {
     cases.push(Case {
         name: "find_files '**/*'",
         ours: Box::new(|h| {
-            let text = call_text(h, &FindFiles, json!({"patterns": ["**/*"]}));
+            let text = call_text(h, &find_files, json!({"patterns": ["**/*"]}));
             leading_number(&text)
         }),
         rg: [&["--files"][..], &RG_COMMON, &[root.as_str()]].concat(),
@@ -111,7 +111,7 @@ fn main() {
     cases.push(Case {
         name: "list_dir depth 10 (files)",
         ours: Box::new(|h| {
-            let text = call_text(h, &ListDir, json!({"depth": LIST_DEPTH}));
+            let text = call_text(h, &list_dir, json!({"depth": LIST_DEPTH}));
             listed_files(&text)
         }),
         rg: [
@@ -249,7 +249,7 @@ fn call_text<T: toolhost_plugin_api::Tool>(host: &TestHost, tool: &T, args: Valu
 
 /// `grep`'s total of matching lines, from its structured result.
 fn grep_count(host: &TestHost, args: Value) -> usize {
-    let out = host.call_output(&Grep, args).unwrap();
+    let out = host.call_output(&grep, args).unwrap();
     let total = &out.structured.unwrap()["total_matches"];
     usize::try_from(total.as_u64().unwrap()).unwrap()
 }

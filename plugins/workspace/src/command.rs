@@ -25,9 +25,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, OutputBudget, Structured, ToolContext, ToolError, tool};
 use toolhost_sandbox::runner::{self, Finished, Launch};
 use toolhost_sandbox::{
     PreparedSandbox, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, UDP_ABI,
@@ -147,96 +145,85 @@ fn head_and_tail(text: &str, room: usize) -> String {
     )
 }
 
-/// The `run_command` tool.
-pub struct RunCommand;
+/// Runs a program with arguments in a workspace folder and returns its exit code,
+/// standard output and standard error (under a `--- stderr ---` header), and how long
+/// it took. Give `program` and `args` (no shell: no pipes, redirections or globs);
+/// `command` (a shell line run with sh -c) works only if the workspace config says
+/// `shell = true`, and a shell line can get around the program denylist. The command
+/// runs in a sandbox: it can read and execute files anywhere the host's user can (so it
+/// can read secrets that user can read, other processes' environment in /proc
+/// included), but can write only beneath the workspace roots and its own temporary
+/// folder (TMPDIR, removed afterwards), and has no network unless the workspace allows
+/// it (tools that download, or write caches in the home folder, fail). The environment
+/// is reduced to an allowlist (PATH, HOME, LANG, LC_*, TERM, TZ, USER, CARGO_HOME, ...
+/// plus the workspace's env); privilege changes (sudo, su, ...), power and disk tools
+/// and the workspace's deny_programs are refused. Default time limit and maximum: the
+/// workspace's command_timeout_secs (120 s unless configured); on time-out or cancel
+/// the command and every process it started are killed, as is anything it leaves
+/// running when it exits. Each stream is kept up to 8 MiB (the middle dropped past
+/// that, marked); long results are cut by the host, whose full text stays readable with
+/// read_output. A command that does not exit with 0 (or is killed, times out or is
+/// cancelled) is an error result, with all of its output.
+#[tool(risk = destructive, workspace)]
+pub async fn run_command(
+    ctx: &ToolContext<'_>,
+    #[args] args: RunCommandArgs,
+) -> Result<Structured<CommandResult>, ToolError> {
+    let value = run_run_command(ctx, args).await?;
+    let text = run_command_text(&value);
+    let failed = run_command_failed(&value);
+    Ok(Structured::new(value).text(text).failed_if(failed))
+}
 
-impl TypedOutputTool for RunCommand {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
+/// What `run_command` does, before its text and details are made.
+async fn run_run_command(
+    ctx: &ToolContext<'_>,
+    args: RunCommandArgs,
+) -> Result<CommandResult, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let mut planned = plan(&workspace, args)?;
+    planned.session = ctx.session_id().to_owned();
+    let budget = ctx.output_budget().await;
+    let mut done = ctx
+        .blocking(move |cancel| execute(planned, cancel))
+        .await
+        .map_err(ToolError::failed)??;
+    done.hold_to(budget);
+    Ok(done)
+}
+
+/// The text the model reads for a result of `run_command`.
+fn run_command_text(r: &CommandResult) -> String {
+    let (stdout, stderr) = r
+        .whole
+        .as_ref()
+        .map_or((&r.stdout, &r.stderr), |(out, err)| (out, err));
+    let mut text = match (r.exit_code, r.signal) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "ended".to_owned(),
+    };
+    text.push_str(&format!(" in {:.2} s\n", r.duration_ms as f64 / 1000.0));
+    for note in &r.notes {
+        text.push_str(&format!("note: {note}\n"));
     }
-
-    type Args = RunCommandArgs;
-    type Output = CommandResult;
-
-    fn name(&self) -> &str {
-        "run_command"
+    if stdout.is_empty() && stderr.is_empty() {
+        text.push_str("(no output)\n");
     }
-
-    fn description(&self) -> &str {
-        "Runs a program with arguments in a workspace folder and returns its exit code, \
-         standard output and standard error (under a `--- stderr ---` header), and how \
-         long it took. Give `program` and `args` (no shell: no pipes, redirections or \
-         globs); `command` (a shell line run with sh -c) works only if the workspace \
-         config says `shell = true`, and a shell line can get around the program \
-         denylist. The command runs in a sandbox: it can read and execute files anywhere \
-         the host's user can (so it can read secrets that user can read, other processes' \
-         environment in /proc included), but can write \
-         only beneath the workspace roots and its own temporary folder (TMPDIR, removed \
-         afterwards), and has no network unless the workspace allows it (tools that \
-         download, or write caches in the home folder, fail). The environment is reduced \
-         to an allowlist (PATH, HOME, LANG, LC_*, TERM, TZ, USER, CARGO_HOME, ... plus \
-         the workspace's env); privilege changes (sudo, su, ...), power and disk tools and \
-         the workspace's deny_programs are refused. Default time limit and maximum: the \
-         workspace's command_timeout_secs (120 s unless configured); on time-out or cancel \
-         the command and every process it started are killed, as is anything it leaves \
-         running when it exits. Each stream is kept up to 8 MiB (the middle dropped past \
-         that, marked); long results are cut by the host, whose full text stays readable \
-         with read_output. A command that does not exit with 0 (or is killed, times out or \
-         is cancelled) is an error result, with all of its output."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Destructive
-    }
-
-    async fn run(
-        &self,
-        ctx: &ToolContext<'_>,
-        args: RunCommandArgs,
-    ) -> Result<CommandResult, ToolError> {
-        let workspace = Workspace::of(ctx).await?;
-        let mut planned = plan(&workspace, args)?;
-        planned.session = ctx.session_id().to_owned();
-        let budget = ctx.output_budget().await;
-        let mut done = ctx
-            .blocking(move |cancel| execute(planned, cancel))
-            .await
-            .map_err(ToolError::failed)??;
-        done.hold_to(budget);
-        Ok(done)
-    }
-
-    fn is_error(&self, r: &CommandResult) -> bool {
-        r.failed()
-    }
-
-    fn text(&self, r: &CommandResult) -> String {
-        let (stdout, stderr) = r
-            .whole
-            .as_ref()
-            .map_or((&r.stdout, &r.stderr), |(out, err)| (out, err));
-        let mut text = match (r.exit_code, r.signal) {
-            (Some(code), _) => format!("exit code {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            (None, None) => "ended".to_owned(),
-        };
-        text.push_str(&format!(" in {:.2} s\n", r.duration_ms as f64 / 1000.0));
-        for note in &r.notes {
-            text.push_str(&format!("note: {note}\n"));
+    text.push_str(stdout);
+    if !stderr.is_empty() {
+        if !text.ends_with('\n') {
+            text.push('\n');
         }
-        if stdout.is_empty() && stderr.is_empty() {
-            text.push_str("(no output)\n");
-        }
-        text.push_str(stdout);
-        if !stderr.is_empty() {
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("--- stderr ---\n");
-            text.push_str(stderr);
-        }
-        text
+        text.push_str("--- stderr ---\n");
+        text.push_str(stderr);
     }
+    text
+}
+
+/// Whether it says the call did not do what was asked for a result of `run_command`.
+fn run_command_failed(r: &CommandResult) -> bool {
+    r.failed()
 }
 
 /// A command checked and ready to run.

@@ -28,7 +28,7 @@ use std::ops::Range;
 use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Requirements, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{ToolContext, ToolError, tool};
 
 use crate::anchors::{Anchor, format_line, line_hash};
 pub(crate) use crate::reads::MAX_EDIT_BYTES;
@@ -100,52 +100,32 @@ pub struct AnchoredEdit {
     new_text: String,
 }
 
-/// The `edit_file` tool.
-pub struct EditFile;
-
-impl TypedTool for EditFile {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
-    }
-
-    type Args = EditFileArgs;
-
-    fn name(&self) -> &str {
-        "edit_file"
-    }
-
-    fn description(&self) -> &str {
-        "Edits part of an existing text file in the workspace, in one of two ways. (1) By \
-         anchors: `edits` is a list of {\"from\": \"12:a3f\", \"to\": \"15:9c0\", \
-         \"new_text\": \"...\"} (replace lines 12-15; \"\" deletes them) or {\"after\": \
-         \"12:a3f\", \"new_text\": \"...\"} / {\"before\": ...} (insert lines), using the \
-         NUMBER:HASH anchors read_file shows before each line. All anchors refer to the file \
-         as you read it (with read_file, or from edit_file's answers); if a line an edit \
-         replaces changed since, or lines were added or removed above it, or the file was \
-         not read, the whole call is refused (nothing written) and the current lines are \
-         shown with fresh anchors to redo it from. (2) By exact text: old_text \
-         (must occur exactly once, or set replace_all) and new_text; if it is not found, the \
-         most similar lines are shown. An edit that turns a file that parsed cleanly into \
-         one with a syntax error (Rust, Python, JavaScript, TypeScript, JSON, TOML) is \
-         refused, naming the error's line and the syntax node the edit split, unless \
-         allow_syntax_errors is true. Line endings (LF or CRLF) and permissions are kept; \
-         the write is atomic and replaces this name only (never writing through symbolic \
-         or hard links). Files up to 8 MiB. \
-         Returns a unified diff of the change and the new anchors of the changed lines, so \
-         further edits need no new read."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: EditFileArgs) -> Result<String, ToolError> {
-        let workspace = Workspace::of(ctx).await?;
-        let reads = Reads::of(ctx).await;
-        ctx.blocking(move |_| edit(&workspace, &reads, &args))
-            .await
-            .map_err(ToolError::failed)?
-    }
+/// Edits part of an existing text file in the workspace, in one of two ways. (1) By
+/// anchors: `edits` is a list of {"from": "12:a3f", "to": "15:9c0", "new_text": "..."}
+/// (replace lines 12-15; "" deletes them) or {"after": "12:a3f", "new_text": "..."} /
+/// {"before": ...} (insert lines), using the NUMBER:HASH anchors read_file shows before
+/// each line. All anchors refer to the file as you read it (with read_file, or from
+/// edit_file's answers); if a line an edit replaces changed since, or lines were added
+/// or removed above it, or the file was not read, the whole call is refused (nothing
+/// written) and the current lines are shown with fresh anchors to redo it from. (2) By
+/// exact text: old_text (must occur exactly once, or set replace_all) and new_text; if
+/// it is not found, the most similar lines are shown. An edit that turns a file that
+/// parsed cleanly into one with a syntax error (Rust, Python, JavaScript, TypeScript,
+/// JSON, TOML) is refused, naming the error's line and the syntax node the edit split,
+/// unless allow_syntax_errors is true. Line endings (LF or CRLF) and permissions are
+/// kept; the write is atomic and replaces this name only (never writing through
+/// symbolic or hard links). Files up to 8 MiB. Returns a unified diff of the change and
+/// the new anchors of the changed lines, so further edits need no new read.
+#[tool(risk = write, workspace)]
+pub async fn edit_file(
+    ctx: &ToolContext<'_>,
+    #[args] args: EditFileArgs,
+) -> Result<String, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let reads = Reads::of(ctx).await;
+    ctx.blocking(move |_| edit(&workspace, &reads, &args))
+        .await
+        .map_err(ToolError::failed)?
 }
 
 /// Which way the call edits.

@@ -28,7 +28,7 @@ use reqwest::Url;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Risk, ToolContext, ToolError, TypedOutputTool};
+use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::fetch_guard::{GuardedResolver, check_url, redirect_policy};
 use crate::roots::Workspace;
@@ -89,68 +89,60 @@ pub struct FetchResult {
     pub content: String,
 }
 
-/// The `fetch_url` tool.
-pub struct FetchUrl;
+/// Fetches a web page or file with an HTTP(S) GET and returns its content: HTML as
+/// readable Markdown (scripts and styles dropped), text and JSON as they are, other
+/// types (images, PDFs, archives) described by type and size, not shown. Follows up to
+/// 5 redirects. Reads at most max_bytes of the body (default 5 MiB, up to 50 MiB; a
+/// longer body is cut and marked) within timeout_secs (default 30, up to 120), one
+/// limit for the whole request from connecting to the body's last byte. Only public
+/// internet addresses: this machine's own addresses, loopback, private-network,
+/// link-local, cloud metadata, documentation and other special-purpose addresses are
+/// refused (also when a name resolves to one or a redirect leads there); the workspace
+/// config can allow private addresses (local networks and this machine). No cookies, no
+/// authentication, no proxy.
+#[tool(risk = network)]
+pub async fn fetch_url(
+    ctx: &ToolContext<'_>,
+    #[args] args: FetchUrlArgs,
+) -> Result<Structured<FetchResult>, ToolError> {
+    let value = run_fetch_url(ctx, args).await?;
+    let text = fetch_url_text(&value);
+    Ok(Structured::new(value).text(text))
+}
 
-impl TypedOutputTool for FetchUrl {
-    type Args = FetchUrlArgs;
-    type Output = FetchResult;
+/// What `fetch_url` does, before its text and details are made.
+async fn run_fetch_url(
+    ctx: &ToolContext<'_>,
+    args: FetchUrlArgs,
+) -> Result<FetchResult, ToolError> {
+    let allow_private = Workspace::of(ctx).await?.rules.allow_private_addresses;
+    let request = Request::new(args, allow_private)?;
+    ctx.blocking(move |cancel| fetch(request, cancel))
+        .await
+        .map_err(ToolError::failed)?
+}
 
-    fn name(&self) -> &str {
-        "fetch_url"
+/// The text the model reads for a result of `fetch_url`.
+fn fetch_url_text(r: &FetchResult) -> String {
+    let mut text = format!("GET {} -> {}", r.url, r.status);
+    if !r.content_type.is_empty() {
+        text.push_str(&format!(" ({})", r.content_type));
     }
-
-    fn description(&self) -> &str {
-        "Fetches a web page or file with an HTTP(S) GET and returns its content: HTML as \
-         readable Markdown (scripts and styles dropped), text and JSON as they are, other \
-         types (images, PDFs, archives) described by type and size, not shown. Follows up \
-         to 5 redirects. Reads at most max_bytes of the body (default 5 MiB, up to 50 MiB; \
-         a longer body is cut and marked) within timeout_secs (default 30, up to 120), one \
-         limit for the whole request from connecting to the body's last byte. Only public \
-         internet addresses: this machine's own addresses, loopback, private-network, \
-         link-local, cloud metadata, documentation and other special-purpose addresses are \
-         refused (also when a name resolves to one or a redirect leads there); the \
-         workspace config can allow private addresses (local networks and this machine). \
-         No cookies, no authentication, no proxy."
+    text.push_str(&format!(", {} bytes", r.bytes));
+    if !r.redirects.is_empty() {
+        text.push_str(&format!(", after {} redirects", r.redirects.len()));
     }
-
-    fn risk(&self) -> Risk {
-        Risk::Network
-    }
-
-    async fn run(
-        &self,
-        ctx: &ToolContext<'_>,
-        args: FetchUrlArgs,
-    ) -> Result<FetchResult, ToolError> {
-        let allow_private = Workspace::of(ctx).await?.rules.allow_private_addresses;
-        let request = Request::new(args, allow_private)?;
-        ctx.blocking(move |cancel| fetch(request, cancel))
-            .await
-            .map_err(ToolError::failed)?
-    }
-
-    fn text(&self, r: &FetchResult) -> String {
-        let mut text = format!("GET {} -> {}", r.url, r.status);
-        if !r.content_type.is_empty() {
-            text.push_str(&format!(" ({})", r.content_type));
-        }
-        text.push_str(&format!(", {} bytes", r.bytes));
-        if !r.redirects.is_empty() {
-            text.push_str(&format!(", after {} redirects", r.redirects.len()));
-        }
-        text.push('\n');
-        if r.truncated {
-            text.push_str(&format!(
-                "note: the body is longer than the size cap; only its first {} bytes were \
+    text.push('\n');
+    if r.truncated {
+        text.push_str(&format!(
+            "note: the body is longer than the size cap; only its first {} bytes were \
                  read (pass a larger max_bytes, up to {MAX_BYTES_CEILING})\n",
-                r.bytes
-            ));
-        }
-        text.push('\n');
-        text.push_str(&r.content);
-        text
+            r.bytes
+        ));
     }
+    text.push('\n');
+    text.push_str(&r.content);
+    text
 }
 
 /// A checked request.

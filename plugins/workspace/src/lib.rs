@@ -12,35 +12,35 @@ mod command_policy;
 mod edit;
 mod fetch;
 mod fetch_guard;
-mod grep;
 mod listing;
 mod read;
 mod reads;
 mod roots;
+mod search;
 mod syntax;
 mod write;
 
 pub use anchors::{format_line, line_hash};
-pub use command::RunCommand;
-pub use edit::{AnchoredEdit, EditFile, EditFileArgs};
-pub use fetch::FetchUrl;
-pub use grep::{FileMatches, Grep, GrepArgs, GrepOutput, Line};
-pub use listing::{FindFiles, FindFilesArgs, ListDir, ListDirArgs};
-pub use read::{BatchRead, BatchReadArgs, ReadFile, ReadFileArgs};
-pub use write::{WriteFile, WriteFileArgs, WriteMode};
+pub use command::run_command;
+pub use edit::{AnchoredEdit, EditFileArgs, edit_file};
+pub use fetch::fetch_url;
+pub use listing::{FindFilesArgs, ListDirArgs, find_files, list_dir};
+pub use read::{BatchReadArgs, ReadFileArgs, batch_read, read_file};
+pub use search::{FileMatches, GrepArgs, GrepOutput, Line, grep};
+pub use write::{WriteFileArgs, WriteMode, write_file};
 
 toolhost_plugin_api::export_plugin! {
     name: "workspace",
     version: env!("CARGO_PKG_VERSION"),
     tools: [
-        read::ReadFile,
-        read::BatchRead,
-        listing::ListDir,
-        listing::FindFiles,
-        grep::Grep,
-        edit::EditFile,
-        write::WriteFile,
-        command::RunCommand,
-        fetch::FetchUrl,
+        read::read_file,
+        read::batch_read,
+        listing::list_dir,
+        listing::find_files,
+        search::grep,
+        edit::edit_file,
+        write::write_file,
+        command::run_command,
+        fetch::fetch_url,
     ],
 }

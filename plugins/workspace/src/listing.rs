@@ -25,7 +25,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{CancelFlag, Requirements, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{CancelFlag, ToolContext, ToolError, tool};
 
 use crate::roots::{self, Workspace};
 
@@ -80,108 +80,72 @@ pub struct FindFilesArgs {
     limit: Option<usize>,
 }
 
-/// `list_dir`: a folder's entries, .gitignore-aware.
-pub struct ListDir;
-
-impl TypedTool for ListDir {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
+/// Lists a folder of the workspace, leaving out what .gitignore (and .ignore) files
+/// exclude, as git and ripgrep do, and hidden entries unless `hidden` is true. `depth`
+/// (default 1, at most 10) is how many levels to descend. One entry per line, sorted by
+/// path, paths relative to the first workspace root: folders end with `/`, files show
+/// their size, symbolic links show their target (`name -> target`) and are never
+/// followed. Shows at most 1000 entries and says how many more there were. Default
+/// folder: the first workspace root. Use find_files to find files by name pattern.
+#[tool(risk = read, workspace)]
+pub async fn list_dir(
+    ctx: &ToolContext<'_>,
+    #[args] args: ListDirArgs,
+) -> Result<String, ToolError> {
+    let depth = args.depth.unwrap_or(1);
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(ToolError::invalid_args(format!(
+            "depth must be between 1 and {MAX_DEPTH} (got {depth})"
+        )));
     }
-
-    type Args = ListDirArgs;
-
-    fn name(&self) -> &str {
-        "list_dir"
-    }
-
-    fn description(&self) -> &str {
-        "Lists a folder of the workspace, leaving out what .gitignore (and .ignore) files \
-         exclude, as git and ripgrep do, and hidden entries unless `hidden` is true. `depth` \
-         (default 1, at most 10) is how many levels to descend. One entry per line, sorted \
-         by path, paths relative to the first workspace root: folders end with `/`, files \
-         show their size, symbolic links show their target (`name -> target`) and are never \
-         followed. Shows at most 1000 entries and says how many more there were. Default \
-         folder: the first workspace root. Use find_files to find files by name pattern."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: ListDirArgs) -> Result<String, ToolError> {
-        let depth = args.depth.unwrap_or(1);
-        if depth == 0 || depth > MAX_DEPTH {
-            return Err(ToolError::invalid_args(format!(
-                "depth must be between 1 and {MAX_DEPTH} (got {depth})"
-            )));
-        }
-        let workspace = Workspace::of(ctx).await?;
-        ctx.blocking(move |cancel| {
-            list_dir(
-                &workspace,
-                args.path.as_deref().unwrap_or("."),
-                depth,
-                args.hidden,
-                cancel,
-            )
-        })
-        .await
-        .map_err(ToolError::failed)?
-    }
+    let workspace = Workspace::of(ctx).await?;
+    ctx.blocking(move |cancel| {
+        list_dir_in(
+            &workspace,
+            args.path.as_deref().unwrap_or("."),
+            depth,
+            args.hidden,
+            cancel,
+        )
+    })
+    .await
+    .map_err(ToolError::failed)?
 }
 
-/// `find_files`: files by glob pattern, newest first.
-pub struct FindFiles;
-
-impl TypedTool for FindFiles {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
+/// Finds files in the workspace whose names or paths match glob patterns, e.g.
+/// ["**/*.rs"] or ["*.toml", "!Cargo.lock"] (a pattern without `/` matches file names
+/// at any depth; one with `/` matches the path beneath `path`; `!` excludes). Leaves
+/// out what .gitignore (and .ignore) files exclude, as git and ripgrep do, and hidden
+/// files unless `hidden` is true; symbolic links are not followed. Returns the matching
+/// files' paths (relative to the first workspace root), newest first (modification
+/// time), at most `limit` (default 100, at most 1000), and how many more matched. Use
+/// grep to search file contents.
+#[tool(risk = read, workspace)]
+pub async fn find_files(
+    ctx: &ToolContext<'_>,
+    #[args] args: FindFilesArgs,
+) -> Result<String, ToolError> {
+    let limit = args.limit.unwrap_or(DEFAULT_FIND_LIMIT);
+    if limit == 0 || limit > MAX_FIND_LIMIT {
+        return Err(ToolError::invalid_args(format!(
+            "limit must be between 1 and {MAX_FIND_LIMIT} (got {limit})"
+        )));
     }
-
-    type Args = FindFilesArgs;
-
-    fn name(&self) -> &str {
-        "find_files"
-    }
-
-    fn description(&self) -> &str {
-        "Finds files in the workspace whose names or paths match glob patterns, e.g. \
-         [\"**/*.rs\"] or [\"*.toml\", \"!Cargo.lock\"] (a pattern without `/` matches file \
-         names at any depth; one with `/` matches the path beneath `path`; `!` excludes). \
-         Leaves out what .gitignore (and .ignore) files exclude, as git and ripgrep do, and \
-         hidden files unless `hidden` is true; symbolic links are not followed. Returns the \
-         matching files' paths (relative to the first workspace root), newest first \
-         (modification time), at most `limit` (default 100, at most 1000), and how many more \
-         matched. Use grep to search file contents."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: FindFilesArgs) -> Result<String, ToolError> {
-        let limit = args.limit.unwrap_or(DEFAULT_FIND_LIMIT);
-        if limit == 0 || limit > MAX_FIND_LIMIT {
-            return Err(ToolError::invalid_args(format!(
-                "limit must be between 1 and {MAX_FIND_LIMIT} (got {limit})"
-            )));
-        }
-        let globs = Globs::new(&args.patterns)?;
-        if !globs.includes_any() {
-            return Err(ToolError::invalid_args(
-                "patterns must include at least one pattern that is not an exclusion (`!`), \
+    let globs = Globs::new(&args.patterns)?;
+    if !globs.includes_any() {
+        return Err(ToolError::invalid_args(
+            "patterns must include at least one pattern that is not an exclusion (`!`), \
                  e.g. [\"**/*\", \"!*.lock\"]",
-            ));
-        }
-        let workspace = Workspace::of(ctx).await?;
-        ctx.blocking(move |cancel| {
-            let path = args.path.as_deref().unwrap_or(".");
-            let found = find_files(&workspace, path, &globs, args.hidden, limit, cancel)?;
-            Ok(found.render(&args.patterns))
-        })
-        .await
-        .map_err(ToolError::failed)?
+        ));
     }
+    let workspace = Workspace::of(ctx).await?;
+    ctx.blocking(move |cancel| {
+        let path = args.path.as_deref().unwrap_or(".");
+        let found = find_files_in(&workspace, path, &globs, args.hidden, limit, cancel)?;
+        Ok(found.render(&args.patterns))
+    })
+    .await
+    .map_err(ToolError::failed)?
 }
 
 /// The walk every search tool uses: .gitignore, .ignore and git's excludes honoured (also
@@ -422,7 +386,7 @@ struct Listing {
     errors: usize,
 }
 
-fn list_dir(
+fn list_dir_in(
     workspace: &Workspace,
     path: &str,
     depth: usize,
@@ -597,7 +561,7 @@ struct Finding {
 }
 
 /// Finds the files beneath `path` that `globs` choose: the newest `limit`, and how many.
-pub(crate) fn find_files(
+pub(crate) fn find_files_in(
     workspace: &Workspace,
     path: &str,
     globs: &Globs,

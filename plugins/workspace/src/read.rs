@@ -22,9 +22,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use cap_std::fs::{MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{
-    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedTool,
-};
+use toolhost_plugin_api::{CancelFlag, OutputBudget, ToolContext, ToolError, tool};
 
 use crate::anchors;
 use crate::listing::human_size;
@@ -105,123 +103,87 @@ impl LineRange {
     }
 }
 
-/// `read_file`: one file's lines with anchors.
-pub struct ReadFile;
-
-impl TypedTool for ReadFile {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
-    }
-
-    type Args = ReadFileArgs;
-
-    fn name(&self) -> &str {
-        "read_file"
-    }
-
-    fn description(&self) -> &str {
-        "Reads a text file in the workspace. Returns its lines wrapped in \
-         <context path=\"...\" lines=\"A-B of N\"> ... </context>, each line shown as \
-         NUMBER:HASH|text (e.g. `12:a3f|fn main() {`); the NUMBER:HASH anchors are what \
-         edit_file takes to name lines. Shows 2000 lines from `offset` (default line 1) \
-         unless `limit` says otherwise (at most 20000), fewer where the result would pass \
-         the output budget, and says at the end which lines were left out and the offset \
-         to read on from. Lines longer than 2000 characters are cut \
-         (the cut is marked). Files over 10 MiB are read only up to the lines asked for. \
-         Binary files (images, archives, executables...) are described (kind and size), not \
-         shown; a directory is refused (use list_dir). Paths are relative to the first \
-         workspace root (or absolute beneath a root); nothing outside the roots can be read."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: ReadFileArgs) -> Result<String, ToolError> {
-        let range = LineRange::asked(args.offset, args.limit)?;
-        let workspace = Workspace::of(ctx).await?;
-        let reads = Reads::of(ctx).await;
-        let budget = ctx.output_budget().await;
-        ctx.blocking(move |cancel| read_one(&workspace, &reads, &args.path, range, budget, cancel))
-            .await
-            .map_err(ToolError::failed)?
-    }
-}
-
-/// `batch_read`: several files at once, each as `read_file` shows it.
-pub struct BatchRead;
-
-impl TypedTool for BatchRead {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
-    }
-
-    type Args = BatchReadArgs;
-
-    fn name(&self) -> &str {
-        "batch_read"
-    }
-
-    fn description(&self) -> &str {
-        "Reads up to 20 files of the workspace in one call, each exactly as read_file shows \
-         it: one <context path=\"...\" lines=\"A-B of N\"> ... </context> block per file, \
-         lines as NUMBER:HASH|text anchors, binary files described rather than shown. \
-         `limit` (default 2000, at most 20000) is the lines shown of each file, from its \
-         first line (the files share the output budget equally, what one leaves going to \
-         the next; a file there is no room for is marked not-read); use read_file with \
-         offset to read further. A file that cannot be read gets an \
-         <error path=\"...\">why</error> block in its place; the others are still read."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: BatchReadArgs) -> Result<String, ToolError> {
-        if args.paths.is_empty() {
-            return Err(ToolError::invalid_args("paths must name at least one file"));
-        }
-        if args.paths.len() > MAX_BATCH {
-            return Err(ToolError::invalid_args(format!(
-                "batch_read takes at most {MAX_BATCH} paths (got {}); split them over several \
-                 calls",
-                args.paths.len()
-            )));
-        }
-        let range = LineRange::asked(None, args.limit)?;
-        let workspace = Workspace::of(ctx).await?;
-        let reads = Reads::of(ctx).await;
-        let budget = ctx.output_budget().await;
-        ctx.blocking(move |cancel| {
-            let mut out = String::new();
-            for (i, path) in args.paths.iter().enumerate() {
-                if cancel.is_cancelled() {
-                    return Err(ToolError::failed("cancelled"));
-                }
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                // What is left of the budget, less a line for each file still to come.
-                let later = &args.paths[i + 1..];
-                let Some(left) = budget_left(budget, &out, later) else {
-                    let _ = writeln!(out, "{}", not_read(path));
-                    continue;
-                };
-                match read_one(&workspace, &reads, path, range, left, cancel) {
-                    Ok(block) => out.push_str(&block),
-                    Err(e) => {
-                        let why = match e {
-                            ToolError::Failed(m) | ToolError::InvalidArgs(m) => m,
-                        };
-                        let _ = writeln!(out, "<error path=\"{}\">{why}</error>", attr(path));
-                    }
-                }
-            }
-            Ok(out)
-        })
+/// Reads a text file in the workspace. Returns its lines wrapped in <context path="..."
+/// lines="A-B of N"> ... </context>, each line shown as NUMBER:HASH|text (e.g.
+/// `12:a3f|fn main() {`); the NUMBER:HASH anchors are what edit_file takes to name
+/// lines. Shows 2000 lines from `offset` (default line 1) unless `limit` says otherwise
+/// (at most 20000), fewer where the result would pass the output budget, and says at
+/// the end which lines were left out and the offset to read on from. Lines longer than
+/// 2000 characters are cut (the cut is marked). Files over 10 MiB are read only up to
+/// the lines asked for. Binary files (images, archives, executables...) are described
+/// (kind and size), not shown; a directory is refused (use list_dir). Paths are
+/// relative to the first workspace root (or absolute beneath a root); nothing outside
+/// the roots can be read.
+#[tool(risk = read, workspace)]
+pub async fn read_file(
+    ctx: &ToolContext<'_>,
+    #[args] args: ReadFileArgs,
+) -> Result<String, ToolError> {
+    let range = LineRange::asked(args.offset, args.limit)?;
+    let workspace = Workspace::of(ctx).await?;
+    let reads = Reads::of(ctx).await;
+    let budget = ctx.output_budget().await;
+    ctx.blocking(move |cancel| read_one(&workspace, &reads, &args.path, range, budget, cancel))
         .await
         .map_err(ToolError::failed)?
+}
+
+/// Reads up to 20 files of the workspace in one call, each exactly as read_file shows
+/// it: one <context path="..." lines="A-B of N"> ... </context> block per file, lines
+/// as NUMBER:HASH|text anchors, binary files described rather than shown. `limit`
+/// (default 2000, at most 20000) is the lines shown of each file, from its first line
+/// (the files share the output budget equally, what one leaves going to the next; a
+/// file there is no room for is marked not-read); use read_file with offset to read
+/// further. A file that cannot be read gets an <error path="...">why</error> block in
+/// its place; the others are still read.
+#[tool(risk = read, workspace)]
+pub async fn batch_read(
+    ctx: &ToolContext<'_>,
+    #[args] args: BatchReadArgs,
+) -> Result<String, ToolError> {
+    if args.paths.is_empty() {
+        return Err(ToolError::invalid_args("paths must name at least one file"));
     }
+    if args.paths.len() > MAX_BATCH {
+        return Err(ToolError::invalid_args(format!(
+            "batch_read takes at most {MAX_BATCH} paths (got {}); split them over several \
+                 calls",
+            args.paths.len()
+        )));
+    }
+    let range = LineRange::asked(None, args.limit)?;
+    let workspace = Workspace::of(ctx).await?;
+    let reads = Reads::of(ctx).await;
+    let budget = ctx.output_budget().await;
+    ctx.blocking(move |cancel| {
+        let mut out = String::new();
+        for (i, path) in args.paths.iter().enumerate() {
+            if cancel.is_cancelled() {
+                return Err(ToolError::failed("cancelled"));
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            // What is left of the budget, less a line for each file still to come.
+            let later = &args.paths[i + 1..];
+            let Some(left) = budget_left(budget, &out, later) else {
+                let _ = writeln!(out, "{}", not_read(path));
+                continue;
+            };
+            match read_one(&workspace, &reads, path, range, left, cancel) {
+                Ok(block) => out.push_str(&block),
+                Err(e) => {
+                    let why = match e {
+                        ToolError::Failed(m) | ToolError::InvalidArgs(m) => m,
+                    };
+                    let _ = writeln!(out, "<error path=\"{}\">{why}</error>", attr(path));
+                }
+            }
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(ToolError::failed)?
 }
 
 /// The line `batch_read` shows for a file it had no budget left to read.

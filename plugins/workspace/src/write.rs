@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::fs::{Dir, Metadata, MetadataExt as _, OpenOptions, OpenOptionsExt as _};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Requirements, Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{ToolContext, ToolError, tool};
 
 use crate::reads::{self, MAX_EDIT_BYTES, Reads, Record};
 use crate::roots::{Resolved, Workspace, describe_io};
@@ -64,44 +64,26 @@ pub struct WriteFileArgs {
     follow_symlinks: bool,
 }
 
-/// The `write_file` tool.
-pub struct WriteFile;
-
-impl TypedTool for WriteFile {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
-    }
-
-    type Args = WriteFileArgs;
-
-    fn name(&self) -> &str {
-        "write_file"
-    }
-
-    fn description(&self) -> &str {
-        "Writes text to a file in the workspace (paths relative to the first workspace root, \
-         or absolute beneath a root; nothing outside the roots can be written). mode \
-         \"create\" (the default) refuses to touch an existing file, \"overwrite\" replaces \
-         the whole content atomically (keeping the file's permissions), \"append\" adds to \
-         its end. The parent folder must exist unless create_dirs is true. A symbolic link \
-         at the path is refused unless follow_symlinks is true (the link must point inside \
-         the workspace). Writes replace this name only, never writing through a hard link: \
-         append refuses a file with other links (overwrite it instead). To change part of \
-         an existing file, prefer edit_file. Returns what was written where (for \
-         overwrite: how many lines changed)."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: WriteFileArgs) -> Result<String, ToolError> {
-        let workspace = Workspace::of(ctx).await?;
-        let reads = Reads::of(ctx).await;
-        ctx.blocking(move |_| write(&workspace, &reads, &args))
-            .await
-            .map_err(ToolError::failed)?
-    }
+/// Writes text to a file in the workspace (paths relative to the first workspace root,
+/// or absolute beneath a root; nothing outside the roots can be written). mode "create"
+/// (the default) refuses to touch an existing file, "overwrite" replaces the whole
+/// content atomically (keeping the file's permissions), "append" adds to its end. The
+/// parent folder must exist unless create_dirs is true. A symbolic link at the path is
+/// refused unless follow_symlinks is true (the link must point inside the workspace).
+/// Writes replace this name only, never writing through a hard link: append refuses a
+/// file with other links (overwrite it instead). To change part of an existing file,
+/// prefer edit_file. Returns what was written where (for overwrite: how many lines
+/// changed).
+#[tool(risk = write, workspace)]
+pub async fn write_file(
+    ctx: &ToolContext<'_>,
+    #[args] args: WriteFileArgs,
+) -> Result<String, ToolError> {
+    let workspace = Workspace::of(ctx).await?;
+    let reads = Reads::of(ctx).await;
+    ctx.blocking(move |_| write(&workspace, &reads, &args))
+        .await
+        .map_err(ToolError::failed)?
 }
 
 fn write(workspace: &Workspace, reads: &Reads, args: &WriteFileArgs) -> Result<String, ToolError> {

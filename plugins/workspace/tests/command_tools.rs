@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
 use toolhost_plugin_api::testing::TestHost;
-use toolhost_workspace::RunCommand;
+use toolhost_workspace::run_command;
 
 /// A host whose workspace is `dir`, with `tweak` applied to the rules. Shells are on
 /// (`shell = true`): most tests run `sh -c` to make a process tree.
@@ -22,7 +22,7 @@ fn host_with(dir: &Path, tweak: impl FnOnce(&mut WorkspaceAnswer)) -> TestHost {
 
 /// Runs `args` and returns the structured result and the text.
 fn run(host: &TestHost, args: Value) -> (Value, String) {
-    let out = host.call_output(&RunCommand, args).expect("run_command");
+    let out = host.call_output(&run_command, args).expect("run_command");
     (out.structured.expect("structured result"), out.text)
 }
 
@@ -97,12 +97,12 @@ fn a_folder_outside_the_workspace_and_unknown_programs_are_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let host = host_with(dir.path(), |_| {});
     let e = host
-        .call(&RunCommand, json!({"program": "ls", "cwd": "/etc"}))
+        .call(&run_command, json!({"program": "ls", "cwd": "/etc"}))
         .expect_err("outside")
         .to_string();
     assert!(e.contains("outside the workspace"), "{e}");
     let e = host
-        .call(&RunCommand, json!({"program": "no-such-program-xyz"}))
+        .call(&run_command, json!({"program": "no-such-program-xyz"}))
         .expect_err("unknown")
         .to_string();
     assert!(e.contains("no such program"), "{e}");
@@ -211,7 +211,7 @@ fn a_cancel_kills_the_command_and_its_children() {
     };
     let started = Instant::now();
     let out = host.call_output(
-        &RunCommand,
+        &run_command,
         json!({"program": "sh", "args": ["-c", "sleep 300 & echo $! > pidfile; wait"]}),
     );
     let pid = watcher.join().expect("watcher");
@@ -245,7 +245,7 @@ fn denylisted_programs_are_refused_naming_the_entry() {
         a.shell = true;
     });
     let e = host
-        .call(&RunCommand, json!({"program": "sudo", "args": ["id"]}))
+        .call(&run_command, json!({"program": "sudo", "args": ["id"]}))
         .expect_err("sudo")
         .to_string();
     assert!(
@@ -253,12 +253,12 @@ fn denylisted_programs_are_refused_naming_the_entry() {
         "{e}"
     );
     let e = host
-        .call(&RunCommand, json!({"program": "git", "args": ["status"]}))
+        .call(&run_command, json!({"program": "git", "args": ["status"]}))
         .expect_err("git")
         .to_string();
     assert!(e.contains("`git`") && e.contains("deny_programs"), "{e}");
     let e = host
-        .call(&RunCommand, json!({"command": "echo hi && git status"}))
+        .call(&run_command, json!({"command": "echo hi && git status"}))
         .expect_err("git in a shell line")
         .to_string();
     assert!(e.contains("`git`"), "{e}");
@@ -270,7 +270,7 @@ fn denylisted_programs_are_refused_naming_the_entry() {
     });
     let e = host
         .call(
-            &RunCommand,
+            &run_command,
             json!({"program": "./renamed", "args": ["-c", "true"]}),
         )
         .expect_err("link")
@@ -283,7 +283,7 @@ fn a_shell_command_line_is_refused_unless_the_workspace_enables_it() {
     let dir = tempfile::tempdir().expect("tmp");
     let off = host_with(dir.path(), |a| a.shell = false);
     let e = off
-        .call(&RunCommand, json!({"command": "echo a | tr a b"}))
+        .call(&run_command, json!({"command": "echo a | tr a b"}))
         .expect_err("shell off")
         .to_string();
     assert!(
@@ -297,7 +297,7 @@ fn a_shell_command_line_is_refused_unless_the_workspace_enables_it() {
         ("env", json!(["sudo", "true"])),
     ] {
         let e = off
-            .call(&RunCommand, json!({"program": program, "args": args}))
+            .call(&run_command, json!({"program": program, "args": args}))
             .expect_err("a shell by another name")
             .to_string();
         assert!(e.contains("shell = true"), "{program}: {e}");
@@ -362,7 +362,7 @@ fn long_output_is_whole_in_the_text_for_the_host_to_cut_and_within_the_budget_in
 
 #[test]
 fn the_description_and_risk_say_what_the_tool_does() {
-    let info = TestHost::new().describe(&RunCommand);
+    let info = TestHost::new().describe(&run_command);
     assert_eq!(info.risk, toolhost_plugin_api::Risk::Destructive);
     for phrase in ["shell = true", "denylist", "read", "TMPDIR", "read_output"] {
         assert!(info.description.contains(phrase), "{phrase}");
@@ -399,7 +399,7 @@ fn a_command_that_exits_non_zero_is_an_error_result_with_all_its_output() {
     let host = host_with(dir.path(), |_| {});
     let out = host
         .call_output(
-            &RunCommand,
+            &run_command,
             json!({"program": "ls", "args": ["no-such-file-here"]}),
         )
         .expect("ran");
@@ -409,7 +409,7 @@ fn a_command_that_exits_non_zero_is_an_error_result_with_all_its_output() {
     let value = out.structured.expect("the value too");
     assert_eq!(value["exit_code"], 2);
     let ok = host
-        .call_output(&RunCommand, json!({"program": "true"}))
+        .call_output(&run_command, json!({"program": "true"}))
         .expect("ran");
     assert!(!ok.is_error, "{}", ok.text);
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use toolhost_plugin_api::testing::TestHost;
 use toolhost_plugin_api::{Risk, ToolError, WorkspaceAnswer};
-use toolhost_workspace::{EditFile, ReadFile, WriteFile, format_line, line_hash};
+use toolhost_workspace::{edit_file, format_line, line_hash, read_file, write_file};
 
 /// A workspace root (its real path) and a host whose profile has it as its one root.
 struct Fixture {
@@ -50,7 +50,7 @@ impl Fixture {
 
     /// `read_file` of `rel`: what the model sees, and what puts the file on record.
     fn show(&self, rel: &str) -> String {
-        self.host.call(&ReadFile, json!({ "path": rel })).unwrap()
+        self.host.call(&read_file, json!({ "path": rel })).unwrap()
     }
 
     /// Writes `rel` and reads it with `read_file`, as a model does before editing.
@@ -61,11 +61,11 @@ impl Fixture {
     }
 
     fn edit(&self, args: Value) -> Result<String, ToolError> {
-        self.host.call(&EditFile, args)
+        self.host.call(&edit_file, args)
     }
 
     fn write(&self, args: Value) -> Result<String, ToolError> {
-        self.host.call(&WriteFile, args)
+        self.host.call(&write_file, args)
     }
 }
 
@@ -99,7 +99,7 @@ fn both_tools_are_write_tools_with_documented_arguments() {
     let host = TestHost::new();
     for (info, args) in [
         (
-            host.describe(&EditFile),
+            host.describe(&edit_file),
             vec![
                 "path",
                 "edits",
@@ -110,7 +110,7 @@ fn both_tools_are_write_tools_with_documented_arguments() {
             ],
         ),
         (
-            host.describe(&WriteFile),
+            host.describe(&write_file),
             vec!["path", "content", "mode", "create_dirs", "follow_symlinks"],
         ),
     ] {
@@ -125,7 +125,7 @@ fn both_tools_are_write_tools_with_documented_arguments() {
             );
         }
     }
-    let edit = host.describe(&EditFile);
+    let edit = host.describe(&edit_file);
     let item = &edit.schema["properties"]["edits"]["items"]["properties"];
     for field in ["from", "to", "after", "before", "new_text"] {
         assert!(item[field]["description"].is_string(), "{field}: {item}");
@@ -652,9 +652,9 @@ fn escapes_are_refused_for_write_file_and_edit_file() {
 fn without_a_workspace_the_tools_say_which_config_line_to_add() {
     let host = TestHost::new();
     for out in [
-        host.call(&WriteFile, json!({"path": "a.txt", "content": "x"})),
+        host.call(&write_file, json!({"path": "a.txt", "content": "x"})),
         host.call(
-            &EditFile,
+            &edit_file,
             json!({"path": "a.txt", "old_text": "x", "new_text": "y"}),
         ),
     ] {
@@ -868,7 +868,7 @@ fn a_read_on_record_counts_for_another_process_with_the_same_state_folder() {
     // Another host of the same profile (another `toolhost call`): the same state folder.
     let other =
         TestHost::new().workspace(WorkspaceAnswer::with_roots([f.root.display().to_string()]));
-    let message = failed(other.call(&EditFile, edit.clone()));
+    let message = failed(other.call(&edit_file, edit.clone()));
     assert!(message.contains("No read of"), "{message}");
     // The refusal put the lines it showed on record in the other's folder: cleared, so
     // only the record copied from the first host can let the edit land.
@@ -889,7 +889,7 @@ fn a_read_on_record_counts_for_another_process_with_the_same_state_folder() {
         .unwrap();
     }
     f.put("src/lib.rs", LIB_RS);
-    other.call(&EditFile, edit).unwrap();
+    other.call(&edit_file, edit).unwrap();
     assert!(f.read("src/lib.rs").contains("    8\n"));
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_plugin_api::WorkspaceAnswer;
 use toolhost_plugin_api::testing::TestHost;
-use toolhost_workspace::FetchUrl;
+use toolhost_workspace::fetch_url;
 
 /// Starts the server; returns its base URL (`http://127.0.0.1:PORT`).
 fn serve() -> String {
@@ -149,7 +149,7 @@ fn host(allow_private: bool) -> (TestHost, tempfile::TempDir) {
 
 /// Fetches and returns the structured result and the text.
 fn fetch(host: &TestHost, args: Value) -> (Value, String) {
-    let out = host.call_output(&FetchUrl, args).expect("fetch_url");
+    let out = host.call_output(&fetch_url, args).expect("fetch_url");
     (out.structured.expect("structured"), out.text)
 }
 
@@ -216,7 +216,7 @@ fn redirects_are_followed_up_to_the_cap() {
     assert_eq!(value["url"], format!("{base}/hop/0"));
     assert!(text.contains("after 5 redirects"), "{text}");
     let e = host
-        .call(&FetchUrl, json!({"url": format!("{base}/hop/6")}))
+        .call(&fetch_url, json!({"url": format!("{base}/hop/6")}))
         .expect_err("too many")
         .to_string();
     assert!(e.contains("more than 5 redirects"), "{e}");
@@ -227,7 +227,7 @@ fn loopback_is_refused_unless_private_addresses_are_allowed() {
     let base = serve();
     let (host, _dir) = self::host(false);
     let e = host
-        .call(&FetchUrl, json!({"url": format!("{base}/json")}))
+        .call(&fetch_url, json!({"url": format!("{base}/json")}))
         .expect_err("loopback")
         .to_string();
     assert!(
@@ -238,7 +238,7 @@ fn loopback_is_refused_unless_private_addresses_are_allowed() {
     let port = base.rsplit(':').next().expect("port");
     let e = host
         .call(
-            &FetchUrl,
+            &fetch_url,
             json!({"url": format!("http://localhost:{port}/json")}),
         )
         .expect_err("localhost")
@@ -246,7 +246,7 @@ fn loopback_is_refused_unless_private_addresses_are_allowed() {
     assert!(e.contains("localhost") && e.contains("loopback"), "{e}");
     let e = host
         .call(
-            &FetchUrl,
+            &fetch_url,
             json!({"url": "http://169.254.169.254/latest/meta-data/"}),
         )
         .expect_err("metadata")
@@ -256,7 +256,7 @@ fn loopback_is_refused_unless_private_addresses_are_allowed() {
 
 #[test]
 fn the_description_and_risk_say_what_the_tool_does() {
-    let info = TestHost::new().describe(&FetchUrl);
+    let info = TestHost::new().describe(&fetch_url);
     assert_eq!(info.risk, toolhost_plugin_api::Risk::Network);
     for phrase in ["Markdown", "5 MiB", "redirects", "private"] {
         assert!(info.description.contains(phrase), "{phrase}");
@@ -271,7 +271,7 @@ fn a_cancel_ends_a_fetch_that_gets_no_answer() {
     let started = std::time::Instant::now();
     let e = host
         .call(
-            &FetchUrl,
+            &fetch_url,
             json!({"url": format!("{base}/slow"), "timeout_secs": 60}),
         )
         .expect_err("cancelled")
@@ -294,7 +294,7 @@ fn the_time_limit_covers_the_whole_body() {
     let started = Instant::now();
     let e = host
         .call(
-            &FetchUrl,
+            &fetch_url,
             json!({"url": format!("{base}/drip"), "timeout_secs": 2}),
         )
         .expect_err("the limit passes while the body drips")
@@ -316,7 +316,7 @@ fn the_time_limit_covers_waiting_for_the_headers() {
     let started = Instant::now();
     let e = host
         .call(
-            &FetchUrl,
+            &fetch_url,
             json!({"url": format!("{base}/slow"), "timeout_secs": 2}),
         )
         .expect_err("no headers within the limit")
@@ -403,7 +403,7 @@ fn this_machines_own_address_is_refused_unless_private_addresses_are_allowed() {
     };
     let (host, _dir) = self::host(false);
     let e = host
-        .call(&FetchUrl, json!({"url": format!("{base}/json")}))
+        .call(&fetch_url, json!({"url": format!("{base}/json")}))
         .expect_err("this machine's address")
         .to_string();
     assert!(

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use toolhost_plugin_api::testing::TestHost;
 use toolhost_plugin_api::{Risk, ToolError, WorkspaceAnswer};
-use toolhost_workspace::{BatchRead, FindFiles, Grep, ListDir, ReadFile};
+use toolhost_workspace::{batch_read, find_files, grep, list_dir, read_file};
 
 fn host(root: &Path) -> TestHost {
     TestHost::new().workspace(WorkspaceAnswer::with_roots([root.display().to_string()]))
@@ -63,18 +63,18 @@ fn workspace_and_outside() -> (tempfile::TempDir, tempfile::TempDir) {
 fn tools_are_read_tools_with_schemas_that_name_their_limits() {
     let host = TestHost::new();
     for info in [
-        host.describe(&ReadFile),
-        host.describe(&BatchRead),
-        host.describe(&ListDir),
-        host.describe(&FindFiles),
-        host.describe(&Grep),
+        host.describe(&read_file),
+        host.describe(&batch_read),
+        host.describe(&list_dir),
+        host.describe(&find_files),
+        host.describe(&grep),
     ] {
         assert_eq!(info.risk, Risk::Read, "{}", info.name);
         assert!(info.description.len() > 200, "{}", info.name);
     }
-    let batch = host.describe(&BatchRead);
+    let batch = host.describe(&batch_read);
     assert_eq!(batch.schema["properties"]["paths"]["maxItems"], json!(20));
-    assert!(host.describe(&Grep).output_schema.is_some());
+    assert!(host.describe(&grep).output_schema.is_some());
 }
 
 #[test]
@@ -85,7 +85,7 @@ fn read_file_frames_numbered_anchored_lines() {
         "src/a.rs",
         "fn main() {\r\n    println!(\"hi\");\n}\n",
     );
-    let text = ok(host(root.path()).call(&ReadFile, json!({"path": "src/a.rs"})));
+    let text = ok(host(root.path()).call(&read_file, json!({"path": "src/a.rs"})));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "<context path=\"src/a.rs\" lines=\"1-3 of 3\">");
     assert_eq!(lines[4], "</context>");
@@ -104,7 +104,7 @@ fn read_file_frames_numbered_anchored_lines() {
     }
     // The same content gives the same anchor; an absolute path beneath the root works too.
     let abs = fs::canonicalize(root.path()).unwrap().join("src/a.rs");
-    let again = ok(host(root.path()).call(&ReadFile, json!({"path": abs})));
+    let again = ok(host(root.path()).call(&read_file, json!({"path": abs})));
     assert_eq!(again, text);
 }
 
@@ -115,7 +115,7 @@ fn read_file_reads_ranges_and_says_how_to_read_on() {
     write(root.path(), "long.txt", &content);
     let host = host(root.path());
     let text = ok(host.call(
-        &ReadFile,
+        &read_file,
         json!({"path": "long.txt", "offset": 10, "limit": 5}),
     ));
     assert!(
@@ -128,18 +128,18 @@ fn read_file_reads_ranges_and_says_how_to_read_on() {
         text.ends_with("(lines 15-50 of 50 not shown; read on with offset 15)\n"),
         "{text}"
     );
-    let tail = ok(host.call(&ReadFile, json!({"path": "long.txt", "offset": 45})));
+    let tail = ok(host.call(&read_file, json!({"path": "long.txt", "offset": 45})));
     assert!(tail.contains("lines=\"45-50 of 50\""), "{tail}");
     assert!(tail.ends_with("</context>\n"), "nothing left out: {tail}");
-    let past = failed(host.call(&ReadFile, json!({"path": "long.txt", "offset": 51})));
+    let past = failed(host.call(&read_file, json!({"path": "long.txt", "offset": 51})));
     assert!(
         past.contains("has 50 lines; offset 51 is past its end"),
         "{past}"
     );
-    let bad = invalid(host.call(&ReadFile, json!({"path": "long.txt", "limit": 100000})));
-    assert!(bad.contains("between 1 and 20000"), "{bad}");
+    let bad = invalid(host.call(&read_file, json!({"path": "long.txt", "limit": 100000})));
+    assert_eq!(bad, "/limit: 100000 is greater than the maximum of 20000");
     write(root.path(), "empty.txt", "");
-    let empty = ok(host.call(&ReadFile, json!({"path": "empty.txt"})));
+    let empty = ok(host.call(&read_file, json!({"path": "empty.txt"})));
     assert!(
         empty.contains("lines=\"0 of 0\"") && empty.contains("empty"),
         "{empty}"
@@ -150,7 +150,7 @@ fn read_file_reads_ranges_and_says_how_to_read_on() {
 fn read_file_cuts_long_lines_but_anchors_the_whole_line() {
     let (root, _outside) = workspace_and_outside();
     write(root.path(), "min.js", "x".repeat(5000));
-    let text = ok(host(root.path()).call(&ReadFile, json!({"path": "min.js"})));
+    let text = ok(host(root.path()).call(&read_file, json!({"path": "min.js"})));
     assert!(text.contains("… [+3000 characters]"), "{}", &text[..200]);
     assert!(text.len() < 2200, "the line was cut: {} bytes", text.len());
 }
@@ -161,7 +161,7 @@ fn read_file_reads_only_the_asked_lines_of_a_file_over_the_size_limit() {
     let line = format!("{}\n", "y".repeat(1023));
     let big: String = line.repeat(11 * 1024); // 11 MiB
     write(root.path(), "big.log", &big);
-    let text = ok(host(root.path()).call(&ReadFile, json!({"path": "big.log", "limit": 3})));
+    let text = ok(host(root.path()).call(&read_file, json!({"path": "big.log", "limit": 3})));
     assert!(
         text.starts_with("<context path=\"big.log\" lines=\"1-3\">"),
         "{}",
@@ -184,16 +184,16 @@ fn read_file_describes_binary_files() {
     );
     write(root.path(), "data.bin", b"abc\x00def");
     let host = host(root.path());
-    let text = ok(host.call(&ReadFile, json!({"path": "logo.png"})));
+    let text = ok(host.call(&read_file, json!({"path": "logo.png"})));
     assert!(text.contains("kind=\"binary\""), "{text}");
     assert!(
         text.contains("PNG image, 3.0 KiB: binary data, not shown"),
         "{text}"
     );
     assert!(!text.contains("IHDR"), "{text}");
-    let elf = ok(host.call(&ReadFile, json!({"path": "prog"})));
+    let elf = ok(host.call(&read_file, json!({"path": "prog"})));
     assert!(elf.contains("ELF executable or library, 16 bytes"), "{elf}");
-    let data = ok(host.call(&ReadFile, json!({"path": "data.bin"})));
+    let data = ok(host.call(&read_file, json!({"path": "data.bin"})));
     assert!(data.contains("binary file, 7 bytes"), "{data}");
     // Latin-1 text is mostly text: shown, with a note.
     write(
@@ -201,7 +201,7 @@ fn read_file_describes_binary_files() {
         "latin1.txt",
         b"caf\xe9 cr\xe8me br\xfbl\xe9e\n",
     );
-    let latin = ok(host.call(&ReadFile, json!({"path": "latin1.txt"})));
+    let latin = ok(host.call(&read_file, json!({"path": "latin1.txt"})));
     assert!(latin.contains("|caf\u{FFFD} cr\u{FFFD}me"), "{latin}");
     assert!(latin.contains("not valid UTF-8"), "{latin}");
 }
@@ -211,12 +211,12 @@ fn read_file_refuses_directories_and_missing_files_clearly() {
     let (root, _outside) = workspace_and_outside();
     fs::create_dir(root.path().join("src")).unwrap();
     let host = host(root.path());
-    let dir = failed(host.call(&ReadFile, json!({"path": "src"})));
+    let dir = failed(host.call(&read_file, json!({"path": "src"})));
     assert!(
         dir.contains("src is a directory") && dir.contains("list_dir"),
         "{dir}"
     );
-    let missing = failed(host.call(&ReadFile, json!({"path": "nope.txt"})));
+    let missing = failed(host.call(&read_file, json!({"path": "nope.txt"})));
     assert_eq!(missing, "nope.txt does not exist");
 }
 
@@ -228,12 +228,12 @@ fn read_file_refuses_every_way_out() {
     std::os::unix::fs::symlink(&secret, root.path().join("link.txt")).unwrap();
     std::os::unix::fs::symlink(outside.path(), root.path().join("outdir")).unwrap();
     std::os::unix::fs::symlink("../../", root.path().join("up")).unwrap();
-    let dotdot = failed(host.call(&ReadFile, json!({"path": "../secret.txt"})));
+    let dotdot = failed(host.call(&read_file, json!({"path": "../secret.txt"})));
     assert!(dotdot.contains("may not contain `..`"), "{dotdot}");
-    let absolute = failed(host.call(&ReadFile, json!({"path": secret})));
+    let absolute = failed(host.call(&read_file, json!({"path": secret})));
     assert!(absolute.contains("is outside the workspace"), "{absolute}");
     for path in ["link.txt", "outdir/secret.txt", "up/etc/passwd"] {
-        let out = failed(host.call(&ReadFile, json!({"path": path})));
+        let out = failed(host.call(&read_file, json!({"path": path})));
         assert!(out.contains("leads outside the workspace"), "{path}: {out}");
         assert!(!out.contains("SECRET"), "{out}");
     }
@@ -277,7 +277,7 @@ fn read_file_never_reads_outside_through_a_link_swapped_in_while_it_runs() {
         if calls % 50 == 0 {
             std::thread::yield_now();
         }
-        match host.call(&ReadFile, json!({"path": "target.txt"})) {
+        match host.call(&read_file, json!({"path": "target.txt"})) {
             Ok(text) => {
                 assert!(!text.contains("SECRET"), "read outside: {text}");
                 assert!(text.contains("|inside"), "{text}");
@@ -302,7 +302,7 @@ fn read_file_never_reads_outside_through_a_link_swapped_in_while_it_runs() {
 
 #[test]
 fn no_workspace_configured_names_the_config_line() {
-    let out = failed(TestHost::new().call(&ReadFile, json!({"path": "a"})));
+    let out = failed(TestHost::new().call(&read_file, json!({"path": "a"})));
     assert!(
         out.contains("no workspace configured") && out.contains("roots = ["),
         "{out}"
@@ -318,7 +318,7 @@ fn batch_read_reads_each_file_and_reports_errors_in_place() {
     write(root.path(), "b.txt", "beta\n");
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.path().join("out")).unwrap();
     let text = ok(host(root.path()).call(
-        &BatchRead,
+        &batch_read,
         json!({"paths": ["a.txt", "missing.txt", "out", "b.txt"]}),
     ));
     let a = text
@@ -345,10 +345,11 @@ fn batch_read_reads_each_file_and_reports_errors_in_place() {
 fn batch_read_takes_at_most_twenty_paths() {
     let (root, _outside) = workspace_and_outside();
     let paths: Vec<String> = (0..21).map(|i| format!("f{i}")).collect();
-    let e = invalid(host(root.path()).call(&BatchRead, json!({ "paths": paths })));
-    assert!(e.contains("at most 20 paths (got 21)"), "{e}");
-    let e = invalid(host(root.path()).call(&BatchRead, json!({ "paths": [] })));
-    assert!(e.contains("at least one"), "{e}");
+    let e = invalid(host(root.path()).call(&batch_read, json!({ "paths": paths })));
+    // The schema refuses it before the tool runs, as the host does.
+    assert!(e.ends_with("has more than 20 items"), "{e}");
+    let e = invalid(host(root.path()).call(&batch_read, json!({ "paths": [] })));
+    assert_eq!(e, "/paths: [] has less than 1 item");
 }
 
 // ---- list_dir ----------------------------------------------------------------------
@@ -371,7 +372,7 @@ fn list_dir_honours_gitignore_hidden_and_depth_and_never_follows_links() {
     let (root, outside) = workspace_and_outside();
     project(root.path(), outside.path());
     let host = host(root.path());
-    let text = ok(host.call(&ListDir, json!({})));
+    let text = ok(host.call(&list_dir, json!({})));
     let entries: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(
         entries,
@@ -389,7 +390,7 @@ fn list_dir_honours_gitignore_hidden_and_depth_and_never_follows_links() {
         text.starts_with("./ (depth 1): 3 entries (1 folders, 1 files, 1 symbolic links)"),
         "{text}"
     );
-    let deep = ok(host.call(&ListDir, json!({"depth": 3, "hidden": true})));
+    let deep = ok(host.call(&list_dir, json!({"depth": 3, "hidden": true})));
     for shown in [
         ".env  (8 bytes)",
         ".gitignore",
@@ -407,22 +408,22 @@ fn list_dir_honours_gitignore_hidden_and_depth_and_never_follows_links() {
     for hidden in ["target", "build.log", "secret", ".git/"] {
         assert!(!deep.contains(hidden), "{hidden} in {deep}");
     }
-    let sub = ok(host.call(&ListDir, json!({"path": "src", "depth": 1})));
+    let sub = ok(host.call(&list_dir, json!({"path": "src", "depth": 1})));
     assert!(sub.starts_with("src/ (depth 1): 2 entries"), "{sub}");
     assert!(
         sub.contains("\nsrc/deep/\nsrc/lib.rs  (32 bytes)\n"),
         "{sub}"
     );
-    let out = failed(host.call(&ListDir, json!({"path": "outlink"})));
+    let out = failed(host.call(&list_dir, json!({"path": "outlink"})));
     assert!(out.contains("leads outside the workspace"), "{out}");
-    let file = failed(host.call(&ListDir, json!({"path": "Cargo.toml"})));
+    let file = failed(host.call(&list_dir, json!({"path": "Cargo.toml"})));
     assert!(
         file.contains("is a file") && file.contains("read_file"),
         "{file}"
     );
-    let e = invalid(host.call(&ListDir, json!({"depth": 11})));
-    assert!(e.contains("between 1 and 10"), "{e}");
-    let e = failed(host.call(&ListDir, json!({"path": "../"})));
+    let e = invalid(host.call(&list_dir, json!({"depth": 11})));
+    assert_eq!(e, "/depth: 11 is greater than the maximum of 10");
+    let e = failed(host.call(&list_dir, json!({"path": "../"})));
     assert!(e.contains("`..`"), "{e}");
 }
 
@@ -432,7 +433,7 @@ fn list_dir_shows_at_most_a_thousand_entries_and_counts_the_rest() {
     for i in 0..1010 {
         write(root.path(), &format!("f{i:04}.txt"), "x");
     }
-    let text = ok(host(root.path()).call(&ListDir, json!({})));
+    let text = ok(host(root.path()).call(&list_dir, json!({})));
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].contains("1010 entries"), "{}", lines[0]);
     assert_eq!(lines[1], "f0000.txt  (1 bytes)");
@@ -463,45 +464,45 @@ fn find_files_matches_globs_newest_first_and_honours_gitignore_and_hidden() {
     set_mtime(&root.path().join("src/lib.rs"), 300);
     set_mtime(&root.path().join("src/deep/mod.rs"), 10);
     let host = host(root.path());
-    let text = ok(host.call(&FindFiles, json!({"patterns": ["**/*.rs"]})));
+    let text = ok(host.call(&find_files, json!({"patterns": ["**/*.rs"]})));
     assert_eq!(
         text,
         "2 files beneath . match **/*.rs (newest first):\nsrc/deep/mod.rs\nsrc/lib.rs\n"
     );
     set_mtime(&root.path().join("src/lib.rs"), 1);
-    let text = ok(host.call(&FindFiles, json!({"patterns": ["*.rs"]})));
+    let text = ok(host.call(&find_files, json!({"patterns": ["*.rs"]})));
     assert!(
         text.ends_with("src/lib.rs\nsrc/deep/mod.rs\n"),
         "newest first: {text}"
     );
     let hidden = ok(host.call(
-        &FindFiles,
+        &find_files,
         json!({"patterns": ["*.md", "*.env", ".env"], "hidden": true}),
     ));
     assert!(
         hidden.contains(".hidden/notes.md") && hidden.contains("\n.env\n"),
         "{hidden}"
     );
-    let not_hidden = ok(host.call(&FindFiles, json!({"patterns": ["*.md", ".env"]})));
+    let not_hidden = ok(host.call(&find_files, json!({"patterns": ["*.md", ".env"]})));
     assert!(not_hidden.starts_with("0 files"), "{not_hidden}");
-    let logs = ok(host.call(&FindFiles, json!({"patterns": ["*.log", "target/**"]})));
+    let logs = ok(host.call(&find_files, json!({"patterns": ["*.log", "target/**"]})));
     assert!(
         logs.starts_with("0 files"),
         "ignored files are not found: {logs}"
     );
-    let beneath = ok(host.call(&FindFiles, json!({"patterns": ["*"], "path": "src/deep"})));
+    let beneath = ok(host.call(&find_files, json!({"patterns": ["*"], "path": "src/deep"})));
     assert_eq!(
         beneath,
         "1 files beneath src/deep match * (newest first):\nsrc/deep/mod.rs\n"
     );
-    let excluded = ok(host.call(&FindFiles, json!({"patterns": ["**/*.rs", "!mod.rs"]})));
+    let excluded = ok(host.call(&find_files, json!({"patterns": ["**/*.rs", "!mod.rs"]})));
     assert!(
         excluded.starts_with("1 files") && excluded.contains("src/lib.rs"),
         "{excluded}"
     );
-    let e = invalid(host.call(&FindFiles, json!({"patterns": ["a[b"]})));
+    let e = invalid(host.call(&find_files, json!({"patterns": ["a[b"]})));
     assert!(e.contains("'a[b' is not a glob pattern"), "{e}");
-    let e = failed(host.call(&FindFiles, json!({"patterns": ["*"], "path": "outlink"})));
+    let e = failed(host.call(&find_files, json!({"patterns": ["*"], "path": "outlink"})));
     assert!(e.contains("leads outside the workspace"), "{e}");
 }
 
@@ -513,7 +514,7 @@ fn find_files_caps_its_list_and_counts_what_it_left_out() {
         write(root.path(), &rel, "x");
         set_mtime(&root.path().join(&rel), 1000 - i);
     }
-    let text = ok(host(root.path()).call(&FindFiles, json!({"patterns": ["*.txt"], "limit": 5})));
+    let text = ok(host(root.path()).call(&find_files, json!({"patterns": ["*.txt"], "limit": 5})));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "30 files beneath . match *.txt (newest first):");
     assert_eq!(
@@ -530,14 +531,14 @@ fn find_files_caps_its_list_and_counts_what_it_left_out() {
         lines[6].starts_with("(25 more matching files left out"),
         "{text}"
     );
-    let e = invalid(host(root.path()).call(&FindFiles, json!({"patterns": ["*"], "limit": 1001})));
-    assert!(e.contains("between 1 and 1000"), "{e}");
+    let e = invalid(host(root.path()).call(&find_files, json!({"patterns": ["*"], "limit": 1001})));
+    assert_eq!(e, "/limit: 1001 is greater than the maximum of 1000");
 }
 
 // ---- grep --------------------------------------------------------------------------
 
-fn grep(host: &TestHost, args: Value) -> String {
-    ok(host.call(&Grep, args))
+fn grep_text(host: &TestHost, args: Value) -> String {
+    ok(host.call(&grep, args))
 }
 
 #[test]
@@ -546,28 +547,28 @@ fn grep_finds_regex_and_literal_matches_sorted_by_path_like_ripgrep() {
     project(root.path(), outside.path());
     write(root.path(), "a.txt", "a(b)c\nabc\n");
     let host = host(root.path());
-    let text = grep(&host, json!({"pattern": "fn \\w+\\("}));
+    let text = grep_text(&host, json!({"pattern": "fn \\w+\\("}));
     assert_eq!(
         text,
         "src/deep/mod.rs:1:fn Hello() {}\nsrc/lib.rs:1:pub fn hello() {}\n\
          2 matching lines in 2 files (4 files searched).\n"
     );
-    let literal = grep(&host, json!({"pattern": "a(b)c", "literal": true}));
+    let literal = grep_text(&host, json!({"pattern": "a(b)c", "literal": true}));
     assert!(
         literal.starts_with("a.txt:1:a(b)c\n1 matching lines"),
         "{literal}"
     );
-    let regex = grep(&host, json!({"pattern": "a(b)c"}));
+    let regex = grep_text(&host, json!({"pattern": "a(b)c"}));
     assert!(
         regex.starts_with("a.txt:2:abc\n1 matching lines"),
         "{regex}"
     );
-    let e = invalid(host.call(&Grep, json!({"pattern": "fn ("})));
+    let e = invalid(host.call(&grep, json!({"pattern": "fn ("})));
     assert!(
         e.contains("not a valid regular expression") && e.contains("literal: true"),
         "{e}"
     );
-    let none = grep(&host, json!({"pattern": "zebra"}));
+    let none = grep_text(&host, json!({"pattern": "zebra"}));
     assert_eq!(none, "No matches in 4 files searched.\n");
 }
 
@@ -577,7 +578,7 @@ fn grep_case_options() {
     project(root.path(), outside.path());
     let host = host(root.path());
     let count = |args: Value| -> u64 {
-        let out = host.call_output(&Grep, args).unwrap();
+        let out = host.call_output(&grep, args).unwrap();
         out.structured.unwrap()["total_matches"].as_u64().unwrap()
     };
     assert_eq!(count(json!({"pattern": "hello"})), 1);
@@ -597,7 +598,7 @@ fn grep_honours_gitignore_hidden_globs_and_types_and_never_reads_through_links_o
     write(root.path(), "notes.md", "hello markdown\n");
     let host = host(root.path());
     let files = |args: Value| -> Vec<String> {
-        let out = host.call_output(&Grep, args).unwrap();
+        let out = host.call_output(&grep, args).unwrap();
         assert!(!out.text.contains("SECRET"), "{}", out.text);
         out.structured.unwrap()["files"]
             .as_array()
@@ -636,9 +637,9 @@ fn grep_honours_gitignore_hidden_globs_and_types_and_never_reads_through_links_o
         files(json!({"pattern": "hello", "path": "src/lib.rs"})),
         ["src/lib.rs"]
     );
-    let e = invalid(host.call(&Grep, json!({"pattern": "x", "type": "klingon"})));
+    let e = invalid(host.call(&grep, json!({"pattern": "x", "type": "klingon"})));
     assert!(e.contains("'klingon' is not a file type"), "{e}");
-    let e = failed(host.call(&Grep, json!({"pattern": "x", "path": "outlink"})));
+    let e = failed(host.call(&grep, json!({"pattern": "x", "path": "outlink"})));
     assert!(e.contains("leads outside the workspace"), "{e}");
 }
 
@@ -657,14 +658,14 @@ fn grep_shows_context_lines_with_group_separators() {
     write(root.path(), "f.txt", &content);
     write(root.path(), "g.txt", "match g\n");
     let host = host(root.path());
-    let text = grep(&host, json!({"pattern": "match", "context": 1}));
+    let text = grep_text(&host, json!({"pattern": "match", "context": 1}));
     assert_eq!(
         text,
         "f.txt-4-other 4\nf.txt:5:match 5\nf.txt:6:match 6\nf.txt-7-other 7\n--\n\
          f.txt-14-other 14\nf.txt:15:match 15\nf.txt-16-other 16\n--\ng.txt:1:match g\n\
          4 matching lines in 2 files (2 files searched).\n"
     );
-    let before = grep(
+    let before = grep_text(
         &host,
         json!({"pattern": "match 15", "before_context": 2, "after_context": 0}),
     );
@@ -682,7 +683,7 @@ fn grep_caps_matches_in_path_order_and_counts_the_rest() {
         write(root.path(), &format!("d{}/f{f:02}.txt", f % 4), body);
     }
     let host = host(root.path());
-    let first = grep(&host, json!({"pattern": "needle", "max_matches": 25}));
+    let first = grep_text(&host, json!({"pattern": "needle", "max_matches": 25}));
     let lines: Vec<&str> = first.lines().collect();
     assert_eq!(lines.len(), 27, "{first}");
     assert_eq!(lines[0], "d0/f00.txt:1:needle 0 0");
@@ -707,12 +708,12 @@ fn grep_caps_matches_in_path_order_and_counts_the_rest() {
     // Deterministic whatever the threads did.
     for _ in 0..3 {
         assert_eq!(
-            grep(&host, json!({"pattern": "needle", "max_matches": 25})),
+            grep_text(&host, json!({"pattern": "needle", "max_matches": 25})),
             first
         );
     }
     let default = host
-        .call_output(&Grep, json!({"pattern": "needle"}))
+        .call_output(&grep, json!({"pattern": "needle"}))
         .unwrap();
     let s = default.structured.unwrap();
     assert_eq!(
@@ -730,7 +731,7 @@ fn grep_skips_binary_files_and_cuts_long_lines() {
         "long.txt",
         format!("needle{}\n", "z".repeat(600)),
     );
-    let text = grep(&host(root.path()), json!({"pattern": "needle"}));
+    let text = grep_text(&host(root.path()), json!({"pattern": "needle"}));
     assert_eq!(
         text,
         format!(
@@ -753,7 +754,7 @@ fn a_cancelled_grep_stops() {
     }
     let host = host(root.path());
     host.cancel_after(Duration::ZERO);
-    let out = host.call(&Grep, json!({"pattern": "needle"}));
+    let out = host.call(&grep, json!({"pattern": "needle"}));
     assert!(
         matches!(&out, Err(e) if e.to_string().contains("cancelled")),
         "{out:?}"
@@ -792,7 +793,7 @@ fn grep_never_reads_outside_through_a_file_swapped_for_a_link_while_it_runs() {
     let mut seen_inside = 0;
     for _ in 0..150 {
         let out = host
-            .call_output(&Grep, json!({"pattern": "SECRET|inside", "hidden": true}))
+            .call_output(&grep, json!({"pattern": "SECRET|inside", "hidden": true}))
             .unwrap();
         assert!(!out.text.contains("SECRET"), "read outside: {}", out.text);
         seen_inside += out.structured.unwrap()["total_matches"].as_u64().unwrap();
@@ -817,7 +818,7 @@ fn grep_stops_at_the_output_budget_whole_in_text_and_value_and_hints_no_more_tha
     };
     let host = host(root.path()).output_budget(budget);
     let out = host
-        .call_output(&Grep, json!({"pattern": "needle", "max_matches": 2000}))
+        .call_output(&grep, json!({"pattern": "needle", "max_matches": 2000}))
         .unwrap();
     assert!(budget.fits(&out.text), "{} chars", out.text.chars().count());
     let value = out.structured.expect("value");
@@ -858,7 +859,7 @@ fn read_file_pages_within_the_budget_and_batch_read_shares_it() {
     let mut offset = 1usize;
     let mut seen = Vec::new();
     for _ in 0..100 {
-        let page = ok(paged.call(&ReadFile, json!({"path": "big.txt", "offset": offset})));
+        let page = ok(paged.call(&read_file, json!({"path": "big.txt", "offset": offset})));
         assert!(budget.fits(&page), "page at {offset} is over the budget");
         for line in page
             .lines()
@@ -885,7 +886,7 @@ fn read_file_pages_within_the_budget_and_batch_read_shares_it() {
         );
     }
     assert_eq!(seen.len(), 5000, "every line, once, in order");
-    let both = ok(paged.call(&BatchRead, json!({"paths": ["big.txt", "small.txt"]})));
+    let both = ok(paged.call(&batch_read, json!({"paths": ["big.txt", "small.txt"]})));
     assert!(budget.fits(&both));
     assert!(
         both.contains("<context path=\"small.txt\""),
@@ -897,7 +898,7 @@ fn read_file_pages_within_the_budget_and_batch_read_shares_it() {
         max_lines: 0,
     });
     let spent = ok(tight.call(
-        &BatchRead,
+        &batch_read,
         json!({"paths": ["big.txt", "big.txt", "small.txt"]}),
     ));
     assert!(spent.chars().count() <= 2_000, "{spent}");

@@ -25,9 +25,7 @@ use ignore::WalkState;
 use ignore::types::TypesBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{
-    CancelFlag, OutputBudget, Requirements, Risk, ToolContext, ToolError, TypedOutputTool,
-};
+use toolhost_plugin_api::{CancelFlag, OutputBudget, Structured, ToolContext, ToolError, tool};
 
 use crate::listing::{Globs, walk_parallel, walker};
 use crate::roots::{self, Workspace};
@@ -145,57 +143,45 @@ pub struct Line {
     pub is_match: bool,
 }
 
-/// `grep`: a regex or literal search over the workspace's files.
-pub struct Grep;
+/// Searches the contents of the workspace's files for a regular expression (or exact
+/// text with literal: true), like ripgrep: .gitignore-aware, hidden files only with
+/// hidden: true, binary files skipped, symbolic links not followed. Narrow it with
+/// `path` (a folder or one file), `glob` (e.g. ["*.rs"]) and `type` (e.g. "rust",
+/// "py,js"); `case_insensitive` or `smart_case` (ignore case unless the pattern has
+/// upper case); `context`/`before_context`/`after_context` lines (at most 20). Returns
+/// ripgrep-style lines sorted by path: `path:line:text` for matches, `path-line-text`
+/// for context, `--` between groups; long lines are cut after 500 characters. Shows at
+/// most `max_matches` matching lines (default 200, at most 2000), fewer where the
+/// result would pass the output budget, and counts the rest (total matches and files).
+/// Paths are relative to the first workspace root.
+#[tool(risk = read, workspace)]
+pub async fn grep(
+    ctx: &ToolContext<'_>,
+    #[args] args: GrepArgs,
+) -> Result<Structured<GrepOutput>, ToolError> {
+    let value = run_grep(ctx, args).await?;
+    let text = grep_text(&value);
+    Ok(Structured::new(value).text(text))
+}
 
-impl TypedOutputTool for Grep {
-    fn requirements(&self) -> Requirements {
-        Requirements::default().workspace()
-    }
+/// What `grep` does, before its text and details are made.
+async fn run_grep(ctx: &ToolContext<'_>, args: GrepArgs) -> Result<GrepOutput, ToolError> {
+    let query = Query::new(&args)?;
+    let workspace = Workspace::of(ctx).await?;
+    let budget = ctx.output_budget().await;
+    ctx.blocking(move |cancel| {
+        let path = args.path.as_deref().unwrap_or(".");
+        let mut found = search(&workspace, path, &query, cancel)?;
+        fit(&mut found, budget);
+        Ok(found)
+    })
+    .await
+    .map_err(ToolError::failed)?
+}
 
-    type Args = GrepArgs;
-    type Output = GrepOutput;
-
-    fn name(&self) -> &str {
-        "grep"
-    }
-
-    fn description(&self) -> &str {
-        "Searches the contents of the workspace's files for a regular expression (or exact \
-         text with literal: true), like ripgrep: .gitignore-aware, hidden files only with \
-         hidden: true, binary files skipped, symbolic links not followed. Narrow it with \
-         `path` (a folder or one file), `glob` (e.g. [\"*.rs\"]) and `type` (e.g. \"rust\", \
-         \"py,js\"); `case_insensitive` or `smart_case` (ignore case unless the pattern has \
-         upper case); `context`/`before_context`/`after_context` lines (at most 20). \
-         Returns ripgrep-style lines sorted by path: `path:line:text` for matches, \
-         `path-line-text` for context, `--` between groups; long lines are cut after 500 \
-         characters. Shows at most `max_matches` matching lines (default 200, at most 2000), \
-         fewer where the result would pass the output budget, and counts the rest (total \
-         matches and files). Paths are relative to the first \
-         workspace root."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: GrepArgs) -> Result<GrepOutput, ToolError> {
-        let query = Query::new(&args)?;
-        let workspace = Workspace::of(ctx).await?;
-        let budget = ctx.output_budget().await;
-        ctx.blocking(move |cancel| {
-            let path = args.path.as_deref().unwrap_or(".");
-            let mut found = search(&workspace, path, &query, cancel)?;
-            fit(&mut found, budget);
-            Ok(found)
-        })
-        .await
-        .map_err(ToolError::failed)?
-    }
-
-    fn text(&self, output: &GrepOutput) -> String {
-        render(output)
-    }
+/// The text the model reads for a result of `grep`.
+fn grep_text(output: &GrepOutput) -> String {
+    render(output)
 }
 
 /// A search, its arguments checked and compiled.
