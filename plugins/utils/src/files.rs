@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use toolhost_plugin_api::{Risk, ToolContext, ToolError, TypedTool};
+use toolhost_plugin_api::{ToolContext, ToolError, tool};
 
 /// How `write_file` treats an existing file.
 #[derive(Deserialize, JsonSchema, Clone, Copy, Default)]
@@ -57,34 +57,21 @@ pub(crate) struct WriteFileArgs {
     follow_symlinks: bool,
 }
 
-pub(crate) struct WriteFile;
-
-impl TypedTool for WriteFile {
-    type Args = WriteFileArgs;
-
-    fn name(&self) -> &str {
-        "write_file"
-    }
-
-    fn description(&self) -> &str {
-        "Deprecated: use the workspace plugin's write_file, confined to the profile's \
-         workspace roots; this one will be removed in the next release. Writes text to a \
-         file on the host machine. mode \"create\" (the default) refuses to \
-         touch an existing file, \"overwrite\" replaces its content atomically (keeping its \
-         permissions), \"append\" adds to its end. The parent directory must exist. A \
-         symbolic link at the path is refused unless follow_symlinks is true, which writes \
-         the file the link points to. Returns what was written and where."
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Write
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: WriteFileArgs) -> Result<String, ToolError> {
-        ctx.blocking(move |_| write(&args))
-            .await
-            .map_err(ToolError::failed)?
-    }
+/// Deprecated: use the workspace plugin's write_file, confined to the profile's
+/// workspace roots; this one will be removed in the next release. Writes text to a file
+/// on the host machine. mode "create" (the default) refuses to touch an existing file,
+/// "overwrite" replaces its content atomically (keeping its permissions), "append" adds
+/// to its end. The parent directory must exist. A symbolic link at the path is refused
+/// unless follow_symlinks is true, which writes the file the link points to. Returns
+/// what was written and where.
+#[tool(risk = write)]
+pub(crate) async fn write_file(
+    ctx: &ToolContext<'_>,
+    #[args] args: WriteFileArgs,
+) -> Result<String, ToolError> {
+    ctx.blocking(move |_| write(&args))
+        .await
+        .map_err(ToolError::failed)?
 }
 
 fn write(args: &WriteFileArgs) -> Result<String, ToolError> {
@@ -271,7 +258,7 @@ mod tests {
     use toolhost_plugin_api::testing::TestHost;
     use toolhost_plugin_api::{Risk, ToolError};
 
-    use super::WriteFile;
+    use super::write_file;
 
     /// Writes under the test host's state folder: a fresh temporary folder, removed with it.
     fn write(host: &TestHost, path: &Path, extra: serde_json::Value) -> Result<String, ToolError> {
@@ -279,7 +266,7 @@ mod tests {
         args.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        host.call(&WriteFile, args)
+        host.call(&write_file, args)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -293,7 +280,7 @@ mod tests {
 
     #[test]
     fn is_a_write_tool() {
-        let info = TestHost::new().describe(&WriteFile);
+        let info = TestHost::new().describe(&write_file);
         assert_eq!(info.name, "write_file");
         assert_eq!(info.risk, Risk::Write);
         assert_eq!(info.schema["required"], json!(["path", "content"]));
@@ -301,7 +288,7 @@ mod tests {
 
     #[test]
     fn is_deprecated_in_its_description_and_schema() {
-        let info = TestHost::new().describe(&WriteFile);
+        let info = TestHost::new().describe(&write_file);
         assert!(
             info.description.starts_with(
                 "Deprecated: use the workspace plugin's write_file, confined to the profile's \
@@ -465,7 +452,7 @@ mod tests {
             json!({"path": path, "content": "x", "mode": "truncate"}),
             json!({"path": path, "content": "x", "force": true}),
         ] {
-            let out = host.call(&WriteFile, args.clone());
+            let out = host.call(&write_file, args.clone());
             assert!(
                 matches!(out, Err(ToolError::InvalidArgs(_))),
                 "{args}: {out:?}"

@@ -17,6 +17,6 @@ toolhost_plugin_api::export_plugin! {
         json::json_query,
         text::text_stats,
         edit::EditText::default(),
-        files::WriteFile,
+        files::write_file,
     ],
 }
