@@ -313,3 +313,57 @@ fn a_whole_arguments_type_still_works() {
         "Numbers to add."
     );
 }
+
+/// Writes `rows` rows of a CSV export, reporting progress and stopping when the call is
+/// cancelled.
+///
+/// The whole export comes back:
+/// - as the text, which the host pages within its output budget;
+/// - with the row count in the details.
+#[tool(risk = read)]
+async fn slow_export(
+    ctx: &ToolContext<'_>,
+    /// Rows to write.
+    #[arg(range = 1..=100_000)]
+    rows: u32,
+) -> Result<ToolOutput, ToolError> {
+    let mut csv = String::from("id,name,value\n");
+    for row in 0..rows {
+        if row % 10_000 == 0 {
+            if ctx.is_cancelled() {
+                return Err(ToolError::failed(format!("cancelled after {row} rows")));
+            }
+            ctx.progress(f64::from(row), Some(f64::from(rows)), None);
+            ctx.sleep(std::time::Duration::from_millis(1)).await?;
+        }
+        csv.push_str(&format!(
+            "{row},row number {row:>8},{:>12}\n",
+            u64::from(row) * 7
+        ));
+    }
+    Ok(ToolOutput::text(csv).with_detail("rows", json!(rows)))
+}
+
+#[test]
+fn a_long_export_reports_progress_returns_megabytes_and_stops_when_cancelled() {
+    let host = TestHost::new();
+    let out = host
+        .call_output(&slow_export, json!({"rows": 80_000}))
+        .unwrap();
+    assert!(out.text.len() > 3_000_000, "{}", out.text.len());
+    assert_eq!(out.details["rows"], 80_000);
+    assert_eq!(host.progress().len(), 8);
+    let cancelled = TestHost::new();
+    cancelled.cancel();
+    assert_eq!(
+        cancelled.call(&slow_export, json!({"rows": 10})),
+        Err(ToolError::Failed("cancelled after 0 rows".into()))
+    );
+    // The doc comment's paragraphs and list keep their shape; wrapped lines are joined.
+    assert_eq!(
+        TestHost::new().describe(&slow_export).description,
+        "Writes `rows` rows of a CSV export, reporting progress and stopping when the call \
+         is cancelled.\n\nThe whole export comes back:\n- as the text, which the host pages \
+         within its output budget;\n- with the row count in the details."
+    );
+}
