@@ -56,6 +56,38 @@ macro_rules! __root_module_symbol {
 /// are created when the host loads the plugin, each on its own: one whose expression
 /// panics is left out with a message naming it (`creating tool #2 (`Search::new()`)
 /// panicked: ...`) instead of crashing the host, and the others load.
+///
+/// `settings: T` (optional, before `tools`) names the plugin's settings type
+/// (`Deserialize + JsonSchema`, every field defaulted): hosts check the config's
+/// `[plugins.NAME.settings]` against its schema when they load the plugin, so settings
+/// that do not fit refuse the load (naming the table and the problem) instead of failing
+/// every call, and keys `T` does not have are warned about. Tools read them with
+/// `ctx.settings::<T>()` or a `#[tool]` function's `#[settings]` parameter.
+///
+/// ```
+/// # use toolhost_plugin_api::{ToolError, tool};
+/// #[derive(serde::Deserialize, schemars::JsonSchema, Default)]
+/// #[serde(default)]
+/// struct Settings {
+///     /// "metric" (the default) or "imperial".
+///     units: Option<String>,
+/// }
+///
+/// /// Says which units the plugin uses.
+/// #[tool(risk = read)]
+/// async fn units(#[settings] s: Settings) -> String {
+///     s.units.unwrap_or_else(|| "metric".into())
+/// }
+///
+/// toolhost_plugin_api::export_plugin! {
+///     name: "weather",
+///     version: "0.1.0",
+///     settings: Settings,
+///     tools: [units],
+/// }
+/// # let host = toolhost_plugin_api::testing::TestHost::new().settings(serde_json::json!({"units": "imperial"}));
+/// # assert_eq!(host.call(&units, serde_json::json!({})), Ok("imperial".into()));
+/// ```
 #[macro_export]
 macro_rules! export_plugin {
     (name: $name:expr, version: $version:expr, $(settings: $settings:ty,)? tools: [$($tool:expr),* $(,)?] $(,)?) => {
@@ -77,19 +109,8 @@ macro_rules! export_plugin {
             extern "C" fn __toolhost_export_tools() -> $crate::__private::ToolsResult {
                 $crate::__private::export_tools(__toolhost_tools)
             }
-            extern "C" fn __toolhost_settings_schema() -> $crate::__private::SettingsSchemaResult {
-                $( return $crate::__private::settings_schema_of::<$settings>(); )?
-                #[allow(unreachable_code)]
-                $crate::__private::no_settings_schema()
-            }
             fn __toolhost_root() -> $crate::__private::PluginRoot_Ref {
-                $crate::__private::root_module_with_settings(
-                    $name,
-                    $version,
-                    cfg!(panic = "unwind"),
-                    __toolhost_export_tools,
-                    __toolhost_settings_schema,
-                )
+                $crate::__private::root_module($name, $version, cfg!(panic = "unwind"), __toolhost_export_tools)
             }
             extern "C" fn __toolhost_load() -> $crate::__private::RootModuleResult {
                 $crate::__private::call_root_module_loader(__toolhost_root)
@@ -97,6 +118,15 @@ macro_rules! export_plugin {
             // SAFETY: the constructor returns the root module type named here.
             unsafe { $crate::__private::lib_header::<$crate::__private::PluginRoot_Ref>(__toolhost_load) }
         };
+        $(
+            /// The plugin's settings schema, for hosts (see
+            /// `toolhost_plugin_api::ffi::SETTINGS_SCHEMA_SYMBOL`).
+            #[doc(hidden)]
+            #[unsafe(export_name = "toolhost_plugin_settings_schema")]
+            pub extern "C" fn __toolhost_settings_schema() -> $crate::__private::SettingsSchemaResult {
+                $crate::__private::settings_schema_of::<$settings>()
+            }
+        )?
     };
 }
 
@@ -104,26 +134,13 @@ macro_rules! export_plugin {
 #[doc(hidden)]
 pub type ToolsResult = RResult<RVec<FfiTool>, RString>;
 
-/// Builds the root module of a plugin that declares no settings schema (leaked once per
-/// load of the library).
+/// Builds the root module (leaked once per load of the library).
 #[doc(hidden)]
 pub fn root_module(
     name: &'static str,
     version: &'static str,
     panic_unwind: bool,
     tools: extern "C" fn() -> ToolsResult,
-) -> PluginRoot_Ref {
-    root_module_with_settings(name, version, panic_unwind, tools, no_settings_schema_entry)
-}
-
-/// Builds the root module (leaked once per load of the library).
-#[doc(hidden)]
-pub fn root_module_with_settings(
-    name: &'static str,
-    version: &'static str,
-    panic_unwind: bool,
-    tools: extern "C" fn() -> ToolsResult,
-    settings_schema: extern "C" fn() -> SettingsSchemaResult,
 ) -> PluginRoot_Ref {
     use abi_stable::prefix_type::PrefixTypeTrait;
     PluginRoot {
@@ -133,7 +150,6 @@ pub fn root_module_with_settings(
         panic_unwind,
         table_layouts,
         tools,
-        settings_schema,
     }
     .leak_into_prefix()
 }
@@ -142,16 +158,6 @@ pub fn root_module_with_settings(
 /// none), or the message of a panic.
 #[doc(hidden)]
 pub type SettingsSchemaResult = RResult<RString, RString>;
-
-extern "C" fn no_settings_schema_entry() -> SettingsSchemaResult {
-    no_settings_schema()
-}
-
-/// No settings schema declared.
-#[doc(hidden)]
-pub fn no_settings_schema() -> SettingsSchemaResult {
-    RResult::ROk(RString::new())
-}
 
 /// The settings schema of `T`, derived as argument schemas are; a panic while deriving
 /// it is caught and returned as its message.
@@ -163,15 +169,16 @@ pub fn settings_schema_of<T: schemars::JsonSchema>() -> SettingsSchemaResult {
     }
 }
 
-/// The settings schema a plugin's root declares: `Ok(None)` when it declares none (or was
-/// built before plugin-api 0.1.4), `Err` with a message when deriving it panicked or it
-/// is not JSON.
-pub fn read_settings_schema(root: PluginRoot_Ref) -> Result<Option<serde_json::Value>, String> {
-    let Some(get) = root.settings_schema() else {
+/// The settings schema a plugin declares, from the function it exports under
+/// [`crate::ffi::SETTINGS_SCHEMA_SYMBOL`] (`None`: it exports none, so it declares none):
+/// `Err` with a message when deriving it panicked or it is not a JSON object.
+pub fn read_settings_schema(
+    get: Option<crate::ffi::SettingsSchemaFn>,
+) -> Result<Option<serde_json::Value>, String> {
+    let Some(get) = get else {
         return Ok(None);
     };
     match get().into_result() {
-        Ok(text) if text.is_empty() => Ok(None),
         Ok(text) => serde_json::from_str(text.as_str())
             .map(Some)
             .map_err(|e| format!("its settings schema is not JSON: {e}")),

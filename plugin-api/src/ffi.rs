@@ -119,13 +119,23 @@ pub struct PluginRoot {
     /// Creates the plugin's tools. `Err` carries the message of a panic.
     #[sabi(last_prefix_field)]
     pub tools: extern "C" fn() -> RResult<RVec<FfiTool>, RString>,
-    /// The JSON Schema of the plugin's settings (`export_plugin! { settings: T, .. }`), as
-    /// JSON text; empty when it declares none. `Err` carries the message of a panic.
-    /// Since plugin-api 0.1.4: a plugin built before has no such field, and a host reads
-    /// that as no schema.
-    #[sabi(missing_field(option))]
-    pub settings_schema: extern "C" fn() -> RResult<RString, RString>,
 }
+
+/// The symbol under which a plugin that declares its settings type
+/// (`export_plugin! { settings: T, .. }`) exports a function returning that type's JSON
+/// Schema as JSON text (`extern "C" fn() -> RResult<RString, RString>`; `Err` carries the
+/// message of a panic). A symbol of its own, not a root-module field: abi_stable's
+/// root-module check refuses a plugin whose root is shorter than the host's, so the root
+/// never grows. Hosts look it up after the root module; a plugin without it (one that
+/// declares no settings, or was built before plugin-api 0.1.4) declares no schema, and a
+/// host before 0.1.4 never looks.
+pub const SETTINGS_SCHEMA_SYMBOL: &str = "toolhost_plugin_settings_schema";
+
+/// [`SETTINGS_SCHEMA_SYMBOL`] as the NUL-terminated bytes a symbol lookup takes.
+pub const SETTINGS_SCHEMA_SYMBOL_C: &[u8] = b"toolhost_plugin_settings_schema\0";
+
+/// The type of the function exported under [`SETTINGS_SCHEMA_SYMBOL`].
+pub type SettingsSchemaFn = extern "C" fn() -> RResult<RString, RString>;
 
 impl RootModule for PluginRoot_Ref {
     abi_stable::declare_root_module_statics! {PluginRoot_Ref}

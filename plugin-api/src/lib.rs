@@ -186,6 +186,7 @@ mod outcome;
 mod risk;
 mod schema;
 mod settings_path;
+mod structured;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -207,10 +208,11 @@ pub use host_request::{
     SessionsSearchAnswer, SessionsSummaryAnswer, SettingsAnswer, StateDirAnswer, SummaryQuery,
     ToolUse, WorkspaceAnswer,
 };
-pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, Structured, ToolOutput};
+pub use outcome::{DIAGNOSTICS, Details, Diagnostic, FULL_OUTPUT, ToolOutput};
 pub use risk::{Risk, RiskCode};
 pub use schema::{schema_for, standard_formats, tidy_schema};
 pub use settings_path::SettingsPath;
+pub use structured::Structured;
 pub use tool::{Requirements, Tool, ToolError, TypedOutputTool, TypedTool};
 /// Makes a tool of a function: its name is the function's, its description the doc
 /// comment, its parameters the arguments (each with its doc comment as the description
@@ -321,8 +323,7 @@ pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
         CREATING_TOOL, FailedTool, SettingsSchemaResult, ToolsResult, call_root_module_loader,
-        create_tool, export_tools, into_ffi_tool, lib_header, no_settings_schema, root_module,
-        root_module_with_settings, settings_schema_of,
+        create_tool, export_tools, into_ffi_tool, lib_header, root_module, settings_schema_of,
     };
     pub use crate::ffi::PluginRoot_Ref;
     #[cfg(feature = "macros")]
@@ -403,8 +404,6 @@ mod tests {
                 "panic_unwind: bool".to_owned(),
                 "table_layouts: fn()->TableLayouts".to_owned(),
                 "tools: fn()->RResult".to_owned(),
-                // Appended in 0.1.4 (unreleased then): optional, older plugins lack it.
-                "settings_schema: fn()->RResult".to_owned(),
             ],
             vec![
                 format!("drop: {this}->()"),

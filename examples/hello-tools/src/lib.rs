@@ -140,9 +140,15 @@ mod tests {
     }
 
     #[test]
-    fn a_host_takes_every_tool_and_the_settings_schema() {
+    fn a_host_takes_every_tool_and_the_settings() {
         let tools = toolhost_plugin_api::testing::check_plugin(&crate::__TOOLHOST_PLUGIN_ROOT);
         assert_eq!(tools.map(|t| t.len()), Ok(2));
+        // What a host checks [plugins.hello.settings] with when it loads the plugin: no
+        // table at all is fine, a language it does not speak refuses the load.
+        let check = toolhost_plugin_api::testing::check_settings::<super::HelloSettings>;
+        assert_eq!(check(json!({})), Ok(vec![]));
+        assert_eq!(check(json!({"language": "de"})), Ok(vec![]));
+        assert!(check(json!({"language": "es"})).is_err());
     }
 
     #[test]

@@ -102,7 +102,7 @@ use crate::risk::Risk;
 use crate::tool::{Requirements, Tool, ToolError};
 
 use lent::Exported;
-pub use plugin::check_plugin;
+pub use plugin::{check_plugin, check_settings};
 use signal::Signal;
 use temp::TempDir;
 

@@ -11,9 +11,10 @@ use crate::ffi::PluginRoot_Ref;
 
 /// Reads a plugin's root module (what `export_plugin!` exports as
 /// `__TOOLHOST_PLUGIN_ROOT`) and checks every tool it exports as a host does at load: the
-/// root module, the settings schema it declares (valid, and taking an empty table), the
-/// tool count, each tool's metadata (name, description, schemas, requirements, as
-/// [`TestHost::describe`](super::TestHost::describe)) and no two tools of one name. `Ok` lists the tools as a host would serve them; `Err` has one message per
+/// root module, the tool count, each tool's metadata (name, description, schemas,
+/// requirements, as [`TestHost::describe`](super::TestHost::describe)) and no two tools
+/// of one name. A settings type named in `export_plugin!` is checked with
+/// [`check_settings`]. `Ok` lists the tools as a host would serve them; `Err` has one message per
 /// problem, each the host's (`tool 'Search Notes': it has an invalid name: ...`).
 ///
 /// One line in the plugin crate's tests (the `#[cfg(test)]` module of the file with
@@ -54,22 +55,6 @@ pub fn check_plugin(root: &LibHeader) -> Result<Vec<ToolInfo>, Vec<String>> {
         .init_root_module::<PluginRoot_Ref>()
         .map_err(|e| vec![format!("a host would not load this plugin: {e}")])?;
     let plugin = root.name().as_str().to_owned();
-    let mut problems = Vec::new();
-    // The settings schema it declares: valid, and taking `{}` (what a host whose config
-    // has no [plugins.NAME.settings] table gives), or no host without one loads it.
-    match crate::export::read_settings_schema(root) {
-        Ok(None) => {}
-        Ok(Some(schema)) => {
-            if let Err(e) = crate::check::check_settings(&schema, &serde_json::json!({})) {
-                problems.push(format!(
-                    "plugin '{plugin}': its settings schema refuses an empty table (what a \
-                     host gives when its config has no [plugins.{plugin}.settings]): {e}; \
-                     give every setting a default (`#[serde(default)]` on the type)"
-                ));
-            }
-        }
-        Err(e) => problems.push(format!("plugin '{plugin}': {e}")),
-    }
     let tools = root.tools()()
         .into_result()
         .map_err(|m| vec![m.into_string()])?;
@@ -77,6 +62,7 @@ pub fn check_plugin(root: &LibHeader) -> Result<Vec<ToolInfo>, Vec<String>> {
         drop_all(tools);
         return Err(vec![e]);
     }
+    let mut problems = Vec::new();
     let mut read: Vec<(usize, ToolInfo)> = Vec::new();
     for (index, ffi) in tools.iter().enumerate() {
         // SAFETY: `ffi` was exported with its vtable by the plugin's `tools` function and
@@ -105,4 +91,35 @@ fn drop_all(tools: abi_stable::std_types::RVec<crate::ffi::FfiTool>) {
         // never used again.
         unsafe { (ffi.vtable.drop())(ffi.this) };
     }
+}
+
+/// Checks a settings table against the settings type `T` a plugin names in
+/// `export_plugin! { settings: T, .. }`, as a host does when it loads the plugin: `Ok`
+/// with the host's warning for each key `T` does not have, `Err` with the host's message
+/// when the table does not fit (the host then refuses the plugin). Check `{}` too: it is
+/// what a host gives when its config has no `[plugins.NAME.settings]` table.
+///
+/// ```
+/// use serde_json::json;
+/// use toolhost_plugin_api::testing::check_settings;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema, Default)]
+/// #[serde(default)]
+/// struct Settings {
+///     /// Units for temperatures.
+///     units: Option<String>,
+/// }
+///
+/// assert_eq!(check_settings::<Settings>(json!({})), Ok(vec![]));
+/// assert_eq!(check_settings::<Settings>(json!({"units": "metric"})), Ok(vec![]));
+/// assert!(check_settings::<Settings>(json!({"units": 3})).is_err());
+/// assert_eq!(
+///     check_settings::<Settings>(json!({"unit": "metric"})).unwrap()[0],
+///     "key 'unit' is not a setting of this plugin (it reads: units); it is ignored"
+/// );
+/// ```
+pub fn check_settings<T: schemars::JsonSchema>(
+    settings: serde_json::Value,
+) -> Result<Vec<String>, String> {
+    crate::check::check_settings(&crate::schema::schema_for::<T>(), &settings)
 }

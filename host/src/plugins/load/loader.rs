@@ -613,7 +613,17 @@ pub(crate) fn load_library_tools(
     };
     // The settings it declares are checked before any tool is made: settings that do
     // not fit refuse the plugin now, not at its first call.
-    let settings_schema = toolhost_plugin_api::host::read_settings_schema(root)
+    // SAFETY: the symbol is the one `export_plugin!` exports with this type (see
+    // `ffi::SETTINGS_SCHEMA_SYMBOL`); `library` stays mapped for the process's life, so the
+    // function pointer copied out stays valid.
+    let settings_fn = unsafe {
+        library.get::<toolhost_plugin_api::ffi::SettingsSchemaFn>(
+            toolhost_plugin_api::ffi::SETTINGS_SCHEMA_SYMBOL_C,
+        )
+    }
+    .ok()
+    .map(|symbol| *symbol);
+    let settings_schema = toolhost_plugin_api::host::read_settings_schema(settings_fn)
         .map_err(|reason| LoadErrorKind::Plugin { reason })?;
     let warnings = match settings {
         Some(all) => all.check_declared(&name, settings_schema.as_ref())?,
