@@ -238,6 +238,18 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
         } else {
             assert!(ok && said.contains("refused"), "network off: {said}");
         }
+        // Unix sockets are off unless the entry allows them: the socket itself is refused
+        // (seccomp), before the missing path could be.
+        let nowhere = work.path().join("no-such.sock");
+        let (ok, said) = work.call(
+            &plugins.path(),
+            "up_try_control",
+            &serde_json::json!({"path": nowhere}),
+        );
+        assert!(
+            ok && said.contains("refused") && !said.contains("No such file"),
+            "unix sockets off: {said}"
+        );
     }
     // A question the server asks of a caller who cannot be asked (no terminal) is
     // refused with a message, which the server's result carries.
@@ -597,10 +609,25 @@ fn reload_adds_and_removes_servers_and_a_crashing_one_is_quarantined_until_reloa
     let (ok, said) = call_via("up_echo", echo.clone());
     assert!(!ok && said.contains("up_echo"), "no server yet: {said}");
     // Added: serves once the reload returns.
-    work.write_config(&format!("{limits}{}", python_server(&work, "")));
+    work.write_config(&format!(
+        "{limits}{}",
+        python_server(&work, "unix_sockets = true")
+    ));
     reload();
     let (ok, said) = call_via("up_echo", echo.clone());
     assert!(ok && said.contains("echo: x"), "{said}");
+    // Allowed Unix sockets, the server reaches the control socket, and the host refuses
+    // it as it refuses a plugin's worker: what toolhost starts never drives toolhost.
+    let (ok, said) = call_via(
+        "up_try_control",
+        serde_json::json!({"path": socket.display().to_string()}),
+    );
+    assert!(
+        ok && said.contains("answered:")
+            && said.contains("permission denied")
+            && said.contains("may not use the control socket"),
+        "{said}"
+    );
     // A crash is one failure too many: quarantined, its tools listed but refused.
     let (ok, said) = call_via("up_crash", serde_json::json!({}));
     assert!(!ok && said.contains("went away during the call"), "{said}");

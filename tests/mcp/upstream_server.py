@@ -203,6 +203,27 @@ def try_connect(port: int) -> str:
         return f"refused: {e.strerror or e}"
 
 
+@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+def try_control(path: str) -> str:
+    """Connects to a Unix socket (the host's control socket) and says what it answered."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(path)
+            data = b""
+            try:
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            except socket.timeout:
+                return "admitted: no refusal within 5 s"
+            return "answered: " + data.decode(errors="replace")
+    except OSError as e:
+        return f"refused: {e.strerror or e}"
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
