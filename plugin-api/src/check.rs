@@ -209,11 +209,7 @@ pub fn check_schema(role: SchemaRole, schema: &Value) -> Result<jsonschema::Vali
 /// ```
 pub fn check_settings(schema: &Value, settings: &Value) -> Result<Vec<String>, String> {
     let validator = check_schema(SchemaRole::Settings, schema)?;
-    let known: Vec<&str> = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().map(String::as_str).collect())
-        .unwrap_or_default();
+    let known = settings_keys(schema);
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
     let open_ended = schema.get("properties").is_none()
         || schema
@@ -249,6 +245,22 @@ pub fn check_settings(schema: &Value, settings: &Value) -> Result<Vec<String>, S
         None => Ok(warnings),
         Some(problems) => Err(problems),
     }
+}
+
+/// The keys a settings schema names at its top level (its `properties`).
+///
+/// ```
+/// # #[cfg(feature = "check")] {
+/// let schema = serde_json::json!({"type": "object", "properties": {"cities": {}, "units": {}}});
+/// assert_eq!(toolhost_plugin_api::check::settings_keys(&schema), ["cities", "units"]);
+/// # }
+/// ```
+pub fn settings_keys(schema: &Value) -> Vec<&str> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// What the top level of `schema` is, when it is not an object schema.

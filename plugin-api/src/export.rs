@@ -13,7 +13,7 @@ use async_ffi::BorrowingFfiFuture;
 use crate::context::ToolContext;
 use crate::ffi::{
     FfiCallContext, FfiCallResult, FfiMeta, FfiOutcome, FfiOutcomeResult, FfiTool, FfiToolError,
-    PluginRoot, PluginRoot_Ref, TableLayouts, ToolVTable, ToolVTable_Ref,
+    PluginRoot, PluginRoot_Ref, SettingsSchemaResult, TableLayouts, ToolVTable, ToolVTable_Ref,
 };
 use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_NAME_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
 use crate::outcome::ToolOutput;
@@ -122,8 +122,8 @@ macro_rules! export_plugin {
             /// The plugin's settings schema, for hosts (see
             /// `toolhost_plugin_api::ffi::SETTINGS_SCHEMA_SYMBOL`).
             #[doc(hidden)]
-            #[unsafe(export_name = "toolhost_plugin_settings_schema")]
-            pub extern "C" fn __toolhost_settings_schema() -> $crate::__private::SettingsSchemaResult {
+            #[unsafe(export_name = $crate::__settings_schema_symbol!())]
+            pub extern "C" fn __toolhost_settings_schema() -> $crate::ffi::SettingsSchemaResult {
                 $crate::__private::settings_schema_of::<$settings>()
             }
         )?
@@ -154,11 +154,6 @@ pub fn root_module(
     .leak_into_prefix()
 }
 
-/// What the exported settings-schema function returns: the schema's JSON text (empty for
-/// none), or the message of a panic.
-#[doc(hidden)]
-pub type SettingsSchemaResult = RResult<RString, RString>;
-
 /// The settings schema of `T`, derived as argument schemas are; a panic while deriving
 /// it is caught and returned as its message.
 #[doc(hidden)]
@@ -171,7 +166,7 @@ pub fn settings_schema_of<T: schemars::JsonSchema>() -> SettingsSchemaResult {
 
 /// The settings schema a plugin declares, from the function it exports under
 /// [`crate::ffi::SETTINGS_SCHEMA_SYMBOL`] (`None`: it exports none, so it declares none):
-/// `Err` with a message when deriving it panicked or it is not a JSON object.
+/// `Err` with a message when deriving it panicked or it is not JSON.
 pub fn read_settings_schema(
     get: Option<crate::ffi::SettingsSchemaFn>,
 ) -> Result<Option<serde_json::Value>, String> {

@@ -121,6 +121,16 @@ pub struct PluginRoot {
     pub tools: extern "C" fn() -> RResult<RVec<FfiTool>, RString>,
 }
 
+/// The name of [`SETTINGS_SCHEMA_SYMBOL`], as a literal `export_plugin!` can put in an
+/// `export_name` attribute: the one place it is written.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __settings_schema_symbol {
+    () => {
+        "toolhost_plugin_settings_schema"
+    };
+}
+
 /// The symbol under which a plugin that declares its settings type
 /// (`export_plugin! { settings: T, .. }`) exports a function returning that type's JSON
 /// Schema as JSON text (`extern "C" fn() -> RResult<RString, RString>`; `Err` carries the
@@ -129,13 +139,17 @@ pub struct PluginRoot {
 /// never grows. Hosts look it up after the root module; a plugin without it (one that
 /// declares no settings, or was built before plugin-api 0.1.4) declares no schema, and a
 /// host before 0.1.4 never looks.
-pub const SETTINGS_SCHEMA_SYMBOL: &str = "toolhost_plugin_settings_schema";
+pub const SETTINGS_SCHEMA_SYMBOL: &str = __settings_schema_symbol!();
 
 /// [`SETTINGS_SCHEMA_SYMBOL`] as the NUL-terminated bytes a symbol lookup takes.
-pub const SETTINGS_SCHEMA_SYMBOL_C: &[u8] = b"toolhost_plugin_settings_schema\0";
+pub const SETTINGS_SCHEMA_SYMBOL_C: &[u8] = concat!(__settings_schema_symbol!(), "\0").as_bytes();
+
+/// What the function exported under [`SETTINGS_SCHEMA_SYMBOL`] returns: the schema as JSON
+/// text, or the message of a panic while it was derived.
+pub type SettingsSchemaResult = RResult<RString, RString>;
 
 /// The type of the function exported under [`SETTINGS_SCHEMA_SYMBOL`].
-pub type SettingsSchemaFn = extern "C" fn() -> RResult<RString, RString>;
+pub type SettingsSchemaFn = extern "C" fn() -> SettingsSchemaResult;
 
 impl RootModule for PluginRoot_Ref {
     abi_stable::declare_root_module_statics! {PluginRoot_Ref}

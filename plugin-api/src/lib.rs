@@ -322,14 +322,14 @@ pub mod host {
 pub mod __private {
     pub use crate::context::UNAVAILABLE_PREFIX;
     pub use crate::export::{
-        CREATING_TOOL, FailedTool, SettingsSchemaResult, ToolsResult, call_root_module_loader,
-        create_tool, export_tools, into_ffi_tool, lib_header, root_module, settings_schema_of,
+        CREATING_TOOL, FailedTool, ToolsResult, call_root_module_loader, create_tool, export_tools,
+        into_ffi_tool, lib_header, root_module, settings_schema_of,
     };
     pub use crate::ffi::PluginRoot_Ref;
     #[cfg(feature = "macros")]
     pub use crate::macro_support::{
         AnyOutput, NotAnObject, ObjectOutput, OutputCheck, into_tool_error, output_text,
-        settings_or_default, structured,
+        settings_or_default,
     };
     pub use crate::outcome::{outcome_from_ffi, outcome_to_ffi};
     pub use crate::unwind::panic_hint;

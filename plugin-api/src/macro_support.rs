@@ -1,5 +1,6 @@
-//! What the code `#[tool]` writes calls at run time: the error conversion, the structured
-//! outcome, and the compile-time check that a structured result is an object.
+//! What the code `#[tool]` writes calls at run time: the error conversion, the settings,
+//! the text for direct callers, and the compile-time check that a structured result is an
+//! object.
 
 use std::any::Any;
 use std::fmt::Display;
@@ -45,19 +46,6 @@ pub async fn settings_or_default<T: serde::de::DeserializeOwned + Default>(
         Err(crate::context::ServiceError::Unavailable(_)) => Ok(T::default()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// A structured result's outcome: its value, and as text what the function said beside
-/// it or else the value's JSON.
-pub fn structured<T: Serialize>(value: &T, text: Option<String>) -> Result<ToolOutput, ToolError> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| ToolError::failed(format!("could not encode the tool's result: {e}")))?;
-    let text = match text {
-        Some(t) => t,
-        None => serde_json::to_string(&value)
-            .map_err(|e| ToolError::failed(format!("could not encode the tool's result: {e}")))?,
-    };
-    Ok(ToolOutput::text(text).with_structured(value))
 }
 
 /// The text a direct Rust caller of `TypedTool::run` gets for an outcome: an outcome

@@ -461,11 +461,24 @@ fn declared_plugin_settings_are_checked_at_load_in_process_and_in_a_worker() {
     let bad = work.path().join("bad.toml");
     std::fs::write(&bad, "[plugins.hello.settings]\nlanguage = \"es\"\n").expect("write config");
     let (good, bad) = (good.to_str().expect("utf-8"), bad.to_str().expect("utf-8"));
+    // `toolhost --config CONFIG ARGS.. MODE..`.
+    let run = |config: &str, args: &[&str], mode: &[&str]| {
+        let mut all = vec!["--config", config];
+        all.extend_from_slice(args);
+        all.extend_from_slice(mode);
+        toolhost(&all)
+    };
+    let greet = [
+        "call",
+        "greet",
+        r#"{"name": "Ada"}"#,
+        "--yes",
+        "--plugins",
+        d,
+    ];
     for mode in [&[][..], &["--isolate"][..]] {
         // Loads, reads the setting, and warns about the key it does not read.
-        let mut args = vec!["--config", good, "check", file];
-        args.extend_from_slice(mode);
-        let out = toolhost(&args);
+        let out = run(good, &["check", file], mode);
         let shown = text(&out.stdout);
         assert!(
             out.status.success(),
@@ -484,25 +497,12 @@ fn declared_plugin_settings_are_checked_at_load_in_process_and_in_a_worker() {
             ),
             "{mode:?}: {shown}"
         );
-        let mut args = vec![
-            "--config",
-            good,
-            "call",
-            "greet",
-            r#"{"name": "Ada"}"#,
-            "--yes",
-            "--plugins",
-            d,
-        ];
-        args.extend_from_slice(mode);
-        let out = toolhost(&args);
+        let out = run(good, &greet, mode);
         assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
         assert_eq!(text(&out.stdout).trim(), "Bonjour, Ada!", "{mode:?}");
 
         // Refused at load, before any call, naming the table and what does not fit.
-        let mut args = vec!["--config", bad, "check", file];
-        args.extend_from_slice(mode);
-        let out = toolhost(&args);
+        let out = run(bad, &["check", file], mode);
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(!out.status.success(), "{mode:?}: {all}");
         assert!(
@@ -510,18 +510,7 @@ fn declared_plugin_settings_are_checked_at_load_in_process_and_in_a_worker() {
                 && all.contains("fix [plugins.hello.settings] in the host's config"),
             "{mode:?}: {all}"
         );
-        let mut args = vec![
-            "--config",
-            bad,
-            "call",
-            "greet",
-            r#"{"name": "Ada"}"#,
-            "--yes",
-            "--plugins",
-            d,
-        ];
-        args.extend_from_slice(mode);
-        let out = toolhost(&args);
+        let out = run(bad, &greet, mode);
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(!out.status.success(), "{mode:?}: {all}");
         assert!(all.contains("[plugins.hello.settings]"), "{mode:?}: {all}");

@@ -105,11 +105,7 @@ impl CheckArgs {
             toolhost::ABI_VERSION
         )?;
         if let Some(schema) = &plugin.settings_schema {
-            let keys: Vec<&str> = schema
-                .get("properties")
-                .and_then(serde_json::Value::as_object)
-                .map(|p| p.keys().map(String::as_str).collect())
-                .unwrap_or_default();
+            let keys = toolhost_plugin_api::check::settings_keys(schema);
             outln!(
                 "settings:    declared ({}); [plugins.{}.settings] checked against them",
                 if keys.is_empty() {

@@ -607,15 +607,11 @@ fn watch_host(
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))?;
-    let connected = runtime.block_on(ControlClient::connect(&socket));
-    let first = match connected {
-        Ok(c) => {
-            let mut c = c.answer_within(HOST_REPORT_WITHIN);
-            let status = runtime.block_on(c.status());
-            Ok((c, status))
-        }
-        Err(e) => Err(e),
-    };
+    let first = runtime.block_on(ControlClient::connect(&socket)).map(|c| {
+        let mut c = c.answer_within(HOST_REPORT_WITHIN);
+        let status = runtime.block_on(c.status());
+        (c, status)
+    });
     change()?;
     let (mut client, status) = match first {
         Ok((c, Ok(status))) => (c, status),

@@ -69,9 +69,7 @@ impl PluginSettings {
                 .and_then(text),
         })
     }
-}
 
-impl PluginSettings {
     /// Checks `plugin`'s settings against the settings schema it declares (none: nothing
     /// to check), as every load does, in process and for a worker alike: `Ok` with a
     /// warning per key the plugin does not read, `Err` when they do not fit (the plugin is
@@ -84,20 +82,21 @@ impl PluginSettings {
         let Some(schema) = schema else {
             return Ok(Vec::new());
         };
-        let config = match &self.base {
-            Some(base) => format!(" (in {})", base.display()),
-            None => String::new(),
-        };
-        let table = self.of(plugin);
-        match toolhost_plugin_api::check::check_settings(schema, &table.settings) {
+        let empty = Value::Object(serde_json::Map::new());
+        let table = self.tables.get(plugin).unwrap_or(&empty);
+        match toolhost_plugin_api::check::check_settings(schema, table) {
             Ok(warnings) => Ok(warnings
                 .into_iter()
-                .map(|w| format!("[plugins.{plugin}.settings]{config}: {w}"))
+                .map(|w| {
+                    let folder =
+                        crate::plugins::load::error::config_folder_note(self.base.as_deref());
+                    format!("[plugins.{plugin}.settings]{folder}: {w}")
+                })
                 .collect()),
             Err(problems) => Err(crate::plugins::load::error::LoadErrorKind::Settings {
                 plugin: plugin.to_owned(),
                 problems,
-                config,
+                config_dir: self.base.clone(),
             }),
         }
     }

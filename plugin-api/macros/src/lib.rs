@@ -29,11 +29,13 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 struct ToolAttr {
     name: Option<LitStr>,
     description: Option<LitStr>,
+    /// The `Risk` variant said, spanned where it was said.
     risk: Option<Ident>,
     interactive: bool,
     workspace: bool,
     env: Vec<LitStr>,
     programs: Vec<LitStr>,
+    /// The `TaskSupport` variant said.
     task: Option<Ident>,
     krate: Option<syn::Path>,
 }
@@ -63,18 +65,12 @@ fn parse_tool_attr(attr: TokenStream2) -> syn::Result<ToolAttr> {
             .unwrap_or_default();
         match key.as_str() {
             "risk" => {
-                let risk: Ident = meta.value()?.parse()?;
-                let said = risk.to_string().to_ascii_lowercase();
-                if !RISKS.iter().any(|(r, _)| *r == said) {
-                    return Err(syn::Error::new(
-                        risk.span(),
-                        format!(
-                            "unknown risk `{risk}`: write `risk = read`, `write`, `network`, \
-                             `destructive` or `deny`"
-                        ),
-                    ));
-                }
-                out.risk = Some(risk);
+                out.risk = Some(variant(
+                    &RISKS,
+                    meta.value()?.parse()?,
+                    "risk",
+                    "`risk = read`, `write`, `network`, `destructive` or `deny`",
+                )?);
             }
             "name" => out.name = Some(meta.value()?.parse()?),
             "description" => out.description = Some(meta.value()?.parse()?),
@@ -83,18 +79,12 @@ fn parse_tool_attr(attr: TokenStream2) -> syn::Result<ToolAttr> {
             "env" => out.env.extend(strings(&meta)?),
             "programs" => out.programs.extend(strings(&meta)?),
             "task" => {
-                let task: Ident = meta.value()?.parse()?;
-                let said = task.to_string().to_ascii_lowercase();
-                if !TASKS.iter().any(|(t, _)| *t == said) {
-                    return Err(syn::Error::new(
-                        task.span(),
-                        format!(
-                            "unknown task support `{task}`: write `task = optional`, `required` \
-                             or `forbidden`"
-                        ),
-                    ));
-                }
-                out.task = Some(task);
+                out.task = Some(variant(
+                    &TASKS,
+                    meta.value()?.parse()?,
+                    "task support",
+                    "`task = optional`, `required` or `forbidden`",
+                )?);
             }
             "crate" => out.krate = Some(meta.value()?.parse()?),
             _ => {
@@ -108,6 +98,19 @@ fn parse_tool_attr(attr: TokenStream2) -> syn::Result<ToolAttr> {
     });
     syn::parse::Parser::parse2(parser, attr)?;
     Ok(out)
+}
+
+/// The variant (`Read`) of what was said (`read`, any case) in `table`, spanned where it
+/// was said; anything else is refused, listing what may be said.
+fn variant(table: &[(&str, &str)], said: Ident, what: &str, choices: &str) -> syn::Result<Ident> {
+    let lower = said.to_string().to_ascii_lowercase();
+    match table.iter().find(|(name, _)| *name == lower) {
+        Some((_, v)) => Ok(format_ident!("{}", v, span = said.span())),
+        None => Err(syn::Error::new(
+            said.span(),
+            format!("unknown {what} `{said}`: write {choices}"),
+        )),
+    }
 }
 
 /// `interactive` or `interactive = true`.
@@ -475,7 +478,8 @@ fn returned(output: &ReturnType) -> syn::Result<(Type, bool)> {
                 Span::call_site(),
                 "a #[tool] function returns what the tool answers: `Result<String, ToolError>` \
                  for text, `Result<T, E>` for a structured value (T a struct), `ToolOutput`, \
-                 `Vec<Diagnostic>` or `(String, T)`; E is any error that displays",
+                 `Vec<Diagnostic>`, `(String, T)` or `Structured<T>`; E is any error that \
+                 displays",
             ));
         }
         ReturnType::Type(_, ty) => (**ty).clone(),
@@ -565,12 +569,6 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
             ),
         ));
     };
-    let risk_said = risk.to_string().to_ascii_lowercase();
-    let risk_variant = RISKS
-        .iter()
-        .find(|(r, _)| *r == risk_said)
-        .map(|(_, v)| format_ident!("{}", v, span = risk.span()))
-        .ok_or_else(|| syn::Error::new(risk.span(), "unknown risk"))?;
 
     let (value_ty, is_result) = returned(&function.sig.output)?;
     let kind = kind_of(&value_ty);
@@ -748,10 +746,10 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
         Kind::Structured(t) | Kind::TextAnd(t) | Kind::Answer(t) => {
             let outcome = match &kind {
                 Kind::TextAnd(_) => {
-                    quote!(#krate::__private::structured(&__value.1, ::core::option::Option::Some(__value.0)))
+                    quote!(#krate::Structured::new(__value.1).text(__value.0).into_output())
                 }
                 Kind::Answer(_) => quote!(__value.into_output()),
-                _ => quote!(#krate::__private::structured(&__value, ::core::option::Option::None)),
+                _ => quote!(#krate::Structured::new(__value).into_output()),
             };
             let check = quote_spanned! {t.span()=>
                 const _: () = {
@@ -786,11 +784,7 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
             r = quote!(#r.workspace());
         }
         if let Some(task) = &args.task {
-            let said = task.to_string().to_ascii_lowercase();
-            if let Some((_, v)) = TASKS.iter().find(|(t, _)| *t == said) {
-                let v = format_ident!("{}", v, span = task.span());
-                r = quote!(#r.task(#krate::TaskSupport::#v));
-            }
+            r = quote!(#r.task(#krate::TaskSupport::#task));
         }
         r
     };
@@ -841,7 +835,7 @@ fn expand(attr: TokenStream2, mut function: ItemFn) -> syn::Result<TokenStream2>
                 #description
             }
             fn risk(&self) -> #krate::Risk {
-                #krate::Risk::#risk_variant
+                #krate::Risk::#risk
             }
             fn interactive(&self) -> bool {
                 #interactive

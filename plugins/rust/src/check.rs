@@ -5,11 +5,11 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolhost_plugin_api::{CancelFlag, Details, Structured, ToolContext, ToolError, tool};
+use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec::{self, Command};
-use crate::project::{Project, Workspace};
+use crate::project::{CargoCall, Project, Workspace};
 
 /// How many diagnostics the model's text lists (all are in the structured result).
 const TEXT_LIMIT: usize = 60;
@@ -104,7 +104,7 @@ pub async fn cargo_clippy(
 /// details, and an error when the check did not pass.
 fn answer(what: &str, report: CheckReport) -> Structured<CheckReport> {
     let text = report_text(what, &report);
-    let details = report_details(&report);
+    let details = diagnostics::details(&report.diagnostics);
     let failed = !report.success;
     Structured::new(report)
         .text(text)
@@ -118,15 +118,13 @@ async fn run_checker(
     args: CheckArgs,
     checker: Checker,
 ) -> Result<CheckReport, ToolError> {
-    let workspace = Workspace::of(ctx).await?;
-    let project = workspace.project(args.path.as_deref())?;
-    let mut notes = Vec::new();
-    let timeout = exec::time_limit(
-        args.timeout_secs,
-        workspace.rules.command_timeout_secs,
-        &mut notes,
-    );
-    let network = workspace.rules.allow_network;
+    let CargoCall {
+        workspace,
+        project,
+        notes,
+        timeout,
+        network,
+    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
     let mut cargo_args: Vec<String> = match checker {
         Checker::Check => vec!["check".into()],
         Checker::Clippy => vec!["clippy".into()],
@@ -265,21 +263,6 @@ fn report_text(what: &str, r: &CheckReport) -> String {
         ),
     };
     text.push_str(&diagnostics::compact_list(&r.diagnostics, TEXT_LIMIT));
-    if let Some(error) = &r.cargo_error {
-        text.push_str("--- cargo said ---\n");
-        text.push_str(error.trim_end());
-        text.push('\n');
-    }
-    for note in &r.notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
+    diagnostics::push_cargo_said(&mut text, r.cargo_error.as_deref(), &r.notes);
     text
-}
-
-/// The `diagnostics` details of a check.
-fn report_details(r: &CheckReport) -> Details {
-    let list: Vec<_> = r.diagnostics.iter().map(|d| d.detail()).collect();
-    toolhost_plugin_api::ToolOutput::default()
-        .with_diagnostics(list)
-        .details
 }

@@ -6,8 +6,6 @@
 //! Weak spot: `cargo info`'s text is meant for people, not a stable format; lines this
 //! parser does not know are kept in `raw` (and the model reads cargo's own text).
 
-use std::path::PathBuf;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
@@ -111,28 +109,13 @@ pub async fn crates_io_lookup(
     ctx: &ToolContext<'_>,
     #[args] args: CratesArgs,
 ) -> Result<Structured<CratesReport>, ToolError> {
-    let value = run_crates_io_lookup(ctx, args).await?;
-    let text = crates_io_lookup_text(&value);
-    Ok(Structured::new(value).text(text))
-}
-
-/// What `crates_io_lookup` does, before its text and details are made.
-async fn run_crates_io_lookup(
-    ctx: &ToolContext<'_>,
-    args: CratesArgs,
-) -> Result<CratesReport, ToolError> {
     let (mode, cargo_args) = plan(args)?;
     let answer = Workspace::answer(ctx).await?;
-    let cwd = answer
-        .roots
-        .first()
-        .and_then(|r| std::fs::canonicalize(r).ok())
-        .unwrap_or_else(|| PathBuf::from("/"));
     let mut notes = Vec::new();
     let command = Command {
         program: "cargo",
         args: cargo_args,
-        cwd,
+        cwd: crate::explain::toolchain_folder(&answer),
         write: Vec::new(),
         cargo_caches: true,
         network: true,
@@ -165,7 +148,7 @@ async fn run_crates_io_lookup(
                 .collect::<String>()
         )));
     }
-    Ok(match mode {
+    let value = match mode {
         "search" => {
             let (results, more) = parse_search(&stdout);
             CratesReport {
@@ -183,7 +166,9 @@ async fn run_crates_io_lookup(
             info: Some(parse_info(&stdout)),
             raw: stdout,
         },
-    })
+    };
+    let text = crates_io_lookup_text(&value);
+    Ok(Structured::new(value).text(text))
 }
 
 /// The text the model reads for a result of `crates_io_lookup`.

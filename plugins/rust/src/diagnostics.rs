@@ -298,6 +298,27 @@ pub(crate) fn compact_list(diagnostics: &[CompilerDiagnostic], limit: usize) -> 
     text
 }
 
+/// Ends a report's text for the model with cargo's own words, when it failed before its
+/// diagnostics say why, and the report's notes, one line each.
+pub(crate) fn push_cargo_said(text: &mut String, cargo_error: Option<&str>, notes: &[String]) {
+    if let Some(error) = cargo_error {
+        text.push_str("--- cargo said ---\n");
+        text.push_str(error.trim_end());
+        text.push('\n');
+    }
+    for note in notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+}
+
+/// The `diagnostics` details clients get: every diagnostic whole.
+pub(crate) fn details(diagnostics: &[CompilerDiagnostic]) -> toolhost_plugin_api::Details {
+    let list: Vec<_> = diagnostics.iter().map(CompilerDiagnostic::detail).collect();
+    toolhost_plugin_api::ToolOutput::default()
+        .with_diagnostics(list)
+        .details
+}
+
 /// Counts of errors and warnings.
 pub(crate) fn counts(diagnostics: &[CompilerDiagnostic]) -> (usize, usize) {
     let errors = diagnostics

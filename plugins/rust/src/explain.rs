@@ -61,16 +61,11 @@ pub async fn rustc_explain(
 /// A rustc command that writes nothing but its temporary folder: in the first root of
 /// `answer` if it has one (its toolchain file applies), else in `/`.
 pub(crate) fn rustc_command(answer: &WorkspaceAnswer, args: Vec<String>) -> Command {
-    let cwd = answer
-        .roots
-        .first()
-        .and_then(|r| std::fs::canonicalize(r).ok())
-        .unwrap_or_else(|| PathBuf::from("/"));
     let mut notes = Vec::new();
     Command {
         program: "rustc",
         args,
-        cwd,
+        cwd: toolchain_folder(answer),
         write: Vec::new(),
         cargo_caches: false,
         network: false,
@@ -78,6 +73,16 @@ pub(crate) fn rustc_command(answer: &WorkspaceAnswer, args: Vec<String>) -> Comm
         configured_env: answer.env.clone(),
         timeout: exec::time_limit(None, answer.command_timeout_secs.min(60), &mut notes),
     }
+}
+
+/// Where a command that reads no crate runs: the first root of `answer` if it has one
+/// (its toolchain file applies), else `/`.
+pub(crate) fn toolchain_folder(answer: &WorkspaceAnswer) -> PathBuf {
+    answer
+        .roots
+        .first()
+        .and_then(|r| std::fs::canonicalize(r).ok())
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// `E0382` from `E0382`, `e0382` or `0382`; anything else is refused with the form.

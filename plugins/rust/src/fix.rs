@@ -24,7 +24,7 @@ use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 use crate::check::{cargo_command, selection_args, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec;
-use crate::project::Workspace;
+use crate::project::CargoCall;
 
 /// Files larger than this are not snapshotted (a generated file, not one to fix).
 const SNAPSHOT_FILE_CAP: u64 = 4 * 1024 * 1024;
@@ -110,23 +110,13 @@ pub async fn cargo_fix(
     ctx: &ToolContext<'_>,
     #[args] args: FixArgs,
 ) -> Result<Structured<FixReport>, ToolError> {
-    let value = run_cargo_fix(ctx, args).await?;
-    let text = cargo_fix_text(&value);
-    let failed = cargo_fix_failed(&value);
-    Ok(Structured::new(value).text(text).failed_if(failed))
-}
-
-/// What `cargo_fix` does, before its text and details are made.
-async fn run_cargo_fix(ctx: &ToolContext<'_>, args: FixArgs) -> Result<FixReport, ToolError> {
-    let workspace = Workspace::of(ctx).await?;
-    let project = workspace.project(args.path.as_deref())?;
-    let mut notes = Vec::new();
-    let timeout = exec::time_limit(
-        args.timeout_secs,
-        workspace.rules.command_timeout_secs,
-        &mut notes,
-    );
-    let network = workspace.rules.allow_network;
+    let CargoCall {
+        workspace,
+        project,
+        notes,
+        timeout,
+        network,
+    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
     let mut cargo_args: Vec<String> = if args.clippy {
         vec!["clippy".into(), "--fix".into()]
     } else {
@@ -150,14 +140,18 @@ async fn run_cargo_fix(ctx: &ToolContext<'_>, args: FixArgs) -> Result<FixReport
     let mut command = cargo_command(&project, &workspace, cargo_args, timeout);
     // cargo fix's lock server: see the module's top.
     command.local_tcp = true;
-    ctx.blocking(move |cancel: &CancelFlag| {
-        let before = snapshot(&dir);
-        let ran = exec::run(command, cancel)?;
-        let after = snapshot(&dir);
-        Ok(report(ran, &before, &after, network, notes))
-    })
-    .await
-    .map_err(ToolError::failed)?
+    let value = ctx
+        .blocking(move |cancel: &CancelFlag| {
+            let before = snapshot(&dir);
+            let ran = exec::run(command, cancel)?;
+            let after = snapshot(&dir);
+            Ok::<_, ToolError>(report(ran, &before, &after, network, notes))
+        })
+        .await
+        .map_err(ToolError::failed)??;
+    let text = cargo_fix_text(&value);
+    let failed = !value.success;
+    Ok(Structured::new(value).text(text).failed_if(failed))
 }
 
 /// The text the model reads for a result of `cargo_fix`.
@@ -189,20 +183,8 @@ fn cargo_fix_text(r: &FixReport) -> String {
         text.push_str("\nleft to fix by hand:\n");
         text.push_str(&diagnostics::compact_list(&r.remaining, 30));
     }
-    if let Some(error) = &r.cargo_error {
-        text.push_str("--- cargo said ---\n");
-        text.push_str(error.trim_end());
-        text.push('\n');
-    }
-    for note in &r.notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
+    diagnostics::push_cargo_said(&mut text, r.cargo_error.as_deref(), &r.notes);
     text
-}
-
-/// Whether it says the call did not do what was asked for a result of `cargo_fix`.
-fn cargo_fix_failed(r: &FixReport) -> bool {
-    !r.success
 }
 
 /// The report of a finished fix.

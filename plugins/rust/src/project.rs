@@ -24,6 +24,49 @@ pub(crate) struct Project {
     pub(crate) root: PathBuf,
 }
 
+/// What a cargo tool reads before it plans its run: the workspace, the crate the call names
+/// (by default the first root), the time limit (with a note when the call's was capped) and
+/// whether the workspace allows the network.
+pub(crate) struct CargoCall {
+    /// The call's workspace.
+    pub(crate) workspace: Workspace,
+    /// The crate it runs in.
+    pub(crate) project: Project,
+    /// Notes for the report so far.
+    pub(crate) notes: Vec<String>,
+    /// How long cargo may run.
+    pub(crate) timeout: std::time::Duration,
+    /// Whether cargo may use the network (else it runs `--offline`).
+    pub(crate) network: bool,
+}
+
+impl CargoCall {
+    /// Reads the workspace and finds the crate at `path` (see [`Workspace::project`]),
+    /// with the time limit the call asks for (`timeout_secs`) capped by the workspace's.
+    pub(crate) async fn of(
+        ctx: &ToolContext<'_>,
+        path: Option<&str>,
+        timeout_secs: Option<u64>,
+    ) -> Result<CargoCall, ToolError> {
+        let workspace = Workspace::of(ctx).await?;
+        let project = workspace.project(path)?;
+        let mut notes = Vec::new();
+        let timeout = crate::exec::time_limit(
+            timeout_secs,
+            workspace.rules.command_timeout_secs,
+            &mut notes,
+        );
+        let network = workspace.rules.allow_network;
+        Ok(CargoCall {
+            workspace,
+            project,
+            notes,
+            timeout,
+            network,
+        })
+    }
+}
+
 impl Workspace {
     /// The call's workspace: the profile's `[workspace]`, roots opened. No roots is an
     /// error naming the config line to add.

@@ -79,32 +79,25 @@ pub async fn rustdoc_lookup(
     ctx: &ToolContext<'_>,
     #[args] args: LookupArgs,
 ) -> Result<Structured<DocEntry>, ToolError> {
-    let value = run_rustdoc_lookup(ctx, args).await?;
-    let text = rustdoc_lookup_text(&value);
-    Ok(Structured::new(value).text(text))
-}
-
-/// What `rustdoc_lookup` does, before its text and details are made.
-async fn run_rustdoc_lookup(
-    ctx: &ToolContext<'_>,
-    args: LookupArgs,
-) -> Result<DocEntry, ToolError> {
     let answer = Workspace::answer(ctx).await?;
     let command = rustc_command(&answer, vec!["--print".to_owned(), "sysroot".to_owned()]);
-    ctx.blocking(move |cancel: &CancelFlag| {
-        let ran = exec::run(command, cancel)?;
-        let sysroot = ran.stdout().trim().to_owned();
-        if ran.exit_code() != Some(0) || sysroot.is_empty() {
-            return Err(ToolError::failed(format!(
-                "rustc --print sysroot failed: {}",
-                ran.stderr().trim()
-            )));
-        }
-        let docs = docs_folder(Path::new(&sysroot))?;
-        lookup(&docs, &args.item)
-    })
-    .await
-    .map_err(ToolError::failed)?
+    let value = ctx
+        .blocking(move |cancel: &CancelFlag| {
+            let ran = exec::run(command, cancel)?;
+            let sysroot = ran.stdout().trim().to_owned();
+            if ran.exit_code() != Some(0) || sysroot.is_empty() {
+                return Err(ToolError::failed(format!(
+                    "rustc --print sysroot failed: {}",
+                    ran.stderr().trim()
+                )));
+            }
+            let docs = docs_folder(Path::new(&sysroot))?;
+            lookup(&docs, &args.item)
+        })
+        .await
+        .map_err(ToolError::failed)??;
+    let text = rustdoc_lookup_text(&value);
+    Ok(Structured::new(value).text(text))
 }
 
 /// The text the model reads for a result of `rustdoc_lookup`.

@@ -11,7 +11,7 @@ use crate::check::{cargo_command, selection_args, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec;
 use crate::libtest::{self, Suite, Totals};
-use crate::project::Workspace;
+use crate::project::CargoCall;
 
 /// How many passed tests the model's text names (failures are always named).
 const PASSED_NAMED: usize = 30;
@@ -82,27 +82,13 @@ pub async fn cargo_test(
     ctx: &ToolContext<'_>,
     #[args] args: TestArgs,
 ) -> Result<Structured<TestReport>, ToolError> {
-    let value = run_cargo_test(ctx, args).await?;
-    let text = cargo_test_text(&value);
-    let details = cargo_test_details(&value);
-    let failed = cargo_test_failed(&value);
-    Ok(Structured::new(value)
-        .text(text)
-        .details(details)
-        .failed_if(failed))
-}
-
-/// What `cargo_test` does, before its text and details are made.
-async fn run_cargo_test(ctx: &ToolContext<'_>, args: TestArgs) -> Result<TestReport, ToolError> {
-    let workspace = Workspace::of(ctx).await?;
-    let project = workspace.project(args.path.as_deref())?;
-    let mut notes = Vec::new();
-    let timeout = exec::time_limit(
-        args.timeout_secs,
-        workspace.rules.command_timeout_secs,
-        &mut notes,
-    );
-    let network = workspace.rules.allow_network;
+    let CargoCall {
+        workspace,
+        project,
+        notes,
+        timeout,
+        network,
+    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
     let mut cargo_args = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
     cargo_args.extend(selection_args(
         args.package.as_deref(),
@@ -123,12 +109,20 @@ async fn run_cargo_test(ctx: &ToolContext<'_>, args: TestArgs) -> Result<TestRep
         cargo_args.push("--include-ignored".to_owned());
     }
     let command = cargo_command(&project, &workspace, cargo_args, timeout);
-    ctx.blocking(move |cancel: &CancelFlag| {
-        let ran = exec::run(command, cancel)?;
-        Ok(report(ran, network, notes))
-    })
-    .await
-    .map_err(ToolError::failed)?
+    let value = ctx
+        .blocking(move |cancel: &CancelFlag| {
+            let ran = exec::run(command, cancel)?;
+            Ok::<_, ToolError>(report(ran, network, notes))
+        })
+        .await
+        .map_err(ToolError::failed)??;
+    let text = cargo_test_text(&value);
+    let details = cargo_test_details(&value);
+    let failed = !value.success;
+    Ok(Structured::new(value)
+        .text(text)
+        .details(details)
+        .failed_if(failed))
 }
 
 /// The text the model reads for a result of `cargo_test`.
@@ -182,31 +176,16 @@ fn cargo_test_text(r: &TestReport) -> String {
         text.push_str(&format!("\nthe tests did not compile ({errors} errors):\n"));
         text.push_str(&diagnostics::compact_list(&r.diagnostics, 30));
     }
-    if let Some(error) = &r.cargo_error {
-        text.push_str("--- cargo said ---\n");
-        text.push_str(error.trim_end());
-        text.push('\n');
-    }
-    for note in &r.notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
+    diagnostics::push_cargo_said(&mut text, r.cargo_error.as_deref(), &r.notes);
     text
 }
 
 /// The details clients get for a result of `cargo_test`.
 fn cargo_test_details(r: &TestReport) -> Details {
-    let list: Vec<_> = r.diagnostics.iter().map(|d| d.detail()).collect();
-    if list.is_empty() {
+    if r.diagnostics.is_empty() {
         return Details::new();
     }
-    toolhost_plugin_api::ToolOutput::default()
-        .with_diagnostics(list)
-        .details
-}
-
-/// Whether it says the call did not do what was asked for a result of `cargo_test`.
-fn cargo_test_failed(r: &TestReport) -> bool {
-    !r.success
+    diagnostics::details(&r.diagnostics)
 }
 
 /// The report of a finished `cargo test`.

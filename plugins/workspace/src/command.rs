@@ -169,27 +169,18 @@ pub async fn run_command(
     ctx: &ToolContext<'_>,
     #[args] args: RunCommandArgs,
 ) -> Result<Structured<CommandResult>, ToolError> {
-    let value = run_run_command(ctx, args).await?;
-    let text = run_command_text(&value);
-    let failed = run_command_failed(&value);
-    Ok(Structured::new(value).text(text).failed_if(failed))
-}
-
-/// What `run_command` does, before its text and details are made.
-async fn run_run_command(
-    ctx: &ToolContext<'_>,
-    args: RunCommandArgs,
-) -> Result<CommandResult, ToolError> {
     let workspace = Workspace::of(ctx).await?;
     let mut planned = plan(&workspace, args)?;
     planned.session = ctx.session_id().to_owned();
     let budget = ctx.output_budget().await;
-    let mut done = ctx
+    let mut value = ctx
         .blocking(move |cancel| execute(planned, cancel))
         .await
         .map_err(ToolError::failed)??;
-    done.hold_to(budget);
-    Ok(done)
+    value.hold_to(budget);
+    let text = run_command_text(&value);
+    let failed = value.failed();
+    Ok(Structured::new(value).text(text).failed_if(failed))
 }
 
 /// The text the model reads for a result of `run_command`.
@@ -219,11 +210,6 @@ fn run_command_text(r: &CommandResult) -> String {
         text.push_str(stderr);
     }
     text
-}
-
-/// Whether it says the call did not do what was asked for a result of `run_command`.
-fn run_command_failed(r: &CommandResult) -> bool {
-    r.failed()
 }
 
 /// A command checked and ready to run.

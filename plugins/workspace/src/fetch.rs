@@ -105,21 +105,14 @@ pub async fn fetch_url(
     ctx: &ToolContext<'_>,
     #[args] args: FetchUrlArgs,
 ) -> Result<Structured<FetchResult>, ToolError> {
-    let value = run_fetch_url(ctx, args).await?;
-    let text = fetch_url_text(&value);
-    Ok(Structured::new(value).text(text))
-}
-
-/// What `fetch_url` does, before its text and details are made.
-async fn run_fetch_url(
-    ctx: &ToolContext<'_>,
-    args: FetchUrlArgs,
-) -> Result<FetchResult, ToolError> {
     let allow_private = Workspace::of(ctx).await?.rules.allow_private_addresses;
     let request = Request::new(args, allow_private)?;
-    ctx.blocking(move |cancel| fetch(request, cancel))
+    let value = ctx
+        .blocking(move |cancel| fetch(request, cancel))
         .await
-        .map_err(ToolError::failed)?
+        .map_err(ToolError::failed)??;
+    let text = fetch_url_text(&value);
+    Ok(Structured::new(value).text(text))
 }
 
 /// The text the model reads for a result of `fetch_url`.

@@ -159,24 +159,20 @@ pub async fn grep(
     ctx: &ToolContext<'_>,
     #[args] args: GrepArgs,
 ) -> Result<Structured<GrepOutput>, ToolError> {
-    let value = run_grep(ctx, args).await?;
-    let text = grep_text(&value);
-    Ok(Structured::new(value).text(text))
-}
-
-/// What `grep` does, before its text and details are made.
-async fn run_grep(ctx: &ToolContext<'_>, args: GrepArgs) -> Result<GrepOutput, ToolError> {
     let query = Query::new(&args)?;
     let workspace = Workspace::of(ctx).await?;
     let budget = ctx.output_budget().await;
-    ctx.blocking(move |cancel| {
-        let path = args.path.as_deref().unwrap_or(".");
-        let mut found = search(&workspace, path, &query, cancel)?;
-        fit(&mut found, budget);
-        Ok(found)
-    })
-    .await
-    .map_err(ToolError::failed)?
+    let value = ctx
+        .blocking(move |cancel| {
+            let path = args.path.as_deref().unwrap_or(".");
+            let mut found = search(&workspace, path, &query, cancel)?;
+            fit(&mut found, budget);
+            Ok::<_, ToolError>(found)
+        })
+        .await
+        .map_err(ToolError::failed)??;
+    let text = grep_text(&value);
+    Ok(Structured::new(value).text(text))
 }
 
 /// The text the model reads for a result of `grep`.

@@ -163,15 +163,16 @@ pub enum LoadErrorKind {
     PanicAbort,
     /// The plugin declares a settings schema and the config's settings for it do not fit.
     #[error(
-        "its settings do not fit the settings schema it declares: {problems}; fix [plugins.{plugin}.settings] in the host's config{config}, then reload"
+        "its settings do not fit the settings schema it declares: {problems}; fix [plugins.{plugin}.settings] in the host's config{}, then reload",
+        config_folder_note(.config_dir.as_deref())
     )]
     Settings {
         /// The plugin's name.
         plugin: String,
         /// What does not fit, each problem with its path.
         problems: String,
-        /// ` (FOLDER/...)`: where the config file is, when there is one.
-        config: String,
+        /// The folder of the config file the settings were read from, when there is one.
+        config_dir: Option<PathBuf>,
     },
     /// Plugin code panicked or failed while the host read its tools.
     #[error("the plugin failed while its tools were being read: {reason}; fix the plugin")]
@@ -293,4 +294,12 @@ fn which_side(plugin_api: &str, host_api: &str) -> String {
         ),
         _ => format!("rebuild the plugin against {}", abi_with_crates(host_api)),
     }
+}
+
+/// ` (in FOLDER)`, naming where the config file the settings came from is, or nothing
+/// when they came from no file.
+pub(crate) fn config_folder_note(folder: Option<&std::path::Path>) -> String {
+    folder
+        .map(|f| format!(" (in {})", f.display()))
+        .unwrap_or_default()
 }
