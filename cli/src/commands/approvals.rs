@@ -41,6 +41,10 @@ enum ApprovalsAction {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// When no call waits yet, wait up to SECS seconds for one (and for a host that is
+        /// starting) before printing.
+        #[arg(long, value_name = "SECS", default_value_t = 0)]
+        wait: u64,
     },
     /// Answer a waiting call by its id (as `approvals pending` shows it): yes runs it,
     /// session runs it and the tool's later calls in that client's session, always keeps
@@ -90,10 +94,17 @@ fn pending(
     config: &LoadedConfig,
     control: Option<std::path::PathBuf>,
     json: bool,
+    wait: std::time::Duration,
 ) -> anyhow::Result<ExitCode> {
     let socket = super::control_socket(config, control);
-    let (runtime, mut client) = super::control::connect(&socket, ANSWER_WITHIN)?;
-    let waiting = runtime.block_on(client.approvals_pending())?;
+    let deadline = std::time::Instant::now() + wait;
+    let (runtime, mut client) = super::control::connect_waiting(&socket, ANSWER_WITHIN, wait)?;
+    let mut waiting = runtime.block_on(client.approvals_pending())?;
+    // Asked again on the same connection until a question comes or the wait is over.
+    while waiting.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waiting = runtime.block_on(client.approvals_pending())?;
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(&waiting)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -129,7 +140,13 @@ const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 impl ApprovalsArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         match self.action {
-            ApprovalsAction::Pending { control, json } => return pending(config, control, json),
+            ApprovalsAction::Pending {
+                control,
+                json,
+                wait,
+            } => {
+                return pending(config, control, json, std::time::Duration::from_secs(wait));
+            }
             ApprovalsAction::Answer {
                 id,
                 answer,

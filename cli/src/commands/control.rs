@@ -24,6 +24,10 @@ pub(crate) struct ReloadArgs {
     /// Print the JSON answer.
     #[arg(long)]
     json: bool,
+    /// While no host answers on the socket (one that is starting), keep trying for up to
+    /// SECS seconds before giving up.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    wait: u64,
 }
 
 /// `toolhost status`.
@@ -35,6 +39,10 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// While no host answers on the socket (one that is starting, e.g. `toolhost serve &`
+    /// in a script), keep trying for up to SECS seconds before giving up.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    wait: u64,
 }
 
 /// A connection to the host on `socket` whose answers are awaited at most `limit`, and
@@ -51,6 +59,23 @@ pub(crate) fn connect(
     Ok((runtime, client.answer_within(limit)))
 }
 
+/// [`connect`], trying again while no host answers on `socket`, for at most `wait` (a host
+/// that is starting binds its socket once its plugins are loaded).
+pub(crate) fn connect_waiting(
+    socket: &Path,
+    limit: Duration,
+    wait: Duration,
+) -> anyhow::Result<(tokio::runtime::Runtime, ControlClient)> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match connect(socket, limit) {
+            Ok(connected) => return Ok(connected),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// The host's answer as it wrote it, pretty-printed (for `--json`).
 fn print_json(answer: &Value) -> anyhow::Result<()> {
     outln!(
@@ -62,7 +87,11 @@ fn print_json(answer: &Value) -> anyhow::Result<()> {
 
 impl ReloadArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let (runtime, mut client) = connect(&control_socket(config, self.control), ANSWER_WITHIN)?;
+        let (runtime, mut client) = connect_waiting(
+            &control_socket(config, self.control),
+            ANSWER_WITHIN,
+            Duration::from_secs(self.wait),
+        )?;
         let answer = runtime.block_on(client.send(&ControlRequest::Reload))?;
         let report: RescanReport = serde_json::from_value(answer.clone())
             .map_err(|e| anyhow::anyhow!("the host sent an invalid response: {e}"))?;
@@ -119,7 +148,11 @@ impl ReloadArgs {
 
 impl StatusArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let (runtime, mut client) = connect(&control_socket(config, self.control), ANSWER_WITHIN)?;
+        let (runtime, mut client) = connect_waiting(
+            &control_socket(config, self.control),
+            ANSWER_WITHIN,
+            Duration::from_secs(self.wait),
+        )?;
         // Background delegations run in `run` and `chat` processes, not in the host: they
         // are read from the profiles' session stores.
         let delegations = running_delegations(config);
