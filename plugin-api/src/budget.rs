@@ -89,6 +89,17 @@ fn within(n: u64, max: u64) -> bool {
 /// Text filled line by line up to a budget (see [`OutputBudget::page`]). Once a line did
 /// not fit the page is full and takes no more, so what it holds is always a run of whole
 /// lines from the first.
+///
+/// ```
+/// use toolhost_plugin_api::OutputBudget;
+///
+/// let mut page = OutputBudget { max_chars: 12, max_lines: 0 }.page(0, 0);
+/// assert!(page.push_line("first")); // 6 characters with its newline
+/// assert_eq!(page.room_chars(), Some(5));
+/// assert!(!page.push_line("second")); // 7 more would make 13
+/// assert!(page.is_full() && !page.push_line("x")); // full: takes nothing more
+/// assert_eq!((page.lines(), page.into_text()), (1, "first\n".to_owned()));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     max_chars: Option<u64>,

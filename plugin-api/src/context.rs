@@ -198,6 +198,13 @@ pub struct ChildTurnRequest {
 
 impl ChildTurnRequest {
     /// A request for `prompt` with no context.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::ChildTurnRequest;
+    ///
+    /// let request = ChildTurnRequest::new("Summarise the log.").with_context("ERROR disk full");
+    /// assert_eq!(request.context.as_deref(), Some("ERROR disk full"));
+    /// ```
     pub fn new(prompt: impl Into<String>) -> Self {
         ChildTurnRequest {
             prompt: prompt.into(),

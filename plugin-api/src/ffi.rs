@@ -7,8 +7,8 @@
 //!
 //! Plugin authors need nothing here but [`LogLevel`] (re-exported at the crate root); they
 //! implement [`crate::Tool`] and call [`crate::export_plugin!`], which builds these. Hosts
-//! and tests read them. Growable parts are prefix types (see the crate docs on binary
-//! compatibility).
+//! and tests read them. Growable parts are prefix types (see [Binary
+//! compatibility](crate#binary-compatibility) in the crate docs).
 //!
 //! How a host reads a plugin, in one piece (here the plugin is compiled into the example;
 //! a host gets the same header from the library file, see [`PluginRoot`]):
@@ -61,8 +61,8 @@ use crate::risk::RiskCode;
 /// The root module every plugin exports, built by [`crate::export_plugin!`].
 ///
 /// Every field is required (a prefix type that may never grow: changing it breaks every
-/// plugin, see the crate docs). Hosts read it through [`PluginRoot_Ref`], after
-/// abi_stable's version and layout checks:
+/// plugin, see [Binary compatibility](crate#binary-compatibility)). Hosts read it through
+/// [`PluginRoot_Ref`], after abi_stable's version and layout checks:
 ///
 /// ```
 /// use abi_stable::library::LibHeader;
@@ -186,8 +186,11 @@ pub const API_VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
 /// The version of the binary interface, which loaders check: it changes only when the
 /// types in this module change, never for additions to the Rust-side API. A host refuses
 /// a plugin whose ABI has a different major version or, before 1.0, a lower minor
-/// version; everything else is judged by the layout checks (see the crate docs and
-/// COMPATIBILITY.md). Releases of this crate that leave the ABI alone keep this number.
+/// version; everything else is judged by the layout checks (see [Binary
+/// compatibility](crate#binary-compatibility) in the crate docs, and
+/// [COMPATIBILITY.md](https://github.com/toolhost/toolhost/blob/main/plugin-api/COMPATIBILITY.md)
+/// for which hosts load which plugin builds). Releases of this crate that leave the ABI
+/// alone keep this number.
 ///
 /// ```
 /// use toolhost_plugin_api::{ABI_VERSION, API_VERSION};

@@ -126,6 +126,16 @@ pub struct DelegationRequest {
 }
 
 /// One task of a [`DelegationRequest`].
+///
+/// ```
+/// use toolhost_plugin_api::{ChildRole, DelegatedTask};
+///
+/// let task = DelegatedTask::new("Fix the failing test")
+///     .with_context("the login test fails since the last commit")
+///     .with_role(ChildRole::Orchestrator);
+/// assert_eq!(task.role, Some(ChildRole::Orchestrator));
+/// assert_eq!(task.group, None); // a completion unit of its own
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DelegatedTask {
     /// What the child agent is asked to do.

@@ -26,8 +26,12 @@
 //! export_plugin! { name: "hello", version: env!("CARGO_PKG_VERSION"), tools: [Greet] }
 //! ```
 //!
-//! The crate's README walks through a whole plugin: its `Cargo.toml`, building, checking
-//! and installing it, and testing it.
+//! The crate's [README](https://github.com/toolhost/toolhost/blob/main/plugin-api/README.md)
+//! walks through a whole plugin: its `Cargo.toml`, building, checking and installing it,
+//! and testing it. The toolhost book
+//! ([docs/book](https://github.com/toolhost/toolhost/tree/main/docs/book)) covers the
+//! host's side: its configuration (the `[plugins.NAME.settings]` tables, timeouts,
+//! workspaces), approvals and how plugins are installed and reloaded.
 //!
 //! # What a tool can use
 //! - [`ToolContext`]: the profile, session and model of the call, cancellation, and the
@@ -158,6 +162,7 @@
 //! always equals the ABI's (a unit test keeps them together): a crate 0.2.0 comes with
 //! ABI 0.2.0, and hosts name both numbers when they refuse a plugin.
 
+#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // `#[tool]` names this crate by its path, in this crate's own tests too.

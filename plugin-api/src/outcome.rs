@@ -27,8 +27,8 @@ use crate::content::{Content, content_output};
 /// ```
 pub type Details = BTreeMap<String, Value>;
 
-/// The detail kind of compiler or linter diagnostics (a list of [`Diagnostic`]), the seed
-/// documents' `Diagnostics`.
+/// The detail kind of compiler or linter diagnostics: its value is a JSON list of
+/// [`Diagnostic`]s (what [`ToolOutput::with_diagnostics`] writes).
 ///
 /// ```
 /// assert_eq!(toolhost_plugin_api::DIAGNOSTICS, "diagnostics");
@@ -36,8 +36,8 @@ pub type Details = BTreeMap<String, Value>;
 pub const DIAGNOSTICS: &str = "diagnostics";
 
 /// The detail kind the host adds when the text the model got was cut to the output
-/// budget: where the full output is kept (`{"id", "chars", "lines", "bytes"}`), the seed
-/// documents' `FullOutput`. Tools do not set it.
+/// budget: where the full output is kept (`{"id", "chars", "lines", "bytes"}`). Tools do
+/// not set it.
 ///
 /// ```
 /// assert!(toolhost_plugin_api::FULL_OUTPUT.starts_with("toolhost/"));
@@ -111,8 +111,8 @@ impl Diagnostic {
     /// Where it is, by line only (a file-level or line-level finding, with no column).
     ///
     /// ```
-    /// let d = toolhost_plugin_api::Diagnostic::new("warning", "line too long").line("README.md", 12);
-    /// assert_eq!((d.file.as_deref(), d.line, d.column), (Some("README.md"), Some(12), None));
+    /// let d = toolhost_plugin_api::Diagnostic::new("warning", "line too long").line("guide.md", 12);
+    /// assert_eq!((d.file.as_deref(), d.line, d.column), (Some("guide.md"), Some(12), None));
     /// ```
     pub fn line(mut self, file: impl Into<String>, line: u64) -> Self {
         self.file = Some(file.into());
@@ -278,10 +278,10 @@ impl ToolOutput {
     /// ```
     /// use toolhost_plugin_api::{Diagnostic, ToolOutput};
     /// let out = ToolOutput::from_diagnostics(vec![
-    ///     Diagnostic::new("warning", "line too long").line("README.md", 12).code("MD013"),
+    ///     Diagnostic::new("warning", "line too long").line("guide.md", 12).code("MD013"),
     ///     Diagnostic::new("error", "no title"),
     /// ]);
-    /// assert_eq!(out.text, "README.md:12: warning[MD013]: line too long\nerror: no title");
+    /// assert_eq!(out.text, "guide.md:12: warning[MD013]: line too long\nerror: no title");
     /// assert_eq!(out.details["diagnostics"][1]["level"], "error");
     /// assert_eq!(ToolOutput::from_diagnostics(vec![]).text, "no findings");
     /// ```

@@ -41,6 +41,17 @@ pub struct Structured<T> {
 
 impl<T: Serialize> Structured<T> {
     /// The value alone: its JSON is the text.
+    ///
+    /// ```
+    /// use toolhost_plugin_api::Structured;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Count { files: u32 }
+    ///
+    /// let out = Structured::new(Count { files: 3 }).into_output().unwrap();
+    /// assert_eq!(out.text, r#"{"files":3}"#);
+    /// assert!(!out.is_error);
+    /// ```
     pub fn new(value: T) -> Self {
         Structured {
             value,
@@ -76,7 +87,16 @@ impl<T: Serialize> Structured<T> {
     }
 
     /// The outcome: the value encoded as the structured result, the text (or the value's
-    /// JSON), the details and the error flag.
+    /// JSON), the details and the error flag. A value that does not encode as JSON (a map
+    /// whose keys are not strings, say) is a [`ToolError::Failed`].
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use toolhost_plugin_api::{Structured, ToolError};
+    ///
+    /// let by_pair = BTreeMap::from([((1, 2), "a")]);
+    /// assert!(matches!(Structured::new(by_pair).into_output(), Err(ToolError::Failed(_))));
+    /// ```
     pub fn into_output(self) -> Result<ToolOutput, ToolError> {
         let value = serde_json::to_value(&self.value)
             .map_err(|e| ToolError::failed(format!("could not encode the tool's result: {e}")))?;

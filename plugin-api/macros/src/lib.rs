@@ -1,5 +1,10 @@
 //! `#[tool]`: a toolhost tool from a function. Its documentation, with examples, is on the
-//! re-export, `toolhost_plugin_api::tool`; this crate is not meant to be used directly.
+//! re-export,
+//! [`toolhost_plugin_api::tool`](https://docs.rs/toolhost-plugin-api/latest/toolhost_plugin_api/attr.tool.html);
+//! this crate is not meant to be used directly: depend on `toolhost-plugin-api`, whose
+//! default `macros` feature brings it in.
+
+#![warn(missing_docs)]
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -14,7 +19,9 @@ use syn::{
 /// The longest tool name hosts take (`toolhost_plugin_api::check::MAX_TOOL_NAME_CHARS`).
 const MAX_NAME_CHARS: usize = 64;
 
-/// Makes a toolhost tool of a function; see `toolhost_plugin_api::tool`.
+/// Makes a toolhost tool of a function; see
+/// [`toolhost_plugin_api::tool`](https://docs.rs/toolhost-plugin-api/latest/toolhost_plugin_api/attr.tool.html)
+/// for its options and examples.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let function = syn::parse_macro_input!(item as ItemFn);
