@@ -90,13 +90,14 @@ pub use config::{
     AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
     DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpProtocol, McpServerSettings,
     McpSettings, McpTransport, MetricsSettings, ModelSettings, OAuthSettings, Profile, ProfileView,
-    ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings, default_config_path,
-    default_plugin_dir, positive_seconds,
+    ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings, config_file_schema,
+    default_config_path, default_plugin_dir, positive_seconds, profile_file_schema,
 };
 pub use frontends::control::{
-    ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply, ControlClient,
-    ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer, ControlRequest,
-    ControlResponse, ControlResult, ControlSocket, call_error_code, default_control_path,
+    AnswerParams, ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply,
+    ControlClient, ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer,
+    ControlRequest, ControlResponse, ControlResult, ControlSocket, call_error_code,
+    default_control_path,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, MAX_SCRAPE_CONNECTIONS, SCRAPE_DEADLINE, TlsFiles,

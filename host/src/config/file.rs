@@ -55,7 +55,7 @@ macro_rules! overridable_section {
         }
 
         $(#[$pmeta])*
-        #[derive(Debug, Clone, Default, Deserialize)]
+        #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields, default)]
         pub struct $profile {
             $(
@@ -83,21 +83,25 @@ macro_rules! overridable_section {
 }
 
 /// The host's config file as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// Plugin directories, in load order.
+    /// Plugin directories, in load order; relative paths are relative to the config file.
+    /// Default: `[]` (then `~/.local/share/toolhost/plugins`).
     #[serde(default)]
     pub plugin_dirs: Vec<PathBuf>,
-    /// Where profiles live: `<profiles_dir>/<name>/config.toml`.
+    /// Where profiles live (their `config.toml`). Default: `profiles` next to the config
+    /// file.
     pub profiles_dir: Option<PathBuf>,
-    /// The profile used when none is named.
+    /// The profile used when none is named; it may have no directory (then it gets every
+    /// tool). Default: `"default"`.
     #[serde(default = "default_profile_name")]
     pub default_profile: String,
-    /// The control socket of `toolhost serve`.
+    /// The socket of `toolhost serve`. Default: `$XDG_RUNTIME_DIR/toolhost/control.sock`.
     pub control_socket: Option<PathBuf>,
-    /// Where state lives (sessions, notes, kept outputs, tokens, trust pins):
-    /// `$XDG_STATE_HOME/toolhost` unless set; a profile's is `profiles/<name>/` below it.
+    /// Where state lives: each profile's under `profiles/<name>/` (`state/`, `outputs/`),
+    /// tokens, trust pins. See [State and where it lives](../operating/state.md). Default:
+    /// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`.
     pub state_dir: Option<PathBuf>,
     /// Call time limits.
     #[serde(default)]
@@ -111,7 +115,11 @@ pub struct RawConfig {
     /// Hot reload.
     #[serde(default)]
     pub reload: RawReload,
-    /// Which plugin files are considered at all.
+    /// Which plugin files are considered at all, and each plugin's own settings: a
+    /// `[plugins.NAME.settings]` table (any TOML) per plugin, which its tools read as JSON
+    /// (`ctx.settings()`); `NAME` is the plugin's name as `toolhost status` shows it, not
+    /// its file's. A plugin that declares a settings type has the table checked against it
+    /// at load.
     #[serde(default)]
     pub plugins: RawPlugins,
     /// Trust modes: pinned or signed plugin files only.
@@ -120,7 +128,7 @@ pub struct RawConfig {
     /// Which plugins run in worker processes, and how workers are confined.
     #[serde(default)]
     pub isolation: RawIsolation,
-    /// Named tool lists, used in profiles as `"@name"`.
+    /// Named tool lists, used in profiles as `"@NAME"`. Default: unset.
     #[serde(default)]
     pub toolsets: BTreeMap<String, Vec<String>>,
     /// Per-tool settings: risk overrides.
@@ -155,26 +163,32 @@ pub struct RawConfig {
 
 /// `[audit]`: the audit log (one JSON line per call, each carrying the sha256 of the line
 /// before it).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAudit {
-    /// Whether calls are recorded (default true).
+    /// Whether every call is recorded in the audit log. See [The audit
+    /// log](../operating/audit-log.md). Default: `true`.
     pub enabled: bool,
-    /// The log file (default `audit.jsonl` in the state directory,
-    /// `$XDG_STATE_HOME/toolhost`).
+    /// The log (relative paths are relative to the config file). Default:
+    /// `$XDG_STATE_HOME/toolhost/audit.jsonl`.
     pub file: Option<PathBuf>,
-    /// Whether each line carries the call's arguments (default false: only their sha256).
+    /// Lines carry the call's arguments; otherwise only the sha256 of their canonical JSON.
+    /// Default: `false`.
     pub include_arguments: bool,
-    /// The size at which the file is rotated (`audit.jsonl.1`, ...), bytes; 0: never.
+    /// The size past which the log is rotated (`audit.jsonl.1` the newest rotated file);
+    /// `0`: never. Default: `67108864` (64 MiB).
     pub max_bytes: u64,
-    /// How many rotated files are kept.
+    /// Rotated files kept. Default: `5`.
     pub keep: usize,
-    /// Lines waiting for the writer at most; past it, calls wait for the writer.
+    /// Lines waiting for the writer thread; past it calls wait for room (lines are never
+    /// dropped). Default: `1024`.
     pub queue: usize,
-    /// Whether a checkpoint of each batch of lines (its last line's seq and sha256) goes
-    /// to syslog, a copy the host cannot rewrite later (default false).
+    /// Send a checkpoint of each batch of lines (the last line's `seq` and sha256) to
+    /// syslog: a copy the host cannot rewrite later. See [The audit
+    /// log](../operating/audit-log.md). Default: `false`.
     pub syslog: bool,
-    /// The syslog socket (default `/dev/log`).
+    /// The syslog socket the checkpoints go to (relative paths are relative to the config
+    /// file). Default: `/dev/log`.
     pub syslog_socket: Option<PathBuf>,
 }
 
@@ -199,27 +213,35 @@ overridable_section! {
     /// `[workspace]`: the folders the workspace tools may read and write beneath, and the
     /// rules for the commands and fetches they make. In a profile's config.toml, each key
     /// given replaces the host config's.
-    #[derive(Debug, Clone, Default, Deserialize)]
+    #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub struct RawWorkspace {
-        /// The roots (relative paths are relative to the file that sets them; `~/` is the
-        /// home folder). None: no workspace.
+        /// The folders the workspace tools may use (relative to the config file, `~/` for
+        /// home; must exist); `--workspace DIR` replaces them for one command. A profile's
+        /// roots also join the sandbox of the workers of its plugins whose tools declare
+        /// the workspace (`Requirements::workspace()`). See [The workspace
+        /// tools](../using/workspace-tools.md). Default: unset.
         pub roots: Option<Vec<PathBuf>>,
-        /// Commands may use the network (default false).
+        /// `run_command`: network for commands; shell command lines (and shells as the
+        /// program). Default: `false` / `false`.
         pub allow_network: Option<bool>,
-        /// `run_command` takes shell command lines (default false: a program and arguments).
+        /// `run_command`: network for commands; shell command lines (and shells as the
+        /// program). Default: `false` / `false`.
         pub shell: Option<bool>,
-        /// Programs `run_command` refuses, besides the built-in list.
+        /// `run_command`: programs refused besides the built-in list; variables passed
+        /// besides the allowlist (`NAME`, `PREFIX*` or `NAME=value`). Default: `[]` / `[]`.
         pub deny_programs: Option<Vec<String>>,
-        /// Environment variables passed to commands besides the built-in allowlist.
+        /// `run_command`: programs refused besides the built-in list; variables passed
+        /// besides the allowlist (`NAME`, `PREFIX*` or `NAME=value`). Default: `[]` / `[]`.
         pub env: Option<Vec<String>>,
-        /// A command's time limit, seconds (default 120).
+        /// `run_command`: the most a command may take. Default: `120`.
         pub command_timeout_secs: Option<u64>,
-        /// `fetch_url` may reach loopback, private, link-local and metadata addresses
-        /// (default false).
+        /// `fetch_url` may reach loopback, private, link-local, metadata and this machine's
+        /// own addresses (never documentation, multicast or other special-purpose ranges).
+        /// Default: `false`.
         pub allow_private_addresses: Option<bool>,
-        /// Commands may make Unix-domain sockets (default false: the seccomp filter refuses
-        /// them, so no command reaches the host's control socket or another local service).
+        /// Commands may make Unix-domain sockets (the seccomp filter refuses them
+        /// otherwise); the host's control socket refuses them anyway. Default: `false`.
         pub allow_unix_sockets: Option<bool>,
     }
 }
@@ -229,7 +251,7 @@ overridable_section! {
     /// A profile's `[output]`: each key given replaces the host config's.
     RawProfileOutput;
     /// `[output]`: how much text one result may carry, and how long cut outputs are kept.
-    #[derive(Debug, Clone, Deserialize)]
+    #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
     #[serde(deny_unknown_fields, default)]
     pub struct RawOutput {
         /// The most characters of one result's text; 0: no limit (at least 1000 otherwise).
@@ -265,27 +287,35 @@ impl Default for RawOutput {
 }
 
 /// `[model]`: an OpenAI-compatible Chat Completions server.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawModel {
-    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`
-    /// (`TOOLHOST_MODEL_BASE_URL` overrides it).
+    /// An OpenAI-compatible Chat Completions server, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1` (Ollama); `TOOLHOST_MODEL_BASE_URL` overrides it.
+    /// Default: unset.
     pub base_url: Option<String>,
-    /// The model name (`TOOLHOST_MODEL` overrides it).
+    /// The model name; `TOOLHOST_MODEL` overrides it. Default: unset.
     pub model: Option<String>,
-    /// The environment variable holding the API key (`TOOLHOST_API_KEY` always wins).
+    /// The environment variable holding the API key (`TOOLHOST_API_KEY` always wins; no
+    /// key: none is sent). Default: `"OPENAI_API_KEY"`.
     pub api_key_env: String,
-    /// Seconds one model request may take.
+    /// One model request's limit: a whole answer's, or for a streamed one the wait for its
+    /// start and then between two of its chunks. Default: `120`.
     pub timeout_secs: f64,
-    /// Retries of a 429, a 5xx or a connection failure.
+    /// Retries of a 429, a 5xx or a connection failure, with backoff from 0.5 s doubling (a
+    /// server's `Retry-After` is honoured, capped at 30 s). Default: `3`.
     pub max_retries: u32,
-    /// Ask for streamed answers (`TOOLHOST_MODEL_STREAM` overrides it).
+    /// Ask for streamed answers (`stream: true`); a server that does not stream is read
+    /// whole, one that refuses `stream` is asked without it; `TOOLHOST_MODEL_STREAM`
+    /// overrides it. Default: `true`.
     pub stream: bool,
-    /// The model's context window, in tokens (`TOOLHOST_MODEL_CONTEXT_WINDOW` overrides
-    /// it): conversations are compacted to fit it.
+    /// The model's context window in tokens (at least 1024): requests are compacted to fit
+    /// it (see Long conversations); `TOOLHOST_MODEL_CONTEXT_WINDOW` overrides it. Default:
+    /// `32768`.
     pub context_window: u64,
-    /// Tokens of the window left for the answer (default: an eighth of the window;
-    /// `TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS` overrides it).
+    /// Tokens of the window left for the answer (less than half of it);
+    /// `TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS` overrides it. Default: an eighth of the
+    /// window.
     pub reserve_output_tokens: Option<u64>,
 }
 
@@ -308,10 +338,10 @@ impl Default for RawModel {
 }
 
 /// `[agent]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAgent {
-    /// The most model calls in one turn.
+    /// The most model calls in one turn. Default: `20`.
     pub max_iterations: u32,
     /// Child turns (`delegate_task`).
     pub children: RawChildren,
@@ -332,36 +362,43 @@ pub(super) const DEFAULT_CHILD_TIMEOUT_SECS: u64 = 300;
 /// `[agent.children]`. Four keys have an older name that still works (`max_depth`,
 /// `max_concurrent`, `timeout_secs`; `exclude` and `delegators` keep theirs); a table that
 /// sets a key under both names is refused ([`RawChildren::both_spellings`]).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawChildren {
-    /// How deep turns may nest (default 2): a turn at this depth starts no children.
+    /// How deep turns may nest (old name `max_depth`). Default: `2`.
     pub max_spawn_depth: Option<u32>,
     /// The old name of `max_spawn_depth`.
     pub max_depth: Option<u32>,
-    /// How many delegating calls run children at once per depth (default 3), and how
-    /// many tasks of one call run at once.
+    /// Delegating calls running children at once, per nesting level (all child turns of one
+    /// `delegate_task` call share one slot; children's own children have slots of their
+    /// own, so nesting never deadlocks), and tasks of one call running at once (old name
+    /// `max_concurrent`). Default: `3`.
     pub max_concurrent_children: Option<usize>,
     /// The old name of `max_concurrent_children`.
     pub max_concurrent: Option<usize>,
-    /// Seconds one child turn may take once it runs (default 300).
+    /// One child turn's limit, counted from when it runs, not while it waits for a slot
+    /// (old name `timeout_secs`). Default: `300`.
     pub child_timeout_seconds: Option<f64>,
     /// The old name of `child_timeout_seconds`.
     pub timeout_secs: Option<f64>,
-    /// Tools a leaf child never gets (an orchestrator keeps `delegate_task`).
+    /// Tools a leaf child never gets (its tools are its parent's without these; an
+    /// orchestrator keeps `delegate_task`). Default: `["delegate_task", "clarify",
+    /// "memory"]`.
     pub exclude: Vec<String>,
-    /// Tools whose calls wait for child turns, each with the most child turns one of its
-    /// calls starts: such a call may last as long as that many children
-    /// (`max_concurrent_children` at a time).
+    /// Tools whose calls wait for child turns, with the most children one call starts; such
+    /// a call's time limit covers that many children (`max_concurrent_children` at a time)
+    /// plus 30 s. Default: `{ delegate_task = 5 }`.
     pub delegators: BTreeMap<String, u32>,
-    /// A background batch reports per unit (tasks sharing a `group`, each ungrouped task
-    /// alone) instead of once for the whole batch.
+    /// A background batch reports one completion per group (and per ungrouped task) instead
+    /// of one for the batch. Default: `false`.
     pub independent_completions: bool,
-    /// Children may be orchestrators (keep `delegate_task`).
+    /// Children may have the role `orchestrator` (they keep `delegate_task`). Default:
+    /// `false`.
     pub orchestrator_enabled: bool,
-    /// Children's calls that need approval are approved without asking.
+    /// Children's calls that need approval are approved without asking (by default they
+    /// ask, like the parent's). Default: `false`.
     pub subagent_auto_approve: bool,
-    /// The most model calls in one child turn (default: `[agent] max_iterations`).
+    /// Model calls in one child turn. Default: `[agent] max_iterations`.
     pub max_iterations: Option<u32>,
 }
 
@@ -463,13 +500,15 @@ impl Default for RawConfig {
 }
 
 /// `[metrics]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawMetrics {
-    /// Serve Prometheus text at `http://ADDR/metrics` (`--metrics ADDR` wins).
+    /// Serve Prometheus metrics at `http://ADDR/metrics` from `toolhost serve` (`--metrics
+    /// ADDR` wins). See [Metrics](../operating/metrics.md). Default: unset.
     pub listen: Option<String>,
-    /// Ask scrapers for a bearer token (from `toolhost token`) on a loopback address too;
-    /// off loopback one is always needed.
+    /// Ask scrapers for a bearer token of scope metrics (`toolhost token add NAME --scope
+    /// metrics`) on a loopback address too; off loopback one is always asked. Default:
+    /// `false`.
     pub require_token: bool,
 }
 
@@ -483,43 +522,51 @@ pub(crate) const DEFAULT_CLIENT_ANSWER: std::time::Duration =
     std::time::Duration::from_secs(15 * 60);
 
 /// `[mcp]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawMcp {
-    /// What happens to a call that needs approval when the MCP client cannot be asked
-    /// (it does not support elicitation).
+    /// What happens to a call that needs approval when the MCP client cannot be asked:
+    /// `"refuse"` (with a message saying how to allow it), `"approve"`, or `"terminal"` (it
+    /// waits for `toolhost approvals answer ID` on the control socket). Default:
+    /// `"refuse"`.
     pub without_elicitation: WithoutElicitation,
-    /// With `without_elicitation = "terminal"`: seconds a call waits for a terminal's
-    /// answer before it is refused.
+    /// With `"terminal"`: how long such a call waits for an answer before it is refused.
+    /// Default: `120`.
     pub terminal_approval_secs: f64,
-    /// Seconds an MCP client has to answer what it is asked during a call (an approval,
-    /// a plugin's question or sampling request): an elicitation it is sent, or the
-    /// input-required result a 2026-07-28 client answers by calling again.
+    /// How long an MCP client has to answer what it is asked during a call: an approval or
+    /// a plugin's question or sampling request, sent as a request (`initialize` clients) or
+    /// as an input-required result a 2026-07-28 client answers by calling again. Past it
+    /// the approval is refused, or the plugin is told nobody answered and its call is
+    /// cancelled. Default: `900`.
     pub client_answer_secs: f64,
-    /// Host names (or `host:port`) HTTP requests may name in their `Host` header, besides
-    /// the loopback names, which are always allowed (DNS-rebinding protection).
+    /// Extra `Host` header names MCP over HTTP accepts, besides `localhost`, `127.0.0.1`
+    /// and `::1`. Default: `[]`.
     pub allowed_hosts: Vec<String>,
-    /// Browser origins (`https://app.example.com:443`, `http://localhost:*`) allowed to
-    /// call besides the server's own; requests with any other `Origin` get 403.
+    /// Browser origins (`"https://app.example.com:443"`, `"http://localhost:*"`) allowed
+    /// besides the server's own; any other `Origin` gets 403. Default: `[]`.
     pub allowed_origins: Vec<String>,
-    /// The bearer-token file (default: `tokens.json` in the state directory).
+    /// Where `toolhost token` keeps token hashes and `serve --mcp http` checks them.
+    /// Default: `$XDG_STATE_HOME/toolhost/tokens.json`.
     pub tokens_file: Option<PathBuf>,
-    /// Connections served at once; past it the oldest idle connection is closed, and when
-    /// every connection is busy new ones wait.
+    /// HTTP connections at once; when full, the oldest idle one is closed for a new one,
+    /// and when all are busy new ones wait (lowered to leave 256 descriptors free under the
+    /// open-file limit). Default: `512`.
     pub max_connections: usize,
-    /// Seconds a new connection has to send its first request's headers (and a TLS
-    /// handshake), and a request to send its body.
+    /// Time a new connection has for its TLS handshake and first request headers, and a
+    /// request for its body (408). Default: `10`.
     pub header_read_timeout_secs: f64,
-    /// Seconds an idle keep-alive connection is kept open.
+    /// An idle keep-alive connection is closed after this. Default: `60`.
     pub idle_timeout_secs: f64,
-    /// Live MCP sessions (handshake clients); past it the oldest idle one is ended.
+    /// Live MCP sessions; a new one past it ends the least recently used idle one (whose
+    /// client gets 404 and starts over). Default: `256`.
     pub max_sessions: usize,
     /// Live MCP sessions of one token; past it that token's own oldest idle session is
     /// ended, never another token's.
     pub max_sessions_per_token: usize,
-    /// Seconds a session without requests or open streams lives.
+    /// A session with no request and no open stream for this long is ended. Default:
+    /// `1800`.
     pub session_idle_secs: f64,
-    /// The largest request body accepted, in bytes.
+    /// Larger request bodies get 413. Default: `4194304`.
     pub max_body_bytes: usize,
     /// OAuth 2.1 access tokens from an authorization server, beside the static tokens
     /// (`[mcp.oauth]`).
@@ -528,28 +575,31 @@ pub struct RawMcp {
 
 /// `[mcp.oauth]`: toolhost as an OAuth 2.1 resource server (MCP authorization,
 /// RFC 9728 metadata, RFC 8707 audience, RFC 9068 JWT access tokens).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawOAuth {
-    /// The authorization server's issuer identifier (the `iss` of its tokens; its
-    /// metadata is found under it).
+    /// An authorization server whose JWT access tokens MCP over HTTP accepts beside its own
+    /// tokens; see [OAuth access
+    /// tokens](../security/http.md#mcp-over-http-oauth-access-tokens). Default: unset.
     pub issuer: String,
-    /// This server's resource identifier: the audience (`aud`) its tokens must name, and
-    /// the `resource` of its protected-resource metadata (`https://mcp.example.com/mcp`).
+    /// This server's resource identifier: the audience (`aud`) tokens must name, and the
+    /// `resource` of its metadata. Default: none (required with `issuer`).
     pub resource: String,
-    /// Where the issuer's signing keys are; default: the `jwks_uri` of its metadata.
+    /// Where the issuer's signing keys are. Default: the issuer's `jwks_uri`.
     #[serde(default)]
     pub jwks_url: Option<String>,
-    /// Scopes every token must carry (all of them).
+    /// Scopes every token must carry (else 403). Default: `[]`.
     #[serde(default)]
     pub scopes: Vec<String>,
-    /// Scope to profile: a token with that scope is served that profile's tools.
+    /// Scope = profile: a token with that scope is served that profile's tools. Default:
+    /// `{}`.
     #[serde(default)]
     pub profiles: std::collections::BTreeMap<String, String>,
-    /// Signature algorithms accepted (asymmetric only).
+    /// Signature algorithms accepted (never `none` or HMAC). Default: RS/PS 256-512, ES256,
+    /// ES384, EdDSA.
     #[serde(default = "default_oauth_algorithms")]
     pub algorithms: Vec<String>,
-    /// Seconds of clock skew allowed on `exp` and `nbf`.
+    /// Clock skew allowed on `exp` and `nbf`. Default: `60`.
     #[serde(default = "default_oauth_leeway")]
     pub leeway_secs: u64,
 }
@@ -591,7 +641,7 @@ impl Default for RawMcp {
 }
 
 /// `[mcp] without_elicitation`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WithoutElicitation {
     /// Refuse the call with a message saying how to allow it (the default).
@@ -607,12 +657,12 @@ pub enum WithoutElicitation {
 }
 
 /// `[calls]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawCalls {
-    /// Seconds one call may run.
+    /// How long one call may run before it is cancelled. Default: `60`.
     pub timeout_secs: f64,
-    /// Seconds an interactive call may run.
+    /// The same for interactive tools, which wait for a person. Default: `900`.
     pub interactive_timeout_secs: f64,
 }
 
@@ -628,10 +678,10 @@ impl Default for RawCalls {
 }
 
 /// `[approval]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawApproval {
-    /// Whether a person may approve a tool for the rest of the session.
+    /// Whether "approve for this session" answers are remembered. Default: `true`.
     pub remember_for_session: bool,
 }
 
@@ -645,10 +695,10 @@ impl Default for RawApproval {
 }
 
 /// `[availability]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAvailability {
-    /// How long an availability answer is cached, in seconds.
+    /// How long a tool's requirements check is cached. Default: `30`.
     pub cache_secs: f64,
 }
 
@@ -664,17 +714,19 @@ impl Default for RawAvailability {
 }
 
 /// `[reload]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawReload {
-    /// Watch the plugin directories (`toolhost serve`).
+    /// Whether `toolhost serve` watches the plugin directories. Default: `true`.
     pub watch: bool,
-    /// Reloads after which status recommends a restart.
+    /// Past this many reloads, status and the log recommend a restart. Default: `64`.
     pub max_generations: u64,
-    /// Quiet time (seconds) the watcher waits for after file events before it rescans.
+    /// How long the plugin directories must be quiet after file events before the watcher's
+    /// full rescan. Default: `0.05`.
     pub debounce_secs: f64,
-    /// Rescan at once when a plugin file arrives complete (renamed in, or closed after
-    /// writing with whole ELF headers), without the debounce.
+    /// A plugin file renamed in, or closed after writing, whose ELF headers say it is
+    /// whole, is loaded at once (that file alone), without waiting for the debounce. See
+    /// [Reloads and start-up](../operating/reloads.md). Default: `true`.
     pub immediate: bool,
 }
 
@@ -695,17 +747,22 @@ impl Default for RawReload {
 /// `[plugins]`: its own keys, and one `[plugins.NAME.settings]` table per plugin. Read by
 /// hand (serde cannot refuse unknown keys and take a map of the rest at once): every key
 /// that is not one of its own must be a plugin's table with only `settings`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, schemars::JsonSchema)]
 pub struct RawPlugins {
-    /// Refuse plugin files (and their directories, and symlink targets) that a user
-    /// other than the host's or root could change. `false` is for development only and is
-    /// logged as a warning.
+    /// Refuse plugin files that a user other than the host's or root could change (the
+    /// file, its folder, a symlink's target and its folder); `false` is for development and
+    /// is logged as a warning at start-up. See [Plugin files:
+    /// permissions](../security/plugin-files.md). Default: `true`.
     pub strict_permissions: bool,
-    /// Plugin files larger than this (bytes) are refused before they are read.
+    /// Plugin files larger than this are refused before a byte is read. Default:
+    /// `268435456` (256 MiB).
     pub max_file_size: u64,
-    /// How many plugin files load at once (start-up, rescans): 0 for the cores available.
+    /// How many plugin files are copied, hashed, checked and loaded at once at start-up and
+    /// in rescans; `1` for one at a time. They register in the fixed order either way.
+    /// Default: `0` (the cores available).
     pub load_threads: usize,
     /// `[plugins.NAME.settings]`, by plugin name, as JSON: what `ctx.settings()` reads.
+    #[schemars(skip)]
     pub settings: BTreeMap<String, serde_json::Value>,
 }
 
@@ -745,40 +802,61 @@ impl<'de> Deserialize<'de> for RawPlugins {
 }
 
 /// `[isolation]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawIsolation {
-    /// `in-process` (default) or `process`: where plugins not named below run.
+    /// Where plugins run: `"in-process"` (mapped into the host) or `"process"` (each in a
+    /// worker process of its own); `--isolate` makes it `"process"` for every plugin
+    /// `[isolation.plugins]` does not keep `"in-process"`. See [Running plugins in worker
+    /// processes](../security/workers.md). Default: `"in-process"`.
+    #[schemars(with = "String")]
     pub default: IsolationMode,
-    /// Per plugin name (or file name): `process` or `in-process`.
+    /// Per plugin: `NAME = "process"` or `"in-process"`, by the plugin's name or its file
+    /// name (`"libfoo.so"`). Default: `{}`.
+    #[schemars(with = "std::collections::BTreeMap<String, String>")]
     pub plugins: BTreeMap<String, IsolationMode>,
-    /// `off`, `best-effort` (default) or `required`: the Landlock sandbox of workers.
+    /// The sandbox of workers (Landlock, seccomp, no capabilities): `"off"`,
+    /// `"best-effort"` (what the kernel supports, with a warning when that is less than
+    /// all) or `"required"` (a worker is not started without the filesystem and TCP rules,
+    /// the seccomp filter and the capabilities dropped). Default: `"best-effort"`.
+    #[schemars(with = "String")]
     pub sandbox: SandboxMode,
-    /// Paths every worker may read, besides its plugin file and the system libraries.
+    /// Paths every worker may also read / write (relative to the config file). Default:
+    /// `[]`.
     pub read_paths: Vec<PathBuf>,
-    /// Paths every worker may write, besides its own profile's state folder.
+    /// Paths every worker may also read / write (relative to the config file). Default:
+    /// `[]`.
     pub write_paths: Vec<PathBuf>,
-    /// TCP for every worker; otherwise only plugins with a `network` tool get it.
+    /// TCP for every worker; otherwise only plugins with a `network` tool may connect or
+    /// bind. Default: `false`.
     pub allow_network: bool,
-    /// A worker's memory limit, MiB (its cgroup's for all its processes, and the address
-    /// space each process may add, `RLIMIT_AS`); 0 for none.
+    /// A worker's memory limit: its cgroup's `memory.max` for all its processes, and for
+    /// each process the address space it may add (`RLIMIT_AS`, which counts shared mappings
+    /// too); `0` for none. Default: `1024`.
     pub memory_limit_mb: u64,
-    /// Tasks (processes and threads) a worker and what it starts may have; 0 for none.
+    /// Tasks (processes and threads) a worker and what it starts may have at once
+    /// (`pids.max`, or `RLIMIT_NPROC` in its own user namespace); `0` for none. Default:
+    /// `256`.
     pub max_processes: u64,
-    /// `auto` (default), `cgroup`, `pid-namespace` or `process-group`: how a worker's
-    /// processes are kept together and ended with it.
+    /// How a worker's processes are kept together and ended with it: `"cgroup"`,
+    /// `"pid-namespace"`, `"process-group"`, or `"auto"` (the first this host can make).
+    /// See [what each gives](../security/workers.md). Default: `"auto"`.
+    #[schemars(with = "String")]
     pub containment: crate::sys::containment::ContainmentMode,
-    /// Plugins (by name or file name) whose workers may use Unix-domain sockets.
+    /// Plugins (by name or file name) whose workers may make Unix-domain sockets, e.g. to
+    /// reach a database's socket; every other worker's seccomp filter refuses them.
+    /// Default: `[]`.
     pub unix_sockets: Vec<String>,
-    /// A worker's open-file limit; 0 keeps the host's.
+    /// A worker's open-file limit; `0` keeps the host's. Default: `256`.
     pub open_files: u64,
-    /// More crashes than this within `crash_window_secs` quarantine a plugin.
+    /// More crashes than this within the window quarantine the plugin. Default: `5` / `60`.
     pub max_crashes: u32,
-    /// See `max_crashes`.
+    /// More crashes than this within the window quarantine the plugin. Default: `5` / `60`.
     pub crash_window_secs: u64,
-    /// A call that ignores its cancel signal this long (ms) gets its worker killed.
+    /// A call that ignores its cancel signal this long gets its worker killed. Default:
+    /// `1500`.
     pub kill_after_cancel_ms: u64,
-    /// Seconds a worker may take to load its plugin.
+    /// How long a worker may take to load its plugin. Default: `10`.
     pub start_timeout_secs: u64,
 }
 
@@ -808,40 +886,47 @@ impl Default for RawIsolation {
 }
 
 /// `[trust]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawTrust {
-    /// `any` (default), `pinned` or `signed`.
+    /// `"any"`, `"pinned"` (only files pinned with `toolhost trust`) or `"signed"` (a
+    /// minisign signature by a listed publisher, or pinned). Default: `"any"`.
+    #[schemars(with = "String")]
     pub mode: TrustMode,
-    /// Minisign public keys whose signatures `signed` mode accepts.
+    /// Minisign public keys (the base64 line of `minisign.pub`), or `{ name = "...", key =
+    /// "..." }`. Default: `[]`.
+    #[schemars(with = "Vec<serde_json::Value>")]
     pub publishers: Vec<PublisherEntry>,
-    /// The trust file (pins). Default: `trust.json` in the state directory
-    /// (`$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`).
+    /// The trust file (pins); relative paths are relative to the config file. Default:
+    /// `trust.json` in `state_dir`.
     pub file: Option<PathBuf>,
 }
 
 /// `[tools.NAME]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTool {
-    /// The risk to use instead of the declared one: read, write, destructive, network
-    /// or deny.
+    /// Override a tool's risk: `read`, `write`, `destructive`, `network` or `deny`.
+    /// Default: the declared risk.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub risk: Option<Risk>,
-    /// Must be `true` to lower a tool below its declared risk.
+    /// Must be `true` to lower a tool below its declared risk (logged at start-up); without
+    /// it start-up stops. Default: `false`.
     #[serde(default)]
     pub allow_lower: bool,
 }
 
 /// A profile's `config.toml` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawProfile {
-    /// The tools its agent gets (`@toolset` entries allowed); none: every tool.
+    /// The tools its agent gets; `"@NAME"` expands a toolset. Default: every tool.
     pub tools: Option<Vec<String>>,
-    /// Its agent's system prompt.
+    /// The instructions its agent's model gets first in every turn. Default: a short
+    /// default.
     pub system_prompt: Option<String>,
-    /// Documentation for people; not used by the host.
+    /// A note for people. Default: unset.
     pub description: Option<String>,
     /// Its own output budget and kept outputs (keys not given: the host config's).
     #[serde(default)]

@@ -77,6 +77,18 @@ pub use settings::{
 };
 pub use workspace::WorkspaceSettings;
 
+/// The JSON Schema of the host's config file, each key described by its doc comment: what
+/// the book's configuration reference is generated from (a key without a description
+/// fails the docs test).
+pub fn config_file_schema() -> serde_json::Value {
+    schemars::schema_for!(file::RawConfig).to_value()
+}
+
+/// The JSON Schema of a profile's `config.toml` (`<profiles_dir>/<name>/config.toml`).
+pub fn profile_file_schema() -> serde_json::Value {
+    schemars::schema_for!(file::RawProfile).to_value()
+}
+
 /// The largest config file (host or profile) read.
 pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;
 
