@@ -13,6 +13,7 @@ mod context;
 mod delegation;
 mod descriptions;
 mod dispatch;
+mod docs;
 mod door;
 mod doors;
 mod edit_attacks;

@@ -183,3 +183,79 @@ fn new_refuses_names_cargo_would_not_take_and_writes_nothing() {
         text(&bad_api)
     );
 }
+
+/// The tutorial's `src/lib.rs`: the ```` ```rust ```` block of the book's tutorial that
+/// exports a plugin.
+fn tutorial_lib_rs() -> String {
+    let page = std::fs::read_to_string(workspace_root().join("docs/book/src/plugins/tutorial.md"))
+        .expect("the tutorial");
+    let mut blocks = page
+        .split("```rust\n")
+        .skip(1)
+        .filter_map(|b| b.split("\n```").next());
+    blocks
+        .find(|b| b.contains("export_plugin!"))
+        .expect("the tutorial shows a whole src/lib.rs")
+        .to_owned()
+}
+
+#[test]
+fn the_tutorial_builds_tests_checks_installs_and_answers() {
+    let parent = tempfile::tempdir().expect("temp dir");
+    let api = workspace_root().join("plugin-api");
+    let dir = new_crate(
+        parent.path(),
+        "word-tools",
+        &["--api-path", api.to_str().expect("utf-8")],
+    );
+    std::fs::write(dir.join("src/lib.rs"), tutorial_lib_rs()).expect("write src/lib.rs");
+
+    let test = cargo(&dir, &["test", "--offline", "--quiet"]);
+    assert!(test.status.success(), "cargo test: {}", text(&test));
+    assert!(text(&test).contains("4 passed"), "{}", text(&test));
+    let release = cargo(&dir, &["build", "--release", "--offline", "--quiet"]);
+    assert!(release.status.success(), "cargo build: {}", text(&release));
+    let so = built().join("release").join("libword_tools.so");
+    let so = so.to_str().expect("utf-8");
+
+    let check = toolhost(&["check", so]);
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(
+        text(&check).contains("word_report (read)"),
+        "{}",
+        text(&check)
+    );
+
+    let plugins = PluginDir::with(&[] as &[&str]);
+    let folder = plugins.path();
+    let folder = folder.to_str().expect("utf-8");
+    let install = toolhost(&["install", so, "--dir", folder]);
+    assert!(install.status.success(), "{}", text(&install));
+    assert!(
+        std::path::Path::new(folder)
+            .join("libword_tools.so")
+            .exists(),
+        "{}",
+        text(&install)
+    );
+
+    let args = r#"{"text": "The cat saw the other cat.", "top": 2}"#;
+    let call = toolhost(&["call", "word_report", args, "--plugins", folder]);
+    assert!(call.status.success(), "{}", text(&call));
+    assert_eq!(
+        String::from_utf8_lossy(&call.stdout).trim_end(),
+        r#"6 words, 4 distinct; the longest is "other""#
+    );
+    let json = toolhost(&["call", "word_report", args, "--plugins", folder, "--json"]);
+    let result: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(
+        result["structured"],
+        serde_json::json!({"words": 6, "distinct": 4, "longest": "other"}),
+        "{result}"
+    );
+    assert_eq!(
+        result["details"]["frequent"],
+        serde_json::json!([["cat", 2], ["the", 2]]),
+        "{result}"
+    );
+}
