@@ -141,7 +141,7 @@ fn no_bundled_tool_description_names_a_tool_its_profile_does_not_show() {
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     let mentions = DescriptionRule::for_plugins(&report.plugins).check(&registry);
     assert!(mentions.is_empty(), "{mentions:#?}");
-    // Each shipped profile, with the example config's toolsets, as the README sets it up.
+    // Each shipped profile, with the example config's toolsets, as the book sets it up.
     let root = workspace_root();
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.toml");

@@ -918,6 +918,18 @@ fn line_matches(pattern: &str, line: &str) -> bool {
 struct Machine {
     root: tempfile::TempDir,
     background: Vec<Child>,
+    /// The ports the pages name, each with a free one of this machine's that the steps
+    /// use instead (so a port in use elsewhere on the machine cannot fail a page).
+    ports: Vec<(String, String)>,
+}
+
+/// The loopback ports the pages listen on.
+const PAGE_PORTS: [&str; 2] = ["127.0.0.1:8765", "127.0.0.1:9464"];
+
+/// A loopback port nothing listens on now.
+fn free_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").to_string()
 }
 
 impl Machine {
@@ -926,6 +938,10 @@ impl Machine {
         let machine = Machine {
             root,
             background: Vec::new(),
+            ports: PAGE_PORTS
+                .iter()
+                .map(|p| ((*p).to_owned(), free_port()))
+                .collect(),
         };
         let release = machine.checkout().join("target").join("release");
         std::fs::create_dir_all(&release).expect("checkout");
@@ -967,6 +983,10 @@ impl Machine {
         let mut paths = vec![bin];
         paths.extend(std::env::split_paths(&path));
         let home = self.home();
+        let mut command = command.to_owned();
+        for (named, free) in &self.ports {
+            command = command.replace(named.as_str(), free);
+        }
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(format!("exec 2>&1\n{command}"))

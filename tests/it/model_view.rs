@@ -1,5 +1,5 @@
 //! What the model sees, end to end through the `toolhost` binary and real MCP clients,
-//! set up as the README says (the example config, the `coder` profile, the bundled
+//! set up as the book says (the example config, the `coder` profile, the bundled
 //! plugins): a 5,000-line file read page by page to its end meets no host marker and
 //! loses no line; the error flag means "the call did not do what was asked" and is the
 //! same on every path (`toolhost call`, the control socket, MCP over stdio and HTTP with

@@ -445,7 +445,7 @@ fn the_shipped_unit_passes_systemd_analyze_verify() {
         "the drop-in's arguments: {}",
         text(&parsed.stderr)
     );
-    // The exposure score the README and the unit state: at most 4.0.
+    // The exposure score the book and the unit state: at most 4.0.
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=true", "--no-pager"])
         .arg(&copy)

@@ -1,5 +1,5 @@
 //! The Rust toolchain plugin end to end, through the `toolhost` binary and the real .so,
-//! set up as the README says (the example config and `coder` profile): the profile lists
+//! set up as the book says (the example config and `coder` profile): the profile lists
 //! the Rust tools; `cargo_check` on a fixture crate with a type error answers the model
 //! with the compact line and carries the whole diagnostic (its suggested replacement
 //! too) in the result's details and structured value; `cargo_test` reports a failing
@@ -208,7 +208,7 @@ fn cargo_test_runs_doc_tests_in_a_worker_with_the_paths_the_readme_gives() {
          #[test]\nfn doubles() {\n    assert_eq!(double(3), 6);\n}\n",
     )
     .expect("lib.rs");
-    // The README's words for the Rust plugin in a worker: the toolchain readable, cargo's
+    // The book's words for the Rust plugin in a worker: the toolchain readable, cargo's
     // caches writable. Nothing else.
     let (rustup, cargo) = toolchain_homes();
     let config = tempfile::tempdir().expect("config");

@@ -262,7 +262,7 @@ pub(crate) fn so(lib: &str) -> PathBuf {
     path
 }
 
-/// A work folder set up as the README says for a coding agent: the example config (with
+/// A work folder set up as the book says for a coding agent: the example config (with
 /// `extra` appended) and the example `coder` profile in a temporary folder, and a plugin
 /// folder with the bundled plugins the profile uses.
 pub(crate) struct CoderSetup {
@@ -319,7 +319,7 @@ impl PluginDir {
         self.dir.path().to_path_buf()
     }
 
-    /// Copies a built library in (by rename, as the README tells operators to).
+    /// Copies a built library in (by rename, as the book tells operators to).
     pub(crate) fn install(&self, lib: &str) -> PathBuf {
         let dest = self.dir.path().join(format!("lib{lib}.so"));
         let tmp = self.dir.path().join(format!(".lib{lib}.so.tmp"));

@@ -325,7 +325,7 @@ fn the_confined_write_file_takes_the_name_from_the_deprecated_one() {
     );
 }
 
-/// A work folder set up as the README says: the example config's toolsets and the
+/// A work folder set up as the book says: the example config's toolsets and the
 /// example `coder` profile.
 fn example_setup() -> (tempfile::TempDir, PluginDir) {
     let setup = crate::support::CoderSetup::new("");
