@@ -207,6 +207,50 @@ pub const API_VERSION_STRINGS: VersionStrings = ABI_VERSION_STRINGS;
 #[cfg(not(feature = "__test_newer_api"))]
 pub const ABI_VERSION: &str = "0.1.4";
 
+/// The ABI's three tables (the root module, a tool's vtable, the host's services), each
+/// with its fields as abi_stable records their layouts (`name: type`; a function pointer's
+/// parameters and result, type names without their generic arguments): what the ABI
+/// record test compares, and what the book's ABI reference shows.
+#[doc(hidden)]
+pub fn abi_tables() -> [(&'static str, Vec<String>); 3] {
+    fn fields_of(layout: &'static TypeLayout, name: &str) -> Vec<String> {
+        std::iter::once(layout)
+            .chain(layout.shared_vars().type_layouts().iter().map(|get| get()))
+            .find(|l| l.name() == name)
+            .and_then(|found| found.get_fields())
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| {
+                        let ty = f
+                            .function_range()
+                            .iter()
+                            .next()
+                            .map(|sig| sig.to_string())
+                            .unwrap_or_else(|| f.layout().full_type().to_string());
+                        let ty = ty.lines().next().unwrap_or_default().to_owned();
+                        format!("{}: {ty}", f.name())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    [
+        (
+            "PluginRoot",
+            fields_of(<PluginRoot_Ref as StableAbi>::LAYOUT, "PluginRoot"),
+        ),
+        (
+            "ToolVTable",
+            fields_of(<ToolVTable_Ref as StableAbi>::LAYOUT, "ToolVTable"),
+        ),
+        (
+            "HostVTable",
+            fields_of(<HostVTable_Ref as StableAbi>::LAYOUT, "HostVTable"),
+        ),
+    ]
+}
+
 /// Which releases of this crate carry each ABI version, oldest first, as messages name
 /// them ("rebuild it against toolhost-plugin-api 0.1.4 (ABI 0.1.4)"). The ABI
 /// record test (`the_abi_version_names_exactly_these_fields`) keeps it: the last entry is

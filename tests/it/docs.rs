@@ -707,39 +707,8 @@ fn control_reference() -> String {
     page
 }
 
-/// The fields of the table `name` reachable from `layout`, as abi_stable records them.
-fn abi_fields(layout: &'static abi_stable::type_layout::TypeLayout, name: &str) -> Vec<String> {
-    let found = std::iter::once(layout)
-        .chain(layout.shared_vars().type_layouts().iter().map(|get| get()))
-        .find(|l| l.name() == name)
-        .unwrap_or_else(|| panic!("{name} is not reachable from {}", layout.name()));
-    found
-        .get_fields()
-        .map(|fields| {
-            fields
-                .iter()
-                .map(|f| {
-                    let ty = f
-                        .function_range()
-                        .iter()
-                        .next()
-                        .map(|sig| sig.to_string())
-                        .unwrap_or_else(|| f.layout().full_type().to_string());
-                    let ty = ty.lines().next().unwrap_or_default().to_owned();
-                    format!("{}: {ty}", f.name())
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn abi_reference() -> String {
-    use abi_stable::StableAbi as _;
     use toolhost_plugin_api::ffi;
-    let root = <ffi::PluginRoot_Ref as abi_stable::StableAbi>::LAYOUT;
-    let tool = <ffi::ToolVTable_Ref as abi_stable::StableAbi>::LAYOUT;
-    let host = <ffi::HostVTable_Ref as abi_stable::StableAbi>::LAYOUT;
-    let _ = <ffi::PluginRoot_Ref>::LAYOUT;
     let mut page = format!(
         "# The plugin ABI\n\n{GENERATED}\n\nWhat crosses between the host and a plugin \
          built against `toolhost-plugin-api` {api} (ABI {abi}), as abi_stable records the \
@@ -751,27 +720,20 @@ fn abi_reference() -> String {
          | ABI | crate releases |\n| --- | --- |\n",
         api = toolhost_plugin_api::API_VERSION,
         abi = toolhost_plugin_api::ABI_VERSION,
-        symbol = abi_stable::library::ROOT_MODULE_LOADER_NAME,
+        symbol = toolhost_plugin_api::__root_module_symbol!(),
         settings = ffi::SETTINGS_SCHEMA_SYMBOL,
     );
     for (abi, crates) in ffi::ABI_RELEASES {
         page.push_str(&format!("| {abi} | {} |\n", crates.join(", ")));
     }
-    for (name, what, layout) in [
-        (
-            "PluginRoot",
-            "the root module: what the host reads first",
-            root,
-        ),
-        ("ToolVTable", "one tool: what the host calls", tool),
-        (
-            "HostVTable",
-            "the host's services a call reaches through its context",
-            host,
-        ),
-    ] {
+    for (name, fields) in ffi::abi_tables() {
+        let what = match name {
+            "PluginRoot" => "the root module: what the host reads first",
+            "ToolVTable" => "one tool: what the host calls",
+            _ => "the host's services a call reaches through its context",
+        };
         page.push_str(&format!("\n## `{name}`: {what}\n\n```text\n"));
-        for field in abi_fields(layout, name) {
+        for field in fields {
             page.push_str(&field);
             page.push('\n');
         }
