@@ -43,8 +43,10 @@ for entry in "${benches[@]}"; do
     bash tests/mcp/setup.sh >/dev/null
   fi
   echo "==> $name: cargo bench $args" >&2
-  # shellcheck disable=SC2086 # the arguments are words
-  cargo bench --locked $args 2>/dev/null | tee "target/bench-out/$name.txt" >&2
+  # What the benchmark prints is the section; cargo's own output (and a failed build's
+  # errors) goes to the terminal. shellcheck disable=SC2086: the arguments are words.
+  # shellcheck disable=SC2086
+  cargo bench --locked $args | tee "target/bench-out/$name.txt" >&2
   mkdir -p "$sections"
   {
     printf '## %s\n\n' "$name"

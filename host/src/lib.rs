@@ -215,3 +215,9 @@ pub mod raw {
         RawReload, RawTool, RawTrust, RawWorkspace,
     };
 }
+
+/// The front page's Rust example (a `#[tool]` function and its export), compiled as a
+/// doctest: the README promises it builds.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -18,14 +18,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{built, workspace_root};
+use crate::support::{built, toolhost_command, workspace_root};
 
 fn book_src() -> PathBuf {
     workspace_root().join("docs").join("book").join("src")
 }
 
-/// Every markdown page of the book, and the README, by path.
-fn pages() -> BTreeMap<PathBuf, String> {
+/// Every markdown page of the book, and the README, by path (read once per test run).
+fn pages() -> &'static BTreeMap<PathBuf, String> {
+    static PAGES: std::sync::OnceLock<BTreeMap<PathBuf, String>> = std::sync::OnceLock::new();
+    PAGES.get_or_init(read_pages)
+}
+
+fn read_pages() -> BTreeMap<PathBuf, String> {
     let mut pages = BTreeMap::new();
     let mut dirs = vec![book_src()];
     while let Some(dir) = dirs.pop() {
@@ -215,7 +220,7 @@ fn every_page_is_in_the_summary_and_every_internal_link_and_anchor_resolves() {
             ));
         }
     }
-    for (page, text) in &pages {
+    for (page, text) in pages {
         for (line, target) in links(text) {
             let Some((file, anchor)) = resolve(page, &target) else {
                 continue;
@@ -327,7 +332,7 @@ fn benchmark_figures_live_only_on_the_benchmarks_page() {
         if page.ends_with("benchmarks.md") {
             continue;
         }
-        for (n, line) in prose_lines(&text) {
+        for (n, line) in prose_lines(text) {
             let lower = line.to_lowercase();
             let figure = ["µs", " ns ", " ns)", "ns/call", "median", "p99"]
                 .iter()
@@ -353,7 +358,7 @@ const GENERATED: &str = "<!-- Generated from the code by tests/it/docs.rs: do no
 
 /// `toolhost ARGS --help`, as a user sees it.
 fn help(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+    let out = toolhost_command()
         .args(args)
         .arg("--help")
         .env("COLUMNS", "100")
@@ -1046,20 +1051,11 @@ impl Machine {
 }
 
 impl Drop for Machine {
+    /// Ends what the page left in the background: its whole process group, at once.
     fn drop(&mut self) {
         for child in &mut self.background {
             if let Ok(pid) = libc::pid_t::try_from(child.id()) {
                 // SAFETY: kill has no memory preconditions; the group is our child's.
-                unsafe { libc::kill(-pid, libc::SIGTERM) };
-            }
-        }
-        for child in &mut self.background {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: as above.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
             }
             let _ = child.wait();
@@ -1072,14 +1068,14 @@ fn every_console_example_runs_and_prints_what_its_page_shows() {
     let mut failures = Vec::new();
     let mut ran = 0;
     for (page, text) in pages() {
-        let steps = console_steps(&text);
+        let steps = console_steps(text);
         if steps.is_empty() {
             continue;
         }
         let mut machine = Machine::new();
         for step in &steps {
             ran += 1;
-            if let Some(failure) = machine.run(&page, step) {
+            if let Some(failure) = machine.run(page, step) {
                 failures.push(failure);
                 // The steps after a failed one build on it.
                 break;

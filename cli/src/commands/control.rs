@@ -51,29 +51,35 @@ pub(crate) fn connect(
     socket: &Path,
     limit: Duration,
 ) -> anyhow::Result<(tokio::runtime::Runtime, ControlClient)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))?;
-    let client = runtime.block_on(ControlClient::connect(socket))?;
-    Ok((runtime, client.answer_within(limit)))
+    connect_waiting(socket, limit, Duration::ZERO)
 }
 
-/// [`connect`], trying again while no host answers on `socket`, for at most `wait` (a host
-/// that is starting binds its socket once its plugins are loaded).
+/// [`connect`], trying again while no host listens on `socket`, for at most `wait` (a host
+/// that is starting binds its socket once its plugins are loaded). Any other refusal (the
+/// socket is another user's, or closed to this one) is reported at once.
 pub(crate) fn connect_waiting(
     socket: &Path,
     limit: Duration,
     wait: Duration,
 ) -> anyhow::Result<(tokio::runtime::Runtime, ControlClient)> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        match connect(socket, limit) {
-            Ok(connected) => return Ok(connected),
-            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("could not start the async runtime: {e}"))?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let client = runtime.block_on(async {
+        loop {
+            match ControlClient::connect(socket).await {
+                Err(toolhost::ControlError::NotRunning { .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                connected => return connected,
+            }
         }
-    }
+    })?;
+    Ok((runtime, client.answer_within(limit)))
 }
 
 /// The host's answer as it wrote it, pretty-printed (for `--json`).

@@ -9,7 +9,7 @@ use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec::{self, Command};
-use crate::project::{CargoCall, Project, Workspace};
+use crate::project::CargoCall;
 
 /// How many diagnostics the model's text lists (all are in the structured result).
 const TEXT_LIMIT: usize = 60;
@@ -118,26 +118,19 @@ async fn run_checker(
     args: CheckArgs,
     checker: Checker,
 ) -> Result<CheckReport, ToolError> {
-    let CargoCall {
-        workspace,
-        project,
-        notes,
-        timeout,
-        network,
-    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
-    let mut cargo_args: Vec<String> = match checker {
-        Checker::Check => vec!["check".into()],
-        Checker::Clippy => vec!["clippy".into()],
+    let call = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
+    let subcommand = match checker {
+        Checker::Check => "check",
+        Checker::Clippy => "clippy",
     };
-    cargo_args.extend(selection_args(
-        args.package.as_deref(),
-        args.all_targets,
-        &args.features,
-        args.all_features,
-        network,
-    ));
-    cargo_args.push("--message-format=json".into());
-    let command = cargo_command(&project, &workspace, cargo_args, timeout);
+    let selection = Selection {
+        package: args.package.as_deref(),
+        all_targets: args.all_targets,
+        features: &args.features,
+        all_features: args.all_features,
+    };
+    let command = call.cargo(&[subcommand], selection, Vec::new());
+    let CargoCall { notes, network, .. } = call;
     ctx.blocking(move |cancel: &CancelFlag| {
         let ran = exec::run(command, cancel)?;
         Ok(report(ran, network, notes))
@@ -146,51 +139,58 @@ async fn run_checker(
     .map_err(ToolError::failed)?
 }
 
-/// The arguments that select what cargo works on (shared with the test and fix tools).
-pub(crate) fn selection_args(
-    package: Option<&str>,
-    all_targets: bool,
-    features: &[String],
-    all_features: bool,
-    network: bool,
-) -> Vec<String> {
-    let mut args = Vec::new();
-    if let Some(package) = package {
-        args.extend(["--package".to_owned(), package.to_owned()]);
-    }
-    if all_targets {
-        args.push("--all-targets".to_owned());
-    }
-    if !features.is_empty() {
-        args.extend(["--features".to_owned(), features.join(",")]);
-    }
-    if all_features {
-        args.push("--all-features".to_owned());
-    }
-    if !network {
-        args.push("--offline".to_owned());
-    }
-    args.extend(["--color".to_owned(), "never".to_owned()]);
-    args
+/// What a cargo tool asks cargo to work on (shared with the test and fix tools).
+pub(crate) struct Selection<'a> {
+    /// `--package`.
+    pub(crate) package: Option<&'a str>,
+    /// `--all-targets`.
+    pub(crate) all_targets: bool,
+    /// `--features`, joined.
+    pub(crate) features: &'a [String],
+    /// `--all-features`.
+    pub(crate) all_features: bool,
 }
 
-/// A cargo command in `project`: writes beneath its root and cargo's caches.
-pub(crate) fn cargo_command(
-    project: &Project,
-    workspace: &Workspace,
-    args: Vec<String>,
-    timeout: std::time::Duration,
-) -> Command {
-    Command {
-        program: "cargo",
-        args,
-        cwd: project.dir.clone(),
-        write: vec![project.root.clone()],
-        cargo_caches: true,
-        network: workspace.rules.allow_network,
-        local_tcp: false,
-        configured_env: workspace.rules.env.clone(),
-        timeout,
+impl CargoCall {
+    /// `cargo SUBCOMMAND` on the call's crate: the selection, `--offline` unless the
+    /// workspace allows the network, `--color never`, `--message-format=json`, then
+    /// `extra`; it writes beneath the crate's root and cargo's caches, within the call's
+    /// time limit.
+    pub(crate) fn cargo(
+        &self,
+        subcommand: &[&str],
+        selection: Selection<'_>,
+        extra: Vec<String>,
+    ) -> Command {
+        let mut args: Vec<String> = subcommand.iter().map(|a| (*a).to_owned()).collect();
+        if let Some(package) = selection.package {
+            args.extend(["--package".to_owned(), package.to_owned()]);
+        }
+        if selection.all_targets {
+            args.push("--all-targets".to_owned());
+        }
+        if !selection.features.is_empty() {
+            args.extend(["--features".to_owned(), selection.features.join(",")]);
+        }
+        if selection.all_features {
+            args.push("--all-features".to_owned());
+        }
+        if !self.network {
+            args.push("--offline".to_owned());
+        }
+        args.extend(["--color", "never", "--message-format=json"].map(str::to_owned));
+        args.extend(extra);
+        Command {
+            program: "cargo",
+            args,
+            cwd: self.project.dir.clone(),
+            write: vec![self.project.root.clone()],
+            cargo_caches: true,
+            network: self.network,
+            local_tcp: false,
+            configured_env: self.workspace.rules.env.clone(),
+            timeout: self.timeout,
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{CancelFlag, Structured, ToolContext, ToolError, tool};
 
-use crate::check::{cargo_command, selection_args, tail};
+use crate::check::{Selection, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec;
 use crate::project::CargoCall;
@@ -110,36 +110,35 @@ pub async fn cargo_fix(
     ctx: &ToolContext<'_>,
     #[args] args: FixArgs,
 ) -> Result<Structured<FixReport>, ToolError> {
-    let CargoCall {
-        workspace,
-        project,
-        notes,
-        timeout,
-        network,
-    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
-    let mut cargo_args: Vec<String> = if args.clippy {
-        vec!["clippy".into(), "--fix".into()]
+    let call = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
+    let subcommand: &[&str] = if args.clippy {
+        &["clippy", "--fix"]
     } else {
-        vec!["fix".into()]
+        &["fix"]
     };
-    cargo_args.extend(selection_args(
-        args.package.as_deref(),
-        args.all_targets,
-        &args.features,
-        false,
-        network,
-    ));
+    let mut extra = Vec::new();
     if args.allow_dirty {
-        cargo_args.extend(["--allow-dirty".into(), "--allow-staged".into()]);
+        extra.extend(["--allow-dirty".to_owned(), "--allow-staged".to_owned()]);
     }
     if args.allow_no_vcs {
-        cargo_args.push("--allow-no-vcs".into());
+        extra.push("--allow-no-vcs".to_owned());
     }
-    cargo_args.push("--message-format=json".into());
-    let dir = project.dir.clone();
-    let mut command = cargo_command(&project, &workspace, cargo_args, timeout);
+    let selection = Selection {
+        package: args.package.as_deref(),
+        all_targets: args.all_targets,
+        features: &args.features,
+        all_features: false,
+    };
+    let mut command = call.cargo(subcommand, selection, extra);
     // cargo fix's lock server: see the module's top.
     command.local_tcp = true;
+    let CargoCall {
+        project,
+        notes,
+        network,
+        ..
+    } = call;
+    let dir = project.dir;
     let value = ctx
         .blocking(move |cancel: &CancelFlag| {
             let before = snapshot(&dir);

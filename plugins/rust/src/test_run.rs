@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolhost_plugin_api::{CancelFlag, Details, Structured, ToolContext, ToolError, tool};
 
-use crate::check::{cargo_command, selection_args, tail};
+use crate::check::{Selection, tail};
 use crate::diagnostics::{self, CompilerDiagnostic};
 use crate::exec;
 use crate::libtest::{self, Suite, Totals};
@@ -82,33 +82,25 @@ pub async fn cargo_test(
     ctx: &ToolContext<'_>,
     #[args] args: TestArgs,
 ) -> Result<Structured<TestReport>, ToolError> {
-    let CargoCall {
-        workspace,
-        project,
-        notes,
-        timeout,
-        network,
-    } = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
-    let mut cargo_args = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
-    cargo_args.extend(selection_args(
-        args.package.as_deref(),
-        false,
-        &args.features,
-        args.all_features,
-        network,
-    ));
-    cargo_args.push("--message-format=json".to_owned());
-    cargo_args.extend(["--".to_owned(), "--color".to_owned(), "never".to_owned()]);
+    let call = CargoCall::of(ctx, args.path.as_deref(), args.timeout_secs).await?;
+    let mut extra = vec!["--".to_owned(), "--color".to_owned(), "never".to_owned()];
     if let Some(filter) = args.filter.filter(|f| !f.trim().is_empty()) {
-        cargo_args.push(filter);
+        extra.push(filter);
         if args.exact {
-            cargo_args.push("--exact".to_owned());
+            extra.push("--exact".to_owned());
         }
     }
     if args.include_ignored {
-        cargo_args.push("--include-ignored".to_owned());
+        extra.push("--include-ignored".to_owned());
     }
-    let command = cargo_command(&project, &workspace, cargo_args, timeout);
+    let selection = Selection {
+        package: args.package.as_deref(),
+        all_targets: false,
+        features: &args.features,
+        all_features: args.all_features,
+    };
+    let command = call.cargo(&["test", "--no-fail-fast"], selection, extra);
+    let CargoCall { notes, network, .. } = call;
     let value = ctx
         .blocking(move |cancel: &CancelFlag| {
             let ran = exec::run(command, cancel)?;
