@@ -183,16 +183,14 @@ impl DynTool for PluginTool {
         // The caller's text crosses as it came (written out only if there was none).
         let args = args.into_text();
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let call = self.prepare(ctx, args, runtime.clone());
-        let outcome = call_pool::run(
-            Arc::clone(&self.name),
-            Arc::clone(&self.plugin),
-            runtime,
-            call,
-        )
-        .await
-        .map_err(|e| ToolError::Failed(e.to_string()))?;
-        self.outcome(outcome)
+        let call = self.prepare(ctx, args, runtime);
+        let answered = call_pool::run(Arc::clone(&self.name), Arc::clone(&self.plugin), call)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        // What the call held (its context, arguments, the tool) is dropped here, by the
+        // thread that made it, not by the plugin thread: its reference counts stay on
+        // this thread's cache.
+        self.outcome(answered.answer)
     }
 }
 
@@ -203,7 +201,7 @@ impl PluginTool {
         ctx: &CallContext,
         args: String,
         runtime: Option<tokio::runtime::Handle>,
-    ) -> call_pool::PoolFuture<PluginAnswer> {
+    ) -> call_pool::PoolFuture<Answered> {
         let state = CallState {
             ctx: ctx.clone(),
             tool: Arc::clone(&self.name),
@@ -234,14 +232,29 @@ impl PluginTool {
 /// One plugin call with everything its future borrows, owned, so it can be polled on a
 /// pool thread. The plugin's `call` entry point runs at the first poll, on that thread
 /// too: plugin code never runs on the caller's thread, not even the code that makes the
-/// future. Fields drop in declaration order: the plugin's future first, then the context,
-/// the state and the arguments it borrowed, then the tool object.
+/// future. Fields drop in declaration order: the plugin's future first, then what it
+/// borrowed. Once the plugin answered, its future is dropped on the plugin thread and what
+/// it borrowed goes back to the caller with the answer ([`Answered`]).
 struct PluginCall {
     future: Option<PluginFuture>,
+    held: Option<Held>,
+}
+
+/// What a plugin's future borrows: the context, the state behind it, the arguments and
+/// the tool object. Moving it moves only the boxes and the string's pointer, never what
+/// the plugin borrowed.
+struct Held {
     ffi_ctx: Box<FfiCallContext<'static>>,
     _state: Box<CallState>,
     args: String,
     object: Arc<ToolObject>,
+}
+
+/// A plugin's answer, with what its call held, for the caller to drop.
+pub(crate) struct Answered {
+    /// The answer.
+    pub(crate) answer: PluginAnswer,
+    _held: Option<Held>,
 }
 
 /// The plugin's future: its `call_outcome` (ABI 0.1.4 and later) or, for a plugin built
@@ -267,29 +280,35 @@ impl PluginCall {
         let state_ref: &'static CallState = unsafe { &*std::ptr::from_ref(&*state) };
         PluginCall {
             future: None,
-            ffi_ctx: Box::new(state_ref.ffi_context()),
-            _state: state,
-            args,
-            object,
+            held: Some(Held {
+                ffi_ctx: Box::new(state_ref.ffi_context()),
+                _state: state,
+                args,
+                object,
+            }),
         }
     }
 }
 
 impl Future for PluginCall {
-    type Output = PluginAnswer;
+    type Output = Answered;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<PluginAnswer> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answered> {
         let this = &mut *self;
         let future = match &mut this.future {
             Some(future) => future,
             None => {
+                let Some(held) = &this.held else {
+                    // Polled after it answered: nothing to run (a pool thread never does).
+                    return Poll::Pending;
+                };
                 // SAFETY: the context's box and the arguments' heap buffer (a `String`
-                // never changed after `new`) live in `this`, which drops the future before
-                // them (field order).
+                // never changed after `new`) live in `this.held`, which is given up only
+                // after the future is dropped (below) or dropped after it (field order).
                 let ctx: &'static FfiCallContext<'static> =
-                    unsafe { &*std::ptr::from_ref(&*this.ffi_ctx) };
-                let args: &'static str = unsafe { &*std::ptr::from_ref(this.args.as_str()) };
-                let (vtable, object) = (this.object.0.vtable, this.object.0.this);
+                    unsafe { &*std::ptr::from_ref(&*held.ffi_ctx) };
+                let args: &'static str = unsafe { &*std::ptr::from_ref(held.args.as_str()) };
+                let (vtable, object) = (held.object.0.vtable, held.object.0.this);
                 // SAFETY (both): `object` belongs to this vtable and lives as long as
                 // `this.object`, which outlives the future.
                 let made = match vtable.call_outcome() {
@@ -303,10 +322,19 @@ impl Future for PluginCall {
                 this.future.insert(made)
             }
         };
-        match future {
+        let answer = match future {
             PluginFuture::Text(f) => Pin::new(f).poll(cx).map(PluginAnswer::Text),
             PluginFuture::Outcome(f) => Pin::new(f).poll(cx).map(PluginAnswer::Outcome),
-        }
+        };
+        answer.map(|answer| {
+            // The plugin's future is dropped here, on this thread, before what it
+            // borrowed leaves with the answer.
+            this.future = None;
+            Answered {
+                answer,
+                _held: this.held.take(),
+            }
+        })
     }
 }
 

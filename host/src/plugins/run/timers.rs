@@ -52,7 +52,10 @@ impl Future for HostSleep {
             if this.cancelled.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(false);
             }
-            let on_runtime_thread = tokio::runtime::Handle::try_current().is_ok();
+            // A pool thread does not enter the runtime (`call_pool`), but the runtime's
+            // timer serves it as it serves the runtime's own threads.
+            let on_runtime_thread = tokio::runtime::Handle::try_current().is_ok()
+                || (this.runtime.is_some() && super::call_pool::on_pool_thread());
             let _entered = this.runtime.as_ref().map(tokio::runtime::Handle::enter);
             let duration = this.duration;
             let timer = this.timer.get_or_insert_with(|| {
