@@ -33,6 +33,7 @@ mod operator_seams;
 mod operators;
 mod outcomes;
 mod outputs;
+mod plugin_index;
 mod plugins;
 mod policy;
 mod profiles;

@@ -4,11 +4,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use toolhost::{Arguments, CallDoor, Caller, DispatchConfig, Frontend, LoadedConfig, ToolCall};
 
-use super::{Loaded, PluginDirs, new_loader, runtime, setup, terminal_approver, usage};
+use super::{Loaded, PluginDirs, new_loader, runtime, setup_indexed, terminal_approver, usage};
 use crate::output::{errln, outln};
 
 /// `toolhost call`.
@@ -85,10 +86,10 @@ impl CallArgs {
             );
         }
         let arguments = parse_call_args(&self.args)?;
-        let loader = new_loader(config, self.plugins.isolate)?;
+        let loader = Arc::new(new_loader(config, self.plugins.isolate)?);
         let Loaded {
             registry, profile, ..
-        } = setup(
+        } = setup_indexed(
             config,
             &loader,
             &self.plugins.resolve(config),

@@ -4,10 +4,11 @@
 //! not show).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use toolhost::{Availability, LoadedConfig};
 
-use super::{Loaded, PluginDirs, new_loader, setup};
+use super::{Loaded, PluginDirs, new_loader, setup_indexed};
 use crate::output::{outln, print_table, summary};
 
 /// `toolhost list`.
@@ -27,13 +28,13 @@ impl ListArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let dirs = self.plugins.resolve(config);
         let profile = self.profile.as_deref();
-        let loader = new_loader(config, self.plugins.isolate)?;
+        let loader = Arc::new(new_loader(config, self.plugins.isolate)?);
         let Loaded {
             report,
             registry,
             mentions,
             profile: resolved,
-        } = setup(config, &loader, &dirs, profile)?;
+        } = setup_indexed(config, &loader, &dirs, profile)?;
         // A profile's agent (and every MCP client) also gets the host's own tools: the
         // listing shows them too, as the host's.
         let registry = if profile.is_some() && resolved.output.read_output {

@@ -216,9 +216,8 @@ pub(crate) fn new_loader_with(policy: LoadPolicy) -> anyhow::Result<PluginLoader
 fn load(
     config: &LoadedConfig,
     loader: &PluginLoader,
-    dirs: &[PathBuf],
+    report: LoadReport,
 ) -> (LoadReport, ToolRegistry) {
-    let report = loader.load_dirs(dirs);
     for e in &report.errors {
         crate::output::warning(format_args!("{e}"));
     }
@@ -268,7 +267,45 @@ pub(crate) fn setup(
     dirs: &[PathBuf],
     profile: Option<&str>,
 ) -> anyhow::Result<Loaded> {
-    let (report, registry) = load(config, loader, dirs);
+    setup_from(config, loader, loader.load_dirs(dirs), profile)
+}
+
+/// [`setup`] for a one-shot command that may not call most tools (`list`, `call`): the
+/// plugins whose files are as the plugin index last saw them are answered from it, and
+/// load only if one of their tools is called (see `toolhost::PluginIndex`). Without a
+/// state folder, every plugin loads.
+pub(crate) fn setup_indexed(
+    config: &LoadedConfig,
+    loader: &Arc<PluginLoader>,
+    dirs: &[PathBuf],
+    profile: Option<&str>,
+) -> anyhow::Result<Loaded> {
+    let Some(state) = config.state_dir() else {
+        return setup(config, loader, dirs, profile);
+    };
+    let (mut index, problem) = toolhost::PluginIndex::open(state.join(toolhost::INDEX_FILE));
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
+    }
+    let loaded = loader.load_dirs_indexed(dirs, &mut index);
+    tracing::debug!(
+        "{} of {} plugins answered from the plugin index",
+        loaded.from_index,
+        loaded.report.plugins.len()
+    );
+    if let Err(e) = index.save() {
+        tracing::warn!("{e}; the next command loads every plugin again");
+    }
+    setup_from(config, loader, loaded.report, profile)
+}
+
+fn setup_from(
+    config: &LoadedConfig,
+    loader: &PluginLoader,
+    report: LoadReport,
+    profile: Option<&str>,
+) -> anyhow::Result<Loaded> {
+    let (report, registry) = load(config, loader, report);
     let outcome = toolhost::apply_risk_overrides(&registry, &config.risk_overrides());
     if !outcome.refused.is_empty() {
         return Err(Failure::Several(outcome.refused).into());

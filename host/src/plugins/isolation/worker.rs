@@ -23,7 +23,7 @@ use super::proxy::{ProxyCaller, ProxyChildTurns, ProxyRequests};
 use crate::plugins::load::error::PluginLoadError;
 use crate::plugins::load::loader;
 use crate::plugins::run::call_pool::{self, PoolError};
-use crate::plugins::run::plugin_tool::{PluginAnswer, PluginTool};
+use crate::plugins::run::plugin_tool::{Answered, PluginTool};
 use crate::sys::confinement::{Confinement, Protection};
 use crate::sys::containment::ContainmentKind;
 use crate::sys::pid_namespace;
@@ -571,7 +571,7 @@ fn start_call(
         services,
     };
     let handle = runtime.handle().clone();
-    let future = tool.prepare(&ctx, frame.args, Some(handle.clone()));
+    let future = tool.prepare(&ctx, frame.args, Some(handle));
     drop(ctx);
     calls.lock().unwrap_or_else(PoisonError::into_inner).insert(
         id,
@@ -583,13 +583,13 @@ fn start_call(
     let (name, plugin) = tool.names();
     let on_done = {
         let (link, calls) = (Arc::clone(link), Arc::clone(calls));
-        Box::new(move |outcome: Result<PluginAnswer, PoolError>| {
+        Box::new(move |outcome: Result<Answered, PoolError>| {
             calls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
             let result = match outcome {
-                Ok(outcome) => tool.outcome(outcome),
+                Ok(answered) => tool.outcome(answered.answer),
                 Err(e) => Err(ToolError::Failed(e.to_string())),
             };
             link.send(&FromWorker::Reply {
@@ -598,7 +598,7 @@ fn start_call(
             });
         })
     };
-    match call_pool::start(name, plugin, Some(handle), future, on_done) {
+    match call_pool::start(name, plugin, future, on_done) {
         Ok(detached) => {
             if let Some(running) = calls
                 .lock()

@@ -307,10 +307,18 @@ impl PluginLoader {
 
     /// Loads one plugin file.
     pub fn load_file(&self, file: &Path) -> Result<LoadedPlugin, PluginLoadError> {
-        self.load_inner(file).map_err(|kind| PluginLoadError {
+        let loaded = self.load_inner(file).map_err(|kind| PluginLoadError {
             file: file.to_path_buf(),
             kind,
-        })
+        });
+        if let Ok(p) = &loaded {
+            tracing::debug!(
+                "loaded plugin file {} (sha256 {})",
+                file.display(),
+                p.sha256
+            );
+        }
+        loaded
     }
 
     /// Runs the checks that need no code of the file: type, size, permissions, ELF
@@ -358,7 +366,10 @@ impl PluginLoader {
     /// The checks before anything is copied: `stat` (regular file, size), the paths'
     /// permissions, then open without blocking and check the descriptor (regular, size,
     /// permissions again, ELF header). Returns the open file and its `fstat`.
-    fn open_checked(&self, file: &Path) -> Result<(fs::File, fs::Metadata), LoadErrorKind> {
+    pub(super) fn open_checked(
+        &self,
+        file: &Path,
+    ) -> Result<(fs::File, fs::Metadata), LoadErrorKind> {
         let limit = self.policy.max_file_size;
         let meta = fs::metadata(file).map_err(|source| LoadErrorKind::Io {
             action: "look at the file",
