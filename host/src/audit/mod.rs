@@ -37,6 +37,9 @@ use toolhost_calls::result::ToolResult;
 use toolhost_calls::tool::DynTool;
 use writer::{Msg, Pending, Sink};
 
+/// How much lower than the host's other threads the writer thread runs (a nice value).
+const WRITER_NICE: i32 = 5;
+
 pub use head::{HEAD_VERSION, Head, head_path};
 pub use read::{Problem, ProblemKind, VerifyReport, log_files, read_records, verify};
 pub use record::{
@@ -165,6 +168,13 @@ impl AuditLog {
         std::thread::Builder::new()
             .name("toolhost-audit".to_owned())
             .spawn(move || {
+                // Below the threads that serve calls: a batch of lines is hashed and
+                // written in one go, and on a shared or single CPU it should wait for a
+                // call that arrives meanwhile rather than delay it (the queue still
+                // makes calls wait if the writer falls behind).
+                if let Err(e) = crate::sys::process::lower_thread_priority(WRITER_NICE) {
+                    tracing::debug!("could not lower the audit writer's priority: {e}");
+                }
                 writer::run(rx, sink);
                 let _ = done_tx.send(());
             })

@@ -249,3 +249,26 @@ pub(crate) fn confine_child(
         });
     }
 }
+
+/// Lowers the calling thread's scheduling priority (its nice value) by `by`: the thread
+/// still gets its share of a busy machine, but a thread that wakes to serve a request
+/// preempts it. Best effort: an error leaves the thread as it was.
+pub(crate) fn lower_thread_priority(by: i32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let who = libc::id_t::try_from(tid).map_err(|_| io::Error::other("negative thread id"))?;
+    // getpriority may return -1 as a value: errno says whether it failed.
+    // SAFETY: plain system calls on this thread's own id.
+    let now = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, who)
+    };
+    if now == -1 && io::Error::last_os_error().raw_os_error() != Some(0) {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; Linux applies PRIO_PROCESS with a thread id to that thread alone.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, who, (now + by).min(19)) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
