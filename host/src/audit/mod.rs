@@ -38,7 +38,9 @@ use toolhost_calls::tool::DynTool;
 use writer::{Msg, Pending, Sink};
 
 pub use head::{HEAD_VERSION, Head, head_path};
-pub use read::{Problem, ProblemKind, VerifyReport, log_files, read_records, verify};
+pub use read::{
+    BadCheckpoint, Problem, ProblemKind, VerifyReport, log_files, read_records, verify,
+};
 pub use record::{
     AuditCaller, AuditClient, AuditPlugin, AuditRecord, ChainPoint, GENESIS, HeadMismatch,
     canonical_json,
