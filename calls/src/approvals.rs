@@ -20,7 +20,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{ApprovalKey, LastingApprovals};
+use crate::policy::{ApprovalKey, KeepError, LastingApprovals};
 use crate::profile_dirs::ProfileDirs;
 use crate::tool::Risk;
 
@@ -245,9 +245,11 @@ impl LastingApprovals for ApprovalFiles {
         self.current(profile).iter().any(|a| a.matches(key))
     }
 
-    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), String> {
+    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), KeepError> {
         let Some(file) = self.files.get(profile) else {
-            return Err(format!("profile '{profile}' keeps no lasting approvals"));
+            return Err(KeepError::NoStore {
+                profile: profile.to_owned(),
+            });
         };
         let entry = LastingApproval {
             tool: key.tool.clone(),
@@ -258,7 +260,7 @@ impl LastingApprovals for ApprovalFiles {
             approved_at: jiff::Timestamp::now().to_string(),
             approved_by: by.to_owned(),
         };
-        file.keep(entry).map_err(|e| e.to_string())
+        file.keep(entry).map_err(|e| KeepError::Store(Box::new(e)))
     }
 }
 

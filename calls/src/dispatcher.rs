@@ -495,8 +495,8 @@ pub async fn execute(
             return match outcome {
                 Ok(Ok(mut output)) => match entry.finish_output(&mut output) {
                     Ok(()) => Ok(output),
-                    Err(problem) => Err(CallFailure::new(
-                        format!("tool '{name}' {problem}"),
+                    Err(invalid) => Err(CallFailure::new(
+                        invalid.to_string(),
                         CallErrorKind::InvalidOutput,
                     )),
                 },

@@ -200,7 +200,23 @@ pub trait LastingApprovals: Send + Sync {
     fn approved(&self, profile: &str, key: &ApprovalKey) -> bool;
     /// Keeps `key` approved for `profile`, by `by`. An error says why it could not be
     /// kept (the call still runs: the person did approve it).
-    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), String>;
+    fn keep(&self, profile: &str, key: &ApprovalKey, by: &str) -> Result<(), KeepError>;
+}
+
+/// Why an "always" approval could not be kept (the call still runs; the next one asks
+/// again).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeepError {
+    /// The profile has nowhere to keep lasting approvals (no state folder).
+    #[error("profile '{profile}' keeps no lasting approvals")]
+    NoStore {
+        /// The profile.
+        profile: String,
+    },
+    /// The store could not be written; its error names the file.
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Approves everything (`toolhost call --yes`).

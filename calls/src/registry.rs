@@ -158,8 +158,13 @@ impl RegisteredTool {
     /// one (the structured value must be there and match), and gives a structured value
     /// with no text its JSON as the text; the harness does the same. `Err` completes
     /// "tool 'x' ...".
-    pub fn finish_output(&self, output: &mut ToolOutput) -> Result<(), String> {
-        toolhost_plugin_api::check::finish_output(self.output_validator.as_deref(), output)
+    pub fn finish_output(&self, output: &mut ToolOutput) -> Result<(), InvalidOutput> {
+        toolhost_plugin_api::check::finish_output(self.output_validator.as_deref(), output).map_err(
+            |problem| InvalidOutput {
+                tool: self.spec().name.clone(),
+                problem,
+            },
+        )
     }
 
     /// Checks `args` against the tool's schema. On failure, the problems in a form the
@@ -179,6 +184,17 @@ impl RegisteredTool {
 #[error("{text}")]
 pub struct InvalidArguments {
     text: String,
+}
+
+/// A successful outcome its tool's output schema refuses: "tool 'x' returned ...", naming
+/// the tool and what does not match.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool '{tool}' {problem}")]
+pub struct InvalidOutput {
+    /// The tool.
+    tool: String,
+    /// What is wrong, as the output check says it ("returned ...").
+    problem: String,
 }
 
 impl std::ops::Deref for InvalidArguments {

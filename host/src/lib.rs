@@ -87,11 +87,12 @@ mod upstream;
 
 pub use approval_relay::{ApprovalRelay, RelayError, RelayedQuestion};
 pub use config::{
-    AgentSettings, ChildSettings, ConfigError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
-    DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE, McpProtocol, McpServerSettings,
-    McpSettings, McpTransport, MetricsSettings, ModelSettings, OAuthSettings, Profile, ProfileView,
-    ReloadSettings, SecondsError, WithoutElicitation, WorkspaceSettings, config_file_schema,
-    default_config_path, default_plugin_dir, positive_seconds, profile_file_schema,
+    AgentSettings, ChildSettings, ConfigError, ContextError, ContextSettings,
+    DEFAULT_SYSTEM_PROMPT, DEFAULT_TERMINAL_APPROVAL, LoadedConfig, MAX_CONFIG_FILE_SIZE,
+    McpProtocol, McpServerSettings, McpSettings, McpTransport, MetricsSettings, ModelSettings,
+    OAuthSettings, Profile, ProfileView, ReloadSettings, SecondsError, WithoutElicitation,
+    WorkspaceSettings, config_file_schema, default_config_path, default_plugin_dir,
+    positive_seconds, profile_file_schema,
 };
 pub use frontends::control::{
     AnswerParams, ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply,

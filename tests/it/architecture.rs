@@ -37,9 +37,17 @@ fn sources(dir: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// The code of a file without its `#[cfg(test)]` module (tests may use anything).
+/// The code of a file without its `#[cfg(test)]` module (tests may use anything). A
+/// `#[cfg(test)]` on another item (a test-only helper) does not end the code.
 fn code(text: &str) -> &str {
-    text.find("#[cfg(test)]").map_or(text, |i| &text[..i])
+    let module = text.match_indices("#[cfg(test)]").find(|(i, attribute)| {
+        text[i + attribute.len()..]
+            .trim_start()
+            .strip_prefix("pub ")
+            .unwrap_or_else(|| text[i + attribute.len()..].trim_start())
+            .starts_with("mod ")
+    });
+    module.map_or(text, |(i, _)| &text[..i])
 }
 
 fn host_sources() -> Vec<(String, String)> {
@@ -758,4 +766,347 @@ fn the_folder_map_check_sees_a_missing_and_a_stale_folder() {
     );
     assert_eq!(unnamed, ["agent"]);
     assert_eq!(gone, ["calls/gone"]);
+}
+
+/// `code` with the insides of its comments and string and character literals blanked
+/// (each character becomes as many spaces as its bytes, newlines kept), so what is left
+/// is code at the same byte offsets and lines.
+fn blank_comments_and_strings(code: &str) -> String {
+    let bytes = code.as_bytes();
+    let mut out = code.as_bytes().to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for b in &mut out[from..to] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        if rest.starts_with(b"//") {
+            let end = rest
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |n| i + n);
+            blank(&mut out, i, end);
+            i = end;
+        } else if rest.starts_with(b"/*") {
+            let (mut depth, mut j) = (0, i);
+            while j < bytes.len() {
+                if bytes[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if bytes[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if (rest.starts_with(b"r\"") || rest.starts_with(b"r#"))
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+        {
+            // A raw string: r"..." or r#"..."# (with any number of #).
+            let hashes = rest[1..].iter().take_while(|b| **b == b'#').count();
+            if rest.get(1 + hashes) != Some(&b'"') {
+                i += 1;
+                continue;
+            }
+            let start = i + 2 + hashes;
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            let end = bytes[start..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(bytes.len(), |n| start + n);
+            blank(&mut out, start, end);
+            i = (end + close.len()).min(bytes.len());
+        } else if rest[0] == b'"' {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != b'"' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            let end = j.min(bytes.len());
+            blank(&mut out, i + 1, end);
+            i = end + 1;
+        } else if rest[0] == b'\'' {
+            // A character literal ('x', '\n', '\''), not a lifetime ('a).
+            let len = if rest.get(1) == Some(&b'\\') {
+                rest.iter().skip(2).position(|b| *b == b'\'').map(|n| n + 3)
+            } else {
+                let c = code[i + 1..].chars().next().map_or(0, char::len_utf8);
+                (rest.get(1 + c) == Some(&b'\'')).then_some(c + 2)
+            };
+            match len {
+                Some(len) => {
+                    blank(&mut out, i + 1, i + len - 1);
+                    i += len;
+                }
+                None => i += 1,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("only ASCII bytes were replaced, whole characters")
+}
+
+/// Whether `ty` (a type as written) has a `Result<_, String>` in it (`Result<String>`
+/// of one argument is some crate's own `Result`, whose error is not text).
+fn has_string_error(ty: &str) -> bool {
+    ty.match_indices("Result<").any(|(at, _)| {
+        let word_start = !ty[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let (mut depth, mut previous) = (0, ' ');
+        let mut args = vec![String::new()];
+        for c in ty[at + "Result<".len()..].chars() {
+            match c {
+                // The arrow of `Fn() -> T` closes nothing.
+                '>' if previous == '-' => {}
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' if depth == 0 => break,
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(String::new());
+                    previous = c;
+                    continue;
+                }
+                _ => {}
+            }
+            previous = c;
+            if let Some(last) = args.last_mut() {
+                last.push(c);
+            }
+        }
+        // (A trailing comma leaves an empty last argument.)
+        if args.len() > 1 && args.last().is_some_and(|a| a.trim().is_empty()) {
+            args.pop();
+        }
+        let error = args.last().map(|a| a.trim()).unwrap_or_default();
+        word_start
+            && args.len() == 2
+            && ["String", "std::string::String", "alloc::string::String"].contains(&error)
+    })
+}
+
+/// The `{`-blocks of `code` (blanked) that are the bodies of visible traits (`pub`,
+/// `pub(crate)`, ...): every method of one is as visible as the trait.
+fn visible_trait_bodies(code: &str) -> Vec<(usize, usize)> {
+    let mut bodies = Vec::new();
+    for (at, _) in code.match_indices("trait ") {
+        let line_start = code[..at].rfind('\n').map_or(0, |n| n + 1);
+        let prefix = code[line_start..at].trim();
+        if !prefix.starts_with("pub") || prefix.contains(['{', ';', '=']) {
+            continue;
+        }
+        let Some(open) = code[at..].find(['{', ';']).map(|n| at + n) else {
+            continue;
+        };
+        if code.as_bytes()[open] != b'{' {
+            continue;
+        }
+        let mut depth = 0;
+        for (n, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        bodies.push((open, open + n));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    bodies
+}
+
+/// The functions of `text` that others can call (`pub`, `pub(crate)`, `pub(super)`,
+/// `pub(in ..)`, a visible trait's methods) and that return `Result<_, String>`, directly
+/// or through a type alias, and the `FromStr`/`TryFrom` errors that are `String`: each as
+/// (line, signature). The test module is left out.
+fn string_error_signatures(text: &str) -> Vec<(usize, String)> {
+    let original = code(text);
+    let code = blank_comments_and_strings(original);
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let is_word_start = |at: usize| {
+        !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    };
+    let mut found = Vec::new();
+    // Type aliases that are such a `Result` (`type Outcome<T> = Result<T, String>;`).
+    let mut aliases = Vec::new();
+    for (at, _) in code.match_indices("type ") {
+        if !is_word_start(at) {
+            continue;
+        }
+        let Some(end) = code[at..].find(';').map(|n| at + n) else {
+            continue;
+        };
+        let Some((name, ty)) = code[at + "type ".len()..end].split_once('=') else {
+            continue;
+        };
+        let name = name.split(['<', ' ']).next().unwrap_or_default().trim();
+        let ty = ty.trim();
+        if ["Err", "Error"].contains(&name)
+            && ["String", "std::string::String", "alloc::string::String"].contains(&ty)
+        {
+            found.push((line_of(at), one_line(&original[at..=end])));
+        } else if has_string_error(ty) {
+            aliases.push(name.to_owned());
+        }
+    }
+    let traits = visible_trait_bodies(&code);
+    for (at, _) in code.match_indices("fn ") {
+        if !is_word_start(at) {
+            continue;
+        }
+        let line_start = code[..at].rfind('\n').map_or(0, |n| n + 1);
+        let prefix = code[line_start..at].trim();
+        let in_trait = traits.iter().any(|(open, close)| *open < at && at < *close);
+        if !(prefix.starts_with("pub") || in_trait && !prefix.contains(['(', '='])) {
+            continue;
+        }
+        let Some(end) = code[at..].find(['{', ';']).map(|n| at + n) else {
+            continue;
+        };
+        let signature = &code[at..end];
+        // The return type: what follows the parameters' closing parenthesis (the
+        // parameters open with the first `(` outside the generics `<...>`).
+        let (mut angles, mut previous) = (0, ' ');
+        let open = signature.char_indices().find_map(|(n, c)| {
+            match c {
+                '>' if previous == '-' => {}
+                '<' => angles += 1,
+                '>' => angles -= 1,
+                '(' if angles == 0 => return Some(n),
+                _ => {}
+            }
+            previous = c;
+            None
+        });
+        let Some(open) = open else { continue };
+        let mut depth = 0;
+        let close = signature[open..].char_indices().find_map(|(n, c)| {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(open + n);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        let Some(close) = close else { continue };
+        let Some(returns) = signature[close + 1..].trim_start().strip_prefix("->") else {
+            continue;
+        };
+        let returns = returns.split(" where").next().unwrap_or_default();
+        let aliased = aliases.iter().any(|alias| {
+            returns.match_indices(alias.as_str()).any(|(n, _)| {
+                let before = returns[..n].chars().next_back();
+                let after = returns[n + alias.len()..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        });
+        if has_string_error(returns) || aliased {
+            let start = line_start + code[line_start..at].find(prefix).unwrap_or(0);
+            found.push((line_of(at), one_line(&original[start..end])));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn no_visible_function_of_the_library_returns_a_string_error() {
+    // An error that is only text cannot be matched on, loses its cause and rarely names
+    // the thing it is about; the library's errors are enums (`thiserror`) whose message
+    // names the key, file or plugin and says what to do.
+    let root = root();
+    let mut found = Vec::new();
+    for dir in ["host/src", "calls/src"] {
+        for (file, text) in sources(&root.join(dir)) {
+            for (line, signature) in string_error_signatures(&text) {
+                found.push(format!("{dir}/{file}:{line}: {signature}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "functions that return `Result<_, String>` (give them an error enum deriving \
+         `Debug, thiserror::Error`, whose message names what it is about): {found:#?}"
+    );
+}
+
+#[test]
+fn the_string_error_check_sees_one_however_it_is_written() {
+    let text = r#"//! m
+/// Says "fn hidden() -> Result<(), String>" in a comment.
+pub fn fine() -> Result<(), Problem> { let s = "pub fn no() -> Result<(), String> {"; }
+pub(crate) fn one(a: u8) -> Result<Vec<u8>, String> {
+    todo!()
+}
+pub(in crate::config) async fn two(
+    a: impl Fn(u8) -> Result<u8, String>,
+    b: &str,
+) -> Result<
+    BTreeMap<String, u8>,
+    String,
+> {
+    todo!()
+}
+fn private() -> Result<(), String> { Ok(()) }
+pub(super) fn io<F: Fn(u8) -> u8>(f: F) -> io::Result<String> { todo!() }
+pub(crate) type Outcome<T> = Result<T, String>;
+pub fn three() -> Outcome<u8> { todo!() }
+pub trait Keeper {
+    fn keep(&self) -> Result<(), std::string::String>;
+    fn fine(&self) -> Result<(), KeepError> { let c = '{'; Ok(()) }
+}
+impl std::str::FromStr for Point {
+    type Err = String;
+    fn from_str(t: &str) -> Result<Point, String> { todo!() }
+}
+#[cfg(test)]
+pub fn test_helper() -> u8 { 1 }
+pub fn after_a_test_helper() -> Result<(), String> { Ok(()) }
+#[cfg(test)]
+mod tests {
+    pub fn in_a_test() -> Result<(), String> { Ok(()) }
+}
+"#;
+    let lines: Vec<usize> = string_error_signatures(text)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    assert_eq!(
+        lines,
+        [4, 7, 19, 21, 25, 30],
+        "{:#?}",
+        string_error_signatures(text)
+    );
+    let (_, two) = &string_error_signatures(text)[1];
+    assert!(
+        two.starts_with("pub(in crate::config) async fn two(") && two.ends_with("String, >"),
+        "{two}"
+    );
 }

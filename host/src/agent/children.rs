@@ -22,7 +22,7 @@ use toolhost_plugin_api::{
     DelegationUnit, ServiceError,
 };
 
-use super::delegations::{TaskOutcome, units_of};
+use super::delegations::{TaskFailure, TaskOutcome, units_of};
 use super::{AgentInner, blocking};
 use toolhost_calls::context::{ChildTurnError, ChildTurnService, TurnIdentity};
 
@@ -306,7 +306,7 @@ impl ChildTurnService for ChildTurns {
                     let answer = this.run(slot, session, plan, cancel, started).await;
                     TaskOutcome {
                         task: prompt,
-                        answer: answer.map_err(|e| e.to_string()),
+                        answer: answer.map_err(TaskFailure::Turn),
                     }
                 }));
             }
@@ -316,7 +316,7 @@ impl ChildTurnService for ChildTurns {
                 for run in runs {
                     outcomes.push(run.await.unwrap_or_else(|e| TaskOutcome {
                         task: String::new(),
-                        answer: Err(format!("the child turn failed inside the host: {e}")),
+                        answer: Err(TaskFailure::Lost(e)),
                     }));
                 }
                 let cancelled = cancel.is_cancelled();

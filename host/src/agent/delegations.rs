@@ -19,6 +19,8 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use toolhost_calls::context::ChildTurnError;
+
 use super::AgentError;
 use super::messages::{Message, Role};
 use super::sessions::{self, DelegationRecord, RunState, SessionError, SessionStore, UnitRecord};
@@ -42,7 +44,19 @@ pub struct DelegationReport {
 /// The outcome of one task of a unit: its prompt and the child's answer or error.
 pub(super) struct TaskOutcome {
     pub(super) task: String,
-    pub(super) answer: Result<String, String>,
+    pub(super) answer: Result<String, TaskFailure>,
+}
+
+/// Why a task of a background delegation gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TaskFailure {
+    /// The child turn ended without one (its error says why).
+    #[error(transparent)]
+    Turn(#[from] ChildTurnError),
+    /// The host task that ran it ended without a result (a panic, or the runtime shutting
+    /// down).
+    #[error("the child turn failed inside the host: {0}")]
+    Lost(tokio::task::JoinError),
 }
 
 /// The background delegations of one agent and the completion queues of its sessions.
@@ -382,7 +396,7 @@ fn completion_message(
         .iter()
         .map(|o| match &o.answer {
             Ok(answer) => json!({"task": o.task, "answer": answer}),
-            Err(error) => json!({"task": o.task, "error": error}),
+            Err(error) => json!({"task": o.task, "error": error.to_string()}),
         })
         .collect();
     let body = json!({"delegation": delegation, "unit": unit, "results": results});
@@ -416,7 +430,7 @@ mod tests {
             },
             TaskOutcome {
                 task: "two".to_owned(),
-                answer: Err("it broke".to_owned()),
+                answer: Err(ChildTurnError::Refused("it broke".to_owned()).into()),
             },
         ];
         let m = completion_message("d-1", "d-1/u1", &outcomes, RunState::Done, 2);

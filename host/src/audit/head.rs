@@ -71,32 +71,23 @@ impl Head {
     }
 
     /// Reads a head line; the error says what is wrong with it.
-    pub(super) fn decode(bytes: &[u8]) -> Result<Head, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "it is not text".to_owned())?;
+    pub(super) fn decode(bytes: &[u8]) -> Result<Head, HeadError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| HeadError::NotText)?;
         let line = text.strip_suffix('\n').unwrap_or(text);
         let mut words = line.split(' ');
         if words.next() != Some("toolhost-audit-head") {
-            return Err("it does not start with `toolhost-audit-head`".to_owned());
+            return Err(HeadError::Foreign);
         }
         match words.next().map(str::parse::<u32>) {
             Some(Ok(HEAD_VERSION)) => {}
-            Some(Ok(v)) => {
-                return Err(format!(
-                    "its format version is {v}, which this toolhost does not know (a newer \
-                     one wrote it)"
-                ));
-            }
-            _ => return Err("it has no format version".to_owned()),
+            Some(Ok(version)) => return Err(HeadError::Newer { version }),
+            _ => return Err(HeadError::NoVersion),
         }
         let Some((body, check)) = line.rsplit_once(" check=") else {
-            return Err("it has no check".to_owned());
+            return Err(HeadError::NoCheck);
         };
         if bytes.len() != HEAD_LEN || sha256_hex(body.as_bytes()).get(..16) != Some(check) {
-            return Err(
-                "its check does not match its contents (it was edited, or torn by a crash \
-                 while it was written)"
-                    .to_owned(),
-            );
+            return Err(HeadError::CheckFails);
         }
         let mut fields = std::collections::HashMap::new();
         for word in words {
@@ -104,18 +95,18 @@ impl Head {
                 fields.insert(key, value);
             }
         }
-        let number = |key: &str| -> Result<u64, String> {
+        let number = |key: &'static str| -> Result<u64, HeadError> {
             fields
                 .get(key)
                 .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("it has no number `{key}`"))
+                .ok_or(HeadError::NoNumber { key })
         };
-        let hash = |key: &str| -> Result<String, String> {
+        let hash = |key: &'static str| -> Result<String, HeadError> {
             fields
                 .get(key)
                 .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
                 .map(|v| v.to_ascii_lowercase())
-                .ok_or_else(|| format!("it has no sha256 `{key}`"))
+                .ok_or(HeadError::NoHash { key })
         };
         let pending = ChainPoint {
             seq: number("pending_seq")?,
@@ -133,13 +124,61 @@ impl Head {
     }
 }
 
+/// Why a head file is no head toolhost wrote (the message speaks of the file as "it":
+/// `verify` names it before).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum HeadError {
+    /// The file is empty.
+    #[error("it is empty")]
+    Empty,
+    /// The file is not UTF-8.
+    #[error("it is not text")]
+    NotText,
+    /// The file is something else.
+    #[error("it does not start with `toolhost-audit-head`")]
+    Foreign,
+    /// A format this toolhost does not know (a newer one wrote it).
+    #[error(
+        "its format version is {version}, which this toolhost does not know (a newer one \
+         wrote it)"
+    )]
+    Newer {
+        /// The format version it has.
+        version: u32,
+    },
+    /// No format version after the first word.
+    #[error("it has no format version")]
+    NoVersion,
+    /// No `check=` at the end.
+    #[error("it has no check")]
+    NoCheck,
+    /// The check is not that of the line (edited, or torn).
+    #[error(
+        "its check does not match its contents (it was edited, or torn by a crash while it \
+         was written)"
+    )]
+    CheckFails,
+    /// A number field missing or not a number.
+    #[error("it has no number `{key}`")]
+    NoNumber {
+        /// The field.
+        key: &'static str,
+    },
+    /// A sha256 field missing or not 64 hex digits.
+    #[error("it has no sha256 `{key}`")]
+    NoHash {
+        /// The field.
+        key: &'static str,
+    },
+}
+
 /// What is at a head's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum HeadState {
     /// No file.
     Missing,
     /// A file that is no head (why).
-    Unreadable(String),
+    Unreadable(HeadError),
     /// A head.
     Found(Head),
 }
@@ -166,7 +205,7 @@ fn read_from(file: &File) -> io::Result<HeadState> {
     }
     buf.truncate(got);
     if got == 0 {
-        return Ok(HeadState::Unreadable("it is empty".to_owned()));
+        return Ok(HeadState::Unreadable(HeadError::Empty));
     }
     Ok(match Head::decode(&buf) {
         Ok(head) => HeadState::Found(head),
@@ -281,13 +320,14 @@ mod tests {
         let text = String::from_utf8(bytes.clone()).expect("text");
         let edited = text.replace("seq=00000000000000000042", "seq=00000000000000000041");
         let err = Head::decode(edited.as_bytes()).expect_err("edited");
-        assert!(err.contains("check does not match"), "{err}");
+        assert!(err.to_string().contains("check does not match"), "{err}");
         let err = Head::decode(&bytes[..100]).expect_err("torn");
-        assert!(err.contains("check"), "{err}");
+        assert!(err.to_string().contains("check"), "{err}");
         let err = Head::decode(b"hello\n").expect_err("foreign");
-        assert!(err.contains("toolhost-audit-head"), "{err}");
+        assert!(err.to_string().contains("toolhost-audit-head"), "{err}");
         let newer = text.replacen(" 1 ", " 2 ", 1);
         let err = Head::decode(newer.as_bytes()).expect_err("newer");
-        assert!(err.contains("version is 2"), "{err}");
+        assert_eq!(err, HeadError::Newer { version: 2 });
+        assert!(err.to_string().contains("version is 2"), "{err}");
     }
 }

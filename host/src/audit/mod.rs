@@ -41,7 +41,9 @@ use writer::{Msg, Pending, Sink};
 const WRITER_NICE: i32 = 5;
 
 pub use head::{HEAD_VERSION, Head, head_path};
-pub use read::{Problem, ProblemKind, VerifyReport, log_files, read_records, verify};
+pub use read::{
+    BadCheckpoint, Problem, ProblemKind, VerifyReport, log_files, read_records, verify,
+};
 pub use record::{
     AuditCaller, AuditClient, AuditPlugin, AuditRecord, ChainPoint, GENESIS, HeadMismatch,
     canonical_json,

@@ -130,15 +130,12 @@ impl VerifyReport {
 }
 
 impl std::str::FromStr for ChainPoint {
-    type Err = String;
+    type Err = BadCheckpoint;
 
     /// A checkpoint as `SEQ:SHA256` (what syslog's `seq=N sha256=HASH` says).
-    fn from_str(text: &str) -> Result<ChainPoint, String> {
-        let bad = || {
-            format!(
-                "'{text}' is no checkpoint: give SEQ:SHA256, the seq= and sha256= of a \
-                 toolhost-audit message (e.g. 42:3f7a...)"
-            )
+    fn from_str(text: &str) -> Result<ChainPoint, BadCheckpoint> {
+        let bad = || BadCheckpoint {
+            text: text.to_owned(),
         };
         let (seq, sha) = text.split_once(':').ok_or_else(bad)?;
         let seq: u64 = seq.trim().parse().map_err(|_| bad())?;
@@ -148,6 +145,17 @@ impl std::str::FromStr for ChainPoint {
         }
         Ok(ChainPoint { seq, sha256: sha })
     }
+}
+
+/// A checkpoint (`verify --expect`) that is not `SEQ:SHA256`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{text}' is no checkpoint: give SEQ:SHA256, the seq= and sha256= of a toolhost-audit \
+     message (e.g. 42:3f7a...)"
+)]
+pub struct BadCheckpoint {
+    /// The text given.
+    text: String,
 }
 
 /// One file's place in the log: a rotated file or the log itself, open or missing.
@@ -160,7 +168,7 @@ struct Slot {
 /// The log as it was at one moment: its files oldest first and its head.
 struct Snapshot {
     slots: Vec<Slot>,
-    head: Result<HeadState, String>,
+    head: io::Result<HeadState>,
 }
 
 /// Opens every file of the log at `path` and reads its head under a shared lock on the
@@ -191,7 +199,7 @@ fn snapshot(path: &Path) -> Result<Snapshot, AuditError> {
             }
         }
         let taken = (|| {
-            let head = read_head(path).map_err(|e| e.to_string());
+            let head = read_head(path);
             let numbers =
                 rotated_numbers(path).map_err(|e| io_error("list the files of", path, e))?;
             let highest = numbers.last().copied().unwrap_or(0);
@@ -945,7 +953,7 @@ mod tests {
         assert_eq!(point.sha256, "ab".repeat(32), "lower-cased");
         for bad in ["42", "x:ab", "0:abab", &format!("1:{}", "g".repeat(64))] {
             let err = bad.parse::<ChainPoint>().expect_err(bad);
-            assert!(err.contains("SEQ:SHA256"), "{err}");
+            assert!(err.to_string().contains("SEQ:SHA256"), "{err}");
         }
     }
 

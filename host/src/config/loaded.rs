@@ -21,13 +21,30 @@ use toolhost_calls::profile_dirs::{Folder, ProfileDirs};
 
 /// The environment variable `name` read as a `T`, if it is set (and not blank), or what
 /// is wrong with it (`what` says what it should be).
-fn env_value<T: std::str::FromStr>(name: &str, what: &str) -> Result<Option<T>, String> {
+fn env_value<T: std::str::FromStr>(
+    name: &'static str,
+    what: &'static str,
+) -> Result<Option<T>, EnvValueError> {
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
-            format!("the environment variable {name} is '{v}': give {what}, or unset it")
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| EnvValueError {
+            name,
+            value: v,
+            what,
         }),
         _ => Ok(None),
     }
+}
+
+/// An environment variable that overrides a config key but is not what that key takes.
+#[derive(Debug, thiserror::Error)]
+#[error("the environment variable {name} is '{value}': give {what}, or unset it")]
+struct EnvValueError {
+    /// The variable.
+    name: &'static str,
+    /// Its value.
+    value: String,
+    /// What it should be.
+    what: &'static str,
 }
 
 /// Where the config file is looked for when `--config` is not given:
@@ -248,9 +265,9 @@ impl LoadedConfig {
             path: file.clone().unwrap_or_else(|| PathBuf::from("[model]")),
             message,
         };
-        let env_invalid = |message| ConfigError::Invalid {
+        let env_invalid = |e: EnvValueError| ConfigError::Invalid {
             path: PathBuf::from("environment"),
-            message,
+            message: e.to_string(),
         };
         let m = &config.model;
         if let Some(stream) =
@@ -264,28 +281,27 @@ impl LoadedConfig {
         let reserve = env_value("TOOLHOST_MODEL_RESERVE_OUTPUT_TOKENS", "a number of tokens")
             .map_err(env_invalid)?
             .or(m.reserve_output_tokens);
-        resolved.agent.context = ContextSettings::new(window, reserve).map_err(invalid)?;
+        resolved.agent.context =
+            ContextSettings::new(window, reserve).map_err(|e| invalid(e.to_string()))?;
         if let Some(raw) = &config.mcp.oauth {
-            resolved.mcp.oauth = Some(super::settings::oauth_settings(raw).map_err(|message| {
-                ConfigError::Invalid {
-                    path: file.clone().unwrap_or_default(),
-                    message,
-                }
-            })?);
+            resolved.mcp.oauth =
+                Some(
+                    super::settings::oauth_settings(raw).map_err(|e| ConfigError::Invalid {
+                        path: file.clone().unwrap_or_default(),
+                        message: e.to_string(),
+                    })?,
+                );
         }
-        resolved.output = super::settings::output_settings(&config.output).map_err(|message| {
-            ConfigError::Invalid {
+        resolved.output =
+            super::settings::output_settings(&config.output).map_err(|e| ConfigError::Invalid {
                 path: file.clone().unwrap_or_default(),
-                message,
-            }
-        })?;
+                message: e.to_string(),
+            })?;
         resolved.model = model_settings(&config.model, &resolved);
         resolved.mcp_servers =
-            super::mcp_servers::resolve(&config.mcp_servers).map_err(|message| {
-                ConfigError::Invalid {
-                    path: file.clone().unwrap_or_default(),
-                    message,
-                }
+            super::mcp_servers::resolve(&config.mcp_servers).map_err(|e| ConfigError::Invalid {
+                path: file.clone().unwrap_or_default(),
+                message: e.to_string(),
             })?;
         if let Some(text) = &config.metrics.listen {
             let addr = text.parse().map_err(|e| ConfigError::Invalid {
@@ -312,9 +328,9 @@ impl LoadedConfig {
         let mut real = Vec::new();
         for root in roots {
             let root =
-                super::workspace::canonical_root(root).map_err(|message| ConfigError::Invalid {
+                super::workspace::canonical_root(root).map_err(|e| ConfigError::Invalid {
                     path: PathBuf::from("--workspace"),
-                    message,
+                    message: e.to_string(),
                 })?;
             if !real.contains(&root) {
                 real.push(root);
@@ -352,12 +368,11 @@ impl LoadedConfig {
             // used, so a stale one does not stop this run.
             raw.roots = None;
         }
-        let settings = super::WorkspaceSettings::resolve(&raw, hint).map_err(|message| {
-            ConfigError::Invalid {
+        let settings =
+            super::WorkspaceSettings::resolve(&raw, hint).map_err(|e| ConfigError::Invalid {
                 path: file.map(Path::to_path_buf).unwrap_or_default(),
-                message,
-            }
-        })?;
+                message: e.to_string(),
+            })?;
         Ok(match &self.workspace_roots {
             Some(roots) => settings.with_roots(roots),
             None => settings,
@@ -734,13 +749,13 @@ impl Profile {
         };
         let output =
             super::settings::output_settings(&config.config.output.overridden(&parsed.output))
-                .map_err(|message| ConfigError::Invalid {
+                .map_err(|e| ConfigError::Invalid {
                     path: if parsed.output.has_any() {
                         file.clone()
                     } else {
                         config.file.clone().unwrap_or_default()
                     },
-                    message,
+                    message: e.to_string(),
                 })?;
         let mut workspace = parsed.workspace.clone();
         workspace.roots = workspace.roots.as_ref().map(|roots| {

@@ -169,21 +169,15 @@ pub(super) fn rebase(raw: &mut RawMcpServer, base: &Path) {
 /// Checks every entry: names valid and unique, prefixes unique, exactly one of `command`
 /// and `url`, the keys of the other transport left out. The error names the entry and
 /// says what to write.
-pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, String> {
+pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, McpServerError> {
     let mut out: Vec<McpServerSettings> = Vec::new();
     for entry in raw {
         let name = &entry.name;
         if !valid_name(name) {
-            return Err(format!(
-                "[[mcp_servers]] name = {name:?}: a server's name is 1 to 32 of a-z, 0-9, _ \
-                 and -, starting with a letter (it prefixes its tools' names)"
-            ));
+            return Err(McpServerError::Name { name: name.clone() });
         }
         if out.iter().any(|s| &s.name == name) {
-            return Err(format!(
-                "[[mcp_servers]] name = {name:?} is given twice: each server needs a name of \
-                 its own"
-            ));
+            return Err(McpServerError::Twice { name: name.clone() });
         }
         let prefix = entry.prefix.clone().unwrap_or_else(|| format!("{name}_"));
         if prefix.len() > 40
@@ -191,19 +185,20 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
-            return Err(format!(
-                "[[mcp_servers]] {name}: prefix = {prefix:?} must be at most 40 of A-Z, a-z, \
-                 0-9, _ and - (tool names allow nothing else)"
-            ));
+            return Err(McpServerError::Prefix {
+                name: name.clone(),
+                prefix,
+            });
         }
         if let Some(other) = out.iter().find(|s| {
             !prefix.is_empty() && (s.prefix.starts_with(&prefix) || prefix.starts_with(&s.prefix))
         }) {
-            return Err(format!(
-                "[[mcp_servers]] {name}: its prefix {prefix:?} overlaps server {}'s {:?}, so \
-                 their tools' names could meet; give one a `prefix` of its own",
-                other.name, other.prefix
-            ));
+            return Err(McpServerError::Overlap {
+                name: name.clone(),
+                prefix,
+                other: other.name.clone(),
+                other_prefix: other.prefix.clone(),
+            });
         }
         let stdio_keys = !entry.args.is_empty()
             || !entry.env.is_empty()
@@ -219,13 +214,10 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
         let transport = match (&entry.command, &entry.url) {
             (Some(command), None) => {
                 if http_keys {
-                    return Err(format!(
-                        "[[mcp_servers]] {name}: `token`, `token_env` and `headers` are for a \
-                         server reached by `url`; this one is a `command`"
-                    ));
+                    return Err(McpServerError::HttpKeys { name: name.clone() });
                 }
                 if command.trim().is_empty() {
-                    return Err(format!("[[mcp_servers]] {name}: `command` is empty"));
+                    return Err(McpServerError::EmptyCommand { name: name.clone() });
                 }
                 McpTransport::Stdio {
                     command: command.clone(),
@@ -240,17 +232,13 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
             }
             (None, Some(url)) => {
                 if stdio_keys {
-                    return Err(format!(
-                        "[[mcp_servers]] {name}: `args`, `env`, `cwd`, `network`, \
-                         `unix_sockets`, `memory_mb`, `max_processes`, `read_paths` and \
-                         `write_paths` are for a server toolhost starts \
-                         (`command`); this one is reached by `url`"
-                    ));
+                    return Err(McpServerError::StdioKeys { name: name.clone() });
                 }
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!(
-                        "[[mcp_servers]] {name}: url = {url:?} is not an http:// or https:// URL"
-                    ));
+                    return Err(McpServerError::Url {
+                        name: name.clone(),
+                        url: url.clone(),
+                    });
                 }
                 let mut headers: Vec<(String, String)> = entry
                     .headers
@@ -259,17 +247,15 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                     .collect();
                 let token = match (&entry.token, &entry.token_env) {
                     (Some(_), Some(_)) => {
-                        return Err(format!(
-                            "[[mcp_servers]] {name}: give `token` or `token_env`, not both"
-                        ));
+                        return Err(McpServerError::TwoTokens { name: name.clone() });
                     }
                     (Some(token), None) => Some(token.clone()),
-                    (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
-                        format!(
-                            "[[mcp_servers]] {name}: token_env = {var:?}, but the environment \
-                             has no such variable (set it, or write `token`)"
-                        )
-                    })?),
+                    (None, Some(var)) => {
+                        Some(std::env::var(var).map_err(|_| McpServerError::TokenEnv {
+                            name: name.clone(),
+                            variable: var.clone(),
+                        })?)
+                    }
                     (None, None) => None,
                 };
                 if let Some((key, _)) = headers.iter().find(|(k, _)| {
@@ -283,10 +269,10 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                     ]
                     .contains(&k.to_ascii_lowercase().as_str())
                 }) {
-                    return Err(format!(
-                        "[[mcp_servers]] {name}: header {key:?} is the MCP client's own \
-                         (write a bearer token as `token` or `token_env`)"
-                    ));
+                    return Err(McpServerError::OwnHeader {
+                        name: name.clone(),
+                        header: key.clone(),
+                    });
                 }
                 headers.sort();
                 McpTransport::Http {
@@ -296,10 +282,7 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
                 }
             }
             _ => {
-                return Err(format!(
-                    "[[mcp_servers]] {name}: give exactly one of `command` (a program toolhost \
-                     starts, speaking MCP on stdio) and `url` (a streamable HTTP endpoint)"
-                ));
+                return Err(McpServerError::Transport { name: name.clone() });
             }
         };
         let protocol = match entry.protocol.as_deref() {
@@ -307,10 +290,10 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
             Some("2026-07-28") => McpProtocol::Modern,
             Some("2025-11-25") => McpProtocol::Legacy,
             Some(other) => {
-                return Err(format!(
-                    "[[mcp_servers]] {name}: protocol = {other:?}; write \"auto\", \
-                     \"2026-07-28\" or \"2025-11-25\""
-                ));
+                return Err(McpServerError::Protocol {
+                    name: name.clone(),
+                    protocol: other.to_owned(),
+                });
             }
         };
         out.push(McpServerSettings {
@@ -329,6 +312,134 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, St
         });
     }
     Ok(out)
+}
+
+/// What is wrong with an `[[mcp_servers]]` entry: the message names the entry (and the
+/// key) and says what to write.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum McpServerError {
+    /// A name that cannot prefix tool names.
+    #[error(
+        "[[mcp_servers]] name = {name:?}: a server's name is 1 to 32 of a-z, 0-9, _ and -, \
+         starting with a letter (it prefixes its tools' names)"
+    )]
+    Name {
+        /// The name as written.
+        name: String,
+    },
+    /// Two entries of one name.
+    #[error("[[mcp_servers]] name = {name:?} is given twice: each server needs a name of its own")]
+    Twice {
+        /// The name.
+        name: String,
+    },
+    /// A prefix tool names cannot start with.
+    #[error(
+        "[[mcp_servers]] {name}: prefix = {prefix:?} must be at most 40 of A-Z, a-z, 0-9, _ \
+         and - (tool names allow nothing else)"
+    )]
+    Prefix {
+        /// The server.
+        name: String,
+        /// Its prefix.
+        prefix: String,
+    },
+    /// Two prefixes one of which starts the other.
+    #[error(
+        "[[mcp_servers]] {name}: its prefix {prefix:?} overlaps server {other}'s \
+         {other_prefix:?}, so their tools' names could meet; give one a `prefix` of its own"
+    )]
+    Overlap {
+        /// The server.
+        name: String,
+        /// Its prefix.
+        prefix: String,
+        /// The server listed before it whose prefix overlaps.
+        other: String,
+        /// That server's prefix.
+        other_prefix: String,
+    },
+    /// HTTP keys on a server toolhost starts.
+    #[error(
+        "[[mcp_servers]] {name}: `token`, `token_env` and `headers` are for a server reached \
+         by `url`; this one is a `command`"
+    )]
+    HttpKeys {
+        /// The server.
+        name: String,
+    },
+    /// `command = ""`.
+    #[error("[[mcp_servers]] {name}: `command` is empty")]
+    EmptyCommand {
+        /// The server.
+        name: String,
+    },
+    /// Keys of a started server on one reached by URL.
+    #[error(
+        "[[mcp_servers]] {name}: `args`, `env`, `cwd`, `network`, `unix_sockets`, \
+         `memory_mb`, `max_processes`, `read_paths` and `write_paths` are for a server \
+         toolhost starts (`command`); this one is reached by `url`"
+    )]
+    StdioKeys {
+        /// The server.
+        name: String,
+    },
+    /// A URL that is not http(s).
+    #[error("[[mcp_servers]] {name}: url = {url:?} is not an http:// or https:// URL")]
+    Url {
+        /// The server.
+        name: String,
+        /// The URL as written.
+        url: String,
+    },
+    /// Both `token` and `token_env`.
+    #[error("[[mcp_servers]] {name}: give `token` or `token_env`, not both")]
+    TwoTokens {
+        /// The server.
+        name: String,
+    },
+    /// `token_env` names a variable the environment does not have.
+    #[error(
+        "[[mcp_servers]] {name}: token_env = {variable:?}, but the environment has no such \
+         variable (set it, or write `token`)"
+    )]
+    TokenEnv {
+        /// The server.
+        name: String,
+        /// The variable.
+        variable: String,
+    },
+    /// A header the MCP client sets itself.
+    #[error(
+        "[[mcp_servers]] {name}: header {header:?} is the MCP client's own (write a bearer \
+         token as `token` or `token_env`)"
+    )]
+    OwnHeader {
+        /// The server.
+        name: String,
+        /// The header.
+        header: String,
+    },
+    /// Neither or both of `command` and `url`.
+    #[error(
+        "[[mcp_servers]] {name}: give exactly one of `command` (a program toolhost starts, \
+         speaking MCP on stdio) and `url` (a streamable HTTP endpoint)"
+    )]
+    Transport {
+        /// The server.
+        name: String,
+    },
+    /// A protocol version toolhost does not speak.
+    #[error(
+        "[[mcp_servers]] {name}: protocol = {protocol:?}; write \"auto\", \"2026-07-28\" or \
+         \"2025-11-25\""
+    )]
+    Protocol {
+        /// The server.
+        name: String,
+        /// The version as written.
+        protocol: String,
+    },
 }
 
 #[cfg(test)]
@@ -387,17 +498,25 @@ mod tests {
                 "protocol",
             ),
         ] {
-            let error = resolve(&raw(&format!("[[mcp_servers]]\n{text}\n"))).expect_err(text);
+            let error = resolve(&raw(&format!("[[mcp_servers]]\n{text}\n")))
+                .expect_err(text)
+                .to_string();
             assert!(error.contains(says), "{text}: {error}");
         }
         let twice = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n\
                      [[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n";
-        assert!(resolve(&raw(twice)).expect_err("twice").contains("twice"));
+        assert!(
+            resolve(&raw(twice))
+                .expect_err("twice")
+                .to_string()
+                .contains("twice")
+        );
         let overlap = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n\
                        [[mcp_servers]]\nname = \"a_b\"\ncommand = \"y\"\n";
         assert!(
             resolve(&raw(overlap))
                 .expect_err("overlap")
+                .to_string()
                 .contains("overlaps")
         );
     }

@@ -72,8 +72,8 @@ pub use reload::ReloadSettings;
 pub(crate) use seconds::seconds_or_zero;
 pub use seconds::{SecondsError, positive_seconds};
 pub use settings::{
-    AgentSettings, ChildSettings, ContextSettings, DEFAULT_SYSTEM_PROMPT, McpSettings,
-    ModelSettings, OAuthSettings,
+    AgentSettings, ChildSettings, ContextError, ContextSettings, DEFAULT_SYSTEM_PROMPT,
+    McpSettings, ModelSettings, OAuthSettings,
 };
 pub use workspace::WorkspaceSettings;
 

@@ -46,20 +46,16 @@ pub struct ContextSettings {
 impl ContextSettings {
     /// `window` tokens with an eighth of them left for the answer (or `reserve`), or what
     /// is wrong with them.
-    pub fn new(window: u64, reserve: Option<u64>) -> Result<ContextSettings, String> {
+    pub fn new(window: u64, reserve: Option<u64>) -> Result<ContextSettings, ContextError> {
         if window < MIN_CONTEXT_WINDOW {
-            return Err(format!(
-                "`model.context_window` is {window}: give the model's context window in \
-                 tokens, at least {MIN_CONTEXT_WINDOW}"
-            ));
+            return Err(ContextError::WindowTooSmall { window });
         }
         let reserve_output = reserve.unwrap_or(window / 8);
         if reserve_output >= window / 2 {
-            return Err(format!(
-                "`model.reserve_output_tokens` is {reserve_output}, which leaves less than \
-                 half of the {window}-token context window for the conversation; give a \
-                 smaller number"
-            ));
+            return Err(ContextError::ReserveTooLarge {
+                window,
+                reserve_output,
+            });
         }
         Ok(ContextSettings {
             window,
@@ -80,6 +76,33 @@ impl Default for ContextSettings {
             reserve_output: super::file::DEFAULT_CONTEXT_WINDOW / 8,
         }
     }
+}
+
+/// What is wrong with `model.context_window` and `model.reserve_output_tokens` (or their
+/// environment overrides): the message names the key and says what to give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContextError {
+    /// A window smaller than toolhost works with.
+    #[error(
+        "`model.context_window` is {window}: give the model's context window in tokens, at \
+         least {MIN_CONTEXT_WINDOW}"
+    )]
+    WindowTooSmall {
+        /// The window, in tokens.
+        window: u64,
+    },
+    /// A reserve for the answer that leaves less than half the window.
+    #[error(
+        "`model.reserve_output_tokens` is {reserve_output}, which leaves less than half of \
+         the {window}-token context window for the conversation; give a smaller number"
+    )]
+    ReserveTooLarge {
+        /// The window, in tokens.
+        window: u64,
+        /// The reserve asked for, in tokens.
+        reserve_output: u64,
+    },
 }
 
 /// The smallest context window toolhost works with.
@@ -228,14 +251,15 @@ pub struct OAuthSettings {
 
 /// `[mcp.oauth]` checked: absolute http(s) URLs, asymmetric algorithms only (an HMAC
 /// secret would be the issuer's public key, which anyone has).
-pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSettings, String> {
-    let url = |key: &str, value: &str| {
+pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSettings, OAuthError> {
+    let url = |key: &'static str, value: &str| {
         if value.starts_with("https://") || value.starts_with("http://") {
             Ok(())
         } else {
-            Err(format!(
-                "[mcp.oauth] {key} = {value:?} is not an http(s) URL; give the full URL"
-            ))
+            Err(OAuthError::NotAUrl {
+                key,
+                value: value.to_owned(),
+            })
         }
     };
     url("issuer", &raw.issuer)?;
@@ -245,15 +269,13 @@ pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSetting
     }
     use super::file::OAUTH_ALGORITHMS as KNOWN;
     if raw.algorithms.is_empty() {
-        return Err("[mcp.oauth] algorithms is empty; name at least one, e.g. \"RS256\"".into());
+        return Err(OAuthError::NoAlgorithm);
     }
     for alg in &raw.algorithms {
         if !KNOWN.contains(&alg.as_str()) {
-            return Err(format!(
-                "[mcp.oauth] algorithms: {alg:?} is not accepted (HMAC and \"none\" never \
-                 are); choose from {}",
-                KNOWN.join(", ")
-            ));
+            return Err(OAuthError::Algorithm {
+                algorithm: alg.clone(),
+            });
         }
     }
     Ok(OAuthSettings {
@@ -267,26 +289,70 @@ pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSetting
     })
 }
 
+/// What is wrong with `[mcp.oauth]`: the message names the key and says what to give.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum OAuthError {
+    /// A URL key that is not an http(s) URL.
+    #[error("[mcp.oauth] {key} = {value:?} is not an http(s) URL; give the full URL")]
+    NotAUrl {
+        /// The key (`issuer`, `resource`, `jwks_url`).
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// `algorithms = []`.
+    #[error("[mcp.oauth] algorithms is empty; name at least one, e.g. \"RS256\"")]
+    NoAlgorithm,
+    /// An algorithm that is not accepted (HMAC, `none`, or unknown).
+    #[error(
+        "[mcp.oauth] algorithms: {algorithm:?} is not accepted (HMAC and \"none\" never are); \
+         choose from {}",
+        super::file::OAUTH_ALGORITHMS.join(", ")
+    )]
+    Algorithm {
+        /// The algorithm as written.
+        algorithm: String,
+    },
+}
+
+/// What is wrong with `[output]`: the message names the key and says what to give.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(super) enum OutputError {
+    /// A character limit too small for the marker line.
+    #[error(
+        "`output.{key}` is {n}: give 0 (no limit) or at least {MIN_MAX_CHARS}, which leaves \
+         room for the marker line"
+    )]
+    TooFewChars {
+        /// The key (`max_chars`, `mcp_max_chars_ceiling`).
+        key: &'static str,
+        /// Its value.
+        n: usize,
+    },
+    /// `keep_days` that is no number of days.
+    #[error(
+        "`output.keep_days` is {keep_days}: give a number of days, or 0 to keep outputs \
+         regardless of age"
+    )]
+    KeepDays {
+        /// Its value.
+        keep_days: f64,
+    },
+}
+
 /// `[output]` (the host's, with a profile's keys in their place) resolved, or what is
 /// wrong with it.
-pub(super) fn output_settings(o: &RawOutput) -> Result<OutputSettings, String> {
+pub(super) fn output_settings(o: &RawOutput) -> Result<OutputSettings, OutputError> {
     for (key, n) in [
         ("max_chars", o.max_chars),
         ("mcp_max_chars_ceiling", o.mcp_max_chars_ceiling),
     ] {
         if n != 0 && n < MIN_MAX_CHARS {
-            return Err(format!(
-                "`output.{key}` is {n}: give 0 (no limit) or at least {MIN_MAX_CHARS}, which \
-                 leaves room for the marker line"
-            ));
+            return Err(OutputError::TooFewChars { key, n });
         }
     }
-    let keep_for = seconds_or_zero(o.keep_days * 86_400.0).map_err(|_| {
-        format!(
-            "`output.keep_days` is {}: give a number of days, or 0 to keep outputs regardless \
-             of age",
-            o.keep_days
-        )
+    let keep_for = seconds_or_zero(o.keep_days * 86_400.0).map_err(|_| OutputError::KeepDays {
+        keep_days: o.keep_days,
     })?;
     Ok(OutputSettings {
         budget: Budget {
@@ -335,12 +401,16 @@ mod tests {
             ContextSettings::new(8000, Some(1000)).map(|c| c.budget()),
             Ok(7000)
         );
-        let small = ContextSettings::new(500, None).expect_err("too small");
+        let small = ContextSettings::new(500, None)
+            .expect_err("too small")
+            .to_string();
         assert!(
             small.contains("context_window") && small.contains("1024"),
             "{small}"
         );
-        let greedy = ContextSettings::new(4000, Some(2000)).expect_err("half");
+        let greedy = ContextSettings::new(4000, Some(2000))
+            .expect_err("half")
+            .to_string();
         assert!(greedy.contains("reserve_output_tokens"), "{greedy}");
     }
 
@@ -367,14 +437,17 @@ mod tests {
         assert_eq!(defaults.leeway, Duration::from_secs(60));
         assert!(defaults.algorithms.iter().any(|a| a == "RS256"));
         assert!(defaults.algorithms.iter().all(|a| !a.starts_with("HS")));
-        let hmac =
-            oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]")).expect_err("refused");
+        let hmac = oauth_settings(&raw("algorithms = [\"RS256\", \"HS256\"]"))
+            .expect_err("refused")
+            .to_string();
         assert!(hmac.contains("\"HS256\" is not accepted"), "{hmac}");
-        let none = oauth_settings(&raw("algorithms = [\"none\"]")).expect_err("refused");
+        let none = oauth_settings(&raw("algorithms = [\"none\"]"))
+            .expect_err("refused")
+            .to_string();
         assert!(none.contains("\"none\" is not accepted"), "{none}");
         let mut bad = raw("");
         bad.issuer = "auth.example.com".into();
-        let issuer = oauth_settings(&bad).expect_err("refused");
+        let issuer = oauth_settings(&bad).expect_err("refused").to_string();
         assert!(issuer.contains("[mcp.oauth] issuer"), "{issuer}");
     }
 }

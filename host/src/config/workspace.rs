@@ -54,7 +54,10 @@ impl WorkspaceSettings {
     /// Resolves `raw` (roots already absolute, see [`absolute_root`]); `hint` says where
     /// roots are added. A root that is not an existing folder, or not UTF-8, is an error
     /// naming it.
-    pub(crate) fn resolve(raw: &RawWorkspace, hint: String) -> Result<WorkspaceSettings, String> {
+    pub(crate) fn resolve(
+        raw: &RawWorkspace,
+        hint: String,
+    ) -> Result<WorkspaceSettings, WorkspaceError> {
         let mut roots = Vec::new();
         for root in raw.roots.iter().flatten() {
             let real = canonical_root(root)?;
@@ -66,7 +69,7 @@ impl WorkspaceSettings {
             .command_timeout_secs
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS);
         if command_timeout_secs == 0 {
-            return Err("`workspace.command_timeout_secs` must be at least 1 (seconds)".to_owned());
+            return Err(WorkspaceError::NoCommandTime);
         }
         // What the workspace plugins take: `NAME` (passed from the host's environment),
         // `PREFIX*`, or `NAME=value` (set to that value).
@@ -80,10 +83,9 @@ impl WorkspaceSettings {
                 || (entry.contains('=') && name.ends_with('*'))
                 || pattern.contains('*')
             {
-                return Err(format!(
-                    "`workspace.env` lists {entry:?}: give a variable's NAME (passed on from \
-                     toolhost's environment), a PREFIX* of names, or NAME=value"
-                ));
+                return Err(WorkspaceError::EnvEntry {
+                    entry: entry.clone(),
+                });
             }
         }
         Ok(WorkspaceSettings {
@@ -139,26 +141,69 @@ pub(crate) fn absolute_root(root: &Path, base: &Path) -> PathBuf {
 
 /// `root`'s real path, checked to be an existing folder with a UTF-8 path (the tools
 /// receive it as text).
-pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, String> {
-    let real = std::fs::canonicalize(root).map_err(|e| {
-        format!(
-            "the workspace root {} cannot be used: {e}; create it or fix `[workspace] roots`",
-            root.display()
-        )
+pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
+    let real = std::fs::canonicalize(root).map_err(|source| WorkspaceError::Unusable {
+        root: root.to_path_buf(),
+        source,
     })?;
     if !real.is_dir() {
-        return Err(format!(
-            "the workspace root {} is not a folder; fix `[workspace] roots`",
-            root.display()
-        ));
+        return Err(WorkspaceError::NotAFolder {
+            root: root.to_path_buf(),
+        });
     }
     if real.to_str().is_none() {
-        return Err(format!(
-            "the workspace root {} is not valid UTF-8; use a folder whose path is",
-            root.display()
-        ));
+        return Err(WorkspaceError::NotUtf8 {
+            root: root.to_path_buf(),
+        });
     }
     Ok(real)
+}
+
+/// What is wrong with a `[workspace]` table (or a `--workspace` folder): the message
+/// names the root or key and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkspaceError {
+    /// A root that does not exist or cannot be resolved.
+    #[error(
+        "the workspace root {} cannot be used: {source}; create it or fix `[workspace] roots`",
+        root.display()
+    )]
+    Unusable {
+        /// The root as configured.
+        root: PathBuf,
+        /// Why it cannot be resolved.
+        source: std::io::Error,
+    },
+    /// A root that is a file, not a folder.
+    #[error(
+        "the workspace root {} is not a folder; fix `[workspace] roots`",
+        root.display()
+    )]
+    NotAFolder {
+        /// The root as configured.
+        root: PathBuf,
+    },
+    /// A root whose real path is not UTF-8 (the tools receive it as text).
+    #[error(
+        "the workspace root {} is not valid UTF-8; use a folder whose path is",
+        root.display()
+    )]
+    NotUtf8 {
+        /// The root as configured.
+        root: PathBuf,
+    },
+    /// `command_timeout_secs = 0`.
+    #[error("`workspace.command_timeout_secs` must be at least 1 (seconds)")]
+    NoCommandTime,
+    /// An entry of `env` that is neither `NAME`, `PREFIX*` nor `NAME=value`.
+    #[error(
+        "`workspace.env` lists {entry:?}: give a variable's NAME (passed on from toolhost's \
+         environment), a PREFIX* of names, or NAME=value"
+    )]
+    EnvEntry {
+        /// The entry as written.
+        entry: String,
+    },
 }
 
 #[cfg(test)]
@@ -186,6 +231,7 @@ mod tests {
             ..RawWorkspace::default()
         };
         let e = WorkspaceSettings::resolve(&missing, String::new()).expect_err("missing");
+        let e = e.to_string();
         assert!(e.contains("nope") && e.contains("[workspace] roots"), "{e}");
         let zero = RawWorkspace {
             command_timeout_secs: Some(0),
@@ -210,7 +256,7 @@ mod tests {
         assert_eq!(settings.answer().env.len(), 4);
         for bad in ["", "=x", "*", "A*=x", "A*B", "NUL\0"] {
             let e = WorkspaceSettings::resolve(&with(&[bad]), String::new()).expect_err("refused");
-            assert!(e.contains("NAME=value"), "{bad:?}: {e}");
+            assert!(e.to_string().contains("NAME=value"), "{bad:?}: {e}");
         }
     }
 

@@ -16,7 +16,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use toolhost_calls::context::CallerChannel;
 use toolhost_calls::tool::ToolError;
-use toolhost_plugin_api::{ClientAnswer, ClientQuestion};
+use toolhost_plugin_api::{ClientAnswer, ClientQuestion, ServiceError};
 
 use super::convert;
 
@@ -141,7 +141,7 @@ impl rmcp::ClientHandler for Handler {
             .ok_or_else(|| self.nobody("question"))?;
         elicit(caller.as_ref(), &request)
             .await
-            .map_err(|m| ErrorData::internal_error(m, None))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn create_message(
@@ -196,17 +196,24 @@ impl rmcp::ClientHandler for Handler {
     }
 }
 
+/// Why a server's question could not be put to the caller.
+#[derive(Debug, thiserror::Error)]
+enum ElicitError {
+    /// The person could not be asked (the caller's error says why).
+    #[error(transparent)]
+    Ask(#[from] ServiceError),
+    /// The caller's client could not show the page, in its words.
+    #[error("{0}")]
+    Client(String),
+}
+
 /// Asks `caller` a server's question (a form, or a page to open).
 async fn elicit(
     caller: &dyn CallerChannel,
     request: &ElicitRequestParams,
-) -> Result<ElicitResult, String> {
+) -> Result<ElicitResult, ElicitError> {
     if let Some(ask) = convert::ask_request(request) {
-        return caller
-            .ask_user(ask)
-            .await
-            .map(convert::elicit_result)
-            .map_err(|e| e.to_string());
+        return Ok(convert::elicit_result(caller.ask_user(ask).await?));
     }
     let Some((message, url)) = convert::url_of(request) else {
         return Ok(ElicitResult::new(ElicitationAction::Decline));
@@ -218,7 +225,7 @@ async fn elicit(
         .next()
     {
         Some(ClientAnswer::Ask(answer)) => Ok(convert::elicit_result(answer)),
-        Some(ClientAnswer::Unavailable(m) | ClientAnswer::Failed(m)) => Err(m),
+        Some(ClientAnswer::Unavailable(m) | ClientAnswer::Failed(m)) => Err(ElicitError::Client(m)),
         _ => Ok(ElicitResult::new(ElicitationAction::Decline)),
     }
 }
@@ -241,9 +248,11 @@ pub(crate) async fn answer_input(
         ))
     };
     let value = match request {
-        InputRequest::Elicitation(request) => {
-            serde_json::to_value(elicit(caller, &request.params).await.map_err(failed)?)
-        }
+        InputRequest::Elicitation(request) => serde_json::to_value(
+            elicit(caller, &request.params)
+                .await
+                .map_err(|e| failed(e.to_string()))?,
+        ),
         InputRequest::CreateMessage(request) => serde_json::to_value(
             caller
                 .sample(convert::sample_request(&request.params))

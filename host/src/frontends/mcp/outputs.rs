@@ -14,7 +14,9 @@ use rmcp::model::{
 use serde_json::json;
 
 use toolhost_calls::details::{FullOutput, HostDetail as _};
-use toolhost_calls::outputs::{DEFAULT_CONTEXT, OutputError, OutputStore, Owner, ReadRange};
+use toolhost_calls::outputs::{
+    DEFAULT_CONTEXT, OutputError, OutputStore, Owner, RangeError, ReadRange,
+};
 use toolhost_calls::result::{CallErrorKind, ToolResult};
 
 /// The `_meta` key by which a client (Claude Code) says how many characters of one result
@@ -94,7 +96,7 @@ pub(super) async fn read(
         return Err(not_found(&uri));
     };
     let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let range = range(query).map_err(|m| McpError::invalid_params(m, None))?;
+    let range = range(query).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
     let Some(store) = store else {
         return Err(not_found(&uri));
     };
@@ -113,35 +115,67 @@ pub(super) async fn read(
     }
 }
 
+/// What is wrong with an output resource's query: the message names the key and what
+/// it takes.
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    /// A value whose `%XX` escapes are not UTF-8.
+    #[error("`{key}` is not valid UTF-8")]
+    NotUtf8 {
+        /// The key.
+        key: String,
+    },
+    /// `context=` that is no number.
+    #[error("`context={value}` is not a number of lines")]
+    Context {
+        /// The value.
+        value: String,
+    },
+    /// A key other than `lines`, `grep` and `context`.
+    #[error("unknown query `{key}`: use ?lines=A:B, ?lines=A: or ?grep=REGEX")]
+    Unknown {
+        /// The key.
+        key: String,
+    },
+    /// A `grep=` the range refuses.
+    #[error("`grep`: {0}")]
+    Grep(RangeError),
+    /// A `lines=` the range refuses.
+    #[error("`lines`: {0}")]
+    Lines(RangeError),
+}
+
 /// The range a query asks for: none (all), `lines=A:B` / `lines=A:`, or `grep=RE` (with
 /// `context=N`, default 2).
-fn range(query: &str) -> Result<ReadRange, String> {
+fn range(query: &str) -> Result<ReadRange, QueryError> {
     let mut lines = None;
     let mut grep = None;
     let mut context = DEFAULT_CONTEXT;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(value).ok_or_else(|| format!("`{key}` is not valid UTF-8"))?;
+        let value = percent_decode(value).ok_or_else(|| QueryError::NotUtf8 {
+            key: key.to_owned(),
+        })?;
         match key {
             "lines" => lines = Some(value),
             "grep" => grep = Some(value),
             "context" => {
-                context = value
-                    .parse()
-                    .map_err(|_| format!("`context={value}` is not a number of lines"))?;
+                context = value.parse().map_err(|_| QueryError::Context {
+                    value: value.clone(),
+                })?;
             }
             other => {
-                return Err(format!(
-                    "unknown query `{other}`: use ?lines=A:B, ?lines=A: or ?grep=REGEX"
-                ));
+                return Err(QueryError::Unknown {
+                    key: other.to_owned(),
+                });
             }
         }
     }
     if let Some(pattern) = grep {
-        return ReadRange::grep(&pattern, context).map_err(|e| format!("`grep`: {e}"));
+        return ReadRange::grep(&pattern, context).map_err(QueryError::Grep);
     }
     match lines {
-        Some(lines) => ReadRange::lines(&lines).map_err(|e| format!("`lines`: {e}")),
+        Some(lines) => ReadRange::lines(&lines).map_err(QueryError::Lines),
         None => Ok(ReadRange::All),
     }
 }
