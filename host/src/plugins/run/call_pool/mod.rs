@@ -607,30 +607,3 @@ mod tests {
         drop(tool);
     }
 }
-#[cfg(test)]
-mod handoff_probe {
-    #[test]
-    #[ignore = "a probe, prints figures"]
-    fn probe() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (tool, plugin): (std::sync::Arc<str>, std::sync::Arc<str>) = ("t".into(), "p".into());
-        rt.block_on(async {
-            for round in 0..5 {
-                let n = 200_000;
-                let start = std::time::Instant::now();
-                for _ in 0..n {
-                    super::run(tool.clone(), plugin.clone(), Box::pin(async { 1u32 }))
-                        .await
-                        .unwrap();
-                }
-                println!(
-                    "round {round}: {:.0} ns/call",
-                    start.elapsed().as_nanos() as f64 / n as f64
-                );
-            }
-        });
-    }
-}
