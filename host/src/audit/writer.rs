@@ -619,8 +619,10 @@ pub(super) fn last_line(file: &File, len: u64) -> io::Result<Vec<u8>> {
 /// write. When nothing came, it sleeps until the next line.
 const GATHER: Duration = Duration::from_millis(2);
 
-/// The most lines written with one lock and one `write`.
-const BATCH: usize = 256;
+/// The most lines written with one lock and one `write`: small enough that hashing and
+/// writing them holds a CPU for tens of microseconds, not hundreds, before the writer
+/// yields it.
+const BATCH: usize = 8;
 
 /// The writer thread: writes what it is sent until every sender is gone, then fsyncs.
 /// Lines that cannot be written are retried (with a growing pause, logged) rather than
@@ -645,9 +647,18 @@ pub(super) fn run(mut rx: tokio::sync::mpsc::Receiver<Msg>, mut sink: Sink) {
                     }
                 }
             }
+            let full = batch.len() >= BATCH;
             write(&mut sink, &mut batch);
             if ended {
                 break;
+            }
+            if full {
+                // More may be queued: write it at once, after letting a thread that
+                // serves calls run if one is waiting for this CPU (a batch's hashing is
+                // CPU work that a call on a shared or single CPU would otherwise wait
+                // behind).
+                std::thread::yield_now();
+                continue;
             }
             std::thread::sleep(GATHER);
             match rx.try_recv() {
