@@ -11,7 +11,9 @@
 //! Lines go to the unbuffered file as soon as the writer takes them, several to one
 //! `write` under load: after a write the writer gathers for 2 ms instead of being woken by
 //! every call (a wake-up per call cost more than the write on these machines), so a line
-//! waits at most that long in memory. The file and the head are fsynced when the file is
+//! waits at most that long in memory. A write takes at most a few lines (`BATCH`) and,
+//! with more queued, the writer yields its CPU before the next: hashing a long batch in
+//! one go made a call on a shared or single CPU wait hundreds of microseconds behind it. The file and the head are fsynced when the file is
 //! rotated and when the log is closed.
 //!
 //! **A log whose end disagrees with its head.** Before it chains to the log, the writer
