@@ -324,6 +324,15 @@ impl CallFailure {
     }
 }
 
+/// What a failed call says when its tool gave no message (found by the `plugin_tool` fuzz
+/// target: an empty failure reached the model as an empty error).
+fn unexplained(tool: &str) -> String {
+    format!(
+        "tool '{tool}' failed without saying why (its error message was empty); the \
+         tool's author can make it say what went wrong"
+    )
+}
+
 enum Stop {
     TimedOut,
     Cancelled,
@@ -494,12 +503,31 @@ pub async fn execute(
         outcome = &mut future => {
             return match outcome {
                 Ok(Ok(mut output)) => match entry.finish_output(&mut output) {
-                    Ok(()) => Ok(output),
+                    Ok(()) => {
+                        // A failure the tool gave no words for still tells the model
+                        // (and the person reading the log) what happened.
+                        if output.is_error
+                            && output.text.trim().is_empty()
+                            && output.content.is_empty()
+                        {
+                            output.text = unexplained(name);
+                        }
+                        Ok(output)
+                    }
                     Err(invalid) => Err(CallFailure::new(
                         invalid.to_string(),
                         CallErrorKind::InvalidOutput,
                     )),
                 },
+                Ok(Err(ToolError::InvalidArgs(m))) if m.trim().is_empty() => {
+                    Err(CallFailure::new(
+                        format!(
+                            "invalid arguments (tool '{name}' did not say which; its schema \
+                             says what it takes)"
+                        ),
+                        CallErrorKind::InvalidArgs,
+                    ))
+                }
                 Ok(Err(ToolError::InvalidArgs(m))) => Err(CallFailure::new(
                     format!("invalid arguments: {m}"),
                     CallErrorKind::InvalidArgs,
@@ -514,6 +542,9 @@ pub async fn execute(
                         ),
                         CallErrorKind::Cancelled,
                     ))
+                }
+                Ok(Err(ToolError::Failed(m))) if m.trim().is_empty() => {
+                    Err(CallFailure::new(unexplained(name), CallErrorKind::Failed))
                 }
                 Ok(Err(ToolError::Failed(m))) => Err(CallFailure::new(m, CallErrorKind::Failed)),
                 Err(panic) => Err(CallFailure::new(

@@ -556,6 +556,9 @@ pub(crate) fn load_library(
     load_library_tools(file, copy, sha256, false, true, Some(settings)).map(|(plugin, _)| plugin)
 }
 
+/// Every library this process mapped: never unloaded (see `load_library_tools`).
+static MAPPED: std::sync::Mutex<Vec<&'static RawLibrary>> = std::sync::Mutex::new(Vec::new());
+
 /// [`load_library`], with the plugin's tools as [`PluginTool`]s too (a worker runs them
 /// straight on its plugin threads). `in_worker`: a plugin built with panic = "abort" is
 /// fine (an abort ends only the worker). `settings`: `None` in a worker, whose plugin's
@@ -603,6 +606,12 @@ pub(crate) fn load_library_tools(
     // run and may have started threads that run its code, and abi_stable keeps
     // `'static` references into it. (Dropping a `RawLibrary` would dlclose it.)
     let library: &'static RawLibrary = Box::leak(Box::new(library));
+    // Held where a leak checker (the fuzz targets' LeakSanitizer) sees them held, as
+    // they are, for the life of the process.
+    MAPPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(library);
     // SAFETY: the header's `'static` references point into `library`, which is leaked
     // above and so stays mapped for the life of the process.
     let header =
