@@ -77,6 +77,9 @@ mod approval_relay;
 pub mod audit;
 mod config;
 mod frontends;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod metrics;
 mod plugins;

@@ -19,6 +19,7 @@ mod doors;
 mod edit_attacks;
 mod ffi_boundary;
 mod fuzz;
+mod fuzzed_plugin;
 mod http_door;
 mod isolation;
 mod limits;

@@ -79,6 +79,8 @@ pub(crate) fn built() -> &'static Path {
             "-p",
             "fixture-mentions",
             "-p",
+            "fixture-fuzzed",
+            "-p",
             "fixture-conformance",
             "-p",
             "toolhost-utils",

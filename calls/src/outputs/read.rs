@@ -141,8 +141,10 @@ fn grep(text: &str, pattern: &regex::Regex, context: usize) -> (String, usize) {
 }
 
 impl ReadRange {
-    /// This part of `text`, an output of `size`.
-    pub(super) fn apply(&self, text: String, size: Size) -> Result<Excerpt, RangeError> {
+    /// This part of `text`, an output of `size` (the store's reading, and the fuzz
+    /// targets').
+    #[doc(hidden)]
+    pub fn apply(&self, text: String, size: Size) -> Result<Excerpt, RangeError> {
         Ok(match self {
             ReadRange::All => Excerpt {
                 text,

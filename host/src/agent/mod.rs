@@ -19,7 +19,7 @@ pub mod model;
 mod process_manage;
 mod requests;
 pub mod sessions;
-mod stream;
+pub(crate) mod stream;
 pub mod todo;
 mod turn;
 mod wire;

@@ -22,7 +22,7 @@ const DONE: &str = "[DONE]";
 /// (a line, even a UTF-8 character, may be split across them) and get each complete
 /// event's data.
 #[derive(Debug, Default)]
-pub(super) struct SseDecoder {
+pub(crate) struct SseDecoder {
     /// Bytes of a line not yet ended.
     partial: Vec<u8>,
     /// The data lines of the event being read.
@@ -31,7 +31,7 @@ pub(super) struct SseDecoder {
 
 impl SseDecoder {
     /// Reads `bytes`; returns the data of the events they complete, in order.
-    pub(super) fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
         let mut events = Vec::new();
         let mut rest = bytes;
         while let Some(end) = rest.iter().position(|&b| b == b'\n') {
@@ -46,7 +46,7 @@ impl SseDecoder {
     }
 
     /// The data of an event the body ended in without its blank line.
-    pub(super) fn finish(&mut self) -> Vec<String> {
+    pub(crate) fn finish(&mut self) -> Vec<String> {
         let mut events = Vec::new();
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
@@ -105,7 +105,7 @@ struct PartialCall {
 
 /// A streamed message being assembled from its chunks.
 #[derive(Debug, Default)]
-pub(super) struct Assembly {
+pub(crate) struct Assembly {
     content: String,
     calls: Vec<PartialCall>,
     usage: Option<Usage>,
@@ -115,7 +115,7 @@ pub(super) struct Assembly {
 
 impl Assembly {
     /// Reads one event's data; returns the text it adds to the answer, if any.
-    pub(super) fn event(&mut self, data: &str) -> Result<Option<String>, ResponseError> {
+    pub(crate) fn event(&mut self, data: &str) -> Result<Option<String>, ResponseError> {
         if data.trim() == DONE {
             self.done = true;
             return Ok(None);
@@ -212,7 +212,7 @@ impl Assembly {
     }
 
     /// Whether the stream said `[DONE]`.
-    pub(super) fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done
     }
 
@@ -222,7 +222,7 @@ impl Assembly {
     }
 
     /// The assembled message and the usage of the last chunk that reported one.
-    pub(super) fn finish(mut self) -> Result<(Message, Option<Usage>), ResponseError> {
+    pub(crate) fn finish(mut self) -> Result<(Message, Option<Usage>), ResponseError> {
         self.calls.sort_by_key(|c| c.index);
         let tool_calls = self
             .calls

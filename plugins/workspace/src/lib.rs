@@ -12,6 +12,9 @@ mod command_policy;
 mod edit;
 mod fetch;
 mod fetch_guard;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod listing;
 mod read;
 mod reads;

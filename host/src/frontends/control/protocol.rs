@@ -376,7 +376,7 @@ pub enum ControlOutcome {
 }
 
 impl ControlResponse {
-    pub(super) fn new(id: Value, outcome: ControlOutcome) -> Self {
+    pub(crate) fn new(id: Value, outcome: ControlOutcome) -> Self {
         ControlResponse {
             jsonrpc: JSONRPC.to_owned(),
             id,
@@ -385,7 +385,7 @@ impl ControlResponse {
     }
 
     /// The response line (without its newline).
-    pub(super) fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| {
             legacy_error_line(&format!("the host could not encode its answer: {e}"))
         })
@@ -423,7 +423,7 @@ pub(super) struct RawRequest<'a> {
 }
 
 /// A request line's id and request, or the id (when readable) and why it is no request.
-pub(super) fn decode(line: &[u8]) -> Result<(Value, ControlRequest), (Value, ControlFault)> {
+pub(crate) fn decode(line: &[u8]) -> Result<(Value, ControlRequest), (Value, ControlFault)> {
     let value: Value = serde_json::from_slice(line).map_err(|e| {
         (
             Value::Null,

@@ -17,7 +17,7 @@ mod approval;
 mod caller;
 mod clients;
 pub(crate) mod http;
-mod outputs;
+pub(crate) mod outputs;
 mod server;
 mod session;
 mod state;

@@ -118,7 +118,7 @@ pub(super) async fn read(
 /// What is wrong with an output resource's query: the message names the key and what
 /// it takes.
 #[derive(Debug, thiserror::Error)]
-enum QueryError {
+pub(crate) enum QueryError {
     /// A value whose `%XX` escapes are not UTF-8.
     #[error("`{key}` is not valid UTF-8")]
     NotUtf8 {
@@ -147,7 +147,7 @@ enum QueryError {
 
 /// The range a query asks for: none (all), `lines=A:B` / `lines=A:`, or `grep=RE` (with
 /// `context=N`, default 2).
-fn range(query: &str) -> Result<ReadRange, QueryError> {
+pub(crate) fn range(query: &str) -> Result<ReadRange, QueryError> {
     let mut lines = None;
     let mut grep = None;
     let mut context = DEFAULT_CONTEXT;
@@ -216,7 +216,7 @@ pub(super) fn lost(tool: &str, e: &tokio::task::JoinError) -> ToolResult {
 }
 
 /// A finished call's result with the link to its kept output, if it was cut.
-pub(super) fn complete(result: ToolResult, tool: &str) -> CallToolResult {
+pub(crate) fn complete(result: ToolResult, tool: &str) -> CallToolResult {
     let link = link(&result);
     let result = call_result(result, tool);
     with_link(result, link)

@@ -101,11 +101,26 @@ impl McpServer {
         stdio: ClientStdio,
         stop: CancellationToken,
     ) -> Result<(), McpServeError> {
+        let (read, write) = stdio.into_transport().map_err(McpServeError::StdioSetup)?;
+        self.serve_pipes(read, write, stop).await
+    }
+
+    /// Serves one stdio-style client on `read` and `write` (the client's pipes, or an
+    /// in-memory pair for the fuzz targets) until it disconnects or `stop` is cancelled.
+    pub(crate) async fn serve_pipes<R, W>(
+        &self,
+        read: R,
+        write: W,
+        stop: CancellationToken,
+    ) -> Result<(), McpServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
         use rmcp::ServiceExt as _;
-        let transport = stdio.into_transport().map_err(McpServeError::StdioSetup)?;
         let running = self
             .session("stdio")
-            .serve_with_ct(transport, stop.child_token())
+            .serve_with_ct((read, write), stop.child_token())
             .await
             .map_err(|e| McpServeError::Stdio(e.to_string()))?;
         tokio::select! {

@@ -1,0 +1,6 @@
+//! Fuzz target: see `toolhost::fuzzing::mcp_stdio`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(init: toolhost::fuzzing::init_mcp(), |data: &[u8]| {
+    toolhost::fuzzing::mcp_stdio(data)
+});
