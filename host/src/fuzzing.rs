@@ -812,6 +812,7 @@ fn mcp_server() -> &'static crate::McpServer {
             audit: None,
             mcp_servers: Vec::new(),
             mcp_servers_dir: None,
+            state: None,
         };
         let running = runtime()
             .block_on(crate::Host::start(config))

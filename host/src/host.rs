@@ -57,6 +57,9 @@ pub struct ServeConfig {
     pub mcp_servers: Vec<crate::config::McpServerSettings>,
     /// See `mcp_servers`.
     pub mcp_servers_dir: Option<PathBuf>,
+    /// The shared state of many replicas (`[state] backend = "postgres"`): kept outputs
+    /// and lasting approvals go there instead of the profiles' folders (`None`: files).
+    pub state: Option<Arc<crate::state::SharedState>>,
 }
 
 /// A running host's state, shared by its frontends.
@@ -78,6 +81,30 @@ pub struct Host {
     mcp_servers: Arc<crate::upstream::McpServers>,
     /// The config file, read again on `reload` for its `[[mcp_servers]]`.
     config_file: Option<PathBuf>,
+    /// The shared state of many replicas, if it is one.
+    state: Option<Arc<crate::state::SharedState>>,
+    /// Set when shutdown begins: readiness says no, so a load balancer sends no more.
+    draining: std::sync::atomic::AtomicBool,
+    /// Set once the first scan of the plugin folders is done.
+    loaded: std::sync::atomic::AtomicBool,
+    /// HTTP requests in flight (MCP over HTTP), and a wake-up when one ends.
+    http_requests: AtomicUsize,
+    http_idle: tokio::sync::Notify,
+    /// Readiness checks answered: in all, and "not ready" since draining began.
+    ready_checks: std::sync::atomic::AtomicU64,
+    drain_seen: tokio::sync::Notify,
+    drain_seen_flag: std::sync::atomic::AtomicBool,
+}
+
+/// An HTTP request in flight (see [`Host::drain`]).
+pub(crate) struct HttpRequest(Arc<Host>);
+
+impl Drop for HttpRequest {
+    fn drop(&mut self) {
+        if self.0.http_requests.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.http_idle.notify_waiters();
+        }
+    }
 }
 
 /// The host's profiles as the door sees them: each one's view of the catalog's current
@@ -195,6 +222,13 @@ pub struct HostStatus {
     /// The MCP servers it serves tools from (`[[mcp_servers]]`).
     #[serde(default)]
     pub mcp_servers: Vec<crate::upstream::McpServerStatus>,
+    /// The hash of the plugin set loaded ([`plugin_set_hash`]): replicas that show
+    /// different hashes load different plugins.
+    #[serde(default)]
+    pub plugin_set: String,
+    /// This replica's name, when it is one of many (`[state] backend = "postgres"`).
+    #[serde(default)]
+    pub replica: Option<String>,
 }
 
 /// A client connected through a frontend, as `toolhost status` shows it.
@@ -254,11 +288,18 @@ impl Host {
         let stats = Arc::new(CallStats::new());
         let metrics = Arc::new(CallMetrics::new());
         let mut outputs = HashMap::new();
+        let shared_outputs = config.state.as_ref().map(|state| {
+            Arc::new(crate::state::SharedOutputStore::new(Arc::clone(state)))
+                as Arc<dyn toolhost_calls::outputs::SharedOutputs>
+        });
+        let output_store = |name: &str, dirs: &ProfileDirs, settings: &OutputSettings| {
+            Arc::new(match &shared_outputs {
+                Some(shared) => OutputStore::shared(name, settings, Arc::clone(shared)),
+                None => OutputStore::for_profile(dirs, settings),
+            })
+        };
         for p in &config.profiles {
-            outputs.insert(
-                p.name.clone(),
-                Arc::new(OutputStore::for_profile(&p.dirs, &p.output)),
-            );
+            outputs.insert(p.name.clone(), output_store(&p.name, &p.dirs, &p.output));
         }
         // A default profile the config has no entry for (a library's ServeConfig) keeps
         // its state in the host's state directory, `profiles/<name>/state`, like every
@@ -275,7 +316,7 @@ impl Host {
         let implicit_requests = implicit_default.as_ref().map(|dirs| {
             outputs.insert(
                 config.default_profile.clone(),
-                Arc::new(OutputStore::for_profile(dirs, &OutputSettings::default())),
+                output_store(&config.default_profile, dirs, &OutputSettings::default()),
             );
             Arc::new(ProfileRequests::new(dirs.state())) as Arc<dyn HostRequests>
         });
@@ -294,18 +335,24 @@ impl Host {
         if let Err(e) = pruning {
             tracing::warn!(error = %e, "could not start pruning the kept outputs; the first write prunes");
         }
-        // Lasting approvals are kept per profile, beside its state folder.
-        let lasting = toolhost_calls::approvals::ApprovalFiles::new(
-            config
-                .profiles
-                .iter()
-                .map(|p| (p.name.clone(), p.dirs.clone()))
-                .chain(
-                    implicit_default
-                        .iter()
-                        .map(|dirs| (config.default_profile.clone(), dirs.clone())),
-                ),
-        );
+        // Lasting approvals are kept per profile, beside its state folder (or in the
+        // shared state, for every replica).
+        let with_store = config
+            .profiles
+            .iter()
+            .map(|p| (p.name.clone(), p.dirs.clone()))
+            .chain(
+                implicit_default
+                    .iter()
+                    .map(|dirs| (config.default_profile.clone(), dirs.clone())),
+            );
+        let lasting: Arc<dyn toolhost_calls::policy::LastingApprovals> = match &config.state {
+            Some(state) => Arc::new(crate::state::SharedApprovals::new(
+                Arc::clone(state),
+                with_store.map(|(name, _)| name),
+            )),
+            None => Arc::new(toolhost_calls::approvals::ApprovalFiles::new(with_store)),
+        };
         let profiles = Arc::new(HostProfiles {
             catalog: Arc::clone(&catalog),
             profiles: config
@@ -339,7 +386,7 @@ impl Host {
         )
         .with_observer(Arc::clone(&stats) as Arc<dyn crate::CallObserver>)
         .with_observer(Arc::clone(&metrics) as Arc<dyn crate::CallObserver>)
-        .with_lasting_approvals(Arc::new(lasting));
+        .with_lasting_approvals(lasting);
         let door = match &config.audit {
             Some(audit) => door.with_observer(Arc::clone(audit) as Arc<dyn crate::CallObserver>),
             None => door,
@@ -367,6 +414,125 @@ impl Host {
                 &config.catalog.loading.isolation,
             ),
             config_file: config.config_file.clone(),
+            state: config.state.clone(),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            loaded: std::sync::atomic::AtomicBool::new(false),
+            http_requests: AtomicUsize::new(0),
+            http_idle: tokio::sync::Notify::new(),
+            ready_checks: std::sync::atomic::AtomicU64::new(0),
+            drain_seen: tokio::sync::Notify::new(),
+            drain_seen_flag: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Counts an HTTP request in flight until the guard drops.
+    pub(crate) fn http_request(host: &Arc<Host>) -> HttpRequest {
+        host.http_requests.fetch_add(1, Ordering::AcqRel);
+        HttpRequest(Arc::clone(host))
+    }
+
+    /// Drains before shutdown: readiness says no at once; if a load balancer checks
+    /// readiness, waits (at most `limit`) until it has been told, so it sends no more;
+    /// then waits (at most `limit` again) for the HTTP requests in flight to end. The
+    /// control socket's calls are drained after this, by [`RunningHost::run`].
+    ///
+    /// [`RunningHost::run`]: crate::RunningHost::run
+    pub async fn drain(&self, limit: Duration) {
+        self.start_draining();
+        tracing::info!("draining: readiness now says no; calls in flight finish");
+        if self.ready_checks.load(Ordering::Acquire) > 0 {
+            let seen = async {
+                loop {
+                    let notified = self.drain_seen.notified();
+                    if self.drain_seen_flag.load(Ordering::Acquire) {
+                        return;
+                    }
+                    notified.await;
+                }
+            };
+            if tokio::time::timeout(limit, seen).await.is_err() {
+                tracing::warn!(
+                    "draining: no readiness check came within {} s; going on",
+                    limit.as_secs()
+                );
+            }
+        }
+        let idle = async {
+            loop {
+                let notified = self.http_idle.notified();
+                if self.http_requests.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(limit, idle).await.is_err() {
+            tracing::warn!(
+                "draining: {} HTTP requests still in flight after {} s; they are cut",
+                self.http_requests.load(Ordering::Acquire),
+                limit.as_secs()
+            );
+        }
+    }
+
+    /// The shared state of many replicas, if this host is one.
+    pub fn shared_state(&self) -> Option<&Arc<crate::state::SharedState>> {
+        self.state.as_ref()
+    }
+
+    /// This replica's name, if it is one of many.
+    pub fn replica(&self) -> Option<&str> {
+        self.state.as_ref().map(|s| s.replica())
+    }
+
+    /// Says the plugin folders were scanned (readiness waits for it).
+    pub(crate) fn mark_loaded(&self) {
+        self.loaded
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Shutdown began: readiness says no from now on.
+    pub fn start_draining(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether shutdown began.
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What a load balancer's health check is told: ready once the plugins are loaded,
+    /// not while draining. The shared state database being away does not make a replica
+    /// unready: it is away for every replica alike, and calls that do not need it (read
+    /// tools without kept outputs) still work; `shared_state` says whether it is heard.
+    pub async fn readiness(&self) -> Readiness {
+        let answer = self.readiness_now().await;
+        self.ready_checks.fetch_add(1, Ordering::AcqRel);
+        if self.draining() {
+            self.drain_seen_flag.store(true, Ordering::Release);
+            self.drain_seen.notify_waiters();
+        }
+        answer
+    }
+
+    async fn readiness_now(&self) -> Readiness {
+        let mut reasons = Vec::new();
+        if !self.loaded.load(std::sync::atomic::Ordering::Acquire) {
+            reasons.push("the plugins are still loading".to_owned());
+        }
+        if self.draining() {
+            reasons.push("shutting down: calls in flight finish, no new ones".to_owned());
+        }
+        let status = self.catalog.status();
+        Readiness {
+            ready: reasons.is_empty(),
+            reasons,
+            replica: self.replica().map(str::to_owned),
+            plugin_set: plugin_set_hash(&status),
+            plugins: status.plugins.len(),
+            shared_state: self.state.as_ref().map(|s| s.listening()),
+            in_flight: self.http_requests.load(Ordering::Acquire),
         }
     }
 
@@ -581,6 +747,43 @@ impl Host {
             stuck_calls: crate::plugins::run::call_pool::stuck_calls(),
             clients: self.connected_clients(),
             mcp_servers: self.mcp_servers.status(),
+            plugin_set: plugin_set_hash(&self.catalog.status()),
+            replica: self.replica().map(str::to_owned),
         }
     }
+}
+
+/// The hash of the set of plugins loaded: sha256 over each plugin's name and file sha256,
+/// sorted, so replicas that load the same files show the same hash whatever their folder
+/// or load order.
+pub fn plugin_set_hash(status: &CatalogStatus) -> String {
+    use sha2::Digest as _;
+    let mut lines: Vec<String> = status
+        .plugins
+        .iter()
+        .map(|p| format!("{} {}\n", p.name, p.sha256))
+        .collect();
+    lines.sort();
+    let digest = sha2::Sha256::digest(lines.concat().as_bytes());
+    toolhost_calls::policy::hex(&digest)
+}
+
+/// A host's answer to a readiness check (`GET /ready`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Readiness {
+    /// Whether it takes calls.
+    pub ready: bool,
+    /// Why not (empty when ready).
+    pub reasons: Vec<String>,
+    /// This replica's name, if it is one of many.
+    pub replica: Option<String>,
+    /// [`plugin_set_hash`] of what it loaded.
+    pub plugin_set: String,
+    /// Plugins loaded.
+    pub plugins: usize,
+    /// For a replica: whether its shared state database is connected and its changes
+    /// heard now (`None`: files).
+    pub shared_state: Option<bool>,
+    /// MCP requests over HTTP in flight now (a draining replica exits once none are).
+    pub in_flight: usize,
 }

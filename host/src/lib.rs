@@ -84,6 +84,7 @@ mod host;
 mod metrics;
 mod plugins;
 mod serve;
+pub mod state;
 mod sys;
 mod text;
 mod upstream;
@@ -115,8 +116,8 @@ pub use frontends::mcp::{
     ClientStdio, McpClients, McpOptions, McpServeError, McpServer, McpSession,
 };
 pub use host::{
-    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, ReloadError, ServeConfig,
-    UnavailableTool,
+    ClientDirectory, ConnectedClient, Host, HostStatus, ProfileStatus, Readiness, ReloadError,
+    ServeConfig, UnavailableTool, plugin_set_hash,
 };
 pub use metrics::{
     CLASSIC_METRICS_CONTENT_TYPE, CallMetrics, METRICS_CONTENT_TYPE, MetricsFormat, ScrapeFacts,
@@ -141,6 +142,7 @@ pub use plugins::run::call_pool::StuckCall;
 pub use plugins::run::plugin_tool::LoadedPlugin;
 pub use plugins::settings::PluginSettings;
 pub use serve::{RunningHost, ServeError, serve};
+pub use state::{SharedState, StateError, StateSettings};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
 pub use sys::dirs::{SystemLayout, use_system_layout};

@@ -155,6 +155,7 @@ impl Host {
                 "toolhost is serving"
             );
         }
+        host.mark_loaded();
         Ok(RunningHost {
             host,
             socket,

@@ -40,6 +40,7 @@ mod policy;
 mod profiles;
 mod registry;
 mod reload;
+mod replicas;
 mod rust_tools;
 mod serve;
 mod state_home;

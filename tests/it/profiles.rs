@@ -327,6 +327,7 @@ async fn a_tool_removed_by_a_reload_shows_as_missing_and_comes_back() {
         audit: None,
         mcp_servers: Vec::new(),
         mcp_servers_dir: None,
+        state: None,
     })
     .await
     .expect("starts");

@@ -40,6 +40,7 @@ fn config(plugins: &Path, socket: &Path) -> ServeConfig {
         audit: None,
         mcp_servers: Vec::new(),
         mcp_servers_dir: None,
+        state: None,
     }
 }
 

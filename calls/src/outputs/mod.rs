@@ -15,7 +15,10 @@ pub mod store;
 pub use budget::{Budget, Cut, DEFAULT_READ_LINES, MIN_MAX_CHARS, OutputSettings, Rest, Size, cut};
 pub use budgeting::Budgeting;
 pub use read::{DEFAULT_CONTEXT, Excerpt, RangeError, ReadRange};
-pub use store::{OutputError, OutputMeta, OutputStore, Owner, PruneReport, is_id};
+pub use store::{
+    OutputError, OutputMeta, OutputStore, Owner, PruneReport, SharedOutputs, SharedOutputsError,
+    is_id,
+};
 
 /// The name of the native tool that reads kept outputs back.
 pub const READ_OUTPUT_TOOL: &str = "read_output";

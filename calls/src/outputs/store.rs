@@ -107,6 +107,46 @@ pub enum OutputError {
     /// A range that is no range.
     #[error(transparent)]
     BadRange(#[from] RangeError),
+    /// The shared store (the replicas' database) could not be used; its error names it.
+    #[error("could not {action} a kept output: {source}")]
+    Shared {
+        /// What was being done.
+        action: &'static str,
+        /// The cause.
+        source: SharedOutputsError,
+    },
+}
+
+/// Why a [`SharedOutputs`] store failed (its own error type, boxed: the call core knows
+/// nothing of where the store is).
+pub type SharedOutputsError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Kept outputs held outside the profile's folder, in a store every replica of a host
+/// reads (so an output kept through one replica is read through another). The
+/// [`OutputStore`] still makes the ids and checks the owner; this only keeps the bytes.
+pub trait SharedOutputs: Send + Sync + std::fmt::Debug {
+    /// Keeps `text` with `meta` as output `id` of `profile`.
+    fn put(
+        &self,
+        profile: &str,
+        id: &str,
+        meta: &OutputMeta,
+        text: &str,
+    ) -> Result<(), SharedOutputsError>;
+    /// Output `id` of `profile`, if it is kept.
+    fn get(
+        &self,
+        profile: &str,
+        id: &str,
+    ) -> Result<Option<(OutputMeta, String)>, SharedOutputsError>;
+    /// Removes `profile`'s outputs older than `keep_for`, then the oldest until the total
+    /// is within 90% of `keep_bytes` if it is over (0: no size limit).
+    fn prune(
+        &self,
+        profile: &str,
+        keep_for: Option<Duration>,
+        keep_bytes: u64,
+    ) -> Result<PruneReport, SharedOutputsError>;
 }
 
 /// What a prune removed.
@@ -127,6 +167,8 @@ pub struct PruneReport {
 #[derive(Debug)]
 pub struct OutputStore {
     dir: PathBuf,
+    /// Kept in a shared store instead of `dir`: the profile's name there and the store.
+    shared: Option<(String, std::sync::Arc<dyn SharedOutputs>)>,
     keep_for: Option<Duration>,
     keep_bytes: u64,
     /// The bytes kept, as of the last scan plus what was written since (`None`: not
@@ -142,6 +184,7 @@ impl OutputStore {
     pub fn new(dir: PathBuf, settings: &OutputSettings) -> OutputStore {
         OutputStore {
             dir,
+            shared: None,
             keep_for: settings.keep_for,
             keep_bytes: settings.keep_bytes,
             total: Mutex::new((None, None)),
@@ -155,9 +198,44 @@ impl OutputStore {
         OutputStore::new(dirs.outputs(), settings)
     }
 
+    /// The outputs of `profile` kept in `shared` (the replicas' store) with `settings`'
+    /// limits.
+    pub fn shared(
+        profile: &str,
+        settings: &OutputSettings,
+        shared: std::sync::Arc<dyn SharedOutputs>,
+    ) -> OutputStore {
+        OutputStore {
+            dir: PathBuf::new(),
+            shared: Some((profile.to_owned(), shared)),
+            keep_for: settings.keep_for,
+            keep_bytes: settings.keep_bytes,
+            total: Mutex::new((None, None)),
+        }
+    }
+
     /// Keeps `text` with `meta` (whose `size` is `Size::of(text)`) and returns its new id.
     /// Blocking.
     pub fn save(&self, meta: OutputMeta, text: &str) -> Result<String, OutputError> {
+        if let Some((profile, shared)) = &self.shared {
+            let id = new_id().map_err(|e| OutputError::Shared {
+                action: "make an id for",
+                source: Box::new(e),
+            })?;
+            shared
+                .put(profile, &id, &meta, text)
+                .map_err(|source| OutputError::Shared {
+                    action: "keep",
+                    source,
+                })?;
+            let written = text.len() as u64;
+            if self.count_and_ask_prune(written)
+                && let Err(e) = self.prune()
+            {
+                tracing::warn!(error = %e, "could not prune the kept outputs");
+            }
+            return Ok(id);
+        }
         let io = |action, path: &Path| {
             let path = path.to_path_buf();
             move |source| OutputError::Io {
@@ -181,17 +259,43 @@ impl OutputStore {
         })?;
         crate::private::write_private_file(&json, &meta_text).map_err(io("write", &json))?;
         let written = text.len() as u64 + meta_text.len() as u64;
-        let prune = {
-            let mut total = self.total.lock().unwrap_or_else(PoisonError::into_inner);
-            let kept = total.0.map(|t| t + written);
-            total.0 = kept;
-            kept.is_none_or(|t| self.keep_bytes > 0 && t > self.keep_bytes)
-                || total.1.is_none_or(|at| at.elapsed() > AGE_SCAN_EVERY)
-        };
-        if prune && let Err(e) = self.prune() {
+        if self.count_and_ask_prune(written)
+            && let Err(e) = self.prune()
+        {
             tracing::warn!(error = %e, "could not prune the kept outputs");
         }
         Ok(id)
+    }
+
+    /// Adds `written` bytes to the running total; whether a prune is due.
+    fn count_and_ask_prune(&self, written: u64) -> bool {
+        let mut total = self.total.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = total.0.map(|t| t + written);
+        total.0 = kept;
+        kept.is_none_or(|t| self.keep_bytes > 0 && t > self.keep_bytes)
+            || total.1.is_none_or(|at| at.elapsed() > AGE_SCAN_EVERY)
+    }
+
+    /// Output `id` of the shared store with its text, if `owner` made it.
+    fn shared_owned(
+        &self,
+        profile: &str,
+        shared: &dyn SharedOutputs,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<(OutputMeta, String), OutputError> {
+        let not_found = || OutputError::NotFound { id: id.to_owned() };
+        if !is_id(id) {
+            return Err(not_found());
+        }
+        match shared.get(profile, id) {
+            Ok(Some((meta, text))) if meta.owner == *owner => Ok((meta, text)),
+            Ok(_) => Err(not_found()),
+            Err(source) => Err(OutputError::Shared {
+                action: "read",
+                source,
+            }),
+        }
     }
 
     /// Keeps `text`, the full output of a call of `tool` by `owner` (`record`: the rest
@@ -227,6 +331,11 @@ impl OutputStore {
 
     /// The metadata of output `id`, if `owner` made it.
     pub fn meta(&self, owner: &Owner, id: &str) -> Result<OutputMeta, OutputError> {
+        if let Some((profile, shared)) = &self.shared {
+            return self
+                .shared_owned(profile, shared.as_ref(), owner, id)
+                .map(|(meta, _)| meta);
+        }
         self.owned::<OutputMeta>(owner, id)
     }
 
@@ -262,6 +371,10 @@ impl OutputStore {
     /// `range` of output `id`, if `owner` made it (anyone else gets
     /// [`OutputError::NotFound`], as for an id that does not exist). Blocking.
     pub fn read(&self, owner: &Owner, id: &str, range: &ReadRange) -> Result<Excerpt, OutputError> {
+        if let Some((profile, shared)) = &self.shared {
+            let (meta, text) = self.shared_owned(profile, shared.as_ref(), owner, id)?;
+            return Ok(range.apply(text, meta.size)?);
+        }
         // Only the owner and the size: the rest of the record (a structured result left out
         // for the budget, say) is skipped, not built.
         let OwnerAndSize {
@@ -298,6 +411,17 @@ impl OutputStore {
     /// Removes outputs older than the age limit, then, when the total is over the size
     /// limit, the oldest until it is within 90% of it; logs what it removed. Blocking.
     pub fn prune(&self) -> Result<PruneReport, OutputError> {
+        if let Some((profile, shared)) = &self.shared {
+            let report = shared
+                .prune(profile, self.keep_for, self.keep_bytes)
+                .map_err(|source| OutputError::Shared {
+                    action: "prune",
+                    source,
+                })?;
+            *self.total.lock().unwrap_or_else(PoisonError::into_inner) =
+                (Some(report.kept_bytes), Some(Instant::now()));
+            return Ok(report);
+        }
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -221,7 +221,7 @@ fn agent(config: &LoadedConfig, a: &AgentOpts, printer: Arc<Printer>) -> anyhow:
     let terminal = std::io::stdin().is_terminal();
     let door = CallDoor::new(
         &config.call_settings(),
-        super::profile_door_scope(&profile, registry),
+        super::profile_door_scope(config, &profile, registry)?,
         terminal_approver(a.yes, "pass --yes to approve such calls without a terminal"),
     );
     let door = super::with_audit_and_approvals(door, config, &profile)?;

@@ -169,8 +169,10 @@ impl ApprovalsArgs {
             }
             ApprovalsAction::List { profile, json } => {
                 let profile = resolve_profile(config, profile.as_deref())?;
-                let file = ApprovalFile::for_profile(&profile.dirs);
-                let approvals = file.list()?;
+                let approvals = match super::shared_state(config, false)? {
+                    Some(state) => toolhost::state::approvals::list(&state, &profile.name)?,
+                    None => ApprovalFile::for_profile(&profile.dirs).list()?,
+                };
                 if json {
                     outln!("{}", serde_json::to_string_pretty(&approvals)?)?;
                     return Ok(ExitCode::SUCCESS);
@@ -199,9 +201,16 @@ impl ApprovalsArgs {
             }
             ApprovalsAction::Revoke { tool, all, profile } => {
                 let profile = resolve_profile(config, profile.as_deref())?;
-                let file = ApprovalFile::for_profile(&profile.dirs);
                 let tool = if all { None } else { tool };
-                let removed = file.revoke(tool.as_deref())?;
+                let removed = match super::shared_state(config, false)? {
+                    Some(state) => usize::try_from(toolhost::state::approvals::revoke(
+                        &state,
+                        &profile.name,
+                        tool.as_deref(),
+                    )?)
+                    .unwrap_or(usize::MAX),
+                    None => ApprovalFile::for_profile(&profile.dirs).revoke(tool.as_deref())?,
+                };
                 match (tool, removed) {
                     (Some(t), 0) => {
                         return Err(anyhow::anyhow!(

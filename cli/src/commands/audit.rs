@@ -114,13 +114,66 @@ fn log_file(config: &LoadedConfig, explicit: Option<PathBuf>) -> anyhow::Result<
     })
 }
 
+/// `toolhost audit verify` of the shared state: each replica's chain.
+fn verify_shared_log(state: &std::sync::Arc<toolhost::SharedState>) -> anyhow::Result<ExitCode> {
+    let report = toolhost::audit::verify_shared(state)?;
+    for chain in &report.replicas {
+        if chain.problems.is_empty() {
+            outln!(
+                "replica {}: {} lines, chained and numbered 1 to {}, ending at its head",
+                chain.replica,
+                chain.lines,
+                chain.head_seq
+            )?;
+        } else {
+            for problem in &chain.problems {
+                outln!("replica {}: {problem}", chain.replica)?;
+            }
+        }
+    }
+    if report.ok() {
+        outln!(
+            "ok: {} lines of {} replicas in {}",
+            report.lines(),
+            report.replicas.len(),
+            state.settings().redacted_url()
+        )?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(1))
+    }
+}
+
 impl AuditArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
+        // Many replicas: every replica's chain in the shared state (unless a file is named).
+        let shared = match (&self.action, &self.file) {
+            (Some(AuditAction::Verify { file: Some(_), .. }), _) | (None, Some(_)) => None,
+            _ => super::shared_state(config, false)?,
+        };
+        if let Some(state) = &shared {
+            if let Some(AuditAction::Verify { .. }) = self.action {
+                return verify_shared_log(state);
+            }
+        }
         if let Some(AuditAction::Verify { file, expect }) = self.action {
             return verify_log(&log_file(config, file)?, &expect);
         }
-        let path = log_file(config, self.file)?;
-        let records: Vec<AuditRecord> = read_records(&path)?
+        let (path, all) = match &shared {
+            Some(state) => (
+                PathBuf::from(format!(
+                    "the shared state database {}",
+                    state.settings().redacted_url()
+                )),
+                toolhost::audit::read_shared(state)?,
+            ),
+            None => {
+                let path = log_file(config, self.file)?;
+                let all = read_records(&path)?;
+                (path, all)
+            }
+        };
+        let records: Vec<AuditRecord> = all
             .into_iter()
             .filter(|r| self.tool.as_ref().is_none_or(|t| *t == r.tool))
             .filter(|r| {

@@ -112,7 +112,7 @@ impl CallArgs {
         // outputs are kept there.
         let door = CallDoor::new(
             &settings,
-            super::profile_door_scope(&profile, registry),
+            super::profile_door_scope(config, &profile, registry)?,
             approver,
         );
         let door = super::with_audit_and_approvals(door, config, &profile)?;

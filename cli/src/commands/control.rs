@@ -240,6 +240,13 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             "not watching (reload by hand)"
         }
     )?;
+    match &status.replica {
+        Some(replica) => outln!(
+            "replica {replica}, plugin set {} (replicas that load the same plugins show the same)",
+            status.plugin_set
+        )?,
+        None => outln!("plugin set {}", status.plugin_set)?,
+    }
     outln!(
         "reloads {}, library generations mapped {} (about {} KiB kept)",
         catalog.reloads,

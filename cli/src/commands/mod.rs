@@ -136,27 +136,62 @@ pub(crate) fn resolve_profile(
 /// state folder's host requests, and its output budget and kept outputs (with
 /// `read_output`).
 pub(crate) fn profile_door_scope(
+    config: &LoadedConfig,
     profile: &Profile,
     registry: ToolRegistry,
-) -> Arc<dyn toolhost::Profiles> {
+) -> anyhow::Result<Arc<dyn toolhost::Profiles>> {
     let requests = Arc::new(profile.requests());
-    let store = Arc::new(toolhost::OutputStore::for_profile(
-        &profile.dirs,
-        &profile.output,
-    ));
+    let store = Arc::new(output_store(config, profile)?);
     let scope = toolhost::ProfileScope::new(&profile.name, Arc::new(registry), Some(requests))
         .with_outputs(store, profile.output);
-    Arc::new(toolhost::FixedProfile(scope))
+    Ok(Arc::new(toolhost::FixedProfile(scope)))
 }
 
-/// The config's audit log, opened (`None` when `[audit] enabled = false`).
+/// The shared state of the config's replicas (`[state] backend = "postgres"`), connected
+/// once per process, on first use (`None`: files). `listen`: hear other replicas'
+/// changes (`serve` asks first; a one-shot command reads the database each time).
+pub(crate) fn shared_state(
+    config: &LoadedConfig,
+    listen: bool,
+) -> anyhow::Result<Option<Arc<toolhost::SharedState>>> {
+    static STATE: std::sync::OnceLock<Arc<toolhost::SharedState>> = std::sync::OnceLock::new();
+    let Some(settings) = config.state_settings()? else {
+        return Ok(None);
+    };
+    if let Some(state) = STATE.get() {
+        return Ok(Some(Arc::clone(state)));
+    }
+    let state = toolhost::SharedState::connect(settings, listen)?;
+    Ok(Some(Arc::clone(STATE.get_or_init(|| state))))
+}
+
+/// `profile`'s kept outputs: its folder, or the shared state.
+pub(crate) fn output_store(
+    config: &LoadedConfig,
+    profile: &Profile,
+) -> anyhow::Result<toolhost::OutputStore> {
+    Ok(match shared_state(config, false)? {
+        Some(state) => toolhost::OutputStore::shared(
+            &profile.name,
+            &profile.output,
+            Arc::new(toolhost::state::SharedOutputStore::new(state)),
+        ),
+        None => toolhost::OutputStore::for_profile(&profile.dirs, &profile.output),
+    })
+}
+
+/// The config's audit log, opened (`None` when `[audit] enabled = false`): its file, or
+/// this replica's chain in the shared state.
 pub(crate) fn audit_log(
     config: &LoadedConfig,
 ) -> anyhow::Result<Option<Arc<toolhost::audit::AuditLog>>> {
-    match config.audit()? {
-        Some(settings) => Ok(Some(toolhost::audit::AuditLog::open(&settings)?)),
-        None => Ok(None),
-    }
+    let Some(settings) = config.audit()? else {
+        return Ok(None);
+    };
+    Ok(Some(match shared_state(config, false)? {
+        Some(state) => toolhost::audit::AuditLog::open_shared(&settings, &state),
+        None => toolhost::audit::AuditLog::open(&settings)?,
+    }))
 }
 
 /// A one-shot command's door with what every door of the binary has: `profile`'s lasting
@@ -166,8 +201,17 @@ pub(crate) fn with_audit_and_approvals(
     config: &LoadedConfig,
     profile: &Profile,
 ) -> anyhow::Result<toolhost::CallDoor> {
-    let lasting = toolhost::ApprovalFiles::new([(profile.name.clone(), profile.dirs.clone())]);
-    let door = door.with_lasting_approvals(Arc::new(lasting));
+    let lasting: Arc<dyn toolhost::LastingApprovals> = match shared_state(config, false)? {
+        Some(state) => Arc::new(toolhost::state::SharedApprovals::new(
+            state,
+            [profile.name.clone()],
+        )),
+        None => Arc::new(toolhost::ApprovalFiles::new([(
+            profile.name.clone(),
+            profile.dirs.clone(),
+        )])),
+    };
+    let door = door.with_lasting_approvals(lasting);
     Ok(match audit_log(config)? {
         Some(log) => door.with_observer(log),
         None => door,

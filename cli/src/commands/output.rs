@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use toolhost::{LoadedConfig, OutputStore, Owner, ReadRange};
+use toolhost::{LoadedConfig, Owner, ReadRange};
 
 use super::{resolve_profile, usage};
 
@@ -48,7 +48,7 @@ impl OutputArgs {
             }
             (None, None) => ReadRange::All,
         };
-        let store = OutputStore::for_profile(&profile.dirs, &profile.output);
+        let store = super::output_store(config, &profile)?;
         let owner = Owner {
             profile: profile.name.clone(),
             token: self.token,

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::{
     CatalogConfig, ClientStdio, ControlError, DispatchConfig, Host, HttpAuth, HttpOptions,
     LoadedConfig, McpOptions, McpServeError, McpServer, ServeConfig, ServeError, TlsFiles,
-    TokenAuthenticator, TokenStore,
+    TokenAuthenticator,
 };
 
 use super::{PluginDirs, control_socket, runtime, usage};
@@ -193,6 +193,9 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, std::io::E
 impl ServeArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
         let control_explicit = self.control.is_some();
+        // A replica connects its shared state before anything opens a store (and listens
+        // for the other replicas' changes).
+        super::shared_state(config, true)?;
         let metrics = metrics_options(
             config,
             self.metrics,
@@ -247,14 +250,15 @@ impl ServeArgs {
     }
 }
 
+/// How long a draining HTTP door waits for a load balancer's check, and then for the
+/// calls in flight (each).
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
 /// Bearer tokens from the config's token file (MCP over HTTP and metrics share it).
 fn token_auth(config: &LoadedConfig) -> anyhow::Result<HttpAuth> {
-    let file = config
-        .tokens_file()
-        .ok_or_else(|| anyhow::Error::msg(super::token::NO_STATE_DIR))?;
-    Ok(HttpAuth::Tokens(Arc::new(TokenAuthenticator::new(
-        TokenStore::new(file),
-    ))))
+    let auth = Arc::new(TokenAuthenticator::new(super::token::token_store(config)?));
+    auth.follow_changes();
+    Ok(HttpAuth::Tokens(auth))
 }
 
 /// The metrics endpoint's options, checked: `--metrics`, else `[metrics] listen`. A
@@ -311,6 +315,15 @@ struct Serve {
 }
 
 fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
+    // Connected by `run`, listening (every store opened below uses it).
+    let state = super::shared_state(host_config, true)?;
+    if let Some(state) = &state {
+        tracing::info!(
+            replica = state.replica(),
+            database = %state.settings().redacted_url(),
+            "shared state: PostgreSQL"
+        );
+    }
     let limits = host_config.dispatch();
     let timeout = args.timeout.unwrap_or(limits.timeout);
     let profiles = host_config.profiles()?;
@@ -350,6 +363,7 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
         audit: super::audit_log(host_config)?,
         mcp_servers: host_config.mcp_servers().to_vec(),
         mcp_servers_dir: host_config.state_dir().map(|d| d.join("mcp-servers")),
+        state,
     };
     let runtime = runtime()?;
     let mcp_options = McpOptions {
@@ -437,7 +451,14 @@ fn serve(host_config: &LoadedConfig, args: Serve) -> anyhow::Result<ExitCode> {
                 let (bound, serving) = toolhost::bind_http(&server, *options, stop.clone()).await?;
                 tracing::info!("serving MCP over streamable HTTP at {scheme}://{bound}/mcp");
                 let serving = tokio::spawn(serving);
-                running.run(signals).await;
+                // SIGTERM drains: readiness says no, the load balancer is told by its next
+                // check, the calls in flight finish; only then does the door close.
+                let host = Arc::clone(running.host());
+                let until = async move {
+                    signals.await;
+                    host.drain(DRAIN_LIMIT).await;
+                };
+                running.run(until).await;
                 stop.cancel();
                 let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
             }

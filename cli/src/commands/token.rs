@@ -55,12 +55,21 @@ enum TokenAction {
     },
 }
 
+/// The config's tokens: its token file, or the shared state of its replicas. The one
+/// place `serve` and `toolhost token` find them.
+pub(crate) fn token_store(config: &LoadedConfig) -> anyhow::Result<TokenStore> {
+    if let Some(state) = super::shared_state(config, false)? {
+        return Ok(TokenStore::shared(state));
+    }
+    let file = config
+        .tokens_file()
+        .ok_or_else(|| anyhow::Error::msg(NO_STATE_DIR))?;
+    Ok(TokenStore::new(file))
+}
+
 impl TokenArgs {
     pub(crate) fn run(self, config: &LoadedConfig) -> anyhow::Result<ExitCode> {
-        let file = config
-            .tokens_file()
-            .ok_or_else(|| anyhow::Error::msg(NO_STATE_DIR))?;
-        let store = TokenStore::new(file);
+        let store = token_store(config)?;
         match self.action {
             TokenAction::Add {
                 name,
@@ -102,7 +111,7 @@ fn add(
                 "profile": profile,
                 "scopes": made.record.scopes,
                 "token": made.token,
-                "file": store.path().display().to_string(),
+                "file": store.location(),
             })
         )?;
         return Ok(());
@@ -115,7 +124,7 @@ fn add(
         profile.map_or_else(String::new, |p| format!(" for profile '{p}'")),
         scope_list(&made.record.scopes),
         made.token,
-        store.path().display()
+        store.location()
     );
     Ok(())
 }
@@ -138,7 +147,7 @@ fn list(store: &TokenStore, json: bool) -> anyhow::Result<()> {
     if tokens.is_empty() {
         outln!(
             "no tokens in {}; make one with `toolhost token add NAME`",
-            store.path().display()
+            store.location()
         )?;
         return Ok(());
     }

@@ -21,6 +21,7 @@
 mod head;
 mod read;
 mod record;
+mod shared;
 mod syslog;
 mod writer;
 
@@ -48,6 +49,7 @@ pub use record::{
     AuditCaller, AuditClient, AuditPlugin, AuditRecord, ChainPoint, GENESIS, HeadMismatch,
     canonical_json,
 };
+pub use shared::{ReplicaChain, SharedAuditReport, read_shared, verify_shared};
 
 /// The audit log's settings (`[audit]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +142,8 @@ pub struct AuditLog {
     include_arguments: bool,
     path: PathBuf,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    /// In the shared state: whether its database took the last lines.
+    shared: Option<Arc<shared::Reachable>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -190,7 +194,37 @@ impl AuditLog {
             include_arguments: settings.include_arguments,
             path,
             done: Mutex::new(Some(done_rx)),
+            shared: None,
         }))
+    }
+
+    /// The log in the shared state of many replicas (`[state] backend = "postgres"`):
+    /// this replica's chain there. A call waits until its line is committed (see
+    /// `shared.rs` for while the database is away). `settings.file` is not used.
+    pub fn open_shared(
+        settings: &AuditSettings,
+        state: &Arc<crate::state::SharedState>,
+    ) -> Arc<AuditLog> {
+        let (sender, rx) = tokio::sync::mpsc::channel(settings.queue.max(1));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reachable = shared::Reachable::new();
+        state.spawn(shared::run(
+            rx,
+            Arc::clone(state),
+            Arc::clone(&reachable),
+            done_tx,
+        ));
+        Arc::new(AuditLog {
+            sender: Some(sender),
+            include_arguments: settings.include_arguments,
+            path: PathBuf::from(format!(
+                "{} (replica {})",
+                state.settings().redacted_url(),
+                state.replica()
+            )),
+            done: Mutex::new(Some(done_rx)),
+            shared: Some(reachable),
+        })
     }
 
     /// The log file.
@@ -252,12 +286,33 @@ impl AuditLog {
             record,
             arguments: arguments.cloned(),
             include_arguments: self.include_arguments,
+            committed: None,
         })
     }
 
-    /// Queues `pending`; a wait for room when the queue is full.
-    fn send(&self, pending: Box<Pending>) -> Option<ObserverWait> {
+    /// Queues `pending`; a wait for room when the queue is full, and in the shared log
+    /// (while its database is reachable) for the line to be committed.
+    fn send(&self, mut pending: Box<Pending>) -> Option<ObserverWait> {
         let sender = self.sender.as_ref()?;
+        let committed = match &self.shared {
+            Some(reachable) if reachable.now() => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                pending.committed = Some(tx);
+                Some(rx)
+            }
+            _ => None,
+        };
+        if let Some(committed) = committed {
+            let sender = sender.clone();
+            let path = self.path.clone();
+            return Some(Box::pin(async move {
+                if sender.send(Msg::Record(pending)).await.is_err() {
+                    writer_gone(&path);
+                    return;
+                }
+                let _ = committed.await;
+            }));
+        }
         match sender.try_send(Msg::Record(pending)) {
             Ok(()) => None,
             Err(TrySendError::Full(msg)) => {

@@ -49,6 +49,8 @@ pub(super) struct Pending {
     pub(super) record: AuditRecord,
     pub(super) arguments: Option<serde_json::Value>,
     pub(super) include_arguments: bool,
+    /// Told once the line is stored (the shared log, whose calls wait for that).
+    pub(super) committed: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// What the writer thread is sent.
@@ -680,12 +682,13 @@ pub(super) fn run(mut rx: tokio::sync::mpsc::Receiver<Msg>, mut sink: Sink) {
 }
 
 /// The record of `msg` with its arguments hashed (and kept, if asked for).
-fn ready(msg: Msg) -> AuditRecord {
+pub(super) fn ready(msg: Msg) -> AuditRecord {
     let Msg::Record(pending) = msg;
     let Pending {
         mut record,
         arguments,
         include_arguments,
+        committed: _,
     } = *pending;
     if let Some(args) = arguments {
         record.arguments_sha256 = sha256_hex(canonical_json(&args).as_bytes());

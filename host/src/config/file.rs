@@ -159,6 +159,58 @@ pub struct RawConfig {
     /// MCP servers whose tools the host serves beside its plugins'.
     #[serde(default)]
     pub mcp_servers: Vec<super::mcp_servers::RawMcpServer>,
+    /// Where the state replicas share is kept: files (one host) or PostgreSQL (many
+    /// replicas behind a load balancer).
+    #[serde(default)]
+    pub state: RawState,
+}
+
+/// Where a host keeps tokens, lasting approvals, kept outputs, pending approval questions
+/// and the audit log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    /// Files in the state folder (one host).
+    #[default]
+    Files,
+    /// A PostgreSQL database every replica shares.
+    Postgres,
+}
+
+/// `[state]`: the state many replicas share. See [Running many
+/// replicas](../operating/replicas.md).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawState {
+    /// `"files"` (one host: tokens, approvals, outputs and the audit log in the state
+    /// folder) or `"postgres"` (all of them in the database at `url`, shared by every
+    /// replica). Default: `"files"`.
+    pub backend: StateBackend,
+    /// The PostgreSQL connection URL (`postgres://user@host:5432/db?sslmode=require`);
+    /// `TOOLHOST_STATE_URL` in the environment takes its place, to keep a password out of
+    /// the file. `sslmode=require` verifies the server's certificate. Default: none.
+    pub url: Option<String>,
+    /// A PEM file of CA certificates trusted for the database's TLS certificate, beside
+    /// the system's (relative paths are relative to the config file). Default: none.
+    pub ca_file: Option<PathBuf>,
+    /// Database connections each replica keeps at most. Default: `8`.
+    pub pool_size: usize,
+    /// This replica's name: its audit chain, and what `toolhost status` and the readiness
+    /// check show (letters, digits, `.`, `_`, `-`). `TOOLHOST_REPLICA` in the environment
+    /// takes its place. Default: the machine's host name.
+    pub replica: Option<String>,
+}
+
+impl Default for RawState {
+    fn default() -> Self {
+        RawState {
+            backend: StateBackend::Files,
+            url: None,
+            ca_file: None,
+            pool_size: 8,
+            replica: None,
+        }
+    }
 }
 
 /// `[audit]`: the audit log (one JSON line per call, each carrying the sha256 of the line
@@ -494,6 +546,7 @@ impl Default for RawConfig {
             output: RawOutput::default(),
             workspace: RawWorkspace::default(),
             audit: RawAudit::default(),
+            state: RawState::default(),
             mcp_servers: Vec::new(),
         }
     }

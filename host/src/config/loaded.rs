@@ -237,6 +237,7 @@ impl LoadedConfig {
         config.trust.file = config.trust.file.as_ref().map(resolve);
         config.audit.file = config.audit.file.as_ref().map(resolve);
         config.audit.syslog_socket = config.audit.syslog_socket.as_ref().map(resolve);
+        config.state.ca_file = config.state.ca_file.as_ref().map(resolve);
         for server in &mut config.mcp_servers {
             super::mcp_servers::rebase(server, &base);
         }
@@ -512,6 +513,57 @@ impl LoadedConfig {
                     PathBuf::from(crate::audit::AuditSettings::DEFAULT_SYSLOG_SOCKET)
                 })
             }),
+        }))
+    }
+
+    /// The shared state's settings (`[state] backend = "postgres"`), or `None` for files.
+    /// `TOOLHOST_STATE_URL` and `TOOLHOST_REPLICA` in the environment take the places of
+    /// `url` and `replica`.
+    pub fn state_settings(&self) -> Result<Option<crate::state::StateSettings>, ConfigError> {
+        let raw = &self.config.state;
+        if raw.backend == super::file::StateBackend::Files {
+            return Ok(None);
+        }
+        let invalid = |message: String| ConfigError::Invalid {
+            path: self.file.clone().unwrap_or_default(),
+            message,
+        };
+        let url = std::env::var("TOOLHOST_STATE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| raw.url.clone())
+            .ok_or_else(|| {
+                invalid(
+                    "[state] backend = \"postgres\" needs the database: set [state] url, or \
+                     TOOLHOST_STATE_URL in the environment"
+                        .to_owned(),
+                )
+            })?;
+        let replica = std::env::var("TOOLHOST_REPLICA")
+            .ok()
+            .filter(|r| !r.is_empty())
+            .or_else(|| raw.replica.clone())
+            .or_else(|| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+            })
+            .unwrap_or_else(|| "toolhost".to_owned());
+        let valid = (1..=64).contains(&replica.len())
+            && replica
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid {
+            return Err(invalid(format!(
+                "[state] replica '{replica}' is not a usable name: use 1 to 64 letters, \
+                 digits, '.', '_' or '-' (set it, or TOOLHOST_REPLICA)"
+            )));
+        }
+        Ok(Some(crate::state::StateSettings {
+            url,
+            ca_file: raw.ca_file.clone(),
+            pool_size: raw.pool_size.max(1),
+            replica,
         }))
     }
 

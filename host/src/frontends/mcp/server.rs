@@ -41,14 +41,20 @@ impl McpServer {
         let clients = Arc::new(McpClients::default());
         let answer_within = options.answer_within();
         host.register_clients(Arc::downgrade(&clients) as Weak<dyn ClientDirectory>);
+        // Many replicas: approval questions are kept where every replica reads them, and
+        // a plugin's waiting call says which replica it waits on.
+        let shared_pending = host
+            .shared_state()
+            .map(|s| crate::state::SharedPending::new(Arc::clone(s)));
+        let replica = host.shared_state().map(|s| s.replica().to_owned());
         Ok(McpServer {
             shared: Arc::new(Shared {
                 host,
                 clients,
                 profile_name: scope.name,
                 options,
-                pending: PendingApprovals::new(answer_within),
-                suspended: super::suspended::SuspendedCalls::new(answer_within),
+                pending: PendingApprovals::new(answer_within, shared_pending),
+                suspended: super::suspended::SuspendedCalls::new(answer_within, replica),
                 tasks: super::tasks::Tasks::default(),
                 sessions: AtomicU64::new(0),
             }),

@@ -447,6 +447,15 @@ impl McpSession {
                     };
                 }
                 Taken::Refused(why) => return Err(bad_state(why)),
+                Taken::Unknown if shared.suspended.issued_elsewhere(state).is_some() => {
+                    let issuer = shared.suspended.issued_elsewhere(state).unwrap_or_default();
+                    let here = shared.suspended.replica().unwrap_or_default();
+                    return Err(bad_state(&format!(
+                        "it was issued by replica '{issuer}', where the call waiting for this \
+                         answer runs, and this request reached replica '{here}' (a load \
+                         balancer spread them); that call ends unanswered when its time is up"
+                    )));
+                }
                 Taken::Unknown if !shared.pending.knows(state) => {
                     return Err(bad_state(
                         "this server did not issue it, or it expired or was used already",

@@ -61,30 +61,50 @@ const MAX_PENDING: usize = 1024;
 
 /// The approval questions sessionless clients have not answered yet, by request state,
 /// each for as long as a client has to answer.
+/// With a shared state (many replicas), the questions are kept there instead, so a
+/// retry that reaches another replica is answered; if the database cannot be reached the
+/// answer does not count (the client is asked again).
 pub(super) struct PendingApprovals {
     questions: Mutex<HashMap<String, PendingApproval>>,
     ttl: Duration,
+    shared: Option<crate::state::SharedPending>,
 }
 
 impl PendingApprovals {
-    pub(super) fn new(ttl: Duration) -> PendingApprovals {
+    pub(super) fn new(
+        ttl: Duration,
+        shared: Option<crate::state::SharedPending>,
+    ) -> PendingApprovals {
         PendingApprovals {
             questions: Mutex::new(HashMap::new()),
             ttl,
+            shared,
         }
     }
 
     /// Whether `state` names a question asked, unexpired, for exactly this call; it is
     /// used up either way.
     pub(super) fn take(&self, state: &str, call: &[u8; 32]) -> bool {
-        self.unexpired()
-            .remove(state)
-            .is_some_and(|p| &p.call == call)
+        if let Some(local) = self.unexpired().remove(state) {
+            return &local.call == call;
+        }
+        self.shared.as_ref().is_some_and(|shared| {
+            shared.take(state, call, self.ttl).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "an approval answer does not count (the client is asked again): {e}"
+                );
+                false
+            })
+        })
     }
 
     /// Whether `state` names an unexpired approval question (not used up).
     pub(super) fn knows(&self, state: &str) -> bool {
         self.unexpired().contains_key(state)
+            || self
+                .shared
+                .as_ref()
+                .is_some_and(|shared| shared.knows(state, self.ttl).unwrap_or(false))
     }
 
     /// The questions, those past their time dropped.
@@ -99,6 +119,13 @@ impl PendingApprovals {
 
     pub(super) fn add(&self, call: [u8; 32]) -> String {
         let state = uuid::Uuid::new_v4().simple().to_string();
+        if let Some(shared) = &self.shared {
+            if let Err(e) = shared.add(&state, call, self.ttl) {
+                tracing::warn!("an approval question is kept by this replica only: {e}");
+            } else {
+                return state;
+            }
+        }
         let mut pending = self.unexpired();
         if pending.len() >= MAX_PENDING
             && let Some(oldest) = pending

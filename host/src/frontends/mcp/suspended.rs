@@ -121,14 +121,34 @@ pub(super) enum Taken {
 pub(super) struct SuspendedCalls {
     waiting: Arc<Mutex<HashMap<String, Waiting>>>,
     ttl: Duration,
+    /// This replica's name, when it is one of many: the states it issues start with it,
+    /// so a retry that reaches another replica is told where its call waits.
+    replica: Option<String>,
 }
 
+/// What separates the replica's name from the rest of a request state.
+const REPLICA_MARK: char = '~';
+
 impl SuspendedCalls {
-    pub(super) fn new(ttl: Duration) -> SuspendedCalls {
+    pub(super) fn new(ttl: Duration, replica: Option<String>) -> SuspendedCalls {
         SuspendedCalls {
             waiting: Arc::new(Mutex::new(HashMap::new())),
             ttl,
+            replica,
         }
+    }
+
+    /// The replica that issued `state`, when that is another than this one: the call
+    /// waiting for the answer runs there, not here.
+    pub(super) fn issued_elsewhere<'s>(&self, state: &'s str) -> Option<&'s str> {
+        let mine = self.replica.as_deref()?;
+        let (replica, _) = state.split_once(REPLICA_MARK)?;
+        (replica != mine).then_some(replica)
+    }
+
+    /// This replica's name, if it is one of many.
+    pub(super) fn replica(&self) -> Option<&str> {
+        self.replica.as_deref()
     }
 
     /// Leaves `run` waiting for `inputs` and returns the state the client retries with.
@@ -143,7 +163,11 @@ impl SuspendedCalls {
         run: Running,
         inputs: Inputs,
     ) -> String {
-        let state = uuid::Uuid::new_v4().simple().to_string();
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let state = match &self.replica {
+            Some(replica) => format!("{replica}{REPLICA_MARK}{id}"),
+            None => id,
+        };
         let abandoned = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let mut abandoned = Vec::new();

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use crate::state::{Change, SharedState, StateError};
 use crate::sys::safe_open::{Fingerprint, fingerprint};
 use toolhost_calls::private::{ensure_private_dir, tighten_existing, write_private_file};
 
@@ -148,6 +149,9 @@ pub enum TokenError {
     /// The system's random source failed.
     #[error("could not get random bytes for a token: {0}")]
     Random(String),
+    /// The shared state database could not be used.
+    #[error(transparent)]
+    Shared(#[from] StateError),
 }
 
 /// A token that was just made: shown once.
@@ -159,25 +163,48 @@ pub struct NewToken {
     pub token: String,
 }
 
-/// The token file of a host.
+/// The tokens of a host: its token file, or the shared state database of its replicas.
 #[derive(Debug, Clone)]
 pub struct TokenStore {
     path: PathBuf,
+    shared: Option<Arc<SharedState>>,
 }
 
 impl TokenStore {
     /// The store in `path` (it need not exist yet).
     pub fn new(path: PathBuf) -> TokenStore {
-        TokenStore { path }
+        TokenStore { path, shared: None }
     }
 
-    /// Its file.
+    /// The store in the shared state database (`[state] backend = "postgres"`).
+    pub fn shared(state: Arc<SharedState>) -> TokenStore {
+        TokenStore {
+            path: PathBuf::new(),
+            shared: Some(state),
+        }
+    }
+
+    /// Its file (empty for the shared state).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Where the tokens are kept, for messages: the file, or the database.
+    pub fn location(&self) -> String {
+        match &self.shared {
+            Some(state) => format!(
+                "the shared state database {}",
+                state.settings().redacted_url()
+            ),
+            None => self.path.display().to_string(),
+        }
+    }
+
     /// The tokens, oldest first. A missing file has none.
     pub fn list(&self) -> Result<Vec<TokenRecord>, TokenError> {
+        if let Some(state) = &self.shared {
+            return Ok(crate::state::tokens::list(state)?);
+        }
         Ok(self.read()?.tokens)
     }
 
@@ -199,22 +226,21 @@ impl TokenStore {
         };
         scopes.sort_unstable();
         scopes.dedup();
+        if let Some(state) = &self.shared {
+            let token = generate()?;
+            let record = new_record(name, profile, scopes, &token);
+            return match crate::state::tokens::add(state, record.clone())? {
+                true => Ok(NewToken { record, token }),
+                false => Err(TokenError::Exists(name.to_owned())),
+            };
+        }
         let _lock = self.lock()?;
         let mut file = self.read()?;
         if file.tokens.iter().any(|t| t.name == name) {
             return Err(TokenError::Exists(name.to_owned()));
         }
         let token = generate()?;
-        let record = TokenRecord {
-            name: name.to_owned(),
-            profile: profile.map(str::to_owned),
-            scopes,
-            created: jiff::Timestamp::now()
-                .round(jiff::Unit::Second)
-                .unwrap_or_else(|_| jiff::Timestamp::now())
-                .to_string(),
-            sha256: hash_hex(&token),
-        };
+        let record = new_record(name, profile, scopes, &token);
         file.tokens.push(record.clone());
         self.write(&mut file)?;
         Ok(NewToken { record, token })
@@ -222,6 +248,10 @@ impl TokenStore {
 
     /// Removes the token named `name`.
     pub fn revoke(&self, name: &str) -> Result<TokenRecord, TokenError> {
+        if let Some(state) = &self.shared {
+            return crate::state::tokens::revoke(state, name)?
+                .ok_or_else(|| TokenError::NoSuchToken(name.to_owned()));
+        }
         let _lock = self.lock()?;
         let mut file = self.read()?;
         let Some(index) = file.tokens.iter().position(|t| t.name == name) else {
@@ -314,6 +344,25 @@ impl TokenStore {
             toolhost_calls::private::open_private_file(&lock_path).map_err(self.io("lock"))?;
         lock.lock().map_err(self.io("lock"))?;
         Ok(lock)
+    }
+}
+
+/// The record of a new `token` (its hash, never itself).
+fn new_record(
+    name: &str,
+    profile: Option<&str>,
+    scopes: Vec<TokenScope>,
+    token: &str,
+) -> TokenRecord {
+    TokenRecord {
+        name: name.to_owned(),
+        profile: profile.map(str::to_owned),
+        scopes,
+        created: jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_else(|_| jiff::Timestamp::now())
+            .to_string(),
+        sha256: hash_hex(token),
     }
 }
 
@@ -413,6 +462,11 @@ impl PartialEq for TokenFileError {
 struct Snapshot {
     /// The file as read; `None`: it was missing.
     version: Option<Fingerprint>,
+    /// The shared state's token generation as read (`None`: not read by generation).
+    generation: Option<u64>,
+    /// While the shared state database cannot be reached: when to ask it again (until
+    /// then the tokens last read are used; nobody can revoke one while it is down).
+    retry_at: Option<std::time::Instant>,
     tokens: Vec<([u8; 32], TokenIdentity, Vec<TokenScope>)>,
     error: Option<TokenFileError>,
 }
@@ -431,10 +485,29 @@ impl TokenAuthenticator {
             store,
             snapshot: Mutex::new(Snapshot {
                 version: None,
+                generation: None,
+                retry_at: None,
                 tokens: Vec::new(),
                 error: Some(TokenFileError::NotReadYet),
             }),
         }
+    }
+
+    /// With the shared state: reads the tokens again as soon as a change is heard (not at
+    /// the next request), so a replica has current tokens should the database go away
+    /// before then. Does nothing for a token file.
+    pub fn follow_changes(self: &Arc<Self>) {
+        let Some(state) = &self.store.shared else {
+            return;
+        };
+        let mut changes = state.changes().watch_tokens();
+        let me = Arc::downgrade(self);
+        state.spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(auth) = me.upgrade() else { return };
+                let _ = tokio::task::spawn_blocking(move || drop(auth.refresh())).await;
+            }
+        });
     }
 
     /// The store it reads.
@@ -490,6 +563,10 @@ impl TokenAuthenticator {
 
     fn refresh(&self) -> std::sync::MutexGuard<'_, Snapshot> {
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(state) = &self.store.shared {
+            self.refresh_shared(state, &mut snapshot);
+            return snapshot;
+        }
         let version = match fingerprint(&self.store.path) {
             Ok(f) => Some(f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -503,20 +580,7 @@ impl TokenAuthenticator {
         }
         match self.store.list() {
             Ok(records) => {
-                snapshot.tokens = records
-                    .into_iter()
-                    .filter_map(|r| {
-                        let hash = parse_hash(&r.sha256)?;
-                        Some((
-                            hash,
-                            TokenIdentity {
-                                name: r.name,
-                                profile: r.profile,
-                            },
-                            r.scopes,
-                        ))
-                    })
-                    .collect();
+                snapshot.tokens = identities_of(records);
                 snapshot.error = None;
                 snapshot.version = version;
             }
@@ -531,7 +595,66 @@ impl TokenAuthenticator {
     }
 }
 
-/// The token of an `Authorization: Bearer TOKEN` header value.
+impl TokenAuthenticator {
+    /// The shared state's tokens: the cached ones while notifications say nothing
+    /// changed; read again after a change, and on every check while notifications may be
+    /// missed. While the database cannot be reached at all, the tokens last read keep
+    /// working (no revocation can be written meanwhile), asked again each second.
+    fn refresh_shared(&self, state: &Arc<SharedState>, snapshot: &mut Snapshot) {
+        let generation = state.changes().generation(Change::Tokens);
+        if generation.is_some() && snapshot.generation == generation && snapshot.error.is_none() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if snapshot.retry_at.is_some_and(|at| now < at) && snapshot.error.is_none() {
+            return;
+        }
+        match self.store.list() {
+            Ok(records) => {
+                snapshot.tokens = identities_of(records);
+                snapshot.error = None;
+                snapshot.generation = generation;
+                snapshot.retry_at = None;
+            }
+            // Read well before: those tokens keep working while it is away.
+            Err(TokenError::Shared(StateError::Unavailable { .. })) if snapshot.error.is_none() => {
+                if snapshot.retry_at.is_none() {
+                    tracing::warn!(
+                        "MCP over HTTP: the shared state database cannot be reached; the \
+                         tokens read last are checked until it is back"
+                    );
+                }
+                snapshot.generation = None;
+                snapshot.retry_at = Some(now + std::time::Duration::from_secs(1));
+            }
+            Err(e) => {
+                tracing::error!("MCP over HTTP: {e}; every request is refused until it is fixed");
+                snapshot.tokens.clear();
+                snapshot.error = Some(TokenFileError::Store(Arc::new(e)));
+                snapshot.generation = None;
+            }
+        }
+    }
+}
+
+/// Records as the authenticator keeps them (a record whose hash is not one is skipped).
+fn identities_of(records: Vec<TokenRecord>) -> Vec<([u8; 32], TokenIdentity, Vec<TokenScope>)> {
+    records
+        .into_iter()
+        .filter_map(|r| {
+            let hash = parse_hash(&r.sha256)?;
+            Some((
+                hash,
+                TokenIdentity {
+                    name: r.name,
+                    profile: r.profile,
+                },
+                r.scopes,
+            ))
+        })
+        .collect()
+}
+
 /// The token of an `Authorization: Bearer TOKEN` header value.
 pub(crate) fn bearer(value: &[u8]) -> Option<&str> {
     let value = std::str::from_utf8(value).ok()?.trim();

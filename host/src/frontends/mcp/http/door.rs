@@ -218,6 +218,18 @@ impl Door {
         {
             return json_response(hyper::StatusCode::OK, &oauth.metadata());
         }
+        if request.uri().path() == "/ready" && request.method() == hyper::Method::GET {
+            let readiness = self.host.readiness().await;
+            let status = if readiness.ready {
+                hyper::StatusCode::OK
+            } else {
+                hyper::StatusCode::SERVICE_UNAVAILABLE
+            };
+            return json_response(
+                status,
+                &serde_json::to_value(&readiness).unwrap_or_default(),
+            );
+        }
         if request.uri().path() != "/mcp" {
             return plain(
                 hyper::StatusCode::NOT_FOUND,
@@ -499,11 +511,20 @@ pub(super) async fn serve_connection(
         hyper::service::service_fn(move |request| {
             let door = Arc::clone(&door);
             let busy = connection.begin();
+            // A draining host waits for these (POSTs: calls and their answers; a GET's
+            // event stream may stay open as long as its client likes).
+            let call =
+                (request.method() == hyper::Method::POST).then(|| Host::http_request(&door.host));
             async move {
                 let response = door.route(peer, request).await;
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| BodyWithGuard { body, _busy: busy }.boxed()),
-                )
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    BodyWithGuard {
+                        body,
+                        _busy: busy,
+                        _call: call,
+                    }
+                    .boxed()
+                }))
             }
         })
     };
@@ -547,6 +568,7 @@ pub(super) async fn serve_connection(
 pub(super) struct BodyWithGuard {
     body: HttpBody,
     _busy: Busy,
+    _call: Option<crate::host::HttpRequest>,
 }
 
 impl hyper::body::Body for BodyWithGuard {

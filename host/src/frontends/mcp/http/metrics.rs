@@ -57,7 +57,7 @@ pub async fn bind_metrics(
         HttpAuth::Tokens(auth) => tracing::info!(
             "Prometheus metrics at {scheme}://{bound}/metrics, with a bearer token of scope \
              metrics from {}",
-            auth.store().path().display()
+            auth.store().location()
         ),
     }
     let auth = options.auth;

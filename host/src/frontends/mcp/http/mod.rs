@@ -231,20 +231,20 @@ fn announce(options: &HttpOptions, bound: SocketAddr) {
                 } else {
                     oauth.scopes.join(" ")
                 },
-                auth.store().path().display()
+                auth.store().location()
             ),
             Ok(0) => tracing::warn!(
                 "no MCP tokens yet in {}: every request gets 401 until you make one with \
                  `toolhost token add NAME`",
-                auth.store().path().display()
+                auth.store().location()
             ),
             Ok(n) => tracing::info!(
                 "MCP over HTTP needs a bearer token ({n} in {})",
-                auth.store().path().display()
+                auth.store().location()
             ),
             Err(e) => tracing::error!(
                 "the MCP token file {} cannot be read ({e}): every request gets 401 until it can",
-                auth.store().path().display()
+                auth.store().location()
             ),
         },
     }
