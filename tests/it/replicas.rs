@@ -353,10 +353,19 @@ impl Haproxy {
 #[derive(Debug)]
 struct Response {
     status: u16,
+    head: String,
     body: String,
 }
 
 impl Response {
+    /// A header's value.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+
     /// The body as JSON: the whole body, or the JSON-RPC answer in an event stream.
     fn json(&self) -> Value {
         if let Ok(v) = serde_json::from_str::<Value>(&self.body) {
@@ -395,7 +404,26 @@ fn exchange(port: u16, request: &str) -> std::io::Result<Response> {
     } else {
         body.to_owned()
     };
-    Ok(Response { status, body })
+    Ok(Response {
+        status,
+        head: head.to_owned(),
+        body,
+    })
+}
+
+/// A 2025-11-25 request (`session`: the session's id, after `initialize`).
+fn legacy(port: u16, token: &str, session: Option<&str>, message: &Value) -> Response {
+    let body = message.to_string();
+    let session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{session}Authorization: Bearer {token}\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(port, &request).expect("a 2025-11-25 request")
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -656,6 +684,39 @@ fn three_replicas_behind_haproxy_share_outputs_tokens_approvals_and_questions() 
         "a retry on another replica should be refused naming both: {refused}"
     );
 
+    // A 2025-11-25 session stays on the replica that answered `initialize` (HAProxy
+    // remembers its Mcp-Session-Id): another replica would answer 404.
+    let init = legacy(
+        lb.port,
+        &token,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "legacy-client", "version": "1"}}}),
+    );
+    assert_eq!(init.status, 200, "{init:?}");
+    let session = init
+        .header("mcp-session-id")
+        .unwrap_or_else(|| panic!("no session id: {init:?}"))
+        .to_owned();
+    let ready = legacy(
+        lb.port,
+        &token,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(ready.status, 202, "{ready:?}");
+    for i in 0..6 {
+        let listed = legacy(
+            lb.port,
+            &token,
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/list"}),
+        );
+        assert_eq!(listed.status, 200, "request {i} of the session: {listed:?}");
+        assert!(listed.json()["result"]["tools"].is_array(), "{listed:?}");
+    }
+
     // A token revoked through one replica's admin command is refused by all.
     let before = Instant::now();
     fleet.run(&["token", "revoke", "client"]);
@@ -692,6 +753,19 @@ fn three_replicas_behind_haproxy_share_outputs_tokens_approvals_and_questions() 
         1,
         "the replicas load the same plugins: {sets:?}"
     );
+
+    // A database a newer toolhost migrated is refused, saying so.
+    pg.query("INSERT INTO toolhost_schema (version) VALUES (999)");
+    let refused = fleet
+        .command("r1")
+        .args(["token", "list"])
+        .output()
+        .expect("run toolhost token list");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("schema version 999"),
+        "an older toolhost must refuse a newer schema: {said}"
+    );
 }
 
 #[test]
@@ -709,7 +783,9 @@ fn a_replica_killed_under_load_loses_no_answered_call_and_runs_no_write_twice() 
     let workers: Vec<_> = (0..4)
         .map(|w| {
             let client = Arc::clone(&client);
-            let marker = marker.to_string_lossy().into_owned();
+            // One file per client: its writes are one at a time (the fixture's line is
+            // two writes, which concurrent writers could interleave).
+            let marker = format!("{}-w{w}", marker.to_string_lossy());
             let done = Arc::clone(&done);
             let port = lb.port;
             std::thread::spawn(move || {
@@ -727,7 +803,7 @@ fn a_replica_killed_under_load_loses_no_answered_call_and_runs_no_write_twice() 
                         json!({"name": tool, "arguments": args}),
                     ) {
                         Ok((200, answer)) => {
-                            answer["result"].is_object() && answer["result"]["isError"] != true
+                            answer["result"]["isError"] == false && !text_of(&answer).is_empty()
                         }
                         _ => false,
                     };
@@ -781,7 +857,12 @@ fn a_replica_killed_under_load_loses_no_answered_call_and_runs_no_write_twice() 
     // Every answered call is in the audit log; no write ran twice; every answered write
     // ran.
     let audited = pg.query("SELECT line FROM toolhost_audit WHERE line LIKE '%note_write%'");
-    let writes = std::fs::read_to_string(&marker).unwrap_or_default();
+    let writes: String = (0..4)
+        .map(|w| {
+            std::fs::read_to_string(format!("{}-w{w}", marker.to_string_lossy()))
+                .unwrap_or_default()
+        })
+        .collect();
     let mut seen = std::collections::BTreeSet::new();
     for line in writes.lines() {
         assert!(seen.insert(line), "write {line} ran twice: {writes}");

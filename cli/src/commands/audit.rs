@@ -151,10 +151,10 @@ impl AuditArgs {
             (Some(AuditAction::Verify { file: Some(_), .. }), _) | (None, Some(_)) => None,
             _ => super::shared_state(config, false)?,
         };
-        if let Some(state) = &shared {
-            if let Some(AuditAction::Verify { .. }) = self.action {
-                return verify_shared_log(state);
-            }
+        if let Some(state) = &shared
+            && let Some(AuditAction::Verify { .. }) = self.action
+        {
+            return verify_shared_log(state);
         }
         if let Some(AuditAction::Verify { file, expect }) = self.action {
             return verify_log(&log_file(config, file)?, &expect);

@@ -18,8 +18,11 @@ pub struct SharedApprovals {
     state: Arc<SharedState>,
     profiles: BTreeSet<String>,
     /// Per profile: the generation it was read at and what it held.
-    cache: Mutex<HashMap<String, (u64, Arc<Vec<LastingApproval>>)>>,
+    cache: Mutex<HashMap<String, Cached>>,
 }
+
+/// A profile's approvals as read, and the generation of changes then.
+type Cached = (u64, Arc<Vec<LastingApproval>>);
 
 impl std::fmt::Debug for SharedApprovals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -5,10 +5,20 @@
 use std::sync::Arc;
 
 use super::{Change, SharedState, StateError, notify};
-use crate::frontends::mcp::tokens::{TokenRecord, TokenScope};
+
+/// A token's row: what the token file keeps of one (its scopes as their names). The MCP
+/// frontend's `TokenStore` turns it into its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenRow {
+    pub(crate) name: String,
+    pub(crate) profile: Option<String>,
+    pub(crate) scopes: Vec<String>,
+    pub(crate) created: String,
+    pub(crate) sha256: String,
+}
 
 /// Every token, oldest first.
-pub(crate) fn list(state: &Arc<SharedState>) -> Result<Vec<TokenRecord>, StateError> {
+pub(crate) fn list(state: &Arc<SharedState>) -> Result<Vec<TokenRow>, StateError> {
     let me = Arc::clone(state);
     state.block(async move {
         let client = me.client().await?;
@@ -20,28 +30,21 @@ pub(crate) fn list(state: &Arc<SharedState>) -> Result<Vec<TokenRecord>, StateEr
             )
             .await
             .map_err(me.query_error("list the tokens"))?;
-        rows.iter()
-            .map(|row| {
-                let scopes: Vec<String> = row.get(2);
-                let scopes = scopes
-                    .iter()
-                    .map(|s| s.parse::<TokenScope>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| me.damaged("token", e))?;
-                Ok(TokenRecord {
-                    name: row.get(0),
-                    profile: row.get(1),
-                    scopes,
-                    created: row.get(3),
-                    sha256: row.get(4),
-                })
+        Ok(rows
+            .iter()
+            .map(|row| TokenRow {
+                name: row.get(0),
+                profile: row.get(1),
+                scopes: row.get(2),
+                created: row.get(3),
+                sha256: row.get(4),
             })
-            .collect()
+            .collect())
     })
 }
 
 /// Stores `record` unless its name is taken (`false`).
-pub(crate) fn add(state: &Arc<SharedState>, record: TokenRecord) -> Result<bool, StateError> {
+pub(crate) fn add(state: &Arc<SharedState>, record: TokenRow) -> Result<bool, StateError> {
     let me = Arc::clone(state);
     let added = state.block(async move {
         let mut client = me.client().await?;
@@ -49,7 +52,6 @@ pub(crate) fn add(state: &Arc<SharedState>, record: TokenRecord) -> Result<bool,
             .transaction()
             .await
             .map_err(me.query_error("begin adding a token"))?;
-        let scopes: Vec<&str> = record.scopes.iter().map(|s| s.as_str()).collect();
         let inserted = tx
             .execute(
                 "INSERT INTO toolhost_tokens (name, profile, scopes, created, sha256) \
@@ -57,7 +59,7 @@ pub(crate) fn add(state: &Arc<SharedState>, record: TokenRecord) -> Result<bool,
                 &[
                     &record.name,
                     &record.profile,
-                    &scopes,
+                    &record.scopes,
                     &record.created,
                     &record.sha256,
                 ],
@@ -80,10 +82,7 @@ pub(crate) fn add(state: &Arc<SharedState>, record: TokenRecord) -> Result<bool,
 }
 
 /// Removes the token named `name`: what was removed, or `None` if there was none.
-pub(crate) fn revoke(
-    state: &Arc<SharedState>,
-    name: &str,
-) -> Result<Option<TokenRecord>, StateError> {
+pub(crate) fn revoke(state: &Arc<SharedState>, name: &str) -> Result<Option<TokenRow>, StateError> {
     let me = Arc::clone(state);
     let name = name.to_owned();
     let removed = state.block(async move {
@@ -109,11 +108,10 @@ pub(crate) fn revoke(
         tx.commit()
             .await
             .map_err(me.query_error("commit a revocation"))?;
-        let scopes: Vec<String> = row.get(2);
-        Ok(Some(TokenRecord {
+        Ok(Some(TokenRow {
             name: row.get(0),
             profile: row.get(1),
-            scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+            scopes: row.get(2),
             created: row.get(3),
             sha256: row.get(4),
         }))

@@ -203,7 +203,10 @@ impl TokenStore {
     /// The tokens, oldest first. A missing file has none.
     pub fn list(&self) -> Result<Vec<TokenRecord>, TokenError> {
         if let Some(state) = &self.shared {
-            return Ok(crate::state::tokens::list(state)?);
+            return crate::state::tokens::list(state)?
+                .into_iter()
+                .map(|row| from_row(row).map_err(|e| state.damaged("token", e).into()))
+                .collect();
         }
         Ok(self.read()?.tokens)
     }
@@ -229,7 +232,7 @@ impl TokenStore {
         if let Some(state) = &self.shared {
             let token = generate()?;
             let record = new_record(name, profile, scopes, &token);
-            return match crate::state::tokens::add(state, record.clone())? {
+            return match crate::state::tokens::add(state, to_row(&record))? {
                 true => Ok(NewToken { record, token }),
                 false => Err(TokenError::Exists(name.to_owned())),
             };
@@ -249,8 +252,10 @@ impl TokenStore {
     /// Removes the token named `name`.
     pub fn revoke(&self, name: &str) -> Result<TokenRecord, TokenError> {
         if let Some(state) = &self.shared {
-            return crate::state::tokens::revoke(state, name)?
-                .ok_or_else(|| TokenError::NoSuchToken(name.to_owned()));
+            return match crate::state::tokens::revoke(state, name)? {
+                Some(row) => from_row(row).map_err(|e| state.damaged("token", e).into()),
+                None => Err(TokenError::NoSuchToken(name.to_owned())),
+            };
         }
         let _lock = self.lock()?;
         let mut file = self.read()?;
@@ -345,6 +350,37 @@ impl TokenStore {
         lock.lock().map_err(self.io("lock"))?;
         Ok(lock)
     }
+}
+
+/// A record as the shared state keeps it.
+fn to_row(record: &TokenRecord) -> crate::state::tokens::TokenRow {
+    crate::state::tokens::TokenRow {
+        name: record.name.clone(),
+        profile: record.profile.clone(),
+        scopes: record
+            .scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect(),
+        created: record.created.clone(),
+        sha256: record.sha256.clone(),
+    }
+}
+
+/// The record of a row of the shared state (a scope this toolhost does not know is an
+/// error, as it is in the token file: the row was written by a newer toolhost).
+fn from_row(row: crate::state::tokens::TokenRow) -> Result<TokenRecord, UnknownScope> {
+    Ok(TokenRecord {
+        name: row.name,
+        profile: row.profile,
+        scopes: row
+            .scopes
+            .iter()
+            .map(|s| s.parse())
+            .collect::<Result<Vec<_>, _>>()?,
+        created: row.created,
+        sha256: row.sha256,
+    })
 }
 
 /// The record of a new `token` (its hash, never itself).
