@@ -506,8 +506,19 @@ impl Host {
     /// not while draining. The shared state database being away does not make a replica
     /// unready: it is away for every replica alike, and calls that do not need it (read
     /// tools without kept outputs) still work; `shared_state` says whether it is heard.
-    pub async fn readiness(&self) -> Readiness {
-        let answer = self.readiness_now().await;
+    /// `expected_plugins`: the plugin set's hash the asker expects; another one is a
+    /// reason not to be ready.
+    pub async fn readiness(&self, expected_plugins: Option<&str>) -> Readiness {
+        let mut answer = self.readiness_now().await;
+        if let Some(expected) = expected_plugins
+            && expected != answer.plugin_set
+        {
+            answer.ready = false;
+            answer.reasons.push(format!(
+                "this replica loads plugin set {}, not the {expected} asked for",
+                answer.plugin_set
+            ));
+        }
         self.ready_checks.fetch_add(1, Ordering::AcqRel);
         if self.draining() {
             self.drain_seen_flag.store(true, Ordering::Release);

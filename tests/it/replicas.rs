@@ -65,10 +65,18 @@ struct Postgres {
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
+    /// TLS only (`hostssl`), with a certificate for 127.0.0.1 signed by `ca.pem`.
+    tls: bool,
 }
 
 impl Postgres {
     fn start(test: &str) -> Option<Postgres> {
+        Postgres::start_with(test, false)
+    }
+
+    /// With `tls`: the server takes TLS connections only, its certificate signed by a CA
+    /// of the test's own (`ca_file`).
+    fn start_with(test: &str, tls: bool) -> Option<Postgres> {
         let Some(bin) = postgres_bin() else {
             cannot_run(test, "PostgreSQL's server is not installed");
             return None;
@@ -96,15 +104,31 @@ impl Postgres {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if tls {
+            make_certificates(dir.path(), &data);
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "hostssl all all 127.0.0.1/32 trust\n",
+            )
+            .expect("pg_hba.conf");
+            for file in ["pg_hba.conf", "server.crt", "server.key"] {
+                user.chown(&data.join(file));
+            }
+        }
         let mut pg = Postgres {
             user,
             bin,
             dir,
             port: free_port(),
             child: None,
+            tls,
         };
         pg.launch();
         Some(pg)
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// Starts the server and waits until it answers.
@@ -119,6 +143,18 @@ impl Postgres {
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "unix_socket_directories="])
             .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            .args(if self.tls {
+                &[
+                    "-c",
+                    "ssl=on",
+                    "-c",
+                    "ssl_cert_file=server.crt",
+                    "-c",
+                    "ssl_key_file=server.key",
+                ][..]
+            } else {
+                &[][..]
+            })
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -129,6 +165,7 @@ impl Postgres {
 
     fn answers(&self) -> bool {
         Command::new("psql")
+            .env("PGSSLMODE", if self.tls { "require" } else { "prefer" })
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args(["-U", "toolhost", "-d", "postgres", "-Atc", "SELECT 1"])
             .stdout(Stdio::null())
@@ -158,6 +195,7 @@ impl Postgres {
     /// One query's rows, `|`-separated.
     fn query(&self, sql: &str) -> String {
         let out = Command::new("psql")
+            .env("PGSSLMODE", if self.tls { "require" } else { "prefer" })
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args(["-U", "toolhost", "-d", "postgres", "-Atc", sql])
             .output()
@@ -177,6 +215,76 @@ impl Drop for Postgres {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A CA (`dir/ca.pem`) and a server certificate for 127.0.0.1 it signed
+/// (`data/server.crt`, `data/server.key`), made with openssl.
+fn make_certificates(dir: &Path, data: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl (postgresql's packages bring it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=toolhost test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("san.ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ]);
+    for file in ["server.crt", "server.key"] {
+        std::fs::copy(dir.join(file), data.join(file)).expect("copy a certificate");
+    }
+    std::fs::set_permissions(
+        data.join("server.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod server.key");
 }
 
 /// One `toolhost serve --mcp http` replica.
@@ -754,6 +862,17 @@ fn three_replicas_behind_haproxy_share_outputs_tokens_approvals_and_questions() 
         "the replicas load the same plugins: {sets:?}"
     );
 
+    // A check that names the plugin set it expects marks a replica with another down.
+    let set = sets.into_iter().next().unwrap_or_default();
+    let same = get(replicas[0].port, &format!("/ready?plugin_set={set}")).expect("ready");
+    assert_eq!(same.status, 200, "{same:?}");
+    let other = get(replicas[0].port, "/ready?plugin_set=0123abcd").expect("ready");
+    assert_eq!(other.status, 503, "{other:?}");
+    assert!(
+        other.body.contains("not the 0123abcd asked for"),
+        "{other:?}"
+    );
+
     // A database a newer toolhost migrated is refused, saying so.
     pg.query("INSERT INTO toolhost_schema (version) VALUES (999)");
     let refused = fleet
@@ -1007,5 +1126,53 @@ fn sigterm_drains_a_replica_haproxy_stops_sending_and_calls_in_flight_finish() {
     assert!(
         !text_of(&answer).is_empty(),
         "the call in flight finished: {answer}"
+    );
+}
+
+#[test]
+fn tls_to_the_database_is_verified_against_the_configured_ca() {
+    let test = "tls_to_the_database_is_verified_against_the_configured_ca";
+    let Some(pg) = Postgres::start_with(test, true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!(
+        "postgres://toolhost@127.0.0.1:{}/postgres?sslmode=require",
+        pg.port
+    );
+    let run = |config: &str| {
+        let file = dir.path().join("toolhost.toml");
+        std::fs::write(&file, config).expect("config");
+        toolhost_command()
+            .arg("--config")
+            .arg(&file)
+            .args(["token", "list", "--json"])
+            .env("XDG_STATE_HOME", dir.path())
+            .output()
+            .expect("run toolhost")
+    };
+    // The server takes TLS only: with its CA, toolhost connects (and migrates).
+    let with_ca = run(&format!(
+        "[state]\nbackend = \"postgres\"\nurl = \"{url}\"\nca_file = \"{}\"\n",
+        pg.ca_file().display()
+    ));
+    assert!(
+        with_ca.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with_ca.stderr)
+    );
+    assert_eq!(pg.query("SELECT max(version) FROM toolhost_schema"), "1");
+    // Without it, the certificate is not trusted, and the message says which database.
+    let without = run(&format!(
+        "[state]\nbackend = \"postgres\"\nurl = \"{url}\"\n"
+    ));
+    let said = String::from_utf8_lossy(&without.stderr);
+    assert!(
+        !without.status.success(),
+        "an unknown CA must be refused: {said}"
+    );
+    assert!(
+        said.contains("cannot be reached") && said.contains(&format!("127.0.0.1:{}", pg.port)),
+        "{said}"
     );
 }

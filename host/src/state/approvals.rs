@@ -153,6 +153,9 @@ pub fn keep(
             .transaction()
             .await
             .map_err(me.query_error("begin keeping an approval"))?;
+        tx.batch_execute(super::SYNCED)
+            .await
+            .map_err(me.query_error("ask for a synced commit"))?;
         tx.execute(
             "DELETE FROM toolhost_approvals WHERE profile = $1 AND tool = $2",
             &[&profile, &entry.tool],
@@ -202,6 +205,9 @@ pub fn revoke(
             .transaction()
             .await
             .map_err(me.query_error("begin revoking approvals"))?;
+        tx.batch_execute(super::SYNCED)
+            .await
+            .map_err(me.query_error("ask for a synced commit"))?;
         let removed = tx
             .execute(
                 "DELETE FROM toolhost_approvals WHERE profile = $1 \

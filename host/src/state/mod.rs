@@ -248,11 +248,21 @@ impl SharedState {
     /// database each time). Blocking; fails if the database cannot be reached now.
     pub fn connect(settings: StateSettings, listen: bool) -> Result<Arc<SharedState>, StateError> {
         let url = settings.redacted_url();
-        let pg: tokio_postgres::Config =
+        let mut pg: tokio_postgres::Config =
             settings.url.parse().map_err(|source| StateError::BadUrl {
                 url: url.clone(),
                 source,
             })?;
+        // A commit returns once the database has the rows, before its WAL reaches the
+        // disk: an audit line or kept output is then as durable as in the files (written,
+        // not fsynced per call), and a call waits a round trip, not a disk flush. Changes
+        // an operator makes (tokens, lasting approvals) ask for the flush themselves
+        // ([`SYNCED`]). The URL's own `options` come first and are kept.
+        let options = match pg.get_options() {
+            Some(given) => format!("{given} -c synchronous_commit=off"),
+            None => "-c synchronous_commit=off".to_owned(),
+        };
+        pg.options(&options);
         let tls = tls_connector(settings.ca_file.as_deref())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -546,6 +556,10 @@ async fn listen_forever(
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
+
+/// Run first in a transaction whose commit must be on disk when it returns (a token or
+/// an approval revoked must stay revoked if the database crashes just after).
+pub(crate) const SYNCED: &str = "SET LOCAL synchronous_commit TO on";
 
 /// `NOTIFY`s the other replicas of `kind` within `tx` (sent when it commits).
 pub(crate) async fn notify(

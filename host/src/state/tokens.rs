@@ -52,6 +52,9 @@ pub(crate) fn add(state: &Arc<SharedState>, record: TokenRow) -> Result<bool, St
             .transaction()
             .await
             .map_err(me.query_error("begin adding a token"))?;
+        tx.batch_execute(super::SYNCED)
+            .await
+            .map_err(me.query_error("ask for a synced commit"))?;
         let inserted = tx
             .execute(
                 "INSERT INTO toolhost_tokens (name, profile, scopes, created, sha256) \
@@ -91,6 +94,9 @@ pub(crate) fn revoke(state: &Arc<SharedState>, name: &str) -> Result<Option<Toke
             .transaction()
             .await
             .map_err(me.query_error("begin revoking a token"))?;
+        tx.batch_execute(super::SYNCED)
+            .await
+            .map_err(me.query_error("ask for a synced commit"))?;
         let row = tx
             .query_opt(
                 "DELETE FROM toolhost_tokens WHERE name = $1 \

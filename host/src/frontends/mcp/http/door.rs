@@ -219,7 +219,14 @@ impl Door {
             return json_response(hyper::StatusCode::OK, &oauth.metadata());
         }
         if request.uri().path() == "/ready" && request.method() == hyper::Method::GET {
-            let readiness = self.host.readiness().await;
+            // `?plugin_set=HASH`: a load balancer that expects one plugin set marks a
+            // replica with another one down.
+            let expected = request.uri().query().and_then(|q| {
+                q.split('&')
+                    .find_map(|pair| pair.strip_prefix("plugin_set="))
+                    .map(str::to_owned)
+            });
+            let readiness = self.host.readiness(expected.as_deref()).await;
             let status = if readiness.ready {
                 hyper::StatusCode::OK
             } else {
