@@ -79,9 +79,22 @@ impl Postgres {
             .status()
             .expect("chown");
         assert!(owned.success());
+        let id = |flag: &str| {
+            let out = Command::new("id")
+                .args([flag, &user])
+                .output()
+                .expect("run id");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let (uid, gid) = (id("-u"), id("-g"));
+        // setpriv execs the program itself (runuser would stay in between, and not pass
+        // the shutdown signal on).
         let as_user = |program: PathBuf| {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", &user, "--"]).arg(program);
+            let mut cmd = Command::new("setpriv");
+            cmd.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={gid}"))
+                .args(["--clear-groups", "--"])
+                .arg(program);
             cmd
         };
         let init = as_user(bin.join("initdb"))

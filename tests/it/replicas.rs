@@ -844,6 +844,24 @@ fn three_replicas_behind_haproxy_share_outputs_tokens_approvals_and_questions() 
         before.elapsed().as_millis()
     );
 
+    // A one-shot `toolhost call` under r1's name writes to r1's chain while r1 serves: the
+    // chain stays one.
+    let plugins = fleet.plugins.path().to_string_lossy().into_owned();
+    let chained = Client::new(&fleet.run(&["token", "add", "chain"]), false);
+    for i in 0..3 {
+        let text = format!("one-shot {i}");
+        let args = json!({"text": text}).to_string();
+        let said = fleet.run(&["call", "echo", &args, "--plugins", &plugins]);
+        assert!(said.contains(&text), "{said}");
+        let (status, answer) = chained.call(
+            replicas[0].port,
+            "echo",
+            json!({"text": format!("served {i}")}),
+            json!({}),
+        );
+        assert_eq!(status, 200, "{answer}");
+    }
+
     // Every replica's audit chain is whole, and status shows one plugin set.
     let verified = fleet.run(&["audit", "verify"]);
     assert!(verified.contains("3 replicas"), "{verified}");

@@ -1,8 +1,9 @@
 //! The audit log in the shared state (`[state] backend = "postgres"`): the same lines as
 //! the file, one row each, a chain per replica (`seq` from 1, `prev` the sha256 of the
-//! replica's line before), the chain's end in `toolhost_audit_heads`, all in one
-//! transaction per batch under a lock on the head row (two processes with one replica
-//! name keep one chain). [`verify_shared`] checks every replica's chain.
+//! replica's line before), the chain's end in `toolhost_audit_heads`, a batch of lines and
+//! the new end written by one statement that writes nothing if the end moved (two
+//! processes with one replica name keep one chain). [`verify_shared`] checks every
+//! replica's chain.
 //!
 //! A call waits until its line is committed, so a replica killed at any moment has
 //! recorded every call whose result left it. While the database cannot be reached, lines
@@ -51,6 +52,7 @@ pub(super) async fn run(
     let mut backlog: VecDeque<(AuditRecord, Option<oneshot::Sender<()>>)> = VecDeque::new();
     let mut open = true;
     let mut pause = Duration::from_millis(50);
+    let mut end: Option<ChainEnd> = None;
     while open || !backlog.is_empty() {
         if backlog.is_empty() {
             match rx.recv().await {
@@ -68,7 +70,7 @@ pub(super) async fn run(
         let n = backlog.len().min(BATCH);
         let mut records: Vec<AuditRecord> =
             backlog.iter().take(n).map(|(r, _)| r.clone()).collect();
-        match append(&state, &mut records).await {
+        match append(&state, &mut records, &mut end).await {
             Ok(()) => {
                 if !reachable.now() {
                     tracing::info!(
@@ -146,60 +148,100 @@ fn take(msg: Msg) -> (AuditRecord, Option<oneshot::Sender<()>>) {
     (ready(Msg::Record(pending)), committed)
 }
 
-/// Numbers and chains `records` after this replica's head and stores them, in one
-/// transaction.
-async fn append(state: &Arc<SharedState>, records: &mut [AuditRecord]) -> Result<(), StateError> {
+/// The end of this replica's chain, as the writer last left it.
+#[derive(Debug, Clone)]
+pub(super) struct ChainEnd {
+    seq: i64,
+    sha256: String,
+}
+
+/// The end of this replica's chain as the database has it (its head row made if new).
+async fn read_end(state: &Arc<SharedState>) -> Result<ChainEnd, StateError> {
     let replica = state.replica().to_owned();
-    let mut client = state.client().await?;
-    let tx = client
-        .transaction()
+    let client = state.client().await?;
+    client
+        .execute(
+            "INSERT INTO toolhost_audit_heads (replica, seq, sha256) VALUES ($1, 0, $2) \
+             ON CONFLICT (replica) DO NOTHING",
+            &[&replica, &GENESIS],
+        )
         .await
-        .map_err(state.query_error("begin writing audit lines"))?;
-    tx.execute(
-        "INSERT INTO toolhost_audit_heads (replica, seq, sha256) VALUES ($1, 0, $2) \
-         ON CONFLICT (replica) DO NOTHING",
-        &[&replica, &GENESIS],
-    )
-    .await
-    .map_err(state.query_error("start an audit chain"))?;
-    let head = tx
+        .map_err(state.query_error("start an audit chain"))?;
+    let head = client
         .query_one(
-            "SELECT seq, sha256 FROM toolhost_audit_heads WHERE replica = $1 FOR UPDATE",
+            "SELECT seq, sha256 FROM toolhost_audit_heads WHERE replica = $1",
             &[&replica],
         )
         .await
         .map_err(state.query_error("read the audit chain's head"))?;
-    let mut seq: i64 = head.get(0);
-    let mut prev: String = head.get(1);
-    let mut seqs = Vec::with_capacity(records.len());
-    let mut lines = Vec::with_capacity(records.len());
-    let mut hashes = Vec::with_capacity(records.len());
-    for record in records.iter_mut() {
-        seq += 1;
-        record.seq = u64::try_from(seq).unwrap_or(0);
-        record.prev.clone_from(&prev);
-        let line = serde_json::to_string(record).map_err(|e| state.damaged("audit line", e))?;
-        prev = sha256_hex(line.as_bytes());
-        seqs.push(seq);
-        lines.push(line);
-        hashes.push(prev.clone());
+    Ok(ChainEnd {
+        seq: head.get(0),
+        sha256: head.get(1),
+    })
+}
+
+/// Numbers and chains `records` after this replica's chain end (`end`, read when not
+/// known) and stores them with the new end in one statement, which writes nothing if the
+/// head moved meanwhile (another process of the same replica name wrote): then the end
+/// is read again and the lines renumbered. One round trip while this writer is the
+/// chain's only one.
+async fn append(
+    state: &Arc<SharedState>,
+    records: &mut [AuditRecord],
+    end: &mut Option<ChainEnd>,
+) -> Result<(), StateError> {
+    let replica = state.replica().to_owned();
+    for _ in 0..16 {
+        let from = match end.take() {
+            Some(known) => known,
+            None => read_end(state).await?,
+        };
+        let mut seq = from.seq;
+        let mut prev = from.sha256.clone();
+        let mut seqs = Vec::with_capacity(records.len());
+        let mut lines = Vec::with_capacity(records.len());
+        let mut hashes = Vec::with_capacity(records.len());
+        for record in records.iter_mut() {
+            seq += 1;
+            record.seq = u64::try_from(seq).unwrap_or(0);
+            record.prev.clone_from(&prev);
+            let line = serde_json::to_string(record).map_err(|e| state.damaged("audit line", e))?;
+            prev = sha256_hex(line.as_bytes());
+            seqs.push(seq);
+            lines.push(line);
+            hashes.push(prev.clone());
+        }
+        let client = state.client().await?;
+        let written = client
+            .execute(
+                "WITH head AS (UPDATE toolhost_audit_heads SET seq = $3, sha256 = $4 \
+                 WHERE replica = $1 AND seq = $2 AND sha256 = $5 RETURNING replica) \
+                 INSERT INTO toolhost_audit (replica, seq, line, sha256) \
+                 SELECT head.replica, t.s, t.l, t.h FROM head, \
+                 unnest($6::bigint[], $7::text[], $8::text[]) AS t(s, l, h)",
+                &[
+                    &replica,
+                    &from.seq,
+                    &seq,
+                    &prev,
+                    &from.sha256,
+                    &seqs,
+                    &lines,
+                    &hashes,
+                ],
+            )
+            .await
+            .map_err(state.query_error("write audit lines"))?;
+        if written == records.len() as u64 {
+            *end = Some(ChainEnd { seq, sha256: prev });
+            return Ok(());
+        }
+        // The head moved: read it again, renumber, write.
     }
-    tx.execute(
-        "INSERT INTO toolhost_audit (replica, seq, line, sha256) \
-         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[])",
-        &[&replica, &seqs, &lines, &hashes],
-    )
-    .await
-    .map_err(state.query_error("write audit lines"))?;
-    tx.execute(
-        "UPDATE toolhost_audit_heads SET seq = $2, sha256 = $3 WHERE replica = $1",
-        &[&replica, &seq, &prev],
-    )
-    .await
-    .map_err(state.query_error("move the audit chain's head"))?;
-    tx.commit()
-        .await
-        .map_err(state.query_error("commit audit lines"))
+    Err(state.damaged(
+        "audit chain head",
+        "it kept moving under this writer (16 tries): another process writes as this replica",
+    ))
 }
 
 /// One replica's chain as checked.
