@@ -1051,6 +1051,30 @@ fn postgres_restarted_under_load_read_tools_keep_working_and_replicas_reconnect(
         .unwrap_or_else(|| panic!("no resource_link: {kept}"))
         .to_owned();
 
+    // Load throughout: two clients calling a read tool through HAProxy until the end.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loaders: Vec<_> = (0..2)
+        .map(|n| {
+            let client = Client::new(&token, false);
+            let stop = Arc::clone(&stop);
+            let port = lb.port;
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                let mut calls = 0;
+                while !stop.load(Ordering::Acquire) {
+                    let text = format!("load {n}-{calls}");
+                    let (status, answer) =
+                        client.call(port, "echo", json!({"text": text}), json!({}));
+                    if status != 200 || text_of(&answer) != text {
+                        failures.push(format!("{status} {answer}"));
+                    }
+                    calls += 1;
+                }
+                (calls, failures)
+            })
+        })
+        .collect();
+
     pg.stop();
     // Read tools without kept outputs keep working, on every replica.
     for i in 0..9 {
@@ -1098,6 +1122,16 @@ fn postgres_restarted_under_load_read_tools_keep_working_and_replicas_reconnect(
             "replica {}: {read}",
             r.name
         );
+    }
+    stop.store(true, Ordering::Release);
+    for loader in loaders {
+        let (calls, failures) = loader.join().expect("a loading client");
+        assert!(
+            failures.is_empty(),
+            "{} of {calls} read calls failed across the restart: {failures:?}",
+            failures.len()
+        );
+        eprintln!("a loading client made {calls} read calls across the restart, none failed");
     }
     // The lines of calls made meanwhile reached the log once it was back.
     eventually(BOUND, "the outage's calls in the audit log", || {
