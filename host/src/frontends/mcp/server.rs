@@ -54,8 +54,8 @@ impl McpServer {
                 profile_name: scope.name,
                 options,
                 pending: PendingApprovals::new(answer_within, shared_pending),
-                suspended: super::suspended::SuspendedCalls::new(answer_within, replica),
-                tasks: super::tasks::Tasks::default(),
+                suspended: super::suspended::SuspendedCalls::new(answer_within, replica.clone()),
+                tasks: super::tasks::Tasks::new(replica),
                 sessions: AtomicU64::new(0),
             }),
         })

@@ -39,9 +39,21 @@ pub(super) struct Tasks {
     manager: TaskManager,
     /// Each task's owner and when it was made (a task is gone two lifetimes after).
     owners: Mutex<HashMap<String, (Owner, std::time::Instant)>>,
+    /// This replica's name, when it is one of many: a task runs on the replica that
+    /// started it, and a request for it that reaches another is told so.
+    replica: Option<String>,
 }
 
 impl Tasks {
+    /// The tasks of replica `replica` (`None`: a single host).
+    pub(super) fn new(replica: Option<String>) -> Tasks {
+        Tasks {
+            manager: TaskManager::default(),
+            owners: Mutex::default(),
+            replica,
+        }
+    }
+
     /// Runs `run` on as a task of `owner`'s, or hands it back when the caller (or the
     /// server) runs as many tasks as it may.
     #[allow(
@@ -87,9 +99,17 @@ impl Tasks {
         match owners.get(id) {
             Some((o, _)) if o == owner => Ok(()),
             _ => Err(McpError::invalid_params(
-                format!(
-                    "unknown task '{id}': no task of this client has that id (it may have expired)"
-                ),
+                match &self.replica {
+                    None => format!(
+                        "unknown task '{id}': no task of this client has that id (it may have \
+                         expired)"
+                    ),
+                    Some(replica) => format!(
+                        "unknown task '{id}': no task of this client has that id on replica \
+                         '{replica}' (it may have expired, or run on another replica: a task \
+                         stays on the replica that started it, so send its requests there)"
+                    ),
+                },
                 None,
             )),
         }
