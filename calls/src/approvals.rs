@@ -48,7 +48,21 @@ pub struct LastingApproval {
 }
 
 impl LastingApproval {
-    fn matches(&self, key: &ApprovalKey) -> bool {
+    /// The entry that keeps `key` approved, by `by`, from now.
+    pub fn of(key: &ApprovalKey, by: &str) -> LastingApproval {
+        LastingApproval {
+            tool: key.tool.clone(),
+            plugin: key.plugin.clone(),
+            plugin_sha256: key.plugin_sha256.clone(),
+            schema_sha256: key.schema_sha256.clone(),
+            risk: key.risk,
+            approved_at: jiff::Timestamp::now().to_string(),
+            approved_by: by.to_owned(),
+        }
+    }
+
+    /// Whether this entry approves `key` (the same tool, plugin file, schema and risk).
+    pub fn matches(&self, key: &ApprovalKey) -> bool {
         self.tool == key.tool
             && self.plugin_sha256 == key.plugin_sha256
             && self.schema_sha256 == key.schema_sha256
@@ -251,16 +265,8 @@ impl LastingApprovals for ApprovalFiles {
                 profile: profile.to_owned(),
             });
         };
-        let entry = LastingApproval {
-            tool: key.tool.clone(),
-            plugin: key.plugin.clone(),
-            plugin_sha256: key.plugin_sha256.clone(),
-            schema_sha256: key.schema_sha256.clone(),
-            risk: key.risk,
-            approved_at: jiff::Timestamp::now().to_string(),
-            approved_by: by.to_owned(),
-        };
-        file.keep(entry).map_err(|e| KeepError::Store(Box::new(e)))
+        file.keep(LastingApproval::of(key, by))
+            .map_err(|e| KeepError::Store(Box::new(e)))
     }
 }
 

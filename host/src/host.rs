@@ -88,12 +88,10 @@ pub struct Host {
     /// Set once the first scan of the plugin folders is done.
     loaded: std::sync::atomic::AtomicBool,
     /// HTTP requests in flight (MCP over HTTP), and a wake-up when one ends.
-    http_requests: AtomicUsize,
-    http_idle: tokio::sync::Notify,
+    http_requests: tokio::sync::watch::Sender<usize>,
     /// Readiness checks answered: in all, and "not ready" since draining began.
     ready_checks: std::sync::atomic::AtomicU64,
-    drain_seen: tokio::sync::Notify,
-    drain_seen_flag: std::sync::atomic::AtomicBool,
+    drain_seen: tokio::sync::watch::Sender<bool>,
 }
 
 /// An HTTP request in flight (see [`Host::drain`]).
@@ -101,9 +99,9 @@ pub(crate) struct HttpRequest(Arc<Host>);
 
 impl Drop for HttpRequest {
     fn drop(&mut self) {
-        if self.0.http_requests.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.http_idle.notify_waiters();
-        }
+        self.0
+            .http_requests
+            .send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -417,17 +415,15 @@ impl Host {
             state: config.state.clone(),
             draining: std::sync::atomic::AtomicBool::new(false),
             loaded: std::sync::atomic::AtomicBool::new(false),
-            http_requests: AtomicUsize::new(0),
-            http_idle: tokio::sync::Notify::new(),
+            http_requests: tokio::sync::watch::Sender::new(0),
             ready_checks: std::sync::atomic::AtomicU64::new(0),
-            drain_seen: tokio::sync::Notify::new(),
-            drain_seen_flag: std::sync::atomic::AtomicBool::new(false),
+            drain_seen: tokio::sync::watch::Sender::new(false),
         }
     }
 
     /// Counts an HTTP request in flight until the guard drops.
     pub(crate) fn http_request(host: &Arc<Host>) -> HttpRequest {
-        host.http_requests.fetch_add(1, Ordering::AcqRel);
+        host.http_requests.send_modify(|n| *n += 1);
         HttpRequest(Arc::clone(host))
     }
 
@@ -441,35 +437,25 @@ impl Host {
         self.start_draining();
         tracing::info!("draining: readiness now says no; calls in flight finish");
         if self.ready_checks.load(Ordering::Acquire) > 0 {
-            let seen = async {
-                loop {
-                    let notified = self.drain_seen.notified();
-                    if self.drain_seen_flag.load(Ordering::Acquire) {
-                        return;
-                    }
-                    notified.await;
-                }
-            };
-            if tokio::time::timeout(limit, seen).await.is_err() {
+            let mut seen = self.drain_seen.subscribe();
+            if tokio::time::timeout(limit, seen.wait_for(|seen| *seen))
+                .await
+                .is_err()
+            {
                 tracing::warn!(
                     "draining: no readiness check came within {} s; going on",
                     limit.as_secs()
                 );
             }
         }
-        let idle = async {
-            loop {
-                let notified = self.http_idle.notified();
-                if self.http_requests.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        if tokio::time::timeout(limit, idle).await.is_err() {
+        let mut requests = self.http_requests.subscribe();
+        if tokio::time::timeout(limit, requests.wait_for(|n| *n == 0))
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 "draining: {} HTTP requests still in flight after {} s; they are cut",
-                self.http_requests.load(Ordering::Acquire),
+                *self.http_requests.borrow(),
                 limit.as_secs()
             );
         }
@@ -509,7 +495,7 @@ impl Host {
     /// `expected_plugins`: the plugin set's hash the asker expects; another one is a
     /// reason not to be ready.
     pub async fn readiness(&self, expected_plugins: Option<&str>) -> Readiness {
-        let mut answer = self.readiness_now().await;
+        let mut answer = self.readiness_now();
         if let Some(expected) = expected_plugins
             && expected != answer.plugin_set
         {
@@ -521,13 +507,12 @@ impl Host {
         }
         self.ready_checks.fetch_add(1, Ordering::AcqRel);
         if self.draining() {
-            self.drain_seen_flag.store(true, Ordering::Release);
-            self.drain_seen.notify_waiters();
+            self.drain_seen.send_replace(true);
         }
         answer
     }
 
-    async fn readiness_now(&self) -> Readiness {
+    fn readiness_now(&self) -> Readiness {
         let mut reasons = Vec::new();
         if !self.loaded.load(std::sync::atomic::Ordering::Acquire) {
             reasons.push("the plugins are still loading".to_owned());
@@ -543,7 +528,7 @@ impl Host {
             plugin_set: plugin_set_hash(&status),
             plugins: status.plugins.len(),
             shared_state: self.state.as_ref().map(|s| s.listening()),
-            in_flight: self.http_requests.load(Ordering::Acquire),
+            in_flight: *self.http_requests.borrow(),
         }
     }
 
@@ -711,12 +696,14 @@ impl Host {
     /// The status snapshot.
     pub fn status(&self) -> HostStatus {
         let registry = self.catalog.registry();
+        let catalog = self.catalog.status();
         HostStatus {
+            plugin_set: plugin_set_hash(&catalog),
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
             control_socket: self.control_path.clone(),
             watching: self.watching,
-            catalog: self.catalog.status(),
+            catalog,
             tools: self.stats.snapshot(),
             profiles: self
                 .profiles
@@ -758,7 +745,6 @@ impl Host {
             stuck_calls: crate::plugins::run::call_pool::stuck_calls(),
             clients: self.connected_clients(),
             mcp_servers: self.mcp_servers.status(),
-            plugin_set: plugin_set_hash(&self.catalog.status()),
             replica: self.replica().map(str::to_owned),
         }
     }

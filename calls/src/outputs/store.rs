@@ -206,11 +206,8 @@ impl OutputStore {
         shared: std::sync::Arc<dyn SharedOutputs>,
     ) -> OutputStore {
         OutputStore {
-            dir: PathBuf::new(),
             shared: Some((profile.to_owned(), shared)),
-            keep_for: settings.keep_for,
-            keep_bytes: settings.keep_bytes,
-            total: Mutex::new((None, None)),
+            ..OutputStore::new(PathBuf::new(), settings)
         }
     }
 

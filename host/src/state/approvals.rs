@@ -70,12 +70,7 @@ impl LastingApprovals for SharedApprovals {
 
     fn approved(&self, profile: &str, key: &ApprovalKey) -> bool {
         match self.current(profile) {
-            Ok(list) => list.iter().any(|a| {
-                a.tool == key.tool
-                    && a.plugin_sha256 == key.plugin_sha256
-                    && a.schema_sha256 == key.schema_sha256
-                    && a.risk == key.risk
-            }),
+            Ok(list) => list.iter().any(|a| a.matches(key)),
             Err(e) => {
                 tracing::warn!(profile, "lasting approvals are not honoured now: {e}");
                 false
@@ -89,21 +84,9 @@ impl LastingApprovals for SharedApprovals {
                 profile: profile.to_owned(),
             });
         }
-        let entry = LastingApproval {
-            tool: key.tool.clone(),
-            plugin: key.plugin.clone(),
-            plugin_sha256: key.plugin_sha256.clone(),
-            schema_sha256: key.schema_sha256.clone(),
-            risk: key.risk,
-            approved_at: jiff::Timestamp::now().to_string(),
-            approved_by: by.to_owned(),
-        };
-        keep(&self.state, profile, entry).map_err(|e| KeepError::Store(Box::new(e)))
+        keep(&self.state, profile, LastingApproval::of(key, by))
+            .map_err(|e| KeepError::Store(Box::new(e)))
     }
-}
-
-fn risk_text(risk: Risk) -> String {
-    risk.to_string()
 }
 
 /// `profile`'s lasting approvals, by tool.
@@ -172,7 +155,7 @@ pub fn keep(
                 &entry.plugin,
                 &entry.plugin_sha256,
                 &entry.schema_sha256,
-                &risk_text(entry.risk),
+                &entry.risk.to_string(),
                 &entry.approved_at,
                 &entry.approved_by,
             ],

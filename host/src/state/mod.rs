@@ -350,14 +350,6 @@ impl SharedState {
         self.handle.spawn(fut);
     }
 
-    /// Runs `fut` on the state runtime and awaits it.
-    pub(crate) async fn run<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = Result<T, StateError>> + Send + 'static,
-    ) -> Result<T, StateError> {
-        self.handle.spawn(fut).await.map_err(|_| StateError::Gone)?
-    }
-
     /// A pooled connection (waits at most [`CONNECT_WAIT`]).
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StateError> {
         self.pool.get().await.map_err(|e| StateError::Unavailable {
@@ -401,20 +393,6 @@ impl SharedState {
             what,
             reason: reason.to_string(),
         }
-    }
-
-    /// Whether the database answers now (readiness, status).
-    pub async fn ping(self: &Arc<Self>) -> Result<(), StateError> {
-        let me = Arc::clone(self);
-        self.run(async move {
-            let client = me.client().await?;
-            client
-                .simple_query("SELECT 1")
-                .await
-                .map_err(me.query_error("answer a ping"))?;
-            Ok(())
-        })
-        .await
     }
 }
 

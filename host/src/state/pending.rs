@@ -26,18 +26,13 @@ impl SharedPending {
         let ttl = ttl.as_secs_f64();
         self.state.block(async move {
             let client = me.client().await?;
+            // Expired questions go in the same statement (one round trip).
             client
                 .execute(
-                    "DELETE FROM toolhost_pending_approvals \
-                     WHERE asked_at < now() - make_interval(secs => $1)",
-                    &[&ttl],
-                )
-                .await
-                .map_err(me.query_error("drop expired approval questions"))?;
-            client
-                .execute(
-                    "INSERT INTO toolhost_pending_approvals (state, call) VALUES ($1, $2)",
-                    &[&state, &call.as_slice()],
+                    "WITH expired AS (DELETE FROM toolhost_pending_approvals \
+                     WHERE asked_at < now() - make_interval(secs => $3)) \
+                     INSERT INTO toolhost_pending_approvals (state, call) VALUES ($1, $2)",
+                    &[&state, &call.as_slice(), &ttl],
                 )
                 .await
                 .map_err(me.query_error("keep an approval question"))?;
