@@ -420,9 +420,15 @@ fn is_gone(pid: i32) -> bool {
 /// Waits until every process of `pids` is gone or `limit` passes; true if all are gone.
 #[cfg(test)]
 fn wait_gone(pids: &[i32], limit: Duration) -> bool {
+    wait_until(limit, || pids.iter().all(|&p| is_gone(p)))
+}
+
+/// Waits until `done` holds or `limit` passes; true if it held.
+#[cfg(test)]
+fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
     let end = Instant::now() + limit;
     loop {
-        if pids.iter().all(|&p| is_gone(p)) {
+        if done() {
             return true;
         }
         if Instant::now() >= end {
@@ -509,7 +515,18 @@ mod tests {
             .env(COMMAND_TAG, format!("{tag}0"))
             .spawn();
         let mut other = other.expect("spawn sleep");
+        // The daemon's pid is printed before it has exec'd `sleep`; while an exec is under
+        // way its environment reads back empty, so wait (bounded) until it is `sleep`.
+        assert!(
+            wait_until(Duration::from_secs(30), || {
+                std::fs::read(format!("/proc/{daemon}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
+                    && !find_tagged(COMMAND_TAG, &tag, &|_| false).is_empty()
+            }),
+            "{daemon} never became a tagged `sleep`"
+        );
         assert!(!is_gone(daemon));
+        // Distinct processes killed: the daemon alone, whatever the retries saw.
         assert_eq!(kill_tagged(&tag), 1);
         assert!(
             wait_gone(&[daemon], Duration::from_secs(10)),

@@ -26,7 +26,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-LIMIT = 20.0  # seconds any one wait may take before the check fails
+LIMIT = 90.0  # seconds any one wait may take before the check fails (a bound, not a speed target: a loaded 2-core CI machine took over 20 s)
 
 
 def fail(message: str) -> None:
