@@ -269,7 +269,11 @@ impl Client {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("timeout");
         let mut headers = self.headers();
-        headers.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        headers.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         send(&mut stream, self.port, &headers, body)
     }
 

@@ -73,11 +73,7 @@ impl Link {
             restarts: Mutex::new(0),
             containment: Mutex::new(None),
             lift: tokio::sync::Notify::new(),
-            comes_back: if http {
-                "reconnected"
-            } else {
-                "started again"
-            },
+            comes_back: if http { "reconnected" } else { "started again" },
         })
     }
 

@@ -159,9 +159,7 @@ where
 }
 
 fn refused_line(refused: &Refused) -> Option<Vec<u8>> {
-    refused
-        .response()
-        .and_then(|r| serde_json::to_vec(&r).ok())
+    refused.response().and_then(|r| serde_json::to_vec(&r).ok())
 }
 
 #[cfg(test)]
@@ -182,10 +180,13 @@ mod tests {
         assert!(matches!(message, rmcp::model::JsonRpcMessage::Request(_)));
         let mut out = BufReader::new(&mut client_out);
         let mut answer = String::new();
-        tokio::time::timeout(std::time::Duration::from_secs(10), out.read_line(&mut answer))
-            .await
-            .expect("answered in time")
-            .expect("read");
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            out.read_line(&mut answer),
+        )
+        .await
+        .expect("answered in time")
+        .expect("read");
         let answer: serde_json::Value = serde_json::from_str(&answer).expect("JSON");
         assert_eq!(answer["error"]["code"], -32700, "{answer}");
         assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");

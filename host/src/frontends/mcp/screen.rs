@@ -123,7 +123,10 @@ pub(crate) fn screen(raw: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
     {
         return Err(Refused::Params {
             id: id.clone(),
-            reason: format!("the params of {method} must be an object, not {}", kind(params)),
+            reason: format!(
+                "the params of {method} must be an object, not {}",
+                kind(params)
+            ),
         });
     }
     let notification = id.is_none() && method.is_some() && !fields.contains_key("id");
@@ -203,15 +206,27 @@ mod tests {
     #[test]
     fn each_kind_of_bad_message_gets_its_error_and_id() {
         let a = answer("not json");
-        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (Value::Null, json!(-32700)));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
         let a = answer(r#"{"jsonrpc":"2.0","id":7,"method":5}"#);
-        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (json!(7), json!(-32600)));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!(7), json!(-32600))
+        );
         let a = answer(r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":5}"#);
-        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (json!("s"), json!(-32602)));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!("s"), json!(-32602))
+        );
         let a = answer(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         let message = a["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("tools/call") && message.contains("name"), "{a}");
+        assert!(
+            message.contains("tools/call") && message.contains("name"),
+            "{a}"
+        );
         let a = answer(r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"x":1}}"#);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         assert!(matches!(
