@@ -428,11 +428,19 @@ fn type_name(schema: &Value, defs: &Value) -> String {
         .or(schema.get("oneOf"))
         .and_then(Value::as_array)
     {
-        let names: Vec<String> = any
+        let alternatives: Vec<&Value> = any
             .iter()
             .filter(|s| s.get("type") != Some(&json!("null")))
-            .map(|s| type_name(s, defs))
             .collect();
+        // An enum whose variants carry doc comments: each is a `const`; show its values.
+        if alternatives.iter().all(|s| s.get("const").is_some()) {
+            return alternatives
+                .iter()
+                .map(|s| format!("`{}`", s["const"]))
+                .collect::<Vec<_>>()
+                .join(" \\| ");
+        }
+        let names: Vec<String> = alternatives.iter().map(|s| type_name(s, defs)).collect();
         return names.join(" or ");
     }
     let types: Vec<String> = match schema.get("type") {
