@@ -533,7 +533,10 @@ fn token_add_with_stdout_redirected_prints_the_token_on_stdout_only() {
     let token = stdout.trim();
     assert!(token.starts_with("thk_"), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
-    assert!(!stderr.contains(token), "the token leaked to stderr: {stderr}");
+    assert!(
+        !stderr.contains(token),
+        "the token leaked to stderr: {stderr}"
+    );
     assert!(
         stderr.contains("token 'laptop' made") && stderr.contains("on stdout only"),
         "{stderr}"

@@ -586,7 +586,10 @@ mod full_error_tests {
         );
         assert!(summary(long, ERROR_COLUMN).ends_with("..."));
         let two = full_error_lines([("memory", "first line\nthe reason")]);
-        assert_eq!(two, ["", "last error of memory:", "  first line", "  the reason"]);
+        assert_eq!(
+            two,
+            ["", "last error of memory:", "  first line", "  the reason"]
+        );
         assert!(full_error_lines([("x", "fits")]).is_empty());
     }
 }
