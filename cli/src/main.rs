@@ -69,6 +69,8 @@ enum Command {
     /// Loading a library runs its initialisers (code in the file) in this process, with
     /// your user's rights: to inspect a file you do not trust, use `check --isolate`, which
     /// loads it only in a sandboxed worker process with no write access and no network.
+    #[command(override_usage = "toolhost check [OPTIONS] <FILE>\n       \
+                                toolhost check --mcp-server <NAME> [--json]")]
     Check(check::CheckArgs),
     /// Install a plugin file into a plugin directory: `check`'s checks, a refusal if its
     /// tools clash with the installed plugins' (unless --replace), then a copy renamed

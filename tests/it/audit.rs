@@ -238,6 +238,11 @@ fn the_audit_command_reads_the_log_the_host_writes_under_a_configured_state_dir(
     let text = String::from_utf8_lossy(&listed.stdout);
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("\"tool\":\"echo\""), "{text}");
+    // As the help says: the line as the log holds it, `prev` included.
+    let printed: serde_json::Value = serde_json::from_str(text.trim()).expect("a JSON line");
+    let logged = &lines(&log)[0];
+    assert_eq!(printed["prev"], logged["prev"], "{text}");
+    assert_eq!(printed["prev"], ZEROS, "{text}");
     let verified = run(&["audit", "verify"]);
     let said = String::from_utf8_lossy(&verified.stdout);
     assert!(verified.status.success(), "{said}");

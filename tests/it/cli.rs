@@ -516,3 +516,29 @@ fn declared_plugin_settings_are_checked_at_load_in_process_and_in_a_worker() {
         assert!(all.contains("[plugins.hello.settings]"), "{mode:?}: {all}");
     }
 }
+
+/// `toolhost token add NAME > file`: the token goes to the file alone; stderr (a terminal
+/// someone may look over, or a log) gets a note without it.
+#[test]
+fn token_add_with_stdout_redirected_prints_the_token_on_stdout_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = crate::support::toolhost_command()
+        .args(["token", "add", "laptop"])
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .expect("toolhost token add");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let token = stdout.trim();
+    assert!(token.starts_with("thk_"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        !stderr.contains(token),
+        "the token leaked to stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("token 'laptop' made") && stderr.contains("on stdout only"),
+        "{stderr}"
+    );
+}

@@ -428,11 +428,19 @@ fn type_name(schema: &Value, defs: &Value) -> String {
         .or(schema.get("oneOf"))
         .and_then(Value::as_array)
     {
-        let names: Vec<String> = any
+        let alternatives: Vec<&Value> = any
             .iter()
             .filter(|s| s.get("type") != Some(&json!("null")))
-            .map(|s| type_name(s, defs))
             .collect();
+        // An enum whose variants carry doc comments: each is a `const`; show its values.
+        if alternatives.iter().all(|s| s.get("const").is_some()) {
+            return alternatives
+                .iter()
+                .map(|s| format!("`{}`", s["const"]))
+                .collect::<Vec<_>>()
+                .join(" \\| ");
+        }
+        let names: Vec<String> = alternatives.iter().map(|s| type_name(s, defs)).collect();
         return names.join(" or ");
     }
     let types: Vec<String> = match schema.get("type") {
@@ -1085,4 +1093,68 @@ fn every_console_example_runs_and_prints_what_its_page_shows() {
     assert!(ran > 0, "no ```console example found");
     eprintln!("{ran} console steps run");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `operating/service.md` names the unit's settings as `Key=value`: each must be a line of
+/// `contrib/toolhost.service` or its drop-in, the unit's `Documentation=` must lead to a
+/// heading of the book, and its stop timeout must cover the drain the page describes.
+#[test]
+fn the_service_page_names_only_settings_the_unit_has() {
+    let root = crate::support::workspace_root();
+    let unit = std::fs::read_to_string(root.join("contrib/toolhost.service")).expect("unit");
+    let drop_in = std::fs::read_to_string(root.join("contrib/toolhost.service.d/serve-http.conf"))
+        .expect("drop-in");
+    let lines: BTreeSet<&str> = unit.lines().chain(drop_in.lines()).map(str::trim).collect();
+    let page = std::fs::read_to_string(book_src().join("operating/service.md")).expect("page");
+    let mut named = Vec::new();
+    for span in page.split('`').skip(1).step_by(2) {
+        let Some((key, value)) = span.split_once('=') else {
+            continue;
+        };
+        let directive = key.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && key.chars().all(|c| c.is_ascii_alphanumeric())
+            && key.chars().any(|c| c.is_ascii_lowercase());
+        if directive && !value.is_empty() {
+            named.push(span.to_owned());
+        }
+    }
+    assert!(
+        named.len() > 20,
+        "the page names the unit's settings: {named:?}"
+    );
+    let missing: Vec<&String> = named
+        .iter()
+        .filter(|s| !lines.contains(s.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the page names settings the unit lacks: {missing:?}"
+    );
+
+    let url = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("Documentation="))
+        .expect("a Documentation= line");
+    let (file, anchor) = url
+        .strip_prefix("https://github.com/toolhost/toolhost/blob/main/")
+        .and_then(|rest| rest.split_once('#'))
+        .unwrap_or_else(|| panic!("Documentation= is a page of the book with a heading: {url}"));
+    let text = std::fs::read_to_string(root.join(file)).expect("the documented page");
+    assert!(
+        anchors(&text).contains(anchor),
+        "{url}: no heading #{anchor}"
+    );
+
+    // Drain: 10 s for the balancer's check, 10 s for requests in flight, 5 s for the
+    // control socket's calls, 1.5 s for a worker to be killed; then a margin.
+    let stop = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .and_then(|v| v.strip_suffix('s'))
+        .and_then(|v| v.parse::<u32>().ok())
+        .expect("TimeoutStopSec=Ns");
+    assert!(
+        stop >= 27 + 10,
+        "TimeoutStopSec={stop}s leaves no margin over the drain"
+    );
 }

@@ -24,7 +24,8 @@ pub(crate) struct AuditArgs {
     /// (e.g. 1h, 30m, 2d).
     #[arg(long, value_name = "TIME|DURATION", value_parser = since)]
     since: Option<jiff::Timestamp>,
-    /// Print each record as the JSON line it is (without `prev`).
+    /// Print each record as the JSON line the log holds (`prev`, the sha256 of the line
+    /// before it in the log, included).
     #[arg(long)]
     json: bool,
     /// The log file (default: `[audit] file`, else audit.jsonl in the state directory).
@@ -185,8 +186,7 @@ impl AuditArgs {
             })
             .collect();
         if self.json {
-            for mut r in records {
-                r.prev.clear();
+            for r in records {
                 outln!("{}", serde_json::to_string(&r)?)?;
             }
             return Ok(ExitCode::SUCCESS);

@@ -15,8 +15,8 @@ use crate::output::{outln, summary};
 /// `toolhost check`.
 #[derive(clap::Args)]
 pub(crate) struct CheckArgs {
-    /// The plugin file (a .so).
-    #[arg(required_unless_present = "mcp_server")]
+    /// The plugin file (a .so); required unless --mcp-server is given.
+    #[arg(required_unless_present = "mcp_server", value_name = "FILE")]
     file: Option<PathBuf>,
     /// Check one of the config's MCP servers (`[[mcp_servers]]` name) instead of a
     /// plugin file: start or reach it as a host would (a stdio server in its sandbox),

@@ -270,7 +270,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 p.tools.join(", "),
                 p.last_error
                     .as_deref()
-                    .map(|e| summary(e, 60))
+                    .map(|e| summary(e, ERROR_COLUMN))
                     .unwrap_or_default(),
             ]
         })
@@ -286,6 +286,12 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
             "LAST ERROR",
         ],
         &plugins,
+    )?;
+    print_full_errors(
+        catalog
+            .plugins
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), p.last_error.as_deref()?))),
     )?;
     let workers: Vec<[String; 6]> = catalog
         .plugins
@@ -376,7 +382,7 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                     .join(", "),
                 t.last_error
                     .as_deref()
-                    .map(|e| summary(e, 60))
+                    .map(|e| summary(e, ERROR_COLUMN))
                     .unwrap_or_default(),
             ]
         })
@@ -395,6 +401,12 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
                 "LAST ERROR",
             ],
             &tools,
+        )?;
+        print_full_errors(
+            status
+                .tools
+                .iter()
+                .filter_map(|t| Some((t.name.as_str(), t.last_error.as_deref()?))),
         )?;
     }
     let clients: Vec<[String; 5]> = status
@@ -527,4 +539,57 @@ pub(crate) fn call(
     }
     outln!("{}", reply.output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The LAST ERROR column's width: longer errors are cut there and printed whole below.
+const ERROR_COLUMN: usize = 60;
+
+/// The lines that give in full each error the table cut (longer than its column, or of
+/// more than one line), under the name of what it is the last error of.
+fn full_error_lines<'a>(errors: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, error) in errors {
+        if summary(error, ERROR_COLUMN) == error.trim() {
+            continue;
+        }
+        if lines.is_empty() {
+            lines.push(String::new());
+        }
+        lines.push(format!("last error of {name}:"));
+        lines.extend(error.trim().lines().map(|l| format!("  {l}")));
+    }
+    lines
+}
+
+fn print_full_errors<'a>(
+    errors: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), crate::output::StdoutError> {
+    for line in full_error_lines(errors) {
+        outln!("{line}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod full_error_tests {
+    use super::*;
+
+    #[test]
+    fn an_error_the_table_cuts_is_printed_whole_under_it() {
+        let long = "refused: /var/lib/toolhost/plugins/libtoolhost_workspace.so is writable \
+                    by group toolhost (mode 0664): make it 0644";
+        let lines = full_error_lines([("workspace", long), ("utils", "short error")]);
+        assert_eq!(
+            lines,
+            ["", "last error of workspace:", &format!("  {long}")],
+            "the short one fits its column and is not repeated"
+        );
+        assert!(summary(long, ERROR_COLUMN).ends_with("..."));
+        let two = full_error_lines([("memory", "first line\nthe reason")]);
+        assert_eq!(
+            two,
+            ["", "last error of memory:", "  first line", "  the reason"]
+        );
+        assert!(full_error_lines([("x", "fits")]).is_empty());
+    }
 }

@@ -1,11 +1,13 @@
 //! `toolhost token add | list | revoke`: the bearer tokens MCP clients present to
 //! `toolhost serve --mcp http`. The token is printed once, on `add`; only its hash is kept.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use toolhost::{LoadedConfig, TokenScope, TokenStore};
 
 use super::resolve_profile;
+
 use crate::output::{errln, outln, print_table};
 
 /// What to say when there is nowhere to keep tokens.
@@ -117,15 +119,28 @@ fn add(
         return Ok(());
     }
     outln!("{}", made.token)?;
-    errln!(
-        "token '{}' made{} (scopes: {}); it is shown only this once. Clients send it as the \
-         header\n  Authorization: Bearer {}\n(kept as a hash in {})",
+    let made_for = format!(
+        "token '{}' made{} (scopes: {}); it is shown only this once",
         made.record.name,
         profile.map_or_else(String::new, |p| format!(" for profile '{p}'")),
         scope_list(&made.record.scopes),
-        made.token,
-        store.location()
     );
+    if std::io::stdout().is_terminal() {
+        errln!(
+            "{made_for}. Clients send it as the header\n  Authorization: Bearer {}\n(kept as a \
+             hash in {})",
+            made.token,
+            store.location()
+        );
+    } else {
+        // Stdout goes to a file or a pipe: the token is there, and only there (stderr may
+        // be a terminal someone looks over, or a log).
+        errln!(
+            "{made_for}, on stdout only. Clients send it as the header\n  \
+             Authorization: Bearer <token>\n(kept as a hash in {})",
+            store.location()
+        );
+    }
     Ok(())
 }
 

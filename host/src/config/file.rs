@@ -46,12 +46,12 @@ macro_rules! overridable_section {
         with profile form $(#[$pmeta:meta])* $profile:ident;
         $(#[$meta:meta])*
         pub struct $raw:ident {
-            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+            $( $(#[doc = $doc:literal])* pub $field:ident : $ty:ty, )*
         }
     ) => {
         $(#[$meta])*
         pub struct $raw {
-            $( $(#[$fmeta])* pub $field: $ty, )*
+            $( $(#[doc = $doc])* pub $field: $ty, )*
         }
 
         $(#[$pmeta])*
@@ -59,7 +59,8 @@ macro_rules! overridable_section {
         #[serde(deny_unknown_fields, default)]
         pub struct $profile {
             $(
-                #[doc = concat!("See [`", stringify!($raw), "::", stringify!($field), "`].")]
+                // The host's text for each key: the reference shows it for both files.
+                $(#[doc = $doc])*
                 pub $field: Option<$ty>,
             )*
         }
@@ -274,17 +275,15 @@ overridable_section! {
         /// the workspace (`Requirements::workspace()`). See [The workspace
         /// tools](../using/workspace-tools.md). Default: unset.
         pub roots: Option<Vec<PathBuf>>,
-        /// `run_command`: network for commands; shell command lines (and shells as the
-        /// program). Default: `false` / `false`.
+        /// `run_command`: commands may use the network. Default: `false`.
         pub allow_network: Option<bool>,
-        /// `run_command`: network for commands; shell command lines (and shells as the
-        /// program). Default: `false` / `false`.
+        /// `run_command` takes shell command lines, and shells as the program (otherwise a
+        /// program and its arguments only). Default: `false`.
         pub shell: Option<bool>,
-        /// `run_command`: programs refused besides the built-in list; variables passed
-        /// besides the allowlist (`NAME`, `PREFIX*` or `NAME=value`). Default: `[]` / `[]`.
+        /// `run_command`: programs refused besides the built-in list. Default: `[]`.
         pub deny_programs: Option<Vec<String>>,
-        /// `run_command`: programs refused besides the built-in list; variables passed
-        /// besides the allowlist (`NAME`, `PREFIX*` or `NAME=value`). Default: `[]` / `[]`.
+        /// `run_command`: environment variables commands get besides the built-in
+        /// allowlist (`NAME`, `PREFIX*` or `NAME=value`). Default: `[]`.
         pub env: Option<Vec<String>>,
         /// `run_command`: the most a command may take. Default: `120`.
         pub command_timeout_secs: Option<u64>,
@@ -307,17 +306,20 @@ overridable_section! {
     #[serde(deny_unknown_fields, default)]
     pub struct RawOutput {
         /// The most characters of one result's text; 0: no limit (at least 1000 otherwise).
+        /// Default: `30000`.
         pub max_chars: usize,
-        /// The most lines of one result's text; 0: no limit.
+        /// The most lines of one result's text; 0: no limit. Default: `1000`.
         pub max_lines: usize,
-        /// Days a cut output's full text is kept; 0: kept regardless of age.
+        /// Days a cut output's full text is kept; 0: kept regardless of age. Default: `7`.
         pub keep_days: f64,
         /// The most MiB of kept outputs per profile (the oldest go first); 0: no limit.
+        /// Default: `256`.
         pub keep_mb: u64,
         /// The most characters an MCP client may raise its limit to with
-        /// `_meta["anthropic/maxResultSizeChars"]`; 0: clients cannot change it.
+        /// `_meta["anthropic/maxResultSizeChars"]`; 0: clients cannot change it. Default:
+        /// `500000`.
         pub mcp_max_chars_ceiling: usize,
-        /// Whether profiles get the `read_output` tool.
+        /// Whether profiles get the `read_output` tool. Default: `true`.
         pub read_output: bool,
     }
 }
@@ -874,10 +876,9 @@ pub struct RawIsolation {
     /// the seccomp filter and the capabilities dropped). Default: `"best-effort"`.
     #[schemars(with = "String")]
     pub sandbox: SandboxMode,
-    /// Paths every worker may also read / write (relative to the config file). Default:
-    /// `[]`.
+    /// Paths every worker may also read (relative to the config file). Default: `[]`.
     pub read_paths: Vec<PathBuf>,
-    /// Paths every worker may also read / write (relative to the config file). Default:
+    /// Paths every worker may also read and write (relative to the config file). Default:
     /// `[]`.
     pub write_paths: Vec<PathBuf>,
     /// TCP for every worker; otherwise only plugins with a `network` tool may connect or
@@ -902,9 +903,11 @@ pub struct RawIsolation {
     pub unix_sockets: Vec<String>,
     /// A worker's open-file limit; `0` keeps the host's. Default: `256`.
     pub open_files: u64,
-    /// More crashes than this within the window quarantine the plugin. Default: `5` / `60`.
+    /// More crashes than this within `crash_window_secs` quarantine the plugin. Default:
+    /// `5`.
     pub max_crashes: u32,
-    /// More crashes than this within the window quarantine the plugin. Default: `5` / `60`.
+    /// The window, in seconds, in which more than `max_crashes` crashes quarantine the
+    /// plugin. Default: `60`.
     pub crash_window_secs: u64,
     /// A call that ignores its cancel signal this long gets its worker killed. Default:
     /// `1500`.

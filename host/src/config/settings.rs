@@ -379,6 +379,34 @@ mod tests {
     }
 
     #[test]
+    fn the_output_keys_documented_defaults_are_the_real_ones_in_both_files() {
+        let d = RawOutput::default();
+        let expected = [
+            ("max_chars", d.max_chars.to_string()),
+            ("max_lines", d.max_lines.to_string()),
+            ("keep_days", d.keep_days.to_string()),
+            ("keep_mb", d.keep_mb.to_string()),
+            ("mcp_max_chars_ceiling", d.mcp_max_chars_ceiling.to_string()),
+            ("read_output", d.read_output.to_string()),
+        ];
+        for (schema, table) in [
+            (crate::config::config_file_schema(), "RawOutput"),
+            (crate::config::profile_file_schema(), "RawProfileOutput"),
+        ] {
+            let props = &schema["$defs"][table]["properties"];
+            for (key, value) in &expected {
+                let text = props[key]["description"].as_str().unwrap_or_default();
+                let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(
+                    text.ends_with(&format!("Default: `{value}`.")),
+                    "{table}.{key}: {text:?}"
+                );
+                assert!(!text.contains("See ["), "{table}.{key}: {text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn the_defaults_are_the_config_files() {
         let settings = AgentSettings::default();
         assert_eq!(settings.max_iterations, 20);
