@@ -22,7 +22,6 @@ mod fuzz;
 mod fuzzed_plugin;
 mod http_door;
 mod isolation;
-mod jsonrpc_edges;
 mod limits;
 mod loading;
 mod mcp;

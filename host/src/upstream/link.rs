@@ -55,15 +55,10 @@ pub(crate) struct Link {
     containment: Mutex<Option<String>>,
     /// Woken by `toolhost reload` to lift a quarantine.
     pub(crate) lift: tokio::sync::Notify,
-    /// What happens while it is down: a stdio server is "started again", an HTTP one
-    /// "reconnected" (nothing of it is started here).
-    comes_back: &'static str,
 }
 
 impl Link {
-    /// The link to the server `name`; `http`: one reached over HTTP (reconnected, not
-    /// started again, while it is down).
-    pub(crate) fn new(name: &str, http: bool) -> Arc<Link> {
+    pub(crate) fn new(name: &str) -> Arc<Link> {
         Arc::new(Link {
             name: Arc::from(name),
             flights: Arc::default(),
@@ -73,7 +68,6 @@ impl Link {
             restarts: Mutex::new(0),
             containment: Mutex::new(None),
             lift: tokio::sync::Notify::new(),
-            comes_back: if http { "reconnected" } else { "started again" },
         })
     }
 
@@ -147,9 +141,9 @@ impl Link {
                 self.name
             ),
             ServerState::Restarting { reason } => format!(
-                "the MCP server '{}' is down ({reason}) and is being {}; try the call again \
-                 shortly",
-                self.name, self.comes_back
+                "the MCP server '{}' is down ({reason}) and is being started again; try the \
+                 call again shortly",
+                self.name
             ),
             ServerState::Quarantined { reason } => format!(
                 "the MCP server '{}' is quarantined ({reason}); its tools are refused until \
@@ -158,9 +152,9 @@ impl Link {
             ),
             ServerState::Stopped => format!("the MCP server '{}' was stopped", self.name),
             ServerState::Running { .. } => format!(
-                "the MCP server '{}' is down (its connection ended) and is being {}; try \
-                 the call again shortly",
-                self.name, self.comes_back
+                "the MCP server '{}' is down (its connection ended) and is being started \
+                 again; try the call again shortly",
+                self.name
             ),
         }
     }
