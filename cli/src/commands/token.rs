@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use toolhost::{LoadedConfig, TokenScope, TokenStore};
 
 use super::resolve_profile;
-
 use crate::output::{errln, outln, print_table};
 
 /// What to say when there is nowhere to keep tokens.
@@ -125,22 +124,18 @@ fn add(
         profile.map_or_else(String::new, |p| format!(" for profile '{p}'")),
         scope_list(&made.record.scopes),
     );
-    if std::io::stdout().is_terminal() {
-        errln!(
-            "{made_for}. Clients send it as the header\n  Authorization: Bearer {}\n(kept as a \
-             hash in {})",
-            made.token,
-            store.location()
-        );
+    // When stdout goes to a file or a pipe, the token is there and only there (stderr may
+    // be a terminal someone looks over, or a log).
+    let (only, shown) = if std::io::stdout().is_terminal() {
+        ("", made.token.as_str())
     } else {
-        // Stdout goes to a file or a pipe: the token is there, and only there (stderr may
-        // be a terminal someone looks over, or a log).
-        errln!(
-            "{made_for}, on stdout only. Clients send it as the header\n  \
-             Authorization: Bearer <token>\n(kept as a hash in {})",
-            store.location()
-        );
-    }
+        (", on stdout only", "<token>")
+    };
+    errln!(
+        "{made_for}{only}. Clients send it as the header\n  Authorization: Bearer {shown}\n\
+         (kept as a hash in {})",
+        store.location()
+    );
     Ok(())
 }
 
