@@ -202,7 +202,15 @@ if (echoed.isError || text !== "over OAuth") fail(`the SDK client's call: ${JSON
 await sdk.close();
 ok("the TypeScript SDK's OAuth client gets a token from the provider and calls a tool");
 
-const audit = readFileSync(`${work}/state/toolhost/audit.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l));
-if (!audit.some((e) => e.tool === "echo" && e.caller?.token === `oauth:${CLIENT.id}`)) fail(`the audit log does not name the subject: ${JSON.stringify(audit.slice(-3))}`);
+// The audit writer appends in the background: read whole lines only (the last may be
+// half-written), and wait, bounded, for the call's line.
+const auditLines = () =>
+  readFileSync(`${work}/state/toolhost/audit.jsonl`, "utf8").split("\n").slice(0, -1).map((l) => JSON.parse(l));
+const named = (lines) => lines.some((e) => e.tool === "echo" && e.caller?.token === `oauth:${CLIENT.id}`);
+let audit = auditLines();
+for (const end = Date.now() + 30_000; !named(audit) && Date.now() < end; audit = auditLines()) {
+  await new Promise((r) => setTimeout(r, 50));
+}
+if (!named(audit)) fail(`the audit log does not name the subject: ${JSON.stringify(audit.slice(-3))}`);
 ok("the audit log names the token's subject");
 finish(0);
