@@ -127,7 +127,7 @@ pub(crate) struct Response {
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -157,11 +157,17 @@ fn send(
     body: &str,
 ) -> Response {
     let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
          Accept: application/json, text/event-stream\r\nConnection: close\r\n\
          Content-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        request.push_str("Content-Type: application/json\r\n");
+    }
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -254,6 +260,49 @@ impl Client {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("timeout");
         send(&mut stream, self.port, &self.headers(), &body.to_string())
+    }
+
+    /// POSTs `body` as it is, JSON or not, with `extra` headers.
+    pub(crate) fn post_raw(&self, body: &str, extra: &[(&str, &str)]) -> Response {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let mut headers = self.headers();
+        headers.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        send(&mut stream, self.port, &headers, body)
+    }
+
+    /// DELETE /mcp with `session` as its `Mcp-Session-Id`.
+    pub(crate) fn delete(&self, session: &str) -> Response {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let mut request = format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
+             Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+            self.port
+        );
+        if let Some(t) = &self.token {
+            request.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .expect("send the request");
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        parse_response(&raw)
+    }
+
+    /// The session id its handshake got.
+    pub(crate) fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 
     /// `initialize` + `notifications/initialized`; keeps the session id.

@@ -22,6 +22,7 @@ mod fuzz;
 mod fuzzed_plugin;
 mod http_door;
 mod isolation;
+mod jsonrpc_edges;
 mod limits;
 mod loading;
 mod mcp;

@@ -321,6 +321,8 @@ pub(crate) struct RawClient {
     /// Lines on the server's stdout that were not JSON (there must be none).
     garbage: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     next_id: u64,
+    /// The answer to its `initialize`.
+    pub(crate) init: serde_json::Value,
 }
 
 impl RawClient {
@@ -352,6 +354,7 @@ impl RawClient {
             lines,
             garbage,
             next_id: 0,
+            init: serde_json::Value::Null,
         };
         let init = client.request(
             "initialize",
@@ -367,7 +370,27 @@ impl RawClient {
             "{init}"
         );
         client.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client.init = init;
         client
+    }
+
+    /// Writes `line` (and a newline) as it is, JSON or not.
+    pub(crate) fn send_raw(&mut self, line: &str) {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The next message the server sends, within 60 s.
+    pub(crate) fn next_message(&mut self) -> serde_json::Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a message within 60 s")
+    }
+
+    /// Lines on its stdout that were not JSON.
+    pub(crate) fn garbage(&self) -> Vec<String> {
+        self.garbage.lock().expect("lock").clone()
     }
 
     fn send(&mut self, message: &serde_json::Value) {

@@ -487,6 +487,11 @@ fn an_http_server_gets_its_bearer_token_and_the_newer_protocol() {
         out.status.success() && said.contains("the MCP server 'inner' is down"),
         "{said}"
     );
+    // An HTTP server is reconnected, not started again (nothing of it runs here).
+    assert!(
+        said.contains("is being reconnected") && !said.contains("started again"),
+        "{said}"
+    );
     // A token variable that is not set stops loading the config, naming it.
     let out = work
         .toolhost()

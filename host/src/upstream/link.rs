@@ -55,10 +55,15 @@ pub(crate) struct Link {
     containment: Mutex<Option<String>>,
     /// Woken by `toolhost reload` to lift a quarantine.
     pub(crate) lift: tokio::sync::Notify,
+    /// What happens while it is down: a stdio server is "started again", an HTTP one
+    /// "reconnected" (nothing of it is started here).
+    comes_back: &'static str,
 }
 
 impl Link {
-    pub(crate) fn new(name: &str) -> Arc<Link> {
+    /// The link to the server `name`; `http`: one reached over HTTP (reconnected, not
+    /// started again, while it is down).
+    pub(crate) fn new(name: &str, http: bool) -> Arc<Link> {
         Arc::new(Link {
             name: Arc::from(name),
             flights: Arc::default(),
@@ -68,6 +73,7 @@ impl Link {
             restarts: Mutex::new(0),
             containment: Mutex::new(None),
             lift: tokio::sync::Notify::new(),
+            comes_back: if http { "reconnected" } else { "started again" },
         })
     }
 
@@ -141,9 +147,9 @@ impl Link {
                 self.name
             ),
             ServerState::Restarting { reason } => format!(
-                "the MCP server '{}' is down ({reason}) and is being started again; try the \
-                 call again shortly",
-                self.name
+                "the MCP server '{}' is down ({reason}) and is being {}; try the call again \
+                 shortly",
+                self.name, self.comes_back
             ),
             ServerState::Quarantined { reason } => format!(
                 "the MCP server '{}' is quarantined ({reason}); its tools are refused until \
@@ -152,9 +158,9 @@ impl Link {
             ),
             ServerState::Stopped => format!("the MCP server '{}' was stopped", self.name),
             ServerState::Running { .. } => format!(
-                "the MCP server '{}' is down (its connection ended) and is being started \
-                 again; try the call again shortly",
-                self.name
+                "the MCP server '{}' is down (its connection ended) and is being {}; try \
+                 the call again shortly",
+                self.name, self.comes_back
             ),
         }
     }

@@ -266,7 +266,10 @@ impl McpServers {
                 if running.contains_key(&settings.name) {
                     continue;
                 }
-                let link = Link::new(&settings.name);
+                let link = Link::new(
+                    &settings.name,
+                    matches!(settings.transport, crate::config::McpTransport::Http { .. }),
+                );
                 let stop = CancellationToken::new();
                 // On the runtime `apply` runs on (a host's own: measured, a call's hops
                 // cost less there than across to a runtime of the client's own).

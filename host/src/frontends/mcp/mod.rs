@@ -15,9 +15,11 @@
 
 mod approval;
 mod caller;
+mod client_lines;
 mod clients;
 pub(crate) mod http;
 pub(crate) mod outputs;
+mod screen;
 mod server;
 mod session;
 mod state;

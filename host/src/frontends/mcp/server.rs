@@ -126,7 +126,10 @@ impl McpServer {
         use rmcp::ServiceExt as _;
         let running = self
             .session("stdio")
-            .serve_with_ct((read, write), stop.child_token())
+            .serve_with_ct(
+                super::client_lines::ClientLines::new(read, write),
+                stop.child_token(),
+            )
             .await
             .map_err(|e| McpServeError::Stdio(e.to_string()))?;
         tokio::select! {

@@ -42,6 +42,21 @@ use toolhost_calls::tool::{Risk, ToolSpec};
 /// The `_meta` key by which a 2026-07-28 request opts in to log lines.
 const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
+/// The tasks extension is for 2026-07-28 clients (an `initialize` client never holds a
+/// task: its calls wait for their tools), so it is advertised only to a client that
+/// negotiated that version.
+fn without_tasks_before_2026(result: &mut InitializeResult) {
+    if result.protocol_version == rmcp::model::ProtocolVersion::V_2026_07_28 {
+        return;
+    }
+    if let Some(extensions) = result.capabilities.extensions.as_mut() {
+        extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+        if extensions.is_empty() {
+            result.capabilities.extensions = None;
+        }
+    }
+}
+
 /// One client connection (stdio) or HTTP session.
 #[derive(Clone)]
 pub struct McpSession {
@@ -114,7 +129,8 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
-        let result = self.negotiate_initialize(&request)?;
+        let mut result = self.negotiate_initialize(&request)?;
+        without_tasks_before_2026(&mut result);
         self.state
             .register(Some(&result.protocol_version), Some(&request.client_info));
         // A session client gets list_changed pushed on its session once it has said

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
 use hyper::body::{Bytes, Incoming};
+use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -114,12 +115,12 @@ impl Door {
         Ok(server)
     }
 
-    fn service(&self, identity: Option<&TokenIdentity>) -> Result<Arc<Service>, McpServeError> {
+    fn service(&self, identity: Option<&TokenIdentity>) -> Result<TokenService, McpServeError> {
         let key: ServiceKey =
             identity.map_or((None, None), |i| (Some(i.name.clone()), i.profile.clone()));
         let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((s, _)) = services.get(&key) {
-            return Ok(Arc::clone(s));
+        if let Some((s, m)) = services.get(&key) {
+            return Ok((Arc::clone(s), Arc::clone(m)));
         }
         let server = self.server(key.1.as_ref())?;
         let token = key.0.clone();
@@ -137,8 +138,8 @@ impl Door {
             Arc::new(sessions),
             self.rmcp_config.clone(),
         ));
-        services.insert(key, (Arc::clone(&service), manager));
-        Ok(service)
+        services.insert(key, (Arc::clone(&service), Arc::clone(&manager)));
+        Ok((service, manager))
     }
 
     /// Once a second: ends idle sessions, and the services (and sessions) of tokens that
@@ -278,7 +279,7 @@ impl Door {
                 }
             }
         };
-        let service = match self.service(identity.as_ref()) {
+        let (service, manager) = match self.service(identity.as_ref()) {
             Ok(s) => s,
             Err(e) => {
                 self.log_refusal(peer, &e.to_string());
@@ -288,6 +289,22 @@ impl Door {
                 );
             }
         };
+        if request.method() == hyper::Method::DELETE
+            && let Some(id) = request
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            && !manager
+                .has_session(&SessionId::from(id.to_owned()))
+                .await
+                .unwrap_or(true)
+        {
+            // rmcp answers 202 for any id; the spec's answer to an unknown session is 404.
+            return plain(
+                hyper::StatusCode::NOT_FOUND,
+                "Not Found: no such MCP session (it ended, or was never made)\n",
+            );
+        }
         let (parts, body) = request.into_parts();
         let declared = parts
             .headers
@@ -318,6 +335,16 @@ impl Door {
                     );
                 }
             };
+        if parts.method == hyper::Method::POST
+            && is_json(&parts.headers)
+            && let Err(refused) = crate::frontends::mcp::screen::screen(&bytes)
+            && let Some(answer) = refused.response()
+        {
+            // What rmcp would answer 415 (not JSON, or no message), without the id, or
+            // "Method not found" (a known method's bad params): 400 with the JSON-RPC
+            // error. A wrong Content-Type is left to rmcp's 415.
+            return json_response(hyper::StatusCode::BAD_REQUEST, &answer);
+        }
         let request = hyper::Request::from_parts(parts, http_body_util::Full::new(bytes));
         service.handle(request).await
     }
@@ -388,6 +415,18 @@ impl Door {
             }
         }
     }
+}
+
+/// Whether a request says its body is JSON (what rmcp accepts; anything else gets its
+/// 415).
+fn is_json(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
 }
 
 /// A JSON document with `status`.
