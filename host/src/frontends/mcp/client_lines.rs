@@ -129,7 +129,7 @@ where
             }
             let screened = {
                 let line = self.line.trim_ascii();
-                (!line.is_empty()).then(|| screen(line))
+                (!line.is_empty()).then(|| screen(line, None))
             };
             self.line.clear();
             match screened {

@@ -94,9 +94,31 @@ const TYPED: &[&str] = &[
     "skills/get",
 ];
 
+/// Methods the 2026-07-28 revision removed: a request that speaks that revision and names
+/// one is no bad-params request but an unknown method, which rmcp answers (-32601, HTTP
+/// 404 on the stateless path), so the screen passes it on whatever its params.
+const REMOVED_IN_2026: &[&str] = &[
+    "initialize",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The `_meta` key a 2026-07-28 request names its revision in.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Whether a revision's name is 2026-07-28 or later (the names are dates).
+fn speaks_2026(version: &str) -> bool {
+    version >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+}
+
 /// One message from a client (a line on stdio, a POST body): the message as rmcp decodes
-/// it, or why it is refused.
-pub(crate) fn screen(raw: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
+/// it, or why it is refused. `header_version` is the HTTP request's `MCP-Protocol-Version`
+/// (none on stdio).
+pub(crate) fn screen(
+    raw: &[u8],
+    header_version: Option<&str>,
+) -> Result<ClientJsonRpcMessage, Refused> {
     let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
     let value: Value = serde_json::from_slice(raw).map_err(|e| Refused::Parse(e.to_string()))?;
     let Value::Object(fields) = &value else {
@@ -117,6 +139,19 @@ pub(crate) fn screen(raw: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
         Some(Value::String(m)) => Some(m.clone()),
         _ => None,
     };
+    let meta_version = fields
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .and_then(Value::as_str);
+    let modern = meta_version.or(header_version).is_some_and(speaks_2026);
+    if modern && method.as_deref().is_some_and(|m| REMOVED_IN_2026.contains(&m)) {
+        // rmcp decodes it as it can and answers "Method not found" for the revision.
+        return serde_json::from_value(value).map_err(|e| Refused::Request {
+            id,
+            reason: e.to_string(),
+        });
+    }
     if let (Some(id), Some(method)) = (&id, &method)
         && let Some(params) = fields.get("params")
         && !params.is_object()
@@ -197,7 +232,7 @@ mod tests {
     use super::*;
 
     fn answer(raw: &str) -> Value {
-        match screen(raw.as_bytes()) {
+        match screen(raw.as_bytes(), None) {
             Err(refused) => refused.response().unwrap_or(Value::Null),
             Ok(m) => panic!("passed: {m:?}"),
         }
@@ -230,7 +265,7 @@ mod tests {
         let a = answer(r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"x":1}}"#);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         assert!(matches!(
-            screen(br#"{"jsonrpc":"2.0","method":"notifications/x","params":5}"#),
+            screen(br#"{"jsonrpc":"2.0","method":"notifications/x","params":5}"#, None),
             Err(Refused::Notification)
         ));
     }
@@ -244,7 +279,28 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
         ] {
-            assert!(screen(raw.as_bytes()).is_ok(), "{raw}");
+            assert!(screen(raw.as_bytes(), None).is_ok(), "{raw}");
         }
+    }
+
+    #[test]
+    fn a_method_2026_07_28_removed_is_left_to_rmcp_when_the_request_speaks_it() {
+        let bad_init = r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"x":1}}"#;
+        // By the header (HTTP) or by the request's `_meta`: rmcp answers method not found.
+        assert!(screen(bad_init.as_bytes(), Some("2026-07-28")).is_ok());
+        let in_meta = r#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":
+            {"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(screen(in_meta.as_bytes(), None).is_ok());
+        // Older revisions still get the params named, and other methods too.
+        assert_eq!(
+            answer(bad_init)["error"]["code"],
+            -32602,
+            "a 2025-11-25 initialize with bad params"
+        );
+        let call = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{}}"#;
+        assert!(matches!(
+            screen(call.as_bytes(), Some("2026-07-28")),
+            Err(Refused::Params { .. })
+        ));
     }
 }

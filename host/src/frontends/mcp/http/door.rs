@@ -337,7 +337,13 @@ impl Door {
             };
         if parts.method == hyper::Method::POST
             && is_json(&parts.headers)
-            && let Err(refused) = crate::frontends::mcp::screen::screen(&bytes)
+            && let Err(refused) = crate::frontends::mcp::screen::screen(
+                &bytes,
+                parts
+                    .headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok()),
+            )
             && let Some(answer) = refused.response()
         {
             // What rmcp would answer 415 (not JSON, or no message), without the id, or
