@@ -163,9 +163,11 @@ impl InstallArgs {
         let loader = inspecting_loader(config, self.isolate)?;
         let mut checked: Vec<Checked> = Vec::new();
         let mut problems: Vec<String> = Vec::new();
+        let mut passed_over = 0;
         for file in &self.files {
             match self.check(&loader, &dir, file) {
-                Ok(c) => checked.push(c),
+                Ok(Some(c)) => checked.push(c),
+                Ok(None) => passed_over += 1,
                 Err(e) => problems.push(match e.downcast::<Failure>() {
                     Ok(Failure::Several(list)) => list.join("\nerror: "),
                     Ok(other) => other.to_string(),
@@ -176,6 +178,13 @@ impl InstallArgs {
         if !problems.is_empty() {
             problems.push(nothing_installed(self.files.len()));
             return Err(Failure::Several(problems).into());
+        }
+        if checked.is_empty() && passed_over > 0 {
+            return Err(super::usage(format!(
+                "{}: no plugin among the files given (name the plugins' .{} files)",
+                nothing_installed(self.files.len()),
+                toolhost::LIBRARY_EXTENSION
+            )));
         }
         problems.extend(clashes_within(&checked));
         let others = installed(
@@ -284,13 +293,15 @@ impl InstallArgs {
     }
 
     /// `check`'s checks on one file: static and trust, then the load (sandboxed with
-    /// --isolate), and the tools a registry would refuse.
+    /// --isolate), and the tools a registry would refuse. `None`: the file is plainly no
+    /// plugin (a library rustc builds for itself, as the `#[tool]` macros' one beside the
+    /// plugins in `target/release`) and is passed over, with a line that says so.
     fn check(
         &self,
         loader: &toolhost::PluginLoader,
         dir: &Path,
         file: &Path,
-    ) -> anyhow::Result<Checked> {
+    ) -> anyhow::Result<Option<Checked>> {
         let file_name = file
             .file_name()
             .ok_or_else(|| anyhow::anyhow!("{} names no file", file.display()))?;
@@ -305,7 +316,13 @@ impl InstallArgs {
                 toolhost::LIBRARY_EXTENSION
             )));
         }
-        let facts = loader.inspect(file)?;
+        let facts = match loader.inspect(file) {
+            Err(e) if e.kind.is_not_a_plugin() => {
+                outln!("passed over {}: {}", file.display(), e.kind)?;
+                return Ok(None);
+            }
+            other => other?,
+        };
         if let Some(refusal) = &facts.untrusted {
             anyhow::bail!("{}: {refusal}", file.display());
         }
@@ -333,7 +350,7 @@ impl InstallArgs {
             checked.sha256,
             checked.tool_names().join(", ")
         )?;
-        Ok(checked)
+        Ok(Some(checked))
     }
 }
 

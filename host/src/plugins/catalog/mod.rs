@@ -100,6 +100,9 @@ struct State {
     /// Files (with their fingerprint) and directories (without) that failed.
     load_errors: BTreeMap<PathBuf, (Option<Fingerprint>, String)>,
     registry_errors: Vec<String>,
+    /// Files plainly no plugin (a library rustc builds for itself), with the fingerprint
+    /// they were seen with: passed over quietly until they change.
+    passed_over: BTreeMap<PathBuf, Fingerprint>,
     pending: BTreeSet<PathBuf>,
     /// Survives removal: a path deleted and added again continues its generations.
     paths: BTreeMap<PathBuf, PathCounters>,
@@ -240,6 +243,9 @@ impl PluginCatalog {
             .iter()
             .filter_map(|i| self.config.dirs.get(*i))
             .collect();
+        state
+            .passed_over
+            .retain(|file, _| seen_files.contains(file));
         state.load_errors.retain(|file, (fp, _)| {
             fp.is_none()
                 || seen_files.contains(file)
@@ -415,6 +421,9 @@ impl PluginCatalog {
             });
             return None;
         }
+        if !state.entries.contains_key(key) && state.passed_over.get(&file) == Some(&fingerprint) {
+            return None;
+        }
         // Same size as the generation serving: maybe only touched or copied again. Hash it
         // to find out before mapping another library (a new size means new content).
         if let Some(entry) = state.entries.get_mut(key)
@@ -517,6 +526,13 @@ impl PluginCatalog {
                         rejected: None,
                     },
                 );
+            }
+            Err(e) if e.kind.is_not_a_plugin() && !state.entries.contains_key(&key) => {
+                // Such as the `#[tool]` macros' library beside the plugins in
+                // `target/release`: never a plugin, so no warning.
+                tracing::debug!(file = %file.display(), "{}", e.kind);
+                state.load_errors.remove(&file);
+                state.passed_over.insert(file, fingerprint);
             }
             Err(e) => {
                 if e.kind.left_mapped() {

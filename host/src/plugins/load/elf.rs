@@ -59,7 +59,95 @@ pub(crate) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorK
     if needed > size {
         return Err(LoadErrorKind::Truncated { size, needed });
     }
+    if let Some(kind) = rust_library_kind(f, &elf, size).map_err(io_err)? {
+        return Err(LoadErrorKind::RustLibrary { kind });
+    }
     Ok(())
+}
+
+/// The longest string table read to tell a Rust library for rustc from a plugin; a
+/// plugin's tables are far smaller, and a longer one is left to the later checks.
+#[cfg(unix)]
+const MAX_STRINGS: u64 = 16 << 20;
+
+/// Whether the library is one rustc builds for itself, not a plugin: a proc-macro crate's
+/// (it exports `__rustc_proc_macro_decls_*`) or a `dylib` crate's (it carries rustc's
+/// metadata in a `.rustc` section, which a `cdylib`, as every plugin is, never has).
+/// `cargo build --release` puts the `#[tool]` macros' library in `target/release` beside
+/// the plugins, so the scan and `install` pass these over without running them. Reads
+/// the section headers (already checked to lie within the file's `size`) and two string
+/// tables.
+#[cfg(unix)]
+fn rust_library_kind(f: &fs::File, elf: &Elf64, size: u64) -> io::Result<Option<RustLibraryKind>> {
+    use std::os::unix::fs::FileExt as _;
+    const SHT_DYNSYM: u32 = 11;
+    let entry = usize::from(elf.shentsize);
+    if elf.shoff == 0 || elf.shnum == 0 || entry < 0x40 {
+        return Ok(None);
+    }
+    let mut table = vec![0u8; usize::from(elf.shnum) * entry];
+    f.read_exact_at(&mut table, elf.shoff)?;
+    let sections: Vec<&[u8]> = table.chunks_exact(entry).collect();
+    let read = |section: &[u8]| -> io::Result<Option<Vec<u8>>> {
+        let offset = elf.u64_at(section, 0x18);
+        let len = elf.u64_at(section, 0x20);
+        if len > MAX_STRINGS || offset.saturating_add(len) > size {
+            return Ok(None);
+        }
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        f.read_exact_at(&mut bytes, offset)?;
+        Ok(Some(bytes))
+    };
+    for section in &sections {
+        if elf.u32_at(section, 0x04) != SHT_DYNSYM {
+            continue;
+        }
+        let link = elf.u32_at(section, 0x28) as usize;
+        if let Some(strings) = sections.get(link).map(|s| read(s)).transpose()?.flatten()
+            && contains(&strings, b"\0__rustc_proc_macro_decls_")
+        {
+            return Ok(Some(RustLibraryKind::ProcMacro));
+        }
+    }
+    if let Some(names) = sections
+        .get(usize::from(elf.shstrndx))
+        .map(|s| read(s))
+        .transpose()?
+        .flatten()
+    {
+        for section in &sections {
+            let at = elf.u32_at(section, 0x00) as usize;
+            if names.get(at..).is_some_and(|n| n.starts_with(b".rustc\0")) {
+                return Ok(Some(RustLibraryKind::Dylib));
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(unix)]
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A library rustc builds for its own use, which no plugin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RustLibraryKind {
+    /// A proc-macro crate's library (rustc loads it to expand macros while compiling).
+    ProcMacro,
+    /// A `dylib` crate's library (Rust code links against it).
+    Dylib,
+}
+
+impl std::fmt::Display for RustLibraryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RustLibraryKind::ProcMacro => {
+                "a Rust proc-macro library (rustc loads it to expand macros while compiling)"
+            }
+            RustLibraryKind::Dylib => "a Rust dylib (Rust code links against it)",
+        })
+    }
 }
 
 /// Whether the file at `path` is, by its ELF headers, a whole shared library now: a
@@ -88,6 +176,7 @@ struct Elf64 {
     phnum: u16,
     shentsize: u16,
     shnum: u16,
+    shstrndx: u16,
 }
 
 impl Elf64 {
@@ -108,6 +197,7 @@ impl Elf64 {
             phnum: 0,
             shentsize: 0,
             shnum: 0,
+            shstrndx: 0,
         };
         elf.phoff = elf.u64_at(h, 0x20);
         elf.shoff = elf.u64_at(h, 0x28);
@@ -115,6 +205,7 @@ impl Elf64 {
         elf.phnum = elf.u16_at(h, 0x38);
         elf.shentsize = elf.u16_at(h, 0x3A);
         elf.shnum = elf.u16_at(h, 0x3C);
+        elf.shstrndx = elf.u16_at(h, 0x3E);
         Some(elf)
     }
 
@@ -125,6 +216,16 @@ impl Elf64 {
             u64::from_be_bytes(raw)
         } else {
             u64::from_le_bytes(raw)
+        }
+    }
+
+    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
+        let mut raw = [0u8; 4];
+        raw.copy_from_slice(&b[at..at + 4]);
+        if self.big_endian {
+            u32::from_be_bytes(raw)
+        } else {
+            u32::from_le_bytes(raw)
         }
     }
 

@@ -65,6 +65,16 @@ pub enum LoadErrorKind {
         /// The file's size.
         size: u64,
     },
+    /// A library rustc builds for itself (a proc-macro's, a dylib's): plainly no plugin.
+    /// The folder scan and `install` pass it over without a warning.
+    #[error(
+        "{kind}, not a toolhost plugin (a plugin is a cdylib that calls \
+         `toolhost_plugin_api::export_plugin!`)"
+    )]
+    RustLibrary {
+        /// Which kind of Rust library.
+        kind: crate::plugins::load::elf::RustLibraryKind,
+    },
     /// An ELF file shorter than its headers say: a partial copy.
     #[error(
         "the file is incomplete ({size} bytes, but its ELF headers describe {needed}); if it \
@@ -233,6 +243,7 @@ impl LoadErrorKind {
                 | LoadErrorKind::Permissions(_)
                 | LoadErrorKind::Untrusted(_)
                 | LoadErrorKind::NotASharedLibrary { .. }
+                | LoadErrorKind::RustLibrary { .. }
                 | LoadErrorKind::Truncated { .. }
                 | LoadErrorKind::ChangedWhileLoading
                 | LoadErrorKind::Open { .. }
@@ -248,6 +259,12 @@ impl LoadErrorKind {
             self,
             LoadErrorKind::Io { .. } | LoadErrorKind::Permissions(_) | LoadErrorKind::Untrusted(_)
         )
+    }
+
+    /// Whether the file is plainly no plugin (a library rustc builds for itself, such as
+    /// the `#[tool]` macros' in `target/release`): passed over without a warning.
+    pub fn is_not_a_plugin(&self) -> bool {
+        matches!(self, LoadErrorKind::RustLibrary { .. })
     }
 
     /// Whether the file could not be read (EMFILE, EIO, a permission that flaps): worth
