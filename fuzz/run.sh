@@ -54,7 +54,9 @@ fi
 plugins="$PWD/target/fuzz-plugins"
 mkdir -p "$plugins"
 cargo build --quiet --locked --manifest-path ../Cargo.toml --release --target-dir "$PWD/target/plugin-build" \
-  -p hello-tools -p fixture-fuzzed
+  -p hello-tools
+cargo build --quiet --locked --manifest-path ../tests/fixtures/Cargo.toml --release \
+  --target-dir "$PWD/target/plugin-build" -p fixture-fuzzed
 cp "$PWD/target/plugin-build/release/libhello_tools.so" "$plugins/"
 cargo build --quiet --locked --manifest-path ../Cargo.toml -p toolhost-cli
 export TOOLHOST_FUZZ_PLUGINS="$plugins"

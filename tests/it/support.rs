@@ -41,47 +41,50 @@ pub(crate) fn built() -> &'static Path {
     BUILT.get_or_init(|| {
         let target = workspace_root().join("target").join("test-plugins");
         let t = target.to_str().expect("utf-8 path");
+        // The test fixtures: a workspace of their own (so a release build of the root
+        // workspace never puts them beside the real plugins), sharing the target dir.
+        let fixtures = "tests/fixtures/Cargo.toml";
+        let names: Vec<String> = [
+            "basic",
+            "duplicate",
+            "no-root",
+            "echo",
+            "ffi-edges",
+            "blocking",
+            "crashy",
+            "hostile",
+            "hostile-init",
+            "bad-payload",
+            "oversized",
+            "many-tools",
+            "outcomes",
+            "stumbles",
+            "leftover",
+            "mentions",
+            "fuzzed",
+            "conformance",
+        ]
+        .iter()
+        .map(|fixture| format!("fixture-{fixture}"))
+        .collect();
+        let mut args = vec![
+            "build",
+            "--quiet",
+            "--target-dir",
+            t,
+            "--manifest-path",
+            fixtures,
+        ];
+        for name in &names {
+            args.extend(["-p", name.as_str()]);
+        }
+        cargo(&args);
+        // The bundled plugins and the example, from the root workspace.
         cargo(&[
             "build",
             "--quiet",
             "--target-dir",
             t,
-            "-p",
-            "fixture-basic",
-            "-p",
-            "fixture-duplicate",
-            "-p",
-            "fixture-no-root",
-            "-p",
-            "fixture-echo",
-            "-p",
-            "fixture-ffi-edges",
-            "-p",
-            "fixture-blocking",
-            "-p",
-            "fixture-crashy",
-            "-p",
-            "fixture-hostile",
-            "-p",
-            "fixture-hostile-init",
-            "-p",
-            "fixture-bad-payload",
-            "-p",
-            "fixture-oversized",
-            "-p",
-            "fixture-many-tools",
-            "-p",
-            "fixture-outcomes",
-            "-p",
-            "fixture-stumbles",
-            "-p",
-            "fixture-leftover",
-            "-p",
-            "fixture-mentions",
-            "-p",
-            "fixture-fuzzed",
-            "-p",
-            "fixture-conformance",
             "-p",
             "toolhost-utils",
             "-p",
@@ -137,6 +140,8 @@ pub(crate) fn built() -> &'static Path {
             "--quiet",
             "--target-dir",
             t,
+            "--manifest-path",
+            fixtures,
             "-p",
             "fixture-newer",
             "--features",
@@ -166,7 +171,16 @@ pub(crate) fn built() -> &'static Path {
         };
         keep("v1");
         cargo_with_env(
-            &["build", "--quiet", "--target-dir", t, "-p", "fixture-echo"],
+            &[
+                "build",
+                "--quiet",
+                "--target-dir",
+                t,
+                "--manifest-path",
+                fixtures,
+                "-p",
+                "fixture-echo",
+            ],
             ("FIXTURE_ECHO_VERSION", "v2"),
         );
         keep("v2");
@@ -176,6 +190,8 @@ pub(crate) fn built() -> &'static Path {
             "--quiet",
             "--target-dir",
             t,
+            "--manifest-path",
+            fixtures,
             "-p",
             "fixture-abort",
             "-p",

@@ -8,7 +8,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bash tests/mcp/setup.sh
-cargo build --quiet --locked -p toolhost-cli -p fixture-conformance
+cargo build --quiet --locked -p toolhost-cli
+# The test fixtures are a workspace of their own; the same target dir.
+cargo build --quiet --locked --manifest-path tests/fixtures/Cargo.toml --target-dir target \
+    -p fixture-conformance
 work=$(mktemp -d)
 server=
 cleanup() {

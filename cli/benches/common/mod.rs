@@ -13,19 +13,31 @@ pub(crate) fn build_release(packages: &[&str], version: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = root.join("target").join("bench-plugins");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--quiet", "--target-dir"])
-        .arg(&target)
-        .env("FIXTURE_ECHO_VERSION", version)
-        .current_dir(&root);
-    for p in packages {
-        cmd.args(["-p", p]);
+    // The test fixtures are a workspace of their own (tests/fixtures/Cargo.toml).
+    let (fixtures, others): (Vec<&str>, Vec<&str>) =
+        packages.iter().partition(|p| p.starts_with("fixture-"));
+    for (manifest, packages) in [
+        ("tests/fixtures/Cargo.toml", fixtures),
+        ("Cargo.toml", others),
+    ] {
+        if packages.is_empty() {
+            continue;
+        }
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["build", "--release", "--quiet", "--manifest-path", manifest])
+            .arg("--target-dir")
+            .arg(&target)
+            .env("FIXTURE_ECHO_VERSION", version)
+            .current_dir(&root);
+        for p in &packages {
+            cmd.args(["-p", p]);
+        }
+        let status = cmd.status().expect("run cargo");
+        assert!(
+            status.success(),
+            "building the benchmark plugins failed: {packages:?}"
+        );
     }
-    let status = cmd.status().expect("run cargo");
-    assert!(
-        status.success(),
-        "building the benchmark plugins failed: {packages:?}"
-    );
     target.join("release")
 }
 

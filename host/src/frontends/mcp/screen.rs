@@ -145,7 +145,11 @@ pub(crate) fn screen(
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .and_then(Value::as_str);
     let modern = meta_version.or(header_version).is_some_and(speaks_2026);
-    if modern && method.as_deref().is_some_and(|m| REMOVED_IN_2026.contains(&m)) {
+    if modern
+        && method
+            .as_deref()
+            .is_some_and(|m| REMOVED_IN_2026.contains(&m))
+    {
         // rmcp decodes it as it can and answers "Method not found" for the revision.
         return serde_json::from_value(value).map_err(|e| Refused::Request {
             id,
@@ -265,7 +269,10 @@ mod tests {
         let a = answer(r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"x":1}}"#);
         assert_eq!(a["error"]["code"], -32602, "{a}");
         assert!(matches!(
-            screen(br#"{"jsonrpc":"2.0","method":"notifications/x","params":5}"#, None),
+            screen(
+                br#"{"jsonrpc":"2.0","method":"notifications/x","params":5}"#,
+                None
+            ),
             Err(Refused::Notification)
         ));
     }
