@@ -39,6 +39,7 @@ mod plugin_index;
 mod plugins;
 mod policy;
 mod profiles;
+mod readme;
 mod registry;
 mod reload;
 mod replicas;

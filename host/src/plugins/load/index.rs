@@ -373,7 +373,7 @@ impl PluginLoader {
                         }));
                     report.plugins.push(p);
                 }
-                Err(e) => report.errors.push(e),
+                Err(e) => report.failed(e),
             }
         }
         report.errors.extend(dir_errors.map(|(_, e)| e));

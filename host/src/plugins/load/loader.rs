@@ -59,6 +59,23 @@ pub struct LoadReport {
     pub plugins: Vec<LoadedPlugin>,
     /// Files or directories that failed, each with its reason.
     pub errors: Vec<PluginLoadError>,
+    /// Files plainly no plugin (libraries rustc builds for itself, such as the `#[tool]`
+    /// macros' proc-macro library beside the plugins in `target/release`), passed over
+    /// without a warning.
+    pub passed_over: Vec<PathBuf>,
+}
+
+impl LoadReport {
+    /// Records a file that did not load: an error, or passed over when it is plainly no
+    /// plugin.
+    pub(crate) fn failed(&mut self, e: PluginLoadError) {
+        if e.kind.is_not_a_plugin() {
+            tracing::debug!(file = %e.file.display(), "{}", e.kind);
+            self.passed_over.push(e.file);
+        } else {
+            self.errors.push(e);
+        }
+    }
 }
 
 /// The default of [`LoadPolicy::max_file_size`]: 256 MiB.
@@ -234,7 +251,7 @@ impl PluginLoader {
                         }));
                         report.plugins.push(p);
                     }
-                    Err(e) => report.errors.push(e),
+                    Err(e) => report.failed(e),
                 }
             }
         }
