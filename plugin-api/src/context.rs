@@ -719,15 +719,29 @@ impl ToolContext<'_> {
             base: answer.base.map(std::path::PathBuf::from),
             home: answer.home.map(std::path::PathBuf::from),
         };
-        crate::settings_path::with_base(base, || serde_json::from_value(answer.settings)).map_err(
-            |e| {
-                ServiceError::Failed(format!(
-                    "the plugin's settings do not fit {}: {e}; fix [plugins.NAME.settings] in the \
-                 host's config",
-                    std::any::type_name::<T>()
-                ))
-            },
-        )
+        let type_name = std::any::type_name::<T>();
+        let (settings, unread) = crate::settings_path::with_base(base, || {
+            crate::unread_keys::from_value_noting_unread::<T>(answer.settings)
+        })
+        .map_err(|e| {
+            ServiceError::Failed(format!(
+                "the plugin's settings do not fit {type_name}: {e}; fix [plugins.NAME.settings] \
+                 in the host's config"
+            ))
+        })?;
+        if answer.strict && !unread.is_empty() {
+            return Err(ServiceError::Failed(format!(
+                "the settings name {} that {type_name} does not read (misspelt?); a host would \
+                 warn and pass over {}",
+                unread
+                    .iter()
+                    .map(|k| format!("'{k}'"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if unread.len() == 1 { "it" } else { "them" }
+            )));
+        }
+        Ok(settings)
     }
 
     /// The call's profile's workspace: the folders file and command tools are confined to

@@ -580,6 +580,12 @@ pub struct SettingsAnswer {
     /// environment may not say). `None` when the host has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,
+    /// A key of the table the plugin's type does not read fails the read (naming it)
+    /// instead of being passed over: what `TestHost` answers, so a test with a misspelt
+    /// key fails where a host would warn. Hosts leave it `false` (they warn of such keys
+    /// from the plugin's settings schema when it loads).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
 
 /// Any answer of the host's, as it crosses the ABI (its JSON is the inner answer's).

@@ -196,6 +196,7 @@ mod structured;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod tool;
+mod unread_keys;
 mod unwind;
 
 pub use blocking::{CancelFlag, blocking};

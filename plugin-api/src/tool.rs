@@ -658,3 +658,35 @@ impl From<Cancelled> for ToolError {
         ToolError::Failed("cancelled".to_owned())
     }
 }
+
+/// An I/O error is a tool failure with `?`, its text the message (no ABI change: the
+/// conversion runs in the plugin).
+///
+/// ```
+/// use toolhost_plugin_api::{ToolError, tool};
+///
+/// /// Reads a file of the machine the host runs on.
+/// #[tool(risk = read)]
+/// async fn read_text(
+///     /// The file's path.
+///     path: String,
+/// ) -> Result<String, ToolError> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+///
+/// let e = ToolError::from(std::fs::read("/no/such/file").unwrap_err());
+/// assert!(matches!(e, ToolError::Failed(m) if m.contains("No such file")));
+/// ```
+impl From<std::io::Error> for ToolError {
+    fn from(e: std::io::Error) -> Self {
+        ToolError::Failed(e.to_string())
+    }
+}
+
+/// A JSON error in a tool's own work (not its arguments, which the host checks against
+/// the schema) is a tool failure with `?`.
+impl From<serde_json::Error> for ToolError {
+    fn from(e: serde_json::Error) -> Self {
+        ToolError::Failed(e.to_string())
+    }
+}

@@ -67,6 +67,8 @@ impl PluginSettings {
                 .map(PathBuf::from)
                 .as_deref()
                 .and_then(text),
+            // Unread keys were warned of when the plugin loaded, from its schema.
+            strict: false,
         })
     }
 

@@ -181,6 +181,7 @@ impl TestHost {
                     settings: self.settings.clone(),
                     base: self.settings_base.0.clone(),
                     home: self.settings_base.1.clone(),
+                    strict: true,
                 });
             }
             // And the output budget: `TestHost::output_budget`.

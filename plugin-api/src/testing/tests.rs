@@ -791,6 +791,16 @@ fn settings_reach_the_tool_typed_and_default_to_an_empty_table() {
         ),
         other => panic!("{other:?}"),
     }
+    // A misspelt key fails the test's call, naming it, where a host would warn and use
+    // the default.
+    let misspelt = TestHost::new().settings(json!({"unit": "metric", "retries": 3}));
+    match misspelt.call(&tool, json!({})) {
+        Err(ToolError::Failed(m)) => assert!(
+            m.contains("'unit'") && m.contains("does not read") && !m.contains("retries"),
+            "{m}"
+        ),
+        other => panic!("a misspelt key passed: {other:?}"),
+    }
 }
 
 /// A tool declaring an output schema by hand; returns what it is given as `value`.
