@@ -124,10 +124,7 @@ impl<'de> Deserializer<'de> for Noted<'_> {
         self.value.deserialize_any(visitor)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> Result<V::Value, Self::Error> {
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         self.unread.extend(self.key);
         self.value.deserialize_ignored_any(visitor)
     }
@@ -191,10 +188,9 @@ mod tests {
             from_value_noting_unread::<Settings>(json!({"depth": null})).expect("reads");
         assert!(unread.is_empty());
         // A map type reads every key; a wrong type is still an error.
-        let (_, unread) = from_value_noting_unread::<std::collections::BTreeMap<String, Value>>(
-            json!({"a": 1}),
-        )
-        .expect("reads");
+        let (_, unread) =
+            from_value_noting_unread::<std::collections::BTreeMap<String, Value>>(json!({"a": 1}))
+                .expect("reads");
         assert!(unread.is_empty());
         assert!(from_value_noting_unread::<Settings>(json!({"depth": "x"})).is_err());
     }

@@ -224,7 +224,7 @@ async fn serve_binary_reloads_reports_status_serves_calls_and_stops_on_sigterm()
     let said = String::from_utf8_lossy(&reload.stdout);
     assert!(reload.status.success());
     assert!(
-        said.contains("plugin updated") && said.contains("tools changed"),
+        said.contains("plugin updated") && said.contains("tools rebuilt (the same definition)"),
         "{said}"
     );
     let call = toolhost(&["call", "build_version", "{}"], &socket);

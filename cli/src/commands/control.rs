@@ -134,6 +134,7 @@ impl ReloadArgs {
         for (names, label) in [
             (&report.tools.added, "tools added"),
             (&report.tools.changed, "tools changed"),
+            (&report.tools.rebuilt, "tools rebuilt (the same definition)"),
             (&report.tools.removed, "tools removed"),
         ] {
             if !names.is_empty() {

@@ -596,6 +596,7 @@ impl PluginCatalog {
                 added = ?event.added,
                 removed = ?event.removed,
                 changed = ?event.changed,
+                rebuilt = ?event.rebuilt,
                 "tools changed"
             );
         }

@@ -9,35 +9,46 @@ use serde::{Deserialize, Serialize};
 
 use toolhost_calls::registry::ToolRegistry;
 
-/// What changed in the registry: tool names added, removed, and changed (same name, new
-/// generation or another plugin).
+/// What changed in the registry: tool names added, removed, changed (same name, another
+/// definition: description, schema, risk, ...) and rebuilt (the same definition from a
+/// new generation of its plugin, or from another plugin).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistryEvent {
     /// Tools that appeared.
     pub added: Vec<String>,
     /// Tools that disappeared.
     pub removed: Vec<String>,
-    /// Tools whose implementation changed.
+    /// Tools whose definition changed (what a client lists: description, schemas, risk,
+    /// requirements).
     pub changed: Vec<String>,
+    /// Tools served by a new implementation with the same definition (a rebuilt plugin
+    /// whose other tools changed, say): the calls reach the new code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rebuilt: Vec<String>,
 }
 
 impl RegistryEvent {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.rebuilt.is_empty()
     }
 
-    /// Tool names added, removed, and changed (another implementation object) between
-    /// two registries.
+    /// Tool names added, removed, changed (another definition) and rebuilt (another
+    /// implementation object, the same definition) between two registries.
     pub(crate) fn between(old: &ToolRegistry, new: &ToolRegistry) -> RegistryEvent {
         let mut event = RegistryEvent::default();
         for name in new.names() {
             match old.get(name) {
                 None => event.added.push(name.to_owned()),
                 Some(before) => {
-                    let after = new.get(name).map(|t| t.tool());
-                    if !after.is_some_and(|a| Arc::ptr_eq(a, before.tool())) {
+                    let Some(after) = new.get(name) else { continue };
+                    if after.spec() != before.spec() {
                         event.changed.push(name.to_owned());
+                    } else if !Arc::ptr_eq(after.tool(), before.tool()) {
+                        event.rebuilt.push(name.to_owned());
                     }
                 }
             }
@@ -159,4 +170,75 @@ pub struct CatalogStatus {
     pub max_generations: u64,
     /// Set past `max_generations`: what to do about the memory.
     pub warning: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use toolhost_calls::context::CallContext;
+    use toolhost_calls::registry::ToolRegistry;
+    use toolhost_calls::tool::{
+        Arguments, DynTool, Requirements, Risk, ToolError, ToolOrigin, ToolOutput, ToolSpec,
+    };
+
+    use super::RegistryEvent;
+
+    struct Fake(ToolSpec);
+
+    #[async_trait::async_trait]
+    impl DynTool for Fake {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        fn origin(&self) -> &ToolOrigin {
+            &ToolOrigin::Native
+        }
+        async fn call(&self, _: &CallContext, _: Arguments) -> Result<ToolOutput, ToolError> {
+            Ok(String::new().into())
+        }
+    }
+
+    fn tool(name: &str, description: &str) -> Arc<dyn DynTool> {
+        Arc::new(Fake(ToolSpec {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            schema: json!({"type": "object"}),
+            risk: Risk::Read,
+            interactive: false,
+            requirements: Requirements::default(),
+            output_schema: None,
+        }))
+    }
+
+    /// A plugin rebuilt with one description edited: that tool changed, the others were
+    /// rebuilt, and one kept object is neither.
+    #[test]
+    fn a_changed_description_changes_only_its_tool() {
+        let kept = tool("kept", "The same object in both.");
+        let (old, _) = ToolRegistry::from_tools([
+            tool("a", "Does a."),
+            tool("b", "Does b."),
+            tool("gone", "Leaves."),
+            Arc::clone(&kept),
+        ]);
+        let (new, _) = ToolRegistry::from_tools([
+            tool("a", "Does a."),
+            tool("b", "Does b, better."),
+            tool("new", "Arrives."),
+            kept,
+        ]);
+        let event = RegistryEvent::between(&old, &new);
+        assert_eq!(
+            event,
+            RegistryEvent {
+                added: vec!["new".into()],
+                removed: vec!["gone".into()],
+                changed: vec!["b".into()],
+                rebuilt: vec!["a".into()],
+            }
+        );
+        assert!(RegistryEvent::between(&new, &new).is_empty());
+    }
 }
