@@ -120,30 +120,22 @@ impl Host {
                 }
             }
         }
-        // A settings table no plugin reads is most likely a misspelt plugin name.
+        // A settings table no plugin reads is most likely a misspelt plugin name (each
+        // plugin's own unread keys were logged as it loaded).
         let loaded: Vec<String> = catalog
             .status()
             .plugins
             .into_iter()
             .map(|p| p.name)
             .collect();
-        let names: Vec<&str> = loaded.iter().map(String::as_str).collect();
-        for (table, nearest) in config.catalog.loading.settings.unread(&names) {
-            match nearest {
-                Some(plugin) => tracing::warn!(
-                    "config: [plugins.{table}.settings] names no loaded plugin, so no plugin \
-                     reads it: did you mean [plugins.{plugin}.settings]?"
-                ),
-                None => tracing::warn!(
-                    "config: [plugins.{table}.settings] names no loaded plugin, so no plugin \
-                     reads it (loaded plugins: {}, as `toolhost status` names them)",
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            }
+        let none: &[String] = &[];
+        for warning in config
+            .catalog
+            .loading
+            .settings
+            .warnings(loaded.iter().map(|n| (n.as_str(), none)))
+        {
+            tracing::warn!("config: {warning}");
         }
         // Only now, with nothing left that could stop start-up, is it serving.
         if let Some((plugins, errors)) = scanned {

@@ -528,6 +528,93 @@ fn a_settings_table_no_plugin_reads_is_warned_with_the_nearest_name() {
     assert!(warned < serving, "warned before serving:\n{log}");
 }
 
+/// A misspelt settings table and a misspelt settings key are said by every command that
+/// loads plugins (list, call, check) and by plain `status`, as serve logs them; a profile
+/// config serve refuses, check refuses too.
+#[test]
+fn settings_warnings_are_said_by_list_call_check_and_status_and_check_refuses_what_serve_does() {
+    let config = tempfile::tempdir().expect("temp dir");
+    let file = config.path().join("config.toml");
+    std::fs::write(
+        &file,
+        "[plugins.helo.settings]\ngreeting = \"hi\"\n\n[plugins.hello.settings]\nlanguag = \"de\"\n",
+    )
+    .expect("config");
+    let plugins = PluginDir::with(&["hello_tools"]);
+    let dir = plugins.path().to_str().expect("utf-8").to_owned();
+    let library = plugins.path().join("libhello_tools.so");
+    let run = |args: &[&str]| {
+        let out = toolhost_command()
+            .arg("--config")
+            .arg(&file)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run toolhost");
+        (
+            out.status,
+            format!("{}{}", text(&out.stdout), text(&out.stderr)),
+        )
+    };
+    let said_both = |said: &str| {
+        said.contains("[plugins.helo.settings] names no loaded plugin")
+            && said.contains("did you mean [plugins.hello.settings]?")
+            && said.contains("key 'languag' is not a setting of this plugin")
+    };
+    for args in [
+        vec!["list", "--plugins", dir.as_str()],
+        vec![
+            "call",
+            "greet",
+            r#"{"name": "Ada"}"#,
+            "--plugins",
+            dir.as_str(),
+        ],
+        vec!["check", library.to_str().expect("utf-8")],
+    ] {
+        let (status, said) = run(&args);
+        assert!(status.success(), "{args:?}: {said}");
+        assert!(said_both(&said), "{args:?} says both warnings:\n{said}");
+    }
+    // Plain status of a running host.
+    let socket = config.path().join("control.sock");
+    let mut child = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args([
+            "serve",
+            "--no-watch",
+            "--plugins",
+            dir.as_str(),
+            "--control",
+        ])
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    wait_for_socket(&socket);
+    let (status, said) = run(&["status", "--control", socket.to_str().expect("utf-8")]);
+    let _ = terminate(&mut child);
+    assert!(status.success(), "{said}");
+    assert!(said_both(&said), "plain status says both warnings:\n{said}");
+
+    // A profile config with a misspelt key: serve refuses it, and so does check.
+    let profile = config.path().join("profiles/work");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    std::fs::write(profile.join("config.toml"), "toolz = [\"greet\"]\n").expect("profile");
+    let (status, said) = run(&["check", library.to_str().expect("utf-8")]);
+    assert!(
+        !status.success(),
+        "check refuses the profile config:\n{said}"
+    );
+    assert!(
+        said.contains("toolz") && said.contains("serve refuses"),
+        "{said}"
+    );
+}
+
 /// An MCP client without elicitation (over stdio) on a host whose config relays its
 /// approval questions to a terminal, and the host's control socket.
 fn relaying_host(

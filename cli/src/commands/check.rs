@@ -45,6 +45,11 @@ impl CheckArgs {
         let Some(file) = self.file.as_deref() else {
             anyhow::bail!("name a plugin file, or --mcp-server NAME");
         };
+        // The config as serve reads it, every profile's included: what serve refuses to
+        // start on, check refuses too, before it judges the file.
+        config.profiles().map_err(|e| {
+            anyhow::anyhow!("{e}\n(serve refuses to start on this config: fix it first)")
+        })?;
         let loader = inspecting_loader(config, self.isolate)?;
         if self.json {
             return self.run_json(&loader);
@@ -116,7 +121,11 @@ impl CheckArgs {
                 plugin.name
             )?;
         }
-        for warning in &plugin.warnings {
+        for warning in plugin
+            .warnings
+            .iter()
+            .chain(&misspelt_tables(&loader, &plugin.name))
+        {
             outln!("warning:     {warning}")?;
         }
         // Registered into a scratch registry, as a host would: what it refuses is marked.
@@ -222,6 +231,7 @@ impl CheckArgs {
             let (registry, problems) =
                 toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
             let mut warnings = plugin.warnings.clone();
+            warnings.extend(misspelt_tables(loader, &plugin.name));
             warnings.extend(description_warnings(&plugin, &registry));
             report["warnings"] = warnings.into();
             let refused = refusals(&plugin, &problems);
@@ -481,4 +491,26 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The config's settings tables whose name is close to `plugin`'s but not it (a
+/// misspelling: this plugin would not read them), as serve, status, list and call say.
+fn misspelt_tables(loader: &toolhost::PluginLoader, plugin: &str) -> Vec<String> {
+    let settings = &loader.policy().settings;
+    let misspelt: Vec<String> = settings
+        .unread(&[plugin])
+        .into_iter()
+        .filter(|(_, nearest)| nearest.is_some())
+        .map(|(table, _)| table)
+        .collect();
+    let none: &[String] = &[];
+    settings
+        .warnings([(plugin, none)])
+        .into_iter()
+        .filter(|w| {
+            misspelt
+                .iter()
+                .any(|t| w.starts_with(&format!("[plugins.{t}.settings]")))
+        })
+        .collect()
 }

@@ -348,6 +348,9 @@ fn print_status(status: &HostStatus) -> anyhow::Result<()> {
     for e in &catalog.registry_errors {
         outln!("not registered: {e}")?;
     }
+    for w in &catalog.settings_warnings {
+        outln!("settings: {w}")?;
+    }
     for f in &catalog.pending {
         outln!("still being written: {}", f.display())?;
     }

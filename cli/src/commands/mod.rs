@@ -265,6 +265,16 @@ fn load(
     for e in &report.errors {
         crate::output::warning(format_args!("{e}"));
     }
+    // What serve logs and status shows: keys a plugin does not read, tables no plugin
+    // reads (a misspelt plugin name).
+    for w in loader.policy().settings.warnings(
+        report
+            .plugins
+            .iter()
+            .map(|p| (p.name.as_str(), p.warnings.as_slice())),
+    ) {
+        crate::output::warning(format_args!("{w}"));
+    }
     let (servers, unreachable) = toolhost::McpServers::start_for_command(
         config.mcp_servers(),
         config

@@ -72,6 +72,41 @@ impl PluginSettings {
         })
     }
 
+    /// Every warning about the config's plugin settings, given the plugins loaded (each
+    /// name with the warnings its load gave: keys its settings schema does not read):
+    /// those, then one per table that names no loaded plugin (most likely a misspelt
+    /// plugin name, with the nearest one). What `serve` logs, `status` shows, and `list`,
+    /// `call` and `check` print, so each says the same.
+    pub fn warnings<'a>(
+        &self,
+        plugins: impl IntoIterator<Item = (&'a str, &'a [String])>,
+    ) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut warnings = Vec::new();
+        for (name, own) in plugins {
+            names.push(name);
+            warnings.extend(own.iter().cloned());
+        }
+        for (table, nearest) in self.unread(&names) {
+            warnings.push(match nearest {
+                Some(plugin) => format!(
+                    "[plugins.{table}.settings] names no loaded plugin, so no plugin \
+                     reads it: did you mean [plugins.{plugin}.settings]?"
+                ),
+                None => format!(
+                    "[plugins.{table}.settings] names no loaded plugin, so no plugin \
+                     reads it (loaded plugins: {}, as `toolhost status` names them)",
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            });
+        }
+        warnings
+    }
+
     /// Checks `plugin`'s settings against the settings schema it declares (none: nothing
     /// to check), as every load does, in process and for a worker alike: `Ok` with a
     /// warning per key the plugin does not read, `Err` when they do not fit (the plugin is

@@ -699,6 +699,12 @@ fn snapshot(state: &State, config: &CatalogConfig) -> CatalogStatus {
         retained_bytes_estimate: state.retained_bytes,
         max_generations: config.max_generations,
         warning: (state.reloads > config.max_generations).then(|| restart_advice(state, config)),
+        settings_warnings: config.loading.settings.warnings(
+            state
+                .entries
+                .values()
+                .map(|e| (e.plugin.name.as_str(), e.plugin.warnings.as_slice())),
+        ),
     }
 }
 

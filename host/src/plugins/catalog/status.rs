@@ -170,6 +170,10 @@ pub struct CatalogStatus {
     pub max_generations: u64,
     /// Set past `max_generations`: what to do about the memory.
     pub warning: Option<String>,
+    /// The config's plugin settings warnings: keys a loaded plugin does not read, tables
+    /// that name no loaded plugin ([`PluginSettings::warnings`](crate::PluginSettings::warnings)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings_warnings: Vec<String>,
 }
 
 #[cfg(test)]
