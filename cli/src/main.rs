@@ -27,11 +27,13 @@ struct Cli {
     /// file means the defaults).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Use the system service's folders: config /etc/toolhost, state and plugins
-    /// /var/lib/toolhost, control socket /run/toolhost/control.sock (systemd's
-    /// $CONFIGURATION_DIRECTORY, $STATE_DIRECTORY and $RUNTIME_DIRECTORY where set). Run
-    /// by root, the command acts as the user who owns /var/lib/toolhost (the unit's
-    /// user), so what it writes is the service's.
+    /// Use the system service's folders: config /etc/toolhost, state /var/lib/toolhost,
+    /// plugins /usr/local/lib/toolhost/plugins (root's; $TOOLHOST_SYSTEM_PLUGIN_DIR moves
+    /// it), control socket /run/toolhost/control.sock (systemd's $CONFIGURATION_DIRECTORY,
+    /// $STATE_DIRECTORY and $RUNTIME_DIRECTORY where set). Run by root, the command acts
+    /// as the user who owns /var/lib/toolhost (the unit's user), so what it writes is the
+    /// service's; install and remove stay root, so the plugin folder stays root's and the
+    /// service cannot write it.
     #[arg(long, global = true)]
     system: bool,
     #[command(subcommand)]
@@ -122,7 +124,9 @@ fn main() -> ExitCode {
     }
     // Before anything reads a folder, and while there is one thread (it may change user).
     let acting = if cli.system {
-        match system::enter() {
+        // install and remove write root's plugin folder: root stays root for them.
+        let writes_plugins = matches!(cli.command, Command::Install(_) | Command::Remove(_));
+        match system::enter(writes_plugins) {
             Ok(acting) => Some(acting),
             Err(e) => return report(&e.into()),
         }
@@ -130,8 +134,16 @@ fn main() -> ExitCode {
         None
     };
     init_logging(&cli.command);
-    if let Some(system::ActingAs::ServiceUser { uid }) = acting {
-        tracing::debug!("--system: acting as the service's user (uid {uid})");
+    match acting {
+        Some(system::ActingAs::ServiceUser { uid }) => {
+            tracing::debug!("--system: acting as the service's user (uid {uid})");
+        }
+        Some(system::ActingAs::RootForPlugins { service_uid }) => {
+            tracing::debug!(
+                "--system: staying root to write the plugin folder (service uid {service_uid:?})"
+            );
+        }
+        Some(system::ActingAs::Itself) | None => {}
     }
     // Commands the workspace tools run are this user's programs: they must not read the
     // host's environment (API keys) or memory through /proc/PID.

@@ -1,6 +1,8 @@
 //! `toolhost --system`: every command on the system service's folders (the ones systemd
-//! makes for the unit), and, run by root, as the user who owns the service's state folder,
-//! so what an operator adds (a token, a pin, a plugin) is the service's and readable by it.
+//! makes for the unit, and root's plugin folder), and, run by root, as the user who owns
+//! the service's state folder, so what an operator adds (a token, a pin) is the service's
+//! and readable by it. `install` and `remove` stay root: the plugin folder is root's, and
+//! the service's user must not be able to write it.
 
 use std::os::unix::fs::MetadataExt as _;
 
@@ -39,6 +41,12 @@ pub(crate) enum SystemError {
 pub(crate) enum ActingAs {
     /// This process's own user (not root, or root with no service user yet).
     Itself,
+    /// Root stayed root to write the plugin folder (root's), trusting the service's
+    /// control socket (owned by its user) for the report of what it loaded.
+    RootForPlugins {
+        /// The service's user, if its state folder says who it is.
+        service_uid: Option<u32>,
+    },
     /// Root switched to the service's user (the owner of the state folder).
     ServiceUser {
         /// Its uid.
@@ -48,8 +56,10 @@ pub(crate) enum ActingAs {
 
 /// Uses the system service's folders for everything this process does, and when run by
 /// root, becomes the user who owns the state folder (the unit's `User=`, as systemd's
-/// `StateDirectory=` made it). Call it first, while the process has one thread.
-pub(crate) fn enter() -> Result<ActingAs, SystemError> {
+/// `StateDirectory=` made it), unless `writes_plugins` (`install`, `remove`): then root
+/// stays root, so the plugin folder stays root's. Call it first, while the process has
+/// one thread.
+pub(crate) fn enter(writes_plugins: bool) -> Result<ActingAs, SystemError> {
     let layout = toolhost::SystemLayout::from_env();
     let state = layout.state.clone();
     toolhost::use_system_layout(layout);
@@ -70,6 +80,13 @@ pub(crate) fn enter() -> Result<ActingAs, SystemError> {
         }
     };
     let (uid, gid) = (meta.uid(), meta.gid());
+    if writes_plugins {
+        let service_uid = (uid != 0).then_some(uid);
+        if let Some(uid) = service_uid {
+            toolhost::trust_service_user(uid);
+        }
+        return Ok(ActingAs::RootForPlugins { service_uid });
+    }
     if uid == 0 {
         return Ok(ActingAs::Itself);
     }

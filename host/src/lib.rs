@@ -102,7 +102,7 @@ pub use frontends::control::{
     AnswerParams, ApprovalPrompt, ApprovalQuestion, ApprovalReply, CallParams, CallReply,
     ControlClient, ControlError, ControlFault, ControlHandler, ControlOutcome, ControlPeer,
     ControlRequest, ControlResponse, ControlResult, ControlSocket, call_error_code,
-    default_control_path,
+    default_control_path, trust_service_user,
 };
 pub use frontends::mcp::http::{
     HttpAuth, HttpLimits, HttpOptions, MAX_SCRAPE_CONNECTIONS, SCRAPE_DEADLINE, TlsFiles,
@@ -146,7 +146,9 @@ pub use serve::{RunningHost, ServeError, serve};
 pub use state::{SharedState, StateError, StateSettings};
 pub use sys::confinement::{Confinement, Protection};
 pub use sys::containment::ContainmentMode;
-pub use sys::dirs::{SystemLayout, use_system_layout};
+pub use sys::dirs::{
+    SYSTEM_PLUGIN_DIR, SYSTEM_PLUGIN_DIR_VAR, SystemLayout, system_layout, use_system_layout,
+};
 pub use sys::permissions::PermissionProblem;
 pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};

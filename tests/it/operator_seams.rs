@@ -1,7 +1,8 @@
 //! Where an operator's steps meet, through the real binary with HOME and XDG folders of
 //! their own: the README's install command on an empty machine, an install that is all
 //! or nothing, the system service's layout shared by `serve` and the admin commands (run
-//! as root against a service running as another user), `call --control` on the default
+//! as root against a service running as another user; root's plugin folder, which the
+//! service reads and cannot write), `call --control` on the default
 //! socket with `--yes`, the manual pages, and settings tables no plugin reads.
 
 use std::io::{Read as _, Write as _};
@@ -226,7 +227,8 @@ fn a_multi_file_install_is_all_or_nothing() {
 }
 
 /// The system service's folders in a temporary root, as systemd makes them for the unit:
-/// config (root's), state and runtime (the service user's, 0700).
+/// config (root's), state and runtime (the service user's, 0700); the plugin folder,
+/// root's, is made by [`SystemFolders::make_plugin_folder`] or by root's install.
 struct SystemFolders {
     root: tempfile::TempDir,
 }
@@ -259,6 +261,48 @@ impl SystemFolders {
         self.root.path().join("run/toolhost")
     }
 
+    fn plugins(&self) -> PathBuf {
+        self.root.path().join("usr/local/lib/toolhost/plugins")
+    }
+
+    /// The plugin folder as the unit's install steps make it: root's, 0755.
+    fn make_plugin_folder(&self) {
+        for dir in [
+            "usr",
+            "usr/local",
+            "usr/local/lib",
+            "usr/local/lib/toolhost",
+        ] {
+            let _ = std::fs::create_dir(self.root.path().join(dir));
+        }
+        std::fs::create_dir(self.plugins()).expect("mkdir plugins");
+        for dir in self.plugins().ancestors().take(5) {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+    }
+
+    /// Files and folders under the state folder that are not `user`'s.
+    fn state_not_owned_by(&self, user: &OtherUser) -> Vec<PathBuf> {
+        let mut foreign = Vec::new();
+        let mut todo = vec![self.state()];
+        while let Some(dir) = todo.pop() {
+            for entry in std::fs::read_dir(&dir)
+                .expect("read state")
+                .filter_map(Result::ok)
+            {
+                let path = entry.path();
+                let meta = std::fs::symlink_metadata(&path).expect("stat");
+                if meta.uid() != user.uid {
+                    foreign.push(path.clone());
+                }
+                if meta.is_dir() {
+                    todo.push(path);
+                }
+            }
+        }
+        foreign
+    }
+
     /// The unit's environment: only what systemd sets for it.
     fn environment(&self, cmd: &mut Command) {
         cmd.env_clear()
@@ -266,12 +310,14 @@ impl SystemFolders {
             .env("CONFIGURATION_DIRECTORY", self.config())
             .env("STATE_DIRECTORY", self.state())
             .env("RUNTIME_DIRECTORY", self.runtime())
+            .env("TOOLHOST_SYSTEM_PLUGIN_DIR", self.plugins())
             .env("TOOLHOST_LOG", "info,rmcp=warn");
     }
 
     /// `toolhost --system ARGS` as root, with systemd's variables as the unit sets them
     /// (an operator's shell would not have them: the defaults, /etc/toolhost and so on,
-    /// are what it finds; here they point into the temporary root).
+    /// are what it finds; here they point into the temporary root, and
+    /// $TOOLHOST_SYSTEM_PLUGIN_DIR moves the plugin folder there too).
     fn admin(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
         self.environment(&mut cmd);
@@ -317,12 +363,8 @@ fn admin_commands_run_by_root_act_on_the_running_services_state() {
         return;
     };
     let folders = SystemFolders::new(&user);
-    // A plugin file anyone may read, for root's install (which runs as the service user).
-    let shelf = tempfile::tempdir().expect("temp dir");
-    std::fs::set_permissions(shelf.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let hello = shelf.path().join("libhello_tools.so");
-    std::fs::copy(so("hello_tools"), &hello).expect("copy");
-    std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    folders.make_plugin_folder();
+    let (_shelf, hello) = shelved_hello();
 
     // The service: the unit's command line, as its user, in its environment.
     let mut service = user.command(env!("CARGO_BIN_EXE_toolhost"));
@@ -364,8 +406,8 @@ fn admin_commands_run_by_root_act_on_the_running_services_state() {
     }
     assert_eq!(initialize_status(port, Some(&token)), 200);
 
-    // Root installs a plugin: into the service's folder, as its user, and the running
-    // service reports loading it.
+    // Root installs a plugin: into root's plugin folder, as root, and the running
+    // service reports loading it (root's install trusts the service user's socket).
     let installed = folders.admin(&["install", hello.to_str().expect("utf-8")]);
     let out = text(&installed.stdout);
     assert!(
@@ -377,11 +419,11 @@ fn admin_commands_run_by_root_act_on_the_running_services_state() {
         out.contains("loaded hello") && !out.contains("no host is running"),
         "{out}"
     );
-    let placed = folders.state().join("plugins/libhello_tools.so");
-    assert_eq!(
-        std::fs::metadata(&placed).expect("installed").uid(),
-        user.uid
-    );
+    let placed = folders.plugins().join("libhello_tools.so");
+    assert_eq!(std::fs::metadata(&placed).expect("installed").uid(), 0);
+    assert!(!folders.state().join("plugins").exists());
+    // What root wrote is the plugin folder's; the service's state stays its user's.
+    assert_eq!(folders.state_not_owned_by(&user), Vec::<PathBuf>::new());
 
     // status and call find the service's socket with no --control.
     let status = folders.admin(&["status", "--json"]);
@@ -391,6 +433,125 @@ fn admin_commands_run_by_root_act_on_the_running_services_state() {
     assert!(called.status.success(), "{}", text(&called.stderr));
 
     // SIGTERM, as systemctl stop sends it.
+    let status = terminate(&mut child);
+    assert!(status.success(), "{status}");
+}
+
+/// hello_tools copied where anyone may read it (root's, 0644 in a 0755 folder): the
+/// folder (keep it) and the file.
+fn shelved_hello() -> (tempfile::TempDir, PathBuf) {
+    let shelf = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(shelf.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let hello = shelf.path().join("libhello_tools.so");
+    std::fs::copy(so("hello_tools"), &hello).expect("copy");
+    std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    (shelf, hello)
+}
+
+#[test]
+fn a_system_install_is_roots_and_the_service_reads_it_but_cannot_write_it() {
+    let Some(user) =
+        OtherUser::create("a_system_install_is_roots_and_the_service_reads_it_but_cannot_write_it")
+    else {
+        return;
+    };
+    let folders = SystemFolders::new(&user);
+    let (_shelf, hello) = shelved_hello();
+    let serve = |folders: &SystemFolders| {
+        let mut service = user.command(env!("CARGO_BIN_EXE_toolhost"));
+        folders.environment(&mut service);
+        service.args([
+            "--system",
+            "serve",
+            "--mcp",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        service
+    };
+
+    // No plugin folder yet: the service may not make it, and says how root does.
+    let refused = serve(&folders)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    assert!(!refused.status.success());
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("does not exist") && said.contains("install -d -m 0755"),
+        "{said}"
+    );
+    assert!(!folders.plugins().exists());
+
+    // Root's install makes the folder (0755, root's, whatever root's umask) and the file
+    // (0644, root's).
+    let installed = folders.admin(&["install", hello.to_str().expect("utf-8")]);
+    assert!(
+        installed.status.success(),
+        "{}{}",
+        text(&installed.stdout),
+        text(&installed.stderr)
+    );
+    for dir in folders.plugins().ancestors().take(4) {
+        let meta = std::fs::metadata(dir).expect("stat");
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o7777),
+            (0, 0o755),
+            "{dir:?} is root's, 0755"
+        );
+    }
+    let placed = folders.plugins().join("libhello_tools.so");
+    let meta = std::fs::metadata(&placed).expect("installed");
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o644));
+    assert_eq!(folders.state_not_owned_by(&user), Vec::<PathBuf>::new());
+
+    // The service's user cannot write the folder: not by hand, not with toolhost.
+    let planted = folders.plugins().join("libplanted.so");
+    let touched = user
+        .command("touch")
+        .arg(&planted)
+        .output()
+        .expect("run touch");
+    assert!(!touched.status.success() && !planted.exists());
+    let mut theirs = user.command(env!("CARGO_BIN_EXE_toolhost"));
+    folders.environment(&mut theirs);
+    let theirs = theirs
+        .args(["--system", "install", "--replace"])
+        .arg(&hello)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run install as the service user");
+    assert!(!theirs.status.success(), "{}", text(&theirs.stdout));
+    assert!(
+        std::fs::read_dir(folders.plugins())
+            .expect("read plugins")
+            .filter_map(Result::ok)
+            .all(|e| e.file_name() == "libhello_tools.so"),
+        "the service user's install left nothing"
+    );
+
+    // The service, as its user, loads root's plugin (the strict permission check passes).
+    let (mut child, _port) = spawn_http_server(serve(&folders));
+    let socket = folders.runtime().join("control.sock");
+    wait_for_socket(&socket);
+    let status = folders.admin(&["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    let status = text(&status.stdout);
+    assert!(
+        status.contains("libhello_tools.so") && status.contains("greet"),
+        "{status}"
+    );
+    let called = folders.admin(&["call", "greet", r#"{"name": "ops"}"#, "--control"]);
+    assert!(called.status.success(), "{}", text(&called.stderr));
+
+    // Root's remove takes it out, and the running service reports dropping it.
+    let removed = folders.admin(&["remove", "hello"]);
+    let out = text(&removed.stdout);
+    assert!(removed.status.success(), "{out}{}", text(&removed.stderr));
+    assert!(out.contains("dropped hello"), "{out}");
+    assert!(!placed.exists());
+
     let status = terminate(&mut child);
     assert!(status.success(), "{status}");
 }

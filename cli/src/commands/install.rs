@@ -42,7 +42,8 @@ pub(crate) struct InstallArgs {
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// The plugin directory to install into. Default: the first of $TOOLHOST_PLUGINS, the
-    /// config's `plugin_dirs`, $XDG_DATA_HOME/toolhost/plugins.
+    /// config's `plugin_dirs`, $XDG_DATA_HOME/toolhost/plugins (with --system, root's
+    /// /usr/local/lib/toolhost/plugins).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// Replace what is installed: the plugin of the same name, a file of the same name,
@@ -209,10 +210,7 @@ impl InstallArgs {
             ));
             return Err(Failure::Several(clashes).into());
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(&dir)
-            .map_err(|e| anyhow::anyhow!("could not create {}: {e}", dir.display()))?;
+        create_dir(&dir)?;
         // Every copy first (signatures before their plugins); any failure takes them all
         // back.
         let mut staged: Vec<Staged> = Vec::new();
@@ -522,6 +520,41 @@ impl RemoveArgs {
         };
         watch_host(config, self.control, &dir, &file, Expect::Gone, remove)
     }
+}
+
+/// Creates `dir` and its missing parents. With `--system` each folder made is 0755 whatever
+/// the umask (root's folder, which the service's user must read); a refusal says who may
+/// write the system plugin folder.
+fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    let fail = |e: std::io::Error| {
+        let hint = if toolhost::system_layout().is_some()
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            " (the system plugin folder is root's: run the command as root, e.g. `sudo \
+             toolhost --system install FILE`)"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("could not create {}: {e}{hint}", dir.display())
+    };
+    if toolhost::system_layout().is_none() {
+        return std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(dir)
+            .map_err(fail);
+    }
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    for d in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o755).create(d) {
+            Ok(()) => {
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(fail)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    Ok(())
 }
 
 fn signature_of(file: &Path) -> PathBuf {

@@ -213,10 +213,19 @@ impl ServeArgs {
             }),
         });
         let dirs = self.plugins.resolve(config);
-        // The default plugin folder is toolhost's own to make (a first start, a service's
-        // empty state folder): a watching host needs it to exist. Folders an operator
-        // named are theirs; a missing one is reported.
+        // The default plugin folder is toolhost's own to make (a first start): a watching
+        // host needs it to exist. Folders an operator named are theirs; a missing one is
+        // reported. The system one is root's: the service cannot (and must not) make it.
         let default = toolhost::default_plugin_dir();
+        if dirs == [default.clone()] && !default.exists() && toolhost::system_layout().is_some() {
+            anyhow::bail!(
+                "the system plugin folder {dir} does not exist; it is root's, and the service \
+                 must not be able to write it: make it as root (`sudo install -d -m 0755 \
+                 {dir}`, or `sudo toolhost --system install FILE`, which makes it), or name \
+                 another with --plugins",
+                dir = default.display()
+            );
+        }
         if dirs == [default.clone()] && !default.exists() {
             std::fs::DirBuilder::new()
                 .recursive(true)

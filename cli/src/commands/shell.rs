@@ -87,6 +87,10 @@ Where the config, the plugin folder, state and the control socket are (see FILES
 \fBCONFIGURATION_DIRECTORY\fR, \fBSTATE_DIRECTORY\fR, \fBRUNTIME_DIRECTORY\fR
 With \fB\-\-system\fR: the service's folders, as systemd sets them for the unit.
 .TP
+\fBTOOLHOST_SYSTEM_PLUGIN_DIR\fR
+With \fB\-\-system\fR: the service's plugin folder (an absolute path), instead of
+\fB/usr/local/lib/toolhost/plugins/\fR; give the service and the admin commands the same.
+.TP
 \fBNOTIFY_SOCKET\fR
 \fBserve\fR tells systemd it is ready, reloading or stopping.
 .SH FILES
@@ -96,7 +100,11 @@ The config; \fB/etc/toolhost/config.toml\fR with \fB\-\-system\fR. Its \fBprofil
 folder beside it holds the profiles.
 .TP
 \fB$XDG_DATA_HOME/toolhost/plugins/\fR (\fB~/.local/share/toolhost/plugins/\fR)
-The plugin folder; \fB/var/lib/toolhost/plugins/\fR with \fB\-\-system\fR.
+The plugin folder. With \fB\-\-system\fR, \fB/usr/local/lib/toolhost/plugins/\fR:
+root's (0755, files 0644), which the service reads and cannot write (the unit lists it
+in \fBReadOnlyPaths=\fR); install into it as root with \fBsudo toolhost \-\-system
+install FILE\fR (\fBinstall\fR and \fBremove\fR stay root, every other command run
+by root acts as the service's user).
 .TP
 \fB$XDG_STATE_HOME/toolhost/\fR (\fB~/.local/state/toolhost/\fR)
 State: \fBtokens.json\fR, \fBtrust.json\fR, \fBaudit.jsonl\fR, and per profile its

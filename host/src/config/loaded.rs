@@ -56,11 +56,10 @@ pub fn default_config_path() -> PathBuf {
 }
 
 /// The plugin folder used when neither `--plugins`, `TOOLHOST_PLUGINS` nor the config
-/// names one: `$XDG_DATA_HOME/toolhost/plugins`, else `~/.local/share/toolhost/plugins`.
+/// names one: `$XDG_DATA_HOME/toolhost/plugins`, else `~/.local/share/toolhost/plugins`;
+/// with `--system`, the system layout's (root's) plugin folder.
 pub fn default_plugin_dir() -> PathBuf {
-    crate::sys::dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from("toolhost"))
-        .join("plugins")
+    crate::sys::dirs::plugin_dir().unwrap_or_else(|| PathBuf::from("toolhost/plugins"))
 }
 
 /// A loaded configuration and where it came from.

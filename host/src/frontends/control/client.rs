@@ -18,11 +18,29 @@ use super::{
 use crate::host::HostStatus;
 use crate::plugins::catalog::RescanReport;
 
-/// The socket file must be owned by this user or root.
+/// The system service's user, when root acts for the service as itself (`toolhost
+/// --system install` stays root to write root's plugin folder): its socket is trusted
+/// too.
+static SERVICE_USER: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Makes this process's control clients also trust sockets owned, and answered, by `uid`:
+/// the system service's user, for root acting for the service without becoming it. Call
+/// it once, before connecting; `false` if a user was set already.
+pub fn trust_service_user(uid: u32) -> bool {
+    SERVICE_USER.set(uid).is_ok()
+}
+
+/// This user, root, or the service's user set by [`trust_service_user`].
+fn client_trusts(uid: u32) -> bool {
+    trusted_uid(uid) || SERVICE_USER.get() == Some(&uid)
+}
+
+/// The socket file must be owned by this user or root (or the service's user, see
+/// [`trust_service_user`]).
 #[cfg(unix)]
 fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), ControlError> {
     use std::os::unix::fs::MetadataExt;
-    if trusted_uid(meta.uid()) {
+    if client_trusts(meta.uid()) {
         Ok(())
     } else {
         Err(ControlError::NotYours {
@@ -46,7 +64,7 @@ fn check_peer(path: &Path, stream: &UnixStream) -> Result<(), ControlError> {
         path: path.to_path_buf(),
         source,
     })?;
-    if trusted_uid(cred.uid()) {
+    if client_trusts(cred.uid()) {
         Ok(())
     } else {
         Err(ControlError::WrongPeer {

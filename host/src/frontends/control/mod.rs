@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use toolhost_calls::context::Caller;
 
-pub use client::{ApprovalPrompt, ControlClient};
+pub use client::{ApprovalPrompt, ControlClient, trust_service_user};
 pub use protocol::*;
 pub use server::ControlSocket;
 
