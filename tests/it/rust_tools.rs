@@ -278,3 +278,48 @@ fn a_declared_program_runs_in_a_worker_with_no_paths_configured() {
     );
     assert!(text(&out.stdout).contains("moved"), "{}", text(&out.stdout));
 }
+
+/// `cargo_check` in a worker with no hand edits: no `read_paths`, no `write_paths`, as
+/// root (or whoever runs the tests) with rustup's proxies on PATH. The proxy reads
+/// rustup's settings and runs a toolchain under rustup's home, which the worker opens
+/// because the plugin declares `cargo`.
+#[test]
+fn cargo_check_runs_in_a_worker_with_no_config() {
+    if !cargo_here() {
+        return;
+    }
+    let krate = tempfile::tempdir().expect("crate");
+    std::fs::create_dir_all(krate.path().join("src")).expect("src");
+    std::fs::write(
+        krate.path().join("Cargo.toml"),
+        "[package]\nname = \"check_fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("Cargo.toml");
+    std::fs::write(
+        krate.path().join("src/lib.rs"),
+        "/// Doubles.\npub fn double(x: u32) -> u32 {\n    x * 2\n}\n",
+    )
+    .expect("lib.rs");
+    let config = tempfile::tempdir().expect("config");
+    let file = config.path().join("config.toml");
+    std::fs::write(&file, "").expect("config");
+    let plugins = PluginDir::with(&["toolhost_rust"]);
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["call", "cargo_check", "{}", "--isolate", "--yes", "--json"])
+        .arg("--workspace")
+        .arg(krate.path())
+        .arg("--plugins")
+        .arg(plugins.path())
+        .output()
+        .expect("toolhost call cargo_check --isolate");
+    let said = text(&out.stdout);
+    let result: Value =
+        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}{}", text(&out.stderr)));
+    assert_eq!(result["is_error"], false, "{result:#}");
+    assert!(
+        !said.contains("may not read"),
+        "nothing of the toolchain refused: {said}"
+    );
+}
