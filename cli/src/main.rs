@@ -116,7 +116,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     // A worker reads no config and sets up its own log, before anything else runs.
     if let Command::Worker { fd } = cli.command {
         let code = toolhost::worker::run(fd);
@@ -140,8 +140,15 @@ fn main() -> ExitCode {
         }
         Some(system::ActingAs::RootForPlugins { service_uid }) => {
             tracing::debug!(
-                "--system: staying root to write the plugin folder (service uid {service_uid:?})"
+                "--system: staying root to write the plugin folder (service uid {service_uid:?}); \
+                 plugins are loaded only in sandboxed workers"
             );
+            // Root writes the folder; no plugin's code runs as root in this process.
+            match &mut cli.command {
+                Command::Install(args) => args.isolate_loads(),
+                Command::Remove(args) => args.isolate_loads(),
+                _ => {}
+            }
         }
         Some(system::ActingAs::Itself) | None => {}
     }

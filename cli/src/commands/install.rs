@@ -60,6 +60,21 @@ pub(crate) struct InstallArgs {
     control: Option<PathBuf>,
 }
 
+impl InstallArgs {
+    /// Loads every file only in sandboxed workers (as `--isolate`): what root's
+    /// `--system install` does, so a plugin's code never runs as root in this process.
+    pub(crate) fn isolate_loads(&mut self) {
+        self.isolate = true;
+    }
+}
+
+impl RemoveArgs {
+    /// As [`InstallArgs::isolate_loads`], for the installed plugins `remove` looks at.
+    pub(crate) fn isolate_loads(&mut self) {
+        self.isolate = true;
+    }
+}
+
 /// `toolhost remove`.
 #[derive(clap::Args)]
 pub(crate) struct RemoveArgs {
