@@ -130,8 +130,7 @@ pub use plugins::catalog::{CatalogConfig, PluginCatalog};
 pub use plugins::descriptions::{DescriptionRule, Mention, WELL_KNOWN_TOOLS};
 pub use plugins::isolation::supervisor::WorkerStatus;
 pub use plugins::isolation::{IsolationMode, IsolationPolicy};
-pub use plugins::load::elf::RustLibraryKind;
-pub use plugins::load::error::{LoadErrorKind, PluginLoadError};
+pub use plugins::load::error::{LoadErrorKind, PluginLoadError, RustLibraryKind};
 pub use plugins::load::index::{INDEX_FILE, IndexError, LoadReportIndexed, PluginIndex};
 pub use plugins::load::loader::{
     DEFAULT_MAX_FILE_SIZE, FileFacts, LIBRARY_EXTENSION, LoadPolicy, LoadReport, PluginLoader,

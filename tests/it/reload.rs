@@ -163,8 +163,9 @@ async fn replacing_a_plugin_under_8_calling_tasks_fails_no_call_and_versions_onl
     });
     install_by_rename(&echo_build("v2"), &live.path("libecho.so"));
     let event = live.next_event().await;
+    // The same definitions from a new build.
     assert!(
-        event.changed.contains(&"build_version".to_owned()),
+        event.rebuilt.contains(&"build_version".to_owned()),
         "{event:?}"
     );
     assert!(
@@ -262,7 +263,7 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     std::fs::copy(echo_build("v2"), live.path("libecho.so")).expect("cp over");
     let changed = live.next_event().await;
     assert!(
-        changed.changed.contains(&"build_version".to_owned()),
+        changed.rebuilt.contains(&"build_version".to_owned()),
         "{changed:?}"
     );
     assert_eq!(live.call("build_version").await.output, "v2");
@@ -275,7 +276,7 @@ async fn install_by_rename_cp_over_and_delete_are_picked_up() {
     std::fs::hard_link(&built, live.path("libecho.so")).expect("hard link");
     // One event, or a removal then the re-addition, depending on the debounce.
     let mut seen = live.next_event().await;
-    if seen.changed.is_empty() {
+    if seen.rebuilt.is_empty() {
         assert_eq!(
             seen.removed,
             ["build_version", "echo", "note_write", "slow_version"],

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 
-use crate::plugins::load::error::LoadErrorKind;
+use crate::plugins::load::error::{LoadErrorKind, RustLibraryKind};
 
 /// Refuses files that cannot be (complete) shared libraries before the dynamic loader
 /// sees them: no ELF header, or an ELF file shorter than its own headers say. The dynamic
@@ -128,26 +128,6 @@ fn rust_library_kind(f: &fs::File, elf: &Elf64, size: u64) -> io::Result<Option<
 #[cfg(unix)]
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// A library rustc builds for its own use, which no plugin is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RustLibraryKind {
-    /// A proc-macro crate's library (rustc loads it to expand macros while compiling).
-    ProcMacro,
-    /// A `dylib` crate's library (Rust code links against it).
-    Dylib,
-}
-
-impl std::fmt::Display for RustLibraryKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RustLibraryKind::ProcMacro => {
-                "a Rust proc-macro library (rustc loads it to expand macros while compiling)"
-            }
-            RustLibraryKind::Dylib => "a Rust dylib (Rust code links against it)",
-        })
-    }
 }
 
 /// Whether the file at `path` is, by its ELF headers, a whole shared library now: a

@@ -73,7 +73,7 @@ pub enum LoadErrorKind {
     )]
     RustLibrary {
         /// Which kind of Rust library.
-        kind: crate::plugins::load::elf::RustLibraryKind,
+        kind: RustLibraryKind,
     },
     /// An ELF file shorter than its headers say: a partial copy.
     #[error(
@@ -319,4 +319,24 @@ pub(crate) fn config_folder_note(folder: Option<&std::path::Path>) -> String {
     folder
         .map(|f| format!(" (in {})", f.display()))
         .unwrap_or_default()
+}
+
+/// A library rustc builds for its own use, which no plugin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RustLibraryKind {
+    /// A proc-macro crate's library (rustc loads it to expand macros while compiling).
+    ProcMacro,
+    /// A `dylib` crate's library (Rust code links against it).
+    Dylib,
+}
+
+impl std::fmt::Display for RustLibraryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RustLibraryKind::ProcMacro => {
+                "a Rust proc-macro library (rustc loads it to expand macros while compiling)"
+            }
+            RustLibraryKind::Dylib => "a Rust dylib (Rust code links against it)",
+        })
+    }
 }
