@@ -70,6 +70,12 @@ pub(crate) fn for_log(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// Whether `needle` occurs in `haystack` (bytes that need not be text: a JSON line, an
+/// ELF string table).
+pub(crate) fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

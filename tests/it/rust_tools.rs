@@ -177,6 +177,21 @@ fn the_coder_profile_checks_and_tests_a_crate_with_diagnostics_in_the_details() 
     assert!(said.contains("four digits"), "{said}");
 }
 
+/// A library crate of its own workspace named `name`, with `lib_rs` as its source.
+fn one_crate(name: &str, lib_rs: &str) -> tempfile::TempDir {
+    let krate = tempfile::tempdir().expect("crate");
+    std::fs::create_dir_all(krate.path().join("src")).expect("src");
+    std::fs::write(
+        krate.path().join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n"
+        ),
+    )
+    .expect("Cargo.toml");
+    std::fs::write(krate.path().join("src/lib.rs"), lib_rs).expect("lib.rs");
+    krate
+}
+
 /// Where rustup and cargo keep their files: `$RUSTUP_HOME` and `$CARGO_HOME`, else
 /// `~/.rustup` and `~/.cargo`.
 fn toolchain_homes() -> (PathBuf, PathBuf) {
@@ -194,20 +209,12 @@ fn cargo_test_runs_doc_tests_in_a_worker_with_the_paths_the_readme_gives() {
     if !cargo_here() {
         return;
     }
-    let krate = tempfile::tempdir().expect("crate");
-    std::fs::create_dir_all(krate.path().join("src")).expect("src");
-    std::fs::write(
-        krate.path().join("Cargo.toml"),
-        "[package]\nname = \"doc_fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .expect("Cargo.toml");
-    std::fs::write(
-        krate.path().join("src/lib.rs"),
+    let krate = one_crate(
+        "doc_fixture",
         "/// Doubles.\n///\n/// ```\n/// assert_eq!(doc_fixture::double(2), 4);\n/// ```\n\
          pub fn double(x: u32) -> u32 {\n    x * 2\n}\n\n\
          #[test]\nfn doubles() {\n    assert_eq!(double(3), 6);\n}\n",
-    )
-    .expect("lib.rs");
+    );
     // The book's words for the Rust plugin in a worker: the toolchain readable, cargo's
     // caches writable. Nothing else.
     let (rustup, cargo) = toolchain_homes();
@@ -288,18 +295,10 @@ fn cargo_check_runs_in_a_worker_with_no_config() {
     if !cargo_here() {
         return;
     }
-    let krate = tempfile::tempdir().expect("crate");
-    std::fs::create_dir_all(krate.path().join("src")).expect("src");
-    std::fs::write(
-        krate.path().join("Cargo.toml"),
-        "[package]\nname = \"check_fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .expect("Cargo.toml");
-    std::fs::write(
-        krate.path().join("src/lib.rs"),
+    let krate = one_crate(
+        "check_fixture",
         "/// Doubles.\npub fn double(x: u32) -> u32 {\n    x * 2\n}\n",
-    )
-    .expect("lib.rs");
+    );
     let config = tempfile::tempdir().expect("config");
     let file = config.path().join("config.toml");
     std::fs::write(&file, "").expect("config");

@@ -89,8 +89,8 @@ struct ToolResponse {
 pub(crate) fn decode(line: &[u8]) -> Option<ServerJsonRpcMessage> {
     // Only a result whose object has `content` can be a tool's (the other results that
     // carry a `content` key fail `CallToolResult`'s own checks and go the long way).
-    if contains(line, b"\"result\"")
-        && contains(line, b"\"content\"")
+    if crate::text::contains_bytes(line, b"\"result\"")
+        && crate::text::contains_bytes(line, b"\"content\"")
         && let Ok(response) = serde_json::from_slice::<ToolResponse>(line)
     {
         return Some(JsonRpcMessage::Response(JsonRpcResponse {
@@ -100,10 +100,6 @@ pub(crate) fn decode(line: &[u8]) -> Option<ServerJsonRpcMessage> {
         }));
     }
     serde_json::from_slice(line).ok()
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 impl<R, W> rmcp::transport::Transport<RoleClient> for Lines<R, W>

@@ -104,7 +104,7 @@ fn rust_library_kind(f: &fs::File, elf: &Elf64, size: u64) -> io::Result<Option<
         }
         let link = elf.u32_at(section, 0x28) as usize;
         if let Some(strings) = sections.get(link).map(|s| read(s)).transpose()?.flatten()
-            && contains(&strings, b"\0__rustc_proc_macro_decls_")
+            && crate::text::contains_bytes(&strings, b"\0__rustc_proc_macro_decls_")
         {
             return Ok(Some(RustLibraryKind::ProcMacro));
         }
@@ -123,11 +123,6 @@ fn rust_library_kind(f: &fs::File, elf: &Elf64, size: u64) -> io::Result<Option<
         }
     }
     Ok(None)
-}
-
-#[cfg(unix)]
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Whether the file at `path` is, by its ELF headers, a whole shared library now: a
