@@ -120,6 +120,16 @@ pub(crate) fn screen(
     header_version: Option<&str>,
 ) -> Result<ClientJsonRpcMessage, Refused> {
     let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+    // The hot path: a message rmcp decodes as one it knows passes as decoded, one parse as
+    // rmcp's own transport makes. Only what it cannot decode, or decodes as a custom
+    // request (an unknown method, or a known one whose params did not fit), is looked at
+    // closer below.
+    match serde_json::from_slice::<ClientJsonRpcMessage>(raw) {
+        Ok(JsonRpcMessage::Request(request))
+            if matches!(request.request, ClientRequest::CustomRequest(_)) => {}
+        Ok(message) => return Ok(message),
+        Err(_) => {}
+    }
     let value: Value = serde_json::from_slice(raw).map_err(|e| Refused::Parse(e.to_string()))?;
     let Value::Object(fields) = &value else {
         return Err(Refused::Request {
