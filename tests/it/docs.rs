@@ -938,6 +938,9 @@ impl Machine {
                 std::fs::copy(&path, release.join(name)).expect("copy a bundled plugin");
             }
         }
+        // As `cargo build --release` leaves it: the `#[tool]` macros' library too.
+        let (macros, name) = crate::support::proc_macro_library();
+        std::fs::copy(macros, release.join(name)).expect("copy the proc-macro library");
         machine
     }
 

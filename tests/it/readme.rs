@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::support::{built, workspace_root};
+use crate::support::{built, proc_macro_library, workspace_root};
 
 /// The `sh` blocks of the README from `from` (a heading) up to `to` (a line that starts
 /// a later part), in order.
@@ -67,30 +67,20 @@ fn release_layout(root: &Path) -> PathBuf {
         plugins >= 8,
         "the bundled plugins and the example are built"
     );
-    let deps = build.join("deps");
-    let mut copied = Vec::new();
-    for entry in std::fs::read_dir(&deps).expect("read deps") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        for (prefix, ext) in [
-            ("libtoolhost_plugin_api_macros-", ".so"),
-            ("libtoolhost_plugin_api-", ".rlib"),
-        ] {
-            if name.starts_with(prefix) && name.ends_with(ext) && !copied.contains(&prefix) {
-                let plain = format!("{}{ext}", prefix.trim_end_matches('-'));
-                std::fs::copy(&path, release.join(plain)).expect("copy a library");
-                copied.push(prefix);
-            }
-        }
-    }
-    assert_eq!(
-        copied.len(),
-        2,
-        "the proc-macro library and an rlib: {copied:?}"
-    );
+    // An rlib (a library crate's, no plugin, no .so) and the proc-macro library.
+    let rlib = std::fs::read_dir(build.join("deps"))
+        .expect("read deps")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libtoolhost_plugin_api-") && n.ends_with(".rlib"))
+        })
+        .expect("the plugin API's rlib in the test build");
+    std::fs::copy(rlib, release.join("libtoolhost_plugin_api.rlib")).expect("copy the rlib");
+    let (macros, name) = proc_macro_library();
+    std::fs::copy(macros, release.join(name)).expect("copy the proc-macro library");
     for name in ["libtoolhost_plugin_api_macros.d", "toolhost.d"] {
         std::fs::write(release.join(name), "target/release/x: src/lib.rs\n").expect("dep-info");
     }

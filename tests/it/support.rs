@@ -207,6 +207,24 @@ pub(crate) fn built() -> &'static Path {
     })
 }
 
+/// The `#[tool]` macros' proc-macro library as the test build made it (a dependency of
+/// every plugin): what `cargo build --release` puts in `target/release` beside the
+/// plugins, under this name.
+pub(crate) fn proc_macro_library() -> (PathBuf, &'static str) {
+    let deps = built().join("debug").join("deps");
+    let found = std::fs::read_dir(&deps)
+        .expect("read the test build's deps")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("libtoolhost_plugin_api_macros-") && n.ends_with(".so")
+            })
+        })
+        .expect("the proc-macro library in the test build");
+    (found, "libtoolhost_plugin_api_macros.so")
+}
+
 /// The workspaces under `tests/compat/`, one per plugin-api release kept there.
 pub(crate) fn compat_manifests() -> Vec<PathBuf> {
     let dir = workspace_root().join("tests/compat");
