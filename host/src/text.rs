@@ -24,10 +24,16 @@ pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
 }
 
 /// Whether `c` is escaped by [`escape_controls`]: C0 controls but newline and tab (ESC
-/// included), DEL, and C1 controls (U+0080 to U+009F, which some terminals read as ESC
-/// sequences).
+/// included), DEL, C1 controls (U+0080 to U+009F, which some terminals read as ESC
+/// sequences), and the bidirectional controls (U+202A to U+202E, U+2066 to U+2069,
+/// U+200E, U+200F, U+061C), which make a terminal show text in another order than it is
+/// (a file name or command that reads as another: the "Trojan Source" trick).
 fn is_escaped(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+    (c.is_control() && c != '\n' && c != '\t')
+        || ('\u{80}'..='\u{9f}').contains(&c)
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{61c}')
 }
 
 /// `text` with its control characters written out as escapes (`\x1b`, `\x7f`, `\u{9b}`),
@@ -109,6 +115,13 @@ mod tests {
         assert_eq!(escape_controls("\u{a0}"), "\u{a0}");
         // An OSC title change and a hyperlink, as a whole.
         assert_eq!(escape_controls("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+        // Bidirectional overrides and isolates: a name that would read reversed.
+        assert_eq!(
+            escape_controls("ok\u{202e}txt.exe\u{2066}x\u{2069}\u{200f}"),
+            "ok\\u{202e}txt.exe\\u{2066}x\\u{2069}\\u{200f}"
+        );
+        // Right-to-left text itself is text.
+        assert_eq!(escape_controls("שלום"), "שלום");
     }
 
     #[test]

@@ -488,6 +488,23 @@ fn a_token_gets_its_profile_and_only_its_own_sessions() {
     assert!(answer.body.contains("gone"), "{answer:?}");
 }
 
+/// Two `Host` headers (the first an allowed name, the second another): 400 before anything
+/// reads either (RFC 9112 section 3.2), where rmcp alone checked the first and served.
+#[test]
+fn a_request_with_two_host_headers_gets_400() {
+    let host = HttpHost::start("", &[]);
+    let token = host.token(&["add", "twohosts"]);
+    let client = host.client(Some(&token));
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let answer = client.post_raw(&initialize.to_string(), &[("Host", "evil.example")]);
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(answer.body.contains("2 Host headers"), "{answer:?}");
+    // One Host header: served as before.
+    assert_eq!(client.post(&initialize).status, 200);
+}
+
 #[test]
 fn a_foreign_origin_gets_403() {
     let host = HttpHost::start(

@@ -214,6 +214,12 @@ impl Door {
         peer: SocketAddr,
         request: hyper::Request<Incoming>,
     ) -> hyper::Response<HttpBody> {
+        // rmcp checks the first Host header against the allowed names; a second one is
+        // refused before anything reads either.
+        if let Err(refused) = super::rebinding::one_host(request.headers()) {
+            self.log_refusal(peer, &refused.to_string());
+            return plain(refused.status(), &format!("{refused}\n"));
+        }
         if let Some(oauth) = &self.oauth
             && oauth.serves_metadata_at(request.uri().path())
         {

@@ -23,6 +23,10 @@ pub(super) enum Refused {
     /// No `Host` header, or one that is not a host name.
     #[error("the request has no usable Host header ({0})")]
     BadHost(String),
+    /// More than one `Host` header: which one names the server is anyone's guess (RFC
+    /// 9112 section 3.2: the server answers 400).
+    #[error("the request has {0} Host headers; send one (RFC 9112 section 3.2)")]
+    SeveralHosts(usize),
     /// A host name this door does not answer to.
     #[error(
         "the Host header {0:?} is not a name of this server (a page reached by DNS \
@@ -41,9 +45,18 @@ impl Refused {
     /// The HTTP status to answer with.
     pub(super) fn status(&self) -> hyper::StatusCode {
         match self {
-            Refused::BadHost(_) => hyper::StatusCode::BAD_REQUEST,
+            Refused::BadHost(_) | Refused::SeveralHosts(_) => hyper::StatusCode::BAD_REQUEST,
             Refused::Host(_) | Refused::Origin(_) => hyper::StatusCode::FORBIDDEN,
         }
+    }
+}
+
+/// Refuses a request with more than one `Host` header (the doors check the first; a
+/// proxy may have read another).
+pub(super) fn one_host(headers: &hyper::HeaderMap) -> Result<(), Refused> {
+    match headers.get_all(hyper::header::HOST).iter().count() {
+        0 | 1 => Ok(()),
+        n => Err(Refused::SeveralHosts(n)),
     }
 }
 
@@ -85,6 +98,7 @@ impl AllowedPeers {
         uri: &hyper::Uri,
         headers: &hyper::HeaderMap,
     ) -> Result<(), Refused> {
+        one_host(headers)?;
         let authority = match headers.get(hyper::header::HOST) {
             Some(value) => {
                 let text = value
@@ -211,6 +225,16 @@ mod tests {
             h.insert(hyper::header::ORIGIN, v.parse().expect("header"));
         }
         h
+    }
+
+    #[test]
+    fn two_host_headers_are_refused_with_400() {
+        let mut h = headers(Some("127.0.0.1"), None);
+        assert_eq!(one_host(&h), Ok(()));
+        h.append(hyper::header::HOST, "evil.example".parse().expect("header"));
+        let refused = one_host(&h).expect_err("two Host headers");
+        assert_eq!(refused, Refused::SeveralHosts(2));
+        assert_eq!(refused.status(), hyper::StatusCode::BAD_REQUEST);
     }
 
     fn peers(allowed_hosts: &[&str], allowed_origins: &[&str]) -> AllowedPeers {
