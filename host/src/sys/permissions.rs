@@ -299,12 +299,20 @@ pub(crate) fn open_checked(
     subject: Subject,
 ) -> Result<(fs::File, fs::Metadata), OpenChecked> {
     // Nothing there: nothing to check (the directory is not judged for a missing file).
-    fs::symlink_metadata(file).map_err(|source| {
+    // A FIFO or a device (`/dev/zero` is 0666) is not judged either: it is no config file.
+    let missing = |source| {
         OpenChecked::Check(PermissionCheck::Io {
             path: file.to_path_buf(),
             source,
         })
-    })?;
+    };
+    fs::symlink_metadata(file).map_err(missing)?;
+    let target = fs::metadata(file).map_err(missing)?;
+    if !target.file_type().is_file() {
+        return Err(OpenChecked::NotRegular {
+            kind: super::safe_open::kind_of(&target.file_type()),
+        });
+    }
     let judged = check_path_as(file, subject).map_err(OpenChecked::Check)?;
     let io = |source| {
         OpenChecked::Check(PermissionCheck::Io {
@@ -513,6 +521,13 @@ mod tests {
         assert!(matches!(
             open_checked(&fifo, CONFIG_FILE),
             Err(OpenChecked::NotRegular { kind: "a FIFO" })
+        ));
+        // Not judged as a config file (its 0666 is no fault): not a regular file.
+        assert!(matches!(
+            open_checked(Path::new("/dev/zero"), CONFIG_FILE),
+            Err(OpenChecked::NotRegular {
+                kind: "a character device"
+            })
         ));
     }
 
