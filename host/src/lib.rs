@@ -148,7 +148,7 @@ pub use sys::containment::ContainmentMode;
 pub use sys::dirs::{
     SYSTEM_PLUGIN_DIR, SYSTEM_PLUGIN_DIR_VAR, SystemLayout, system_layout, use_system_layout,
 };
-pub use sys::permissions::PermissionProblem;
+pub use sys::permissions::{Guarded, PermissionProblem};
 pub use sys::process_env::{ProcessEnvError, publish_protected_state};
 pub use text::{escape_controls, for_terminal};
 pub use toolhost_calls::approvals::{

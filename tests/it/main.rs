@@ -8,6 +8,7 @@ mod audit;
 mod blocking;
 mod cli;
 mod compat;
+mod config_owner;
 mod confinement;
 mod context;
 mod delegation;

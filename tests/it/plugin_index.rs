@@ -195,3 +195,29 @@ fn a_broken_or_linked_index_is_rebuilt_and_everything_loads() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(loaded(&out).len(), 3, "{}", stderr(&out));
 }
+
+#[test]
+fn an_index_others_can_write_is_ignored_with_a_warning_and_rebuilt() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = three_plugins();
+    let d = dir.path();
+    let d = d.to_str().expect("utf-8");
+    assert!(toolhost(&["list", "--plugins", d]).status.success());
+    let index = index_file();
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let list = toolhost(&["list", "--plugins", d]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let log = stderr(&list);
+    assert!(
+        log.contains(&format!("the plugin index {}", index.display()))
+            && log.contains("writable by group and others")
+            && log.contains("the index is ignored and rebuilt"),
+        "{log}"
+    );
+    assert!(!log.contains("strict_permissions"), "{log}");
+    assert_eq!(loaded(&list).len(), 3, "nothing is answered from it: {log}");
+    let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&index).expect("index"));
+    assert_eq!(mode & 0o777, 0o600, "rebuilt, the owner's alone");
+    let warm = toolhost(&["list", "--plugins", d]);
+    assert!(loaded(&warm).is_empty(), "{}", stderr(&warm));
+}

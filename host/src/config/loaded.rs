@@ -198,7 +198,7 @@ impl LoadedConfig {
             Some(p) => (p.to_path_buf(), true),
             None => (default_config_path(), false),
         };
-        let text = match read_config_text(&path) {
+        let text = match read_config_text(&path, crate::sys::permissions::CONFIG_FILE) {
             Ok(t) => t,
             Err(ConfigError::Read { source, .. })
                 if !required && source.kind() == std::io::ErrorKind::NotFound =>
@@ -768,7 +768,7 @@ impl Profile {
                 file,
             });
         }
-        let text = match read_config_text(&file) {
+        let text = match read_config_text(&file, crate::sys::permissions::PROFILE_CONFIG) {
             Ok(t) => Some(t),
             Err(ConfigError::Read { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -901,20 +901,56 @@ impl LoadedConfig {
     }
 }
 
-/// Reads a config file the careful way: a regular file (opened without blocking) of at
-/// most [`MAX_CONFIG_FILE_SIZE`] bytes.
-pub(super) fn read_config_text(path: &Path) -> Result<String, ConfigError> {
-    use crate::sys::safe_open::OpenError;
-    crate::sys::safe_open::read_capped_text(path, MAX_CONFIG_FILE_SIZE).map_err(|e| match e {
-        OpenError::Io(source) => ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        },
-        other => ConfigError::NotAConfigFile {
-            path: path.to_path_buf(),
-            reason: other.to_string(),
-        },
-    })
+/// Reads a config file the careful way: owned by the host's user or root and not
+/// writable by group or others, nor its directory (or a symlink's target and its
+/// directory), judged before the open and again on the opened descriptor
+/// ([`open_checked`](crate::sys::permissions::open_checked)); a regular file (opened
+/// without blocking) of at most [`MAX_CONFIG_FILE_SIZE`] bytes. A missing file is a
+/// [`ConfigError::Read`] of kind `NotFound`.
+pub(super) fn read_config_text(
+    path: &Path,
+    subject: crate::sys::permissions::Subject,
+) -> Result<String, ConfigError> {
+    use crate::sys::permissions::{OpenChecked, PermissionCheck};
+    use std::io::Read as _;
+    let read = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_a_config = |reason: String| ConfigError::NotAConfigFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (file, meta) =
+        crate::sys::permissions::open_checked(path, subject).map_err(|e| match e {
+            OpenChecked::Check(PermissionCheck::Refused(problem)) => ConfigError::Permissions {
+                path: path.to_path_buf(),
+                problem: Box::new(problem),
+            },
+            OpenChecked::Check(PermissionCheck::Io { source, .. }) => read(source),
+            other @ OpenChecked::NotRegular { .. } => not_a_config(other.to_string()),
+        })?;
+    let too_large = |size: u64| {
+        not_a_config(
+            crate::sys::safe_open::OpenError::TooLarge {
+                size,
+                limit: MAX_CONFIG_FILE_SIZE,
+            }
+            .to_string(),
+        )
+    };
+    if meta.len() > MAX_CONFIG_FILE_SIZE {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_CONFIG_FILE_SIZE.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_CONFIG_FILE_SIZE {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// `[model]` with the environment's overrides (see [`LoadedConfig::model`]).

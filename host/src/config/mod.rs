@@ -38,6 +38,10 @@
 //!
 //! Config files are read the careful way (`safe_open.rs`): a regular file of at most
 //! 1 MiB, so a config path that is `/dev/zero` or a FIFO fails at once with its name.
+//! The host's config and every profile's must be owned by the host's user or root and not
+//! writable by group or others, nor may their directories (`sys/permissions.rs`, the
+//! plugin files' rule, checked before the open and again on the opened descriptor): a
+//! config another user can change would let them make a root host run their code.
 //!
 //! Two layers: `file.rs` is the files' schema as written (`Raw*`), `settings.rs` what
 //! loading resolves it into (`*Settings`, durations as `Duration`s), which is all the other
@@ -92,6 +96,17 @@ pub fn profile_file_schema() -> serde_json::Value {
 /// The largest config file (host or profile) read.
 pub const MAX_CONFIG_FILE_SIZE: u64 = 1024 * 1024;
 
+/// A refused config file's message: the problem alone when it is the file's own (it names
+/// the file), else which file was not read, then the problem with its directory or link
+/// target.
+fn refused(path: &std::path::Path, problem: &crate::sys::permissions::PermissionProblem) -> String {
+    if problem.path == path {
+        problem.to_string()
+    } else {
+        format!("not reading the config file {}: {problem}", path.display())
+    }
+}
+
 /// A configuration problem. Start-up stops with it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -103,6 +118,16 @@ pub enum ConfigError {
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// Someone other than the host's user or root could change the file, its directory or
+    /// (for a symlink) its target: it was not read. `[plugins] strict_permissions` does
+    /// not apply to config files.
+    #[error("{}", refused(path, problem))]
+    Permissions {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (owner, mode) with which path, and the fix.
+        problem: Box<crate::sys::permissions::PermissionProblem>,
     },
     /// The path is not a regular file of at most 1 MiB (a FIFO, a device, a directory, a
     /// huge file): it was not read.

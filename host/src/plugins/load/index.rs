@@ -11,7 +11,9 @@
 //! if the loaded bytes' sha256 or the tool's description differ from the entry's: the
 //! index says what to offer, never what runs. The index lives in the state folder (mode
 //! 0600, a link refused): who can write it could change what a tool's risk looks like
-//! before its call, so nobody else may.
+//! before its call, so nobody else may. An index that is (or whose folder is) owned by a
+//! user other than the host's or root, or writable by group or others, is not read: it
+//! is treated as absent, with a warning, and rebuilt (it is only a cache).
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -50,6 +52,10 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// Someone other than the host's user or root could change the file or its folder:
+    /// it was not read.
+    #[error("{0}; the index is ignored and rebuilt")]
+    Permissions(Box<crate::sys::permissions::PermissionProblem>),
     /// The file is not an index this toolhost wrote.
     #[error("the plugin index {} is not valid ({source}); it is rebuilt", path.display())]
     Malformed {
@@ -135,6 +141,11 @@ impl PluginIndex {
         };
         let read = match toolhost_calls::private::open_regular_file(&path) {
             Ok(file) => {
+                if let Err(problem) = Self::check(&path, &file) {
+                    let mut index = fresh(path);
+                    index.changed = true;
+                    return (index, Some(IndexError::Permissions(Box::new(problem))));
+                }
                 let mut text = Vec::new();
                 file.take(INDEX_LIMIT)
                     .read_to_end(&mut text)
@@ -175,6 +186,35 @@ impl PluginIndex {
                 index.changed = true;
                 (index, Some(e))
             }
+        }
+    }
+
+    /// The opened index's owner and mode (by `fstat`) and its folder's: the host's user
+    /// or root, not writable by group or others. The folder was opened without following
+    /// a link, so its path names the folder the file is in.
+    fn check(
+        path: &Path,
+        file: &std::fs::File,
+    ) -> Result<(), crate::sys::permissions::PermissionProblem> {
+        use crate::sys::permissions::{PLUGIN_INDEX, check_opened_as, effective_uid, judge};
+        use std::os::unix::fs::MetadataExt as _;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // Unreadable here means gone since the open: the file's own check decides.
+            if let Ok(d) = std::fs::metadata(dir) {
+                judge(
+                    dir,
+                    "its directory",
+                    PLUGIN_INDEX.guarded,
+                    d.uid(),
+                    d.mode(),
+                    effective_uid(),
+                )?;
+            }
+        }
+        match file.metadata() {
+            Ok(meta) => check_opened_as(path, &meta, PLUGIN_INDEX),
+            // Reading it will fail and say why.
+            Err(_) => Ok(()),
         }
     }
 
