@@ -166,6 +166,15 @@ const publicPem = await jose.exportSPKI(keyA.publicKey);
 const hmac = await new jose.SignJWT(claims()).setProtectedHeader({ alg: "HS256", kid: "key-a" }).sign(new TextEncoder().encode(publicPem));
 await refused("HMAC with the public key", hmac, 401, "invalid_token", "HS256");
 await refused("without the required scope", await granted("other:scope"), 403, "insufficient_scope", "mcp:tools");
+// RFC 9068: an access token says typ at+jwt (an ID token of the issuer must not pass);
+// RFC 7515: a critical header extension the host does not understand fails the token.
+const typed = (typ) => new jose.SignJWT(claims()).setProtectedHeader({ alg: "RS256", kid: "key-a", ...(typ ? { typ } : {}) }).sign(keyA.privateKey);
+await refused("typ JWT", await typed("JWT"), 401, "invalid_token", "not at+jwt");
+await refused("no typ", await typed(null), 401, "invalid_token", "not at+jwt");
+const critical = await new jose.SignJWT(claims())
+  .setProtectedHeader({ alg: "RS256", kid: "key-a", typ: "at+jwt", crit: ["x-unknown"], "x-unknown": 1 })
+  .sign(keyA.privateKey, { crit: { "x-unknown": true } });
+await refused("an unknown critical extension", critical, 401, "invalid_token", "critical");
 
 // Rotation: a token signed with a key the issuer does not publish yet is refused; once it
 // does, the host fetches the key set again (at most every 10 s) and accepts it.

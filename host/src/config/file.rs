@@ -657,6 +657,12 @@ pub struct RawOAuth {
     /// Clock skew allowed on `exp` and `nbf`. Default: `60`.
     #[serde(default = "default_oauth_leeway")]
     pub leeway_secs: u64,
+    /// Whether a token's header must say `typ: at+jwt` (or `application/at+jwt`), as RFC
+    /// 9068 asks of an access token, so an ID token or another JWT of the issuer is not
+    /// taken for one. `false` also lets in `typ: JWT` and no `typ`, for an issuer that
+    /// does not follow RFC 9068. Default: `true`.
+    #[serde(default = "default_true")]
+    pub require_at_jwt: bool,
 }
 
 /// The signature algorithms `[mcp.oauth]` may accept (JOSE names): asymmetric only.
@@ -666,6 +672,10 @@ pub(crate) const OAUTH_ALGORITHMS: [&str; 9] = [
 
 fn default_oauth_algorithms() -> Vec<String> {
     OAUTH_ALGORITHMS.map(str::to_owned).to_vec()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_oauth_leeway() -> u64 {

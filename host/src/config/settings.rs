@@ -247,6 +247,8 @@ pub struct OAuthSettings {
     pub algorithms: Vec<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: std::time::Duration,
+    /// Whether a token's `typ` must be `at+jwt` (RFC 9068).
+    pub require_at_jwt: bool,
 }
 
 /// `[mcp.oauth]` checked: absolute http(s) URLs, asymmetric algorithms only (an HMAC
@@ -286,6 +288,7 @@ pub(super) fn oauth_settings(raw: &super::file::RawOAuth) -> Result<OAuthSetting
         profiles: raw.profiles.clone(),
         algorithms: raw.algorithms.clone(),
         leeway: std::time::Duration::from_secs(raw.leeway_secs),
+        require_at_jwt: raw.require_at_jwt,
     })
 }
 

@@ -247,6 +247,29 @@ impl OAuthResource {
                 "the token is signed with {alg:?}, which this resource does not accept"
             )));
         }
+        // RFC 9068 section 4: an access token says so (an ID token of the same issuer,
+        // signed with the same keys, must not pass for one).
+        let typ = header.typ.as_deref().map(str::to_ascii_lowercase);
+        if self.settings.require_at_jwt
+            && !matches!(typ.as_deref(), Some("at+jwt" | "application/at+jwt"))
+        {
+            return Err(OAuthRefusal::Invalid(format!(
+                "the token's header says typ {}, not at+jwt (RFC 9068 access tokens say \
+                 so; [mcp.oauth] require_at_jwt = false lets others in)",
+                header
+                    .typ
+                    .as_deref()
+                    .map_or_else(|| "nothing".to_owned(), |t| format!("{t:?}"))
+            )));
+        }
+        // RFC 7515 section 4.1.11: a header extension this host does not understand,
+        // marked critical, makes the token invalid; it understands none.
+        if let Some(crit) = critical_extensions(token) {
+            return Err(OAuthRefusal::Invalid(format!(
+                "the token's header marks extensions critical ({crit}), which this resource \
+                 does not understand (RFC 7515 section 4.1.11)"
+            )));
+        }
         let key = self.key(header.kid.as_deref(), alg).await?;
         let mut validation = Validation::new(alg);
         validation.algorithms = vec![alg];
@@ -442,6 +465,26 @@ fn origin(url: &str) -> &str {
     }
 }
 
+/// The `crit` header parameter of `token` (already decoded once as a JWT header), its
+/// names joined, when it has one.
+fn critical_extensions(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let header = token.split('.').next()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .ok()?;
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
+    let crit = value.get("crit")?;
+    Some(match crit.as_array() {
+        Some(names) => names
+            .iter()
+            .map(|n| n.as_str().map_or_else(|| n.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => crit.to_string(),
+    })
+}
+
 /// The key of `keys` for a token signed with `alg` and key id `kid`: that id, else the
 /// only key whose declared algorithm (if any) is `alg`.
 fn find<'a>(keys: &'a [Jwk], kid: Option<&str>, alg: Algorithm) -> Option<&'a Jwk> {
@@ -493,6 +536,7 @@ mod tests {
             profiles: [("tools:coder".to_owned(), "coder".to_owned())].into(),
             algorithms: vec!["RS256".into()],
             leeway: Duration::from_secs(60),
+            require_at_jwt: true,
         })
         .expect("client")
     }
@@ -529,6 +573,26 @@ mod tests {
              oauth-protected-resource/mcp\", scope=\"mcp:tools\", error=\"invalid_token\", \
              error_description=\"the token 'has' expired\""
         );
+    }
+
+    #[test]
+    fn a_critical_header_extension_is_found() {
+        use base64::Engine as _;
+        let part = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let with = format!(
+            "{}.{}.sig",
+            part(serde_json::json!({"alg": "RS256", "crit": ["x-a", "x-b"], "x-a": 1, "x-b": 2})),
+            part(serde_json::json!({}))
+        );
+        assert_eq!(critical_extensions(&with).as_deref(), Some("x-a, x-b"));
+        let without = format!(
+            "{}.{}.sig",
+            part(serde_json::json!({"alg": "RS256", "typ": "at+jwt"})),
+            part(serde_json::json!({}))
+        );
+        assert_eq!(critical_extensions(&without), None);
     }
 
     #[test]
