@@ -210,7 +210,7 @@ pub fn elf_check(data: &[u8]) {
         tempfile::tempfile_in(scratch()).unwrap_or_else(|e| panic!("no temporary file: {e}"));
     file.write_all(data)
         .unwrap_or_else(|e| panic!("could not write the temporary file: {e}"));
-    let verdict = crate::plugins::load::elf::check_elf_header(&file, data.len() as u64);
+    let verdict = crate::plugins::load::elf::check_plugin_elf(&file, data.len() as u64);
     if !data.starts_with(b"\x7fELF") {
         assert!(
             verdict.is_err(),

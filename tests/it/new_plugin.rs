@@ -127,6 +127,62 @@ fn a_new_plugin_tests_builds_checks_installs_and_answers() {
         text(&bad)
     );
 
+    // The tutorial's loop of a change, with a host watching the folder: edit, rebuild,
+    // `install --replace`, and the host loads the new build at once.
+    let socket = plugins.path().join("control.sock");
+    let mut serve = toolhost_command()
+        .args([
+            "serve",
+            "--plugins",
+            plugins.path().to_str().expect("utf-8"),
+        ])
+        .arg("--control")
+        .arg(&socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve");
+    crate::support::wait_for_socket(&socket);
+    let lib = dir.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).expect("lib.rs");
+    let edited = source.replacen(
+        "/// Greets someone by name.",
+        "/// Greets someone by name, warmly.",
+        1,
+    );
+    assert_ne!(
+        edited, source,
+        "the template's greet tool is documented as the test edits it"
+    );
+    std::fs::write(&lib, edited).expect("edit lib.rs");
+    let rebuilt = cargo(&dir, &["build", "--release", "--offline", "--quiet"]);
+    assert!(rebuilt.status.success(), "cargo build: {}", text(&rebuilt));
+    let replace = toolhost(&[
+        "install",
+        "--replace",
+        "--dir",
+        plugins.path().to_str().expect("utf-8"),
+        "--control",
+        socket.to_str().expect("utf-8"),
+        so.to_str().expect("utf-8"),
+    ]);
+    let said = text(&replace);
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(
+            libc::pid_t::try_from(serve.id()).expect("pid"),
+            libc::SIGTERM,
+        )
+    };
+    crate::support::wait_exit(&mut serve, "serve");
+    assert!(replace.status.success(), "{said}");
+    assert!(
+        said.contains("replaced weather-tools at")
+            && said.contains("loaded weather-tools 0.1.0 (generation 2)"),
+        "the tutorial's lines: {said}"
+    );
+
     // A second `new` into the same folder writes nothing.
     let again = toolhost(&["new", dir.to_str().expect("utf-8")]);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));

@@ -177,6 +177,26 @@ fn the_coder_profile_checks_and_tests_a_crate_with_diagnostics_in_the_details() 
     assert!(said.contains("four digits"), "{said}");
 }
 
+/// `toolhost call TOOL {} --isolate --yes --json` of the Rust plugin with the config
+/// `file` on the workspace `krate`: the result, and stdout as printed.
+fn call_in_a_worker(file: &Path, tool: &str, krate: &Path) -> (Value, String) {
+    let plugins = PluginDir::with(&["toolhost_rust"]);
+    let out = toolhost_command()
+        .arg("--config")
+        .arg(file)
+        .args(["call", tool, "{}", "--isolate", "--yes", "--json"])
+        .arg("--workspace")
+        .arg(krate)
+        .arg("--plugins")
+        .arg(plugins.path())
+        .output()
+        .unwrap_or_else(|e| panic!("toolhost call {tool} --isolate: {e}"));
+    let said = text(&out.stdout);
+    let result: Value =
+        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}{}", text(&out.stderr)));
+    (result, said)
+}
+
 /// A library crate of its own workspace named `name`, with `lib_rs` as its source.
 fn one_crate(name: &str, lib_rs: &str) -> tempfile::TempDir {
     let krate = tempfile::tempdir().expect("crate");
@@ -229,20 +249,7 @@ fn cargo_test_runs_doc_tests_in_a_worker_with_the_paths_the_readme_gives() {
         ),
     )
     .expect("config");
-    let plugins = PluginDir::with(&["toolhost_rust"]);
-    let out = toolhost_command()
-        .arg("--config")
-        .arg(&file)
-        .args(["call", "cargo_test", "{}", "--isolate", "--yes", "--json"])
-        .arg("--workspace")
-        .arg(krate.path())
-        .arg("--plugins")
-        .arg(plugins.path())
-        .output()
-        .expect("toolhost call cargo_test --isolate");
-    let said = text(&out.stdout);
-    let result: Value =
-        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}{}", text(&out.stderr)));
+    let (result, said) = call_in_a_worker(&file, "cargo_test", krate.path());
     assert_eq!(result["is_error"], false, "{result:#}");
     let totals = &result["structured"]["totals"];
     assert_eq!(totals["failed"], 0, "{result:#}");
@@ -302,20 +309,7 @@ fn cargo_check_runs_in_a_worker_with_no_config() {
     let config = tempfile::tempdir().expect("config");
     let file = config.path().join("config.toml");
     std::fs::write(&file, "").expect("config");
-    let plugins = PluginDir::with(&["toolhost_rust"]);
-    let out = toolhost_command()
-        .arg("--config")
-        .arg(&file)
-        .args(["call", "cargo_check", "{}", "--isolate", "--yes", "--json"])
-        .arg("--workspace")
-        .arg(krate.path())
-        .arg("--plugins")
-        .arg(plugins.path())
-        .output()
-        .expect("toolhost call cargo_check --isolate");
-    let said = text(&out.stdout);
-    let result: Value =
-        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}{}", text(&out.stderr)));
+    let (result, said) = call_in_a_worker(&file, "cargo_check", krate.path());
     assert_eq!(result["is_error"], false, "{result:#}");
     assert!(
         !said.contains("may not read"),

@@ -124,7 +124,7 @@ impl CheckArgs {
         for warning in plugin
             .warnings
             .iter()
-            .chain(&misspelt_tables(&loader, &plugin.name))
+            .chain(&loader.policy().settings.misspelt_tables(&plugin.name))
         {
             outln!("warning:     {warning}")?;
         }
@@ -231,7 +231,7 @@ impl CheckArgs {
             let (registry, problems) =
                 toolhost::LoadedPlugin::registry(std::slice::from_ref(&plugin));
             let mut warnings = plugin.warnings.clone();
-            warnings.extend(misspelt_tables(loader, &plugin.name));
+            warnings.extend(loader.policy().settings.misspelt_tables(&plugin.name));
             warnings.extend(description_warnings(&plugin, &registry));
             report["warnings"] = warnings.into();
             let refused = refusals(&plugin, &problems);
@@ -491,26 +491,4 @@ fn check_mcp_server(config: &LoadedConfig, name: &str, json: bool) -> anyhow::Re
         )?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The config's settings tables whose name is close to `plugin`'s but not it (a
-/// misspelling: this plugin would not read them), as serve, status, list and call say.
-fn misspelt_tables(loader: &toolhost::PluginLoader, plugin: &str) -> Vec<String> {
-    let settings = &loader.policy().settings;
-    let misspelt: Vec<String> = settings
-        .unread(&[plugin])
-        .into_iter()
-        .filter(|(_, nearest)| nearest.is_some())
-        .map(|(table, _)| table)
-        .collect();
-    let none: &[String] = &[];
-    settings
-        .warnings([(plugin, none)])
-        .into_iter()
-        .filter(|w| {
-            misspelt
-                .iter()
-                .any(|t| w.starts_with(&format!("[plugins.{t}.settings]")))
-        })
-        .collect()
 }

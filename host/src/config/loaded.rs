@@ -912,7 +912,6 @@ pub(super) fn read_config_text(
     subject: crate::sys::permissions::Subject,
 ) -> Result<String, ConfigError> {
     use crate::sys::permissions::{OpenChecked, PermissionCheck};
-    use std::io::Read as _;
     let read = |source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
@@ -930,27 +929,12 @@ pub(super) fn read_config_text(
             OpenChecked::Check(PermissionCheck::Io { source, .. }) => read(source),
             other @ OpenChecked::NotRegular { .. } => not_a_config(other.to_string()),
         })?;
-    let too_large = |size: u64| {
-        not_a_config(
-            crate::sys::safe_open::OpenError::TooLarge {
-                size,
-                limit: MAX_CONFIG_FILE_SIZE,
-            }
-            .to_string(),
-        )
-    };
-    if meta.len() > MAX_CONFIG_FILE_SIZE {
-        return Err(too_large(meta.len()));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_CONFIG_FILE_SIZE.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(read)?;
-    if bytes.len() as u64 > MAX_CONFIG_FILE_SIZE {
-        return Err(too_large(bytes.len() as u64));
-    }
-    String::from_utf8(bytes)
-        .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    crate::sys::safe_open::read_opened_capped(file, &meta, MAX_CONFIG_FILE_SIZE)
+        .and_then(crate::sys::safe_open::utf8)
+        .map_err(|e| match e {
+            crate::sys::safe_open::OpenError::Io(source) => read(source),
+            other => not_a_config(other.to_string()),
+        })
 }
 
 /// `[model]` with the environment's overrides (see [`LoadedConfig::model`]).

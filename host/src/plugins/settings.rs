@@ -88,23 +88,20 @@ impl PluginSettings {
             warnings.extend(own.iter().cloned());
         }
         for (table, nearest) in self.unread(&names) {
-            warnings.push(match nearest {
-                Some(plugin) => format!(
-                    "[plugins.{table}.settings] names no loaded plugin, so no plugin \
-                     reads it: did you mean [plugins.{plugin}.settings]?"
-                ),
-                None => format!(
-                    "[plugins.{table}.settings] names no loaded plugin, so no plugin \
-                     reads it (loaded plugins: {}, as `toolhost status` names them)",
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            });
+            warnings.push(unread_table(&table, nearest, &names));
         }
         warnings
+    }
+
+    /// The warning for each table whose name is close to `plugin`'s but not it (a
+    /// misspelling: that plugin would not read it), as [`PluginSettings::warnings`] says
+    /// it: what `check` of one plugin file adds.
+    pub fn misspelt_tables(&self, plugin: &str) -> Vec<String> {
+        self.unread(&[plugin])
+            .into_iter()
+            .filter(|(_, nearest)| nearest.is_some())
+            .map(|(table, nearest)| unread_table(&table, nearest, &[plugin]))
+            .collect()
     }
 
     /// Checks `plugin`'s settings against the settings schema it declares (none: nothing
@@ -136,6 +133,26 @@ impl PluginSettings {
                 config_dir: self.base.clone(),
             }),
         }
+    }
+}
+
+/// The warning for a settings table no loaded plugin (of `names`) reads; `nearest`, the
+/// loaded plugin whose name is close to the table's.
+fn unread_table(table: &str, nearest: Option<&str>, names: &[&str]) -> String {
+    match nearest {
+        Some(plugin) => format!(
+            "[plugins.{table}.settings] names no loaded plugin, so no plugin reads it: did \
+             you mean [plugins.{plugin}.settings]?"
+        ),
+        None => format!(
+            "[plugins.{table}.settings] names no loaded plugin, so no plugin reads it \
+             (loaded plugins: {}, as `toolhost status` names them)",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ),
     }
 }
 

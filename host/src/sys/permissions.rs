@@ -16,8 +16,6 @@
 
 use std::fs;
 use std::io;
-#[cfg(unix)]
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 #[cfg(unix)]
@@ -300,40 +298,31 @@ pub(crate) fn open_checked(
 ) -> Result<(fs::File, fs::Metadata), OpenChecked> {
     // Nothing there: nothing to check (the directory is not judged for a missing file).
     // A FIFO or a device (`/dev/zero` is 0666) is not judged either: it is no config file.
-    let missing = |source| {
+    let target = fs::metadata(file).map_err(|source| {
         OpenChecked::Check(PermissionCheck::Io {
             path: file.to_path_buf(),
             source,
         })
-    };
-    fs::symlink_metadata(file).map_err(missing)?;
-    let target = fs::metadata(file).map_err(missing)?;
+    })?;
     if !target.file_type().is_file() {
         return Err(OpenChecked::NotRegular {
             kind: super::safe_open::kind_of(&target.file_type()),
         });
     }
     let judged = check_path_as(file, subject).map_err(OpenChecked::Check)?;
-    let io = |source| {
-        OpenChecked::Check(PermissionCheck::Io {
+    let (opened, meta) = super::safe_open::open_regular_nofollow(&judged).map_err(|e| match e {
+        super::safe_open::OpenError::NotRegular { kind } => OpenChecked::NotRegular { kind },
+        // Opening checks no size: only an I/O error is left.
+        other => OpenChecked::Check(PermissionCheck::Io {
             path: judged.clone(),
-            source,
-        })
-    };
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
-    let opened = options.open(&judged).map_err(io)?;
-    let meta = opened.metadata().map_err(io)?;
-    if !meta.file_type().is_file() {
-        return Err(OpenChecked::NotRegular {
-            kind: super::safe_open::kind_of(&meta.file_type()),
-        });
-    }
+            source: match other {
+                super::safe_open::OpenError::Io(source) => source,
+                too_large => io::Error::other(too_large.to_string()),
+            },
+        }),
+    })?;
     check_opened_as(&judged, &meta, subject)
         .map_err(|p| OpenChecked::Check(PermissionCheck::Refused(p)))?;
-    // O_NONBLOCK stays: it changes nothing for a regular file.
     Ok((opened, meta))
 }
 

@@ -112,12 +112,23 @@ pub(crate) fn kind_of(ft: &fs::FileType) -> &'static str {
 /// but a regular file by `fstat` of the opened descriptor. Returns the file and that
 /// `fstat`'s metadata.
 pub(crate) fn open_regular(path: &Path) -> Result<(fs::File, fs::Metadata), OpenError> {
+    open_with(path, false)
+}
+
+/// [`open_regular`], refusing a symlink as the last component (`O_NOFOLLOW`): for a path
+/// whose owner and mode were just judged, so a link swapped in after fails to open.
+pub(crate) fn open_regular_nofollow(path: &Path) -> Result<(fs::File, fs::Metadata), OpenError> {
+    open_with(path, true)
+}
+
+fn open_with(path: &Path, nofollow: bool) -> Result<(fs::File, fs::Metadata), OpenError> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        let follow = if nofollow { libc::O_NOFOLLOW } else { 0 };
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | follow);
     }
     let file = options.open(path)?;
     let meta = file.metadata()?;
@@ -132,6 +143,16 @@ pub(crate) fn open_regular(path: &Path) -> Result<(fs::File, fs::Metadata), Open
 /// Reads a whole regular file of at most `limit` bytes (see [`open_regular`]).
 pub(crate) fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, OpenError> {
     let (file, meta) = open_regular(path)?;
+    read_opened_capped(file, &meta, limit)
+}
+
+/// Reads an opened regular file (`meta` its `fstat`) to its end, at most `limit` bytes:
+/// refused before reading when `fstat` says it is larger, and again when it grew.
+pub(crate) fn read_opened_capped(
+    file: fs::File,
+    meta: &fs::Metadata,
+    limit: u64,
+) -> Result<Vec<u8>, OpenError> {
     if meta.len() > limit {
         return Err(OpenError::TooLarge {
             size: meta.len(),
@@ -149,11 +170,15 @@ pub(crate) fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, OpenError>
     Ok(bytes)
 }
 
-/// Reads a whole regular text file of at most `limit` bytes.
-pub(crate) fn read_capped_text(path: &Path, limit: u64) -> Result<String, OpenError> {
-    let bytes = read_capped(path, limit)?;
+/// The bytes of a text file as a `String` (an `InvalidData` I/O error if not UTF-8).
+pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, OpenError> {
     String::from_utf8(bytes)
         .map_err(|e| OpenError::Io(io::Error::new(io::ErrorKind::InvalidData, e)))
+}
+
+/// Reads a whole regular text file of at most `limit` bytes.
+pub(crate) fn read_capped_text(path: &Path, limit: u64) -> Result<String, OpenError> {
+    utf8(read_capped(path, limit)?)
 }
 
 #[cfg(test)]

@@ -13,9 +13,15 @@ use crate::plugins::load::error::{LoadErrorKind, RustLibraryKind};
 /// position is left alone), from a file of `size` bytes.
 #[cfg(unix)]
 pub(crate) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+    checked_header(f, size).map(|_| ())
+}
+
+/// [`check_elf_header`]'s work: the 64-bit header it read, when it is one.
+#[cfg(unix)]
+fn checked_header(f: &fs::File, size: u64) -> Result<Option<Elf64>, LoadErrorKind> {
     use std::os::unix::fs::FileExt as _;
     if cfg!(target_os = "macos") {
-        return Ok(());
+        return Ok(None);
     }
     let io_err = |source| LoadErrorKind::Io {
         action: "read the file",
@@ -37,7 +43,7 @@ pub(crate) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorK
     }
     let Some(elf) = Elf64::parse(header) else {
         // 32-bit or malformed: leave the verdict to the dynamic loader.
-        return Ok(());
+        return Ok(None);
     };
     let mut needed = elf
         .shoff
@@ -59,10 +65,30 @@ pub(crate) fn check_elf_header(f: &fs::File, size: u64) -> Result<(), LoadErrorK
     if needed > size {
         return Err(LoadErrorKind::Truncated { size, needed });
     }
-    if let Some(kind) = rust_library_kind(f, &elf, size).map_err(io_err)? {
-        return Err(LoadErrorKind::RustLibrary { kind });
+    Ok(Some(elf))
+}
+
+/// [`check_elf_header`], then refuses a library rustc builds for itself
+/// ([`RustLibraryKind`]), which is whole but no plugin: the check of a file before it is
+/// loaded (its private copy, the same bytes, needs only the first).
+#[cfg(unix)]
+pub(crate) fn check_plugin_elf(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+    let Some(elf) = checked_header(f, size)? else {
+        return Ok(());
+    };
+    match rust_library_kind(f, &elf, size) {
+        Ok(Some(kind)) => Err(LoadErrorKind::RustLibrary { kind }),
+        Ok(None) => Ok(()),
+        Err(source) => Err(LoadErrorKind::Io {
+            action: "read the file",
+            source,
+        }),
     }
-    Ok(())
+}
+
+#[cfg(not(unix))]
+pub(crate) fn check_plugin_elf(f: &fs::File, size: u64) -> Result<(), LoadErrorKind> {
+    check_elf_header(f, size)
 }
 
 /// The longest string table read to tell a Rust library for rustc from a plugin; a

@@ -40,7 +40,7 @@ use crate::sys::safe_open::{self, OpenError};
 use toolhost_calls::tool::{DynTool, ToolOrigin};
 
 use super::abi_check::{check_tables, library_error, root_error};
-use super::elf::check_elf_header;
+use super::elf::{check_elf_header, check_plugin_elf};
 use super::private_copy::{
     check_unchanged, copy_and_hash, create_private_dir, hash_copy, sweep_dead_private_dirs,
 };
@@ -429,7 +429,7 @@ impl PluginLoader {
                 limit,
             });
         }
-        check_elf_header(&src, opened.len())?;
+        check_plugin_elf(&src, opened.len())?;
         Ok((src, opened))
     }
 
