@@ -91,6 +91,21 @@ pub enum ApprovalsError {
         /// Why.
         source: std::io::Error,
     },
+    /// The file is not one this host wrote: toolhost writes it 0600, owned by the user it
+    /// runs as, so one owned by another user, or that others may read or write (a file a
+    /// tool or another program made), is not honoured.
+    #[error(
+        "the approvals file {} was not written by toolhost ({why}): its approvals are not \
+         honoured, so calls ask again; remove it (`toolhost approvals revoke` cannot change \
+         it), and find out who wrote it",
+        path.display()
+    )]
+    NotWrittenByToolhost {
+        /// The file.
+        path: PathBuf,
+        /// What gives it away.
+        why: String,
+    },
     /// The file is not the JSON this host writes.
     #[error(
         "the approvals file {} is not readable JSON ({source}); fix it or remove it (every \
@@ -138,6 +153,8 @@ impl ApprovalFile {
         let mut text = String::new();
         match crate::private::open_regular_file(&self.path) {
             Ok(mut f) => {
+                let meta = f.metadata().map_err(|e| io("inspect", e))?;
+                self.check_provenance(&meta)?;
                 f.read_to_string(&mut text).map_err(|e| io("read", e))?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -149,6 +166,30 @@ impl ApprovalFile {
             path: self.path.clone(),
             source,
         })
+    }
+
+    /// Refuses a file toolhost did not write: owned by another user, or readable or
+    /// writable by others (toolhost writes it 0600). A lasting approval is made only by
+    /// the approver through the host, never by a file something else put there.
+    fn check_provenance(&self, meta: &std::fs::Metadata) -> Result<(), ApprovalsError> {
+        let me = crate::private::effective_uid();
+        let why = if meta.uid() != me {
+            Some(format!("it is owned by uid {}, not uid {me}", meta.uid()))
+        } else if meta.mode() & 0o077 != 0 {
+            Some(format!(
+                "its mode is {:04o}, where toolhost writes 0600",
+                meta.mode() & 0o7777
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(ApprovalsError::NotWrittenByToolhost {
+                path: self.path.clone(),
+                why,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn write(&self, contents: &FileContents) -> Result<(), ApprovalsError> {
@@ -192,8 +233,9 @@ impl ApprovalFile {
     }
 }
 
-/// What identifies a version of the file on disk: (inode, size, mtime in ns).
-type Stamp = (u64, u64, i128);
+/// What identifies a version of the file on disk: (inode, size, mtime in ns, and its
+/// owner and mode, on which its provenance check depends).
+type Stamp = (u64, u64, i128, u32, u32);
 
 /// A profile's approvals as last read, and the file's stamp then.
 type Cached = (Option<Stamp>, Vec<LastingApproval>);
@@ -204,6 +246,8 @@ fn stamp(path: &Path) -> Option<Stamp> {
         m.ino(),
         m.size(),
         i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        m.uid(),
+        m.mode(),
     ))
 }
 
@@ -282,6 +326,36 @@ mod tests {
             schema_sha256: "s".to_owned(),
             risk: Risk::Write,
         }
+    }
+
+    #[test]
+    fn a_file_toolhost_did_not_write_is_not_honoured() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = ProfileDirs::under(dir.path(), "p1");
+        let files = ApprovalFiles::new([("p1".to_owned(), dirs.clone())]);
+        files.keep("p1", &key("t", "a"), "terminal").expect("kept");
+        assert!(files.approved("p1", &key("t", "a")));
+        let file = ApprovalFile::for_profile(&dirs);
+        // What a tool's write leaves: the same JSON at the default mode.
+        let text = std::fs::read_to_string(file.path()).expect("read");
+        std::fs::remove_file(file.path()).expect("remove");
+        std::fs::write(file.path(), &text).expect("plant");
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        assert!(
+            !files.approved("p1", &key("t", "a")),
+            "a planted file approved"
+        );
+        let e = file.list().expect_err("planted").to_string();
+        assert!(
+            e.contains("was not written by toolhost") && e.contains("0644"),
+            "{e}"
+        );
+        assert!(files.keep("p1", &key("u", "a"), "terminal").is_err());
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        assert!(files.approved("p1", &key("t", "a")));
     }
 
     #[test]

@@ -248,6 +248,19 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     if !roots.is_empty() {
         config = config.with_workspace_roots(roots)?;
     }
+    // The plugin folders the command loads from are out of the workspace tools' reach.
+    let plugins = match &cli.command {
+        Command::List(args) => Some(&args.plugins),
+        Command::Call(args) => Some(&args.plugins),
+        Command::Serve(args) => Some(&args.plugins),
+        Command::Run(args) => Some(&args.agent.plugins),
+        Command::Chat(args) => Some(&args.agent.plugins),
+        _ => None,
+    };
+    if let Some(plugins) = plugins {
+        let dirs = plugins.resolve(&config);
+        config = config.with_plugin_dirs_in_use(&dirs);
+    }
     confine_what_we_start(&config);
     if !config.strict_permissions() {
         tracing::warn!(

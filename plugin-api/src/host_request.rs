@@ -685,6 +685,11 @@ pub struct WorkspaceAnswer {
     pub allow_unix_sockets: bool,
     /// Where to add roots (the config file and table), for the "no workspace" answer.
     pub config_hint: String,
+    /// Paths the workspace tools may neither read nor write, whatever the roots say: the
+    /// host's state (approvals, tokens, sessions, kept outputs), the audit log, its config
+    /// files and its plugin folders (a host without this field: none but what its
+    /// sandboxes hide).
+    pub protected: Vec<String>,
 }
 
 impl Default for WorkspaceAnswer {
@@ -699,6 +704,7 @@ impl Default for WorkspaceAnswer {
             allow_private_addresses: false,
             allow_unix_sockets: false,
             config_hint: String::new(),
+            protected: Vec::new(),
         }
     }
 }

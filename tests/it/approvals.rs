@@ -119,6 +119,31 @@ fn always_survives_a_restart_and_is_asked_again_when_the_plugin_changes() {
     let again = run();
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert!(marker.exists());
+    // The same file made readable by others (as a tool's or another program's write
+    // leaves one): not toolhost's, so not honoured, and the warning says why.
+    std::fs::remove_file(&marker).expect("reset");
+    let chmod = |m: u32| {
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(m))
+            .expect("chmod")
+    };
+    chmod(0o644);
+    let planted = run();
+    assert!(
+        !planted.status.success(),
+        "a file of mode 0644 approved a call"
+    );
+    assert!(
+        text(&planted.stderr).contains("was not written by toolhost"),
+        "{}",
+        text(&planted.stderr)
+    );
+    assert!(!marker.exists());
+    chmod(0o600);
+    assert!(
+        run().status.success(),
+        "toolhost's own file is honoured again"
+    );
+    assert!(marker.exists());
     // The plugin file changes (new bytes, new sha256): asked again, and nobody answers.
     std::fs::remove_file(&marker).expect("reset");
     let so = plugins.path().join("libfixture_basic.so");

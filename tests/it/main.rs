@@ -36,6 +36,7 @@ mod operator_seams;
 mod operators;
 mod outcomes;
 mod outputs;
+mod own_state;
 mod plugin_index;
 mod plugins;
 mod policy;

@@ -19,7 +19,7 @@ use crate::output::{errln, outln, summary};
 #[derive(clap::Args)]
 pub(crate) struct AgentOpts {
     #[command(flatten)]
-    plugins: PluginDirs,
+    pub(crate) plugins: PluginDirs,
     /// The profile whose agent runs (default: the config's default_profile).
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,

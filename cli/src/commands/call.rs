@@ -21,7 +21,7 @@ pub(crate) struct CallArgs {
     #[arg(default_value = "{}")]
     args: String,
     #[command(flatten)]
-    plugins: PluginDirs,
+    pub(crate) plugins: PluginDirs,
     #[command(flatten)]
     pub(crate) workspace: super::WorkspaceRoots,
     /// Seconds the call may run before it is cancelled (interactive tools too).

@@ -15,7 +15,7 @@ use crate::output::{outln, print_table, summary};
 #[derive(clap::Args)]
 pub(crate) struct ListArgs {
     #[command(flatten)]
-    plugins: PluginDirs,
+    pub(crate) plugins: PluginDirs,
     /// Print a JSON array (with each tool's schema and plugin file) instead of a table.
     #[arg(long)]
     json: bool,

@@ -19,7 +19,7 @@ use super::{PluginDirs, control_socket, runtime, usage};
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     #[command(flatten)]
-    plugins: PluginDirs,
+    pub(crate) plugins: PluginDirs,
     #[command(flatten)]
     pub(crate) workspace: super::WorkspaceRoots,
     /// Don't watch the plugin directories; rescan only on `toolhost reload`.

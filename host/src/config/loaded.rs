@@ -80,6 +80,9 @@ pub struct LoadedConfig {
     /// Workspace roots given on the command line (`--workspace DIR`): every profile's,
     /// in place of the configured ones.
     workspace_roots: Option<Vec<PathBuf>>,
+    /// The plugin folders the command loads from (`--plugins`, `TOOLHOST_PLUGINS`), which
+    /// the workspace tools never touch ([`LoadedConfig::workspace_protected_paths`]).
+    plugin_dirs_in_use: Vec<PathBuf>,
 }
 
 /// The sections loading checks and resolves once, durations as `Duration`s.
@@ -319,6 +322,7 @@ impl LoadedConfig {
             resolved,
             isolation: std::sync::OnceLock::new(),
             workspace_roots: None,
+            plugin_dirs_in_use: Vec::new(),
         })
     }
 
@@ -373,10 +377,65 @@ impl LoadedConfig {
                 path: file.map(Path::to_path_buf).unwrap_or_default(),
                 message: e.to_string(),
             })?;
-        Ok(match &self.workspace_roots {
+        let mut settings = match &self.workspace_roots {
             Some(roots) => settings.with_roots(roots),
             None => settings,
-        })
+        };
+        settings.protected = self.workspace_protected_paths();
+        Ok(settings)
+    }
+
+    /// These settings with the plugin folders the command loads from (`--plugins`,
+    /// `TOOLHOST_PLUGINS`), which the workspace tools must not touch either.
+    pub fn with_plugin_dirs_in_use(mut self, dirs: &[PathBuf]) -> LoadedConfig {
+        // Relative ones are relative to where the command runs.
+        self.plugin_dirs_in_use = dirs
+            .iter()
+            .filter_map(|d| std::path::absolute(d).ok())
+            .collect();
+        // The workers' sandboxes follow the protected paths.
+        self.isolation = std::sync::OnceLock::new();
+        self
+    }
+
+    /// What the workspace tools never read or write, whatever the roots say (in process,
+    /// in a worker and in `run_command`'s sandbox): everything the sandboxes hide
+    /// ([`LoadedConfig::protected_paths`]: state, approvals, tokens, the audit log, the
+    /// trust file), the config file and the profiles' folder (and the default config
+    /// folder when the config is there), and every plugin folder this host may load from
+    /// (the configured ones, those the command names, the default and the system one). A
+    /// tool that could write any of them could approve its own calls, change the host's
+    /// config or plant a plugin the host then loads.
+    pub fn workspace_protected_paths(&self) -> Vec<PathBuf> {
+        let mut paths = self.protected_paths();
+        let default_dir = default_config_path().parent().map(Path::to_path_buf);
+        match &self.file {
+            Some(file) => {
+                paths.push(file.clone());
+                if let Some(dir) = &default_dir
+                    && file.starts_with(dir)
+                {
+                    paths.push(dir.clone());
+                }
+            }
+            None => paths.extend(default_dir),
+        }
+        paths.push(self.profiles_dir());
+        paths.extend(self.config.plugin_dirs.iter().cloned());
+        paths.extend(self.plugin_dirs_in_use.iter().cloned());
+        if let Some(v) = std::env::var_os("TOOLHOST_PLUGINS").filter(|v| !v.is_empty()) {
+            paths.extend(std::env::split_paths(&v));
+        }
+        paths.push(default_plugin_dir());
+        paths.push(crate::sys::dirs::SystemLayout::from_env().plugins);
+        let mut unique: Vec<PathBuf> = Vec::new();
+        for p in paths {
+            let p = std::path::absolute(&p).unwrap_or(p);
+            if p.is_absolute() && !unique.contains(&p) {
+                unique.push(p);
+            }
+        }
+        unique
     }
 
     fn invalid(&self, message: String) -> ConfigError {
@@ -619,6 +678,7 @@ impl LoadedConfig {
                 .map(|p| (p.name, p.workspace.roots))
                 .collect(),
             profile_states: Some(self.profile_state_root()),
+            workspace_protected: self.workspace_protected_paths(),
             default_profile: self.config.default_profile.clone(),
             allow_network: c.allow_network,
             memory_limit_bytes: c.memory_limit_mb.saturating_mul(1 << 20),

@@ -32,6 +32,10 @@ pub struct WorkspaceSettings {
     pub allow_unix_sockets: bool,
     /// Where to add roots, for the tools' "no workspace configured" answer.
     pub config_hint: String,
+    /// What the workspace tools never read or write, whatever the roots: the host's state,
+    /// the audit log, its config files and plugin folders
+    /// ([`LoadedConfig::workspace_protected_paths`](crate::LoadedConfig::workspace_protected_paths)).
+    pub protected: Vec<PathBuf>,
 }
 
 impl Default for WorkspaceSettings {
@@ -46,6 +50,7 @@ impl Default for WorkspaceSettings {
             allow_private_addresses: false,
             allow_unix_sockets: false,
             config_hint: String::new(),
+            protected: Vec::new(),
         }
     }
 }
@@ -98,6 +103,7 @@ impl WorkspaceSettings {
             allow_private_addresses: raw.allow_private_addresses.unwrap_or(false),
             allow_unix_sockets: raw.allow_unix_sockets.unwrap_or(false),
             config_hint: hint,
+            protected: Vec::new(),
         })
     }
 
@@ -120,6 +126,11 @@ impl WorkspaceSettings {
         answer.allow_private_addresses = self.allow_private_addresses;
         answer.allow_unix_sockets = self.allow_unix_sockets;
         answer.config_hint.clone_from(&self.config_hint);
+        answer.protected = self
+            .protected
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         answer
     }
 }

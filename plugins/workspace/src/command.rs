@@ -224,6 +224,9 @@ struct Planned {
     cwd: PathBuf,
     /// The roots (writable).
     roots: Vec<PathBuf>,
+    /// What the command's sandbox hides besides the host's state (its config and plugin
+    /// folders: [`Workspace::protected`]).
+    protected: Vec<PathBuf>,
     /// `[workspace] allow_network`.
     network: bool,
     /// `[workspace] allow_unix_sockets`.
@@ -329,6 +332,7 @@ fn plan(workspace: &Workspace, args: RunCommandArgs) -> Result<Planned, ToolErro
         args: argv,
         cwd,
         roots: workspace.roots.iter().map(|r| r.path.clone()).collect(),
+        protected: workspace.protected.clone(),
         network: rules.allow_network,
         unix_sockets: rules.allow_unix_sockets,
         env: rules.env.clone(),
@@ -389,6 +393,7 @@ fn execute(planned: Planned, cancel: &CancelFlag) -> Result<CommandResult, ToolE
         .map_err(|e| ToolError::failed(format!("could not find the temporary folder: {e}")))?;
     let rules = sandbox_rules(
         &planned.roots,
+        &planned.protected,
         &tmp_path,
         planned.network,
         planned.unix_sockets,
@@ -434,9 +439,24 @@ fn session_env(mut env: Vec<(String, String)>, session: &str) -> Vec<(String, St
 }
 
 /// The sandbox of a command: read and execute everywhere but the host's state (which
-/// `prepare` hides, whatever the roots say); write beneath the roots, the temporary folder
-/// and the harmless devices; the network and Unix sockets as configured.
-fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool, unix: bool) -> SandboxRules {
+/// `prepare` hides, whatever the roots say) and what the host protects from the
+/// workspace tools (its config and plugin folders: `protected`); write beneath the roots,
+/// the temporary folder and the harmless devices; the network and Unix sockets as
+/// configured. In a worker whose sandbox hides them already, the command's sandbox (nested
+/// in the worker's, so only narrower) does not carve them again: it could not list the
+/// folders on the way.
+fn sandbox_rules(
+    roots: &[PathBuf],
+    protected: &[PathBuf],
+    tmp: &Path,
+    network: bool,
+    unix: bool,
+) -> SandboxRules {
+    let hidden = if toolhost_sandbox::protected::hidden_by_outer() {
+        Vec::new()
+    } else {
+        protected.to_vec()
+    };
     let devices = [
         "/dev/null",
         "/dev/zero",
@@ -454,6 +474,7 @@ fn sandbox_rules(roots: &[PathBuf], tmp: &Path, network: bool, unix: bool) -> Sa
             .collect(),
         network,
         unix_sockets: unix,
+        hidden,
         ..SandboxRules::default()
     }
 }

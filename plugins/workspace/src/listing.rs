@@ -150,16 +150,25 @@ pub async fn find_files(
 
 /// The walk every search tool uses: .gitignore, .ignore and git's excludes honoured (also
 /// outside a git repository), hidden entries only if asked, links not followed, `.git`
-/// never entered, no ignore files read above `start`.
-pub(crate) fn walker(start: &Path, hidden: bool, max_depth: Option<usize>) -> WalkBuilder {
+/// never entered, no ignore files read above `start`, and nothing of `workspace`'s
+/// protected paths (the host's state, config and plugins) entered or listed.
+pub(crate) fn walker(
+    workspace: &Workspace,
+    start: &Path,
+    hidden: bool,
+    max_depth: Option<usize>,
+) -> WalkBuilder {
     let mut builder = WalkBuilder::new(start);
+    let protected = workspace.protected.clone();
     builder
         .hidden(!hidden)
         .require_git(false)
         .parents(false)
         .follow_links(false)
         .max_depth(max_depth)
-        .filter_entry(|entry| entry.file_name() != ".git");
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git" && roots::protected_at(&protected, entry.path()).is_none()
+        });
     builder
 }
 
@@ -406,7 +415,7 @@ fn list_dir_in(
         )));
     }
     let start = resolved.real_dir()?;
-    let builder = walker(&start, hidden, Some(depth));
+    let builder = walker(workspace, &start, hidden, Some(depth));
     let states = walk_parallel(
         &builder,
         cancel,
@@ -571,7 +580,7 @@ pub(crate) fn find_files_in(
 ) -> Result<Found, ToolError> {
     let resolved = workspace.resolve(path)?;
     let start = resolved.real_dir()?;
-    let builder = walker(&start, hidden, None);
+    let builder = walker(workspace, &start, hidden, None);
     let states = walk_parallel(
         &builder,
         cancel,

@@ -245,6 +245,7 @@ pub(crate) fn read_one(
             io::ErrorKind::IsADirectory => is_a_directory(&shown),
             _ => roots::io_error(&shown, &e),
         })?;
+    resolved.check_opened(&file)?;
     let meta = file.metadata().map_err(|e| roots::io_error(&shown, &e))?;
     if meta.is_dir() {
         return Err(is_a_directory(&shown));

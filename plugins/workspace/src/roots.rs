@@ -18,6 +18,10 @@ pub(crate) struct Workspace {
     pub(crate) roots: Vec<Root>,
     /// The rules for commands and fetches.
     pub(crate) rules: WorkspaceAnswer,
+    /// What no workspace tool reads or writes, whatever the roots: the host's state,
+    /// audit log, config files and plugin folders (from the host's answer), links
+    /// resolved as far as they exist.
+    pub(crate) protected: Vec<PathBuf>,
 }
 
 /// One root folder.
@@ -36,6 +40,8 @@ pub(crate) struct Resolved<'a> {
     pub(crate) rel: PathBuf,
     /// Whether the root is the first one (paths beneath it are shown relative).
     first: bool,
+    /// The workspace's protected paths ([`Workspace::protected`]).
+    protected: &'a [PathBuf],
 }
 
 impl Workspace {
@@ -82,10 +88,24 @@ impl Workspace {
             })?;
             roots.push(Root { path, dir });
         }
+        let protected = answer
+            .protected
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .map(|p| resolved_as_far_as_it_exists(&p))
+            .collect();
         Ok(Workspace {
             roots,
             rules: answer,
+            protected,
         })
+    }
+
+    /// The protected path (see [`Workspace::protected`]) that `abs`, a real path, is or is
+    /// beneath.
+    pub(crate) fn protected_at(&self, abs: &Path) -> Option<&Path> {
+        protected_at(&self.protected, abs)
     }
 
     /// The first root: where relative paths start and commands run by default.
@@ -134,11 +154,25 @@ impl Workspace {
         if rel.as_os_str().is_empty() {
             rel.push(".");
         }
-        Ok(Resolved {
+        let resolved = Resolved {
             root: &self.roots[index],
             rel,
             first: index == 0,
-        })
+            protected: &self.protected,
+        };
+        let abs = resolved.root.path.join(&resolved.rel);
+        if let Some(protected) = self.protected_at(&abs) {
+            return Err(refusal(&resolved.shown(), protected));
+        }
+        // Where a link beneath the root leads, as far as the path exists now (the opens
+        // check the handle they get again: the link may change in between).
+        if !self.protected.is_empty() {
+            let real = resolved_as_far_as_it_exists(&abs);
+            if let Some(protected) = self.protected_at(&real) {
+                return Err(refusal(&resolved.shown(), protected));
+            }
+        }
+        Ok(resolved)
     }
 
     /// The roots, for messages.
@@ -193,6 +227,9 @@ impl Resolved<'_> {
             .open_dir(&self.rel)
             .map_err(|e| io_error(&self.shown(), &e))?;
         let real = fd_path(&dir)?;
+        if let Some(protected) = protected_at(self.protected, &real) {
+            return Err(refusal(&self.shown(), protected));
+        }
         if real.starts_with(&self.root.path) {
             Ok(real)
         } else {
@@ -217,6 +254,57 @@ impl<'a> Resolved<'a> {
             root: self.root,
             rel,
             first: self.first,
+            protected: self.protected,
+        }
+    }
+
+    /// Refuses a handle opened for this path that turned out to be in a protected place
+    /// (through a link beneath the root that leads into it).
+    pub(crate) fn check_opened(&self, handle: &impl std::os::fd::AsRawFd) -> Result<(), ToolError> {
+        if self.protected.is_empty() {
+            return Ok(());
+        }
+        let real = fd_path(handle)?;
+        match protected_at(self.protected, &real) {
+            Some(protected) => Err(refusal(&self.shown(), protected)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The protected path of `protected` that `abs` is or is beneath.
+pub(crate) fn protected_at<'p>(protected: &'p [PathBuf], abs: &Path) -> Option<&'p Path> {
+    protected
+        .iter()
+        .find(|p| abs.starts_with(p))
+        .map(PathBuf::as_path)
+}
+
+/// The refusal of `shown`, which is in `protected`.
+fn refusal(shown: &str, protected: &Path) -> ToolError {
+    ToolError::failed(format!(
+        "{shown} is in {}, which holds toolhost's own state, config or plugins: the workspace          tools never read or write it, whatever the workspace roots are (lasting approvals,          tokens, config and plugins are changed with the toolhost command, outside the          agent)",
+        protected.display()
+    ))
+}
+
+/// `path` with its links resolved as far as it exists (a protected path that does not
+/// exist yet is still protected where it will be made).
+fn resolved_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
         }
     }
 }

@@ -516,6 +516,7 @@ pub(crate) fn search(
     let mut result = if meta.is_file() {
         let file = open_beneath(&resolved.root.dir, &resolved.rel)
             .map_err(|e| roots::io_error(&shown, &e))?;
+        resolved.check_opened(&file)?;
         let mut worker = Worker::new(query);
         worker.search(PathBuf::from(&shown), &file, cancel);
         let mut out = std::mem::take(&mut worker.out);
@@ -523,7 +524,7 @@ pub(crate) fn search(
         out
     } else {
         let start = resolved.real_dir()?;
-        let mut builder = walker(&start, query.hidden, None);
+        let mut builder = walker(workspace, &start, query.hidden, None);
         builder.types(query.types.clone());
         let workers = walk_parallel(
             &builder,

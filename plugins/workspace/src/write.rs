@@ -379,6 +379,16 @@ impl<'a> Place<'a> {
             resolved.root.dir.try_clone()
         } else {
             if create_dirs {
+                // The deepest folder on the way that exists is checked before anything is
+                // made in it: a link beneath the root may lead into a protected folder.
+                let mut existing = parent_rel.clone();
+                while !existing.as_os_str().is_empty() {
+                    if let Ok(dir) = resolved.root.dir.open_dir(&existing) {
+                        resolved.check_opened(&dir)?;
+                        break;
+                    }
+                    existing.pop();
+                }
                 resolved
                     .root
                     .dir
@@ -397,6 +407,7 @@ impl<'a> Place<'a> {
                 write_error("open the folder", &parent_shown, &e)
             }
         })?;
+        resolved.check_opened(&dir)?;
         Ok(Place {
             resolved,
             dir,

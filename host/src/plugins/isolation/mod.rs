@@ -62,6 +62,11 @@ pub struct IsolationPolicy {
     /// Each profile's workspace roots: its workers may read, write and run programs
     /// beneath them (the workspace tools work there), other profiles' workers may not.
     pub workspace_roots: BTreeMap<String, Vec<PathBuf>>,
+    /// What the workspace tools never reach, whatever the roots
+    /// ([`LoadedConfig::workspace_protected_paths`](crate::LoadedConfig::workspace_protected_paths)):
+    /// hidden from the sandbox of every worker that works in a workspace (and so from the
+    /// commands it runs).
+    pub workspace_protected: Vec<PathBuf>,
     /// Where profiles keep their state (`<state_dir>/profiles`): a profile's worker may
     /// write `<profile_states>/<profile>/state` (made when the worker starts if missing)
     /// and no other profile's. `None`: workers write no state folder.
@@ -111,6 +116,7 @@ impl Default for IsolationPolicy {
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             workspace_roots: BTreeMap::new(),
+            workspace_protected: Vec::new(),
             profile_states: None,
             default_profile: "default".to_owned(),
             allow_network: false,

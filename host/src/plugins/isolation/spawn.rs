@@ -555,16 +555,21 @@ fn rules_for(
     write.extend(policy.write_paths.iter().cloned());
     // The profile's workspace: the tools that declare it read, write and run programs
     // there; no other plugin's worker reaches it.
+    // The host's config, plugin folders and state stay out of the reach of tools that
+    // work in a workspace, whatever its roots hold (and so out of their commands' reach).
+    let mut hidden = Vec::new();
     if launch.workspace
         && let Some(roots) = policy.workspace_roots.get(profile)
     {
         read.extend(roots.iter().cloned());
         write.extend(roots.iter().cloned());
+        hidden.extend(policy.workspace_protected.iter().cloned());
     }
     SandboxRules {
         read,
         write,
         network: launch.network,
+        hidden,
         // The host's state (hidden by `sandbox::apply`, from the environment) stays out of
         // reach whatever the roots and paths say; only the profile's own plugin state is
         // granted inside it.
