@@ -97,7 +97,7 @@ fn unescape(line: &[u8]) -> Vec<u8> {
 
 /// `path` with its links resolved as far as it exists (a hidden path that does not exist
 /// yet is still hidden where it will be made).
-fn resolved(path: &Path) -> PathBuf {
+pub fn resolved(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {

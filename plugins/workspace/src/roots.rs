@@ -93,7 +93,7 @@ impl Workspace {
             .iter()
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
-            .map(|p| resolved_as_far_as_it_exists(&p))
+            .map(|p| toolhost_sandbox::protected::resolved(&p))
             .collect();
         Ok(Workspace {
             roots,
@@ -167,7 +167,7 @@ impl Workspace {
         // Where a link beneath the root leads, as far as the path exists now (the opens
         // check the handle they get again: the link may change in between).
         if !self.protected.is_empty() {
-            let real = resolved_as_far_as_it_exists(&abs);
+            let real = toolhost_sandbox::protected::resolved(&abs);
             if let Some(protected) = self.protected_at(&real) {
                 return Err(refusal(&resolved.shown(), protected));
             }
@@ -286,27 +286,6 @@ fn refusal(shown: &str, protected: &Path) -> ToolError {
         "{shown} is in {}, which holds toolhost's own state, config or plugins: the workspace          tools never read or write it, whatever the workspace roots are (lasting approvals,          tokens, config and plugins are changed with the toolhost command, outside the          agent)",
         protected.display()
     ))
-}
-
-/// `path` with its links resolved as far as it exists (a protected path that does not
-/// exist yet is still protected where it will be made).
-fn resolved_as_far_as_it_exists(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// Where an open handle is, as the kernel says (`/proc/self/fd/N`).
