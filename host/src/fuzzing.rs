@@ -832,14 +832,62 @@ fn mcp_server() -> &'static crate::McpServer {
     server
 }
 
+/// The server's end of an in-memory pipe, which says when it is dropped (every task of
+/// the session that held it is done).
+struct Watched {
+    pipe: tokio::io::DuplexStream,
+    _dropped: tokio::sync::oneshot::Sender<()>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.pipe).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.pipe).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.pipe).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.pipe).poll_shutdown(cx)
+    }
+}
+
 /// A client's bytes on an MCP stdio session: served by the host's MCP server over an
-/// in-memory pipe until the input ends; the session must end, and every line it writes
-/// must be JSON.
+/// in-memory pipe until the input ends; the session must end and let its pipe go (so an
+/// input's memory is freed within the input: a pipe a finished task still held, its buffer
+/// read to the end, looked leaked to the leak checker), and every line it writes must be
+/// JSON.
 pub fn mcp_stdio(data: &[u8]) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let server = mcp_server();
     let answered = runtime().block_on(async {
-        let (client, server_end) = tokio::io::duplex(1 << 16);
+        let (client, pipe) = tokio::io::duplex(1 << 16);
+        let (dropped_tx, dropped) = tokio::sync::oneshot::channel::<()>();
+        let server_end = Watched {
+            pipe,
+            _dropped: dropped_tx,
+        };
         let (server_read, server_write) = tokio::io::split(server_end);
         let (mut client_read, mut client_write) = tokio::io::split(client);
         let stop = tokio_util::sync::CancellationToken::new();
@@ -864,12 +912,17 @@ pub fn mcp_stdio(data: &[u8]) {
         };
         let ended = tokio::time::timeout(HANG, both).await.is_ok();
         stop.cancel();
-        (ended, out)
+        let released = tokio::time::timeout(HANG, dropped).await.is_ok();
+        (ended, released, out)
     });
-    let (ended, out) = answered;
+    let (ended, released, out) = answered;
     assert!(
         ended,
         "an MCP stdio session did not end within {HANG:?} of its input's end"
+    );
+    assert!(
+        released,
+        "an MCP stdio session's tasks held its pipe {HANG:?} after the session ended"
     );
     for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         if let Err(e) = serde_json::from_slice::<Value>(line) {
