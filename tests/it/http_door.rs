@@ -47,8 +47,17 @@ impl HttpHost {
 
     /// Like `start`, with the server's open-file limit (soft and hard) set to `nofile`.
     fn start_limited(config: &str, extra: &[&str], nofile: Option<u64>) -> HttpHost {
+        HttpHost::start_serving(config, extra, nofile, &["fixture_basic"])
+    }
+
+    /// Like `start`, serving the plugins `libs`.
+    pub(crate) fn start_with(config: &str, extra: &[&str], libs: &[&str]) -> HttpHost {
+        HttpHost::start_serving(config, extra, None, libs)
+    }
+
+    fn start_serving(config: &str, extra: &[&str], nofile: Option<u64>, libs: &[&str]) -> HttpHost {
         let dir = config_dir(config);
-        let plugins = PluginDir::with(&["fixture_basic"]);
+        let plugins = PluginDir::with(libs);
         let mut command = toolhost_command();
         if let Some(n) = nofile {
             use std::os::unix::process::CommandExt as _;
@@ -108,6 +117,11 @@ impl HttpHost {
         self.dir.path().join("control.sock")
     }
 
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     pub(crate) fn client(&self, token: Option<&str>) -> Client {
         Client {
             port: self.port,
@@ -116,6 +130,15 @@ impl HttpHost {
             origin: None,
         }
     }
+}
+
+/// POSTs `body` with `headers` on a fresh connection to `port` (60 s to answer).
+pub(crate) fn post_to(port: u16, headers: &[(String, String)], body: &str) -> Response {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    send(&mut stream, port, headers, body)
 }
 
 /// One HTTP response.

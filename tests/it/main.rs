@@ -53,5 +53,6 @@ mod summary;
 mod support;
 mod teardown;
 mod trust;
+mod waiting_calls;
 mod worker_sandbox;
 mod workspace;

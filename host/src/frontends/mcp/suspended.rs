@@ -19,7 +19,8 @@ use super::caller::{Inputs, McpCaller, Question};
 use toolhost_calls::context::Caller;
 use toolhost_calls::result::ToolResult;
 
-/// At most this many calls of one caller wait for answers; past it its longest-waiting
+/// At most this many calls of one token (over stdio: of one connection) wait for
+/// answers, whatever client names its requests give; past it that token's longest-waiting
 /// call is abandoned for the new one.
 const MAX_PER_CALLER: usize = 32;
 /// At most this many calls wait for answers in all (past it, the longest-waiting goes).
@@ -60,6 +61,13 @@ pub(super) struct Owner {
 }
 
 impl Owner {
+    /// Whether `other` counts against the same limits: the same token and connection. The
+    /// client's name is its own to choose (every request may give another), so it binds
+    /// a waiting call to its client but never makes room for more.
+    pub(super) fn same_quota(&self, other: &Owner) -> bool {
+        self.token == other.token && self.connection == other.connection
+    }
+
     /// `connection`: the session of a stdio connection; `None` over HTTP, where each
     /// sessionless request is a session of its own.
     pub(super) fn of(caller: &Caller, connection: Option<&str>) -> Owner {
@@ -171,7 +179,10 @@ impl SuspendedCalls {
         let abandoned = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let mut abandoned = Vec::new();
-            let mine = waiting.values().filter(|w| w.owner == owner).count();
+            let mine = waiting
+                .values()
+                .filter(|w| w.owner.same_quota(&owner))
+                .count();
             if mine >= MAX_PER_CALLER
                 && let Some(oldest) = oldest(&waiting, Some(&owner))
                 && let Some(w) = waiting.remove(&oldest)
@@ -263,7 +274,32 @@ impl SuspendedCalls {
 fn oldest(waiting: &HashMap<String, Waiting>, owner: Option<&Owner>) -> Option<String> {
     waiting
         .iter()
-        .filter(|(_, w)| owner.is_none_or(|o| &w.owner == o))
+        .filter(|(_, w)| owner.is_none_or(|o| w.owner.same_quota(o)))
         .min_by_key(|(_, w)| w.asked)
         .map(|(state, _)| state.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(token: Option<&str>, client: &str, connection: Option<&str>) -> Owner {
+        Owner {
+            token: token.map(str::to_owned),
+            client: Some(client.to_owned()),
+            connection: connection.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_token_is_one_quota_whatever_client_names_it_gives() {
+        let a = owner(Some("t1"), "client-a", None);
+        assert!(a.same_quota(&owner(Some("t1"), "client-b", None)));
+        assert_ne!(a, owner(Some("t1"), "client-b", None));
+        assert!(!a.same_quota(&owner(Some("t2"), "client-a", None)));
+        assert!(!a.same_quota(&owner(None, "client-a", None)));
+        let stdio = owner(None, "x", Some("conn-1"));
+        assert!(stdio.same_quota(&owner(None, "y", Some("conn-1"))));
+        assert!(!stdio.same_quota(&owner(None, "x", Some("conn-2"))));
+    }
 }

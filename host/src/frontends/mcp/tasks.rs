@@ -66,7 +66,11 @@ impl Tasks {
         // one to keep its result): forget those, and count the rest as kept.
         let gone_after = std::time::Duration::from_millis(2 * TASK_TTL_MS);
         owners.retain(|_, (_, made)| made.elapsed() < gone_after);
-        let kept_by_caller = owners.values().filter(|(o, _)| *o == owner).count();
+        // Counted by token (and connection), not by the client's self-chosen name.
+        let kept_by_caller = owners
+            .values()
+            .filter(|(o, _)| o.same_quota(&owner))
+            .count();
         let running = |id: &String| {
             self.manager
                 .get_task(id)
@@ -74,7 +78,7 @@ impl Tasks {
         };
         let mine = owners
             .iter()
-            .filter(|(id, (o, _))| *o == owner && running(id))
+            .filter(|(id, (o, _))| o.same_quota(&owner) && running(id))
             .count();
         if mine >= MAX_PER_CALLER
             || kept_by_caller >= MAX_KEPT_PER_CALLER

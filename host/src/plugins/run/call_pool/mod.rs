@@ -5,8 +5,13 @@
 //! blocking read, `std::thread::sleep` in an async fn) holds only its own pool thread, so
 //! timeouts fire, status answers and other calls run.
 //!
-//! Sizing: threads are made on demand, one per call running at once (a call waits only if
-//! [`MAX_THREADS`] are busy), and an idle thread ends after [`IDLE_LIFETIME`]. A pool
+//! Sizing: threads are made on demand, one per call being polled at once (a call waits
+//! only if [`MAX_THREADS`] are busy), and an idle thread ends after [`IDLE_LIFETIME`]. A
+//! call whose future is waiting (`Pending`: a question to its client, a timer, a child
+//! turn) holds no thread: the pool thread puts it back and goes on, and the call's own
+//! waker hands it to a pool thread again when it can go on (a state word, so a wake-up
+//! during a poll makes the thread poll once more rather than be lost). So any number of
+//! calls may wait for their clients while other calls run. A
 //! thread does not enter the caller's tokio runtime: the plugin's host services (timers,
 //! child turns, questions) enter the runtime the call started on themselves, so the
 //! runtime's handle is not shared by two threads on every call ([`on_pool_thread`] tells
@@ -22,7 +27,8 @@
 //! there, the thread waited for runs only once the spinner stops.
 //!
 //! When the caller gives up on a call (its timeout and grace passed, or the turn was
-//! dropped), the pool thread drops the plugin's future at its next wake-up. A future that
+//! dropped), a pool thread drops the plugin's future: at once if it was waiting, else when
+//! its `poll` returns. A future that
 //! never returns from `poll` cannot be dropped: native code cannot be stopped from outside.
 //! Such a call is listed by [`stuck_calls`] (and in `toolhost status`) until it returns;
 //! its thread is lost until then.
@@ -32,10 +38,9 @@ mod threads;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +48,8 @@ use toolhost_plugin_api::take_message;
 
 use threads::Task;
 
-/// The most pool threads at once; past it, new calls wait for a thread.
+/// The most pool threads at once (calls being polled, not calls waiting); past it, calls
+/// wait for a thread.
 pub(crate) const MAX_THREADS: usize = 512;
 
 /// How long an idle pool thread waits for work before it ends.
@@ -173,6 +179,8 @@ pub(crate) async fn run<T: Send + 'static>(
 ) -> Result<T, PoolError> {
     let job = Arc::new(Job {
         future: Mutex::new(Some(future)),
+        state: AtomicU32::new(QUEUED),
+        started: AtomicBool::new(false),
         signals: Awaited {
             ready: Padded(AtomicBool::new(false)),
             output: Mutex::new(None),
@@ -183,10 +191,9 @@ pub(crate) async fn run<T: Send + 'static>(
             names: CallNames::new(tool, plugin),
         },
     });
-    let worker = threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
+    threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
     let mut waiting = Waiting {
         job,
-        worker,
         done: false,
         spun: false,
     };
@@ -196,7 +203,6 @@ pub(crate) async fn run<T: Send + 'static>(
 /// A call started with [`start`], running on a pool thread with no one awaiting it.
 pub(crate) struct Detached {
     job: Arc<dyn GiveUp>,
-    worker: Option<Thread>,
 }
 
 impl Detached {
@@ -204,10 +210,7 @@ impl Detached {
     /// or as soon as its `poll` returns; then its `on_done` runs with an error. A call
     /// whose `poll` never returns never gets there (and is listed as stuck).
     pub(crate) fn give_up(&self) {
-        self.job.give_up();
-        if let Some(worker) = &self.worker {
-            worker.unpark();
-        }
+        Arc::clone(&self.job).give_up();
     }
 }
 
@@ -223,25 +226,95 @@ pub(crate) fn start<T: Send + 'static>(
 ) -> Result<Detached, PoolError> {
     let job = Arc::new(Job {
         future: Mutex::new(Some(future)),
+        state: AtomicU32::new(QUEUED),
+        started: AtomicBool::new(false),
         signals: Unawaited {
             on_done: Mutex::new(Some(on_done)),
             given_up: AtomicBool::new(false),
             names: CallNames::new(tool, plugin),
         },
     });
-    let worker = threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
-    Ok(Detached { job, worker })
+    threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
+    Ok(Detached { job })
 }
 
 /// What runs on the plugin thread with a detached call's outcome.
 pub(crate) type OnDone<T> = Box<dyn FnOnce(Result<T, PoolError>) + Send>;
 
-/// One call: its future (on a pool thread while it runs) and how its end is told.
+/// A job's scheduling states ([`Job::state`]).
+/// Waiting for a wake-up: its future is in the job, on no thread.
+const IDLE: u32 = 0;
+/// Handed to the pool (at its start, or woken from `IDLE`).
+const QUEUED: u32 = 1;
+/// Being polled on a pool thread.
+const RUNNING: u32 = 2;
+/// Woken while being polled: the thread polls it again before it lets it go.
+const NOTIFIED: u32 = 3;
+/// Answered, or dropped.
+const DONE: u32 = 4;
+
+/// One call: its future (on a pool thread while it is polled, in the job while it waits)
+/// and how its end is told. It is its own waker ([`Wake`]): a wake-up hands a waiting
+/// call to a pool thread.
 struct Job<T, S> {
-    /// Taken by the pool thread that runs the call; put back once it answered, for the
-    /// last owner to drop (see [`PoolFuture`]).
+    /// Taken by the pool thread that polls the call, put back while it waits; put back
+    /// once it answered, for the last owner to drop (see [`PoolFuture`]).
     future: Mutex<Option<PoolFuture<T>>>,
+    /// `IDLE`, `QUEUED`, `RUNNING`, `NOTIFIED` or `DONE`.
+    state: AtomicU32,
+    /// Whether a pool thread ever took it (a caller giving up waits for its drop only
+    /// then).
+    started: AtomicBool,
     signals: S,
+}
+
+impl<T: Send + 'static, S: JobSignals<T> + 'static> Job<T, S> {
+    /// Hands the call to a pool thread if it waits (`IDLE`), or has the thread polling it
+    /// poll it again (`RUNNING`); nothing if it is queued, already woken or done.
+    fn schedule(self: &Arc<Self>) {
+        let mut now = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match now {
+                IDLE => QUEUED,
+                RUNNING => NOTIFIED,
+                _ => return,
+            };
+            match self
+                .state
+                .compare_exchange_weak(now, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(seen) => now = seen,
+            }
+        }
+        if now == IDLE
+            && let Err(e) = threads::submit(Arc::clone(self) as Arc<dyn Task>)
+        {
+            // No thread runs and none could be started: the call ends with that error
+            // (its future dropped here: no pool thread is left to drop it on).
+            self.state.store(DONE, Ordering::Release);
+            let future = self
+                .future
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| drop(future))) {
+                tracing::warn!("dropping a plugin call panicked: {}", take_message(panic));
+            }
+            self.signals.ended(false);
+            self.signals.finish(Err(e));
+        }
+    }
+}
+
+impl<T: Send + 'static, S: JobSignals<T> + 'static> Wake for Job<T, S> {
+    fn wake(self: Arc<Self>) {
+        self.schedule();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.schedule();
+    }
 }
 
 /// How the end of a call is told: to a waiting caller ([`Awaited`]) or to a callback
@@ -316,13 +389,15 @@ struct Unawaited<T> {
 }
 
 trait GiveUp: Send + Sync {
-    fn give_up(&self);
+    fn give_up(self: Arc<Self>);
 }
 
 impl<T: Send + 'static> GiveUp for Job<T, Unawaited<T>> {
-    fn give_up(&self) {
+    fn give_up(self: Arc<Self>) {
         self.signals.names.abandon();
-        self.signals.given_up.store(true, Ordering::Release);
+        self.signals.given_up.store(true, Ordering::SeqCst);
+        // A waiting call goes to a thread, which drops it.
+        self.schedule();
     }
 }
 
@@ -354,17 +429,18 @@ impl<T: Send> JobSignals<T> for Unawaited<T> {
     }
 }
 
-impl<T: Send + 'static, S: JobSignals<T>> Task for Job<T, S> {
+impl<T: Send + 'static, S: JobSignals<T> + 'static> Task for Job<T, S> {
     fn stuck(&self, now: Instant) -> Option<StuckCall> {
         self.signals.names().stuck(now)
     }
 
-    /// Polls the call to its end on this thread, parking between wake-ups; drops it early
-    /// once the caller gave up (or its `poll` panicked). A future that answered goes back
-    /// into the job, for its owner to drop. What this thread does after `finishing` is a
-    /// few stores (see `threads.rs`: the caller's next call waits for them rather than
-    /// for another thread).
-    fn run(&self, finishing: &dyn Fn()) {
+    /// Polls the call on this thread until it answers or waits; a call that waits goes
+    /// back into the job and this thread goes on (the call's waker brings it back). Drops
+    /// it early once the caller gave up (or its `poll` panicked). A future that answered
+    /// goes back into the job, for its owner to drop. What this thread does after
+    /// `finishing` is a few stores (see `threads.rs`: the caller's next call waits for them
+    /// rather than for another thread).
+    fn run(self: Arc<Self>, finishing: &dyn Fn()) {
         let signals = &self.signals;
         let Some(mut future) = self
             .future
@@ -374,19 +450,42 @@ impl<T: Send + 'static, S: JobSignals<T>> Task for Job<T, S> {
         else {
             return;
         };
-        let output = THREAD_WAKER.with(|waker| {
-            let mut cx = Context::from_waker(waker);
-            loop {
-                if signals.given_up() {
-                    return None;
-                }
-                match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
-                    Ok(Poll::Ready(output)) => return Some(Ok(output)),
-                    Ok(Poll::Pending) => std::thread::park(),
-                    Err(panic) => return Some(Err(PoolError::Panicked(take_message(panic)))),
-                }
+        self.started.store(true, Ordering::SeqCst);
+        self.state.store(RUNNING, Ordering::Release);
+        let waker = Waker::from(Arc::clone(&self));
+        let mut cx = Context::from_waker(&waker);
+        let output = loop {
+            if signals.given_up() {
+                break None;
             }
-        });
+            match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                Ok(Poll::Ready(output)) => break Some(Ok(output)),
+                Ok(Poll::Pending) => {
+                    // Back into the job, and this thread is free, unless it was woken
+                    // meanwhile (then it is polled again here).
+                    *self.future.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
+                    if self
+                        .state
+                        .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                    self.state.store(RUNNING, Ordering::Release);
+                    match self
+                        .future
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take()
+                    {
+                        Some(again) => future = again,
+                        None => return,
+                    }
+                }
+                Err(panic) => break Some(Err(PoolError::Panicked(take_message(panic)))),
+            }
+        };
+        self.state.store(DONE, Ordering::Release);
         if matches!(output, Some(Ok(_))) {
             *self.future.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
         } else if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| drop(future))) {
@@ -406,28 +505,9 @@ impl<T: Send + 'static, S: JobSignals<T>> Task for Job<T, S> {
     }
 }
 
-thread_local! {
-    /// The waker that unparks this pool thread, made once per thread.
-    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-}
-
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// The caller's side: resolves with the output; dropped early, gives the call up.
 struct Waiting<T: Send + 'static> {
     job: Arc<Job<T, Awaited<T>>>,
-    /// The pool thread that took the call (none if it waits for a thread).
-    worker: Option<Thread>,
     done: bool,
     /// Whether it already looked for the output before yielding (first poll only).
     spun: bool,
@@ -482,13 +562,13 @@ impl<T: Send + 'static> Drop for Waiting<T> {
         let signals = &self.job.signals;
         signals.names.abandon();
         signals.given_up.store(true, Ordering::SeqCst);
-        if let Some(worker) = &self.worker {
-            // The thread may have gone on to another call meanwhile: an unpark it does
-            // not need only makes it look again.
-            worker.unpark();
-            // A future that is waiting (the usual case) is dropped at once on its thread;
-            // wait for that, briefly, so the plugin has wound down when the caller goes
-            // on. One that spins is left to its thread (and listed as stuck).
+        // A waiting call goes to a pool thread, which drops it; one being polled is
+        // dropped when its `poll` returns.
+        self.job.schedule();
+        if self.job.started.load(Ordering::SeqCst) {
+            // A future that is waiting (the usual case) is dropped at once on a pool
+            // thread; wait for that, briefly, so the plugin has wound down when the caller
+            // goes on. One that spins is left to its thread (and listed as stuck).
             let ended = signals.ended.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = signals
                 .ended_changed

@@ -22,9 +22,9 @@ const SPIN_FOR_WORK: Duration = Duration::from_micros(100);
 
 /// A call handed to the pool, its output type erased.
 pub(super) trait Task: Send + Sync {
-    /// Polls the call to its end on this thread; calls `finishing` just before it hands
-    /// the output over.
-    fn run(&self, finishing: &dyn Fn());
+    /// Polls the call on this thread until it answers (calling `finishing` just before it
+    /// hands the output over) or waits (it comes back through `submit` when woken).
+    fn run(self: Arc<Self>, finishing: &dyn Fn());
     /// The call, if its caller gave it up (for `stuck_calls`).
     fn stuck(&self, now: Instant) -> Option<StuckCall>;
 }
@@ -287,7 +287,7 @@ fn take_queued() -> Option<Arc<dyn Task>> {
 struct Nothing;
 
 impl Task for Nothing {
-    fn run(&self, _: &dyn Fn()) {}
+    fn run(self: Arc<Self>, _: &dyn Fn()) {}
 
     fn stuck(&self, _: Instant) -> Option<StuckCall> {
         None
