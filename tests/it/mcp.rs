@@ -705,7 +705,8 @@ fn a_question_a_sessionless_client_leaves_unanswered_ends_at_the_configured_limi
 /// `[mcp.oauth]` against a real OpenID provider (oidc-provider, started by
 /// tests/mcp/oauth_checks.mjs on loopback): the challenge and metadata, a good token, the
 /// tokens that must be refused (audience, issuer, expiry, `alg: none`, HMAC with the public
-/// key, scope, a key published only later), a scope choosing a profile, and the
+/// key, scope, a key published only later), a good token checked at once while a fetch of
+/// the key set hangs, a scope choosing a profile, and the
 /// TypeScript SDK's OAuth client calling a tool, audited under its subject.
 #[test]
 fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
@@ -733,6 +734,8 @@ fn oauth_access_tokens_from_a_real_provider_are_checked_as_the_spec_says() {
         "HMAC with the public key: 401",
         "without the required scope: 403",
         "a rotated key is fetched and accepted",
+        "while a fetch of the key set hangs",
+        "the tokens with a key id the issuer never published are refused",
         "a scope mapped to a profile serves that profile's tools",
         "the TypeScript SDK's OAuth client gets a token from the provider and calls a tool",
         "the audit log names the token's subject",

@@ -82,11 +82,19 @@ const provider = new Provider(issuer, {
   },
 });
 const callback = provider.callback();
-// The provider's key set, served here so the test can rotate it.
+// The provider's key set, served here so the test can rotate it, or hang it.
+let jwksHangs = false;
+let jwksAsked = 0;
+const hung = [];
+const answerJwks = (res) => {
+  res.writeHead(200, { "content-type": "application/jwk-set+json" });
+  res.end(JSON.stringify({ keys: published }));
+};
 server.on("request", (req, res) => {
   if (req.url === "/jwks") {
-    res.writeHead(200, { "content-type": "application/jwk-set+json" });
-    res.end(JSON.stringify({ keys: published }));
+    jwksAsked++;
+    if (jwksHangs) hung.push(res);
+    else answerJwks(res);
   } else {
     callback(req, res);
   }
@@ -188,6 +196,34 @@ for (let i = 0; ; i++) {
   await new Promise((res) => setTimeout(res, 250));
 }
 ok("a rotated key is fetched and accepted");
+
+// A key set that hangs: a token naming a key id never seen makes the host fetch the set
+// again (at most every 10 s, so it is sent until the fetch starts); while that fetch
+// hangs, a token signed with a known key is checked at once, not behind the fetch.
+const keyC = await jose.generateKeyPair("RS256");
+const unknownKid = await signed(keyC, "key-c", { sub: "unknown" });
+const goodToken = await granted("mcp:tools");
+jwksHangs = true;
+const askedBefore = jwksAsked;
+const waiting = [];
+for (let i = 0; jwksAsked === askedBefore; i++) {
+  if (i > 300) fail("the host never fetched the key set again for a key id it had not seen");
+  waiting.push(post(unknownKid));
+  await new Promise((r) => setTimeout(r, 100));
+}
+const started = performance.now();
+const beside = await post(goodToken);
+const took = Math.round(performance.now() - started);
+if (beside.status !== 200) fail(`a good token while the key set hangs: ${beside.status} ${beside.text}`);
+if (hung.length === 0) fail("the hanging key-set request ended before the good token was checked");
+if (took > 3000) fail(`a good token waited ${took} ms behind a hanging key-set fetch`);
+ok(`a good token is answered in ${took} ms while a fetch of the key set hangs`);
+jwksHangs = false;
+hung.splice(0).forEach(answerJwks);
+for (const r of await Promise.all(waiting)) {
+  if (r.status !== 401) fail(`a token with an unknown key id: ${r.status} ${r.challenge}`);
+}
+ok("the tokens with a key id the issuer never published are refused once the fetch ends");
 
 // A scope that chooses a profile: that profile's tools only.
 const connect = async (options) => {

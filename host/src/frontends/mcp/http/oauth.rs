@@ -1,12 +1,14 @@
 //! MCP over HTTP as an OAuth 2.1 resource server (`[mcp.oauth]`): the protected-resource
 //! metadata clients discover the authorization server by (RFC 9728), and the check of a
 //! JWT access token (RFC 9068): signed by one of the issuer's keys (fetched from its
-//! metadata's `jwks_uri`, cached, fetched again for a key id it has not seen: rotation),
+//! metadata's `jwks_uri`, cached, fetched again for a key id it has not seen: rotation;
+//! a fetch never stands on the path of a token whose key is already known),
 //! with an allowed asymmetric algorithm (never `none`, never HMAC), from the issuer, for
 //! this resource (RFC 8707 audience), in its validity window, with the scopes asked for.
 //! A token's scopes may choose its profile.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
@@ -107,8 +109,20 @@ pub(crate) struct OAuthResource {
     metadata_paths: [String; 2],
     /// The metadata's URL, for the challenge.
     metadata_url: String,
+    /// The issuer's keys, shared with the background fetches that refresh them.
+    keys: Arc<KeySource>,
+}
+
+/// The issuer's keys and how they are fetched. The cache's lock is held only to read or
+/// store keys, never across a fetch: a token signed with a known key is checked at once
+/// while another request's fetch (a key id never seen, a stale set) waits on a slow or
+/// hanging issuer. One fetch runs at a time (`fetching`); a stale set is refreshed in the
+/// background.
+struct KeySource {
+    issuer: String,
     http: reqwest::Client,
-    keys: tokio::sync::Mutex<Keys>,
+    cache: Mutex<Keys>,
+    fetching: tokio::sync::Mutex<()>,
 }
 
 /// Why the issuer's keys could not be had.
@@ -153,10 +167,15 @@ impl OAuthResource {
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let keys = Keys {
-            url: settings.jwks_url.clone(),
-            ..Keys::default()
-        };
+        let keys = Arc::new(KeySource {
+            issuer: settings.issuer.clone(),
+            http,
+            cache: Mutex::new(Keys {
+                url: settings.jwks_url.clone(),
+                ..Keys::default()
+            }),
+            fetching: tokio::sync::Mutex::new(()),
+        });
         // The config check accepts only names these parse (asymmetric algorithms).
         let algorithms = settings
             .algorithms
@@ -172,8 +191,7 @@ impl OAuthResource {
             algorithms,
             metadata_paths,
             metadata_url,
-            http,
-            keys: tokio::sync::Mutex::new(keys),
+            keys,
         })
     }
 
@@ -319,46 +337,103 @@ impl OAuthResource {
         })
     }
 
-    /// The issuer's key for `kid` (or its only key for `alg`), fetching the key set when
-    /// it is stale or lacks that key (a rotation), at most one try per [`REFETCH_AFTER`].
+    /// The issuer's key for `kid` (or its only key for `alg`). A known key is used at
+    /// once (a stale set is refreshed in the background); a key id not in the set waits
+    /// for a fetch (a rotation), at most one try per [`REFETCH_AFTER`].
     async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, OAuthRefusal> {
-        let mut keys = self.keys.lock().await;
-        let stale = keys.fetched.is_none_or(|at| at.elapsed() >= KEYS_FRESH);
-        let known = find(&keys.keys, kid, alg).is_some();
-        let may_fetch = keys.tried.is_none_or(|at| at.elapsed() >= REFETCH_AFTER);
-        if (stale || !known) && may_fetch {
-            keys.tried = Some(Instant::now());
-            match self.fetch_keys(&mut keys).await {
-                Ok(fetched) => {
-                    keys.keys = fetched;
-                    keys.fetched = Some(Instant::now());
+        let source = &self.keys;
+        let (known, stale) = {
+            let keys = source.lock();
+            let stale = keys.fetched.is_none_or(|at| at.elapsed() >= KEYS_FRESH);
+            (find(&keys.keys, kid, alg).cloned(), stale)
+        };
+        let jwk = match known {
+            Some(jwk) => {
+                if stale && source.may_fetch() {
+                    let source = Arc::clone(source);
+                    tokio::spawn(async move {
+                        if let Err(e) = source.refresh().await {
+                            tracing::warn!(
+                                "[mcp.oauth] could not fetch the issuer's keys again: {e}"
+                            );
+                        }
+                    });
                 }
-                Err(e) if keys.keys.is_empty() => return Err(OAuthRefusal::KeysUnavailable(e)),
-                Err(e) => {
-                    tracing::warn!("[mcp.oauth] could not fetch the issuer's keys again: {e}")
+                jwk
+            }
+            None => {
+                let fetched = if source.may_fetch() {
+                    source.refresh().await
+                } else {
+                    Ok(())
+                };
+                let keys = source.lock();
+                match (find(&keys.keys, kid, alg), fetched) {
+                    (Some(jwk), _) => jwk.clone(),
+                    (None, Err(e)) if keys.keys.is_empty() => {
+                        return Err(OAuthRefusal::KeysUnavailable(e));
+                    }
+                    (None, fetched) => {
+                        if let Err(e) = fetched {
+                            tracing::warn!(
+                                "[mcp.oauth] could not fetch the issuer's keys again: {e}"
+                            );
+                        }
+                        return Err(OAuthRefusal::Invalid(format!(
+                            "the token is signed with a key the issuer does not publish ({})",
+                            kid.map_or_else(|| "no key id".to_owned(), |k| format!("key id {k:?}"))
+                        )));
+                    }
                 }
             }
-        }
-        let jwk = find(&keys.keys, kid, alg).ok_or_else(|| {
-            OAuthRefusal::Invalid(format!(
-                "the token is signed with a key the issuer does not publish ({})",
-                kid.map_or_else(|| "no key id".to_owned(), |k| format!("key id {k:?}"))
-            ))
-        })?;
-        DecodingKey::from_jwk(jwk)
+        };
+        DecodingKey::from_jwk(&jwk)
             .map_err(|e| OAuthRefusal::Invalid(format!("the issuer's key cannot be used: {e}")))
     }
+}
 
-    /// Fetches the key set (finding its URL in the issuer's metadata first, once).
-    async fn fetch_keys(&self, keys: &mut Keys) -> Result<Vec<Jwk>, KeyFetchError> {
-        let url = match &keys.url {
-            Some(url) => url.clone(),
+impl KeySource {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a fetch may be tried now (none tried within [`REFETCH_AFTER`]).
+    fn may_fetch(&self) -> bool {
+        self.lock()
+            .tried
+            .is_none_or(|at| at.elapsed() >= REFETCH_AFTER)
+    }
+
+    /// Fetches the key set into the cache, unless another fetch did so (or tried)
+    /// within [`REFETCH_AFTER`] while this one waited its turn.
+    async fn refresh(&self) -> Result<(), KeyFetchError> {
+        let _turn = self.fetching.lock().await;
+        let url = {
+            let mut keys = self.lock();
+            if keys.tried.is_some_and(|at| at.elapsed() < REFETCH_AFTER) {
+                return Ok(());
+            }
+            keys.tried = Some(Instant::now());
+            keys.url.clone()
+        };
+        let url = match url {
+            Some(url) => url,
             None => {
                 let url = self.discover_jwks().await?;
-                keys.url = Some(url.clone());
+                self.lock().url = Some(url.clone());
                 url
             }
         };
+        let fetched = self.fetch_keys(&url).await?;
+        let mut keys = self.lock();
+        keys.keys = fetched;
+        keys.fetched = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Fetches the key set at `url`: its signing keys.
+    async fn fetch_keys(&self, url: &str) -> Result<Vec<Jwk>, KeyFetchError> {
+        let url = url.to_owned();
         let set = self.get_json(&url).await?;
         let listed = set
             .get("keys")
@@ -379,7 +454,7 @@ impl OAuthResource {
         tracing::info!(
             "[mcp.oauth] fetched {} signing key(s) of {} from {url}",
             usable.len(),
-            self.settings.issuer
+            self.issuer
         );
         Ok(usable)
     }
@@ -387,7 +462,7 @@ impl OAuthResource {
     /// The `jwks_uri` of the issuer's metadata: RFC 8414's well-known location, then
     /// OpenID Connect's; the metadata must name this issuer.
     async fn discover_jwks(&self) -> Result<String, KeyFetchError> {
-        let issuer = self.settings.issuer.trim_end_matches('/');
+        let issuer = self.issuer.trim_end_matches('/');
         let candidates = [
             format!(
                 "{}/.well-known/oauth-authorization-server{}",
