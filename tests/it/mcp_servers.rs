@@ -94,7 +94,7 @@ impl Work {
 }
 
 /// A `[[mcp_servers]]` entry for the Python fixture, named `up`, that may write the work
-/// folder's `markers`; `extra` lines are added to it.
+/// folder's `markers` and whose annotations are trusted; `extra` lines are added to it.
 fn python_server(work: &Work, extra: &str) -> String {
     let venv = python()
         .parent()
@@ -103,7 +103,7 @@ fn python_server(work: &Work, extra: &str) -> String {
         .to_path_buf();
     format!(
         "[[mcp_servers]]\nname = \"up\"\ncommand = {:?}\nargs = [{:?}]\n\
-         read_paths = [{:?}, {:?}]\nwrite_paths = [{:?}]\n{extra}\n",
+         read_paths = [{:?}, {:?}]\nwrite_paths = [{:?}]\ntrust_annotations = true\n{extra}\n",
         python().display().to_string(),
         workspace_root()
             .join("tests/mcp/upstream_server.py")
@@ -316,6 +316,42 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
             "{tool} {risk}: {risks:?}"
         );
     }
+    // Not trusted (the default), its readOnlyHint cannot lower a tool below write; over
+    // its max_tools, its listing is refused with the key named.
+    let config = std::fs::read_to_string(work.path().join("toolhost/config.toml")).expect("config");
+    work.write_config(&config.replace("trust_annotations = true\n", ""));
+    let echo_risk = |report: &Value| {
+        report["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == "up_echo"))
+            .map(|t| t["risk"].clone())
+    };
+    let out = work
+        .toolhost()
+        .args(["check", "--json", "--mcp-server", "up"])
+        .output()
+        .expect("toolhost check --mcp-server");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(echo_risk(&report), Some(Value::from("write")), "{report}");
+    work.write_config(&config.replace(
+        "[[mcp_servers]]\nname = \"up\"",
+        "[[mcp_servers]]\nname = \"up\"\nmax_tools = 2",
+    ));
+    let out = work
+        .toolhost()
+        .args(["check", "--mcp-server", "up"])
+        .output()
+        .expect("toolhost check --mcp-server");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success() && said.contains("more than 2 tools") && said.contains("max_tools"),
+        "{said}"
+    );
+    work.write_config(&config);
     // Its memory is its cgroup's to bound, where the host can make one.
     match report["server"]["containment"].as_str() {
         Some(c) if c.starts_with("cgroup") => {
@@ -366,7 +402,8 @@ fn a_stdio_server_is_confined_and_a_profile_mixes_its_tools_with_a_plugins() {
 }
 
 /// The reference server-everything (Node) over stdio and over streamable HTTP: its tools
-/// are listed under the prefix with the risk of their annotations, and calls give its
+/// are listed under the prefix with the risk of their annotations (a readOnlyHint only
+/// where `trust_annotations` is set), and calls give its
 /// text, structured content and images.
 #[test]
 fn server_everything_over_stdio_and_http_serves_text_structured_results_and_images() {
@@ -388,7 +425,10 @@ fn server_everything_over_stdio_and_http_serves_text_structured_results_and_imag
                 modules.display().to_string()
             )
         } else {
-            format!("[[mcp_servers]]\nname = \"every\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n")
+            format!(
+                "[[mcp_servers]]\nname = \"every\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+                 trust_annotations = true\n"
+            )
         });
         let listed = work.list(&plugins.path(), None);
         let echo = listed
@@ -396,7 +436,9 @@ fn server_everything_over_stdio_and_http_serves_text_structured_results_and_imag
             .find(|t| t["name"] == "every_echo")
             .unwrap_or_else(|| panic!("{transport}: {listed:?}"));
         assert_eq!(echo["mcp_server"], "every", "{transport}");
-        assert_eq!(echo["risk"], "read", "{transport}: readOnlyHint");
+        // Its readOnlyHint counts only where the entry trusts its annotations (http here).
+        let risk = if transport == "http" { "read" } else { "write" };
+        assert_eq!(echo["risk"], risk, "{transport}: readOnlyHint");
         let (ok, said) = work.call(
             &plugins.path(),
             "every_echo",

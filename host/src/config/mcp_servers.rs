@@ -55,7 +55,18 @@ pub struct RawMcpServer {
     /// stdio: what it may write besides its own state folder and temporary folder.
     #[serde(default)]
     pub write_paths: Vec<PathBuf>,
+    /// Whether its tools' annotations may lower their risk (`readOnlyHint`; default
+    /// false: MCP calls annotations untrusted unless the server is, so an unvetted server's
+    /// tool that says it only reads still asks as a write).
+    #[serde(default)]
+    pub trust_annotations: bool,
+    /// The most tools it may list (default 1000); a server listing more is refused with
+    /// this key named, and its listing is read at most 100 pages deep.
+    pub max_tools: Option<usize>,
 }
+
+/// The most tools a server may list unless its entry says otherwise.
+const DEFAULT_MAX_TOOLS: usize = 1000;
 
 /// How a host reaches a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +135,10 @@ pub struct McpServerSettings {
     pub protocol: McpProtocol,
     /// A stdio server's confinement.
     pub sandbox: McpServerSandbox,
+    /// Whether its annotations may lower a tool's risk.
+    pub trust_annotations: bool,
+    /// The most tools it may list.
+    pub max_tools: usize,
 }
 
 impl McpServerSettings {
@@ -296,6 +311,9 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, Mc
                 });
             }
         };
+        if entry.max_tools == Some(0) {
+            return Err(McpServerError::NoTools { name: name.clone() });
+        }
         out.push(McpServerSettings {
             name: name.clone(),
             prefix,
@@ -309,6 +327,8 @@ pub(super) fn resolve(raw: &[RawMcpServer]) -> Result<Vec<McpServerSettings>, Mc
                 read_paths: entry.read_paths.clone(),
                 write_paths: entry.write_paths.clone(),
             },
+            trust_annotations: entry.trust_annotations,
+            max_tools: entry.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         });
     }
     Ok(out)
@@ -439,6 +459,12 @@ pub(super) enum McpServerError {
         name: String,
         /// The version as written.
         protocol: String,
+    },
+    /// `max_tools = 0`.
+    #[error("[[mcp_servers]] {name}: max_tools = 0 would refuse every tool; write at least 1")]
+    NoTools {
+        /// The server.
+        name: String,
     },
 }
 

@@ -23,12 +23,14 @@ const MAX_NAME: usize = 64;
 /// The risk a server's annotations give a tool: `readOnlyHint` read, `destructiveHint`
 /// destructive, `openWorldHint` network, otherwise write. Only hints the server set to
 /// `true` count (MCP's defaults would make every unannotated tool destructive and
-/// networked; write, which asks a person, is the honest middle).
-pub(crate) fn risk(tool: &Tool) -> Risk {
+/// networked; write, which asks a person, is the honest middle). A server not trusted
+/// (`trust_annotations = false`, the default) cannot lower a tool below write: its
+/// `readOnlyHint` is ignored, its hints that raise the risk still count.
+pub(crate) fn risk(tool: &Tool, trusted: bool) -> Risk {
     let Some(a) = &tool.annotations else {
         return Risk::Write;
     };
-    if a.read_only_hint == Some(true) {
+    if a.read_only_hint == Some(true) && trusted {
         Risk::Read
     } else if a.destructive_hint == Some(true) {
         Risk::Destructive
@@ -74,7 +76,7 @@ pub(crate) fn local_name(prefix: &str, remote: &str, taken: &mut BTreeSet<String
 }
 
 /// The spec of a server's tool, listed as `name`.
-pub(crate) fn spec(name: String, tool: &Tool) -> ToolSpec {
+pub(crate) fn spec(name: String, tool: &Tool, trusted: bool) -> ToolSpec {
     let description = tool
         .description
         .as_deref()
@@ -86,7 +88,7 @@ pub(crate) fn spec(name: String, tool: &Tool) -> ToolSpec {
         name,
         description,
         schema: Value::Object((*tool.input_schema).clone()),
-        risk: risk(tool),
+        risk: risk(tool, trusted),
         interactive: false,
         requirements: Requirements::default(),
         output_schema: tool
@@ -309,30 +311,34 @@ mod tests {
     }
 
     #[test]
-    fn annotations_give_the_risk() {
+    fn annotations_give_the_risk_and_only_a_trusted_server_may_lower_it() {
         let base = serde_json::json!({"name": "t", "inputSchema": {"type": "object"}});
-        let with = |a: Value| {
+        let with = |a: Value, trusted: bool| {
             let mut t = base.clone();
             t["annotations"] = a;
-            risk(&tool(t))
+            risk(&tool(t), trusted)
         };
-        assert_eq!(risk(&tool(base.clone())), Risk::Write);
-        assert_eq!(
-            with(serde_json::json!({"readOnlyHint": true, "destructiveHint": true})),
-            Risk::Read
-        );
-        assert_eq!(
-            with(serde_json::json!({"destructiveHint": true})),
-            Risk::Destructive
-        );
-        assert_eq!(
-            with(serde_json::json!({"openWorldHint": true})),
-            Risk::Network
-        );
-        assert_eq!(
-            with(serde_json::json!({"destructiveHint": false})),
-            Risk::Write
-        );
+        for trusted in [true, false] {
+            assert_eq!(risk(&tool(base.clone()), trusted), Risk::Write);
+            assert_eq!(
+                with(serde_json::json!({"destructiveHint": true}), trusted),
+                Risk::Destructive
+            );
+            assert_eq!(
+                with(serde_json::json!({"openWorldHint": true}), trusted),
+                Risk::Network
+            );
+            assert_eq!(
+                with(serde_json::json!({"destructiveHint": false}), trusted),
+                Risk::Write
+            );
+        }
+        let read_only = serde_json::json!({"readOnlyHint": true});
+        assert_eq!(with(read_only.clone(), true), Risk::Read);
+        assert_eq!(with(read_only, false), Risk::Write);
+        let both = serde_json::json!({"readOnlyHint": true, "destructiveHint": true});
+        assert_eq!(with(both.clone(), true), Risk::Read);
+        assert_eq!(with(both, false), Risk::Destructive);
     }
 
     #[test]

@@ -50,14 +50,62 @@ fn server_name(peer: &Peer<RoleClient>) -> String {
         .unwrap_or_default()
 }
 
+/// The most pages of `tools/list` read from one server: a cursor that never ends is a
+/// server in a loop, not a catalogue.
+const MAX_PAGES: usize = 100;
+
+/// Why a server's tools could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    /// The request failed.
+    #[error(transparent)]
+    Service(#[from] rmcp::service::ServiceError),
+    /// More tools than its `max_tools`.
+    #[error(
+        "it lists more than {max} tools (its max_tools); if that many are meant, raise \
+         max_tools in its [[mcp_servers]] entry"
+    )]
+    TooMany {
+        /// The entry's `max_tools`.
+        max: usize,
+    },
+    /// A listing that does not end.
+    #[error("its tool list had not ended after {MAX_PAGES} pages (a cursor that loops?)")]
+    Endless,
+}
+
+/// Every page of the server's `tools/list`, bounded by its `max_tools` and [`MAX_PAGES`].
+async fn list_pages(
+    settings: &McpServerSettings,
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<rmcp::model::Tool>, ListError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer.list_tools(Some(params)).await?;
+        tools.extend(page.tools);
+        if tools.len() > settings.max_tools {
+            return Err(ListError::TooMany {
+                max: settings.max_tools,
+            });
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(ListError::Endless)
+}
+
 /// Lists the server's tools as the registry holds them.
 async fn list_tools(
     settings: &McpServerSettings,
     link: &Arc<Link>,
     peer: &Peer<RoleClient>,
     listed: &mut Vec<Arc<ServerTool>>,
-) -> Result<Vec<Arc<dyn DynTool>>, rmcp::service::ServiceError> {
-    let tools = peer.list_all_tools().await?;
+) -> Result<Vec<Arc<dyn DynTool>>, ListError> {
+    let tools = list_pages(settings, peer).await?;
     let version = server_name(peer);
     let endpoint = settings.endpoint();
     let mut taken = BTreeSet::new();
@@ -66,7 +114,7 @@ async fn list_tools(
         .map(|tool| {
             let name = convert::local_name(&settings.prefix, &tool.name, &mut taken);
             let new = ServerTool {
-                spec: convert::spec(name, tool),
+                spec: convert::spec(name, tool, settings.trust_annotations),
                 origin: ToolOrigin::McpServer {
                     source: Arc::new(McpSource {
                         server: link.name.to_string(),
