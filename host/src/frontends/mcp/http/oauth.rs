@@ -433,12 +433,13 @@ impl KeySource {
 
     /// Fetches the key set at `url`: its signing keys.
     async fn fetch_keys(&self, url: &str) -> Result<Vec<Jwk>, KeyFetchError> {
-        let url = url.to_owned();
-        let set = self.get_json(&url).await?;
-        let listed = set
-            .get("keys")
-            .and_then(Value::as_array)
-            .ok_or_else(|| KeyFetchError::NotAKeySet { url: url.clone() })?;
+        let set = self.get_json(url).await?;
+        let listed =
+            set.get("keys")
+                .and_then(Value::as_array)
+                .ok_or_else(|| KeyFetchError::NotAKeySet {
+                    url: url.to_owned(),
+                })?;
         // Keys of kinds this host cannot use (encryption keys, unknown types) are skipped,
         // not fatal: the issuer may publish more than signing keys.
         let usable: Vec<Jwk> = listed

@@ -177,11 +177,9 @@ pub(crate) async fn run<T: Send + 'static>(
     plugin: Arc<str>,
     future: PoolFuture<T>,
 ) -> Result<T, PoolError> {
-    let job = Arc::new(Job {
-        future: Mutex::new(Some(future)),
-        state: AtomicU32::new(QUEUED),
-        started: AtomicBool::new(false),
-        signals: Awaited {
+    let job = Job::new(
+        future,
+        Awaited {
             ready: Padded(AtomicBool::new(false)),
             output: Mutex::new(None),
             host_waker: Mutex::new(None),
@@ -190,7 +188,7 @@ pub(crate) async fn run<T: Send + 'static>(
             ended_changed: Condvar::new(),
             names: CallNames::new(tool, plugin),
         },
-    });
+    );
     threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
     let mut waiting = Waiting {
         job,
@@ -224,16 +222,14 @@ pub(crate) fn start<T: Send + 'static>(
     future: PoolFuture<T>,
     on_done: OnDone<T>,
 ) -> Result<Detached, PoolError> {
-    let job = Arc::new(Job {
-        future: Mutex::new(Some(future)),
-        state: AtomicU32::new(QUEUED),
-        started: AtomicBool::new(false),
-        signals: Unawaited {
+    let job = Job::new(
+        future,
+        Unawaited {
             on_done: Mutex::new(Some(on_done)),
             given_up: AtomicBool::new(false),
             names: CallNames::new(tool, plugin),
         },
-    });
+    );
     threads::submit(Arc::clone(&job) as Arc<dyn Task>)?;
     Ok(Detached { job })
 }
@@ -269,6 +265,16 @@ struct Job<T, S> {
 }
 
 impl<T: Send + 'static, S: JobSignals<T> + 'static> Job<T, S> {
+    /// A new call, queued (it is handed to the pool at once).
+    fn new(future: PoolFuture<T>, signals: S) -> Arc<Self> {
+        Arc::new(Job {
+            future: Mutex::new(Some(future)),
+            state: AtomicU32::new(QUEUED),
+            started: AtomicBool::new(false),
+            signals,
+        })
+    }
+
     /// Hands the call to a pool thread if it waits (`IDLE`), or has the thread polling it
     /// poll it again (`RUNNING`); nothing if it is queued, already woken or done.
     fn schedule(self: &Arc<Self>) {
