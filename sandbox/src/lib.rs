@@ -20,6 +20,7 @@
 //! what the workspace plugin's `run_command` and the Rust plugin's cargo tools share.
 
 pub mod caps;
+pub mod mark;
 pub mod process_tree;
 pub mod protected;
 pub mod runner;
@@ -420,8 +421,9 @@ impl PreparedSandbox {
         self.filter_gap.as_ref()
     }
 
-    /// Restricts the calling thread (in a child: the child process, whose only thread it
-    /// is) to the prepared ruleset, sets `PR_SET_NO_NEW_PRIVS` (so setuid programs no
+    /// Puts toolhost's [`mark`] on the process (in every mode: every toolhost's control
+    /// socket refuses it), restricts the calling thread (in a child: the child process,
+    /// whose only thread it is) to the prepared ruleset, sets `PR_SET_NO_NEW_PRIVS` (so setuid programs no
     /// longer gain privileges; Landlock requires it of a process without
     /// `CAP_SYS_ADMIN`), drops every capability (a root host's command must not keep
     /// `CAP_SYS_PTRACE`, `CAP_DAC_OVERRIDE` and the rest: with them it could read the
@@ -433,6 +435,9 @@ impl PreparedSandbox {
     /// Async-signal-safe: system calls only, no allocation, no lock, so it may run in a
     /// `pre_exec` hook of `std::process::Command`. The error is the system call's `errno`.
     pub fn enter(&self) -> io::Result<()> {
+        // In every mode, off included: whatever holds it, the program is one a toolhost
+        // started for a tool, and no toolhost's control socket may take it for its user.
+        mark::set()?;
         if let Some((last_cap, held)) = self.drop_caps {
             caps::drop_all_in_child(last_cap, held)?;
         }

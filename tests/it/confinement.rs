@@ -6,7 +6,8 @@
 //! log, trust pins) through a workspace root that holds it, memfd, Unix sockets and the
 //! network; with Unix sockets
 //! allowed, a command (directly, and double-forked with `setsid` and `env -i`) reaches
-//! the control socket and is refused by the host.
+//! the control socket and is refused by the host, and by a second host it is no
+//! descendant of (toolhost's mark).
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -442,6 +443,94 @@ fn a_command_allowed_unix_sockets_is_refused_by_the_control_socket_however_it_fo
                 got.contains("processes toolhost started"),
                 "{context}: a double-forked, setsid, env -i daemon reached the control socket: {got}"
             );
+            let _ = Command::new("kill").arg(host.id().to_string()).status();
+            wait_exit(&mut host, "the host");
+        },
+    );
+}
+
+/// The words of the refusal of a process another toolhost confined.
+const CONFINED: &str = "processes a toolhost confined";
+
+#[test]
+fn another_hosts_commands_are_refused_by_the_control_socket_however_they_fork() {
+    as_each_user(
+        "another_hosts_commands_are_refused_by_the_control_socket_however_they_fork",
+        |user, context| {
+            let work = Work::new("allow_unix_sockets = true\n", &["toolhost_workspace"]);
+            std::fs::write(work.path("proj/knock.py"), KNOCK).expect("script");
+            std::fs::write(
+                work.path("config.toml"),
+                "profiles_dir = \"profiles\"\n\n[tools.run_command]\nrisk = \"read\"\n\
+                 allow_lower = true\n\n[isolation]\nunix_sockets = [\"workspace\"]\n",
+            )
+            .expect("config");
+            // The second host keeps its state apart: nothing but the socket joins them.
+            std::fs::create_dir_all(work.path("state-other")).expect("other state");
+            if let Some(u) = user {
+                work.give_to(u);
+            }
+            let socket = work.path("control.sock");
+            let mut host = serve(&work, user, &socket);
+            // The user at a terminal is served.
+            let status = work
+                .toolhost(user)
+                .args(["status", "--json", "--control"])
+                .arg(&socket)
+                .output()
+                .expect("status");
+            assert!(
+                status.status.success(),
+                "{context}: the owner was refused: {}",
+                text(&status.stderr)
+            );
+            for isolate in [false, true] {
+                let how = if isolate { "--isolate" } else { "in process" };
+                // A one-shot host of its own (no --control): its command is no
+                // descendant of the serving host.
+                let knock = |mode: &str, out: &Path| {
+                    let args = json!({
+                        "program": "python3",
+                        "args": [work.path("proj/knock.py"), &socket, out, mode],
+                        "cwd": work.path("proj"),
+                    });
+                    let mut cmd = work.toolhost(user);
+                    cmd.env("XDG_STATE_HOME", work.path("state-other"))
+                        .args([
+                            "call",
+                            "run_command",
+                            &args.to_string(),
+                            "--profile",
+                            "coder",
+                        ])
+                        .arg("--plugins")
+                        .arg(work.plugins.path())
+                        .args(if isolate { &["--isolate"][..] } else { &[][..] })
+                        .stdin(Stdio::null());
+                    cmd.output().expect("toolhost call")
+                };
+                let direct = knock("direct", &work.path("unused"));
+                let said = format!("{}{}", text(&direct.stdout), text(&direct.stderr));
+                assert!(
+                    said.contains("knock: ") && said.contains(CONFINED),
+                    "{context}, {how}: another host's command reached the control socket:\n{said}"
+                );
+                let daemon_out = work.path(&format!("proj/daemon-knock-{isolate}.txt"));
+                let forked = knock("daemon", &daemon_out);
+                assert!(
+                    forked.status.success(),
+                    "{context}, {how}: {}{}",
+                    text(&forked.stdout),
+                    text(&forked.stderr)
+                );
+                wait_until("the double-forked daemon's knock", || daemon_out.exists());
+                let got = std::fs::read_to_string(&daemon_out).expect("daemon's answer");
+                assert!(
+                    got.contains(CONFINED),
+                    "{context}, {how}: another host's double-forked, setsid, env -i daemon \
+                     reached the control socket: {got}"
+                );
+            }
             let _ = Command::new("kill").arg(host.id().to_string()).status();
             wait_exit(&mut host, "the host");
         },

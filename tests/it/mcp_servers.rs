@@ -675,6 +675,27 @@ fn reload_adds_and_removes_servers_and_a_crashing_one_is_quarantined_until_reloa
             && said.contains("may not use the control socket"),
         "{said}"
     );
+    // A second host, whose descendant the server is not, refuses it by toolhost's mark.
+    let second_work = Work::new("");
+    let second_socket = second_work.path().join("control.sock");
+    let mut second = serve_command(&plugins.path(), &second_socket)
+        .env("XDG_CONFIG_HOME", second_work.path())
+        .env("XDG_STATE_HOME", second_work.path().join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("a second toolhost serve");
+    wait_for_socket(&second_socket);
+    let (ok, said) = call_via(
+        "up_try_control",
+        serde_json::json!({"path": second_socket.display().to_string()}),
+    );
+    assert!(
+        ok && said.contains("answered:") && said.contains("processes a toolhost confined"),
+        "a server of one host reached another host's control socket: {said}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
     // A crash is one failure too many: quarantined, its tools listed but refused.
     let (ok, said) = call_via("up_crash", serde_json::json!({}));
     assert!(!ok && said.contains("went away during the call"), "{said}");

@@ -1,7 +1,8 @@
 //! The worker sandbox holds against a hostile plugin of our own (`fixture-hostile`), with
 //! the host as root and as a throwaway unprivileged user: it cannot signal, trace or
 //! connect to anything outside its worker (the host, a sibling process, abstract and path
-//! Unix sockets, the control socket even when Unix sockets are allowed, UDP, raw sockets);
+//! Unix sockets, its own host's and another host's control socket even when Unix sockets
+//! are allowed, UDP, raw sockets);
 //! what it starts dies with its worker (crash, kill, quarantine, host stop) under every
 //! containment (cgroup, PID namespace, process group); a child holding the protocol socket
 //! does not hide its worker's death; shared memory and fork bombs stop at the limits; the
@@ -659,6 +660,25 @@ fn the_control_socket_refuses_workers_even_when_unix_sockets_are_allowed() {
     // The owner is still served.
     let said = call_via(&socket, json!({"action": "pid"}), None, work.path());
     assert!(said.contains("ok"), "{said}");
+    // A second host, whose descendant the worker is not, refuses it too: by the mark
+    // every confined process carries, not by parentage.
+    let other = tempfile::tempdir().expect("temp dir");
+    let other_config = other.path().join("config.toml");
+    std::fs::write(&other_config, "").expect("config");
+    let other_socket = other.path().join("control.sock");
+    let mut second = serve(&other_config, &dir.path(), &other_socket, None);
+    wait_for_socket(&other_socket);
+    let said = call_via(
+        &socket,
+        json!({"action": "connect_path", "path": other_socket.display().to_string()}),
+        None,
+        work.path(),
+    );
+    assert!(
+        said.contains("processes a toolhost confined"),
+        "a worker of one host reached another host's control socket: {said}"
+    );
+    second.stop();
     host.stop();
 }
 

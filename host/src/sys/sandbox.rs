@@ -9,4 +9,4 @@ pub(crate) use toolhost_sandbox::{
     PreparedSandbox, SCOPE_ABI, SandboxError, SandboxMode, SandboxOutcome, SandboxRules, apply,
     kernel_abi, prepare, system_read_paths,
 };
-pub(crate) use toolhost_sandbox::{caps, protected, seccomp};
+pub(crate) use toolhost_sandbox::{caps, mark, protected, seccomp};

@@ -143,6 +143,40 @@ pub(crate) fn carries_marks(pid: u32) -> bool {
     worker_filters && no_new_privs_and_filtered(pid)
 }
 
+/// Why process `pid` counts as one some toolhost confined (this one or another, of any
+/// version), or `None`: it carries toolhost's mark ([`mark`](crate::sys::sandbox::mark),
+/// set by every sandbox a toolhost builds), or it is held, with no new privileges, to at
+/// least a command's seccomp filters more than this host is (a toolhost older than the
+/// mark, or any other sandbox: either way, not the user at a terminal). Not by parentage,
+/// which a second host's commands do not share. The host's own process is never refused
+/// here (see the control socket's `started_by_host`).
+pub(crate) fn confined_beyond_host(pid: u32) -> Option<String> {
+    use crate::sys::sandbox::{mark, seccomp};
+    if pid == std::process::id() {
+        return None;
+    }
+    let raw = i32::try_from(pid).ok()?;
+    if mark::carried_by(raw) == Some(true) {
+        return Some(format!(
+            "process {pid} carries the mark of a process a toolhost confined (a hard \
+             RLIMIT_RTTIME of at most {} us, which it cannot raise)",
+            mark::MARK_US
+        ));
+    }
+    let host = i32::try_from(std::process::id())
+        .ok()
+        .and_then(seccomp::filters_of)
+        .unwrap_or(0);
+    let peer = seccomp::filters_of(raw)?;
+    (peer >= host + seccomp::COMMAND_FILTERS && no_new_privs_and_filtered(pid)).then(|| {
+        format!(
+            "process {pid} is held by {} more seccomp filters than this host, with no new \
+             privileges: a sandbox confines it",
+            peer - host
+        )
+    })
+}
+
 /// No new privileges and seccomp in filter mode.
 fn no_new_privs_and_filtered(pid: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {

@@ -1,5 +1,6 @@
 //! The control socket's server side: binds the 0600 socket in a private folder, admits
-//! only its own uid and root (SO_PEERCRED), and answers request lines through a
+//! only its own uid and root (SO_PEERCRED) and never a process a toolhost started or
+//! confined, and answers request lines through a
 //! [`ControlHandler`](super::ControlHandler).
 
 use std::io;
@@ -176,6 +177,17 @@ enum Refusal {
         /// How it descends from a worker.
         why: String,
     },
+    /// The peer is confined by a sandbox: another toolhost's command, MCP server or
+    /// worker (or a sandbox of someone else's), which no toolhost takes for its user.
+    #[error(
+        "permission denied: processes a toolhost confined (any toolhost's commands, MCP \
+         servers and plugin workers) may not use the control socket ({why}); run toolhost's \
+         commands from a terminal outside every sandbox"
+    )]
+    Confined {
+        /// What marks it as confined.
+        why: String,
+    },
     /// The peer's credentials could not be read.
     #[error(
         "permission denied: this toolhost serves only uid {me} and root, and could not tell \
@@ -196,9 +208,10 @@ enum Refusal {
 }
 
 /// Whether the peer of a new connection may use the socket: a process running as this
-/// host's effective uid or root, and no process this host started (a worker, a command,
+/// host's effective uid or root, no process this host started (a worker, a command,
 /// cargo, a build script, what they start: all run as the host's uid, and none may drive
-/// the host).
+/// the host), and no process any toolhost confined (by its mark and its seccomp filters,
+/// which survive exec and no parentage decides).
 /// Otherwise the reason, for the client and the log.
 #[cfg(unix)]
 fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
@@ -223,6 +236,19 @@ fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
                     "refused a control connection from a process toolhost started: {why}"
                 );
                 return Err(Refusal::Started { why });
+            }
+            // A process another toolhost confined (its command, MCP server or worker):
+            // not this host's descendant, and still never the user.
+            if let Some(why) = cred
+                .pid()
+                .and_then(|p| u32::try_from(p).ok())
+                .and_then(crate::sys::workers::confined_beyond_host)
+            {
+                tracing::warn!(
+                    pid = cred.pid(),
+                    "refused a control connection from a confined process: {why}"
+                );
+                return Err(Refusal::Confined { why });
             }
             if trusted_uid(cred.uid()) {
                 let caller = Caller {

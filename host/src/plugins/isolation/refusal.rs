@@ -72,7 +72,13 @@ pub(super) fn explain(text: &str, policy: &IsolationPolicy, worker: Worker<'_>) 
     let keep = format!(
         "or keep the plugin out of the sandbox: [isolation.plugins] {plugin} = \"in-process\""
     );
-    let paths = paths_in(text);
+    // Only the lines that say what was refused: a traceback's other lines name files the
+    // program merely ran (its own sources, a library's), which the sandbox did not refuse.
+    let paths: Vec<PathBuf> = text
+        .lines()
+        .filter(|line| refused(line))
+        .flat_map(paths_in)
+        .collect();
     if !workspace && let Some(path) = paths.iter().find(|p| under(p, &roots) && !under(p, &read)) {
         return Some(format!(
             "toolhost: plugin '{plugin}' runs in a sandboxed worker, which may not reach {} in \
@@ -145,6 +151,14 @@ mod tests {
         let note = explain("Permission denied", &policy, NOTES).expect("a note");
         assert!(note.contains("read_paths and write_paths"), "{note}");
         assert_eq!(explain("no such file", &policy, NOTES), None);
+        // A traceback's frames name files the program ran, not what was refused.
+        let traceback = "Traceback (most recent call last):\n  File \"/usr/lib/python3/socket.py\", \
+                         line 232, in __init__\nPermissionError: [Errno 1] Operation not permitted";
+        let note = explain(traceback, &policy, NOTES).expect("a note");
+        assert!(
+            !note.contains("socket.py") && note.contains("read_paths and write_paths"),
+            "{note}"
+        );
         // Said once: a note already there is not noted again.
         assert_eq!(explain(&note, &policy, NOTES), None);
     }

@@ -222,11 +222,14 @@ fn memory_protection(init: &Init, seccomp_holds: bool) -> Protection {
     )
 }
 
-/// Everything that confines the worker, in order: its PID namespace (if the host chose
+/// Everything that confines the worker, in order: toolhost's mark, its PID namespace (if the host chose
 /// one), resource limits, no new privileges, no capabilities, Landlock, seccomp. Returns
 /// what holds, protection by protection (the host adds its cgroup's).
 fn confine(init: &Init, socket: RawFd) -> Result<Confinement, ConfineError> {
     let mut c = Confinement::default();
+    // First, so every process of the worker (its PID namespace's supervisors too) carries
+    // it: every toolhost's control socket refuses a marked process.
+    sandbox::mark::set()?;
     rlimit::set_limit(Resource::Core, 0)?;
     let in_namespace = init.containment == ContainmentKind::PidNamespace;
     if in_namespace {
