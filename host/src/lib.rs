@@ -201,12 +201,14 @@ pub mod worker {
     /// Serves as a plugin worker on the socket `fd` (what `toolhost __worker` runs; the
     /// host starts workers by running its own executable so).
     pub use crate::plugins::isolation::worker::run;
-    /// Ends every plugin worker this process started and everything they started, and
-    /// what its stdio MCP servers started out of their process groups: call it on the
-    /// way out.
+    /// Ends every plugin worker this process started and everything they started, what
+    /// its stdio MCP servers started out of their process groups, and every child left
+    /// that carries toolhost's mark (a daemon that cleared its environment): call it on
+    /// the way out.
     pub fn end_all() {
         crate::sys::containment::end_all_workers();
         crate::sys::tagged::end_server_stragglers();
+        crate::sys::containment::kill_marked_children();
     }
     /// Keeps programs of the same user (commands a plugin runs among them) from reading
     /// this process's environment and memory through `/proc`: call it first thing in a

@@ -748,3 +748,173 @@ fn nix_term(child: &Child) -> i32 {
     // SAFETY: kill takes integers.
     unsafe { libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGTERM) }
 }
+
+/// A stdio MCP server in plain Python (no SDK, so any user can run it): one tool,
+/// `detach`, starts `/bin/sleep SECONDS` as a daemon (double fork, `setsid`, an empty
+/// environment, so neither the server's process group nor its tag holds it) and answers
+/// its process id.
+const DETACHING_SERVER: &str = r#"
+import json, os, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    request = json.loads(line)
+    method, rid = request.get("method"), request.get("id")
+    if rid is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "detaching", "version": "1.0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [{
+            "name": "detach", "description": "Starts a daemon and says its process id.",
+            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "integer"}}},
+            "annotations": {"readOnlyHint": True}}]}})
+    elif method == "tools/call":
+        seconds = str(request["params"].get("arguments", {}).get("seconds", 3071))
+        read_end, write_end = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            daemon = os.fork()
+            if daemon == 0:
+                os.close(read_end)
+                os.close(write_end)
+                os.execve("/bin/sleep", ["sleep", seconds], {})
+            os.write(write_end, str(daemon).encode())
+            os._exit(0)
+        os.close(write_end)
+        pid = os.read(read_end, 32).decode()
+        os.wait()
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "content": [{"type": "text", "text": "daemon " + pid}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": method}})
+"#;
+
+/// Whether process `pid` is gone (or dead and waiting to be reaped).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// What a stdio MCP server starts as a daemon (double fork, `setsid`, environment
+/// cleared) ends with the host that started the server, as root and as a plain user
+/// (where no cgroup holds the server): after a one-shot `toolhost call`, and after a
+/// serving host is asked to stop.
+#[test]
+fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
+    let test = "a_servers_daemon_that_clears_its_environment_ends_with_the_host";
+    // The system's Python, which every user may run (not a user's shim).
+    let python3 = Path::new("/usr/bin/python3");
+    if !python3.exists() {
+        println!("skipped {test}: /usr/bin/python3 is not installed");
+        return;
+    }
+    let plugins = PluginDir::with(&[]);
+    let other = crate::support::OtherUser::create(test);
+    let mut users = vec![None];
+    if other.is_some() {
+        users.push(other.as_ref());
+    }
+    for user in users {
+        let who = if user.is_some() {
+            "a plain user"
+        } else {
+            "the tests' user"
+        };
+        let work = Work::new("");
+        let script = work.path().join("detaching.py");
+        std::fs::write(&script, DETACHING_SERVER).expect("server script");
+        work.write_config(&format!(
+            "[[mcp_servers]]\nname = \"d\"\ncommand = {:?}\nargs = [{:?}]\n\
+             protocol = \"2025-11-25\"\nread_paths = [{:?}]\n",
+            python3.display().to_string(),
+            script.display().to_string(),
+            work.path().display().to_string(),
+        ));
+        if let Some(u) = user {
+            let status = Command::new("chown")
+                .arg("-R")
+                .arg(format!("{}:{}", u.uid, u.gid))
+                .arg(work.path())
+                .status()
+                .expect("chown");
+            assert!(status.success());
+        }
+        let toolhost = |args: &[&str]| {
+            let mut cmd = match user {
+                Some(u) => u.command(env!("CARGO_BIN_EXE_toolhost")),
+                None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
+            };
+            cmd.env("XDG_CONFIG_HOME", work.path())
+                .env("XDG_STATE_HOME", work.path().join("state"))
+                .env("HOME", work.path())
+                .env("TOOLHOST_LOG", "warn")
+                .env_remove("TOOLHOST_PLUGINS")
+                .args(args)
+                .arg("--plugins")
+                .arg(plugins.path());
+            cmd
+        };
+        let daemon_of = |said: &str| -> u32 {
+            said.split_whitespace()
+                .skip_while(|w| *w != "daemon")
+                .nth(1)
+                .and_then(|p| p.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+                .unwrap_or_else(|| panic!("{who}: no daemon's process id in: {said}"))
+        };
+        // A one-shot host.
+        let out = toolhost(&["call", "--yes", "d_detach", "{\"seconds\": 3071}"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolhost call");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{who}: {said}");
+        let pid = daemon_of(&said);
+        wait_until("the one-shot host's server's daemon gone", || gone(pid));
+        // A serving host, stopped.
+        let socket = work.path().join("control.sock");
+        let socket_text = socket.display().to_string();
+        let mut host = toolhost(&["serve", "--no-watch", "--control", &socket_text])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("toolhost serve");
+        wait_for_socket(&socket);
+        let mut call = match user {
+            Some(u) => u.command(env!("CARGO_BIN_EXE_toolhost")),
+            None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
+        };
+        let out = call
+            .env("XDG_CONFIG_HOME", work.path())
+            .env("HOME", work.path())
+            .args(["call", "--yes", "--control"])
+            .arg(&socket)
+            .args(["d_detach", "{\"seconds\": 3072}"])
+            .output()
+            .expect("toolhost call --control");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{who}: {said}");
+        let pid = daemon_of(&said);
+        assert!(
+            !gone(pid),
+            "{who}: the daemon is running while its host serves"
+        );
+        let _ = Command::new("kill").arg(host.id().to_string()).status();
+        wait_exit(&mut host, "the serving host");
+        wait_until("the serving host's server's daemon gone", || gone(pid));
+    }
+}

@@ -327,22 +327,41 @@ fn group_and_state(stat: &str) -> Option<(char, u32)> {
 /// not have: it has one filter fewer) and are not live workers: processes a plugin started that left their worker's process group and were
 /// reparented to the host when their parent died.
 pub(crate) fn kill_escaped_orphans() {
+    kill_children_while(crate::sys::workers::carries_marks);
+}
+
+/// Kills and reaps every child of the host that carries toolhost's mark
+/// ([`mark`](crate::sys::sandbox::mark)) and is not a live worker: on the host's way
+/// out, what its commands and MCP servers started that left their session and cleared
+/// their environment (a daemon), reparented to the host (their subreaper) when their
+/// parent died. Never while the host serves: its own commands are such children too.
+pub(crate) fn kill_marked_children() {
+    kill_children_while(|pid| {
+        i32::try_from(pid)
+            .ok()
+            .and_then(crate::sys::sandbox::mark::carried_by)
+            == Some(true)
+    });
+}
+
+/// Sweeps the host's children that `doomed` picks until none is left.
+fn kill_children_while(doomed: impl Fn(u32) -> bool) {
     // Each pass reaps what it kills, by which time their own children are the host's:
     // the next pass finds those. Bounded, for a tree that forks as fast as it is killed.
     for _ in 0..16 {
-        if kill_orphans_once() == 0 {
+        if kill_children_once(&doomed) == 0 {
             break;
         }
     }
 }
 
-/// One sweep of [`kill_escaped_orphans`]; how many it killed.
-fn kill_orphans_once() -> usize {
+/// One sweep of [`kill_children_while`]; how many it killed.
+fn kill_children_once(doomed: &impl Fn(u32) -> bool) -> usize {
     let me = std::process::id();
     let live = crate::sys::workers::live_pids();
     let mut killed = 0;
     for pid in host_children(me) {
-        if live.contains(&pid) || !crate::sys::workers::carries_marks(pid) {
+        if live.contains(&pid) || !doomed(pid) {
             continue;
         }
         killed += 1;
