@@ -751,8 +751,8 @@ fn nix_term(child: &Child) -> i32 {
 
 /// A stdio MCP server in plain Python (no SDK, so any user can run it): one tool,
 /// `detach`, starts `/bin/sleep SECONDS` as a daemon (double fork, `setsid`, an empty
-/// environment, so neither the server's process group nor its tag holds it) and answers
-/// its process id.
+/// environment, so neither the server's process group nor its tag holds it), which
+/// writes the file `marker` first.
 const DETACHING_SERVER: &str = r#"
 import json, os, sys
 def send(message):
@@ -770,42 +770,51 @@ for line in sys.stdin:
             "serverInfo": {"name": "detaching", "version": "1.0"}}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [{
-            "name": "detach", "description": "Starts a daemon and says its process id.",
-            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "integer"}}},
+            "name": "detach", "description": "Starts a daemon.",
+            "inputSchema": {"type": "object", "properties": {
+                "seconds": {"type": "integer"}, "marker": {"type": "string"}}},
             "annotations": {"readOnlyHint": True}}]}})
     elif method == "tools/call":
-        seconds = str(request["params"].get("arguments", {}).get("seconds", 3071))
-        read_end, write_end = os.pipe()
+        arguments = request["params"].get("arguments", {})
+        seconds, marker = str(arguments["seconds"]), arguments["marker"]
         if os.fork() == 0:
             os.setsid()
-            daemon = os.fork()
-            if daemon == 0:
-                os.close(read_end)
-                os.close(write_end)
+            if os.fork() == 0:
+                with open(marker, "w") as f:
+                    f.write("started")
                 os.execve("/bin/sleep", ["sleep", seconds], {})
-            os.write(write_end, str(daemon).encode())
             os._exit(0)
-        os.close(write_end)
-        pid = os.read(read_end, 32).decode()
         os.wait()
         send({"jsonrpc": "2.0", "id": rid, "result": {
-            "content": [{"type": "text", "text": "daemon " + pid}]}})
+            "content": [{"type": "text", "text": "detached"}]}})
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": method}})
 "#;
 
-/// Whether process `pid` is gone (or dead and waiting to be reaped).
-fn gone(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    })
+/// The live (not zombie) processes running `sleep SECONDS`.
+fn sleeping(seconds: u64) -> Vec<u32> {
+    let want = format!("sleep\0{seconds}\0");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+                })
+        })
+        .collect()
 }
 
 /// What a stdio MCP server starts as a daemon (double fork, `setsid`, environment
 /// cleared) ends with the host that started the server, as root and as a plain user
-/// (where no cgroup holds the server): after a one-shot `toolhost call`, and after a
-/// serving host is asked to stop.
+/// (where no cgroup holds the server): after a one-shot `toolhost call`, after a serving
+/// host is asked to stop, and (held by a PID namespace: a root host's) after it is
+/// killed.
 #[test]
 fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
     let test = "a_servers_daemon_that_clears_its_environment_ends_with_the_host";
@@ -821,7 +830,9 @@ fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
     if other.is_some() {
         users.push(other.as_ref());
     }
-    for user in users {
+    // Seconds no other process sleeps: this run's own.
+    let base = 4_000_000 + u64::from(std::process::id()) * 8;
+    for (n, user) in users.into_iter().enumerate() {
         let who = if user.is_some() {
             "a plain user"
         } else {
@@ -832,10 +843,11 @@ fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
         std::fs::write(&script, DETACHING_SERVER).expect("server script");
         work.write_config(&format!(
             "[[mcp_servers]]\nname = \"d\"\ncommand = {:?}\nargs = [{:?}]\n\
-             protocol = \"2025-11-25\"\nread_paths = [{:?}]\n",
+             protocol = \"2025-11-25\"\nread_paths = [{:?}]\nwrite_paths = [{:?}]\n",
             python3.display().to_string(),
             script.display().to_string(),
             work.path().display().to_string(),
+            work.markers().display().to_string(),
         ));
         if let Some(u) = user {
             let status = Command::new("chown")
@@ -846,11 +858,12 @@ fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
                 .expect("chown");
             assert!(status.success());
         }
+        let as_user = || match user {
+            Some(u) => u.command(env!("CARGO_BIN_EXE_toolhost")),
+            None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
+        };
         let toolhost = |args: &[&str]| {
-            let mut cmd = match user {
-                Some(u) => u.command(env!("CARGO_BIN_EXE_toolhost")),
-                None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
-            };
+            let mut cmd = as_user();
             cmd.env("XDG_CONFIG_HOME", work.path())
                 .env("XDG_STATE_HOME", work.path().join("state"))
                 .env("HOME", work.path())
@@ -861,15 +874,17 @@ fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
                 .arg(plugins.path());
             cmd
         };
-        let daemon_of = |said: &str| -> u32 {
-            said.split_whitespace()
-                .skip_while(|w| *w != "daemon")
-                .nth(1)
-                .and_then(|p| p.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
-                .unwrap_or_else(|| panic!("{who}: no daemon's process id in: {said}"))
+        let detach_args = |seconds: u64| {
+            serde_json::json!({
+                "seconds": seconds,
+                "marker": work.markers().join(format!("daemon-{seconds}")),
+            })
+            .to_string()
         };
+        let started = |seconds: u64| work.markers().join(format!("daemon-{seconds}")).exists();
         // A one-shot host.
-        let out = toolhost(&["call", "--yes", "d_detach", "{\"seconds\": 3071}"])
+        let seconds = base + n as u64 * 4;
+        let out = toolhost(&["call", "--yes", "d_detach", &detach_args(seconds)])
             .stdin(Stdio::null())
             .output()
             .expect("toolhost call");
@@ -878,43 +893,72 @@ fn a_servers_daemon_that_clears_its_environment_ends_with_the_host() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.status.success(), "{who}: {said}");
-        let pid = daemon_of(&said);
-        wait_until("the one-shot host's server's daemon gone", || gone(pid));
-        // A serving host, stopped.
-        let socket = work.path().join("control.sock");
-        let socket_text = socket.display().to_string();
-        let mut host = toolhost(&["serve", "--no-watch", "--control", &socket_text])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("toolhost serve");
-        wait_for_socket(&socket);
-        let mut call = match user {
-            Some(u) => u.command(env!("CARGO_BIN_EXE_toolhost")),
-            None => Command::new(env!("CARGO_BIN_EXE_toolhost")),
-        };
-        let out = call
-            .env("XDG_CONFIG_HOME", work.path())
-            .env("HOME", work.path())
-            .args(["call", "--yes", "--control"])
-            .arg(&socket)
-            .args(["d_detach", "{\"seconds\": 3072}"])
-            .output()
-            .expect("toolhost call --control");
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{who}: {said}");
-        let pid = daemon_of(&said);
         assert!(
-            !gone(pid),
-            "{who}: the daemon is running while its host serves"
+            out.status.success() && said.contains("detached"),
+            "{who}: {said}"
         );
-        let _ = Command::new("kill").arg(host.id().to_string()).status();
-        wait_exit(&mut host, "the serving host");
-        wait_until("the serving host's server's daemon gone", || gone(pid));
+        wait_until("the daemon's start", || started(seconds));
+        wait_until("the one-shot host's server's daemon gone", || {
+            sleeping(seconds).is_empty()
+        });
+        // A serving host, stopped (SIGTERM), then one killed (SIGKILL).
+        for signal in ["TERM", "KILL"] {
+            let seconds = base + n as u64 * 4 + if signal == "TERM" { 1 } else { 2 };
+            let socket = work.path().join(format!("control-{signal}.sock"));
+            let socket_text = socket.display().to_string();
+            let mut host = toolhost(&["serve", "--no-watch", "--control", &socket_text])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("toolhost serve");
+            wait_for_socket(&socket);
+            let out = as_user()
+                .env("XDG_CONFIG_HOME", work.path())
+                .env("HOME", work.path())
+                .args(["call", "--yes", "--control", &socket_text])
+                .args(["d_detach", &detach_args(seconds)])
+                .output()
+                .expect("toolhost call --control");
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "{who}: {said}");
+            wait_until("the daemon's start", || started(seconds));
+            wait_until("the daemon running while its host serves", || {
+                !sleeping(seconds).is_empty()
+            });
+            let status = as_user()
+                .env("XDG_CONFIG_HOME", work.path())
+                .env("HOME", work.path())
+                .args(["status", "--json", "--control", &socket_text])
+                .output()
+                .expect("toolhost status");
+            let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+            let held_by = status["mcp_servers"][0]["containment"]
+                .as_str()
+                .expect("what holds the server")
+                .to_owned();
+            if signal == "KILL" && !held_by.contains("PID namespace") {
+                // A cgroup holds it only while the host lives; a host that is not root
+                // makes no PID namespace (see the book's MCP servers page).
+                println!(
+                    "{who}: the server is held by {held_by:?}, no PID namespace: a killed \
+                     host cannot end its daemon"
+                );
+                let _ = Command::new("kill").arg(host.id().to_string()).status();
+                wait_exit(&mut host, "the serving host");
+                continue;
+            }
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(host.id().to_string())
+                .status();
+            wait_exit(&mut host, "the serving host");
+            wait_until("the serving host's server's daemon gone", || {
+                sleeping(seconds).is_empty()
+            });
+        }
     }
 }

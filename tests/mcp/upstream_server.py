@@ -160,17 +160,25 @@ def crash() -> str:
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
 def daemon() -> str:
     """Starts `sleep 300` in a session of its own (out of the server's process group) and
-    says its process id."""
+    says its process id as the host sees it (`/proc/self` names it so: `/proc` is the
+    host's, while the server may be in a PID namespace of its own)."""
     import subprocess
+    import sys
 
     child = subprocess.Popen(
-        ["sleep", "300"],
+        [
+            sys.executable,
+            "-c",
+            "import os; print(os.readlink('/proc/self'), flush=True); "
+            "os.execv('/bin/sleep', ['sleep', '300'])",
+        ],
         start_new_session=True,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
-    return str(child.pid)
+    return child.stdout.readline().strip()
 
 
 @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))

@@ -231,20 +231,27 @@ pub fn forbid_same_user_inspection() -> io::Result<()> {
 /// Makes `command`'s child (an MCP server toolhost starts) join the cgroups whose
 /// `cgroup.procs` are open as `cgroup_procs`, lead a session and process group of its
 /// own, get `SIGKILL` when the thread that starts it ends
-/// (`PR_SET_PDEATHSIG`: start it from a long-lived thread, as a runtime's worker is), and
-/// enter `sandbox` between fork and exec.
+/// (`PR_SET_PDEATHSIG`: start it from a long-lived thread, as a runtime's worker is),
+/// with `namespace` make a PID namespace the program runs in
+/// ([`pid_namespace::enter_from_pre_exec`](crate::sys::pid_namespace::enter_from_pre_exec):
+/// every process it starts ends with it, even when the host is killed), and enter
+/// `sandbox`, all between fork and exec.
 pub(crate) fn confine_child(
     command: &mut tokio::process::Command,
     sandbox: std::sync::Arc<crate::sys::sandbox::PreparedSandbox>,
     cgroup_procs: Vec<RawFd>,
+    namespace: Option<crate::sys::pid_namespace::ChildMaps>,
 ) {
-    // SAFETY: write, setsid, prctl and the sandbox's entry are system calls only (no
-    // allocation, no lock): async-signal-safe, as a pre_exec hook must be.
+    // SAFETY: write, setsid, prctl, the namespace's and the sandbox's entry are system
+    // calls only (no allocation, no lock): async-signal-safe, as a pre_exec hook must be.
     unsafe {
         command.pre_exec(move || {
             crate::sys::containment::join_in_child(&cgroup_procs)?;
             libc::setsid();
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if let Some(maps) = &namespace {
+                crate::sys::pid_namespace::enter_from_pre_exec(maps)?;
+            }
             sandbox.enter()
         });
     }

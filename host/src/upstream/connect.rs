@@ -109,12 +109,15 @@ pub(crate) struct ServerProcess {
 /// What holds a stdio server's processes: its id, the tag in its environment
 /// (`TOOLHOST_MCP_SERVER`) that finds what it started out of its process group, and its
 /// containment (a cgroup with its memory and process limits, where the host can make
-/// one; else its process group).
+/// one; else a PID namespace, where user namespaces are allowed; else its process
+/// group).
 pub(crate) struct ProcessHold {
     /// Its process id.
     pub(crate) pid: Option<u32>,
     tag: String,
     containment: Containment,
+    /// Whether it runs in a PID namespace of its own (beside a cgroup, or alone).
+    in_namespace: bool,
 }
 
 impl ServerProcess {
@@ -123,9 +126,15 @@ impl ServerProcess {
         self.hold.pid
     }
 
-    /// What holds it, for status: `cgroup v1 PATH`, `process group`.
+    /// What holds it, for status: `cgroup v1 PATH` (`, PID namespace` when it is in one
+    /// too), `PID namespace`, `process group`.
     pub(crate) fn containment(&self) -> String {
-        self.hold.containment.describe()
+        let held = self.hold.containment.describe();
+        if self.hold.in_namespace && !matches!(self.hold.containment, Containment::PidNamespace) {
+            format!("{held}, PID namespace")
+        } else {
+            held
+        }
     }
 }
 
@@ -342,22 +351,53 @@ async fn stdio(
     let prepared =
         crate::sys::sandbox::prepare(limits.sandbox, &rules(server, &program, cwd, dirs))
             .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
+    // PID namespaces, unless the sandbox is off (a root server would lose its
+    // capabilities to the user namespace), and only for a root host: the child that
+    // makes one must write its own `uid_map` before it runs the program, which a child
+    // of a host that is not root could do only by making itself dumpable, and so its
+    // copy of the host's memory (API keys) readable to every process of the user.
+    let namespaces = || -> Result<(), String> {
+        if limits.sandbox == SandboxMode::Off {
+            return Err("the sandbox is off".to_owned());
+        }
+        if toolhost_calls::private::effective_uid() != 0 {
+            return Err("the host is not root".to_owned());
+        }
+        crate::sys::containment::pid_namespaces().map_err(|e| e.to_string())
+    };
     // A cgroup of its own where the host can make one (its memory and processes
-    // bounded, and every process in it ended with it); else its process group.
+    // bounded, and every process in it ended with it); else a PID namespace of its own
+    // (every process in it ends with it, even if the host is killed); else its process
+    // group.
     let containment = match crate::sys::containment::make(
         crate::sys::containment::ContainmentMode::Cgroup,
         server.sandbox.memory_bytes.unwrap_or(limits.memory_bytes),
         server.sandbox.max_processes.unwrap_or(limits.max_processes),
     ) {
         Ok(containment) => containment,
-        Err(e) => {
-            tracing::debug!(
-                server = &*server.name,
-                "no cgroup for the MCP server, its process group holds it: {e}"
-            );
-            Containment::ProcessGroup
-        }
+        Err(e) => match namespaces() {
+            Ok(()) => {
+                tracing::debug!(
+                    server = &*server.name,
+                    "no cgroup for the MCP server, a PID namespace holds it: {e}"
+                );
+                Containment::PidNamespace
+            }
+            Err(why) => {
+                tracing::debug!(
+                    server = &*server.name,
+                    "no cgroup for the MCP server ({e}) and no PID namespace ({why}): its \
+                     process group holds it"
+                );
+                Containment::ProcessGroup
+            }
+        },
     };
+    // In a cgroup too: a cgroup holds what the server starts only while the host lives,
+    // a PID namespace also when the host is killed.
+    let namespace = (matches!(containment, Containment::PidNamespace) || namespaces().is_ok())
+        .then(crate::sys::pid_namespace::ChildMaps::of_this_process);
+    let in_namespace = namespace.is_some();
     let tag = crate::sys::sandbox::process_tree::new_tag();
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args)
@@ -379,7 +419,12 @@ async fn stdio(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    crate::sys::process::confine_child(&mut cmd, Arc::new(prepared), containment.procs_fds());
+    crate::sys::process::confine_child(
+        &mut cmd,
+        Arc::new(prepared),
+        containment.procs_fds(),
+        namespace,
+    );
     let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
         program: program.display().to_string(),
         source,
@@ -414,6 +459,7 @@ async fn stdio(
             pid,
             tag,
             containment,
+            in_namespace,
         },
     };
     let fail = |ServerProcess { mut child, hold }: ServerProcess| async move {
