@@ -130,17 +130,20 @@ pub(crate) fn worker_origin(pid: u32) -> Option<String> {
 /// host has): what every process a worker starts inherits. A command this host's own
 /// process started has fewer (a command's filters only), so it is not taken for one.
 pub(crate) fn carries_marks(pid: u32) -> bool {
+    filters_beyond_host(pid).is_some_and(|n| n >= crate::sys::sandbox::seccomp::WORKER_FILTERS)
+}
+
+/// How many more seccomp filters process `pid` is held to than this host, when it has no
+/// new privileges and seccomp in filter mode (what every toolhost sandbox sets); `None`
+/// otherwise, or when it is gone.
+fn filters_beyond_host(pid: u32) -> Option<u32> {
     use crate::sys::sandbox::seccomp;
-    let Some(raw) = i32::try_from(pid).ok() else {
-        return false;
-    };
     let host = i32::try_from(std::process::id())
         .ok()
         .and_then(seccomp::filters_of)
         .unwrap_or(0);
-    let worker_filters =
-        seccomp::filters_of(raw).is_some_and(|n| n >= host + seccomp::WORKER_FILTERS);
-    worker_filters && no_new_privs_and_filtered(pid)
+    let peer = seccomp::filters_of(i32::try_from(pid).ok()?)?;
+    (no_new_privs_and_filtered(pid) && peer >= host).then(|| peer - host)
 }
 
 /// Why process `pid` counts as one some toolhost confined (this one or another, of any
@@ -163,16 +166,11 @@ pub(crate) fn confined_beyond_host(pid: u32) -> Option<String> {
             mark::MARK_US
         ));
     }
-    let host = i32::try_from(std::process::id())
-        .ok()
-        .and_then(seccomp::filters_of)
-        .unwrap_or(0);
-    let peer = seccomp::filters_of(raw)?;
-    (peer >= host + seccomp::COMMAND_FILTERS && no_new_privs_and_filtered(pid)).then(|| {
+    let beyond = filters_beyond_host(pid)?;
+    (beyond >= seccomp::COMMAND_FILTERS).then(|| {
         format!(
-            "process {pid} is held by {} more seccomp filters than this host, with no new \
-             privileges: a sandbox confines it",
-            peer - host
+            "process {pid} is held by {beyond} more seccomp filters than this host, with no \
+             new privileges: a sandbox confines it"
         )
     })
 }

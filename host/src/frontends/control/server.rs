@@ -218,37 +218,9 @@ fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
     let me = toolhost_calls::private::effective_uid();
     match stream.peer_cred() {
         Ok(cred) => {
-            if let Some(why) = cred
-                .pid()
-                .and_then(|p| u32::try_from(p).ok())
-                .and_then(crate::sys::workers::worker_origin)
-            {
-                tracing::warn!(
-                    pid = cred.pid(),
-                    "refused a control connection from a plugin worker: {why}"
-                );
-                return Err(Refusal::Worker { why });
-            }
-            // After the workers' check, whose refusal says more about a worker.
-            if let Some(why) = cred.pid().and_then(started_by_host) {
-                tracing::warn!(
-                    pid = cred.pid(),
-                    "refused a control connection from a process toolhost started: {why}"
-                );
-                return Err(Refusal::Started { why });
-            }
-            // A process another toolhost confined (its command, MCP server or worker):
-            // not this host's descendant, and still never the user.
-            if let Some(why) = cred
-                .pid()
-                .and_then(|p| u32::try_from(p).ok())
-                .and_then(crate::sys::workers::confined_beyond_host)
-            {
-                tracing::warn!(
-                    pid = cred.pid(),
-                    "refused a control connection from a confined process: {why}"
-                );
-                return Err(Refusal::Confined { why });
+            if let Some(refusal) = cred.pid().and_then(refused_process) {
+                tracing::warn!(pid = cred.pid(), "refused a control connection: {refusal}");
+                return Err(refusal);
             }
             if trusted_uid(cred.uid()) {
                 let caller = Caller {
@@ -264,6 +236,24 @@ fn admit(stream: &UnixStream) -> Result<(Caller, String), Refusal> {
             Err(Refusal::UnknownPeer { me, source: e })
         }
     }
+}
+
+/// The refusal of process `pid` as one toolhost started or confined, whatever its uid,
+/// or `None`. In order: one of this host's workers or what it started (the most precise
+/// words), any other process this host started (by ancestry), and any process any
+/// toolhost confined (not this host's descendant, and still never the user).
+#[cfg(unix)]
+fn refused_process(pid: i32) -> Option<Refusal> {
+    let unsigned = u32::try_from(pid).ok();
+    if let Some(why) = unsigned.and_then(crate::sys::workers::worker_origin) {
+        return Some(Refusal::Worker { why });
+    }
+    if let Some(why) = started_by_host(pid) {
+        return Some(Refusal::Started { why });
+    }
+    unsigned
+        .and_then(crate::sys::workers::confined_beyond_host)
+        .map(|why| Refusal::Confined { why })
 }
 
 /// The refusal of a peer of another uid.
