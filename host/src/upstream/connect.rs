@@ -336,6 +336,34 @@ fn program_prefix(folder: &Path, home: Option<&Path>) -> PathBuf {
     folder.to_path_buf()
 }
 
+/// Why a stdio server gets no PID namespace of its own.
+#[derive(Debug, thiserror::Error)]
+enum NoNamespace {
+    /// A root server would lose its capabilities to the user namespace.
+    #[error("the sandbox is off")]
+    SandboxOff,
+    /// The child that makes one must write its own `uid_map` before it runs the
+    /// program, which a child of a host that is not root could do only by making itself
+    /// dumpable, and so its copy of the host's memory (API keys) readable to every
+    /// process of the user.
+    #[error("the host is not root")]
+    NotRoot,
+    /// The kernel refuses them.
+    #[error(transparent)]
+    Kernel(&'static crate::sys::containment::NoPidNamespaces),
+}
+
+/// Whether a stdio server started with `sandbox` runs in a PID namespace of its own.
+fn namespaces_for(sandbox: SandboxMode) -> Result<(), NoNamespace> {
+    if sandbox == SandboxMode::Off {
+        return Err(NoNamespace::SandboxOff);
+    }
+    if toolhost_calls::private::effective_uid() != 0 {
+        return Err(NoNamespace::NotRoot);
+    }
+    crate::sys::containment::pid_namespaces().map_err(NoNamespace::Kernel)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn stdio(
     server: &McpServerSettings,
@@ -351,20 +379,7 @@ async fn stdio(
     let prepared =
         crate::sys::sandbox::prepare(limits.sandbox, &rules(server, &program, cwd, dirs))
             .map_err(|e| ConnectError::Sandbox(e.to_string()))?;
-    // PID namespaces, unless the sandbox is off (a root server would lose its
-    // capabilities to the user namespace), and only for a root host: the child that
-    // makes one must write its own `uid_map` before it runs the program, which a child
-    // of a host that is not root could do only by making itself dumpable, and so its
-    // copy of the host's memory (API keys) readable to every process of the user.
-    let namespaces = || -> Result<(), String> {
-        if limits.sandbox == SandboxMode::Off {
-            return Err("the sandbox is off".to_owned());
-        }
-        if toolhost_calls::private::effective_uid() != 0 {
-            return Err("the host is not root".to_owned());
-        }
-        crate::sys::containment::pid_namespaces().map_err(|e| e.to_string())
-    };
+    let namespaces = namespaces_for(limits.sandbox);
     // A cgroup of its own where the host can make one (its memory and processes
     // bounded, and every process in it ended with it); else a PID namespace of its own
     // (every process in it ends with it, even if the host is killed); else its process
@@ -375,7 +390,7 @@ async fn stdio(
         server.sandbox.max_processes.unwrap_or(limits.max_processes),
     ) {
         Ok(containment) => containment,
-        Err(e) => match namespaces() {
+        Err(e) => match &namespaces {
             Ok(()) => {
                 tracing::debug!(
                     server = &*server.name,
@@ -395,7 +410,8 @@ async fn stdio(
     };
     // In a cgroup too: a cgroup holds what the server starts only while the host lives,
     // a PID namespace also when the host is killed.
-    let namespace = (matches!(containment, Containment::PidNamespace) || namespaces().is_ok())
+    let namespace = namespaces
+        .is_ok()
         .then(crate::sys::pid_namespace::ChildMaps::of_this_process);
     let in_namespace = namespace.is_some();
     let tag = crate::sys::sandbox::process_tree::new_tag();
